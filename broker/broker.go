@@ -1,0 +1,46 @@
+// Package broker defines what the reference pipeline needs from a message
+// broker. Each broker lives in its own sub-package; Redis Streams is the first.
+package broker
+
+import (
+	"context"
+	"time"
+)
+
+// Message is what the relay (or a raw publish) hands to the broker: the
+// business event id and the payload exactly as stored in the outbox.
+type Message struct {
+	EventID string
+	Payload string
+}
+
+// Delivery is one broker entry handed to a worker of a consumer group.
+type Delivery struct {
+	ID      string // broker entry id: new on every publish, names one delivery record
+	EventID string // business event id: stable across redeliveries
+	Payload string
+}
+
+// Broker is one stream of transfer events with consumer groups, as the
+// pipeline sees it. A consumer group is named by the consumer id.
+type Broker interface {
+	// Publish appends msgs in order. It returns the ids of the messages it
+	// published before any error, so a caller marks exactly those.
+	Publish(ctx context.Context, msgs []Message) ([]string, error)
+	// Read hands worker up to count NEW entries (count <= 0: all of them). When
+	// none are new it waits at most block, never forever.
+	Read(ctx context.Context, group, worker string, count int, block time.Duration) ([]Delivery, error)
+	// Claim moves up to count pending entries idle for at least minIdle to worker.
+	Claim(ctx context.Context, group, worker string, minIdle time.Duration, count int) ([]Delivery, error)
+	// Ack removes entries from the group's pending list.
+	Ack(ctx context.Context, group string, ids ...string) error
+
+	// Entries counts the entries in the stream.
+	Entries(ctx context.Context) (int64, error)
+	// Events lists the business event ids in the stream, one per entry, in order.
+	Events(ctx context.Context) ([]string, error)
+	// Pending counts pending (delivered, unacknowledged) entries per group.
+	Pending(ctx context.Context) (map[string]int64, error)
+	// Delete removes the stream and its groups: everything this Broker created.
+	Delete(ctx context.Context) error
+}

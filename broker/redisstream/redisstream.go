@@ -1,0 +1,231 @@
+// Package redisstream implements broker.Broker on one Redis stream key.
+package redisstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"outboxdrill/broker"
+)
+
+// Field names of a stream entry.
+const (
+	FieldEventID = "event_id"
+	FieldPayload = "payload"
+)
+
+// readBatch bounds one XREADGROUP when a caller asks for "all new entries".
+const readBatch = 100
+
+// Stream is a broker.Broker on one stream key. The client is shared by the
+// whole run; a Stream only owns its key.
+type Stream struct {
+	rdb *redis.Client
+	key string
+
+	mu     sync.Mutex
+	groups map[string]bool // groups known to exist
+}
+
+var _ broker.Broker = (*Stream)(nil)
+
+// New returns the stream stored under key.
+func New(rdb *redis.Client, key string) *Stream {
+	return &Stream{rdb: rdb, key: key, groups: map[string]bool{}}
+}
+
+// Key is the Redis key of the stream.
+func (s *Stream) Key() string { return s.key }
+
+// Publish XADDs msgs in one pipelined round trip.
+func (s *Stream) Publish(ctx context.Context, msgs []broker.Message) ([]string, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	cmds := make([]*redis.StringCmd, len(msgs))
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, m := range msgs {
+			cmds[i] = p.XAdd(ctx, &redis.XAddArgs{
+				Stream: s.key,
+				Values: []any{FieldEventID, m.EventID, FieldPayload, m.Payload},
+			})
+		}
+		return nil
+	})
+	ids := make([]string, 0, len(msgs))
+	for i, c := range cmds {
+		id, err := c.Result()
+		if err != nil {
+			return ids, fmt.Errorf("XADD %s (event %s): %w", s.key, msgs[i].EventID, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// ensureGroup creates the consumer group on first use, reading from the
+// stream's start so that events published before the group existed count.
+func (s *Stream) ensureGroup(ctx context.Context, group string) error {
+	s.mu.Lock()
+	known := s.groups[group]
+	s.mu.Unlock()
+	if known {
+		return nil
+	}
+	err := s.rdb.XGroupCreateMkStream(ctx, s.key, group, "0").Err()
+	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		return fmt.Errorf("XGROUP CREATE %s %s: %w", s.key, group, err)
+	}
+	s.mu.Lock()
+	s.groups[group] = true
+	s.mu.Unlock()
+	return nil
+}
+
+// Read reads new entries (">"). Only the first read may block: once entries
+// are flowing, an empty answer means there are no more.
+func (s *Stream) Read(ctx context.Context, group, worker string, count int, block time.Duration) ([]broker.Delivery, error) {
+	if err := s.ensureGroup(ctx, group); err != nil {
+		return nil, err
+	}
+	var out []broker.Delivery
+	for count <= 0 || len(out) < count {
+		n := readBatch
+		if count > 0 {
+			n = min(n, count-len(out))
+		}
+		// go-redis: Block < 0 sends no BLOCK (answer at once); Block == 0 would
+		// mean BLOCK 0, wait forever, which a scenario must never do.
+		wait := time.Duration(-1)
+		if len(out) == 0 && block > 0 {
+			wait = block
+		}
+		res, err := s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+			Group: group, Consumer: worker, Streams: []string{s.key, ">"},
+			Count: int64(n), Block: wait,
+		}).Result()
+		if errors.Is(err, redis.Nil) {
+			break
+		}
+		if err != nil {
+			return out, fmt.Errorf("XREADGROUP %s %s: %w", s.key, group, err)
+		}
+		got := 0
+		for _, st := range res {
+			for _, m := range st.Messages {
+				out = append(out, delivery(m))
+				got++
+			}
+		}
+		if got < n {
+			break
+		}
+	}
+	return out, nil
+}
+
+// Claim finds pending entries idle for at least minIdle (XPENDING) and takes
+// them over (XCLAIM with the same min-idle, so an entry that became active in
+// between is not stolen).
+func (s *Stream) Claim(ctx context.Context, group, worker string, minIdle time.Duration, count int) ([]broker.Delivery, error) {
+	if err := s.ensureGroup(ctx, group); err != nil {
+		return nil, err
+	}
+	limit := int64(count)
+	if count <= 0 {
+		limit = 10000
+	}
+	pend, err := s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+		Stream: s.key, Group: group, Idle: minIdle, Start: "-", End: "+", Count: limit,
+	}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("XPENDING %s %s: %w", s.key, group, err)
+	}
+	if len(pend) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(pend))
+	for i, p := range pend {
+		ids[i] = p.ID
+	}
+	msgs, err := s.rdb.XClaim(ctx, &redis.XClaimArgs{
+		Stream: s.key, Group: group, Consumer: worker, MinIdle: minIdle, Messages: ids,
+	}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("XCLAIM %s %s: %w", s.key, group, err)
+	}
+	out := make([]broker.Delivery, 0, len(msgs))
+	for _, m := range msgs {
+		out = append(out, delivery(m))
+	}
+	return out, nil
+}
+
+func delivery(m redis.XMessage) broker.Delivery {
+	d := broker.Delivery{ID: m.ID}
+	d.EventID, _ = m.Values[FieldEventID].(string)
+	d.Payload, _ = m.Values[FieldPayload].(string)
+	return d
+}
+
+// Ack XACKs ids in group.
+func (s *Stream) Ack(ctx context.Context, group string, ids ...string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := s.rdb.XAck(ctx, s.key, group, ids...).Err(); err != nil {
+		return fmt.Errorf("XACK %s %s: %w", s.key, group, err)
+	}
+	return nil
+}
+
+// Entries is XLEN.
+func (s *Stream) Entries(ctx context.Context) (int64, error) {
+	n, err := s.rdb.XLen(ctx, s.key).Result()
+	if err != nil {
+		return 0, fmt.Errorf("XLEN %s: %w", s.key, err)
+	}
+	return n, nil
+}
+
+// Events reads the whole stream (XRANGE - +) and returns each entry's event id.
+func (s *Stream) Events(ctx context.Context) ([]string, error) {
+	msgs, err := s.rdb.XRange(ctx, s.key, "-", "+").Result()
+	if err != nil {
+		return nil, fmt.Errorf("XRANGE %s: %w", s.key, err)
+	}
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = delivery(m).EventID
+	}
+	return ids, nil
+}
+
+// Pending is XINFO GROUPS: pending count per group. A stream that does not
+// exist yet has no groups.
+func (s *Stream) Pending(ctx context.Context) (map[string]int64, error) {
+	out := map[string]int64{}
+	n, err := s.rdb.Exists(ctx, s.key).Result()
+	if err != nil || n == 0 {
+		return out, err
+	}
+	groups, err := s.rdb.XInfoGroups(ctx, s.key).Result()
+	if err != nil {
+		return nil, fmt.Errorf("XINFO GROUPS %s: %w", s.key, err)
+	}
+	for _, g := range groups {
+		out[g.Name] = g.Pending
+	}
+	return out, nil
+}
+
+// Delete removes the stream key, and with it every group.
+func (s *Stream) Delete(ctx context.Context) error {
+	return s.rdb.Del(ctx, s.key).Err()
+}

@@ -1,0 +1,239 @@
+// Command runner runs declarative outbox/inbox fault-drill scenarios against
+// real PostgreSQL and Redis Streams.
+//
+//	runner run [flags] [files or dirs...]   run scenarios (default dir: scenarios)
+//	runner validate [files or dirs...]      check scenarios without running them
+//	runner list [files or dirs...]          list scenarios: file, name, tags
+//	runner docs                             print the scenario-language reference
+//
+// Exit status: 0 all passed, 1 a scenario failed, 2 invalid scenario or usage,
+// 3 the run itself could not proceed (servers), 130 interrupted.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"outboxdrill/runner"
+	"outboxdrill/steps"
+)
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitFailed      = 1
+	exitInvalid     = 2
+	exitEnvironment = 3
+	exitInterrupted = 130
+)
+
+const defaultDir = "scenarios"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second Ctrl-C kills at once; the first one cleans up
+	}()
+	os.Exit(Main(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+// commands maps each subcommand to its implementation; one sorted place.
+var commands = map[string]command{
+	"docs":     {"print the scenario-language reference (Markdown)", cmdDocs},
+	"list":     {"list scenarios: file, name, tags", cmdList},
+	"run":      {"run scenarios against real PostgreSQL and Redis", cmdRun},
+	"validate": {"check scenarios without running anything", cmdValidate},
+}
+
+// Main is the whole CLI, callable from tests.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return exitInvalid
+		}
+		return exitOK
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "runner: unknown command %q%s\n", args[0], steps.Suggest(args[0], commandNames()))
+		usage(stderr)
+		return exitInvalid
+	}
+	return cmd.run(ctx, args[1:], stdout, stderr)
+}
+
+func commandNames() []string {
+	var names []string
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: runner <command> [flags] [files or dirs...]")
+	fmt.Fprintln(w, "commands:")
+	for _, n := range commandNames() {
+		fmt.Fprintf(w, "  %-9s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "exit status: 0 passed, 1 a scenario failed, 2 invalid scenario or usage, 3 servers unavailable, 130 interrupted")
+}
+
+// parseInterspersed lets flags follow the paths (`runner run scenarios/ -v`).
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var paths []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return paths, nil
+		}
+		paths = append(paths, args[0])
+		args = args[1:]
+	}
+}
+
+// load expands paths and loads every scenario, printing every problem.
+func load(paths []string, stderr io.Writer) ([]*runner.Scenario, bool) {
+	if len(paths) == 0 {
+		paths = []string{defaultDir}
+	}
+	files, err := runner.ExpandPaths(paths)
+	if err != nil {
+		fmt.Fprintf(stderr, "runner: %v\n", err)
+		return nil, false
+	}
+	if len(files) == 0 {
+		fmt.Fprintf(stderr, "runner: no scenario files (*.yaml) in %s\n", strings.Join(paths, ", "))
+		return nil, false
+	}
+	scs, errs := runner.LoadFiles(files)
+	for _, e := range errs {
+		fmt.Fprintln(stderr, e)
+	}
+	if len(errs) > 0 {
+		fmt.Fprintf(stderr, "%d problem(s) in %d file(s); nothing was run\n", len(errs), countFiles(errs))
+		return nil, false
+	}
+	return scs, true
+}
+
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	p := runner.Params{Out: stdout, Log: stderr}
+	fs.StringVar(&p.PGURL, "pg", os.Getenv("RUNNER_PG_URL"), "use this PostgreSQL server (admin URL) instead of starting one `URL` (env RUNNER_PG_URL)")
+	fs.StringVar(&p.RedisURL, "redis", os.Getenv("RUNNER_REDIS_URL"), "use this Redis server instead of starting one `URL` (env RUNNER_REDIS_URL)")
+	runRe := fs.String("run", "", "run only scenarios whose name matches `REGEX`")
+	fs.DurationVar(&p.Timeout, "timeout", time.Minute, "cancel a scenario that runs longer than this")
+	fs.BoolVar(&p.Verbose, "v", false, "print every scenario's step trace")
+	paths, err := parseInterspersed(fs, args)
+	if err != nil {
+		return exitInvalid
+	}
+	if *runRe != "" {
+		if p.Run, err = regexp.Compile(*runRe); err != nil {
+			fmt.Fprintf(stderr, "runner: --run: %v\n", err)
+			return exitInvalid
+		}
+	}
+	scs, ok := load(paths, stderr)
+	if !ok {
+		return exitInvalid
+	}
+	scs = runner.Select(&p, scs)
+	if len(scs) == 0 {
+		fmt.Fprintf(stderr, "runner: no scenario matches --run %q\n", *runRe)
+		return exitInvalid
+	}
+	if !p.Verbose {
+		p.Log = nil
+	}
+	rep, err := runner.Run(ctx, p, scs)
+	if rep != nil && rep.Duration > 0 {
+		fmt.Fprintln(stdout, rep.Summary())
+	}
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(stderr, "runner: interrupted; everything the run created was removed")
+		return exitInterrupted
+	case err != nil:
+		fmt.Fprintf(stderr, "runner: %v\n", err)
+		return exitEnvironment
+	case rep.Failed() > 0:
+		return exitFailed
+	}
+	return exitOK
+}
+
+func cmdValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	paths, err := parseInterspersed(fs, args)
+	if err != nil {
+		return exitInvalid
+	}
+	scs, ok := load(paths, stderr)
+	if !ok {
+		return exitInvalid
+	}
+	fmt.Fprintf(stdout, "ok: %d scenario(s) valid\n", len(scs))
+	return exitOK
+}
+
+func cmdList(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("list", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	paths, err := parseInterspersed(fs, args)
+	if err != nil {
+		return exitInvalid
+	}
+	scs, ok := load(paths, stderr)
+	if !ok {
+		return exitInvalid
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FILE\tNAME\tTAGS")
+	for _, sc := range scs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", sc.File, sc.Name, strings.Join(sc.Tags, ","))
+	}
+	_ = tw.Flush()
+	return exitOK
+}
+
+func cmdDocs(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		fmt.Fprintln(stderr, "usage: runner docs > docs/scenario-language.md")
+		return exitInvalid
+	}
+	fmt.Fprint(stdout, runner.Reference())
+	return exitOK
+}
+
+func countFiles(errs steps.Errors) int {
+	files := map[string]bool{}
+	for _, e := range errs {
+		files[e.Pos.File] = true
+	}
+	return len(files)
+}

@@ -1,0 +1,174 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"outboxdrill/broker"
+)
+
+// Consumer applies broker entries to the consumer database through the inbox.
+type Consumer struct {
+	DB     *pgxpool.Pool
+	Broker broker.Broker
+}
+
+// ConsumeOptions configures one consume or claim pass.
+type ConsumeOptions struct {
+	Consumer string        // consumer id: the group and the inbox's dedupe scope
+	Worker   string        // worker id: a process instance, never a dedupe key
+	Count    int           // entries to take; <= 0 means all available
+	Block    time.Duration // how long a read waits when nothing is new
+	Idle     time.Duration // claim only: minimum idle time of a pending entry
+	Fault    Fault         // DivZero: fail inside the transaction, after the inbox insert
+	SkipAck  bool          // fault: commit, then "crash" before XACK
+}
+
+// Outcome is what handling one delivery did.
+type Outcome string
+
+const (
+	Applied   Outcome = "applied"   // new in the inbox; projection updated
+	Duplicate Outcome = "duplicate" // same id and payload already in the inbox; no effect
+	Conflict  Outcome = "conflict"  // same id, different payload: identity conflict, no effect, not acked
+	Failed    Outcome = "failed"    // the transaction rolled back; the entry stays pending
+)
+
+// Handled is one delivery and what became of it.
+type Handled struct {
+	broker.Delivery
+	Outcome Outcome
+	Acked   bool
+	Reason  string // for Conflict and Failed
+}
+
+// ConsumeResult lists every delivery of one pass in order.
+type ConsumeResult struct {
+	Handled []Handled
+}
+
+// Count counts deliveries with outcome o.
+func (r ConsumeResult) Count(o Outcome) int {
+	n := 0
+	for _, h := range r.Handled {
+		if h.Outcome == o {
+			n++
+		}
+	}
+	return n
+}
+
+// Acked counts acknowledged deliveries.
+func (r ConsumeResult) Acked() int {
+	n := 0
+	for _, h := range r.Handled {
+		if h.Acked {
+			n++
+		}
+	}
+	return n
+}
+
+// Consume reads new entries (">") and handles each.
+func (c *Consumer) Consume(ctx context.Context, opt ConsumeOptions) (ConsumeResult, error) {
+	ds, err := c.Broker.Read(ctx, opt.Consumer, opt.Worker, opt.Count, opt.Block)
+	if err != nil {
+		return ConsumeResult{}, err
+	}
+	return c.handleAll(ctx, opt, ds)
+}
+
+// Claim takes over pending entries idle for at least opt.Idle and handles each.
+func (c *Consumer) Claim(ctx context.Context, opt ConsumeOptions) (ConsumeResult, error) {
+	ds, err := c.Broker.Claim(ctx, opt.Consumer, opt.Worker, opt.Idle, opt.Count)
+	if err != nil {
+		return ConsumeResult{}, err
+	}
+	return c.handleAll(ctx, opt, ds)
+}
+
+func (c *Consumer) handleAll(ctx context.Context, opt ConsumeOptions, ds []broker.Delivery) (ConsumeResult, error) {
+	var res ConsumeResult
+	for _, d := range ds {
+		h, err := c.handle(ctx, opt, d)
+		if err != nil {
+			return res, fmt.Errorf("entry %s (event %s): %w", d.ID, d.EventID, err)
+		}
+		// Commit, THEN XACK; an entry that failed or conflicts stays pending.
+		if !opt.SkipAck && (h.Outcome == Applied || h.Outcome == Duplicate) {
+			if err := c.Broker.Ack(ctx, opt.Consumer, d.ID); err != nil {
+				res.Handled = append(res.Handled, h)
+				return res, err
+			}
+			h.Acked = true
+		}
+		res.Handled = append(res.Handled, h)
+	}
+	return res, nil
+}
+
+// The consumer transaction's statements.
+const (
+	sqlInbox = `INSERT INTO inbox (consumer_id, event_id, payload) VALUES ($1, $2, $3::jsonb)
+ON CONFLICT (consumer_id, event_id) DO NOTHING`
+	// jsonb equality: key order and spacing do not make a conflict.
+	sqlSamePayload = `SELECT payload = $3::jsonb, payload::text FROM inbox WHERE consumer_id = $1 AND event_id = $2`
+	sqlProjection  = `INSERT INTO projection (consumer_id, currency, amount, events)
+SELECT $1, p->>'currency', (p->>'amount')::bigint, 1 FROM (SELECT $2::jsonb AS p) AS e
+ON CONFLICT (consumer_id, currency) DO UPDATE
+SET amount = projection.amount + EXCLUDED.amount, events = projection.events + 1`
+)
+
+// handle runs ONE consumer transaction: insert into the inbox; if the row is
+// new, update the projection; commit. Errors PostgreSQL raises about the data
+// (and the injected fault) are outcomes; anything else is returned.
+func (c *Consumer) handle(ctx context.Context, opt ConsumeOptions, d broker.Delivery) (Handled, error) {
+	h := Handled{Delivery: d}
+	fail := func(err error) (Handled, error) {
+		if IsDivZero(err) || isDataError(err) {
+			h.Outcome, h.Reason = Failed, err.Error()+": transaction rolled back"
+			return h, nil
+		}
+		return h, err
+	}
+	tx, err := c.DB.Begin(ctx)
+	if err != nil {
+		return h, err
+	}
+	defer rollback(ctx, tx)
+
+	tag, err := tx.Exec(ctx, sqlInbox, opt.Consumer, d.EventID, d.Payload)
+	if err != nil {
+		return fail(err)
+	}
+	if opt.Fault == DivZero {
+		if _, err := tx.Exec(ctx, sqlDivZero); err != nil {
+			return fail(err)
+		}
+	}
+	if tag.RowsAffected() == 0 {
+		var same bool
+		var stored string
+		if err := tx.QueryRow(ctx, sqlSamePayload, opt.Consumer, d.EventID, d.Payload).Scan(&same, &stored); err != nil {
+			return fail(err)
+		}
+		h.Outcome = Duplicate
+		if !same {
+			h.Outcome = Conflict
+			h.Reason = fmt.Sprintf("identity conflict: event %s is in the inbox of %s with payload %s, this delivery carries %s",
+				d.EventID, opt.Consumer, stored, d.Payload)
+		}
+		return h, tx.Commit(ctx)
+	}
+	if _, err := tx.Exec(ctx, sqlProjection, opt.Consumer, d.Payload); err != nil {
+		return fail(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return h, err
+	}
+	h.Outcome = Applied
+	return h, nil
+}

@@ -1,0 +1,81 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Producer writes transfers to the producer database.
+type Producer struct {
+	DB *pgxpool.Pool
+}
+
+// ProduceResult says what happened to one transfer.
+type ProduceResult struct {
+	Committed bool
+	Failed    bool   // the injected fault rolled the transaction back
+	Reason    string // why it failed
+}
+
+// The statements of one transfer, in the order they run in its transaction.
+const (
+	sqlJournal = `WITH j AS (
+    INSERT INTO journal (event_id, from_account, to_account, amount, currency)
+    VALUES ($1, $2, $3, $4, $5) RETURNING id)
+INSERT INTO ledger_entries (journal_id, account, currency, direction, amount)
+SELECT j.id, v.account, $5, v.direction, $4
+FROM j, (VALUES ($2::text, 'debit'), ($3::text, 'credit')) AS v (account, direction)`
+	sqlBalances = `INSERT INTO accounts (account, currency, balance)
+VALUES ($1, $3, -$4::bigint), ($2, $3, $4::bigint)
+ON CONFLICT (account, currency) DO UPDATE SET balance = accounts.balance + EXCLUDED.balance`
+	sqlOutbox = `INSERT INTO outbox (event_id, payload) VALUES ($1, $2::jsonb)`
+)
+
+// Produce commits journal, ledger entries, balances and the outbox row in ONE
+// transaction. With DivZero the fault runs after the outbox insert, so every
+// write of the transfer is rolled back together.
+func (p *Producer) Produce(ctx context.Context, t Transfer, fault Fault) (ProduceResult, error) {
+	if t.From == t.To {
+		return ProduceResult{}, fmt.Errorf("transfer %s: from and to are both %q", t.EventID, t.From)
+	}
+	tx, err := p.DB.Begin(ctx)
+	if err != nil {
+		return ProduceResult{}, err
+	}
+	defer rollback(ctx, tx)
+
+	b := &pgx.Batch{}
+	b.Queue(sqlJournal, t.EventID, t.From, t.To, t.Amount, t.Currency)
+	b.Queue(sqlBalances, t.From, t.To, t.Currency, t.Amount)
+	b.Queue(sqlOutbox, t.EventID, t.Payload())
+	if fault == DivZero {
+		b.Queue(sqlDivZero)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		if fault == DivZero && IsDivZero(err) {
+			return ProduceResult{Failed: true, Reason: "division by zero (SQLSTATE 22012): transaction rolled back"}, nil
+		}
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+			return ProduceResult{}, fmt.Errorf("event %s was already produced (%s)", t.EventID, pgErr.ConstraintName)
+		}
+		return ProduceResult{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return ProduceResult{}, err
+	}
+	return ProduceResult{Committed: true}, nil
+}
+
+// rollback ends tx if it is still open. After a commit it is a no-op
+// (pgx.ErrTxClosed), which is why it can always be deferred.
+func rollback(ctx context.Context, tx pgx.Tx) {
+	if err := tx.Rollback(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+		_ = err // the connection is broken; the pool discards it
+	}
+}

@@ -1,0 +1,482 @@
+package servers
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+)
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// assertGone checks that the server process is reaped and its dir removed.
+func assertGone(t *testing.T, pid int, dir string) {
+	t.Helper()
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Errorf("process %d still exists after Stop", pid)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("dir %s still exists after Stop (stat: %v)", dir, err)
+	}
+}
+
+// assertOwnGroup checks the child leads its own process group, so a terminal
+// Ctrl-C does not reach it.
+func assertOwnGroup(t *testing.T, pid int) {
+	t.Helper()
+	if pgid, err := syscall.Getpgid(pid); err != nil || pgid != pid {
+		t.Errorf("pgid of %d = %d, %v; want its own group", pid, pgid, err)
+	}
+}
+
+func TestPostgres(t *testing.T) {
+	ctx := testCtx(t)
+	start := time.Now()
+	pg, err := StartPostgres(ctx, PostgresOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("started in %v at %s (pid %d, dir %s)", time.Since(start), pg.URL, pg.PID(), pg.Dir)
+	pid, dir := pg.PID(), pg.Dir
+	t.Cleanup(func() { pg.Stop(context.Background()) })
+	assertOwnGroup(t, pid)
+	if os.Geteuid() == 0 {
+		if fi, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err != nil || fi.Sys().(*syscall.Stat_t).Uid == 0 {
+			t.Errorf("postmaster runs as root (stat: %v)", err)
+		}
+	}
+
+	conn, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fsync string
+	if err := conn.QueryRow(ctx, "SHOW fsync").Scan(&fsync); err != nil || fsync != "on" {
+		t.Errorf("fsync = %q, %v; want on", fsync, err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE drill_test"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+
+	cfg, err := pgx.ParseConfig(pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Database = "drill_test"
+	db, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	_, err = db.Exec(ctx, "CREATE TABLE t AS SELECT generate_series(1, 10) AS i")
+	if err == nil {
+		err = db.QueryRow(ctx, "SELECT sum(i) FROM t").Scan(&n)
+	}
+	if err != nil || n != 55 {
+		t.Errorf("sum = %d, %v; want 55", n, err)
+	}
+	db.Close(ctx) // a backend left open must not hold up a fast shutdown
+
+	if err := pg.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, pid, dir)
+	if err := pg.Stop(ctx); err != nil {
+		t.Errorf("second Stop: %v", err)
+	}
+}
+
+func TestPostgresStopWithOpenConnection(t *testing.T) {
+	ctx := testCtx(t)
+	pg, err := StartPostgres(ctx, PostgresOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(ctx) // fast shutdown aborts it instead of waiting
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	pid, dir := pg.PID(), pg.Dir
+	start := time.Now()
+	if err := pg.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stopped in %v", time.Since(start))
+	assertGone(t, pid, dir)
+}
+
+func TestRedis(t *testing.T) {
+	ctx := testCtx(t)
+	start := time.Now()
+	r, err := StartRedis(ctx, RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("started in %v at %s (pid %d, dir %s)", time.Since(start), r.URL, r.PID(), r.Dir)
+	pid, dir := r.PID(), r.Dir
+	t.Cleanup(func() { r.Stop(context.Background()) })
+	assertOwnGroup(t, pid)
+
+	opt, err := redis.ParseURL(r.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	if err := rdb.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := rdb.Get(ctx, "k").Result(); err != nil || got != "v" {
+		t.Errorf("GET k = %q, %v; want v", got, err)
+	}
+	for name, want := range map[string]string{"appendonly": "yes", "appendfsync": "always", "save": ""} {
+		if got, err := rdb.ConfigGet(ctx, name).Result(); err != nil || got[name] != want {
+			t.Errorf("CONFIG GET %s = %q, %v; want %q", name, got[name], err, want)
+		}
+	}
+
+	// Concurrent Stops: both return once the server is gone.
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		wg.Go(func() { errs[i] = r.Stop(ctx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, pid, dir)
+	if err := r.Stop(ctx); err != nil {
+		t.Errorf("third Stop: %v", err)
+	}
+}
+
+func TestMissingBinary(t *testing.T) {
+	ctx := testCtx(t)
+	cases := []struct {
+		name    string
+		start   func() error
+		pkg     string
+		address string
+	}{
+		{"postgres", func() error {
+			_, err := StartPostgres(ctx, PostgresOptions{BinDir: t.TempDir()})
+			return err
+		}, `"postgresql"`, "RUNNER_PG_URL"},
+		{"redis", func() error {
+			_, err := StartRedis(ctx, RedisOptions{Binary: "/nonexistent/redis-server"})
+			return err
+		}, `"redis-server"`, "RUNNER_REDIS_URL"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.start()
+			var mb *MissingBinaryError
+			if !errors.As(err, &mb) {
+				t.Fatalf("got %v (%T), want *MissingBinaryError", err, err)
+			}
+			msg := err.Error()
+			t.Log(msg)
+			for _, want := range []string{tc.pkg, "apt-get install", tc.address} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("message lacks %s: %s", want, msg)
+				}
+			}
+		})
+	}
+}
+
+// fakeBinDir makes a directory of shell scripts standing in for initdb and
+// postgres, readable by the postgres user when we run as root.
+func fakeBinDir(t *testing.T, scripts map[string]string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "fake-pg-bin-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range scripts {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// leftoverDirs lists drill-pg-* temp dirs, to prove a failed start cleans up.
+func leftoverDirs(t *testing.T) map[string]bool {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(os.TempDir(), "drill-pg-*"))
+	set := map[string]bool{}
+	for _, d := range m {
+		set[d] = true
+	}
+	return set
+}
+
+func TestPostgresStartFailureQuotesLogAndCleansUp(t *testing.T) {
+	before := leftoverDirs(t)
+	bin := fakeBinDir(t, map[string]string{
+		"initdb":   "for i in $(seq 1 30); do echo chatter $i; done\necho 'initdb: error: boom' >&2\nexit 1\n",
+		"postgres": "exit 0\n",
+	})
+	_, err := StartPostgres(testCtx(t), PostgresOptions{BinDir: bin})
+	if err == nil {
+		t.Fatal("start succeeded with a failing initdb")
+	}
+	t.Log(err)
+	if msg := err.Error(); !strings.Contains(msg, "initdb: error: boom") || strings.Contains(msg, "chatter 10\n") {
+		t.Errorf("error should quote only the log tail: %v", err)
+	}
+	for d := range leftoverDirs(t) {
+		if !before[d] {
+			t.Errorf("failed start left %s behind", d)
+		}
+	}
+}
+
+func TestPostgresRetriesLostPort(t *testing.T) {
+	before := leftoverDirs(t)
+	bin := fakeBinDir(t, map[string]string{
+		"initdb": "exit 0\n",
+		"postgres": `echo x >> "$(dirname "$0")/attempts"
+echo 'LOG:  could not bind IPv4 address "127.0.0.1": Address already in use' >&2
+echo 'FATAL:  could not create any TCP/IP sockets' >&2
+exit 1
+`,
+	})
+	_, err := StartPostgres(testCtx(t), PostgresOptions{BinDir: bin})
+	if err == nil || !strings.Contains(err.Error(), "Address already in use") {
+		t.Fatalf("got %v, want a bind failure", err)
+	}
+	b, _ := os.ReadFile(filepath.Join(bin, "attempts"))
+	if n := strings.Count(string(b), "x"); n != bindAttempts {
+		t.Errorf("postgres started %d times, want %d", n, bindAttempts)
+	}
+	for d := range leftoverDirs(t) {
+		if !before[d] {
+			t.Errorf("failed start left %s behind", d)
+		}
+	}
+}
+
+func TestCompareVersions(t *testing.T) {
+	if compareVersions("15", "9.6") <= 0 || compareVersions("9.6", "9.5") <= 0 || compareVersions("16", "16") != 0 {
+		t.Error("versions out of order")
+	}
+}
+
+func BenchmarkStartPostgres(b *testing.B) {
+	ctx := testCtx(b)
+	var startTotal time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		pg, err := StartPostgres(ctx, PostgresOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		startTotal += time.Since(t0)
+		if err := pg.Stop(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(startTotal.Milliseconds())/float64(b.N), "start-ms/op")
+}
+
+func BenchmarkStartRedis(b *testing.B) {
+	ctx := testCtx(b)
+	var startTotal time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		r, err := StartRedis(ctx, RedisOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		startTotal += time.Since(t0)
+		if err := r.Stop(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(startTotal.Microseconds())/1000/float64(b.N), "start-ms/op")
+}
+
+// occupy holds a loopback port, standing in for a process that wins the race
+// for the port picked for a server.
+func occupy(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestLostPortRaceDetected checks the real servers' bind failure is
+// recognised, so start retries it on a new port.
+func TestLostPortRaceDetected(t *testing.T) {
+	ctx := testCtx(t)
+	t.Run("redis", func(t *testing.T) {
+		bin, err := findRedis("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		r := &Redis{Dir: dir, binary: bin, logPath: filepath.Join(dir, "redis.log")}
+		if err := r.launch(ctx, occupy(t)); !lostPortRace(err) {
+			t.Fatalf("launch on a busy port: %v; want a lost port race", err)
+		}
+	})
+	t.Run("postgres", func(t *testing.T) {
+		var echo syncBuffer
+		pg, err := StartPostgres(ctx, PostgresOptions{Log: &echo})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pg.Stop(ctx)
+		// A second postmaster on the same cluster would trip over the lock
+		// file, so stop ours first and then try to launch it on a busy port.
+		c := pg.proc
+		c.stop(ctx, syscall.SIGINT, stopGrace)
+		if err := pg.launch(ctx, occupy(t)); !lostPortRace(err) {
+			t.Fatalf("launch on a busy port: %v; want a lost port race", err)
+		}
+		if !strings.Contains(echo.String(), "Address already in use") {
+			t.Errorf("PostgresOptions.Log did not get the server output: %q", echo.String())
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for the writer goroutine of os/exec.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestStopWithCancelledContextKills(t *testing.T) {
+	r, err := StartRedis(testCtx(t), RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, dir := r.PID(), r.Dir
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := r.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, pid, dir)
+}
+
+// TestChildrenDieWithRunner SIGKILLs a runner (this test binary, re-executed)
+// holding both servers and checks the kernel kills the servers too.
+func TestChildrenDieWithRunner(t *testing.T) {
+	if os.Getenv("SERVERS_TEST_RUNNER") == "1" {
+		runAsRunner()
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestChildrenDieWithRunner$")
+	cmd.Env = append(os.Environ(), "SERVERS_TEST_RUNNER=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	sc := bufio.NewScanner(out)
+	for len(pids) < 2 && sc.Scan() {
+		var pid int
+		var dir string
+		if n, _ := fmt.Sscanf(sc.Text(), "server %d %s", &pid, &dir); n == 2 {
+			pids = append(pids, pid)
+			t.Cleanup(func() { os.RemoveAll(dir) }) // a SIGKILLed runner cannot clean up
+		}
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if len(pids) != 2 {
+		t.Fatalf("runner reported servers %v", pids)
+	}
+	for _, pid := range pids {
+		deadline := time.Now().Add(5 * time.Second)
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if alive(pid) {
+			t.Errorf("server %d survived its runner", pid)
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// runAsRunner starts both servers, reports them and waits to be killed.
+func runAsRunner() {
+	ctx := context.Background()
+	pg, err := StartPostgres(ctx, PostgresOptions{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Printf("server %d %s\n", pg.PID(), pg.Dir)
+	r, err := StartRedis(ctx, RedisOptions{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Printf("server %d %s\n", r.PID(), r.Dir)
+	time.Sleep(time.Minute)
+}
+
+// alive reports whether pid exists and is not a zombie (a container's init
+// may never reap orphans).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}

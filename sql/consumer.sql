@@ -1,0 +1,20 @@
+-- Consumer database: the inbox (dedupe by business event id per consumer id)
+-- and the projection it guards. Both change in ONE transaction, or neither does.
+
+CREATE TABLE inbox (
+    consumer_id text        NOT NULL, -- logical projection, never a worker id
+    event_id    text        NOT NULL, -- business event id, never a broker entry id
+    payload     jsonb       NOT NULL, -- the original payload: a later delivery is compared to it
+    received_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (consumer_id, event_id)
+);
+
+-- A read model: transferred atomic units and event counts per (consumer, currency).
+-- Currencies are never added together.
+CREATE TABLE projection (
+    consumer_id text   NOT NULL,
+    currency    text   NOT NULL,
+    amount      bigint NOT NULL DEFAULT 0,
+    events      bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (consumer_id, currency)
+);

@@ -1,0 +1,42 @@
+-- Producer database: the business facts and the outbox that announces them.
+-- A transfer writes journal + ledger entries + balances + outbox in ONE transaction.
+
+CREATE TABLE accounts (
+    account  text   NOT NULL,
+    currency text   NOT NULL,
+    balance  bigint NOT NULL DEFAULT 0, -- atomic units; created on first use with 0
+    PRIMARY KEY (account, currency)
+);
+
+CREATE TABLE journal (
+    id           bigserial   PRIMARY KEY,
+    event_id     text        NOT NULL UNIQUE, -- business event id: one transfer, one event
+    from_account text        NOT NULL,
+    to_account   text        NOT NULL,
+    amount       bigint      NOT NULL CHECK (amount > 0),
+    currency     text        NOT NULL,
+    created_at   timestamptz NOT NULL DEFAULT now()
+);
+
+-- Two rows per transfer: a debit of the sender and a credit of the receiver.
+CREATE TABLE ledger_entries (
+    id         bigserial PRIMARY KEY,
+    journal_id bigint    NOT NULL REFERENCES journal (id),
+    account    text      NOT NULL,
+    currency   text      NOT NULL,
+    direction  text      NOT NULL CHECK (direction IN ('debit', 'credit')),
+    amount     bigint    NOT NULL CHECK (amount > 0)
+);
+
+CREATE TABLE outbox (
+    id           bigserial   PRIMARY KEY, -- relay order
+    event_id     text        NOT NULL UNIQUE,
+    payload      jsonb       NOT NULL,
+    published    boolean     NOT NULL DEFAULT false,
+    published_at timestamptz,
+    created_at   timestamptz NOT NULL DEFAULT now()
+);
+
+-- The relay only ever scans unpublished rows; a partial index keeps that scan
+-- proportional to the backlog, not to the history.
+CREATE INDEX outbox_unpublished ON outbox (id) WHERE NOT published;

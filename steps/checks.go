@@ -1,0 +1,317 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Check defines one state check of an expect map: how its wanted value is
+// written (parse) and how the current state is read (observe). observe shapes
+// what it reads like want (a total for an int, a map for a map) so that the
+// two compare directly.
+type Check struct {
+	Name string
+	Doc  string
+	Type string // how the value is written, for the reference
+
+	parse   func(file string, n *yaml.Node) (any, Errors)
+	observe func(ctx context.Context, env *Env, want any) (any, error)
+}
+
+// ProjectionRow is one (consumer, currency) row of the projection.
+type ProjectionRow struct {
+	Amount int64 `yaml:"amount"`
+	Events int64 `yaml:"events"`
+}
+
+var checks = map[string]*Check{}
+
+func defineCheck(c *Check) { checks[c.Name] = c }
+
+// LookupCheck finds a state check by key.
+func LookupCheck(name string) (*Check, bool) {
+	c, ok := checks[name]
+	return c, ok
+}
+
+// Checks lists the state checks in key order.
+func Checks() []*Check {
+	var cs []*Check
+	for _, n := range CheckNames() {
+		cs = append(cs, checks[n])
+	}
+	return cs
+}
+
+// CheckNames lists the state-check keys, sorted.
+func CheckNames() []string {
+	names := make([]string, 0, len(checks))
+	for n := range checks {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// countSQL makes a check that counts rows with a query on one database.
+func countSQL(name, doc, query string, consumerDB bool) *Check {
+	return &Check{Name: name, Doc: doc, Type: "integer", parse: parseCount,
+		observe: func(ctx context.Context, env *Env, _ any) (any, error) {
+			db := env.Producer
+			if consumerDB {
+				db = env.Consumer
+			}
+			var n int64
+			err := db.QueryRow(ctx, query).Scan(&n)
+			return n, err
+		}}
+}
+
+func init() {
+	defineCheck(&Check{Name: "stream.entries", Doc: "entries in the stream (XLEN): every publish counts, duplicates too",
+		Type: "integer", parse: parseCount,
+		observe: func(ctx context.Context, env *Env, _ any) (any, error) { return env.Broker.Entries(ctx) }})
+	defineCheck(&Check{Name: "stream.events", Doc: "distinct business event ids among the stream's entries",
+		Type: "integer", parse: parseCount,
+		observe: func(ctx context.Context, env *Env, _ any) (any, error) {
+			ids, err := env.Broker.Events(ctx)
+			distinct := map[string]bool{}
+			for _, id := range ids {
+				distinct[id] = true
+			}
+			return int64(len(distinct)), err
+		}})
+	defineCheck(&Check{Name: "stream.pending", Doc: "delivered but unacknowledged entries (the PEL): a total over all consumer groups, or a map consumer → count",
+		Type: "integer, or map consumer → integer", parse: parseCountOrMap,
+		observe: func(ctx context.Context, env *Env, want any) (any, error) {
+			m, err := env.Broker.Pending(ctx)
+			return shapeCounts(m, want), err
+		}})
+	defineCheck(countSQL("outbox.rows", "rows in the outbox, published or not", `SELECT count(*) FROM outbox`, false))
+	defineCheck(countSQL("outbox.unpublished", "outbox rows not yet marked published", `SELECT count(*) FROM outbox WHERE NOT published`, false))
+	defineCheck(countSQL("journal.rows", "committed transfers in the producer's journal", `SELECT count(*) FROM journal`, false))
+	defineCheck(countSQL("ledger.rows", "ledger entries (two per committed transfer)", `SELECT count(*) FROM ledger_entries`, false))
+	defineCheck(&Check{Name: "inbox.rows", Doc: "rows in the consumer's inbox: a total, or a map consumer → count",
+		Type: "integer, or map consumer → integer", parse: parseCountOrMap,
+		observe: func(ctx context.Context, env *Env, want any) (any, error) {
+			m, err := queryCounts(ctx, env, `SELECT consumer_id, count(*) FROM inbox GROUP BY consumer_id`)
+			return shapeCounts(m, want), err
+		}})
+	defineCheck(&Check{Name: "projection", Doc: "the whole projection: map consumer → currency → {amount, events}; {} means empty",
+		Type: "map consumer → currency → {amount: integer, events: integer}", parse: parseProjection,
+		observe: observeProjection})
+	defineCheck(&Check{Name: "balances", Doc: "every account balance on the producer side: map account → currency → integer (accounts at 0 may be left out)",
+		Type: "map account → currency → integer", parse: parseBalances,
+		observe: observeBalances})
+}
+
+func queryCounts(ctx context.Context, env *Env, query string) (map[string]int64, error) {
+	rows, err := env.Consumer.Query(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	m := map[string]int64{}
+	for rows.Next() {
+		var k string
+		var n int64
+		if err := rows.Scan(&k, &n); err != nil {
+			return nil, err
+		}
+		m[k] = n
+	}
+	return m, rows.Err()
+}
+
+// shapeCounts returns the total when want is a number, else the map without
+// zero entries (a consumer with 0 pending is the same as one not listed).
+func shapeCounts(m map[string]int64, want any) any {
+	if _, total := want.(int64); total {
+		var sum int64
+		for _, n := range m {
+			sum += n
+		}
+		return sum
+	}
+	out := map[string]int64{}
+	for k, n := range m {
+		if n != 0 {
+			out[k] = n
+		}
+	}
+	return out
+}
+
+func observeProjection(ctx context.Context, env *Env, _ any) (any, error) {
+	rows, err := env.Consumer.Query(ctx, `SELECT consumer_id, currency, amount, events FROM projection`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]map[string]ProjectionRow{}
+	for rows.Next() {
+		var c, cur string
+		var r ProjectionRow
+		if err := rows.Scan(&c, &cur, &r.Amount, &r.Events); err != nil {
+			return nil, err
+		}
+		if out[c] == nil {
+			out[c] = map[string]ProjectionRow{}
+		}
+		out[c][cur] = r
+	}
+	return out, rows.Err()
+}
+
+func observeBalances(ctx context.Context, env *Env, _ any) (any, error) {
+	rows, err := env.Producer.Query(ctx, `SELECT account, currency, balance FROM accounts WHERE balance <> 0`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]map[string]int64{}
+	for rows.Next() {
+		var a, cur string
+		var b int64
+		if err := rows.Scan(&a, &cur, &b); err != nil {
+			return nil, err
+		}
+		if out[a] == nil {
+			out[a] = map[string]int64{}
+		}
+		out[a][cur] = b
+	}
+	return out, rows.Err()
+}
+
+// --- parsing wanted values ---
+
+func parseCount(file string, n *yaml.Node) (any, Errors) {
+	i, err := scalarInt(file, n, false)
+	if err != nil {
+		return nil, Errors{err}
+	}
+	return i, nil
+}
+
+func parseCountOrMap(file string, n *yaml.Node) (any, Errors) {
+	if n.Kind != yaml.MappingNode {
+		return parseCount(file, n)
+	}
+	out := map[string]int64{}
+	errs := eachPair(file, n, func(k string, v *yaml.Node) *Error {
+		i, err := scalarInt(file, v, false)
+		if err == nil && i != 0 {
+			out[k] = i
+		}
+		return err
+	})
+	return out, errs
+}
+
+func parseBalances(file string, n *yaml.Node) (any, Errors) {
+	out := map[string]map[string]int64{}
+	errs := eachPair(file, n, func(account string, v *yaml.Node) *Error {
+		cur := map[string]int64{}
+		inner := eachPair(file, v, func(c string, v *yaml.Node) *Error {
+			i, err := scalarInt(file, v, true)
+			if err == nil && i != 0 {
+				cur[c] = i
+			}
+			return err
+		})
+		if len(cur) > 0 {
+			out[account] = cur
+		}
+		return first(inner)
+	})
+	return out, errs
+}
+
+func parseProjection(file string, n *yaml.Node) (any, Errors) {
+	out := map[string]map[string]ProjectionRow{}
+	errs := eachPair(file, n, func(consumer string, v *yaml.Node) *Error {
+		rows := map[string]ProjectionRow{}
+		inner := eachPair(file, v, func(cur string, v *yaml.Node) *Error {
+			r, err := parseRow(file, v)
+			rows[cur] = r
+			return err
+		})
+		out[consumer] = rows
+		return first(inner)
+	})
+	return out, errs
+}
+
+func parseRow(file string, n *yaml.Node) (ProjectionRow, *Error) {
+	var r ProjectionRow
+	seen := map[string]bool{}
+	err := first(eachPair(file, n, func(k string, v *yaml.Node) *Error {
+		var dst *int64
+		switch k {
+		case "amount":
+			dst = &r.Amount
+		case "events":
+			dst = &r.Events
+		default:
+			return Errorf(nodePos(file, v), "unknown projection field %q%s; a row is {amount, events}", k, Suggest(k, []string{"amount", "events"}))
+		}
+		seen[k] = true
+		i, err := scalarInt(file, v, false)
+		*dst = i
+		return err
+	}))
+	if err == nil && (!seen["amount"] || !seen["events"]) {
+		err = Errorf(nodePos(file, n), "a projection row needs both amount and events, e.g. {amount: 100, events: 1}")
+	}
+	return r, err
+}
+
+// eachPair walks a mapping node, rejecting anything else and duplicate keys.
+func eachPair(file string, n *yaml.Node, fn func(key string, v *yaml.Node) *Error) Errors {
+	if n.Kind != yaml.MappingNode {
+		return Errors{Errorf(nodePos(file, n), "want a map, got a %s", kindName(n))}
+	}
+	var errs Errors
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if seen[k.Value] {
+			errs = append(errs, Errorf(nodePos(file, k), "key %q given twice", k.Value))
+			continue
+		}
+		seen[k.Value] = true
+		if err := fn(k.Value, v); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+func scalarInt(file string, n *yaml.Node, negative bool) (int64, *Error) {
+	var i int64
+	if n.Kind != yaml.ScalarNode || n.Decode(&i) != nil {
+		return 0, Errorf(nodePos(file, n), "want an integer, got %s", describe(n))
+	}
+	if i < 0 && !negative {
+		return 0, Errorf(nodePos(file, n), "want a count (0 or more), got %d", i)
+	}
+	return i, nil
+}
+
+func describe(n *yaml.Node) string {
+	if n.Kind == yaml.ScalarNode {
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "a " + kindName(n)
+}
+
+func first(es Errors) *Error {
+	if len(es) == 0 {
+		return nil
+	}
+	return es[0]
+}

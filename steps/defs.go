@@ -1,0 +1,201 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"outboxdrill/broker"
+	"outboxdrill/pipeline"
+)
+
+const expectStep = "expect"
+
+var consumeOutcomes = []Key{
+	{"delivered", "entries handed to this worker"},
+	{"applied", "new in the inbox; projection updated"},
+	{"duplicate", "same event id and payload already in the inbox: no effect, acked"},
+	{"conflict", "same event id, different payload: identity conflict, no effect, not acked"},
+	{"failed", "the consumer transaction rolled back: the entry stays pending"},
+	{"acked", "entries XACKed after their commit"},
+}
+
+type produceParams struct {
+	Event    string `param:"event" doc:"business event id; default bus-N for the N-th produce step"`
+	Amount   int64  `param:"amount" default:"100" min:"1" doc:"atomic units moved"`
+	Currency string `param:"currency" default:"USD" doc:"currency of the amount"`
+	From     string `param:"from" default:"alice" doc:"account debited"`
+	To       string `param:"to" default:"bob" doc:"account credited"`
+	Fail     string `param:"fail" enum:"divzero" doc:"divzero: SELECT 1/0 after the outbox insert, inside the producer transaction"`
+}
+
+func (p *produceParams) validate() error {
+	if p.From == p.To {
+		return fmt.Errorf("from and to are both %q: a transfer needs two accounts", p.From)
+	}
+	return nil
+}
+
+type relayParams struct {
+	Limit    int  `param:"limit" min:"1" doc:"rows to relay; default all unpublished rows"`
+	SkipMark bool `param:"skip_mark" doc:"fault: XADD, then crash before marking the rows published"`
+}
+
+type publishParams struct {
+	Event    *string `param:"event" doc:"business event id; default the last produced event (bus-1 before any)"`
+	Amount   *int64  `param:"amount" min:"1" doc:"default: as produced for this event, else 100"`
+	Currency *string `param:"currency" doc:"default: as produced for this event, else USD"`
+	From     *string `param:"from" doc:"default: as produced for this event, else alice"`
+	To       *string `param:"to" doc:"default: as produced for this event, else bob"`
+}
+
+type consumeParams struct {
+	Consumer string        `param:"consumer" default:"accounting" doc:"consumer id: the group and the inbox dedupe scope"`
+	Worker   string        `param:"worker" default:"worker-1" doc:"worker id: a process instance, never a dedupe key"`
+	Count    int           `param:"count" min:"1" doc:"entries to take; default all new entries"`
+	Fail     string        `param:"fail" enum:"divzero" doc:"divzero: SELECT 1/0 after the inbox insert, inside the consumer transaction"`
+	SkipAck  bool          `param:"skip_ack" doc:"fault: commit, then crash before XACK"`
+	Block    time.Duration `param:"block" default:"50ms" doc:"how long to wait when no entry is new (never forever)"`
+}
+
+type claimParams struct {
+	Consumer string        `param:"consumer" default:"accounting" doc:"consumer id whose pending entries are claimed"`
+	Worker   string        `param:"worker" default:"worker-2" doc:"worker id that takes the entries over"`
+	Idle     time.Duration `param:"idle" default:"0" doc:"claim entries pending at least this long (XPENDING IDLE + XCLAIM min-idle)"`
+	Count    int           `param:"count" min:"1" doc:"entries to claim; default all that qualify"`
+	Fail     string        `param:"fail" enum:"divzero" doc:"as in consume"`
+	SkipAck  bool          `param:"skip_ack" doc:"as in consume"`
+}
+
+type expectParams struct{}
+
+func init() {
+	define("produce", "Commit one transfer in ONE producer transaction: journal row, debit and credit ledger entries, balances and the outbox row.",
+		[]Key{{"committed", "1 if the transaction committed"}, {"failed", "1 if the injected fault rolled it back"}},
+		runProduce)
+	define("relay", "Publish unpublished outbox rows in order (one XADD each, fields event_id and payload), then mark them published.",
+		[]Key{{"published", "entries XADDed"}, {"marked", "outbox rows marked published"}},
+		runRelay)
+	define("publish", "XADD a raw entry, bypassing the outbox: a replayed or forged delivery. The payload is built exactly as produce builds it, so the same values make a duplicate and another amount an identity conflict.",
+		[]Key{{"published", "entries XADDed (1)"}},
+		runPublish)
+	define("consume", "XREADGROUP new entries ('>') as worker of the consumer's group (created on first use from the stream's start), then per entry ONE consumer transaction: insert into the inbox; if new, update the projection; commit; then XACK.",
+		consumeOutcomes, runConsume)
+	define("claim", "Take over pending entries idle at least `idle` (XPENDING + XCLAIM) and handle them exactly as consume does.",
+		consumeOutcomes, runClaim)
+	define(expectStep, "Check the state of the databases and the stream. Its map holds state checks (see below).",
+		nil, func(context.Context, *Env, *expectParams) (Result, error) { return Result{}, nil })
+}
+
+func runProduce(ctx context.Context, env *Env, p *produceParams) (Result, error) {
+	env.produced++
+	t := pipeline.Transfer{EventID: p.Event, From: p.From, To: p.To, Amount: p.Amount, Currency: p.Currency}
+	if t.EventID == "" {
+		t.EventID = fmt.Sprintf("bus-%d", env.produced)
+	}
+	env.last = t.EventID
+	res, err := (&pipeline.Producer{DB: env.Producer}).Produce(ctx, t, pipeline.Fault(p.Fail))
+	if err != nil {
+		return Result{}, err
+	}
+	r := Result{Outcome: map[string]int64{"committed": b2i(res.Committed), "failed": b2i(res.Failed)}}
+	if res.Committed {
+		env.transfers[t.EventID] = t
+		r.Details = append(r.Details, fmt.Sprintf("committed %s: %d %s %s → %s", t.EventID, t.Amount, t.Currency, t.From, t.To))
+	} else {
+		r.Details = append(r.Details, fmt.Sprintf("%s: %s", t.EventID, res.Reason))
+	}
+	return r, nil
+}
+
+func runRelay(ctx context.Context, env *Env, p *relayParams) (Result, error) {
+	relay := &pipeline.Relay{DB: env.Producer, Broker: env.Broker}
+	res, err := relay.Relay(ctx, pipeline.RelayOptions{Limit: p.Limit, SkipMark: p.SkipMark})
+	r := Result{Outcome: map[string]int64{"published": int64(len(res.Published)), "marked": int64(res.Marked)}}
+	for _, pub := range res.Published {
+		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s", pub.EventID, pub.EntryID))
+	}
+	if p.SkipMark && len(res.Published) > 0 {
+		r.Details = append(r.Details, "skip_mark: crashed before marking; the rows stay unpublished")
+	}
+	return r, err
+}
+
+func runPublish(ctx context.Context, env *Env, p *publishParams) (Result, error) {
+	event := env.last
+	if event == "" {
+		event = "bus-1"
+	}
+	event = deref(p.Event, event)
+	t, ok := env.transfers[event]
+	if !ok {
+		t = pipeline.Transfer{EventID: event, From: "alice", To: "bob", Amount: 100, Currency: "USD"}
+	}
+	t.Amount, t.Currency = deref(p.Amount, t.Amount), deref(p.Currency, t.Currency)
+	t.From, t.To = deref(p.From, t.From), deref(p.To, t.To)
+	ids, err := env.Broker.Publish(ctx, []broker.Message{{EventID: t.EventID, Payload: t.Payload()}})
+	r := Result{Outcome: map[string]int64{"published": int64(len(ids))}}
+	for _, id := range ids {
+		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s, payload %s", t.EventID, id, t.Payload()))
+	}
+	return r, err
+}
+
+func runConsume(ctx context.Context, env *Env, p *consumeParams) (Result, error) {
+	c := &pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}
+	res, err := c.Consume(ctx, pipeline.ConsumeOptions{
+		Consumer: p.Consumer, Worker: p.Worker, Count: p.Count, Block: p.Block,
+		Fault: pipeline.Fault(p.Fail), SkipAck: p.SkipAck,
+	})
+	return consumeResult(res, p.SkipAck), err
+}
+
+func runClaim(ctx context.Context, env *Env, p *claimParams) (Result, error) {
+	c := &pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}
+	res, err := c.Claim(ctx, pipeline.ConsumeOptions{
+		Consumer: p.Consumer, Worker: p.Worker, Count: p.Count, Idle: p.Idle,
+		Fault: pipeline.Fault(p.Fail), SkipAck: p.SkipAck,
+	})
+	return consumeResult(res, p.SkipAck), err
+}
+
+func consumeResult(res pipeline.ConsumeResult, skipAck bool) Result {
+	r := Result{Outcome: map[string]int64{
+		"delivered": int64(len(res.Handled)),
+		"applied":   int64(res.Count(pipeline.Applied)),
+		"duplicate": int64(res.Count(pipeline.Duplicate)),
+		"conflict":  int64(res.Count(pipeline.Conflict)),
+		"failed":    int64(res.Count(pipeline.Failed)),
+		"acked":     int64(res.Acked()),
+	}}
+	for _, h := range res.Handled {
+		line := fmt.Sprintf("entry %s (%s): %s", h.ID, h.EventID, h.Outcome)
+		switch {
+		case h.Acked:
+			line += ", acked"
+		case skipAck && (h.Outcome == pipeline.Applied || h.Outcome == pipeline.Duplicate):
+			line += ", skip_ack: crashed before XACK, stays pending"
+		default:
+			line += ", not acked: stays pending"
+		}
+		if h.Reason != "" {
+			line += " — " + h.Reason
+		}
+		r.Details = append(r.Details, line)
+	}
+	return r
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func deref[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}

@@ -1,0 +1,191 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"gopkg.in/yaml.v3"
+)
+
+// ErrorKey is the expect key that makes a step's failure the expected outcome.
+const ErrorKey = "error"
+
+// Expect is what a step must show: outcome counts, state checks and, with
+// `error:`, the text of the error it must fail with.
+type Expect struct {
+	Outcomes []OutcomeWant
+	Checks   []CheckWant
+	Error    *ErrorWant
+}
+
+// OutcomeWant is one wanted outcome count. A boolean want (true/false) asks
+// only whether the count is non-zero.
+type OutcomeWant struct {
+	Key    string
+	Want   int64
+	IsBool bool
+	Pos    Pos
+}
+
+// CheckWant is one state check and its wanted value.
+type CheckWant struct {
+	Check *Check
+	Want  any
+	Pos   Pos
+}
+
+// ErrorWant wants the step to fail with an error containing Substr.
+type ErrorWant struct {
+	Substr string
+	Pos    Pos
+}
+
+// Empty reports whether nothing is expected.
+func (e Expect) Empty() bool { return len(e.Outcomes)+len(e.Checks) == 0 && e.Error == nil }
+
+// CompileExpect decodes an expect map of step d. For the expect step it holds
+// state checks only; for any other step also d's outcome keys and `error`.
+func CompileExpect(d *Def, file string, pairs []Arg) (Expect, Errors) {
+	var e Expect
+	var errs Errors
+	seen := map[string]bool{}
+	for _, a := range pairs {
+		if seen[a.Key] {
+			errs = append(errs, Errorf(a.KeyPos, "expect key %q given twice", a.Key))
+			continue
+		}
+		seen[a.Key] = true
+		pos := nodePos(file, a.Value)
+		if !d.IsExpect() && d.hasOutcome(a.Key) {
+			ow, err := outcomeWant(a, pos)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			e.Outcomes = append(e.Outcomes, ow)
+			continue
+		}
+		if c, ok := checks[a.Key]; ok {
+			want, perrs := c.parse(file, a.Value)
+			errs = append(errs, perrs...)
+			e.Checks = append(e.Checks, CheckWant{Check: c, Want: want, Pos: a.KeyPos})
+			continue
+		}
+		if a.Key == ErrorKey && !d.IsExpect() {
+			if a.Value.Kind != yaml.ScalarNode || a.Value.ShortTag() == "!!null" || a.Value.Value == "" {
+				errs = append(errs, Errorf(pos, "error: want the text the error must contain"))
+			}
+			e.Error = &ErrorWant{Substr: a.Value.Value, Pos: a.KeyPos}
+			continue
+		}
+		errs = append(errs, Errorf(a.KeyPos, "unknown expect key %q for %s%s; known: %s",
+			a.Key, d.Name, Suggest(a.Key, expectKeys(d)), strings.Join(expectKeys(d), ", ")))
+	}
+	return e, errs
+}
+
+func expectKeys(d *Def) []string {
+	var keys []string
+	if !d.IsExpect() {
+		keys = append(d.outcomeNames(), ErrorKey)
+	}
+	return append(keys, CheckNames()...)
+}
+
+func outcomeWant(a Arg, pos Pos) (OutcomeWant, *Error) {
+	ow := OutcomeWant{Key: a.Key, Pos: a.KeyPos}
+	if a.Value.Kind == yaml.ScalarNode {
+		if a.Value.ShortTag() == "!!bool" && a.Value.Decode(&ow.IsBool) == nil {
+			if ow.IsBool {
+				ow.Want = 1
+			}
+			ow.IsBool = true
+			return ow, nil
+		}
+		if a.Value.Decode(&ow.Want) == nil && ow.Want >= 0 {
+			return ow, nil
+		}
+	}
+	return ow, Errorf(pos, "%s: want a count (0 or more) or true/false, got %s", a.Key, describe(a.Value))
+}
+
+// Failure is one way a step did not do what its scenario said.
+type Failure struct {
+	Pos Pos
+	Key string // the outcome or check key, or "error"
+	Msg string // want/got, or a -want +got diff
+}
+
+func (f Failure) String() string { return fmt.Sprintf("%s: %s: %s", f.Pos, f.Key, f.Msg) }
+
+// Exec runs the step and judges it against its expectations.
+func (c *Call) Exec(ctx context.Context, env *Env) (Result, []Failure) {
+	res, err := c.Def.run(ctx, env, c.Params)
+	if ctx.Err() != nil {
+		return res, []Failure{{Pos: c.Pos, Key: ErrorKey, Msg: "step cancelled: " + context.Cause(ctx).Error()}}
+	}
+	var fails []Failure
+	switch w := c.Expect.Error; {
+	case w != nil && err == nil:
+		fails = append(fails, Failure{w.Pos, ErrorKey, fmt.Sprintf("want the step to fail with an error containing %q; it succeeded", w.Substr)})
+	case w != nil && !strings.Contains(err.Error(), w.Substr):
+		fails = append(fails, Failure{w.Pos, ErrorKey, fmt.Sprintf("want an error containing %q, got: %v", w.Substr, err)})
+	case w == nil && err != nil:
+		return res, []Failure{{c.Pos, ErrorKey, "step failed: " + err.Error()}}
+	}
+	for _, o := range c.Expect.Outcomes {
+		if f, bad := o.judge(res.Outcome[o.Key]); bad {
+			fails = append(fails, f)
+		}
+	}
+	cfails, seen := c.Expect.judgeChecks(ctx, env)
+	res.Details = append(res.Details, seen...)
+	return res, append(fails, cfails...)
+}
+
+func (o OutcomeWant) judge(got int64) (Failure, bool) {
+	if o.IsBool {
+		if (got != 0) == (o.Want != 0) {
+			return Failure{}, false
+		}
+		return Failure{o.Pos, o.Key, fmt.Sprintf("want %t, got %d", o.Want != 0, got)}, true
+	}
+	if got == o.Want {
+		return Failure{}, false
+	}
+	return Failure{o.Pos, o.Key, fmt.Sprintf("want %d, got %d", o.Want, got)}, true
+}
+
+// judgeChecks reads every check's state; it returns the failures and, for
+// the trace, what the passing checks saw.
+func (e Expect) judgeChecks(ctx context.Context, env *Env) (fails []Failure, seen []string) {
+	for _, cw := range e.Checks {
+		got, err := cw.Check.observe(ctx, env, cw.Want)
+		if err != nil {
+			fails = append(fails, Failure{cw.Pos, cw.Check.Name, "cannot read the state: " + err.Error()})
+			continue
+		}
+		if msg, bad := Diff(cw.Want, got); bad {
+			fails = append(fails, Failure{cw.Pos, cw.Check.Name, msg})
+		} else {
+			seen = append(seen, fmt.Sprintf("ok %s: %v", cw.Check.Name, got))
+		}
+	}
+	return fails, seen
+}
+
+// Diff compares a wanted and an observed value: "want 2, got 1" for numbers,
+// a -want +got diff for maps. Empty and missing maps are equal.
+func Diff(want, got any) (string, bool) {
+	if cmp.Equal(want, got, cmpopts.EquateEmpty()) {
+		return "", false
+	}
+	w, wok := want.(int64)
+	g, gok := got.(int64)
+	if wok && gok {
+		return fmt.Sprintf("want %d, got %d", w, g), true
+	}
+	return "(-want +got)\n" + strings.TrimRight(cmp.Diff(want, got, cmpopts.EquateEmpty()), "\n"), true
+}

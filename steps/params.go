@@ -1,0 +1,236 @@
+package steps
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Arg is one parameter as written in a scenario: `key: value` in a map, or
+// `key=value` / a bare flag in the shorthand (then Value is a synthesized
+// scalar node carrying the column inside the string).
+type Arg struct {
+	Key    string
+	KeyPos Pos
+	Value  *yaml.Node
+}
+
+// Param documents one field of a step's parameter struct. It is read from the
+// struct tags, so decoding, validation and the reference cannot drift apart:
+//
+//	param:"name"     the key users write
+//	doc:"..."        one line for the reference
+//	default:"..."    decoded like user input before the user's values
+//	enum:"a|b"       the allowed values of a string
+//	min:"1"          the smallest allowed integer
+type Param struct {
+	Name    string
+	Doc     string
+	Default string
+	Enum    []string
+	Min     *int64
+	index   int
+	typ     reflect.Type
+}
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+// Type names the parameter's type for the reference.
+func (p Param) Type() string {
+	t := p.typ
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case len(p.Enum) > 0:
+		return strings.Join(p.Enum, " \\| ")
+	case t == durationType:
+		return "duration"
+	case t.Kind() == reflect.Bool:
+		return "flag"
+	case t.Kind() == reflect.Int, t.Kind() == reflect.Int64:
+		if p.Min != nil {
+			return fmt.Sprintf("integer ≥ %d", *p.Min)
+		}
+		return "integer"
+	}
+	return "string"
+}
+
+// paramsOf reads the Param list of a parameter struct type.
+func paramsOf(t reflect.Type) []Param {
+	var ps []Param
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name := f.Tag.Get("param")
+		if name == "" {
+			continue
+		}
+		p := Param{Name: name, Doc: f.Tag.Get("doc"), Default: f.Tag.Get("default"), index: i, typ: f.Type}
+		if e := f.Tag.Get("enum"); e != "" {
+			p.Enum = strings.Split(e, "|")
+		}
+		if m := f.Tag.Get("min"); m != "" {
+			v, err := strconv.ParseInt(m, 10, 64)
+			if err != nil {
+				panic(fmt.Sprintf("%s.%s: bad min tag %q", t.Name(), f.Name, m))
+			}
+			p.Min = &v
+		}
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// decodeParams fills a new parameter struct: defaults first, then args.
+// Every problem is returned, each at its own position.
+func decodeParams(t reflect.Type, specs []Param, args []Arg, stepPos Pos) (any, Errors) {
+	ptr := reflect.New(t)
+	v := ptr.Elem()
+	for _, p := range specs {
+		if p.Default == "" {
+			continue
+		}
+		n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: p.Default}
+		if err := setField(v.Field(p.index), p, n); err != nil {
+			panic(fmt.Sprintf("%s: default of %s: %v", t.Name(), p.Name, err)) // a bug in our tags
+		}
+	}
+	var errs Errors
+	seen := map[string]bool{}
+	names := make([]string, len(specs))
+	for i, p := range specs {
+		names[i] = p.Name
+	}
+	for _, a := range args {
+		p, ok := findParam(specs, a.Key)
+		switch {
+		case !ok:
+			errs = append(errs, Errorf(a.KeyPos, "unknown parameter %q%s; known: %s", a.Key, Suggest(a.Key, names), strings.Join(names, ", ")))
+		case seen[a.Key]:
+			errs = append(errs, Errorf(a.KeyPos, "parameter %q given twice", a.Key))
+		default:
+			seen[a.Key] = true
+			if err := setField(v.Field(p.index), p, a.Value); err != nil {
+				errs = append(errs, Errorf(nodePos(stepPos.File, a.Value), "%s: %v", a.Key, err))
+			}
+		}
+	}
+	if vd, ok := ptr.Interface().(interface{ validate() error }); ok && len(errs) == 0 {
+		if err := vd.validate(); err != nil {
+			errs = append(errs, Errorf(stepPos, "%v", err))
+		}
+	}
+	return ptr.Interface(), errs
+}
+
+func findParam(specs []Param, name string) (Param, bool) {
+	for _, p := range specs {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Param{}, false
+}
+
+// setField decodes one scalar node into f. The text of the scalar is what
+// counts, so `amount: 5` and the shorthand `amount=5` behave the same.
+func setField(f reflect.Value, p Param, n *yaml.Node) error {
+	if f.Kind() == reflect.Pointer {
+		f.Set(reflect.New(f.Type().Elem()))
+		f = f.Elem()
+	}
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("want a single %s value, got a %s", p.Type(), kindName(n))
+	}
+	isNull := n.ShortTag() == "!!null"
+	switch {
+	case f.Kind() == reflect.Bool:
+		if isNull {
+			f.SetBool(true) // `{skip_mark}` or a bare flag: the flag is set
+			return nil
+		}
+		b, err := strconv.ParseBool(n.Value)
+		if err != nil {
+			return fmt.Errorf("want true or false, got %q", n.Value)
+		}
+		f.SetBool(b)
+	case isNull:
+		return fmt.Errorf("needs a value (%s)", p.Type())
+	case f.Type() == durationType:
+		d, err := parseDuration(n.Value)
+		if err != nil {
+			return err
+		}
+		f.SetInt(int64(d))
+	case f.Kind() == reflect.Int || f.Kind() == reflect.Int64:
+		i, err := strconv.ParseInt(n.Value, 10, 64)
+		if err != nil {
+			return fmt.Errorf("want an integer, got %q", n.Value)
+		}
+		if p.Min != nil && i < *p.Min {
+			return fmt.Errorf("must be at least %d, got %d", *p.Min, i)
+		}
+		f.SetInt(i)
+	case f.Kind() == reflect.String:
+		if len(p.Enum) > 0 && !contains(p.Enum, n.Value) {
+			return fmt.Errorf("unknown value %q%s; allowed: %s", n.Value, Suggest(n.Value, p.Enum), strings.Join(p.Enum, ", "))
+		}
+		if n.Value == "" {
+			return fmt.Errorf("must not be empty")
+		}
+		f.SetString(n.Value)
+	default:
+		panic("steps: unsupported parameter type " + f.Type().String())
+	}
+	return nil
+}
+
+// parseDuration accepts Go durations ("250ms", "1s") and a bare 0. Any other
+// bare number is refused: "5" could mean 5ms or 5s.
+func parseDuration(s string) (time.Duration, error) {
+	if s == "0" {
+		return 0, nil
+	}
+	if _, err := strconv.ParseFloat(s, 64); err == nil {
+		return 0, fmt.Errorf("%q needs a unit (did you mean \"%sms\" or \"%ss\"?)", s, s, s)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("want a duration such as 0, 250ms or 2s, got %q", s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("must not be negative, got %s", s)
+	}
+	return d, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "map"
+	case yaml.SequenceNode:
+		return "list"
+	case yaml.AliasNode:
+		return "alias"
+	}
+	return "scalar"
+}
+
+// nodePos is the position of n in file.
+func nodePos(file string, n *yaml.Node) Pos {
+	return Pos{File: file, Line: n.Line, Col: n.Column}
+}

@@ -1,0 +1,150 @@
+// Package steps holds the scenario step vocabulary: one registry from step
+// name to definition (parameters, outcome keys, what it runs) and one from
+// state-check key to definition. Validation, execution and the generated
+// reference all read these registries, so they cannot disagree.
+package steps
+
+import (
+	"context"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"outboxdrill/broker"
+	"outboxdrill/pipeline"
+)
+
+// Key documents an outcome key of a step.
+type Key struct {
+	Name string
+	Doc  string
+}
+
+// Def defines one step.
+type Def struct {
+	Name     string
+	Doc      string
+	Params   []Param
+	Outcomes []Key
+
+	paramsType reflect.Type
+	run        func(ctx context.Context, env *Env, params any) (Result, error)
+}
+
+// Result is what a step did: its outcome counts and human-readable details
+// for the trace (entry ids, reasons).
+type Result struct {
+	Outcome map[string]int64
+	Details []string
+}
+
+// Env is one scenario's world: its own producer and consumer databases and
+// its own stream, plus what earlier steps produced.
+type Env struct {
+	Producer *pgxpool.Pool
+	Consumer *pgxpool.Pool
+	Broker   broker.Broker
+
+	produced  int                          // produce steps so far: auto event ids
+	transfers map[string]pipeline.Transfer // last values produced per event id
+	last      string                       // the most recently produced event id
+}
+
+// NewEnv returns a scenario environment on the given databases and stream.
+func NewEnv(producer, consumer *pgxpool.Pool, b broker.Broker) *Env {
+	return &Env{Producer: producer, Consumer: consumer, Broker: b, transfers: map[string]pipeline.Transfer{}}
+}
+
+var registry = map[string]*Def{}
+
+// define registers a step whose parameters are the struct P.
+func define[P any](name, doc string, outcomes []Key, run func(context.Context, *Env, *P) (Result, error)) {
+	t := reflect.TypeFor[P]()
+	registry[name] = &Def{
+		Name: name, Doc: doc, Outcomes: outcomes,
+		Params:     paramsOf(t),
+		paramsType: t,
+		run: func(ctx context.Context, env *Env, p any) (Result, error) {
+			return run(ctx, env, p.(*P))
+		},
+	}
+}
+
+// Lookup finds a step by name.
+func Lookup(name string) (*Def, bool) {
+	d, ok := registry[name]
+	return d, ok
+}
+
+// Names lists the step names, sorted.
+func Names() []string {
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Defs lists the step definitions in name order.
+func Defs() []*Def {
+	var ds []*Def
+	for _, n := range Names() {
+		ds = append(ds, registry[n])
+	}
+	return ds
+}
+
+// DecodeParams turns args into the step's typed parameters.
+func (d *Def) DecodeParams(args []Arg, pos Pos) (any, Errors) {
+	return decodeParams(d.paramsType, d.Params, args, pos)
+}
+
+// IsExpect reports whether d is the expect step, whose map holds state checks
+// rather than parameters.
+func (d *Def) IsExpect() bool { return d.Name == expectStep }
+
+func (d *Def) outcomeNames() []string {
+	names := make([]string, len(d.Outcomes))
+	for i, k := range d.Outcomes {
+		names[i] = k.Name
+	}
+	return names
+}
+
+func (d *Def) hasOutcome(name string) bool {
+	for _, k := range d.Outcomes {
+		if k.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Call is one step of a scenario, fully decoded at load time.
+type Call struct {
+	Def    *Def
+	Params any
+	Args   []Arg // as written, for display
+	Label  string
+	Pos    Pos
+	Expect Expect
+}
+
+// String shows the step the way a user writes the shorthand.
+func (c *Call) String() string {
+	if len(c.Args) == 0 {
+		return c.Def.Name
+	}
+	parts := make([]string, len(c.Args))
+	for i, a := range c.Args {
+		if a.Value.ShortTag() == "!!null" {
+			parts[i] = a.Key
+		} else {
+			parts[i] = a.Key + "=" + a.Value.Value
+		}
+	}
+	return c.Def.Name + "(" + strings.Join(parts, ", ") + ")"
+}
