@@ -1,0 +1,249 @@
+// Package runner loads scenario files, runs them against real servers, each
+// scenario in its own databases and stream, and reports the results.
+package runner
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"outboxdrill/steps"
+)
+
+// Scenario is one scenario file, fully decoded and validated.
+type Scenario struct {
+	File        string
+	Name        string
+	Pos         steps.Pos // of the name
+	Description string
+	Tags        []string
+	Steps       []*steps.Call
+}
+
+// topKeys are the keys of a scenario file, in the order the reference lists them.
+var topKeys = []string{"name", "description", "tags", "steps"}
+
+// ExpandPaths turns files and directories into the sorted list of scenario
+// files (directories are searched recursively for *.yaml and *.yml).
+func ExpandPaths(paths []string) ([]string, error) {
+	var files []string
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !info.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && (strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
+				files = append(files, path)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+// LoadFiles parses every file and reports every problem in every file, plus
+// scenario names used twice.
+func LoadFiles(files []string) ([]*Scenario, steps.Errors) {
+	var scs []*Scenario
+	var errs steps.Errors
+	byName := map[string]*Scenario{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			errs = append(errs, steps.Errorf(steps.Pos{File: f}, "%v", err))
+			continue
+		}
+		sc, ferrs := Parse(f, data)
+		errs = append(errs, ferrs...)
+		if sc == nil {
+			continue
+		}
+		if prev, dup := byName[sc.Name]; dup {
+			errs = append(errs, steps.Errorf(sc.Pos, "scenario name %q is already used at %s", sc.Name, prev.Pos))
+		}
+		byName[sc.Name] = sc
+		scs = append(scs, sc)
+	}
+	errs.Sort()
+	return scs, errs
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// Parse decodes one scenario file. It returns every problem it finds; the
+// scenario is nil only when the file is not a YAML map at all.
+func Parse(file string, data []byte) (*Scenario, steps.Errors) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, steps.Errors{steps.Errorf(steps.Pos{File: file, Line: 1, Col: 1}, "empty file: a scenario needs name and steps")}
+		}
+		return nil, steps.Errors{yamlError(file, err)}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, steps.Errors{steps.Errorf(steps.Pos{File: file, Line: extra.Line, Col: extra.Column}, "a second YAML document: a file holds one scenario")}
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, steps.Errors{steps.Errorf(pos(file, root), "a scenario is a map with name and steps, got a %s", kind(root))}
+	}
+	return parseScenario(file, root)
+}
+
+// yamlError puts yaml.v3's "yaml: line N: msg" at file:N:1; the parser
+// reports no column.
+func yamlError(file string, err error) *steps.Error {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return steps.Errorf(steps.Pos{File: file, Line: line, Col: 1}, "invalid YAML: %s", m[2])
+	}
+	return steps.Errorf(steps.Pos{File: file, Line: 1, Col: 1}, "invalid YAML: %s", strings.TrimPrefix(msg, "yaml: "))
+}
+
+func parseScenario(file string, root *yaml.Node) (*Scenario, steps.Errors) {
+	sc := &Scenario{File: file, Pos: pos(file, root)}
+	var errs steps.Errors
+	var stepsNode *yaml.Node
+	for _, kv := range pairs(file, root, &errs) {
+		switch kv.Key {
+		case "name":
+			sc.Name, sc.Pos = scalarString(file, kv, &errs), pos(file, kv.Value)
+		case "description":
+			sc.Description = scalarString(file, kv, &errs)
+		case "tags":
+			sc.Tags = parseTags(file, kv.Value, &errs)
+		case "steps":
+			stepsNode = kv.Value
+		default:
+			errs = append(errs, steps.Errorf(kv.KeyPos, "unknown key %q%s; a scenario has: %s",
+				kv.Key, steps.Suggest(kv.Key, topKeys), strings.Join(topKeys, ", ")))
+		}
+	}
+	if sc.Name == "" && !hasKey(root, "name") {
+		errs = append(errs, steps.Errorf(pos(file, root), "missing name: every scenario needs a name"))
+	}
+	switch {
+	case stepsNode == nil:
+		errs = append(errs, steps.Errorf(pos(file, root), "missing steps: a scenario needs at least one step"))
+	case stepsNode.Kind != yaml.SequenceNode:
+		errs = append(errs, steps.Errorf(pos(file, stepsNode), "steps: want a list of steps, got a %s", kind(stepsNode)))
+	case len(stepsNode.Content) == 0:
+		errs = append(errs, steps.Errorf(pos(file, stepsNode), "steps: the list is empty"))
+	default:
+		for _, n := range stepsNode.Content {
+			call, serrs := parseStep(file, n)
+			errs = append(errs, serrs...)
+			if call != nil {
+				sc.Steps = append(sc.Steps, call)
+			}
+		}
+	}
+	return sc, errs
+}
+
+func parseTags(file string, n *yaml.Node, errs *steps.Errors) []string {
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
+		return []string{n.Value} // tags: seed
+	}
+	if n.Kind != yaml.SequenceNode {
+		*errs = append(*errs, steps.Errorf(pos(file, n), "tags: want a list of words, e.g. [seed, outbox]"))
+		return nil
+	}
+	var tags []string
+	for _, t := range n.Content {
+		if t.Kind != yaml.ScalarNode || t.Value == "" || strings.ContainsAny(t.Value, " ,") {
+			*errs = append(*errs, steps.Errorf(pos(file, t), "tags: want a single word, got %s", describe(t)))
+			continue
+		}
+		tags = append(tags, t.Value)
+	}
+	return tags
+}
+
+func scalarString(file string, kv steps.Arg, errs *steps.Errors) string {
+	n := kv.Value
+	if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" || strings.TrimSpace(n.Value) == "" {
+		*errs = append(*errs, steps.Errorf(pos(file, n), "%s: want text, got %s", kv.Key, describe(n)))
+		return ""
+	}
+	return n.Value
+}
+
+// pairs lists a mapping's keys with their values, reporting keys given twice
+// (yaml.v3 only does that when decoding into Go values).
+func pairs(file string, m *yaml.Node, errs *steps.Errors) []steps.Arg {
+	var out []steps.Arg
+	seen := map[string]steps.Pos{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		p := pos(file, k)
+		if k.Kind != yaml.ScalarNode {
+			*errs = append(*errs, steps.Errorf(p, "a key must be a plain word, got a %s", kind(k)))
+			continue
+		}
+		if prev, dup := seen[k.Value]; dup {
+			*errs = append(*errs, steps.Errorf(p, "key %q given twice (first at line %d)", k.Value, prev.Line))
+			continue
+		}
+		seen[k.Value] = p
+		out = append(out, steps.Arg{Key: k.Value, KeyPos: p, Value: v})
+	}
+	return out
+}
+
+func hasKey(m *yaml.Node, key string) bool {
+	for i := 0; i < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
+}
+
+func pos(file string, n *yaml.Node) steps.Pos {
+	return steps.Pos{File: file, Line: n.Line, Col: n.Column}
+}
+
+func kind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "map"
+	case yaml.SequenceNode:
+		return "list"
+	case yaml.ScalarNode:
+		return "scalar"
+	}
+	return "alias"
+}
+
+func describe(n *yaml.Node) string {
+	if n.Kind == yaml.ScalarNode {
+		if n.ShortTag() == "!!null" {
+			return "nothing"
+		}
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "a " + kind(n)
+}

@@ -1,0 +1,189 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+
+	"outboxdrill/steps"
+)
+
+// Params configures a run. The zero value starts managed servers, runs every
+// scenario given and prints one block per scenario to Out.
+type Params struct {
+	// PGURL is an existing PostgreSQL server's admin URL; the runner creates
+	// and drops its own databases there. Empty: start a throwaway server.
+	PGURL string
+	// RedisURL is an existing Redis server; the runner uses and deletes its
+	// own stream keys there. Empty: start a throwaway server.
+	RedisURL string
+	// Run selects scenarios whose name matches.
+	Run *regexp.Regexp
+	// Timeout bounds one scenario (default 1m); a hung step is cancelled.
+	Timeout time.Duration
+	// Verbose prints every scenario's step trace, not only failing ones.
+	Verbose bool
+	// Out receives the console report; Log, if set, progress messages.
+	Out, Log io.Writer
+}
+
+func (p *Params) logf(format string, args ...any) {
+	if p.Log != nil {
+		fmt.Fprintf(p.Log, format+"\n", args...)
+	}
+}
+
+// Result is what happened to one scenario.
+type Result struct {
+	Scenario *Scenario
+	Failures []steps.Failure // empty: passed
+	Trace    []string        // one line per executed step, details indented
+	Duration time.Duration
+}
+
+// Passed reports whether the scenario did everything it said.
+func (r *Result) Passed() bool { return len(r.Failures) == 0 }
+
+// Report is the outcome of a run.
+type Report struct {
+	Results  []*Result
+	Duration time.Duration
+}
+
+// Failed counts failed scenarios.
+func (r *Report) Failed() int {
+	n := 0
+	for _, res := range r.Results {
+		if !res.Passed() {
+			n++
+		}
+	}
+	return n
+}
+
+// Select keeps the scenarios p selects, in order.
+func Select(p *Params, scs []*Scenario) []*Scenario {
+	var out []*Scenario
+	for _, sc := range scs {
+		if p.Run == nil || p.Run.MatchString(sc.Name) {
+			out = append(out, sc)
+		}
+	}
+	return out
+}
+
+// Run executes scenarios one after another, each isolated, and prints each
+// result as one block. The error is for the run itself (servers, setup);
+// failed scenarios are in the report. Everything created is removed before
+// Run returns, also when ctx is cancelled.
+func Run(ctx context.Context, p Params, scs []*Scenario) (rep *Report, err error) {
+	start := time.Now()
+	if p.Timeout <= 0 {
+		p.Timeout = time.Minute
+	}
+	w, err := OpenWorld(ctx, &p)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, w.Close()) }()
+	rep = &Report{}
+	for _, sc := range scs {
+		if ctx.Err() != nil {
+			break
+		}
+		res, err := runScenario(ctx, &p, w, sc)
+		if err != nil {
+			return rep, err
+		}
+		rep.Results = append(rep.Results, res)
+		if p.Out != nil {
+			_, _ = p.Out.Write(formatResult(res, p.Verbose))
+		}
+	}
+	rep.Duration = time.Since(start)
+	return rep, context.Cause(ctx)
+}
+
+func runScenario(ctx context.Context, p *Params, w *World, sc *Scenario) (*Result, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeoutCause(ctx, p.Timeout, fmt.Errorf("scenario timed out after %s", p.Timeout))
+	defer cancel()
+	env, undo, err := w.isolate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Scenario: sc}
+	for _, call := range sc.Steps {
+		out, fails := call.Exec(ctx, env)
+		res.Trace = append(res.Trace, traceLines(call, out)...)
+		if len(fails) > 0 {
+			res.Failures = fails
+			break
+		}
+	}
+	if err := undo.run(); err != nil {
+		return nil, fmt.Errorf("cleanup of %s: %w", sc.File, err)
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+func traceLines(call *steps.Call, out steps.Result) []string {
+	line := fmt.Sprintf("%s: %s", call.Pos, call)
+	if call.Label != "" {
+		line += " # " + call.Label
+	}
+	if len(out.Outcome) > 0 {
+		line += " → " + formatOutcome(call.Def, out.Outcome)
+	}
+	lines := []string{line}
+	for _, d := range out.Details {
+		lines = append(lines, "    "+d)
+	}
+	return lines
+}
+
+func formatOutcome(d *steps.Def, o map[string]int64) string {
+	var parts []string
+	for _, k := range d.Outcomes {
+		parts = append(parts, fmt.Sprintf("%s=%d", k.Name, o[k.Name]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// formatResult renders one scenario's result as one block of text, so that
+// results never interleave.
+func formatResult(r *Result, verbose bool) []byte {
+	var b bytes.Buffer
+	status := "PASS"
+	if !r.Passed() {
+		status = "FAIL"
+	}
+	fmt.Fprintf(&b, "--- %s: %s (%s, %s)\n", status, r.Scenario.Name, r.Scenario.File, r.Duration.Round(time.Millisecond))
+	if verbose || !r.Passed() {
+		for _, t := range r.Trace {
+			fmt.Fprintf(&b, "    %s\n", t)
+		}
+	}
+	for _, f := range r.Failures {
+		msg := strings.ReplaceAll(f.String(), "\n", "\n        ")
+		fmt.Fprintf(&b, "    FAIL %s\n", msg)
+	}
+	return b.Bytes()
+}
+
+// Summary is the last line of a run.
+func (r *Report) Summary() string {
+	failed := r.Failed()
+	word := "ok"
+	if failed > 0 {
+		word = "FAIL"
+	}
+	return fmt.Sprintf("%s: %d passed, %d failed, %d scenarios in %s",
+		word, len(r.Results)-failed, failed, len(r.Results), r.Duration.Round(time.Millisecond))
+}

@@ -1,0 +1,240 @@
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"outboxdrill/broker/redisstream"
+	"outboxdrill/servers"
+	schema "outboxdrill/sql"
+	"outboxdrill/steps"
+)
+
+// NamePrefix starts every database name and stream key the runner creates;
+// the run id follows it, so the runner can only ever drop its own objects.
+const NamePrefix = "drill"
+
+// cleanupTimeout bounds each cleanup action; cleanup runs even after Ctrl-C,
+// on a context of its own.
+const cleanupTimeout = 30 * time.Second
+
+// cleanups is a LIFO chain of undo actions.
+type cleanups struct {
+	mu  sync.Mutex
+	fns []func(context.Context) error
+}
+
+func (c *cleanups) add(fn func(context.Context) error) {
+	c.mu.Lock()
+	c.fns = append(c.fns, fn)
+	c.mu.Unlock()
+}
+
+// run undoes everything in reverse order and joins the errors.
+func (c *cleanups) run() error {
+	c.mu.Lock()
+	fns := c.fns
+	c.fns = nil
+	c.mu.Unlock()
+	var errs []error
+	for i := len(fns) - 1; i >= 0; i-- {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		errs = append(errs, fns[i](ctx))
+		cancel()
+	}
+	return errors.Join(errs...)
+}
+
+// World is what one run shares: the servers, one admin pool, one Redis
+// client, and the template databases every scenario copies.
+type World struct {
+	RunID string
+	PGURL string
+
+	admin *pgxpool.Pool
+	rdb   *redis.Client
+	undo  cleanups
+	seq   int
+	mu    sync.Mutex
+}
+
+// OpenWorld connects to (or starts) the servers and prepares the templates.
+// Close undoes all of it, also when OpenWorld fails half-way.
+func OpenWorld(ctx context.Context, p *Params) (w *World, err error) {
+	w = &World{RunID: newRunID()}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, w.Close())
+			w = nil
+		}
+	}()
+	if err := w.startServers(ctx, p); err != nil {
+		return nil, err
+	}
+	if w.admin, err = pgxpool.New(ctx, w.PGURL); err != nil {
+		return nil, fmt.Errorf("PostgreSQL %s: %w", redact(w.PGURL), err)
+	}
+	w.undo.add(func(context.Context) error { w.admin.Close(); return nil })
+	if err := w.admin.Ping(ctx); err != nil {
+		return nil, fmt.Errorf("PostgreSQL %s: %w", redact(w.PGURL), err)
+	}
+	if err := w.rdb.Ping(ctx).Err(); err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	for _, t := range []struct{ name, ddl string }{{w.template("p"), schema.Producer}, {w.template("c"), schema.Consumer}} {
+		if err := w.createDB(ctx, t.name, "", &w.undo); err != nil {
+			return nil, err
+		}
+		if err := w.execIn(ctx, t.name, t.ddl); err != nil {
+			return nil, fmt.Errorf("schema of %s: %w", t.name, err)
+		}
+	}
+	return w, nil
+}
+
+// startServers uses the given URLs, or starts managed servers concurrently.
+func (w *World) startServers(ctx context.Context, p *Params) error {
+	var pgErr, rdErr error
+	var wg sync.WaitGroup
+	w.PGURL = p.PGURL
+	redisURL := p.RedisURL
+	if w.PGURL == "" {
+		wg.Go(func() {
+			pg, err := servers.StartPostgres(ctx, servers.PostgresOptions{})
+			if pgErr = err; err == nil {
+				w.PGURL = pg.URL
+				w.undo.add(pg.Stop)
+				p.logf("started PostgreSQL on port %d (%s)", pg.Port, pg.Dir)
+			}
+		})
+	}
+	if redisURL == "" {
+		wg.Go(func() {
+			rd, err := servers.StartRedis(ctx, servers.RedisOptions{})
+			if rdErr = err; err == nil {
+				redisURL = rd.URL
+				w.undo.add(rd.Stop)
+				p.logf("started Redis on port %d (%s)", rd.Port, rd.Dir)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(pgErr, rdErr); err != nil {
+		return err
+	}
+	opt, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return fmt.Errorf("--redis %s: %w", redisURL, err)
+	}
+	w.rdb = redis.NewClient(opt)
+	w.undo.add(func(context.Context) error { return w.rdb.Close() })
+	return nil
+}
+
+// Close drops what the run created and stops what it started.
+func (w *World) Close() error { return w.undo.run() }
+
+func (w *World) template(side string) string {
+	return fmt.Sprintf("%s_%s_tpl_%s", NamePrefix, w.RunID, side)
+}
+
+// createDB creates a database and registers its drop. Names are built by
+// the runner only, from the prefix, the run id and a counter.
+func (w *World) createDB(ctx context.Context, name, template string, undo *cleanups) error {
+	q := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
+	if template != "" {
+		q += " TEMPLATE " + pgx.Identifier{template}.Sanitize()
+	}
+	if _, err := w.admin.Exec(ctx, q); err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	undo.add(func(ctx context.Context) error { return w.dropDB(ctx, name) })
+	return nil
+}
+
+func (w *World) dropDB(ctx context.Context, name string) error {
+	_, err := w.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	return err
+}
+
+func (w *World) execIn(ctx context.Context, db, sql string) error {
+	cfg, err := pgx.ParseConfig(w.PGURL)
+	if err != nil {
+		return err
+	}
+	cfg.Database = db
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+func (w *World) pool(ctx context.Context, db string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(w.PGURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnConfig.Database = db
+	cfg.MaxConns = 4
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// isolate gives one scenario its own producer and consumer databases (copies
+// of the templates) and its own stream key. The returned undo removes them.
+func (w *World) isolate(ctx context.Context) (env *steps.Env, undo *cleanups, err error) {
+	w.mu.Lock()
+	w.seq++
+	n := w.seq
+	w.mu.Unlock()
+	undo = &cleanups{}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, undo.run())
+		}
+	}()
+	base := fmt.Sprintf("%s_%s_%d", NamePrefix, w.RunID, n)
+	var pools [2]*pgxpool.Pool
+	for i, side := range []string{"p", "c"} {
+		name := base + "_" + side
+		if err := w.createDB(ctx, name, w.template(side), undo); err != nil {
+			return nil, undo, err
+		}
+		if pools[i], err = w.pool(ctx, name); err != nil {
+			return nil, undo, err
+		}
+		pool := pools[i]
+		undo.add(func(context.Context) error { pool.Close(); return nil })
+	}
+	stream := redisstream.New(w.rdb, fmt.Sprintf("%s:%s:%d", NamePrefix, w.RunID, n))
+	undo.add(stream.Delete)
+	return steps.NewEnv(pools[0], pools[1], stream), undo, nil
+}
+
+func newRunID() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// redact hides a password in a URL for messages.
+func redact(u string) string {
+	if at := strings.LastIndex(u, "@"); at > 0 {
+		if colon := strings.LastIndex(u[:at], ":"); colon > strings.Index(u, "//")+1 {
+			return u[:colon+1] + "***" + u[at:]
+		}
+	}
+	return u
+}
