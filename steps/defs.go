@@ -20,7 +20,8 @@ var consumeOutcomes = []Key{
 	{"acked", "entries XACKed after their commit"},
 }
 
-type produceParams struct {
+// ProduceParams are the parameters of the produce step.
+type ProduceParams struct {
 	Event    string `param:"event" doc:"business event id; default bus-N for the N-th produce step"`
 	Amount   int64  `param:"amount" default:"100" min:"1" doc:"atomic units moved"`
 	Currency string `param:"currency" default:"USD" doc:"currency of the amount"`
@@ -29,19 +30,21 @@ type produceParams struct {
 	Fail     string `param:"fail" enum:"divzero" doc:"divzero: SELECT 1/0 after the outbox insert, inside the producer transaction"`
 }
 
-func (p *produceParams) validate() error {
+func (p *ProduceParams) validate() error {
 	if p.From == p.To {
 		return fmt.Errorf("from and to are both %q: a transfer needs two accounts", p.From)
 	}
 	return nil
 }
 
-type relayParams struct {
+// RelayParams are the parameters of the relay step.
+type RelayParams struct {
 	Limit    int  `param:"limit" min:"1" doc:"rows to relay; default all unpublished rows"`
 	SkipMark bool `param:"skip_mark" doc:"fault: XADD, then crash before marking the rows published"`
 }
 
-type publishParams struct {
+// PublishParams are the parameters of the publish step.
+type PublishParams struct {
 	Event    *string `param:"event" doc:"business event id; default the last produced event (bus-1 before any)"`
 	Amount   *int64  `param:"amount" min:"1" doc:"default: as produced for this event, else 100"`
 	Currency *string `param:"currency" doc:"default: as produced for this event, else USD"`
@@ -49,7 +52,8 @@ type publishParams struct {
 	To       *string `param:"to" doc:"default: as produced for this event, else bob"`
 }
 
-type consumeParams struct {
+// ConsumeParams are the parameters of the consume step.
+type ConsumeParams struct {
 	Consumer string        `param:"consumer" default:"accounting" doc:"consumer id: the group and the inbox dedupe scope"`
 	Worker   string        `param:"worker" default:"worker-1" doc:"worker id: a process instance, never a dedupe key"`
 	Count    int           `param:"count" min:"1" doc:"entries to take; default all new entries"`
@@ -58,7 +62,8 @@ type consumeParams struct {
 	Block    time.Duration `param:"block" default:"50ms" doc:"how long to wait when no entry is new (never forever)"`
 }
 
-type claimParams struct {
+// ClaimParams are the parameters of the claim step.
+type ClaimParams struct {
 	Consumer string        `param:"consumer" default:"accounting" doc:"consumer id whose pending entries are claimed"`
 	Worker   string        `param:"worker" default:"worker-2" doc:"worker id that takes the entries over"`
 	Idle     time.Duration `param:"idle" default:"0" doc:"claim entries pending at least this long (XPENDING IDLE + XCLAIM min-idle)"`
@@ -67,7 +72,7 @@ type claimParams struct {
 	SkipAck  bool          `param:"skip_ack" doc:"as in consume"`
 }
 
-type expectParams struct{}
+type ExpectParams struct{}
 
 func init() {
 	define("produce", "Commit one transfer in ONE producer transaction: journal row, debit and credit ledger entries, balances and the outbox row.",
@@ -84,10 +89,10 @@ func init() {
 	define("claim", "Take over pending entries idle at least `idle` (XPENDING + XCLAIM) and handle them exactly as consume does.",
 		consumeOutcomes, runClaim)
 	define(expectStep, "Check the state of the databases and the stream. Its map holds state checks (see below).",
-		nil, func(context.Context, *Env, *expectParams) (Result, error) { return Result{}, nil })
+		nil, func(context.Context, *Env, *ExpectParams) (Result, error) { return Result{}, nil })
 }
 
-func runProduce(ctx context.Context, env *Env, p *produceParams) (Result, error) {
+func runProduce(ctx context.Context, env *Env, p *ProduceParams) (Result, error) {
 	env.produced++
 	t := pipeline.Transfer{EventID: p.Event, From: p.From, To: p.To, Amount: p.Amount, Currency: p.Currency}
 	if t.EventID == "" {
@@ -108,7 +113,7 @@ func runProduce(ctx context.Context, env *Env, p *produceParams) (Result, error)
 	return r, nil
 }
 
-func runRelay(ctx context.Context, env *Env, p *relayParams) (Result, error) {
+func runRelay(ctx context.Context, env *Env, p *RelayParams) (Result, error) {
 	relay := &pipeline.Relay{DB: env.Producer, Broker: env.Broker}
 	res, err := relay.Relay(ctx, pipeline.RelayOptions{Limit: p.Limit, SkipMark: p.SkipMark})
 	r := Result{Outcome: map[string]int64{"published": int64(len(res.Published)), "marked": int64(res.Marked)}}
@@ -121,7 +126,7 @@ func runRelay(ctx context.Context, env *Env, p *relayParams) (Result, error) {
 	return r, err
 }
 
-func runPublish(ctx context.Context, env *Env, p *publishParams) (Result, error) {
+func runPublish(ctx context.Context, env *Env, p *PublishParams) (Result, error) {
 	event := env.last
 	if event == "" {
 		event = "bus-1"
@@ -141,7 +146,7 @@ func runPublish(ctx context.Context, env *Env, p *publishParams) (Result, error)
 	return r, err
 }
 
-func runConsume(ctx context.Context, env *Env, p *consumeParams) (Result, error) {
+func runConsume(ctx context.Context, env *Env, p *ConsumeParams) (Result, error) {
 	c := &pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}
 	res, err := c.Consume(ctx, pipeline.ConsumeOptions{
 		Consumer: p.Consumer, Worker: p.Worker, Count: p.Count, Block: p.Block,
@@ -150,7 +155,7 @@ func runConsume(ctx context.Context, env *Env, p *consumeParams) (Result, error)
 	return consumeResult(res, p.SkipAck), err
 }
 
-func runClaim(ctx context.Context, env *Env, p *claimParams) (Result, error) {
+func runClaim(ctx context.Context, env *Env, p *ClaimParams) (Result, error) {
 	c := &pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}
 	res, err := c.Claim(ctx, pipeline.ConsumeOptions{
 		Consumer: p.Consumer, Worker: p.Worker, Count: p.Count, Idle: p.Idle,

@@ -100,34 +100,55 @@ func (s *Stream) Read(ctx context.Context, group, worker string, count int, bloc
 		if count > 0 {
 			n = min(n, count-len(out))
 		}
-		// go-redis: Block < 0 sends no BLOCK (answer at once); Block == 0 would
-		// mean BLOCK 0, wait forever, which a scenario must never do.
-		wait := time.Duration(-1)
-		if len(out) == 0 && block > 0 {
+		var wait time.Duration
+		if len(out) == 0 {
 			wait = block
+		}
+		msgs, err := s.readNew(ctx, group, worker, n, wait)
+		if err != nil {
+			return out, err
+		}
+		for _, m := range msgs {
+			out = append(out, delivery(m))
+		}
+		if len(msgs) < n {
+			break
+		}
+	}
+	return out, nil
+}
+
+// blockSlice bounds one blocking XREADGROUP: go-redis cannot interrupt a
+// blocked read when a context without deadline is cancelled (Ctrl-C), so a
+// long block is served as a series of short real BLOCKs.
+const blockSlice = 100 * time.Millisecond
+
+// readNew is one XREADGROUP ">" that waits up to block for a first entry.
+func (s *Stream) readNew(ctx context.Context, group, worker string, n int, block time.Duration) ([]redis.XMessage, error) {
+	deadline := time.Now().Add(block)
+	for {
+		// go-redis: Block < 0 sends no BLOCK (answer at once); Block == 0 would
+		// be BLOCK 0, wait forever, which a scenario must never do.
+		wait := time.Duration(-1)
+		if left := time.Until(deadline); left >= time.Millisecond {
+			wait = min(left, blockSlice)
 		}
 		res, err := s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
 			Group: group, Consumer: worker, Streams: []string{s.key, ">"},
 			Count: int64(n), Block: wait,
 		}).Result()
-		if errors.Is(err, redis.Nil) {
-			break
+		switch {
+		case err == nil && len(res) > 0:
+			return res[0].Messages, nil
+		case err != nil && !errors.Is(err, redis.Nil):
+			return nil, fmt.Errorf("XREADGROUP %s %s: %w", s.key, group, err)
+		case wait < 0:
+			return nil, nil
 		}
-		if err != nil {
-			return out, fmt.Errorf("XREADGROUP %s %s: %w", s.key, group, err)
-		}
-		got := 0
-		for _, st := range res {
-			for _, m := range st.Messages {
-				out = append(out, delivery(m))
-				got++
-			}
-		}
-		if got < n {
-			break
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 	}
-	return out, nil
 }
 
 // Claim finds pending entries idle for at least minIdle (XPENDING) and takes

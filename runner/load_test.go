@@ -1,0 +1,164 @@
+package runner
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"outboxdrill/steps"
+)
+
+func parseOK(t *testing.T, src string) *Scenario {
+	t.Helper()
+	sc, errs := Parse("t.yaml", []byte(src))
+	if len(errs) > 0 {
+		t.Fatalf("unexpected errors:\n%v", errs)
+	}
+	return sc
+}
+
+func TestParseShorthandAndMapFormsAgree(t *testing.T) {
+	sc := parseOK(t, `
+name: forms
+tags: [a, b]
+steps:
+  - produce(event=bus-7, amount=5, currency=EUR)
+  - produce: {event: bus-7, amount: 5, currency: EUR}
+  - relay(skip_mark)
+  - relay: {skip_mark: true}
+  - relay: {skip_mark}
+  - claim(idle=250ms, worker=w)
+  - "consume(fail=divzero, count=2)"
+  - consume:
+    name: bare
+    expect: {applied: true, acked: 0}
+`)
+	if sc.Name != "forms" || !cmp.Equal(sc.Tags, []string{"a", "b"}) || len(sc.Steps) != 8 {
+		t.Fatalf("got %q %v %d steps", sc.Name, sc.Tags, len(sc.Steps))
+	}
+	if d := cmp.Diff(sc.Steps[0].Params, sc.Steps[1].Params); d != "" {
+		t.Errorf("shorthand and map produce differ:\n%s", d)
+	}
+	for i := 2; i <= 4; i++ {
+		if !sc.Steps[i].Params.(*steps.RelayParams).SkipMark {
+			t.Errorf("step %d: skip_mark not set", i)
+		}
+	}
+	claim := sc.Steps[5].Params.(*steps.ClaimParams)
+	if claim.Idle != 250*time.Millisecond || claim.Worker != "w" || claim.Consumer != "accounting" {
+		t.Errorf("claim params: %+v", claim)
+	}
+	consume := sc.Steps[6].Params.(*steps.ConsumeParams)
+	if consume.Fail != "divzero" || consume.Count != 2 || consume.Worker != "worker-1" {
+		t.Errorf("consume params: %+v", consume)
+	}
+	last := sc.Steps[7]
+	if last.Label != "bare" || len(last.Expect.Outcomes) != 2 || !last.Expect.Outcomes[0].IsBool {
+		t.Errorf("expect on consume: %+v", last.Expect)
+	}
+	if got := sc.Steps[6].Pos; got != (steps.Pos{File: "t.yaml", Line: 11, Col: 5}) {
+		t.Errorf("position of step 7: %v", got)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, src string
+		want      []string // every error, in order
+	}{
+		{"unknown top key", "name: x\nstpes: [relay]\n", []string{
+			`t.yaml:1:1: missing steps`,
+			`t.yaml:2:1: unknown key "stpes" (did you mean "steps"?)`,
+		}},
+		{"unknown step shorthand", "name: x\nsteps:\n  - relya(skip_mark)\n", []string{
+			`t.yaml:3:5: unknown step "relya" (did you mean "relay"?)`,
+		}},
+		{"unknown step map", "name: x\nsteps:\n  - consme: {count: 1}\n", []string{
+			`t.yaml:3:5: unknown step "consme" (did you mean "consume"?)`,
+		}},
+		{"unknown param with suggestion", "name: x\nsteps:\n  - produce: {amout: 5}\n", []string{
+			`t.yaml:3:15: unknown parameter "amout" (did you mean "amount"?)`,
+		}},
+		{"shorthand value column", "name: x\nsteps:\n  - consume(count=2, fail=divzer)\n", []string{
+			`t.yaml:3:27: fail: unknown value "divzer" (did you mean "divzero"?)`,
+		}},
+		{"wrong type", "name: x\nsteps:\n  - produce: {amount: lots}\n", []string{
+			`t.yaml:3:23: amount: want an integer, got "lots"`,
+		}},
+		{"range", "name: x\nsteps:\n  - produce(amount=0)\n", []string{
+			`t.yaml:3:20: amount: must be at least 1, got 0`,
+		}},
+		{"duration without unit", "name: x\nsteps:\n  - claim(idle=5)\n", []string{
+			`t.yaml:3:16: idle: "5" needs a unit (did you mean "5ms" or "5s"?)`,
+		}},
+		{"same account", "name: x\nsteps:\n  - produce(from=bob)\n", []string{
+			`t.yaml:3:5: from and to are both "bob"`,
+		}},
+		{"unknown check", "name: x\nsteps:\n  - expect: {stream.entry: 1}\n", []string{
+			`t.yaml:3:14: unknown expect key "stream.entry" for expect (did you mean "stream.entries"?)`,
+		}},
+		{"unknown outcome", "name: x\nsteps:\n  - consume:\n    expect: {aplied: 1}\n", []string{
+			`t.yaml:4:14: unknown expect key "aplied" for consume (did you mean "applied"?)`,
+		}},
+		{"outcome of another step", "name: x\nsteps:\n  - relay:\n    expect: {applied: 1}\n", []string{
+			`t.yaml:4:14: unknown expect key "applied" for relay`,
+		}},
+		{"two step keys", "name: x\nsteps:\n  - relay:\n    consume:\n", []string{
+			`t.yaml:4:5: a step holds exactly one step key: "relay" and "consume" are two steps`,
+		}},
+		{"duplicate key", "name: x\nname: y\nsteps: [relay]\n", []string{
+			`t.yaml:2:1: key "name" given twice (first at line 1)`,
+		}},
+		{"bad check value", "name: x\nsteps:\n  - expect: {projection: {accounting: {USD: {amount: 1}}}}\n", []string{
+			`t.yaml:3:45: a projection row needs both amount and events`,
+		}},
+		{"invalid yaml", "name: x\nsteps:\n  - relay\n   bad: [\n", []string{
+			`t.yaml:4:1: invalid YAML:`,
+		}},
+		{"not a map", "- relay\n", []string{
+			`t.yaml:1:1: a scenario is a map with name and steps, got a list`,
+		}},
+		{"all problems at once", "name: x\nsteps:\n  - relya\n  - produce(amount=-1)\n  - expect: {outbox.rows: many}\n", []string{
+			`t.yaml:3:5: unknown step "relya"`,
+			`t.yaml:4:20: amount: must be at least 1, got -1`,
+			`t.yaml:5:27: want an integer, got "many"`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errs := Parse("t.yaml", []byte(tc.src))
+			errs.Sort()
+			if len(errs) != len(tc.want) {
+				t.Fatalf("want %d errors, got %d:\n%v", len(tc.want), len(errs), errs)
+			}
+			for i, e := range errs {
+				if !strings.HasPrefix(e.Error(), tc.want[i]) {
+					t.Errorf("error %d:\n got: %s\nwant: %s...", i, e, tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestLoadFilesDuplicateNames(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir+"/a.yaml", "name: same\nsteps: [relay]\n")
+	write(t, dir+"/b.yaml", "name: same\nsteps: [relay]\n")
+	files, err := ExpandPaths([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, errs := LoadFiles(files)
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), `b.yaml:1:7: scenario name "same" is already used at `) {
+		t.Fatalf("got %v", errs)
+	}
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
