@@ -51,6 +51,7 @@ func (r *Result) Passed() bool { return len(r.Failures) == 0 }
 
 // Report is the outcome of a run.
 type Report struct {
+	RunID    string // names every database and stream key of the run
 	Results  []*Result
 	Duration time.Duration
 }
@@ -91,7 +92,7 @@ func Run(ctx context.Context, p Params, scs []*Scenario) (rep *Report, err error
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, w.Close()) }()
-	rep = &Report{}
+	rep = &Report{RunID: w.RunID}
 	for _, sc := range scs {
 		if ctx.Err() != nil {
 			break
@@ -111,12 +112,13 @@ func Run(ctx context.Context, p Params, scs []*Scenario) (rep *Report, err error
 
 func runScenario(ctx context.Context, p *Params, w *World, sc *Scenario) (*Result, error) {
 	start := time.Now()
-	ctx, cancel := context.WithTimeoutCause(ctx, p.Timeout, fmt.Errorf("scenario timed out after %s", p.Timeout))
-	defer cancel()
 	env, undo, err := w.isolate(ctx)
 	if err != nil {
 		return nil, err
 	}
+	// The timeout bounds the scenario's own steps, not the isolation around them.
+	ctx, cancel := context.WithTimeoutCause(ctx, p.Timeout, fmt.Errorf("scenario timed out after %s", p.Timeout))
+	defer cancel()
 	res := &Result{Scenario: sc}
 	for _, call := range sc.Steps {
 		out, fails := call.Exec(ctx, env)

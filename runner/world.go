@@ -114,7 +114,7 @@ func (w *World) startServers(ctx context.Context, p *Params) error {
 			if pgErr = err; err == nil {
 				w.PGURL = pg.URL
 				w.undo.add(pg.Stop)
-				p.logf("started PostgreSQL on port %d (%s)", pg.Port, pg.Dir)
+				p.logf("started PostgreSQL pid %d on port %d in %s", pg.PID(), pg.Port, pg.Dir)
 			}
 		})
 	}
@@ -124,7 +124,7 @@ func (w *World) startServers(ctx context.Context, p *Params) error {
 			if rdErr = err; err == nil {
 				redisURL = rd.URL
 				w.undo.add(rd.Stop)
-				p.logf("started Redis on port %d (%s)", rd.Port, rd.Dir)
+				p.logf("started Redis pid %d on port %d in %s", rd.PID(), rd.Port, rd.Dir)
 			}
 		})
 	}

@@ -1,7 +1,6 @@
 package servers
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -117,8 +116,10 @@ func (p *Postgres) PID() int {
 }
 
 // Stop shuts the server down fast (SIGINT: abort transactions, checkpoint,
-// exit), SIGKILLs it if it is not gone within 10s or when ctx is done first,
-// and removes Dir. Stop is idempotent; concurrent calls wait for the first.
+// exit) and removes Dir. If the server is not gone within 10s it is
+// SIGKILLed and Stop says so in its error; if ctx is done first it is
+// SIGKILLed quietly (the caller asked to hurry). Dir is removed either way.
+// Stop is idempotent; concurrent calls wait for the first and share its result.
 func (p *Postgres) Stop(ctx context.Context) error {
 	p.stopOnce.Do(func() { p.stopErr = p.shutdown(ctx, stopGrace) })
 	return p.stopErr
@@ -130,16 +131,8 @@ func (p *Postgres) shutdown(ctx context.Context, grace time.Duration) error {
 	p.mu.Lock()
 	c := p.proc
 	p.mu.Unlock()
-	if c != nil {
-		shm := sysvShmID(p.dataDir)
-		if c.stop(ctx, syscall.SIGINT, grace) {
-			// A killed postmaster leaves its SysV segment behind; nothing
-			// else will ever remove it once the data dir is gone.
-			removeSysvShm(shm)
-			if grace > 0 && ctx.Err() == nil {
-				errs = append(errs, fmt.Errorf("postgres did not shut down within %v; killed it", grace))
-			}
-		}
+	if c != nil && c.stop(ctx, syscall.SIGINT, grace) && grace > 0 && ctx.Err() == nil {
+		errs = append(errs, fmt.Errorf("postgres did not shut down within %v; killed it", grace))
 	}
 	if err := os.RemoveAll(p.Dir); err != nil {
 		errs = append(errs, fmt.Errorf("remove postgres dir: %w", err))
@@ -345,34 +338,4 @@ func chownTree(dir string, uid, gid int) error {
 		}
 		return os.Lchown(path, uid, gid)
 	})
-}
-
-// sysvShmID reads the id of the postmaster's SysV shared memory segment from
-// line 7 of postmaster.pid ("key id"); -1 if unknown.
-func sysvShmID(dataDir string) int {
-	f, err := os.Open(filepath.Join(dataDir, "postmaster.pid"))
-	if err != nil {
-		return -1
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for i := 1; s.Scan(); i++ {
-		if i == 7 {
-			if fields := strings.Fields(s.Text()); len(fields) == 2 {
-				if id, err := strconv.Atoi(fields[1]); err == nil {
-					return id
-				}
-			}
-		}
-	}
-	return -1
-}
-
-// removeSysvShm marks segment id for removal (IPC_RMID); the kernel frees it
-// once the last backend still attached has exited.
-func removeSysvShm(id int) {
-	if id >= 0 {
-		const ipcRmid = 0
-		_, _, _ = syscall.Syscall(syscall.SYS_SHMCTL, uintptr(id), ipcRmid, 0)
-	}
 }

@@ -66,9 +66,10 @@ func (r *Redis) PID() int {
 	return r.proc.pid()
 }
 
-// Stop sends SIGTERM (Redis fsyncs the AOF and exits), SIGKILLs it if it is
-// not gone within 10s or when ctx is done first, and removes Dir. Stop is
-// idempotent; concurrent calls wait for the first.
+// Stop sends SIGTERM (Redis fsyncs the AOF and exits) and removes Dir. If
+// the server is not gone within 10s it is SIGKILLed and Stop says so in its
+// error; if ctx is done first it is SIGKILLed quietly. Stop is idempotent;
+// concurrent calls wait for the first and share its result.
 func (r *Redis) Stop(ctx context.Context) error {
 	r.stopOnce.Do(func() { r.stopErr = r.shutdown(ctx, stopGrace) })
 	return r.stopErr
@@ -124,7 +125,8 @@ func (r *Redis) command(port int, out *os.File) *exec.Cmd {
 // launch starts redis-server on port and waits until it answers. On failure
 // the process is gone when launch returns.
 func (r *Redis) launch(ctx context.Context, port int) error {
-	// Errors before Redis opens --logfile (bad arguments) go to stderr.
+	// stdout and stderr go to the log too: errors found before Redis opens
+	// --logfile (bad arguments) are printed there.
 	f, _, err := openLog(r.logPath, nil)
 	if err != nil {
 		return fmt.Errorf("redis log: %w", err)
@@ -157,6 +159,9 @@ func probeRedis(ctx context.Context, addr string, pid int) error {
 		return err
 	}
 	defer conn.Close() // in case the client never takes it
+	// go-redis honours deadlines but not cancellation; waitReady cancels a
+	// probe when the server exits, so hang up then.
+	defer context.AfterFunc(ctx, func() { conn.Close() })()
 	rdb := redis.NewClient(&redis.Options{
 		Addr:            addr,
 		Dialer:          func(context.Context, string, string) (net.Conn, error) { return conn, nil },
@@ -164,6 +169,8 @@ func probeRedis(ctx context.Context, addr string, pid int) error {
 		DisableIdentity: true,
 		MaxRetries:      -1,
 		PoolSize:        1,
+		// A stranger that won the port may accept and never answer.
+		ContextTimeoutEnabled: true,
 	})
 	defer rdb.Close()
 	info, err := rdb.Info(ctx, "server").Result()

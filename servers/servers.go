@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -99,8 +100,9 @@ func newCmd(bin string, args []string, dir string, out io.Writer, cred *syscall.
 		// stops the servers in order instead of having them die mid-run.
 		Setpgid: true,
 		// Die with the runner if it is SIGKILLed. The kernel ties this to the
-		// OS thread that forked; Go keeps that thread alive unless a goroutine
-		// exits while locked to it, which this package never does.
+		// OS thread that forked, which Go keeps alive unless a goroutine ends
+		// while locked to it (runtime.LockOSThread): never start servers from
+		// such a goroutine.
 		Pdeathsig:  syscall.SIGKILL,
 		Credential: cred,
 	}
@@ -153,11 +155,68 @@ func (c *child) stop(ctx context.Context, sig syscall.Signal, grace time.Duratio
 		}
 	}
 	// The group also holds helpers the server forked (e.g. Redis's AOF
-	// rewrite child), which must not outlive it.
+	// rewrite child, initdb's standalone backend), which must not outlive it.
+	members := groupMembers(c.pid())
 	_ = syscall.Kill(-c.pid(), syscall.SIGKILL)
 	_ = c.cmd.Process.Kill()
 	<-c.done
+	removeSysvShm(c.uid(), members)
 	return true
+}
+
+// uid is the user the child runs as.
+func (c *child) uid() int {
+	if cred := c.cmd.SysProcAttr.Credential; cred != nil {
+		return int(cred.Uid)
+	}
+	return os.Geteuid()
+}
+
+// groupMembers lists the processes in process group pgid.
+func groupMembers(pgid int) map[int]bool {
+	members := map[int]bool{pgid: true}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid pgrp ...": comm may hold spaces and ')'.
+		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(fields) > 2 && fields[2] == strconv.Itoa(pgid) {
+			members[pid] = true
+		}
+	}
+	return members
+}
+
+// removeSysvShm removes the SysV shared memory segments that the killed
+// processes created. A killed postmaster (or initdb's standalone backend)
+// leaves its segment behind, and nothing else removes it once its data dir
+// is gone. IPC_RMID only marks a segment: the kernel frees it when the last
+// process still attached (an exiting backend) detaches.
+func removeSysvShm(uid int, creators map[int]bool) {
+	b, err := os.ReadFile("/proc/sysvipc/shm")
+	if err != nil {
+		return
+	}
+	const ipcRmid = 0
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		// key shmid perms size cpid lpid nattch uid gid cuid ...
+		f := strings.Fields(line)
+		if len(f) < 10 || f[9] != strconv.Itoa(uid) {
+			continue
+		}
+		id, err1 := strconv.Atoi(f[1])
+		cpid, err2 := strconv.Atoi(f[4])
+		if err1 == nil && err2 == nil && creators[cpid] {
+			_, _, _ = syscall.Syscall(syscall.SYS_SHMCTL, uintptr(id), ipcRmid, 0)
+		}
+	}
 }
 
 // openLog opens path for appending. O_APPEND lets the server (Redis writes
@@ -239,27 +298,39 @@ func lostPortRace(err error) bool {
 }
 
 // waitReady polls probe until it succeeds, the child exits, ctx is done or
-// readyTimeout passes. probe must itself return within about probeTimeout.
+// readyTimeout passes. A probe in flight is cancelled when the child exits:
+// a stranger that won the port may accept connections and never answer.
 func waitReady(ctx context.Context, c *child, logPath string, logOffset int64, probe func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
+	go func() {
+		select {
+		case <-c.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	var last error
 	for {
 		select {
+		case <-ctx.Done():
+		case <-t.C:
+			pctx, pcancel := context.WithTimeout(ctx, probeTimeout)
+			last = probe(pctx)
+			pcancel()
+			if last == nil {
+				return nil
+			}
+			t.Reset(readyPoll)
+			continue
+		}
+		select {
 		case <-c.done:
 			return &startError{what: c.name + " exited while starting", logPath: logPath, exit: c.err, output: logSince(logPath, logOffset)}
-		case <-ctx.Done():
-			return fmt.Errorf("%s did not accept connections (%w); last probe error: %v", c.name, ctx.Err(), last)
-		case <-t.C:
+		default:
+			return fmt.Errorf("%s did not accept connections (%w); last probe error: %v", c.name, context.Cause(ctx), last)
 		}
-		pctx, pcancel := context.WithTimeout(ctx, probeTimeout)
-		last = probe(pctx)
-		pcancel()
-		if last == nil {
-			return nil
-		}
-		t.Reset(readyPoll)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -231,23 +232,41 @@ func fakeBinDir(t *testing.T, scripts map[string]string) string {
 	return dir
 }
 
-// leftoverDirs lists drill-pg-* temp dirs, to prove a failed start cleans up.
-func leftoverDirs(t *testing.T) map[string]bool {
+// privateTmp points TMPDIR at a fresh dir for this test, so checking that a
+// failed start left nothing behind is not confused by other runs sharing
+// /tmp. The postgres user must be able to enter it.
+func privateTmp(t *testing.T) string {
 	t.Helper()
-	m, _ := filepath.Glob(filepath.Join(os.TempDir(), "drill-pg-*"))
-	set := map[string]bool{}
-	for _, d := range m {
-		set[d] = true
+	dir, err := os.MkdirTemp("", "servers-test-*")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return set
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", dir)
+	return dir
+}
+
+// assertCleanedUp checks that a failed start left no dir in tmp and no
+// process running from it.
+func assertCleanedUp(t *testing.T, tmp string) {
+	t.Helper()
+	if ents, _ := os.ReadDir(tmp); len(ents) > 0 {
+		t.Errorf("failed start left %s/%s behind", tmp, ents[0].Name())
+	}
+	if out, _ := exec.Command("pgrep", "-a", "-f", tmp).Output(); len(out) > 0 {
+		t.Errorf("failed start left processes: %s", out)
+	}
 }
 
 func TestPostgresStartFailureQuotesLogAndCleansUp(t *testing.T) {
-	before := leftoverDirs(t)
 	bin := fakeBinDir(t, map[string]string{
 		"initdb":   "for i in $(seq 1 30); do echo chatter $i; done\necho 'initdb: error: boom' >&2\nexit 1\n",
 		"postgres": "exit 0\n",
 	})
+	tmp := privateTmp(t)
 	_, err := StartPostgres(testCtx(t), PostgresOptions{BinDir: bin})
 	if err == nil {
 		t.Fatal("start succeeded with a failing initdb")
@@ -256,15 +275,10 @@ func TestPostgresStartFailureQuotesLogAndCleansUp(t *testing.T) {
 	if msg := err.Error(); !strings.Contains(msg, "initdb: error: boom") || strings.Contains(msg, "chatter 10\n") {
 		t.Errorf("error should quote only the log tail: %v", err)
 	}
-	for d := range leftoverDirs(t) {
-		if !before[d] {
-			t.Errorf("failed start left %s behind", d)
-		}
-	}
+	assertCleanedUp(t, tmp)
 }
 
 func TestPostgresRetriesLostPort(t *testing.T) {
-	before := leftoverDirs(t)
 	bin := fakeBinDir(t, map[string]string{
 		"initdb": "exit 0\n",
 		"postgres": `echo x >> "$(dirname "$0")/attempts"
@@ -273,6 +287,7 @@ echo 'FATAL:  could not create any TCP/IP sockets' >&2
 exit 1
 `,
 	})
+	tmp := privateTmp(t)
 	_, err := StartPostgres(testCtx(t), PostgresOptions{BinDir: bin})
 	if err == nil || !strings.Contains(err.Error(), "Address already in use") {
 		t.Fatalf("got %v, want a bind failure", err)
@@ -281,11 +296,7 @@ exit 1
 	if n := strings.Count(string(b), "x"); n != bindAttempts {
 		t.Errorf("postgres started %d times, want %d", n, bindAttempts)
 	}
-	for d := range leftoverDirs(t) {
-		if !before[d] {
-			t.Errorf("failed start left %s behind", d)
-		}
-	}
+	assertCleanedUp(t, tmp)
 }
 
 func TestCompareVersions(t *testing.T) {
@@ -449,6 +460,12 @@ func TestChildrenDieWithRunner(t *testing.T) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+	// Nobody removes the segment of a postmaster killed with its runner.
+	pgUID := os.Geteuid()
+	if cred, _ := postgresCredential(); cred != nil {
+		pgUID = int(cred.Uid)
+	}
+	removeSysvShm(pgUID, map[int]bool{pids[0]: true})
 }
 
 // runAsRunner starts both servers, reports them and waits to be killed.
@@ -479,4 +496,96 @@ func alive(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// TestStartCancelledCleansUp cancels StartPostgres mid-initdb, as a Ctrl-C
+// during start does, and checks nothing is left behind.
+func TestStartCancelledCleansUp(t *testing.T) {
+	tmp := privateTmp(t)
+	shm := shmSegments(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	pg, err := StartPostgres(ctx, PostgresOptions{})
+	if err == nil {
+		pg.Stop(context.Background())
+		t.Skip("start finished before the cancel")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("got %v, want a context error", err)
+	}
+	assertCleanedUp(t, tmp)
+	assertNoOrphanedShm(t, shm)
+}
+
+// shmSegment is one line of /proc/sysvipc/shm.
+type shmSegment struct{ id, cpid, nattch int }
+
+func shmSegments(t *testing.T) []shmSegment {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sysvipc/shm")
+	if err != nil {
+		t.Skip(err)
+	}
+	var segs []shmSegment
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		// key shmid perms size cpid lpid nattch ...
+		if f := strings.Fields(line); len(f) > 6 {
+			id, _ := strconv.Atoi(f[1])
+			cpid, _ := strconv.Atoi(f[4])
+			nattch, _ := strconv.Atoi(f[6])
+			segs = append(segs, shmSegment{id, cpid, nattch})
+		}
+	}
+	return segs
+}
+
+// eventually polls cond for a few seconds: segments marked for removal
+// linger until the backends of a killed postmaster notice and exit.
+func eventually(cond func() bool) bool {
+	for deadline := time.Now().Add(3 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
+// assertNoOrphanedShm checks that no SysV segment is left, beyond those in
+// before, that nobody is attached to and whose creator is dead, i.e. that
+// nobody will ever remove.
+func assertNoOrphanedShm(t *testing.T, before []shmSegment) {
+	t.Helper()
+	var orphans []shmSegment
+	ok := eventually(func() bool {
+		orphans = orphans[:0]
+		for _, s := range shmSegments(t) {
+			if s.nattch == 0 && !alive(s.cpid) && !slices.Contains(before, s) {
+				orphans = append(orphans, s)
+			}
+		}
+		return len(orphans) == 0
+	})
+	if !ok {
+		t.Errorf("orphaned SysV shared memory segments: %+v", orphans)
+	}
+}
+
+// TestKilledPostmasterLeavesNoSharedMemory kills the postmaster outright, as
+// Stop's fallback does, and checks its SysV segment does not outlive it.
+func TestKilledPostmasterLeavesNoSharedMemory(t *testing.T) {
+	pg, err := StartPostgres(testCtx(t), PostgresOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, dir := pg.PID(), pg.Dir
+	if err := pg.shutdown(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, pid, dir)
+	ok := eventually(func() bool {
+		return !slices.ContainsFunc(shmSegments(t), func(s shmSegment) bool { return s.cpid == pid })
+	})
+	if !ok {
+		t.Errorf("the killed postmaster's SysV segment outlived it")
+	}
 }

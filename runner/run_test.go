@@ -1,0 +1,289 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+
+	"outboxdrill/internal/testservers"
+	"outboxdrill/steps"
+)
+
+func TestMain(m *testing.M) { testservers.Main(m) }
+
+func testParams() Params {
+	return Params{PGURL: testservers.PGURL, RedisURL: testservers.RedisURL}
+}
+
+// runAll runs scenarios on the test servers and returns results by name.
+func runAll(t *testing.T, p Params, scs []*Scenario) (*Report, map[string]*Result) {
+	t.Helper()
+	rep, err := Run(context.Background(), p, scs)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	byName := map[string]*Result{}
+	for _, r := range rep.Results {
+		byName[r.Scenario.Name] = r
+	}
+	if len(byName) != len(scs) {
+		t.Fatalf("ran %d of %d scenarios", len(byName), len(scs))
+	}
+	return rep, byName
+}
+
+func TestScenarioLibraryPasses(t *testing.T) {
+	files, err := ExpandPaths([]string{"../scenarios"})
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	scs, errs := LoadFiles(files)
+	if len(errs) > 0 {
+		t.Fatalf("invalid scenarios:\n%v", errs)
+	}
+	rep, _ := runAll(t, testParams(), scs)
+	for _, r := range rep.Results {
+		if !r.Passed() {
+			t.Errorf("%s failed:\n%s", r.Scenario.File, formatResult(r, true))
+		}
+		if r.Scenario.Description == "" {
+			t.Errorf("%s: the library's scenarios say in words what they prove; description is empty", r.Scenario.File)
+		}
+	}
+}
+
+// step is one step of the every-key scenario: its YAML head and its
+// expectations (key → value as YAML), all correct.
+type step struct {
+	head   string
+	expect [][2]string
+}
+
+// everyKey exercises every outcome key of every step and every state check,
+// each with its correct value.
+var everyKey = []step{
+	{"produce: {event: bus-1, amount: 100}", [][2]string{{"committed", "1"}, {"failed", "0"}}},
+	{"produce: {event: bus-2, amount: 5, currency: EUR, fail: divzero}", [][2]string{{"committed", "0"}, {"failed", "1"}}},
+	{"relay: {skip_mark: true}", [][2]string{{"published", "1"}, {"marked", "0"}}},
+	{"relay:", [][2]string{{"published", "1"}, {"marked", "1"}}},
+	{"consume: {count: 1}", [][2]string{{"delivered", "1"}, {"applied", "1"}, {"duplicate", "0"}, {"conflict", "0"}, {"failed", "0"}, {"acked", "1"}}},
+	{"consume: {fail: divzero}", [][2]string{{"delivered", "1"}, {"failed", "1"}, {"duplicate", "0"}, {"acked", "0"}}},
+	{"claim: {idle: 0}", [][2]string{{"delivered", "1"}, {"applied", "0"}, {"duplicate", "1"}, {"conflict", "0"}, {"failed", "0"}, {"acked", "1"}}},
+	{"publish: {event: bus-1, amount: 7}", [][2]string{{"published", "1"}}},
+	{"consume: {consumer: audit, skip_ack: true}", [][2]string{{"delivered", "3"}, {"applied", "1"}, {"duplicate", "1"}, {"conflict", "1"}, {"acked", "0"}}},
+	{"expect:", [][2]string{
+		{"stream.entries", "3"},
+		{"stream.events", "1"},
+		{"stream.pending", "{audit: 3}"},
+		{"outbox.rows", "1"},
+		{"outbox.unpublished", "0"},
+		{"journal.rows", "1"},
+		{"ledger.rows", "2"},
+		{"inbox.rows", "{accounting: 1, audit: 1}"},
+		{"projection", "{accounting: {USD: {amount: 100, events: 1}}, audit: {USD: {amount: 100, events: 1}}}"},
+		{"balances", "{alice: {USD: -100}, bob: {USD: 100}}"},
+	}},
+}
+
+// wrongValue is a deliberately wrong expectation for each state check, and
+// the text its failure must contain.
+var wrongValue = map[string][2]string{
+	"stream.entries":     {"4", "want 4, got 3"},
+	"stream.events":      {"2", "want 2, got 1"},
+	"stream.pending":     {"{accounting: 1, audit: 3}", `"accounting": 1`},
+	"outbox.rows":        {"2", "want 2, got 1"},
+	"outbox.unpublished": {"1", "want 1, got 0"},
+	"journal.rows":       {"2", "want 2, got 1"},
+	"ledger.rows":        {"4", "want 4, got 2"},
+	"inbox.rows":         {"{accounting: 1}", `"audit":`},
+	"projection":         {"{accounting: {USD: {amount: 200, events: 1}}, audit: {USD: {amount: 100, events: 1}}}", "Amount: 200"},
+	"balances":           {"{alice: {USD: -100}, bob: {USD: 100, EUR: 5}}", `"EUR": 5`},
+}
+
+func renderEveryKey(name string, mutate func(step, key int, val string) string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: %q\nsteps:\n", name)
+	for si, s := range everyKey {
+		fmt.Fprintf(&b, "  - %s\n", s.head)
+		indent := "    expect:\n"
+		if s.head == "expect:" {
+			indent = ""
+		}
+		b.WriteString(indent)
+		for ki, kv := range s.expect {
+			fmt.Fprintf(&b, "      %s: %s\n", kv[0], mutate(si, ki, kv[1]))
+		}
+	}
+	return b.String()
+}
+
+// TestEveryKeyCanFail runs the every-key scenario once as written (it must
+// pass: the values are right) and once per key with that key's value wrong
+// (it must fail, at that key, with a want/got diff).
+func TestEveryKeyCanFail(t *testing.T) {
+	type variant struct{ key, wantMsg string }
+	variants := map[string]variant{}
+	var scs []*Scenario
+	add := func(name, src string, v variant) {
+		sc, errs := Parse(name+".yaml", []byte(src))
+		if len(errs) > 0 {
+			t.Fatalf("%s:\n%v\n%s", name, errs, src)
+		}
+		scs = append(scs, sc)
+		variants[name] = v
+	}
+	add("correct", renderEveryKey("correct", func(_, _ int, v string) string { return v }), variant{})
+
+	covered := map[string]bool{}
+	for si, s := range everyKey {
+		stepName := strings.Fields(strings.TrimSuffix(strings.Fields(s.head)[0], ":"))[0]
+		for ki, kv := range s.expect {
+			name := fmt.Sprintf("step %d %s wrong", si+1, kv[0])
+			var wrong, msg string
+			if stepName == "expect" {
+				wrong, msg = wrongValue[kv[0]][0], wrongValue[kv[0]][1]
+				covered["check "+kv[0]] = true
+			} else {
+				var n int
+				fmt.Sscan(kv[1], &n)
+				wrong, msg = fmt.Sprint(n+1), fmt.Sprintf("want %d, got %d", n+1, n)
+				covered[stepName+" "+kv[0]] = true
+			}
+			src := renderEveryKey(name, func(s2, k2 int, v string) string {
+				if s2 == si && k2 == ki {
+					return wrong
+				}
+				return v
+			})
+			add(name, src, variant{key: kv[0], wantMsg: msg})
+		}
+	}
+	// Every key the registries offer must be covered, so a new key needs a case here.
+	for _, d := range steps.Defs() {
+		for _, k := range d.Outcomes {
+			if !covered[d.Name+" "+k.Name] {
+				t.Errorf("outcome %s.%s has no wrong-value case in everyKey", d.Name, k.Name)
+			}
+		}
+	}
+	for _, c := range steps.CheckNames() {
+		if !covered["check "+c] {
+			t.Errorf("state check %s has no wrong-value case in everyKey", c)
+		}
+	}
+
+	_, results := runAll(t, testParams(), scs)
+	for name, v := range variants {
+		r := results[name]
+		if v.key == "" {
+			if !r.Passed() {
+				t.Fatalf("the correct every-key scenario failed:\n%s", formatResult(r, true))
+			}
+			continue
+		}
+		if r.Passed() {
+			t.Errorf("%s: passed, but %s was wrong", name, v.key)
+			continue
+		}
+		f := r.Failures[0]
+		if len(r.Failures) != 1 || f.Key != v.key || !strings.Contains(f.Msg, v.wantMsg) {
+			t.Errorf("%s: want one failure at %s containing %q, got:\n%s", name, v.key, v.wantMsg, formatResult(r, false))
+		}
+		if !regexp.MustCompile(`^` + regexp.QuoteMeta(name) + `\.yaml:\d+:\d+$`).MatchString(f.Pos.String()) {
+			t.Errorf("%s: failure position %q is not file:line:col", name, f.Pos)
+		}
+	}
+}
+
+func TestStepErrors(t *testing.T) {
+	src := func(name, tail string) *Scenario {
+		sc, errs := Parse(name+".yaml", []byte("name: "+name+"\nsteps:\n  - produce(event=bus-1)\n"+tail))
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		return sc
+	}
+	_, res := runAll(t, testParams(), []*Scenario{
+		src("unexpected", "  - produce: {event: bus-1}\n"),
+		src("expected", "  - produce: {event: bus-1}\n    expect: {error: already produced}\n"),
+		src("wrong text", "  - produce: {event: bus-1}\n    expect: {error: no such text}\n"),
+		src("no error", "  - relay:\n    expect: {error: boom}\n"),
+	})
+	check := func(name, want string) {
+		t.Helper()
+		r := res[name]
+		if want == "" {
+			if !r.Passed() {
+				t.Errorf("%s: %v", name, r.Failures)
+			}
+			return
+		}
+		if r.Passed() || r.Failures[0].Key != "error" || !strings.Contains(r.Failures[0].String(), want) {
+			t.Errorf("%s: want an error failure containing %q, got %v", name, want, r.Failures)
+		}
+	}
+	check("unexpected", "unexpected.yaml:4:5: error: step failed: event bus-1 was already produced")
+	check("expected", "")
+	check("wrong text", `want an error containing "no such text", got: event bus-1 was already produced`)
+	check("no error", `want the step to fail with an error containing "boom"; it succeeded`)
+}
+
+func TestTimeoutCancelsHungStep(t *testing.T) {
+	sc, errs := Parse("hang.yaml", []byte("name: hang\nsteps:\n  - consume(block=1m)\n"))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	p := testParams()
+	p.Timeout = 300 * time.Millisecond
+	start := time.Now()
+	_, res := runAll(t, p, []*Scenario{sc})
+	r := res["hang"]
+	if r.Passed() || !strings.Contains(r.Failures[0].String(), "hang.yaml:3:5: error: step cancelled: scenario timed out after 300ms") {
+		t.Fatalf("got %v", r.Failures)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the hung step was not cancelled: the run took %s", d)
+	}
+}
+
+func TestRunDropsOnlyWhatItCreated(t *testing.T) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testservers.PGURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	opt, _ := redis.ParseURL(testservers.RedisURL)
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	// Someone else's objects under our prefix: the run must leave them alone.
+	if _, err := conn.Exec(ctx, `CREATE DATABASE drill_bystander_1_p`); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Exec(ctx, `DROP DATABASE IF EXISTS drill_bystander_1_p`)
+	rdb.XAdd(ctx, &redis.XAddArgs{Stream: "drill:bystander:1", Values: []any{"k", "v"}})
+	defer rdb.Del(ctx, "drill:bystander:1")
+
+	sc := parseOK(t, "name: leaves nothing\nsteps:\n  - produce\n  - relay\n  - consume(skip_ack)\n")
+	rep, _ := runAll(t, testParams(), []*Scenario{sc})
+
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_database WHERE datname LIKE $1`, "drill_"+rep.RunID+"%").Scan(&n); err != nil || n != 0 {
+		t.Errorf("databases of run %s left behind: %d (%v)", rep.RunID, n, err)
+	}
+	if keys, _ := rdb.Keys(ctx, "drill:"+rep.RunID+":*").Result(); len(keys) != 0 {
+		t.Errorf("stream keys left behind: %v", keys)
+	}
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_database WHERE datname = 'drill_bystander_1_p'`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("the run dropped a database it did not create")
+	}
+	if rdb.Exists(ctx, "drill:bystander:1").Val() != 1 {
+		t.Errorf("the run deleted a stream it did not create")
+	}
+}
