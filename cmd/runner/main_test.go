@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"outboxdrill/internal/testservers"
+)
+
+func TestMain(m *testing.M) { testservers.Main(m) }
+
+// cli runs Main in-process on the test servers.
+func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	t.Setenv("RUNNER_PG_URL", testservers.PGURL)
+	t.Setenv("RUNNER_REDIS_URL", testservers.RedisURL)
+	var out, errb bytes.Buffer
+	code = Main(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func scenarioFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The relay-crash example from the language contract, verbatim.
+const contractExample = `name: relay crashes after XADD, before marking the outbox row
+tags: [seed, outbox]
+steps:
+  - produce: {event: bus-1, amount: 100}
+  - relay(skip_mark)
+  - expect: {stream.entries: 1, outbox.unpublished: 1}
+  - relay
+  - expect: {stream.entries: 2, stream.events: 1, outbox.unpublished: 0}
+  - consume: {consumer: accounting}
+    expect: {applied: 1, duplicate: 1}
+  - expect:
+      inbox.rows: {accounting: 1}
+      projection: {accounting: {USD: {amount: 100, events: 1}}}
+`
+
+func TestRunPassExitsZero(t *testing.T) {
+	f := scenarioFile(t, "ok.yaml", contractExample)
+	code, out, errs := cli(t, "run", f)
+	if code != 0 || !strings.Contains(out, "--- PASS: relay crashes") || !strings.Contains(out, "ok: 1 passed, 0 failed") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+}
+
+func TestRunWrongExpectationExitsOne(t *testing.T) {
+	f := scenarioFile(t, "wrong.yaml", strings.Replace(contractExample, "amount: 100, events: 1", "amount: 200, events: 1", 1))
+	code, out, _ := cli(t, "run", f)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", code, out)
+	}
+	for _, want := range []string{
+		"--- FAIL: relay crashes",
+		f + ":13:7: projection: (-want +got)",
+		"-", "Amount: 200", "+", "Amount: 100",
+		"FAIL: 0 passed, 1 failed",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestInvalidFileExitsTwoAndRunsNothing(t *testing.T) {
+	f := scenarioFile(t, "bad.yaml", "name: bad\nsteps:\n  - produce(amout=5)\n  - relya\n")
+	for _, cmd := range []string{"run", "validate"} {
+		code, out, errs := cli(t, cmd, f)
+		if code != 2 || out != "" && cmd == "run" {
+			t.Errorf("%s: exit %d, want 2; stdout %q", cmd, code, out)
+		}
+		for _, want := range []string{
+			f + `:3:13: unknown parameter "amout" (did you mean "amount"?)`,
+			f + `:4:5: unknown step "relya" (did you mean "relay"?)`,
+			"2 problem(s) in 1 file(s); nothing was run",
+		} {
+			if !strings.Contains(errs, want) {
+				t.Errorf("%s: stderr lacks %q:\n%s", cmd, want, errs)
+			}
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rnu"}, `unknown command "rnu" (did you mean "run"?)`},
+		{[]string{"run", "--nope"}, "flag provided but not defined: -nope"},
+		{[]string{"run", "--run", "(", "."}, "--run: error parsing regexp"},
+		{[]string{"run", "/does/not/exist"}, "no such file or directory"},
+		{nil, "usage: runner <command>"},
+	} {
+		code, _, errs := cli(t, tc.args...)
+		if code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errs, tc.want)
+		}
+	}
+}
+
+func TestRunFilterAndFlagsAfterPaths(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("name: alpha\nsteps: [produce]\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "b.yaml"), []byte("name: beta\nsteps: [produce]\n"), 0o644)
+	code, out, _ := cli(t, "run", dir, "--run", "^al", "-v")
+	if code != 0 || !strings.Contains(out, "PASS: alpha") || strings.Contains(out, "beta") || !strings.Contains(out, "produce → committed=1") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+}
+
+func TestDocsAreUpToDate(t *testing.T) {
+	code, out, _ := cli(t, "docs")
+	want, err := os.ReadFile("../../docs/scenario-language.md")
+	if code != 0 || err != nil || string(want) != out {
+		t.Fatalf("docs/scenario-language.md is out of date: run\n  go run ./cmd/runner docs > docs/scenario-language.md")
+	}
+}
+
+// TestInterruptCleansUp sends Ctrl-C (SIGINT) to a real runner process in the
+// middle of a scenario, with managed servers, and checks that it exits 130
+// and leaves no server process and no temp dir behind.
+func TestInterruptCleansUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and starts its own servers")
+	}
+	bin := filepath.Join(t.TempDir(), "runner")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	f := scenarioFile(t, "hang.yaml", "name: hang\nsteps:\n  - produce\n  - consume(block=1m)\n")
+	cmd := exec.Command(bin, "run", "-v", f)
+	cmd.Env = append(os.Environ(), "RUNNER_PG_URL=", "RUNNER_REDIS_URL=")
+	var stderr, stdout syncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	started := regexp.MustCompile(`started (PostgreSQL|Redis) pid (\d+) on port \d+ in (\S+)`)
+	deadline := time.Now().Add(60 * time.Second)
+	for len(started.FindAllString(stderr.String(), -1)) < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond) // let it reach the blocking consume
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Fatalf("exit %d (%v), want 130\nstdout:\n%s\nstderr:\n%s", code, err, stdout.String(), stderr.String())
+	}
+	ms := started.FindAllStringSubmatch(stderr.String(), -1)
+	if len(ms) != 2 {
+		t.Fatalf("want two managed servers in the log:\n%s", stderr.String())
+	}
+	for _, m := range ms {
+		var pid int
+		_, _ = fmtSscan(m[2], &pid)
+		if syscall.Kill(pid, 0) == nil {
+			t.Errorf("%s pid %d still runs after Ctrl-C", m[1], pid)
+		}
+		if _, err := os.Stat(m[3]); !os.IsNotExist(err) {
+			t.Errorf("%s dir %s still exists after Ctrl-C", m[1], m[3])
+		}
+	}
+	if !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("stderr does not say it was interrupted:\n%s", stderr.String())
+	}
+}
+
+// TestInterruptDropsDatabasesOnExternalServers checks the same with --pg and
+// --redis: the run's databases and stream are gone after Ctrl-C.
+func TestInterruptDropsDatabasesOnExternalServers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "runner")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testservers.PGURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	f := scenarioFile(t, "hang.yaml", "name: hang\nsteps:\n  - produce\n  - consume(block=1m)\n")
+	cmd := exec.Command(bin, "run", "--pg", testservers.PGURL, "--redis", testservers.RedisURL, f)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var run string
+	for deadline := time.Now().Add(30 * time.Second); run == "" && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		_ = conn.QueryRow(ctx, `SELECT substring(datname from '^drill_([0-9a-f]+)_1_c$') FROM pg_database WHERE datname ~ '^drill_[0-9a-f]+_1_c$'`).Scan(&run)
+	}
+	if run == "" {
+		t.Fatalf("the scenario's databases never appeared:\n%s", out.String())
+	}
+	time.Sleep(300 * time.Millisecond)
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	_ = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Fatalf("exit %d, want 130:\n%s", code, out.String())
+	}
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_database WHERE datname LIKE $1`, "drill_"+run+"%").Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d databases of run %s left after Ctrl-C (%v)", n, run, err)
+	}
+}
