@@ -43,7 +43,9 @@ type Result struct {
 	Scenario *Scenario
 	Failures []steps.Failure // empty: passed
 	Trace    []string        // one line per executed step, details indented
-	Duration time.Duration
+	Alerts   []string        // shown even for a passing scenario: identity conflicts
+	Setup    time.Duration   // isolation: creating databases and the stream
+	Duration time.Duration   // all of it, setup and cleanup included
 }
 
 // Passed reports whether the scenario did everything it said.
@@ -119,10 +121,13 @@ func runScenario(ctx context.Context, p *Params, w *World, sc *Scenario) (*Resul
 	// The timeout bounds the scenario's own steps, not the isolation around them.
 	ctx, cancel := context.WithTimeoutCause(ctx, p.Timeout, fmt.Errorf("scenario timed out after %s", p.Timeout))
 	defer cancel()
-	res := &Result{Scenario: sc}
+	res := &Result{Scenario: sc, Setup: time.Since(start)}
 	for _, call := range sc.Steps {
 		out, fails := call.Exec(ctx, env)
 		res.Trace = append(res.Trace, traceLines(call, out)...)
+		for _, a := range out.Alerts {
+			res.Alerts = append(res.Alerts, fmt.Sprintf("%s: %s", call.Pos, a))
+		}
 		if len(fails) > 0 {
 			res.Failures = fails
 			break
@@ -170,6 +175,10 @@ func formatResult(r *Result, verbose bool) []byte {
 	if verbose || !r.Passed() {
 		for _, t := range r.Trace {
 			fmt.Fprintf(&b, "    %s\n", t)
+		}
+	} else {
+		for _, a := range r.Alerts {
+			fmt.Fprintf(&b, "    reported %s\n", a)
 		}
 	}
 	for _, f := range r.Failures {

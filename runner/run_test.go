@@ -185,6 +185,10 @@ func TestEveryKeyCanFail(t *testing.T) {
 			if !r.Passed() {
 				t.Fatalf("the correct every-key scenario failed:\n%s", formatResult(r, true))
 			}
+			if len(r.Alerts) != 1 || !strings.Contains(r.Alerts[0], "identity conflict: event bus-1 is in the inbox of audit") ||
+				!strings.Contains(string(formatResult(r, false)), "reported correct.yaml:44:5: identity conflict") {
+				t.Errorf("the identity conflict was not reported: %q", r.Alerts)
+			}
 			continue
 		}
 		if r.Passed() {

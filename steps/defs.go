@@ -186,6 +186,9 @@ func consumeResult(res pipeline.ConsumeResult, skipAck bool) Result {
 		if h.Reason != "" {
 			line += " — " + h.Reason
 		}
+		if h.Outcome == pipeline.Conflict {
+			r.Alerts = append(r.Alerts, h.Reason+" (entry "+h.ID+", not acked)")
+		}
 		r.Details = append(r.Details, line)
 	}
 	return r

@@ -33,11 +33,14 @@ type Def struct {
 	run        func(ctx context.Context, env *Env, params any) (Result, error)
 }
 
-// Result is what a step did: its outcome counts and human-readable details
-// for the trace (entry ids, reasons).
+// Result is what a step did: its outcome counts, human-readable details for
+// the trace (entry ids, reasons) and alerts.
 type Result struct {
 	Outcome map[string]int64
 	Details []string
+	// Alerts must reach the user even when the scenario passes and no -v
+	// was given: an identity conflict is reported, never swallowed.
+	Alerts []string
 }
 
 // Env is one scenario's world: its own producer and consumer databases and

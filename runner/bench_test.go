@@ -1,0 +1,105 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"outboxdrill/pipeline"
+)
+
+// openBenchWorld opens a World on the test servers for the whole benchmark.
+func openBenchWorld(b *testing.B) (*World, *Params) {
+	b.Helper()
+	p := testParams()
+	p.Timeout = time.Minute
+	w, err := OpenWorld(context.Background(), &p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = w.Close() })
+	return w, &p
+}
+
+// BenchmarkScenario runs the seed scenarios, one per iteration, and splits
+// each one's cost into isolation (two databases and a stream) and the
+// scenario's own steps.
+func BenchmarkScenario(b *testing.B) {
+	files, _ := ExpandPaths([]string{"../scenarios"})
+	scs, errs := LoadFiles(files)
+	if len(errs) > 0 {
+		b.Fatal(errs)
+	}
+	w, p := openBenchWorld(b)
+	var setup, total time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res, err := runScenario(context.Background(), p, w, scs[i%len(scs)])
+		if err != nil || !res.Passed() {
+			b.Fatalf("%v %v", err, res.Failures)
+		}
+		setup += res.Setup
+		total += res.Duration
+	}
+	b.ReportMetric(float64(setup.Microseconds())/float64(b.N)/1000, "setup-ms/op")
+	b.ReportMetric(float64((total-setup).Microseconds())/float64(b.N)/1000, "steps+cleanup-ms/op")
+}
+
+// BenchmarkPipeline measures one event through the reference pipeline, stage
+// by stage: the producer transaction, the relay (XADD + mark), the consumer
+// transaction + XACK.
+func BenchmarkPipeline(b *testing.B) {
+	w, _ := openBenchWorld(b)
+	ctx := context.Background()
+	env, undo, err := w.isolate(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = undo.run() })
+	prod := &pipeline.Producer{DB: env.Producer}
+	relay := &pipeline.Relay{DB: env.Producer, Broker: env.Broker}
+	cons := &pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}
+	n := 0
+	b.Run("produce", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			n++
+			t := pipeline.Transfer{EventID: fmt.Sprintf("e-%d", n), From: "alice", To: "bob", Amount: 1, Currency: "USD"}
+			if _, err := prod.Produce(ctx, t, pipeline.NoFault); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("relay-1", func(b *testing.B) {
+		b.StopTimer()
+		for i := 0; i < b.N; i++ {
+			n++
+			t := pipeline.Transfer{EventID: fmt.Sprintf("e-%d", n), From: "alice", To: "bob", Amount: 1, Currency: "USD"}
+			_, _ = prod.Produce(ctx, t, pipeline.NoFault)
+			b.StartTimer()
+			if _, err := relay.Relay(ctx, pipeline.RelayOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+		}
+	})
+	b.Run("consume-1", func(b *testing.B) {
+		opt := pipeline.ConsumeOptions{Consumer: "bench", Worker: "w", Count: 1}
+		for i := 0; i < b.N; i++ {
+			res, err := cons.Consume(ctx, opt)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(res.Handled) == 0 { // ran out: make more entries outside the timer
+				b.StopTimer()
+				n++
+				t := pipeline.Transfer{EventID: fmt.Sprintf("e-%d", n), From: "alice", To: "bob", Amount: 1, Currency: "USD"}
+				_, _ = prod.Produce(ctx, t, pipeline.NoFault)
+				_, _ = relay.Relay(ctx, pipeline.RelayOptions{})
+				b.StartTimer()
+				i--
+			}
+		}
+	})
+}
+
