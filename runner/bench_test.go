@@ -102,4 +102,3 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 	})
 }
-
