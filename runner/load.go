@@ -5,7 +5,6 @@ package runner
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -106,7 +105,7 @@ func Parse(file string, data []byte) (*Scenario, steps.Errors) {
 	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
-		return nil, steps.Errors{steps.Errorf(pos(file, root), "a scenario is a map with name and steps, got a %s", kind(root))}
+		return nil, steps.Errors{steps.Errorf(steps.NodePos(file, root), "a scenario is a map with name and steps, got a %s", steps.KindName(root))}
 	}
 	return parseScenario(file, root)
 }
@@ -123,13 +122,13 @@ func yamlError(file string, err error) *steps.Error {
 }
 
 func parseScenario(file string, root *yaml.Node) (*Scenario, steps.Errors) {
-	sc := &Scenario{File: file, Pos: pos(file, root)}
+	sc := &Scenario{File: file, Pos: steps.NodePos(file, root)}
 	var errs steps.Errors
 	var stepsNode *yaml.Node
 	for _, kv := range pairs(file, root, &errs) {
 		switch kv.Key {
 		case "name":
-			sc.Name, sc.Pos = scalarString(file, kv, &errs), pos(file, kv.Value)
+			sc.Name, sc.Pos = scalarString(file, kv, &errs), steps.NodePos(file, kv.Value)
 		case "description":
 			sc.Description = scalarString(file, kv, &errs)
 		case "tags":
@@ -142,15 +141,15 @@ func parseScenario(file string, root *yaml.Node) (*Scenario, steps.Errors) {
 		}
 	}
 	if sc.Name == "" && !hasKey(root, "name") {
-		errs = append(errs, steps.Errorf(pos(file, root), "missing name: every scenario needs a name"))
+		errs = append(errs, steps.Errorf(steps.NodePos(file, root), "missing name: every scenario needs a name"))
 	}
 	switch {
 	case stepsNode == nil:
-		errs = append(errs, steps.Errorf(pos(file, root), "missing steps: a scenario needs at least one step"))
+		errs = append(errs, steps.Errorf(steps.NodePos(file, root), "missing steps: a scenario needs at least one step"))
 	case stepsNode.Kind != yaml.SequenceNode:
-		errs = append(errs, steps.Errorf(pos(file, stepsNode), "steps: want a list of steps, got a %s", kind(stepsNode)))
+		errs = append(errs, steps.Errorf(steps.NodePos(file, stepsNode), "steps: want a list of steps, got a %s", steps.KindName(stepsNode)))
 	case len(stepsNode.Content) == 0:
-		errs = append(errs, steps.Errorf(pos(file, stepsNode), "steps: the list is empty"))
+		errs = append(errs, steps.Errorf(steps.NodePos(file, stepsNode), "steps: the list is empty"))
 	default:
 		for _, n := range stepsNode.Content {
 			call, serrs := parseStep(file, n)
@@ -168,13 +167,13 @@ func parseTags(file string, n *yaml.Node, errs *steps.Errors) []string {
 		return []string{n.Value} // tags: seed
 	}
 	if n.Kind != yaml.SequenceNode {
-		*errs = append(*errs, steps.Errorf(pos(file, n), "tags: want a list of words, e.g. [seed, outbox]"))
+		*errs = append(*errs, steps.Errorf(steps.NodePos(file, n), "tags: want a list of words, e.g. [seed, outbox]"))
 		return nil
 	}
 	var tags []string
 	for _, t := range n.Content {
 		if t.Kind != yaml.ScalarNode || t.Value == "" || strings.ContainsAny(t.Value, " ,") {
-			*errs = append(*errs, steps.Errorf(pos(file, t), "tags: want a single word, got %s", describe(t)))
+			*errs = append(*errs, steps.Errorf(steps.NodePos(file, t), "tags: want a single word, got %s", steps.Describe(t)))
 			continue
 		}
 		tags = append(tags, t.Value)
@@ -185,7 +184,7 @@ func parseTags(file string, n *yaml.Node, errs *steps.Errors) []string {
 func scalarString(file string, kv steps.Arg, errs *steps.Errors) string {
 	n := kv.Value
 	if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" || strings.TrimSpace(n.Value) == "" {
-		*errs = append(*errs, steps.Errorf(pos(file, n), "%s: want text, got %s", kv.Key, describe(n)))
+		*errs = append(*errs, steps.Errorf(steps.NodePos(file, n), "%s: want text, got %s", kv.Key, steps.Describe(n)))
 		return ""
 	}
 	return n.Value
@@ -198,9 +197,9 @@ func pairs(file string, m *yaml.Node, errs *steps.Errors) []steps.Arg {
 	seen := map[string]steps.Pos{}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
-		p := pos(file, k)
+		p := steps.NodePos(file, k)
 		if k.Kind != yaml.ScalarNode {
-			*errs = append(*errs, steps.Errorf(p, "a key must be a plain word, got a %s", kind(k)))
+			*errs = append(*errs, steps.Errorf(p, "a key must be a plain word, got a %s", steps.KindName(k)))
 			continue
 		}
 		if prev, dup := seen[k.Value]; dup {
@@ -220,30 +219,4 @@ func hasKey(m *yaml.Node, key string) bool {
 		}
 	}
 	return false
-}
-
-func pos(file string, n *yaml.Node) steps.Pos {
-	return steps.Pos{File: file, Line: n.Line, Col: n.Column}
-}
-
-func kind(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "map"
-	case yaml.SequenceNode:
-		return "list"
-	case yaml.ScalarNode:
-		return "scalar"
-	}
-	return "alias"
-}
-
-func describe(n *yaml.Node) string {
-	if n.Kind == yaml.ScalarNode {
-		if n.ShortTag() == "!!null" {
-			return "nothing"
-		}
-		return fmt.Sprintf("%q", n.Value)
-	}
-	return "a " + kind(n)
 }

@@ -24,11 +24,11 @@ func parseStep(file string, n *yaml.Node) (*steps.Call, steps.Errors) {
 		if errs != nil {
 			return nil, errs
 		}
-		return buildCall(file, pos(file, n), name, args, nil, "")
+		return buildCall(file, steps.NodePos(file, n), name, args, nil, "")
 	case yaml.MappingNode:
 		return parseStepMap(file, n)
 	}
-	return nil, steps.Errors{steps.Errorf(pos(file, n), "a step is a map such as {relay: {limit: 1}} or a string such as relay(skip_mark), got a %s", kind(n))}
+	return nil, steps.Errors{steps.Errorf(steps.NodePos(file, n), "a step is a map such as {relay: {limit: 1}} or a string such as relay(skip_mark), got a %s", steps.KindName(n))}
 }
 
 func parseStepMap(file string, n *yaml.Node) (*steps.Call, steps.Errors) {
@@ -56,7 +56,7 @@ func parseStepMap(file string, n *yaml.Node) (*steps.Call, steps.Errors) {
 	}
 	if stepKV == nil {
 		if expectKV == nil {
-			return nil, steps.Errors{steps.Errorf(pos(file, n), "this step has no step key; steps: %s", strings.Join(steps.Names(), ", "))}
+			return nil, steps.Errors{steps.Errorf(steps.NodePos(file, n), "this step has no step key; steps: %s", strings.Join(steps.Names(), ", "))}
 		}
 		// {expect: {...}} alone is the expect step.
 		stepKV, expectKV = expectKV, nil
@@ -67,13 +67,13 @@ func parseStepMap(file string, n *yaml.Node) (*steps.Call, steps.Errors) {
 		args = pairs(file, v, &errs)
 	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null":
 	default:
-		return nil, steps.Errors{steps.Errorf(pos(file, v), "%s: want a map of parameters such as {%s}, got %s; or write the shorthand %s(key=value)",
-			stepKV.Key, exampleParam(stepKV.Key), describe(v), stepKV.Key)}
+		return nil, steps.Errors{steps.Errorf(steps.NodePos(file, v), "%s: want a map of parameters such as {%s}, got %s; or write the shorthand %s(key=value)",
+			stepKV.Key, exampleParam(stepKV.Key), steps.Describe(v), stepKV.Key)}
 	}
 	var expect []steps.Arg
 	if expectKV != nil {
 		if expectKV.Value.Kind != yaml.MappingNode {
-			return nil, steps.Errors{steps.Errorf(pos(file, expectKV.Value), "expect: want a map of outcome keys and checks, got %s", describe(expectKV.Value))}
+			return nil, steps.Errors{steps.Errorf(steps.NodePos(file, expectKV.Value), "expect: want a map of outcome keys and checks, got %s", steps.Describe(expectKV.Value))}
 		}
 		expect = pairs(file, expectKV.Value, &errs)
 	}

@@ -257,7 +257,7 @@ func parseRow(file string, n *yaml.Node) (ProjectionRow, *Error) {
 		case "events":
 			dst = &r.Events
 		default:
-			return Errorf(nodePos(file, v), "unknown projection field %q%s; a row is {amount, events}", k, Suggest(k, []string{"amount", "events"}))
+			return Errorf(NodePos(file, v), "unknown projection field %q%s; a row is {amount, events}", k, Suggest(k, []string{"amount", "events"}))
 		}
 		seen[k] = true
 		i, err := scalarInt(file, v, false)
@@ -265,7 +265,7 @@ func parseRow(file string, n *yaml.Node) (ProjectionRow, *Error) {
 		return err
 	}))
 	if err == nil && (!seen["amount"] || !seen["events"]) {
-		err = Errorf(nodePos(file, n), "a projection row needs both amount and events, e.g. {amount: 100, events: 1}")
+		err = Errorf(NodePos(file, n), "a projection row needs both amount and events, e.g. {amount: 100, events: 1}")
 	}
 	return r, err
 }
@@ -273,14 +273,14 @@ func parseRow(file string, n *yaml.Node) (ProjectionRow, *Error) {
 // eachPair walks a mapping node, rejecting anything else and duplicate keys.
 func eachPair(file string, n *yaml.Node, fn func(key string, v *yaml.Node) *Error) Errors {
 	if n.Kind != yaml.MappingNode {
-		return Errors{Errorf(nodePos(file, n), "want a map, got a %s", kindName(n))}
+		return Errors{Errorf(NodePos(file, n), "want a map, got a %s", KindName(n))}
 	}
 	var errs Errors
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if seen[k.Value] {
-			errs = append(errs, Errorf(nodePos(file, k), "key %q given twice", k.Value))
+			errs = append(errs, Errorf(NodePos(file, k), "key %q given twice", k.Value))
 			continue
 		}
 		seen[k.Value] = true
@@ -294,19 +294,23 @@ func eachPair(file string, n *yaml.Node, fn func(key string, v *yaml.Node) *Erro
 func scalarInt(file string, n *yaml.Node, negative bool) (int64, *Error) {
 	var i int64
 	if n.Kind != yaml.ScalarNode || n.Decode(&i) != nil {
-		return 0, Errorf(nodePos(file, n), "want an integer, got %s", describe(n))
+		return 0, Errorf(NodePos(file, n), "want an integer, got %s", Describe(n))
 	}
 	if i < 0 && !negative {
-		return 0, Errorf(nodePos(file, n), "want a count (0 or more), got %d", i)
+		return 0, Errorf(NodePos(file, n), "want a count (0 or more), got %d", i)
 	}
 	return i, nil
 }
 
-func describe(n *yaml.Node) string {
+// Describe shows a node in a message: a scalar quoted, else its kind.
+func Describe(n *yaml.Node) string {
 	if n.Kind == yaml.ScalarNode {
+		if n.ShortTag() == "!!null" {
+			return "nothing"
+		}
 		return fmt.Sprintf("%q", n.Value)
 	}
-	return "a " + kindName(n)
+	return "a " + KindName(n)
 }
 
 func first(es Errors) *Error {

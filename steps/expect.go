@@ -58,7 +58,7 @@ func CompileExpect(d *Def, file string, pairs []Arg) (Expect, Errors) {
 			continue
 		}
 		seen[a.Key] = true
-		pos := nodePos(file, a.Value)
+		pos := NodePos(file, a.Value)
 		if !d.IsExpect() && d.hasOutcome(a.Key) {
 			ow, err := outcomeWant(a, pos)
 			if err != nil {
@@ -108,7 +108,7 @@ func outcomeWant(a Arg, pos Pos) (OutcomeWant, *Error) {
 			return ow, nil
 		}
 	}
-	return ow, Errorf(pos, "%s: want a count (0 or more) or true/false, got %s", a.Key, describe(a.Value))
+	return ow, Errorf(pos, "%s: want a count (0 or more) or true/false, got %s", a.Key, Describe(a.Value))
 }
 
 // Failure is one way a step did not do what its scenario said.

@@ -116,7 +116,7 @@ func decodeParams(t reflect.Type, specs []Param, args []Arg, stepPos Pos) (any, 
 		default:
 			seen[a.Key] = true
 			if err := setField(v.Field(p.index), p, a.Value); err != nil {
-				errs = append(errs, Errorf(nodePos(stepPos.File, a.Value), "%s: %v", a.Key, err))
+				errs = append(errs, Errorf(NodePos(stepPos.File, a.Value), "%s: %v", a.Key, err))
 			}
 		}
 	}
@@ -145,7 +145,7 @@ func setField(f reflect.Value, p Param, n *yaml.Node) error {
 		f = f.Elem()
 	}
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("want a single %s value, got a %s", p.Type(), kindName(n))
+		return fmt.Errorf("want a single %s value, got a %s", p.Type(), KindName(n))
 	}
 	isNull := n.ShortTag() == "!!null"
 	switch {
@@ -218,7 +218,8 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func kindName(n *yaml.Node) string {
+// KindName names a node's kind for messages: map, list, scalar or alias.
+func KindName(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.MappingNode:
 		return "map"
@@ -230,7 +231,7 @@ func kindName(n *yaml.Node) string {
 	return "scalar"
 }
 
-// nodePos is the position of n in file.
-func nodePos(file string, n *yaml.Node) Pos {
+// NodePos is the position of n in file.
+func NodePos(file string, n *yaml.Node) Pos {
 	return Pos{File: file, Line: n.Line, Col: n.Column}
 }

@@ -142,10 +142,7 @@ func TestInterruptCleansUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts its own servers")
 	}
-	bin := filepath.Join(t.TempDir(), "runner")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildRunner(t)
 	f := scenarioFile(t, "hang.yaml", "name: hang\nsteps:\n  - produce\n  - consume(block=1m)\n")
 	cmd := exec.Command(bin, "run", "-v", f)
 	cmd.Env = append(os.Environ(), "RUNNER_PG_URL=", "RUNNER_REDIS_URL=")
@@ -192,10 +189,7 @@ func TestInterruptDropsDatabasesOnExternalServers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "runner")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildRunner(t)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, testservers.PGURL)
 	if err != nil {
@@ -227,4 +221,14 @@ func TestInterruptDropsDatabasesOnExternalServers(t *testing.T) {
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_database WHERE datname LIKE $1`, "drill_"+run+"%").Scan(&n); err != nil || n != 0 {
 		t.Errorf("%d databases of run %s left after Ctrl-C (%v)", n, run, err)
 	}
+}
+
+// buildRunner builds the runner binary for tests that need a real process.
+func buildRunner(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "runner")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
 }
