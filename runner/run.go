@@ -8,6 +8,8 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"outboxdrill/steps"
@@ -28,6 +30,15 @@ type Params struct {
 	Timeout time.Duration
 	// Verbose prints every scenario's step trace, not only failing ones.
 	Verbose bool
+	// Parallel is how many scenarios run at once (at least 1).
+	Parallel int
+	// FailFast starts no new scenario after one failed.
+	FailFast bool
+	// Tags keeps scenarios with at least one of these tags; SkipTags drops
+	// scenarios with any of these.
+	Tags, SkipTags []string
+	// Shard, when Shard.Of > 0, keeps the Index-th of Of deterministic shards.
+	Shard Shard
 	// Out receives the console report; Log, if set, progress messages.
 	Out, Log io.Writer
 }
@@ -54,6 +65,7 @@ func (r *Result) Passed() bool { return len(r.Failures) == 0 }
 // Report is the outcome of a run.
 type Report struct {
 	RunID    string // names every database and stream key of the run
+	NotRun   int    // scenarios not started: --fail-fast, Ctrl-C or a setup error
 	Results  []*Result
 	Duration time.Duration
 }
@@ -69,47 +81,69 @@ func (r *Report) Failed() int {
 	return n
 }
 
-// Select keeps the scenarios p selects, in order.
-func Select(p *Params, scs []*Scenario) []*Scenario {
-	var out []*Scenario
-	for _, sc := range scs {
-		if p.Run == nil || p.Run.MatchString(sc.Name) {
-			out = append(out, sc)
-		}
-	}
-	return out
-}
-
-// Run executes scenarios one after another, each isolated, and prints each
-// result as one block. The error is for the run itself (servers, setup);
-// failed scenarios are in the report. Everything created is removed before
-// Run returns, also when ctx is cancelled.
+// Run executes scenarios, p.Parallel at a time, each isolated, and prints
+// each result as one block as it completes. Report.Results keep the order of
+// scs. The error is for the run itself (servers, setup); failed scenarios are
+// in the report. Everything created is removed before Run returns, also when
+// ctx is cancelled.
 func Run(ctx context.Context, p Params, scs []*Scenario) (rep *Report, err error) {
 	start := time.Now()
 	if p.Timeout <= 0 {
 		p.Timeout = time.Minute
 	}
+	p.Parallel = max(1, p.Parallel)
 	w, err := OpenWorld(ctx, &p)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, w.Close()) }()
-	rep = &Report{RunID: w.RunID}
-	for _, sc := range scs {
-		if ctx.Err() != nil {
-			break
-		}
-		res, err := runScenario(ctx, &p, w, sc)
-		if err != nil {
-			return rep, err
-		}
-		rep.Results = append(rep.Results, res)
-		if p.Out != nil {
-			_, _ = p.Out.Write(formatResult(res, p.Verbose))
+	results, err := schedule(ctx, &p, w, scs)
+	rep = &Report{RunID: w.RunID, Duration: time.Since(start)}
+	for _, r := range results {
+		if r != nil {
+			rep.Results = append(rep.Results, r)
 		}
 	}
-	rep.Duration = time.Since(start)
-	return rep, context.Cause(ctx)
+	rep.NotRun = len(scs) - len(rep.Results)
+	return rep, errors.Join(err, context.Cause(ctx))
+}
+
+// schedule runs scenarios on p.Parallel workers. With FailFast, a failure
+// stops new scenarios from starting; the ones running finish.
+func schedule(ctx context.Context, p *Params, w *World, scs []*Scenario) ([]*Result, error) {
+	results := make([]*Result, len(scs))
+	var next atomic.Int64 // index of the next scenario to start
+	var stop atomic.Bool
+	var mu sync.Mutex // one block at a time on p.Out; errs
+	var errs []error
+	var wg sync.WaitGroup
+	for range min(p.Parallel, len(scs)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(scs) || stop.Load() || ctx.Err() != nil {
+					return
+				}
+				res, err := runScenario(ctx, p, w, scs[i])
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+					stop.Store(true)
+				} else {
+					results[i] = res
+					if p.Out != nil {
+						_, _ = p.Out.Write(formatResult(res, p.Verbose))
+					}
+					if p.FailFast && !res.Passed() {
+						stop.Store(true)
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return results, errors.Join(errs...)
 }
 
 func runScenario(ctx context.Context, p *Params, w *World, sc *Scenario) (*Result, error) {
@@ -195,6 +229,10 @@ func (r *Report) Summary() string {
 	if failed > 0 {
 		word = "FAIL"
 	}
-	return fmt.Sprintf("%s: %d passed, %d failed, %d scenarios in %s",
-		word, len(r.Results)-failed, failed, len(r.Results), r.Duration.Round(time.Millisecond))
+	notRun := ""
+	if r.NotRun > 0 {
+		notRun = fmt.Sprintf(", %d not run", r.NotRun)
+	}
+	return fmt.Sprintf("%s: %d passed, %d failed%s, %d scenarios in %s",
+		word, len(r.Results)-failed, failed, notRun, len(r.Results)+r.NotRun, r.Duration.Round(time.Millisecond))
 }

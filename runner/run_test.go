@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 func TestMain(m *testing.M) { testservers.Main(m) }
 
 func testParams() Params {
-	return Params{PGURL: testservers.PGURL, RedisURL: testservers.RedisURL}
+	return Params{PGURL: testservers.PGURL, RedisURL: testservers.RedisURL, Parallel: 4}
 }
 
 // runAll runs scenarios on the test servers and returns results by name.
@@ -290,4 +291,59 @@ func TestRunDropsOnlyWhatItCreated(t *testing.T) {
 	if rdb.Exists(ctx, "drill:bystander:1").Val() != 1 {
 		t.Errorf("the run deleted a stream it did not create")
 	}
+}
+
+func TestParallelRunKeepsBlocksWholeAndOrderStable(t *testing.T) {
+	var scs []*Scenario
+	for i := range 6 {
+		scs = append(scs, parseOK(t, fmt.Sprintf("name: p%d\nsteps:\n  - produce: {amount: %d}\n  - relay\n  - consume\n  - expect: {projection: {accounting: {USD: {amount: %d, events: 1}}}}\n", i, i+1, i+1)))
+	}
+	var out syncWriter
+	p := testParams()
+	p.Parallel, p.Verbose, p.Out = 4, true, &out
+	rep, _ := runAll(t, p, scs)
+	for i, r := range rep.Results {
+		if r.Scenario != scs[i] || !r.Passed() {
+			t.Fatalf("result %d: %s passed=%v, want p%d in input order, passing", i, r.Scenario.Name, r.Passed(), i)
+		}
+		// Each block is printed whole: it appears verbatim in the output.
+		if !strings.Contains(out.String(), string(formatResult(r, true))) {
+			t.Errorf("block of %s is not contiguous in:\n%s", r.Scenario.Name, out.String())
+		}
+	}
+}
+
+func TestFailFastStartsNothingAfterAFailure(t *testing.T) {
+	scs := []*Scenario{
+		parseOK(t, "name: fails\nsteps:\n  - expect: {outbox.rows: 1}\n"),
+		parseOK(t, "name: second\nsteps: [produce]\n"),
+		parseOK(t, "name: third\nsteps: [produce]\n"),
+	}
+	p := testParams()
+	p.Parallel, p.FailFast = 1, true
+	rep, err := Run(context.Background(), p, scs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 1 || rep.NotRun != 2 || !strings.Contains(rep.Summary(), "0 passed, 1 failed, 2 not run") {
+		t.Fatalf("got %d results, %d not run: %s", len(rep.Results), rep.NotRun, rep.Summary())
+	}
+}
+
+// syncWriter collects output written from several goroutines.
+type syncWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 	"syscall"
@@ -144,27 +145,22 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	p := runner.Params{Out: stdout, Log: stderr}
 	fs.StringVar(&p.PGURL, "pg", os.Getenv("RUNNER_PG_URL"), "use this PostgreSQL server (admin URL) instead of starting one `URL` (env RUNNER_PG_URL)")
 	fs.StringVar(&p.RedisURL, "redis", os.Getenv("RUNNER_REDIS_URL"), "use this Redis server instead of starting one `URL` (env RUNNER_REDIS_URL)")
-	runRe := fs.String("run", "", "run only scenarios whose name matches `REGEX`")
+	sel := selectionFlags(fs, &p)
 	fs.DurationVar(&p.Timeout, "timeout", time.Minute, "cancel a scenario that runs longer than this")
 	fs.BoolVar(&p.Verbose, "v", false, "print every scenario's step trace")
+	fs.IntVar(&p.Parallel, "parallel", runtime.NumCPU(), "run `N` scenarios at once")
+	fs.BoolVar(&p.FailFast, "fail-fast", false, "start no new scenario after one failed")
 	paths, err := parseInterspersed(fs, args)
 	if err != nil {
 		return exitInvalid
 	}
-	if *runRe != "" {
-		if p.Run, err = regexp.Compile(*runRe); err != nil {
-			fmt.Fprintf(stderr, "runner: --run: %v\n", err)
-			return exitInvalid
-		}
-	}
-	scs, ok := load(paths, stderr)
+	scs, ok := loadSelected(paths, sel, &p, stderr)
 	if !ok {
 		return exitInvalid
 	}
-	scs = runner.Select(&p, scs)
 	if len(scs) == 0 {
-		fmt.Fprintf(stderr, "runner: no scenario matches --run %q\n", *runRe)
-		return exitInvalid
+		fmt.Fprintf(stdout, "ok: shard %s holds no scenario\n", sel.shard)
+		return exitOK
 	}
 	if !p.Verbose {
 		p.Log = nil
@@ -186,6 +182,47 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// selection holds the raw selection flags until they are parsed.
+type selection struct{ run, tags, skipTags, shard string }
+
+func selectionFlags(fs *flag.FlagSet, p *runner.Params) *selection {
+	var sel selection
+	fs.StringVar(&sel.run, "run", "", "only scenarios whose name matches `REGEX`")
+	fs.StringVar(&sel.tags, "tags", "", "only scenarios with at least one of these tags (`a,b`)")
+	fs.StringVar(&sel.skipTags, "skip-tags", "", "no scenario with any of these tags (`c,d`)")
+	fs.StringVar(&sel.shard, "shard", "", "only the K-th of N deterministic shards (`K/N`)")
+	return &sel
+}
+
+// loadSelected loads the scenarios and applies the selection flags.
+func loadSelected(paths []string, sel *selection, p *runner.Params, stderr io.Writer) ([]*runner.Scenario, bool) {
+	var err error
+	if sel.run != "" {
+		if p.Run, err = regexp.Compile(sel.run); err != nil {
+			fmt.Fprintf(stderr, "runner: --run: %v\n", err)
+			return nil, false
+		}
+	}
+	if sel.shard != "" {
+		if p.Shard, err = runner.ParseShard(sel.shard); err != nil {
+			fmt.Fprintf(stderr, "runner: %v\n", err)
+			return nil, false
+		}
+	}
+	p.Tags, p.SkipTags = runner.SplitList(sel.tags), runner.SplitList(sel.skipTags)
+	scs, ok := load(paths, stderr)
+	if !ok {
+		return nil, false
+	}
+	scs = runner.Select(p, scs)
+	if len(scs) == 0 && p.Shard.Of <= 1 {
+		// An empty shard is normal when there are more shards than scenarios.
+		fmt.Fprintln(stderr, "runner: no scenario matches the selection (--run, --tags, --skip-tags)")
+		return nil, false
+	}
+	return scs, true
+}
+
 func cmdValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -204,11 +241,13 @@ func cmdValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 func cmdList(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("list", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	var p runner.Params
+	sel := selectionFlags(fs, &p)
 	paths, err := parseInterspersed(fs, args)
 	if err != nil {
 		return exitInvalid
 	}
-	scs, ok := load(paths, stderr)
+	scs, ok := loadSelected(paths, sel, &p, stderr)
 	if !ok {
 		return exitInvalid
 	}

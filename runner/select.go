@@ -1,0 +1,72 @@
+package runner
+
+import (
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Shard is the K-th of N shards (Index 1..Of).
+type Shard struct{ Index, Of int }
+
+// ParseShard reads "K/N".
+func ParseShard(s string) (Shard, error) {
+	k, n, ok := strings.Cut(s, "/")
+	ki, err1 := strconv.Atoi(k)
+	ni, err2 := strconv.Atoi(n)
+	if !ok || err1 != nil || err2 != nil || ni < 1 || ki < 1 || ki > ni {
+		return Shard{}, fmt.Errorf("--shard wants K/N with 1 ≤ K ≤ N, e.g. 2/4; got %q", s)
+	}
+	return Shard{Index: ki, Of: ni}, nil
+}
+
+// has reports whether the scenario named name belongs to this shard. The
+// hash of the name (unique in a run) decides, so the split is the same on
+// every machine and for every file order.
+func (s Shard) has(name string) bool {
+	if s.Of <= 1 {
+		return true
+	}
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return int(h.Sum64()%uint64(s.Of)) == s.Index-1
+}
+
+// Select keeps the scenarios p selects (--run, --tags, --skip-tags,
+// --shard), in order.
+func Select(p *Params, scs []*Scenario) []*Scenario {
+	var out []*Scenario
+	for _, sc := range scs {
+		switch {
+		case p.Run != nil && !p.Run.MatchString(sc.Name):
+		case len(p.Tags) > 0 && !anyTag(sc.Tags, p.Tags):
+		case anyTag(sc.Tags, p.SkipTags):
+		case !p.Shard.has(sc.Name):
+		default:
+			out = append(out, sc)
+		}
+	}
+	return out
+}
+
+func anyTag(have, want []string) bool {
+	for _, t := range want {
+		if slices.Contains(have, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// SplitList splits a comma-separated flag value, dropping empty items.
+func SplitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
