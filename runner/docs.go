@@ -43,6 +43,10 @@ any state check below, and ` + "`error: \"text\"`" + `: the step must fail with 
 An injected fault (` + "`fail`, `skip_mark`, `skip_ack`" + `) is an outcome, not an error; an unexpected step error
 fails the scenario.
 
+An ` + "`expect`" + ` step may carry ` + "`within: <duration>`" + ` (and ` + "`every: <duration>`" + `, default ` + "`10ms`" + `): it reads
+its checks again until they all hold, and otherwise fails showing the last observed values and the
+number of attempts. Without ` + "`within`" + ` the checks are read once.
+
 Durations are Go durations (` + "`250ms`, `2s`" + `) or ` + "`0`" + `.
 
 ## Steps

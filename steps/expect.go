@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -19,7 +20,19 @@ type Expect struct {
 	Outcomes []OutcomeWant
 	Checks   []CheckWant
 	Error    *ErrorWant
+	// Within makes an expect step poll its checks, every Every, until they
+	// all hold or Within has passed.
+	Within, Every time.Duration
 }
+
+// Keys of an expect step that are not state checks.
+const (
+	WithinKey = "within"
+	EveryKey  = "every"
+)
+
+// defaultEvery is the polling interval when within is given without every.
+const defaultEvery = 10 * time.Millisecond
 
 // OutcomeWant is one wanted outcome count. A boolean want (true/false) asks
 // only whether the count is non-zero.
@@ -59,6 +72,18 @@ func CompileExpect(d *Def, file string, pairs []Arg) (Expect, Errors) {
 		}
 		seen[a.Key] = true
 		pos := NodePos(file, a.Value)
+		if d.IsExpect() && (a.Key == WithinKey || a.Key == EveryKey) {
+			dur, err := durationNode(a.Value)
+			if err != nil {
+				errs = append(errs, Errorf(pos, "%s: %v", a.Key, err))
+			}
+			if a.Key == WithinKey {
+				e.Within = dur
+			} else {
+				e.Every = dur
+			}
+			continue
+		}
 		if !d.IsExpect() && d.hasOutcome(a.Key) {
 			ow, err := outcomeWant(a, pos)
 			if err != nil {
@@ -83,11 +108,24 @@ func CompileExpect(d *Def, file string, pairs []Arg) (Expect, Errors) {
 		errs = append(errs, Errorf(a.KeyPos, "unknown expect key %q for %s%s; known: %s",
 			a.Key, d.Name, Suggest(a.Key, expectKeys(d)), strings.Join(expectKeys(d), ", ")))
 	}
+	if seen[EveryKey] && !seen[WithinKey] {
+		errs = append(errs, Errorf(pairs[0].KeyPos, "every: polls only together with within, e.g. {within: 2s, every: 50ms}"))
+	}
+	if e.Within > 0 && e.Every == 0 {
+		e.Every = defaultEvery
+	}
 	return e, errs
 }
 
+func durationNode(n *yaml.Node) (time.Duration, error) {
+	if n.Kind != yaml.ScalarNode {
+		return 0, fmt.Errorf("want a duration such as 500ms, got %s", Describe(n))
+	}
+	return parseDuration(n.Value)
+}
+
 func expectKeys(d *Def) []string {
-	var keys []string
+	keys := []string{WithinKey, EveryKey}
 	if !d.IsExpect() {
 		keys = append(d.outcomeNames(), ErrorKey)
 	}
@@ -140,9 +178,35 @@ func (c *Call) Exec(ctx context.Context, env *Env) (Result, []Failure) {
 			fails = append(fails, f)
 		}
 	}
-	cfails, seen := c.Expect.judgeChecks(ctx, env)
+	cfails, seen := c.Expect.poll(ctx, env)
 	res.Details = append(res.Details, seen...)
 	return res, append(fails, cfails...)
+}
+
+// poll judges the checks once, or with Within until they all hold. A failure
+// shows the last observed values and how many times they were read.
+func (e Expect) poll(ctx context.Context, env *Env) ([]Failure, []string) {
+	deadline := time.Now().Add(e.Within)
+	for attempt := 1; ; attempt++ {
+		fails, seen := e.judgeChecks(ctx, env)
+		if e.Within == 0 {
+			return fails, seen
+		}
+		if len(fails) == 0 {
+			return nil, append(seen, fmt.Sprintf("held after %d attempt(s)", attempt))
+		}
+		left := time.Until(deadline)
+		if left <= 0 || ctx.Err() != nil {
+			for i := range fails {
+				fails[i].Msg += fmt.Sprintf("\n(last of %d attempts within %s, every %s)", attempt, e.Within, e.Every)
+			}
+			return fails, seen
+		}
+		select { // the last attempt falls on the deadline
+		case <-time.After(min(e.Every, left)):
+		case <-ctx.Done():
+		}
+	}
 }
 
 func (o OutcomeWant) judge(got int64) (Failure, bool) {

@@ -1,0 +1,87 @@
+package steps
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// counter is a state check whose value grows by one on every read.
+func counter() *Check {
+	n := int64(0)
+	return &Check{Name: "counter", parse: parseCount,
+		observe: func(context.Context, *Env, any) (any, error) { n++; return n, nil }}
+}
+
+// argsOf turns a YAML map into expect args.
+func argsOf(t *testing.T, src string) []Arg {
+	t.Helper()
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte(src), &n); err != nil {
+		t.Fatal(err)
+	}
+	var args []Arg
+	m := n.Content[0]
+	for i := 0; i < len(m.Content); i += 2 {
+		args = append(args, Arg{Key: m.Content[i].Value, Value: m.Content[i+1]})
+	}
+	return args
+}
+
+func compileWithin(t *testing.T, src string) Expect {
+	t.Helper()
+	e, errs := CompileExpect(registry[expectStep], "t.yaml", argsOf(t, src))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return e
+}
+
+func TestWithinPollsUntilTheChecksHold(t *testing.T) {
+	e := compileWithin(t, "{within: 2s, every: 5ms}")
+	e.Checks = []CheckWant{{Check: counter(), Want: int64(3)}}
+	fails, seen := e.poll(context.Background(), nil)
+	if len(fails) != 0 || seen[len(seen)-1] != "held after 3 attempt(s)" {
+		t.Fatalf("fails %v, seen %v", fails, seen)
+	}
+}
+
+func TestWithinFailsWithLastValueAndAttempts(t *testing.T) {
+	e := compileWithin(t, "{within: 60ms, every: 10ms}")
+	e.Checks = []CheckWant{{Check: counter(), Want: int64(1000)}}
+	start := time.Now()
+	fails, _ := e.poll(context.Background(), nil)
+	if len(fails) != 1 {
+		t.Fatalf("fails %v", fails)
+	}
+	msg := fails[0].Msg
+	if !strings.Contains(msg, "want 1000, got ") || !strings.Contains(msg, "attempts within 60ms, every 10ms)") {
+		t.Errorf("message %q lacks the last value or the attempts", msg)
+	}
+	if time.Since(start) < 60*time.Millisecond {
+		t.Errorf("gave up after %s, before within", time.Since(start))
+	}
+}
+
+func TestWithoutWithinChecksOnce(t *testing.T) {
+	e := compileWithin(t, "{stream.entries: 1}")
+	e.Checks = []CheckWant{{Check: counter(), Want: int64(2)}}
+	if fails, _ := e.poll(context.Background(), nil); len(fails) != 1 || !strings.Contains(fails[0].Msg, "want 2, got 1") {
+		t.Fatalf("fails %v", fails)
+	}
+}
+
+func TestWithinErrors(t *testing.T) {
+	for src, want := range map[string]string{
+		"{every: 5ms, stream.entries: 1}": "every: polls only together with within",
+		"{within: soon}":                  `within: want a duration such as 0, 250ms or 2s, got "soon"`,
+	} {
+		_, errs := CompileExpect(registry[expectStep], "t.yaml", argsOf(t, src))
+		if len(errs) == 0 || !strings.Contains(errs.Error(), want) {
+			t.Errorf("%s: got %v, want %q", src, errs, want)
+		}
+	}
+}
