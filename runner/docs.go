@@ -23,7 +23,14 @@ A scenario file holds one scenario, a YAML map:
 | ` + "`name`" + ` | required | the scenario's name, unique across the files of a run |
 | ` + "`description`" + ` | | plain words: which window it opens, what must hold |
 | ` + "`tags`" + ` | | a list of words, e.g. ` + "`[seed, outbox]`" + ` |
+| ` + "`vars`" + ` | | a map of name → value; ` + "`${name}`" + ` in any step (params, expectations, even keys) is replaced |
+| ` + "`matrix`" + ` | | a map of name → list of values: one variant per combination, named ` + "`name [amount=5 currency=EUR]`" + ` |
 | ` + "`steps`" + ` | required | the list of steps, run in order; the first failing step ends the scenario |
+
+Variables are substituted on the parsed YAML, so every error still points at the file's own line and
+column; an undefined ` + "`${name}`" + ` is an error before anything runs. A value that is exactly
+` + "`\"${name}\"`" + ` takes the type of the variable's value (inside a flow map ` + "`{...}`" + ` YAML needs those
+quotes). Matrix variants are independent scenarios, each in its own databases and stream.
 
 A step is either a map with exactly one step key, plus optional ` + "`name:`" + ` (a label for the trace)
 and ` + "`expect:`" + ` (checks on that step's outcome), or a shorthand string: ` + "`step`" + `,

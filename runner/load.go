@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -26,11 +27,12 @@ type Scenario struct {
 	Pos         steps.Pos // of the name
 	Description string
 	Tags        []string
+	Variant     string // "[amount=5 currency=EUR]" for a matrix variant, else ""
 	Steps       []*steps.Call
 }
 
 // topKeys are the keys of a scenario file, in the order the reference lists them.
-var topKeys = []string{"name", "description", "tags", "steps"}
+var topKeys = []string{"name", "description", "tags", "vars", "matrix", "steps"}
 
 // ExpandPaths turns files and directories into the sorted list of scenario
 // files (directories are searched recursively for *.yaml and *.yml).
@@ -71,16 +73,15 @@ func LoadFiles(files []string) ([]*Scenario, steps.Errors) {
 			errs = append(errs, steps.Errorf(steps.Pos{File: f}, "%v", err))
 			continue
 		}
-		sc, ferrs := Parse(f, data)
+		fscs, ferrs := Parse(f, data)
 		errs = append(errs, ferrs...)
-		if sc == nil {
-			continue
+		for _, sc := range fscs {
+			if prev, dup := byName[sc.Name]; dup {
+				errs = append(errs, steps.Errorf(sc.Pos, "scenario name %q is already used at %s", sc.Name, prev.Pos))
+			}
+			byName[sc.Name] = sc
+			scs = append(scs, sc)
 		}
-		if prev, dup := byName[sc.Name]; dup {
-			errs = append(errs, steps.Errorf(sc.Pos, "scenario name %q is already used at %s", sc.Name, prev.Pos))
-		}
-		byName[sc.Name] = sc
-		scs = append(scs, sc)
 	}
 	errs.Sort()
 	return scs, errs
@@ -88,9 +89,10 @@ func LoadFiles(files []string) ([]*Scenario, steps.Errors) {
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-// Parse decodes one scenario file. It returns every problem it finds; the
-// scenario is nil only when the file is not a YAML map at all.
-func Parse(file string, data []byte) (*Scenario, steps.Errors) {
+// Parse decodes one scenario file into its scenarios: one, or one per matrix
+// variant. It returns every problem it finds; no scenario only when the file
+// is not a YAML map at all.
+func Parse(file string, data []byte) ([]*Scenario, steps.Errors) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -121,45 +123,96 @@ func yamlError(file string, err error) *steps.Error {
 	return steps.Errorf(steps.Pos{File: file, Line: 1, Col: 1}, "invalid YAML: %s", strings.TrimPrefix(msg, "yaml: "))
 }
 
-func parseScenario(file string, root *yaml.Node) (*Scenario, steps.Errors) {
-	sc := &Scenario{File: file, Pos: steps.NodePos(file, root)}
+// header is a scenario file's top-level keys, before variants are expanded.
+type header struct {
+	Scenario
+	vars      map[string]string
+	axes      []axis
+	stepsNode *yaml.Node
+}
+
+func parseScenario(file string, root *yaml.Node) ([]*Scenario, steps.Errors) {
+	h, errs := parseHeader(file, root)
+	if h.stepsNode == nil || h.stepsNode.Kind != yaml.SequenceNode || len(h.stepsNode.Content) == 0 {
+		sc := h.Scenario
+		return []*Scenario{&sc}, errs
+	}
+	var scs []*Scenario
+	seen := map[string]bool{}
+	for _, v := range combinations(h.axes) {
+		sc := h.Scenario
+		vars := maps.Clone(h.vars)
+		for _, b := range v {
+			vars[b.name] = b.value
+		}
+		if len(v) > 0 {
+			sc.Name += " " + v.Label()
+			sc.Variant = v.Label()
+		}
+		var verrs steps.Errors
+		for _, n := range h.stepsNode.Content {
+			before := len(verrs)
+			n = substitute(file, n, vars, &verrs)
+			if len(verrs) > before {
+				continue // an undefined variable: its step cannot be judged further
+			}
+			call, serrs := parseStep(file, n)
+			verrs = append(verrs, serrs...)
+			if call != nil {
+				sc.Steps = append(sc.Steps, call)
+			}
+		}
+		// A mistake outside ${...} repeats in every variant: report it once.
+		for _, e := range verrs {
+			if !seen[e.Error()] {
+				seen[e.Error()] = true
+				errs = append(errs, e)
+			}
+		}
+		scs = append(scs, &sc)
+	}
+	return scs, errs
+}
+
+func parseHeader(file string, root *yaml.Node) (header, steps.Errors) {
+	h := header{Scenario: Scenario{File: file, Pos: steps.NodePos(file, root)}, vars: map[string]string{}}
 	var errs steps.Errors
-	var stepsNode *yaml.Node
 	for _, kv := range pairs(file, root, &errs) {
 		switch kv.Key {
 		case "name":
-			sc.Name, sc.Pos = scalarString(file, kv, &errs), steps.NodePos(file, kv.Value)
+			h.Name, h.Pos = scalarString(file, kv, &errs), steps.NodePos(file, kv.Value)
 		case "description":
-			sc.Description = scalarString(file, kv, &errs)
+			h.Description = scalarString(file, kv, &errs)
 		case "tags":
-			sc.Tags = parseTags(file, kv.Value, &errs)
+			h.Tags = parseTags(file, kv.Value, &errs)
+		case "vars":
+			h.vars = parseVars(file, kv.Value, &errs)
+		case "matrix":
+			h.axes = parseMatrix(file, kv.Value, &errs)
 		case "steps":
-			stepsNode = kv.Value
+			h.stepsNode = kv.Value
 		default:
 			errs = append(errs, steps.Errorf(kv.KeyPos, "unknown key %q%s; a scenario has: %s",
 				kv.Key, steps.Suggest(kv.Key, topKeys), strings.Join(topKeys, ", ")))
 		}
 	}
-	if sc.Name == "" && !hasKey(root, "name") {
-		errs = append(errs, steps.Errorf(steps.NodePos(file, root), "missing name: every scenario needs a name"))
-	}
-	switch {
-	case stepsNode == nil:
-		errs = append(errs, steps.Errorf(steps.NodePos(file, root), "missing steps: a scenario needs at least one step"))
-	case stepsNode.Kind != yaml.SequenceNode:
-		errs = append(errs, steps.Errorf(steps.NodePos(file, stepsNode), "steps: want a list of steps, got a %s", steps.KindName(stepsNode)))
-	case len(stepsNode.Content) == 0:
-		errs = append(errs, steps.Errorf(steps.NodePos(file, stepsNode), "steps: the list is empty"))
-	default:
-		for _, n := range stepsNode.Content {
-			call, serrs := parseStep(file, n)
-			errs = append(errs, serrs...)
-			if call != nil {
-				sc.Steps = append(sc.Steps, call)
-			}
+	for _, a := range h.axes {
+		if _, both := h.vars[a.name]; both {
+			errs = append(errs, steps.Errorf(h.Pos, "variable %q is in both vars and matrix; keep one", a.name))
 		}
 	}
-	return sc, errs
+	if h.Name == "" && !hasKey(root, "name") {
+		errs = append(errs, steps.Errorf(steps.NodePos(file, root), "missing name: every scenario needs a name"))
+	}
+	switch n := h.stepsNode; {
+	case n == nil:
+		errs = append(errs, steps.Errorf(steps.NodePos(file, root), "missing steps: a scenario needs at least one step"))
+	case n.Kind != yaml.SequenceNode:
+		errs = append(errs, steps.Errorf(steps.NodePos(file, n), "steps: want a list of steps, got a %s", steps.KindName(n)))
+	case len(n.Content) == 0:
+		errs = append(errs, steps.Errorf(steps.NodePos(file, n), "steps: the list is empty"))
+	}
+	return h, errs
 }
 
 func parseTags(file string, n *yaml.Node, errs *steps.Errors) []string {

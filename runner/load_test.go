@@ -13,11 +13,11 @@ import (
 
 func parseOK(t *testing.T, src string) *Scenario {
 	t.Helper()
-	sc, errs := Parse("t.yaml", []byte(src))
-	if len(errs) > 0 {
+	scs, errs := Parse("t.yaml", []byte(src))
+	if len(errs) > 0 || len(scs) != 1 {
 		t.Fatalf("unexpected errors:\n%v", errs)
 	}
-	return sc
+	return scs[0]
 }
 
 func TestParseShorthandAndMapFormsAgree(t *testing.T) {
@@ -160,5 +160,67 @@ func write(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestVarsAndMatrix(t *testing.T) {
+	scs, errs := Parse("m.yaml", []byte(`name: per currency
+vars: {from: carol}
+matrix:
+  amount: [5, 70]
+  currency: [EUR, JPY]
+steps:
+  - produce: {amount: "${amount}", currency: "${currency}", from: "${from}"}
+  - produce(amount=${amount}, currency=${currency})
+  - expect:
+      projection:
+        accounting:
+          ${currency}: {amount: "${amount}", events: 1}
+`))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	var names []string
+	for _, sc := range scs {
+		names = append(names, sc.Name)
+	}
+	want := []string{
+		"per currency [amount=5 currency=EUR]", "per currency [amount=5 currency=JPY]",
+		"per currency [amount=70 currency=EUR]", "per currency [amount=70 currency=JPY]",
+	}
+	if !cmp.Equal(names, want) {
+		t.Fatalf("variants:\n%s", cmp.Diff(want, names))
+	}
+	p := scs[3].Steps[0].Params.(*steps.ProduceParams)
+	if p.Amount != 70 || p.Currency != "JPY" || p.From != "carol" {
+		t.Errorf("substituted params: %+v", p)
+	}
+	if p2 := scs[3].Steps[1].Params.(*steps.ProduceParams); p2.Amount != 70 || p2.Currency != "JPY" {
+		t.Errorf("substituted shorthand: %+v", p2)
+	}
+	want2 := map[string]map[string]steps.ProjectionRow{"accounting": {"JPY": {Amount: 70, Events: 1}}}
+	if got := scs[3].Steps[2].Expect.Checks[0].Want; !cmp.Equal(got, any(want2)) {
+		t.Errorf("substituted check: %v", got)
+	}
+	if scs[3].Steps[0].Pos.Line != 7 {
+		t.Errorf("position after substitution: %v", scs[3].Steps[0].Pos)
+	}
+}
+
+func TestVarErrors(t *testing.T) {
+	for _, tc := range []struct{ name, src, want string }{
+		{"undefined", "name: x\nvars: {amount: 5}\nmatrix: {currency: [EUR, USD]}\nsteps:\n  - produce: {amount: \"${amout}\"}\n",
+			`t.yaml:5:23: undefined variable "amout" (did you mean "amount"?)`},
+		{"type after substitution", "name: x\nvars: {amount: lots}\nsteps:\n  - produce: {amount: \"${amount}\"}\n",
+			`t.yaml:4:23: amount: want an integer, got "lots"`},
+		{"both", "name: x\nvars: {a: 1}\nmatrix: {a: [1]}\nsteps: [produce]\n", `variable "a" is in both vars and matrix`},
+		{"empty axis", "name: x\nmatrix: {a: []}\nsteps: [produce]\n", `t.yaml:2:13: matrix: a: want a non-empty list`},
+		{"bad name", "name: x\nvars: {a-b: 1}\nsteps: [produce]\n", `t.yaml:2:8: variable name "a-b"`},
+	} {
+		_, errs := Parse("t.yaml", []byte(tc.src))
+		// One mistake in a file with two variants is reported once.
+		if len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.want) {
+			t.Errorf("%s: got %v, want one error containing %q", tc.name, errs, tc.want)
+		}
 	}
 }

@@ -136,7 +136,7 @@ func TestEveryKeyCanFail(t *testing.T) {
 		if len(errs) > 0 {
 			t.Fatalf("%s:\n%v\n%s", name, errs, src)
 		}
-		scs = append(scs, sc)
+		scs = append(scs, sc...)
 		variants[name] = v
 	}
 	add("correct", renderEveryKey("correct", func(_, _ int, v string) string { return v }), variant{})
@@ -208,11 +208,11 @@ func TestEveryKeyCanFail(t *testing.T) {
 
 func TestStepErrors(t *testing.T) {
 	src := func(name, tail string) *Scenario {
-		sc, errs := Parse(name+".yaml", []byte("name: "+name+"\nsteps:\n  - produce(event=bus-1)\n"+tail))
+		scs, errs := Parse(name+".yaml", []byte("name: "+name+"\nsteps:\n  - produce(event=bus-1)\n"+tail))
 		if len(errs) > 0 {
 			t.Fatal(errs)
 		}
-		return sc
+		return scs[0]
 	}
 	_, res := runAll(t, testParams(), []*Scenario{
 		src("unexpected", "  - produce: {event: bus-1}\n"),
@@ -240,10 +240,11 @@ func TestStepErrors(t *testing.T) {
 }
 
 func TestTimeoutCancelsHungStep(t *testing.T) {
-	sc, errs := Parse("hang.yaml", []byte("name: hang\nsteps:\n  - consume(block=1m)\n"))
+	scs, errs := Parse("hang.yaml", []byte("name: hang\nsteps:\n  - consume(block=1m)\n"))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
+	sc := scs[0]
 	p := testParams()
 	p.Timeout = 300 * time.Millisecond
 	start := time.Now()

@@ -1,0 +1,136 @@
+package runner
+
+import (
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"outboxdrill/steps"
+)
+
+// varRef matches ${name} in a scalar.
+var varRef = regexp.MustCompile(`\$\{([^}]*)\}`)
+
+var varName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// axis is one matrix dimension: a variable and the values it takes.
+type axis struct {
+	name   string
+	values []string
+}
+
+// parseVars reads `vars:`, a map of name → scalar.
+func parseVars(file string, n *yaml.Node, errs *steps.Errors) map[string]string {
+	vars := map[string]string{}
+	if n.Kind != yaml.MappingNode {
+		*errs = append(*errs, steps.Errorf(steps.NodePos(file, n), "vars: want a map of name → value, e.g. {amount: 5}"))
+		return vars
+	}
+	for _, kv := range pairs(file, n, errs) {
+		if checkVarName(kv, errs) && scalarValue(file, kv, errs) {
+			vars[kv.Key] = kv.Value.Value
+		}
+	}
+	return vars
+}
+
+// parseMatrix reads `matrix:`, a map of name → list of scalars, in file order.
+func parseMatrix(file string, n *yaml.Node, errs *steps.Errors) []axis {
+	if n.Kind != yaml.MappingNode {
+		*errs = append(*errs, steps.Errorf(steps.NodePos(file, n), "matrix: want a map of name → list, e.g. {amount: [1, 5]}"))
+		return nil
+	}
+	var axes []axis
+	for _, kv := range pairs(file, n, errs) {
+		if !checkVarName(kv, errs) {
+			continue
+		}
+		if kv.Value.Kind != yaml.SequenceNode || len(kv.Value.Content) == 0 {
+			*errs = append(*errs, steps.Errorf(steps.NodePos(file, kv.Value), "matrix: %s: want a non-empty list of values, e.g. [1, 5]", kv.Key))
+			continue
+		}
+		a := axis{name: kv.Key}
+		for _, v := range kv.Value.Content {
+			if scalarValue(file, steps.Arg{Key: kv.Key, Value: v}, errs) {
+				a.values = append(a.values, v.Value)
+			}
+		}
+		axes = append(axes, a)
+	}
+	return axes
+}
+
+func checkVarName(kv steps.Arg, errs *steps.Errors) bool {
+	if !varName.MatchString(kv.Key) {
+		*errs = append(*errs, steps.Errorf(kv.KeyPos, "variable name %q: use letters, digits and _", kv.Key))
+		return false
+	}
+	return true
+}
+
+func scalarValue(file string, kv steps.Arg, errs *steps.Errors) bool {
+	if kv.Value.Kind != yaml.ScalarNode || kv.Value.ShortTag() == "!!null" {
+		*errs = append(*errs, steps.Errorf(steps.NodePos(file, kv.Value), "%s: want a single value, got %s", kv.Key, steps.Describe(kv.Value)))
+		return false
+	}
+	return true
+}
+
+// variant is one combination of matrix values, in axis order.
+type variant []struct{ name, value string }
+
+// Label is the suffix of the variant's scenario name: "[amount=5 currency=EUR]".
+func (v variant) Label() string {
+	parts := make([]string, len(v))
+	for i, b := range v {
+		parts[i] = b.name + "=" + b.value
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// combinations is the cartesian product of the axes, the first axis
+// outermost; no axes give one empty variant.
+func combinations(axes []axis) []variant {
+	out := []variant{nil}
+	for _, a := range axes {
+		var next []variant
+		for _, v := range out {
+			for _, val := range a.values {
+				next = append(next, append(slices.Clone(v), struct{ name, value string }{a.name, val}))
+			}
+		}
+		out = next
+	}
+	return out
+}
+
+// substitute returns a deep copy of n with ${name} replaced in every scalar
+// (keys too). Line and column stay those of the file.
+func substitute(file string, n *yaml.Node, vars map[string]string, errs *steps.Errors) *yaml.Node {
+	c := *n
+	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${") {
+		c.Value = varRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
+			name := ref[2 : len(ref)-1]
+			v, ok := vars[name]
+			if !ok {
+				*errs = append(*errs, steps.Errorf(steps.NodePos(file, n), "undefined variable %q%s; defined: %s",
+					name, steps.Suggest(name, slices.Sorted(maps.Keys(vars))), strings.Join(slices.Sorted(maps.Keys(vars)), ", ")))
+			}
+			return v
+		})
+		// A plain scalar, or one that is nothing but "${name}" (quoted only
+		// because YAML flow maps need it), takes the type of its value.
+		whole := varRef.FindString(n.Value) == n.Value
+		if n.Style == 0 || whole && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
+			c.Tag, c.Style = "", 0
+		}
+	}
+	c.Content = make([]*yaml.Node, len(n.Content))
+	for i, k := range n.Content {
+		c.Content[i] = substitute(file, k, vars, errs)
+	}
+	return &c
+}
