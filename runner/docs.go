@@ -26,6 +26,7 @@ A scenario file holds one scenario, a YAML map:
 | ` + "`vars`" + ` | | a map of name → value; ` + "`${name}`" + ` in any step (params, expectations, even keys) is replaced |
 | ` + "`matrix`" + ` | | a map of name → list of values: one variant per combination, named ` + "`name [amount=5 currency=EUR]`" + ` |
 | ` + "`steps`" + ` | required | the list of steps, run in order; the first failing step ends the scenario |
+| ` + "`x-…`" + ` | | ignored: a place for YAML anchors (` + "`x-base: &base {amount: 5}`" + `, then ` + "`produce: {<<: *base}`" + `) and notes |
 
 Variables are substituted on the parsed YAML, so every error still points at the file's own line and
 column; an undefined ` + "`${name}`" + ` is an error before anything runs. A value that is exactly

@@ -5,12 +5,14 @@ package runner
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,7 +46,7 @@ func ExpandPaths(paths []string) ([]string, error) {
 			return nil, err
 		}
 		if !info.IsDir() {
-			files = append(files, p)
+			files = append(files, filepath.Clean(p))
 			continue
 		}
 		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
@@ -58,7 +60,8 @@ func ExpandPaths(paths []string) ([]string, error) {
 		}
 	}
 	sort.Strings(files)
-	return files, nil
+	// A file named twice (itself and inside a named dir) runs once.
+	return slices.Compact(files), nil
 }
 
 // LoadFiles parses every file and reports every problem in every file, plus
@@ -76,6 +79,9 @@ func LoadFiles(files []string) ([]*Scenario, steps.Errors) {
 		fscs, ferrs := Parse(f, data)
 		errs = append(errs, ferrs...)
 		for _, sc := range fscs {
+			if sc.Name == "" {
+				continue // already reported as missing
+			}
 			if prev, dup := byName[sc.Name]; dup {
 				errs = append(errs, steps.Errorf(sc.Pos, "scenario name %q is already used at %s", sc.Name, prev.Pos))
 			}
@@ -105,11 +111,62 @@ func Parse(file string, data []byte) ([]*Scenario, steps.Errors) {
 	if err := dec.Decode(&extra); err == nil {
 		return nil, steps.Errors{steps.Errorf(steps.Pos{File: file, Line: extra.Line, Col: extra.Column}, "a second YAML document: a file holds one scenario")}
 	}
-	root := doc.Content[0]
+	root, err := resolveAliases(doc.Content[0], 0)
+	if err != nil {
+		return nil, steps.Errors{steps.Errorf(steps.NodePos(file, doc.Content[0]), "%v", err)}
+	}
 	if root.Kind != yaml.MappingNode {
 		return nil, steps.Errors{steps.Errorf(steps.NodePos(file, root), "a scenario is a map with name and steps, got a %s", steps.KindName(root))}
 	}
 	return parseScenario(file, root)
+}
+
+// maxDepth bounds nesting, and so alias cycles such as &a [*a].
+const maxDepth = 64
+
+// resolveAliases replaces every alias by (a copy of) its anchor's node and
+// applies merge keys (<<: *base), so that the rest of the loader sees plain
+// maps, lists and scalars. Positions stay those of the anchor.
+func resolveAliases(n *yaml.Node, depth int) (*yaml.Node, error) {
+	if depth > maxDepth {
+		return nil, fmt.Errorf("nested more than %d levels deep (an alias that contains itself?)", maxDepth)
+	}
+	if n.Kind == yaml.AliasNode {
+		return resolveAliases(n.Alias, depth+1)
+	}
+	c := *n
+	c.Content = nil
+	for i := 0; i < len(n.Content); i++ {
+		child, err := resolveAliases(n.Content[i], depth+1)
+		if err != nil {
+			return nil, err
+		}
+		isMergeKey := n.Kind == yaml.MappingNode && i%2 == 0 && child.Kind == yaml.ScalarNode && child.Tag == "!!merge"
+		if !isMergeKey {
+			c.Content = append(c.Content, child)
+			continue
+		}
+		i++
+		merged, err := resolveAliases(n.Content[i], depth+1)
+		if err != nil {
+			return nil, err
+		}
+		sources := []*yaml.Node{merged}
+		if merged.Kind == yaml.SequenceNode {
+			sources = merged.Content
+		}
+		for _, src := range sources {
+			if src.Kind != yaml.MappingNode {
+				return nil, fmt.Errorf("line %d: a merge key (<<) needs a map or a list of maps", child.Line)
+			}
+			for j := 0; j+1 < len(src.Content); j += 2 {
+				if !hasKey(n, src.Content[j].Value) { // keys written here win
+					c.Content = append(c.Content, src.Content[j], src.Content[j+1])
+				}
+			}
+		}
+	}
+	return &c, nil
 }
 
 // yamlError puts yaml.v3's "yaml: line N: msg" at file:N:1; the parser
@@ -178,6 +235,9 @@ func parseHeader(file string, root *yaml.Node) (header, steps.Errors) {
 	h := header{Scenario: Scenario{File: file, Pos: steps.NodePos(file, root)}, vars: map[string]string{}}
 	var errs steps.Errors
 	for _, kv := range pairs(file, root, &errs) {
+		if strings.HasPrefix(kv.Key, "x-") {
+			continue // free for anchors (x-base: &base {...}) and notes, as in compose files
+		}
 		switch kv.Key {
 		case "name":
 			h.Name, h.Pos = scalarString(file, kv, &errs), steps.NodePos(file, kv.Value)
@@ -207,7 +267,7 @@ func parseHeader(file string, root *yaml.Node) (header, steps.Errors) {
 	switch n := h.stepsNode; {
 	case n == nil:
 		errs = append(errs, steps.Errorf(steps.NodePos(file, root), "missing steps: a scenario needs at least one step"))
-	case n.Kind != yaml.SequenceNode:
+	case n.Kind != yaml.SequenceNode && n.ShortTag() != "!!null":
 		errs = append(errs, steps.Errorf(steps.NodePos(file, n), "steps: want a list of steps, got a %s", steps.KindName(n)))
 	case len(n.Content) == 0:
 		errs = append(errs, steps.Errorf(steps.NodePos(file, n), "steps: the list is empty"))
@@ -216,15 +276,15 @@ func parseHeader(file string, root *yaml.Node) (header, steps.Errors) {
 }
 
 func parseTags(file string, n *yaml.Node, errs *steps.Errors) []string {
+	items := n.Content
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
-		return []string{n.Value} // tags: seed
-	}
-	if n.Kind != yaml.SequenceNode {
+		items = []*yaml.Node{n} // tags: seed
+	} else if n.Kind != yaml.SequenceNode {
 		*errs = append(*errs, steps.Errorf(steps.NodePos(file, n), "tags: want a list of words, e.g. [seed, outbox]"))
 		return nil
 	}
 	var tags []string
-	for _, t := range n.Content {
+	for _, t := range items {
 		if t.Kind != yaml.ScalarNode || t.Value == "" || strings.ContainsAny(t.Value, " ,") {
 			*errs = append(*errs, steps.Errorf(steps.NodePos(file, t), "tags: want a single word, got %s", steps.Describe(t)))
 			continue

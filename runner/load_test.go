@@ -113,7 +113,7 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:2:1: key "name" given twice (first at line 1)`,
 		}},
 		{"bad check value", "name: x\nsteps:\n  - expect: {projection: {accounting: {USD: {amount: 1}}}}\n", []string{
-			`t.yaml:3:45: a projection row needs both amount and events`,
+			`t.yaml:3:45: projection: a projection row needs both amount and events`,
 		}},
 		{"invalid yaml", "name: x\nsteps:\n  - relay\n   bad: [\n", []string{
 			`t.yaml:4:1: invalid YAML:`,
@@ -124,7 +124,7 @@ func TestParseErrors(t *testing.T) {
 		{"all problems at once", "name: x\nsteps:\n  - relya\n  - produce(amount=-1)\n  - expect: {outbox.rows: many}\n", []string{
 			`t.yaml:3:5: unknown step "relya"`,
 			`t.yaml:4:20: amount: must be at least 1, got -1`,
-			`t.yaml:5:27: want an integer, got "many"`,
+			`t.yaml:5:27: outbox.rows: want an integer, got "many"`,
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -222,5 +222,88 @@ func TestVarErrors(t *testing.T) {
 		if len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.want) {
 			t.Errorf("%s: got %v, want one error containing %q", tc.name, errs, tc.want)
 		}
+	}
+}
+
+func TestShorthandEdges(t *testing.T) {
+	sc := parseOK(t, `name: edges
+steps:
+  - relay()
+  - relay (limit=2)
+  - produce(event="a,b(c)", currency='EUR')
+  - |
+    consume(count=1)
+`)
+	if sc.Steps[0].Def.Name != "relay" || sc.Steps[1].Params.(*steps.RelayParams).Limit != 2 {
+		t.Errorf("relay forms: %v %v", sc.Steps[0], sc.Steps[1])
+	}
+	if p := sc.Steps[2].Params.(*steps.ProduceParams); p.Event != "a,b(c)" || p.Currency != "EUR" {
+		t.Errorf("quoted values: %+v", p)
+	}
+	if p := sc.Steps[3].Params.(*steps.ConsumeParams); p.Count != 1 {
+		t.Errorf("block scalar: %+v", p)
+	}
+	_, errs := Parse("t.yaml", []byte("name: x\nsteps:\n  - produce(event=\"open)\n"))
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), `t.yaml:3:13: unterminated " quote`) {
+		t.Errorf("unterminated quote: %v", errs)
+	}
+}
+
+func TestEveryProblemOfAStepMapAtOnce(t *testing.T) {
+	_, errs := Parse("t.yaml", []byte(`name: x
+steps:
+  - consume: {count: 0, fial: divzero}
+    expct: {applied: 1}
+  - relay: {limit: 0}
+    name: [not, text]
+    expect: {publishd: 1}
+`))
+	errs.Sort()
+	want := []string{
+		`t.yaml:3:22: count: must be at least 1`,
+		`t.yaml:3:25: unknown parameter "fial" (did you mean "fail"?)`,
+		`t.yaml:4:5: unknown key "expct" beside step "consume" (did you mean "expect"?)`,
+		`t.yaml:5:20: limit: must be at least 1`,
+		`t.yaml:6:11: name: want text`,
+		`t.yaml:7:14: unknown expect key "publishd" for relay (did you mean "published"?)`,
+	}
+	if len(errs) != len(want) {
+		t.Fatalf("want %d errors, got:\n%v", len(want), errs)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(errs[i].Error(), w) {
+			t.Errorf("error %d: got %s\nwant %s", i, errs[i], w)
+		}
+	}
+}
+
+func TestAliasesAndMergeKeys(t *testing.T) {
+	sc := parseOK(t, `name: aliases
+x-base: &base {amount: 5, currency: EUR}
+steps:
+  - produce: &p {amount: 7}
+  - produce: *p
+  - produce: {<<: *base, currency: JPY}
+`)
+	if p := sc.Steps[1].Params.(*steps.ProduceParams); p.Amount != 7 {
+		t.Errorf("alias: %+v", p)
+	}
+	if p := sc.Steps[2].Params.(*steps.ProduceParams); p.Amount != 5 || p.Currency != "JPY" {
+		t.Errorf("merge: %+v (keys written beside <<: must win)", p)
+	}
+	if _, errs := Parse("t.yaml", []byte("name: x\nsteps: &s [*s]\n")); len(errs) != 1 || !strings.Contains(errs[0].Error(), "alias that contains itself") {
+		t.Errorf("alias cycle: %v", errs)
+	}
+}
+
+func TestSameFileTwiceRunsOnce(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir+"/a.yaml", "name: a\nsteps: [relay]\n")
+	write(t, dir+"/b.yaml", "steps: [relay]\n")
+	write(t, dir+"/c.yaml", "steps: [relay]\n")
+	files, _ := ExpandPaths([]string{dir, dir + "/a.yaml", dir + "/./a.yaml"})
+	scs, errs := LoadFiles(files)
+	if len(files) != 3 || len(scs) != 1 || len(errs) != 2 {
+		t.Fatalf("files %v; %d scenarios; errors (want only the two missing names):\n%v", files, len(scs), errs)
 	}
 }

@@ -216,8 +216,14 @@ func formatResult(r *Result, verbose bool) []byte {
 		}
 	}
 	for _, f := range r.Failures {
-		msg := strings.ReplaceAll(f.String(), "\n", "\n        ")
-		fmt.Fprintf(&b, "    FAIL %s\n", msg)
+		if !strings.Contains(f.Msg, "\n") {
+			fmt.Fprintf(&b, "    FAIL %s\n", f)
+			continue
+		}
+		fmt.Fprintf(&b, "    FAIL %s: %s:\n", f.Pos, f.Key)
+		for _, line := range strings.Split(f.Msg, "\n") {
+			fmt.Fprintf(&b, "        %s\n", line)
+		}
 	}
 	return b.Bytes()
 }

@@ -348,3 +348,28 @@ func (w *syncWriter) String() string {
 	defer w.mu.Unlock()
 	return w.b.String()
 }
+
+func TestSetupFailureIsAnErrorNotAPanic(t *testing.T) {
+	sc := parseOK(t, "name: s\nsteps: [produce]\n")
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		p    Params
+		path string
+		want string
+	}{
+		{"bad redis url", Params{PGURL: testservers.PGURL, RedisURL: "notaurl"}, "", "--redis notaurl"},
+		{"no postgres", Params{PGURL: "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=2", RedisURL: testservers.RedisURL}, "", "PostgreSQL postgres://postgres@127.0.0.1:1/postgres"},
+		{"no redis-server binary", Params{PGURL: testservers.PGURL}, t.TempDir(), `install the Debian package "redis-server"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.path != "" {
+				t.Setenv("PATH", tc.path)
+			}
+			rep, err := Run(ctx, tc.p, []*Scenario{sc})
+			if err == nil || rep != nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, %v; want an error containing %q", rep, err, tc.want)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 
@@ -31,32 +32,43 @@ func parseStep(file string, n *yaml.Node) (*steps.Call, steps.Errors) {
 	return nil, steps.Errors{steps.Errorf(steps.NodePos(file, n), "a step is a map such as {relay: {limit: 1}} or a string such as relay(skip_mark), got a %s", steps.KindName(n))}
 }
 
+// parseStepMap decodes a step map. It goes on after a problem so that every
+// problem of the step is reported at once.
 func parseStepMap(file string, n *yaml.Node) (*steps.Call, steps.Errors) {
 	var errs steps.Errors
+	kvs := pairs(file, n, &errs)
 	var stepKV, expectKV *steps.Arg
 	label := ""
-	for _, kv := range pairs(file, n, &errs) {
+	var unknown []steps.Arg
+	for _, kv := range kvs {
 		switch _, isStep := steps.Lookup(kv.Key); {
 		case kv.Key == keyName:
 			label = scalarString(file, kv, &errs)
 		case kv.Key == keyExpect:
 			expectKV = &kv
 		case !isStep:
-			cands := append(steps.Names(), keyName, keyExpect)
-			errs = append(errs, steps.Errorf(kv.KeyPos, "unknown step %q%s; steps: %s",
-				kv.Key, steps.Suggest(kv.Key, cands), strings.Join(steps.Names(), ", ")))
+			unknown = append(unknown, kv)
 		case stepKV != nil:
 			errs = append(errs, steps.Errorf(kv.KeyPos, "a step holds exactly one step key: %q and %q are two steps; write them as two list items", stepKV.Key, kv.Key))
 		default:
 			stepKV = &kv
 		}
 	}
-	if errs != nil {
-		return nil, errs
+	for _, kv := range unknown {
+		if stepKV != nil { // beside a step key, a typo is most likely of name or expect
+			errs = append(errs, steps.Errorf(kv.KeyPos, "unknown key %q beside step %q%s; a step map holds one step key plus name and expect",
+				kv.Key, stepKV.Key, steps.Suggest(kv.Key, append([]string{keyName, keyExpect}, steps.Names()...))))
+			continue
+		}
+		errs = append(errs, steps.Errorf(kv.KeyPos, "unknown step %q%s; steps: %s",
+			kv.Key, steps.Suggest(kv.Key, append(steps.Names(), keyName, keyExpect)), strings.Join(steps.Names(), ", ")))
 	}
 	if stepKV == nil {
 		if expectKV == nil {
-			return nil, steps.Errors{steps.Errorf(steps.NodePos(file, n), "this step has no step key; steps: %s", strings.Join(steps.Names(), ", "))}
+			if len(unknown) == 0 {
+				errs = append(errs, steps.Errorf(steps.NodePos(file, n), "this step has no step key; steps: %s", strings.Join(steps.Names(), ", ")))
+			}
+			return nil, errs
 		}
 		// {expect: {...}} alone is the expect step.
 		stepKV, expectKV = expectKV, nil
@@ -66,16 +78,19 @@ func parseStepMap(file string, n *yaml.Node) (*steps.Call, steps.Errors) {
 	case v.Kind == yaml.MappingNode:
 		args = pairs(file, v, &errs)
 	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null":
+	case stepKV.Key == keyExpect:
+		errs = append(errs, steps.Errorf(steps.NodePos(file, v), "expect: want a map of checks such as {stream.entries: 1}, got %s", steps.Describe(v)))
 	default:
-		return nil, steps.Errors{steps.Errorf(steps.NodePos(file, v), "%s: want a map of parameters such as {%s}, got %s; or write the shorthand %s(key=value)",
-			stepKV.Key, exampleParam(stepKV.Key), steps.Describe(v), stepKV.Key)}
+		errs = append(errs, steps.Errorf(steps.NodePos(file, v), "%s: want a map of parameters such as {%s}, got %s; or write the shorthand %s(key=value)",
+			stepKV.Key, exampleParam(stepKV.Key), steps.Describe(v), stepKV.Key))
 	}
 	var expect []steps.Arg
 	if expectKV != nil {
-		if expectKV.Value.Kind != yaml.MappingNode {
-			return nil, steps.Errors{steps.Errorf(steps.NodePos(file, expectKV.Value), "expect: want a map of outcome keys and checks, got %s", steps.Describe(expectKV.Value))}
+		if v := expectKV.Value; v.Kind == yaml.MappingNode {
+			expect = pairs(file, v, &errs)
+		} else {
+			errs = append(errs, steps.Errorf(steps.NodePos(file, v), "expect: want a map of outcome keys and checks, got %s", steps.Describe(v)))
 		}
-		expect = pairs(file, expectKV.Value, &errs)
 	}
 	call, cerrs := buildCall(file, stepKV.KeyPos, stepKV.Key, args, expect, label)
 	return call, append(errs, cerrs...)
@@ -120,29 +135,40 @@ var shorthandName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*`)
 
 // parseShorthand reads `step`, `step(flag)` or `step(key=value, ...)`. Each
 // value becomes a scalar node whose column points into the string, so errors
-// name the exact argument.
+// name the exact argument. Values may be quoted with "…" or '…' to hold
+// commas or parentheses.
 func parseShorthand(file string, n *yaml.Node) (string, []steps.Arg, steps.Errors) {
-	s := n.Value
 	base := n.Column
 	if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
 		base++
 	}
-	at := func(off int) steps.Pos { return steps.Pos{File: file, Line: n.Line, Col: base + off} }
+	lead := len(n.Value) - len(strings.TrimLeft(n.Value, " \t\r\n"))
+	s := strings.TrimSpace(n.Value)
+	at := func(off int) steps.Pos { return steps.Pos{File: file, Line: n.Line, Col: base + lead + off} }
 	name := shorthandName.FindString(s)
 	if name == "" {
 		return "", nil, steps.Errors{steps.Errorf(at(0), "want a step such as relay or consume(fail=divzero), got %q", s)}
 	}
-	rest := strings.TrimRight(s[len(name):], " ")
+	rest := strings.TrimLeft(s[len(name):], " ")
+	open := len(s) - len(rest) // offset of "(" in s
 	if rest == "" {
 		return name, nil, nil
 	}
 	if rest[0] != '(' || rest[len(rest)-1] != ')' {
 		return "", nil, steps.Errors{steps.Errorf(at(len(name)), "after %q want (key=value, ...), got %q", name, rest)}
 	}
+	inner := rest[1 : len(rest)-1]
+	if strings.TrimSpace(inner) == "" {
+		return name, nil, nil // relay() is relay
+	}
+	parts, err := splitArgs(inner)
+	if err != nil {
+		return "", nil, steps.Errors{steps.Errorf(at(open+1), "%v in %q", err, s)}
+	}
 	var args []steps.Arg
 	var errs steps.Errors
-	off := len(name) + 1
-	for _, part := range splitArgs(rest[1 : len(rest)-1]) {
+	off := open + 1
+	for _, part := range parts {
 		start := off + len(part) - len(strings.TrimLeft(part, " "))
 		off += len(part) + 1
 		p := strings.TrimSpace(part)
@@ -152,15 +178,15 @@ func parseShorthand(file string, n *yaml.Node) (string, []steps.Arg, steps.Error
 		}
 		key, val, hasVal := strings.Cut(p, "=")
 		key = strings.TrimSpace(key)
-		v := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: n.Line, Column: base + start}
+		v := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: n.Line, Column: at(start).Col}
 		if hasVal {
-			vOff := start + strings.Index(p, "=") + 1
 			raw := strings.TrimSpace(val)
-			vOff += len(val) - len(strings.TrimLeft(val, " "))
-			// An empty tag lets yaml.v3 resolve the text like a plain scalar.
-			v = &yaml.Node{Kind: yaml.ScalarNode, Value: unquote(raw), Line: n.Line, Column: base + vOff}
-			if raw != unquote(raw) {
-				v.Tag = "!!str"
+			vOff := start + len(key) + strings.Index(p[len(key):], "=") + 1 + len(val) - len(strings.TrimLeft(val, " "))
+			// An empty tag lets yaml.v3 resolve the text like a plain scalar;
+			// a quoted value stays a string.
+			v = &yaml.Node{Kind: yaml.ScalarNode, Value: raw, Line: n.Line, Column: at(vOff).Col}
+			if unq, quoted := unquote(raw); quoted {
+				v.Value, v.Tag = unq, "!!str"
 			}
 		}
 		args = append(args, steps.Arg{Key: key, KeyPos: at(start), Value: v})
@@ -168,25 +194,34 @@ func parseShorthand(file string, n *yaml.Node) (string, []steps.Arg, steps.Error
 	return name, args, errs
 }
 
-// splitArgs splits on commas outside double quotes.
-func splitArgs(s string) []string {
+// splitArgs splits on commas outside quotes.
+func splitArgs(s string) ([]string, error) {
 	var parts []string
-	quoted, start := false, 0
+	var quote rune
+	start := 0
 	for i, r := range s {
 		switch {
-		case r == '"':
-			quoted = !quoted
-		case r == ',' && !quoted:
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			}
+		case r == '"' || r == '\'':
+			quote = r
+		case r == ',':
 			parts = append(parts, s[start:i])
 			start = i + 1
 		}
 	}
-	return append(parts, s[start:])
+	if quote != 0 {
+		return nil, fmt.Errorf("unterminated %c quote", quote)
+	}
+	return append(parts, s[start:]), nil
 }
 
-func unquote(s string) string {
-	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
-		return s[1 : len(s)-1]
+// unquote strips one pair of matching quotes.
+func unquote(s string) (string, bool) {
+	if len(s) >= 2 && (s[0] == '"' || s[0] == '\'') && s[len(s)-1] == s[0] {
+		return s[1 : len(s)-1], true
 	}
-	return s
+	return s, false
 }

@@ -70,36 +70,37 @@ type World struct {
 
 // OpenWorld connects to (or starts) the servers and prepares the templates.
 // Close undoes all of it, also when OpenWorld fails half-way.
-func OpenWorld(ctx context.Context, p *Params) (w *World, err error) {
-	w = &World{RunID: newRunID()}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, w.Close())
-			w = nil
-		}
-	}()
+func OpenWorld(ctx context.Context, p *Params) (*World, error) {
+	w := &World{RunID: newRunID()}
+	if err := w.open(ctx, p); err != nil {
+		return nil, errors.Join(err, w.Close())
+	}
+	return w, nil
+}
+
+func (w *World) open(ctx context.Context, p *Params) (err error) {
 	if err := w.startServers(ctx, p); err != nil {
-		return nil, err
+		return err
 	}
 	if w.admin, err = pgxpool.New(ctx, w.PGURL); err != nil {
-		return nil, fmt.Errorf("PostgreSQL %s: %w", redact(w.PGURL), err)
+		return fmt.Errorf("PostgreSQL %s: %w", redact(w.PGURL), err)
 	}
 	w.undo.add(func(context.Context) error { w.admin.Close(); return nil })
 	if err := w.admin.Ping(ctx); err != nil {
-		return nil, fmt.Errorf("PostgreSQL %s: %w", redact(w.PGURL), err)
+		return fmt.Errorf("PostgreSQL %s: %w", redact(w.PGURL), err)
 	}
 	if err := w.rdb.Ping(ctx).Err(); err != nil {
-		return nil, fmt.Errorf("redis: %w", err)
+		return fmt.Errorf("redis: %w", err)
 	}
 	for _, t := range []struct{ name, ddl string }{{w.template("p"), schema.Producer}, {w.template("c"), schema.Consumer}} {
 		if err := w.createDB(ctx, t.name, "", &w.undo); err != nil {
-			return nil, err
+			return err
 		}
 		if err := w.execIn(ctx, t.name, t.ddl); err != nil {
-			return nil, fmt.Errorf("schema of %s: %w", t.name, err)
+			return fmt.Errorf("schema of %s: %w", t.name, err)
 		}
 	}
-	return w, nil
+	return nil
 }
 
 // startServers uses the given URLs, or starts managed servers concurrently.

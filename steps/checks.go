@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -240,7 +242,9 @@ func parseProjection(file string, n *yaml.Node) (any, Errors) {
 			rows[cur] = r
 			return err
 		})
-		out[consumer] = rows
+		if len(rows) > 0 { // {accounting: {}} is the same as not listing accounting
+			out[consumer] = rows
+		}
 		return first(inner)
 	})
 	return out, errs
@@ -291,9 +295,14 @@ func eachPair(file string, n *yaml.Node, fn func(key string, v *yaml.Node) *Erro
 	return errs
 }
 
+// scalarInt reads an integer from a scalar's text, quoted or not, as
+// parameters do.
 func scalarInt(file string, n *yaml.Node, negative bool) (int64, *Error) {
-	var i int64
-	if n.Kind != yaml.ScalarNode || n.Decode(&i) != nil {
+	if n.Kind != yaml.ScalarNode {
+		return 0, Errorf(NodePos(file, n), "want an integer, got %s", Describe(n))
+	}
+	i, err := strconv.ParseInt(strings.TrimSpace(n.Value), 10, 64)
+	if err != nil {
 		return 0, Errorf(NodePos(file, n), "want an integer, got %s", Describe(n))
 	}
 	if i < 0 && !negative {
@@ -309,6 +318,9 @@ func Describe(n *yaml.Node) string {
 			return "nothing"
 		}
 		return fmt.Sprintf("%q", n.Value)
+	}
+	if n.Kind == yaml.AliasNode {
+		return "an alias"
 	}
 	return "a " + KindName(n)
 }

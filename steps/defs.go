@@ -22,7 +22,7 @@ var consumeOutcomes = []Key{
 
 // ProduceParams are the parameters of the produce step.
 type ProduceParams struct {
-	Event    string `param:"event" doc:"business event id; default bus-N for the N-th produce step"`
+	Event    string `param:"event" doc:"business event id; default the first of bus-1, bus-2, … not yet used in this scenario"`
 	Amount   int64  `param:"amount" default:"100" min:"1" doc:"atomic units moved"`
 	Currency string `param:"currency" default:"USD" doc:"currency of the amount"`
 	From     string `param:"from" default:"alice" doc:"account debited"`
@@ -45,7 +45,7 @@ type RelayParams struct {
 
 // PublishParams are the parameters of the publish step.
 type PublishParams struct {
-	Event    *string `param:"event" doc:"business event id; default the last produced event (bus-1 before any)"`
+	Event    *string `param:"event" doc:"business event id; default the last event produce committed (bus-1 before any)"`
 	Amount   *int64  `param:"amount" min:"1" doc:"default: as produced for this event, else 100"`
 	Currency *string `param:"currency" doc:"default: as produced for this event, else USD"`
 	From     *string `param:"from" doc:"default: as produced for this event, else alice"`
@@ -93,12 +93,11 @@ func init() {
 }
 
 func runProduce(ctx context.Context, env *Env, p *ProduceParams) (Result, error) {
-	env.produced++
 	t := pipeline.Transfer{EventID: p.Event, From: p.From, To: p.To, Amount: p.Amount, Currency: p.Currency}
 	if t.EventID == "" {
-		t.EventID = fmt.Sprintf("bus-%d", env.produced)
+		t.EventID = env.nextAutoID()
 	}
-	env.last = t.EventID
+	env.used[t.EventID] = true
 	res, err := (&pipeline.Producer{DB: env.Producer}).Produce(ctx, t, pipeline.Fault(p.Fail))
 	if err != nil {
 		return Result{}, err
@@ -106,6 +105,7 @@ func runProduce(ctx context.Context, env *Env, p *ProduceParams) (Result, error)
 	r := Result{Outcome: map[string]int64{"committed": b2i(res.Committed), "failed": b2i(res.Failed)}}
 	if res.Committed {
 		env.transfers[t.EventID] = t
+		env.last = t.EventID
 		r.Details = append(r.Details, fmt.Sprintf("committed %s: %d %s %s → %s", t.EventID, t.Amount, t.Currency, t.From, t.To))
 	} else {
 		r.Details = append(r.Details, fmt.Sprintf("%s: %s", t.EventID, res.Reason))

@@ -94,7 +94,9 @@ func CompileExpect(d *Def, file string, pairs []Arg) (Expect, Errors) {
 		}
 		if c, ok := checks[a.Key]; ok {
 			want, perrs := c.parse(file, a.Value)
-			errs = append(errs, perrs...)
+			for _, e := range perrs {
+				errs = append(errs, Errorf(e.Pos, "%s: %s", a.Key, e.Msg))
+			}
 			e.Checks = append(e.Checks, CheckWant{Check: c, Want: want, Pos: a.KeyPos})
 			continue
 		}
@@ -178,29 +180,34 @@ func (c *Call) Exec(ctx context.Context, env *Env) (Result, []Failure) {
 			fails = append(fails, f)
 		}
 	}
-	cfails, seen := c.Expect.poll(ctx, env)
-	res.Details = append(res.Details, seen...)
+	cfails, obs, attempts := c.Expect.poll(ctx, env)
+	res.Observed = obs
+	for _, o := range obs {
+		if o.OK {
+			res.Details = append(res.Details, fmt.Sprintf("ok %s: %s", o.Key, FormatValue(o.Got)))
+		}
+	}
+	if c.Expect.Within > 0 && len(cfails) == 0 {
+		res.Details = append(res.Details, fmt.Sprintf("held after %d attempt(s)", attempts))
+	}
 	return res, append(fails, cfails...)
 }
 
 // poll judges the checks once, or with Within until they all hold. A failure
 // shows the last observed values and how many times they were read.
-func (e Expect) poll(ctx context.Context, env *Env) ([]Failure, []string) {
+func (e Expect) poll(ctx context.Context, env *Env) ([]Failure, []Observation, int) {
 	deadline := time.Now().Add(e.Within)
 	for attempt := 1; ; attempt++ {
-		fails, seen := e.judgeChecks(ctx, env)
-		if e.Within == 0 {
-			return fails, seen
-		}
-		if len(fails) == 0 {
-			return nil, append(seen, fmt.Sprintf("held after %d attempt(s)", attempt))
+		fails, obs := e.judgeChecks(ctx, env)
+		if e.Within == 0 || len(fails) == 0 {
+			return fails, obs, attempt
 		}
 		left := time.Until(deadline)
 		if left <= 0 || ctx.Err() != nil {
 			for i := range fails {
 				fails[i].Msg += fmt.Sprintf("\n(last of %d attempts within %s, every %s)", attempt, e.Within, e.Every)
 			}
-			return fails, seen
+			return fails, obs, attempt
 		}
 		select { // the last attempt falls on the deadline
 		case <-time.After(min(e.Every, left)):
@@ -222,26 +229,35 @@ func (o OutcomeWant) judge(got int64) (Failure, bool) {
 	return Failure{o.Pos, o.Key, fmt.Sprintf("want %d, got %d", o.Want, got)}, true
 }
 
-// judgeChecks reads every check's state; it returns the failures and, for
-// the trace, what the passing checks saw.
-func (e Expect) judgeChecks(ctx context.Context, env *Env) (fails []Failure, seen []string) {
+// Observation is what one state check read, for traces and reports.
+type Observation struct {
+	Key  string `json:"key"`
+	Want any    `json:"want"`
+	Got  any    `json:"got"`
+	OK   bool   `json:"ok"`
+}
+
+// judgeChecks reads every check's state once.
+func (e Expect) judgeChecks(ctx context.Context, env *Env) (fails []Failure, obs []Observation) {
 	for _, cw := range e.Checks {
 		got, err := cw.Check.observe(ctx, env, cw.Want)
 		if err != nil {
 			fails = append(fails, Failure{cw.Pos, cw.Check.Name, "cannot read the state: " + err.Error()})
+			obs = append(obs, Observation{Key: cw.Check.Name, Want: cw.Want, Got: err.Error()})
 			continue
 		}
-		if msg, bad := Diff(cw.Want, got); bad {
+		msg, bad := Diff(cw.Want, got)
+		if bad {
 			fails = append(fails, Failure{cw.Pos, cw.Check.Name, msg})
-		} else {
-			seen = append(seen, fmt.Sprintf("ok %s: %v", cw.Check.Name, got))
 		}
+		obs = append(obs, Observation{Key: cw.Check.Name, Want: cw.Want, Got: got, OK: !bad})
 	}
-	return fails, seen
+	return fails, obs
 }
 
-// Diff compares a wanted and an observed value: "want 2, got 1" for numbers,
-// a -want +got diff for maps. Empty and missing maps are equal.
+// Diff compares a wanted and an observed value: "want 2, got 1" for numbers;
+// for maps both values as YAML and a -want +got diff. Empty and missing maps
+// are equal.
 func Diff(want, got any) (string, bool) {
 	if cmp.Equal(want, got, cmpopts.EquateEmpty()) {
 		return "", false
@@ -251,5 +267,6 @@ func Diff(want, got any) (string, bool) {
 	if wok && gok {
 		return fmt.Sprintf("want %d, got %d", w, g), true
 	}
-	return "(-want +got)\n" + strings.TrimRight(cmp.Diff(want, got, cmpopts.EquateEmpty()), "\n"), true
+	return fmt.Sprintf("want %s\n got %s\n(-want +got)\n%s", FormatValue(want), FormatValue(got),
+		strings.TrimRight(cmp.Diff(want, got, cmpopts.EquateEmpty()), "\n")), true
 }

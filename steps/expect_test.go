@@ -43,9 +43,9 @@ func compileWithin(t *testing.T, src string) Expect {
 func TestWithinPollsUntilTheChecksHold(t *testing.T) {
 	e := compileWithin(t, "{within: 2s, every: 5ms}")
 	e.Checks = []CheckWant{{Check: counter(), Want: int64(3)}}
-	fails, seen := e.poll(context.Background(), nil)
-	if len(fails) != 0 || seen[len(seen)-1] != "held after 3 attempt(s)" {
-		t.Fatalf("fails %v, seen %v", fails, seen)
+	fails, obs, attempts := e.poll(context.Background(), nil)
+	if len(fails) != 0 || attempts != 3 || obs[0].Got != int64(3) || !obs[0].OK {
+		t.Fatalf("fails %v, observed %v after %d attempts", fails, obs, attempts)
 	}
 }
 
@@ -53,7 +53,7 @@ func TestWithinFailsWithLastValueAndAttempts(t *testing.T) {
 	e := compileWithin(t, "{within: 60ms, every: 10ms}")
 	e.Checks = []CheckWant{{Check: counter(), Want: int64(1000)}}
 	start := time.Now()
-	fails, _ := e.poll(context.Background(), nil)
+	fails, _, _ := e.poll(context.Background(), nil)
 	if len(fails) != 1 {
 		t.Fatalf("fails %v", fails)
 	}
@@ -69,7 +69,7 @@ func TestWithinFailsWithLastValueAndAttempts(t *testing.T) {
 func TestWithoutWithinChecksOnce(t *testing.T) {
 	e := compileWithin(t, "{stream.entries: 1}")
 	e.Checks = []CheckWant{{Check: counter(), Want: int64(2)}}
-	if fails, _ := e.poll(context.Background(), nil); len(fails) != 1 || !strings.Contains(fails[0].Msg, "want 2, got 1") {
+	if fails, _, _ := e.poll(context.Background(), nil); len(fails) != 1 || !strings.Contains(fails[0].Msg, "want 2, got 1") {
 		t.Fatalf("fails %v", fails)
 	}
 }
@@ -83,5 +83,20 @@ func TestWithinErrors(t *testing.T) {
 		if len(errs) == 0 || !strings.Contains(errs.Error(), want) {
 			t.Errorf("%s: got %v, want %q", src, errs, want)
 		}
+	}
+}
+
+func TestDiffShowsValuesAsYAML(t *testing.T) {
+	want := map[string]map[string]ProjectionRow{"accounting": {"USD": {Amount: 200, Events: 1}}}
+	got := map[string]map[string]ProjectionRow{"accounting": {"USD": {Amount: 100, Events: 1}}, "audit": {}}
+	msg, bad := Diff(want, got)
+	if !bad || !strings.HasPrefix(msg, "want {accounting: {USD: {amount: 200, events: 1}}}\n got {accounting: {USD: {amount: 100, events: 1}}, audit: {}}\n(-want +got)\n") {
+		t.Errorf("got %q", msg)
+	}
+	if _, bad := Diff(int64(2), int64(2)); bad {
+		t.Error("equal numbers differ")
+	}
+	if msg, _ := Diff(int64(2), int64(1)); msg != "want 2, got 1" {
+		t.Errorf("numbers: %q", msg)
 	}
 }

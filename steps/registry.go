@@ -6,6 +6,7 @@ package steps
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"sort"
 	"strings"
@@ -41,6 +42,8 @@ type Result struct {
 	// Alerts must reach the user even when the scenario passes and no -v
 	// was given: an identity conflict is reported, never swallowed.
 	Alerts []string
+	// Observed is what the step's state checks read (the last attempt).
+	Observed []Observation
 }
 
 // Env is one scenario's world: its own producer and consumer databases and
@@ -50,14 +53,25 @@ type Env struct {
 	Consumer *pgxpool.Pool
 	Broker   broker.Broker
 
-	produced  int                          // produce steps so far: auto event ids
-	transfers map[string]pipeline.Transfer // last values produced per event id
-	last      string                       // the most recently produced event id
+	auto      int                          // the last N given out as an auto id bus-N
+	used      map[string]bool              // event ids produce was asked for
+	transfers map[string]pipeline.Transfer // values committed per event id
+	last      string                       // the most recently committed event id
+}
+
+// nextAutoID is the next bus-N that no produce step of the scenario used.
+func (e *Env) nextAutoID() string {
+	for {
+		e.auto++
+		if id := fmt.Sprintf("bus-%d", e.auto); !e.used[id] {
+			return id
+		}
+	}
 }
 
 // NewEnv returns a scenario environment on the given databases and stream.
 func NewEnv(producer, consumer *pgxpool.Pool, b broker.Broker) *Env {
-	return &Env{Producer: producer, Consumer: consumer, Broker: b, transfers: map[string]pipeline.Transfer{}}
+	return &Env{Producer: producer, Consumer: consumer, Broker: b, used: map[string]bool{}, transfers: map[string]pipeline.Transfer{}}
 }
 
 var registry = map[string]*Def{}

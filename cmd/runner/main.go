@@ -143,8 +143,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	p := runner.Params{Out: stdout, Log: stderr}
-	fs.StringVar(&p.PGURL, "pg", os.Getenv("RUNNER_PG_URL"), "use this PostgreSQL server (admin URL) instead of starting one `URL` (env RUNNER_PG_URL)")
-	fs.StringVar(&p.RedisURL, "redis", os.Getenv("RUNNER_REDIS_URL"), "use this Redis server instead of starting one `URL` (env RUNNER_REDIS_URL)")
+	fs.StringVar(&p.PGURL, "pg", os.Getenv("RUNNER_PG_URL"), "use the PostgreSQL server at admin `URL` instead of starting one (env RUNNER_PG_URL)")
+	fs.StringVar(&p.RedisURL, "redis", os.Getenv("RUNNER_REDIS_URL"), "use the Redis server at `URL` instead of starting one (env RUNNER_REDIS_URL)")
 	sel := selectionFlags(fs, &p)
 	fs.DurationVar(&p.Timeout, "timeout", time.Minute, "cancel a scenario that runs longer than this")
 	fs.BoolVar(&p.Verbose, "v", false, "print every scenario's step trace")

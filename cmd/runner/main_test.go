@@ -70,8 +70,10 @@ func TestRunWrongExpectationExitsOne(t *testing.T) {
 	}
 	for _, want := range []string{
 		"--- FAIL: relay crashes",
-		f + ":13:7: projection: (-want +got)",
-		"-", "Amount: 200", "+", "Amount: 100",
+		f + ":13:7: projection:\n",
+		"want {accounting: {USD: {amount: 200, events: 1}}}",
+		" got {accounting: {USD: {amount: 100, events: 1}}}",
+		"Amount: 200", "Amount: 100",
 		"FAIL: 0 passed, 1 failed",
 	} {
 		if !strings.Contains(out, want) {
