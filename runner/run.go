@@ -129,7 +129,8 @@ func schedule(ctx context.Context, p *Params, w *World, scs []*Scenario) ([]*Res
 				if err != nil {
 					errs = append(errs, err)
 					stop.Store(true)
-				} else {
+				}
+				if res != nil {
 					results[i] = res
 					if p.Out != nil {
 						_, _ = p.Out.Write(formatResult(res, p.Verbose))
@@ -167,10 +168,12 @@ func runScenario(ctx context.Context, p *Params, w *World, sc *Scenario) (*Resul
 			break
 		}
 	}
-	if err := undo.run(); err != nil {
-		return nil, fmt.Errorf("cleanup of %s: %w", sc.File, err)
-	}
+	err = undo.run()
 	res.Duration = time.Since(start)
+	if err != nil {
+		// The result stands; the run reports that cleanup failed too.
+		return res, fmt.Errorf("cleanup of %s: %w", sc.File, err)
+	}
 	return res, nil
 }
 

@@ -67,7 +67,7 @@ type ClaimParams struct {
 	Consumer string        `param:"consumer" default:"accounting" doc:"consumer id whose pending entries are claimed"`
 	Worker   string        `param:"worker" default:"worker-2" doc:"worker id that takes the entries over"`
 	Idle     time.Duration `param:"idle" default:"0" doc:"claim entries pending at least this long (XPENDING IDLE + XCLAIM min-idle)"`
-	Count    int           `param:"count" min:"1" doc:"entries to claim; default all that qualify"`
+	Count    int           `param:"count" min:"1" doc:"entries to claim; default all that qualify (at most 10000)"`
 	Fail     string        `param:"fail" enum:"divzero" doc:"as in consume"`
 	SkipAck  bool          `param:"skip_ack" doc:"as in consume"`
 }

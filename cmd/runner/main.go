@@ -40,6 +40,9 @@ const (
 
 const defaultDir = "scenarios"
 
+// maxErrors bounds the problems printed; the count of all is still given.
+const maxErrors = 200
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
@@ -129,7 +132,11 @@ func load(paths []string, stderr io.Writer) ([]*runner.Scenario, bool) {
 		return nil, false
 	}
 	scs, errs := runner.LoadFiles(files)
-	for _, e := range errs {
+	for i, e := range errs {
+		if i == maxErrors {
+			fmt.Fprintf(stderr, "... and %d more\n", len(errs)-maxErrors)
+			break
+		}
 		fmt.Fprintln(stderr, e)
 	}
 	if len(errs) > 0 {
