@@ -53,7 +53,7 @@ func (p *Params) logf(format string, args ...any) {
 type Result struct {
 	Scenario *Scenario
 	Failures []steps.Failure // empty: passed
-	Trace    []string        // one line per executed step, details indented
+	Steps    []StepRecord    // the steps that ran, the failing one last
 	Alerts   []string        // shown even for a passing scenario: identity conflicts
 	Setup    time.Duration   // isolation: creating databases and the stream
 	Duration time.Duration   // all of it, setup and cleanup included
@@ -65,7 +65,7 @@ func (r *Result) Passed() bool { return len(r.Failures) == 0 }
 // Report is the outcome of a run.
 type Report struct {
 	RunID    string // names every database and stream key of the run
-	NotRun   int    // scenarios not started: --fail-fast, Ctrl-C or a setup error
+	NotRun   []*Scenario // not started: --fail-fast, Ctrl-C or a setup error
 	Results  []*Result
 	Duration time.Duration
 }
@@ -99,12 +99,13 @@ func Run(ctx context.Context, p Params, scs []*Scenario) (rep *Report, err error
 	defer func() { err = errors.Join(err, w.Close()) }()
 	results, err := schedule(ctx, &p, w, scs)
 	rep = &Report{RunID: w.RunID, Duration: time.Since(start)}
-	for _, r := range results {
+	for i, r := range results {
 		if r != nil {
 			rep.Results = append(rep.Results, r)
+		} else {
+			rep.NotRun = append(rep.NotRun, scs[i])
 		}
 	}
-	rep.NotRun = len(scs) - len(rep.Results)
 	return rep, errors.Join(err, context.Cause(ctx))
 }
 
@@ -158,8 +159,9 @@ func runScenario(ctx context.Context, p *Params, w *World, sc *Scenario) (*Resul
 	defer cancel()
 	res := &Result{Scenario: sc, Setup: time.Since(start)}
 	for _, call := range sc.Steps {
+		stepStart := time.Now()
 		out, fails := call.Exec(ctx, env)
-		res.Trace = append(res.Trace, traceLines(call, out)...)
+		res.Steps = append(res.Steps, StepRecord{Call: call, Result: out, Failures: fails, Duration: time.Since(stepStart)})
 		for _, a := range out.Alerts {
 			res.Alerts = append(res.Alerts, fmt.Sprintf("%s: %s", call.Pos, a))
 		}
@@ -177,16 +179,26 @@ func runScenario(ctx context.Context, p *Params, w *World, sc *Scenario) (*Resul
 	return res, nil
 }
 
-func traceLines(call *steps.Call, out steps.Result) []string {
-	line := fmt.Sprintf("%s: %s", call.Pos, call)
-	if call.Label != "" {
-		line += " # " + call.Label
+// StepRecord is one executed step: the call as loaded and what it did.
+type StepRecord struct {
+	Call     *steps.Call
+	Result   steps.Result
+	Failures []steps.Failure
+	Duration time.Duration
+}
+
+// traceLines is the step as the console shows it: position, shorthand,
+// outcome, then indented details.
+func (st StepRecord) traceLines() []string {
+	line := fmt.Sprintf("%s: %s", st.Call.Pos, st.Call)
+	if st.Call.Label != "" {
+		line += " # " + st.Call.Label
 	}
-	if len(out.Outcome) > 0 {
-		line += " → " + formatOutcome(call.Def, out.Outcome)
+	if len(st.Result.Outcome) > 0 {
+		line += " → " + formatOutcome(st.Call.Def, st.Result.Outcome)
 	}
 	lines := []string{line}
-	for _, d := range out.Details {
+	for _, d := range st.Result.Details {
 		lines = append(lines, "    "+d)
 	}
 	return lines
@@ -210,8 +222,10 @@ func formatResult(r *Result, verbose bool) []byte {
 	}
 	fmt.Fprintf(&b, "--- %s: %s (%s, %s)\n", status, r.Scenario.Name, r.Scenario.File, r.Duration.Round(time.Millisecond))
 	if verbose || !r.Passed() {
-		for _, t := range r.Trace {
-			fmt.Fprintf(&b, "    %s\n", t)
+		for _, st := range r.Steps {
+			for _, t := range st.traceLines() {
+				fmt.Fprintf(&b, "    %s\n", t)
+			}
 		}
 	} else {
 		for _, a := range r.Alerts {
@@ -239,9 +253,9 @@ func (r *Report) Summary() string {
 		word = "FAIL"
 	}
 	notRun := ""
-	if r.NotRun > 0 {
-		notRun = fmt.Sprintf(", %d not run", r.NotRun)
+	if len(r.NotRun) > 0 {
+		notRun = fmt.Sprintf(", %d not run", len(r.NotRun))
 	}
 	return fmt.Sprintf("%s: %d passed, %d failed%s, %d scenarios in %s",
-		word, len(r.Results)-failed, failed, notRun, len(r.Results)+r.NotRun, r.Duration.Round(time.Millisecond))
+		word, len(r.Results)-failed, failed, notRun, len(r.Results)+len(r.NotRun), r.Duration.Round(time.Millisecond))
 }

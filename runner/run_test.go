@@ -326,8 +326,8 @@ func TestFailFastStartsNothingAfterAFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Results) != 1 || rep.NotRun != 2 || !strings.Contains(rep.Summary(), "0 passed, 1 failed, 2 not run") {
-		t.Fatalf("got %d results, %d not run: %s", len(rep.Results), rep.NotRun, rep.Summary())
+	if len(rep.Results) != 1 || len(rep.NotRun) != 2 || !strings.Contains(rep.Summary(), "0 passed, 1 failed, 2 not run") {
+		t.Fatalf("got %d results, %d not run: %s", len(rep.Results), len(rep.NotRun), rep.Summary())
 	}
 }
 

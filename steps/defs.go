@@ -27,7 +27,7 @@ type ProduceParams struct {
 	Currency string `param:"currency" default:"USD" doc:"currency of the amount"`
 	From     string `param:"from" default:"alice" doc:"account debited"`
 	To       string `param:"to" default:"bob" doc:"account credited"`
-	Fail     string `param:"fail" enum:"divzero" doc:"divzero: SELECT 1/0 after the outbox insert, inside the producer transaction"`
+	Fail     string `param:"fail" fault:"yes" enum:"divzero" doc:"divzero: SELECT 1/0 after the outbox insert, inside the producer transaction"`
 }
 
 func (p *ProduceParams) validate() error {
@@ -40,7 +40,7 @@ func (p *ProduceParams) validate() error {
 // RelayParams are the parameters of the relay step.
 type RelayParams struct {
 	Limit    int  `param:"limit" min:"1" doc:"rows to relay; default all unpublished rows"`
-	SkipMark bool `param:"skip_mark" doc:"fault: XADD, then crash before marking the rows published"`
+	SkipMark bool `param:"skip_mark" fault:"yes" doc:"fault: XADD, then crash before marking the rows published"`
 }
 
 // PublishParams are the parameters of the publish step.
@@ -57,8 +57,8 @@ type ConsumeParams struct {
 	Consumer string        `param:"consumer" default:"accounting" doc:"consumer id: the group and the inbox dedupe scope"`
 	Worker   string        `param:"worker" default:"worker-1" doc:"worker id: a process instance, never a dedupe key"`
 	Count    int           `param:"count" min:"1" doc:"entries to take; default all new entries"`
-	Fail     string        `param:"fail" enum:"divzero" doc:"divzero: SELECT 1/0 after the inbox insert, inside the consumer transaction"`
-	SkipAck  bool          `param:"skip_ack" doc:"fault: commit, then crash before XACK"`
+	Fail     string        `param:"fail" fault:"yes" enum:"divzero" doc:"divzero: SELECT 1/0 after the inbox insert, inside the consumer transaction"`
+	SkipAck  bool          `param:"skip_ack" fault:"yes" doc:"fault: commit, then crash before XACK"`
 	Block    time.Duration `param:"block" default:"50ms" doc:"how long to wait when no entry is new (never forever)"`
 }
 
@@ -68,8 +68,8 @@ type ClaimParams struct {
 	Worker   string        `param:"worker" default:"worker-2" doc:"worker id that takes the entries over"`
 	Idle     time.Duration `param:"idle" default:"0" doc:"claim entries pending at least this long (XPENDING IDLE + XCLAIM min-idle)"`
 	Count    int           `param:"count" min:"1" doc:"entries to claim; default all that qualify (at most 10000)"`
-	Fail     string        `param:"fail" enum:"divzero" doc:"as in consume"`
-	SkipAck  bool          `param:"skip_ack" doc:"as in consume"`
+	Fail     string        `param:"fail" fault:"yes" enum:"divzero" doc:"as in consume"`
+	SkipAck  bool          `param:"skip_ack" fault:"yes" doc:"as in consume"`
 }
 
 type ExpectParams struct{}
@@ -119,6 +119,7 @@ func runRelay(ctx context.Context, env *Env, p *RelayParams) (Result, error) {
 	r := Result{Outcome: map[string]int64{"published": int64(len(res.Published)), "marked": int64(res.Marked)}}
 	for _, pub := range res.Published {
 		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s", pub.EventID, pub.EntryID))
+		r.Entries = append(r.Entries, Entry{EntryID: pub.EntryID, EventID: pub.EventID, Outcome: "published"})
 	}
 	if p.SkipMark && len(res.Published) > 0 {
 		r.Details = append(r.Details, "skip_mark: crashed before marking; the rows stay unpublished")
@@ -142,6 +143,7 @@ func runPublish(ctx context.Context, env *Env, p *PublishParams) (Result, error)
 	r := Result{Outcome: map[string]int64{"published": int64(len(ids))}}
 	for _, id := range ids {
 		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s, payload %s", t.EventID, id, t.Payload()))
+		r.Entries = append(r.Entries, Entry{EntryID: id, EventID: t.EventID, Outcome: "published"})
 	}
 	return r, err
 }
@@ -174,6 +176,7 @@ func consumeResult(res pipeline.ConsumeResult, skipAck bool) Result {
 		"acked":     int64(res.Acked()),
 	}}
 	for _, h := range res.Handled {
+		r.Entries = append(r.Entries, Entry{EntryID: h.ID, EventID: h.EventID, Outcome: string(h.Outcome), Acked: h.Acked})
 		line := fmt.Sprintf("entry %s (%s): %s", h.ID, h.EventID, h.Outcome)
 		switch {
 		case h.Acked:

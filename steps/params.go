@@ -27,12 +27,14 @@ type Arg struct {
 //	default:"..."    decoded like user input before the user's values
 //	enum:"a|b"       the allowed values of a string
 //	min:"1"          the smallest allowed integer
+//	fault:"yes"      the parameter injects a fault (reports mark it)
 type Param struct {
 	Name    string
 	Doc     string
 	Default string
 	Enum    []string
 	Min     *int64
+	Fault   bool
 	index   int
 	typ     reflect.Type
 }
@@ -70,7 +72,7 @@ func paramsOf(t reflect.Type) []Param {
 		if name == "" {
 			continue
 		}
-		p := Param{Name: name, Doc: f.Tag.Get("doc"), Default: f.Tag.Get("default"), index: i, typ: f.Type}
+		p := Param{Name: name, Doc: f.Tag.Get("doc"), Default: f.Tag.Get("default"), Fault: f.Tag.Get("fault") == "yes", index: i, typ: f.Type}
 		if e := f.Tag.Get("enum"); e != "" {
 			p.Enum = strings.Split(e, "|")
 		}

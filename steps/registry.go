@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -44,6 +45,16 @@ type Result struct {
 	Alerts []string
 	// Observed is what the step's state checks read (the last attempt).
 	Observed []Observation
+	// Entries are the broker entries the step published or handled, in order.
+	Entries []Entry
+}
+
+// Entry is one broker entry a step published or handled.
+type Entry struct {
+	EntryID string `json:"entry_id"`
+	EventID string `json:"event_id"`
+	Outcome string `json:"outcome"` // published, applied, duplicate, conflict, failed
+	Acked   bool   `json:"acked,omitempty"`
 }
 
 // Env is one scenario's world: its own producer and consumer databases and
@@ -138,6 +149,51 @@ func (d *Def) hasOutcome(name string) bool {
 		}
 	}
 	return false
+}
+
+// ParamValues lists the decoded parameters by name (defaults included;
+// unset optional ones left out), for reports.
+func (c *Call) ParamValues() map[string]any {
+	v := reflect.ValueOf(c.Params).Elem()
+	out := map[string]any{}
+	for _, p := range c.Def.Params {
+		f := v.Field(p.index)
+		if f.Kind() == reflect.Pointer {
+			if f.IsNil() {
+				continue
+			}
+			f = f.Elem()
+		}
+		if f.IsZero() && f.Kind() != reflect.Bool && p.Default == "" {
+			continue
+		}
+		if d, ok := f.Interface().(time.Duration); ok {
+			out[p.Name] = d.String()
+			continue
+		}
+		out[p.Name] = f.Interface()
+	}
+	return out
+}
+
+// Faults lists the faults the step injects, as written: "fail=divzero",
+// "skip_mark", "skip_ack".
+func (c *Call) Faults() []string {
+	var fs []string
+	vals := c.ParamValues()
+	for _, p := range c.Def.Params {
+		switch v := vals[p.Name].(type) {
+		case bool:
+			if v && p.Fault {
+				fs = append(fs, p.Name)
+			}
+		case string:
+			if p.Fault && v != "" {
+				fs = append(fs, p.Name+"="+v)
+			}
+		}
+	}
+	return fs
 }
 
 // Call is one step of a scenario, fully decoded at load time.

@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -157,6 +158,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&p.Verbose, "v", false, "print every scenario's step trace")
 	fs.IntVar(&p.Parallel, "parallel", runtime.NumCPU(), "run `N` scenarios at once")
 	fs.BoolVar(&p.FailFast, "fail-fast", false, "start no new scenario after one failed")
+	var reports [3]string
+	fs.StringVar(&reports[0], "junit", "", "write a JUnit XML report to `FILE`")
+	fs.StringVar(&reports[1], "json", "", "write a JSON report (every step, params, outcome, observed state) to `FILE`")
+	fs.StringVar(&reports[2], "markdown", "", "write a Markdown report with sequence diagrams of failures to `FILE`")
 	paths, err := parseInterspersed(fs, args)
 	if err != nil {
 		return exitInvalid
@@ -173,8 +178,15 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		p.Log = nil
 	}
 	rep, err := runner.Run(ctx, p, scs)
-	if rep != nil && rep.Duration > 0 {
+	if rep != nil {
 		fmt.Fprintln(stdout, rep.Summary())
+		// Reports are written whatever the result: failures are what they are for.
+		for i, write := range []func(io.Writer, *runner.Report) error{runner.WriteJUnit, runner.WriteJSON, runner.WriteMarkdown} {
+			if werr := writeFile(reports[i], rep, write); werr != nil {
+				fmt.Fprintf(stderr, "runner: %v\n", werr)
+				err = errors.Join(err, werr)
+			}
+		}
 	}
 	switch {
 	case ctx.Err() != nil:
@@ -228,6 +240,21 @@ func loadSelected(paths []string, sel *selection, p *runner.Params, stderr io.Wr
 		return nil, false
 	}
 	return scs, true
+}
+
+func writeFile(path string, rep *runner.Report, write func(io.Writer, *runner.Report) error) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := write(f, rep); err != nil {
+		f.Close()
+		return fmt.Errorf("report %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 func cmdValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {

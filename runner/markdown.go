@@ -1,0 +1,156 @@
+package runner
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+)
+
+// WriteMarkdown writes a summary table, then for each failed scenario its
+// failures and its trace as a Mermaid sequence diagram (Producer PG, Relay,
+// Broker, Consumer PG) with the injected faults as notes. It fits a CI job
+// summary ($GITHUB_STEP_SUMMARY).
+func WriteMarkdown(w io.Writer, rep *Report) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## Outbox drill: %d passed, %d failed", len(rep.Results)-rep.Failed(), rep.Failed())
+	if len(rep.NotRun) > 0 {
+		fmt.Fprintf(&b, ", %d not run", len(rep.NotRun))
+	}
+	fmt.Fprintf(&b, " (%s)\n\n| result | scenario | file | time |\n|---|---|---|---|\n", rep.Duration.Round(time.Millisecond))
+	for _, r := range rep.Results {
+		status := "✅ pass"
+		if !r.Passed() {
+			status = "❌ **FAIL**"
+		}
+		fmt.Fprintf(&b, "| %s | %s | `%s` | %s |\n", status, mdCell(r.Scenario.Name), r.Scenario.File, r.Duration.Round(time.Millisecond))
+	}
+	for _, sc := range rep.NotRun {
+		fmt.Fprintf(&b, "| ⏭ not run | %s | `%s` | — |\n", mdCell(sc.Name), sc.File)
+	}
+	for _, r := range rep.Results {
+		if r.Passed() {
+			continue
+		}
+		fmt.Fprintf(&b, "\n### ❌ %s\n\n```\n", mdCell(r.Scenario.Name))
+		for _, f := range r.Failures {
+			b.WriteString(f.String() + "\n")
+		}
+		b.WriteString("```\n\n```mermaid\n" + SequenceDiagram(r) + "```\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func mdCell(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
+
+// Mermaid participants: short ids, readable names.
+const (
+	pProducer = "PPG"
+	pRelay    = "R"
+	pBroker   = "B"
+	pConsumer = "CPG"
+)
+
+// SequenceDiagram draws a scenario's steps as a Mermaid sequenceDiagram.
+func SequenceDiagram(r *Result) string {
+	var d diagram
+	d.line("sequenceDiagram")
+	d.line("  participant %s as Producer PG", pProducer)
+	d.line("  participant %s as Relay", pRelay)
+	d.line("  participant %s as Broker", pBroker)
+	d.line("  participant %s as Consumer PG", pConsumer)
+	for _, st := range r.Steps {
+		drawStep(&d, st)
+	}
+	return d.String()
+}
+
+type diagram struct{ strings.Builder }
+
+func (d *diagram) line(format string, args ...any) {
+	fmt.Fprintf(d, format+"\n", args...)
+}
+
+func (d *diagram) msg(from, to, arrow, text string) {
+	d.line("  %s%s%s: %s", from, arrow, to, mermaidText(text))
+}
+
+func (d *diagram) note(over, text string) {
+	d.line("  Note over %s: %s", over, mermaidText(text))
+}
+
+// mermaidText keeps a label on one line and away from Mermaid's syntax:
+// ";" ends a statement, "#" starts an entity, "<" ">" are read as HTML.
+func mermaidText(s string) string {
+	s = strings.NewReplacer("\n", " ", ";", ",", "#", "no. ", "<", "‹", ">", "›", "%%", "%").Replace(s)
+	if len(s) > 160 {
+		s = s[:157] + "..."
+	}
+	return s
+}
+
+func drawStep(d *diagram, st StepRecord) {
+	for _, f := range st.Call.Faults() {
+		d.note(faultSite(st.Call.Def.Name), "FAULT "+f+" ("+st.Call.Pos.String()+")")
+	}
+	switch st.Call.Def.Name {
+	case "produce":
+		for _, line := range st.Result.Details { // "committed bus-1: 100 USD alice → bob" or the rollback
+			d.note(pProducer, line)
+		}
+	case "relay":
+		d.msg(pRelay, pProducer, "->>", "SELECT unpublished outbox rows")
+		for _, e := range st.Result.Entries {
+			d.msg(pRelay, pBroker, "->>", fmt.Sprintf("XADD %s → %s", e.EventID, e.EntryID))
+		}
+		if n := st.Result.Outcome["marked"]; n > 0 {
+			d.msg(pRelay, pProducer, "->>", fmt.Sprintf("mark %d row(s) published", n))
+		}
+	case "publish":
+		for _, e := range st.Result.Entries {
+			d.note(pBroker, fmt.Sprintf("raw XADD %s → %s", e.EventID, e.EntryID))
+		}
+	case "consume", "claim":
+		verb := "XREADGROUP"
+		if st.Call.Def.Name == "claim" {
+			verb = "XCLAIM"
+		}
+		for _, e := range st.Result.Entries {
+			d.msg(pBroker, pConsumer, "->>", fmt.Sprintf("%s %s (%s)", verb, e.EntryID, e.EventID))
+			d.note(pConsumer, e.Outcome)
+			if e.Acked {
+				d.msg(pConsumer, pBroker, "-->>", "XACK "+e.EntryID)
+			}
+		}
+		if len(st.Result.Entries) == 0 {
+			d.note(pBroker, verb+": nothing delivered")
+		}
+	case "expect":
+		var ok []string
+		for _, ob := range st.Result.Observed {
+			if ob.OK {
+				ok = append(ok, ob.Key)
+			}
+		}
+		if len(ok) > 0 {
+			d.note(pProducer+","+pConsumer, "expect ok: "+strings.Join(ok, ", "))
+		}
+	}
+	for _, f := range st.Failures {
+		d.note(pProducer+","+pConsumer, fmt.Sprintf("FAIL %s: %s", f.Key, firstLine(f.Msg)))
+	}
+}
+
+// faultSite is where a step's fault strikes.
+func faultSite(step string) string {
+	switch step {
+	case "produce":
+		return pProducer
+	case "relay":
+		return pRelay
+	}
+	return pConsumer
+}
+

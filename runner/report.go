@@ -1,0 +1,184 @@
+package runner
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"outboxdrill/steps"
+)
+
+// --- JUnit XML: one testcase per scenario or variant ---
+
+type junitSuites struct {
+	XMLName  xml.Name     `xml:"testsuites"`
+	Name     string       `xml:"name,attr"`
+	Tests    int          `xml:"tests,attr"`
+	Failures int          `xml:"failures,attr"`
+	Skipped  int          `xml:"skipped,attr"`
+	Time     string       `xml:"time,attr"`
+	Suites   []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name      string      `xml:"name,attr"`
+	Tests     int         `xml:"tests,attr"`
+	Failures  int         `xml:"failures,attr"`
+	Skipped   int         `xml:"skipped,attr"`
+	Time      string      `xml:"time,attr"`
+	Timestamp string      `xml:"timestamp,attr"`
+	Cases     []junitCase `xml:"testcase"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	File      string        `xml:"file,attr"`
+	Line      int           `xml:"line,attr"`
+	Time      string        `xml:"time,attr"`
+	Failure   *junitFailure `xml:"failure"`
+	Skipped   *junitSkipped `xml:"skipped"`
+	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitFailure struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr"`
+	Text    string `xml:",cdata"` // keeps the diff's newlines readable
+}
+
+type junitSkipped struct {
+	Message string `xml:"message,attr"`
+}
+
+func seconds(d time.Duration) string { return fmt.Sprintf("%.3f", d.Seconds()) }
+
+// WriteJUnit writes the report as JUnit XML. A failure's message is its
+// first `file:line:col: key: …` line; its text holds every failure and the
+// step trace.
+func WriteJUnit(w io.Writer, rep *Report) error {
+	s := junitSuite{Name: "outbox drill", Time: seconds(rep.Duration), Timestamp: time.Now().UTC().Format(time.RFC3339)}
+	for _, r := range rep.Results {
+		c := junitCase{Name: r.Scenario.Name, Classname: r.Scenario.File, File: r.Scenario.File, Line: r.Scenario.Pos.Line, Time: seconds(r.Duration)}
+		if !r.Passed() {
+			var text strings.Builder
+			for _, f := range r.Failures {
+				text.WriteString(f.String() + "\n")
+			}
+			text.WriteString("\ntrace:\n")
+			for _, st := range r.Steps {
+				text.WriteString(strings.Join(st.traceLines(), "\n") + "\n")
+			}
+			c.Failure = &junitFailure{Message: firstLine(r.Failures[0].String()), Type: r.Failures[0].Key, Text: text.String()}
+			s.Failures++
+		}
+		if len(r.Alerts) > 0 {
+			c.SystemOut = strings.Join(r.Alerts, "\n")
+		}
+		s.Cases = append(s.Cases, c)
+	}
+	for _, sc := range rep.NotRun {
+		s.Cases = append(s.Cases, junitCase{Name: sc.Name, Classname: sc.File, File: sc.File, Line: sc.Pos.Line, Time: "0",
+			Skipped: &junitSkipped{Message: "not run (--fail-fast, interrupt or setup error)"}})
+		s.Skipped++
+	}
+	s.Tests = len(s.Cases)
+	doc := junitSuites{Name: s.Name, Tests: s.Tests, Failures: s.Failures, Skipped: s.Skipped, Time: s.Time, Suites: []junitSuite{s}}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// --- JSON: every step with params, outcome and the state its checks read ---
+
+type jsonReport struct {
+	RunID      string         `json:"run_id"`
+	DurationMS int64          `json:"duration_ms"`
+	Passed     int            `json:"passed"`
+	Failed     int            `json:"failed"`
+	NotRun     []string       `json:"not_run"`
+	Scenarios  []jsonScenario `json:"scenarios"`
+}
+
+type jsonScenario struct {
+	Name       string        `json:"name"`
+	File       string        `json:"file"`
+	Line       int           `json:"line"`
+	Variant    string        `json:"variant,omitempty"`
+	Tags       []string      `json:"tags"`
+	Passed     bool          `json:"passed"`
+	DurationMS int64         `json:"duration_ms"`
+	SetupMS    int64         `json:"setup_ms"`
+	Failures   []jsonFailure `json:"failures"`
+	Alerts     []string      `json:"alerts"`
+	Steps      []jsonStep    `json:"steps"`
+}
+
+type jsonFailure struct {
+	Pos     string `json:"pos"`
+	Key     string `json:"key"`
+	Message string `json:"message"`
+}
+
+type jsonStep struct {
+	Pos        string              `json:"pos"`
+	Step       string              `json:"step"`
+	Label      string              `json:"label,omitempty"`
+	Params     map[string]any      `json:"params"`
+	Faults     []string            `json:"faults,omitempty"`
+	Outcome    map[string]int64    `json:"outcome,omitempty"`
+	Entries    []steps.Entry       `json:"entries,omitempty"`
+	Observed   []steps.Observation `json:"observed,omitempty"`
+	Details    []string            `json:"details,omitempty"`
+	Failures   []jsonFailure       `json:"failures,omitempty"`
+	DurationMS float64             `json:"duration_ms"`
+}
+
+func jsonFailures(fs []steps.Failure) []jsonFailure {
+	out := []jsonFailure{}
+	for _, f := range fs {
+		out = append(out, jsonFailure{Pos: f.Pos.String(), Key: f.Key, Message: f.Msg})
+	}
+	return out
+}
+
+// WriteJSON writes the report as one JSON document.
+func WriteJSON(w io.Writer, rep *Report) error {
+	out := jsonReport{RunID: rep.RunID, DurationMS: rep.Duration.Milliseconds(), Failed: rep.Failed(), NotRun: []string{}}
+	out.Passed = len(rep.Results) - out.Failed
+	for _, sc := range rep.NotRun {
+		out.NotRun = append(out.NotRun, sc.Name)
+	}
+	for _, r := range rep.Results {
+		js := jsonScenario{Name: r.Scenario.Name, File: r.Scenario.File, Line: r.Scenario.Pos.Line, Variant: r.Scenario.Variant,
+			Tags: append([]string{}, r.Scenario.Tags...), Passed: r.Passed(), DurationMS: r.Duration.Milliseconds(),
+			SetupMS: r.Setup.Milliseconds(), Failures: jsonFailures(r.Failures), Alerts: append([]string{}, r.Alerts...)}
+		for _, st := range r.Steps {
+			js.Steps = append(js.Steps, jsonStep{
+				Pos: st.Call.Pos.String(), Step: st.Call.Def.Name, Label: st.Call.Label,
+				Params: st.Call.ParamValues(), Faults: st.Call.Faults(), Outcome: st.Result.Outcome,
+				Entries: st.Result.Entries, Observed: st.Result.Observed, Details: st.Result.Details,
+				Failures: jsonFailures(st.Failures), DurationMS: float64(st.Duration.Microseconds()) / 1000,
+			})
+		}
+		out.Scenarios = append(out.Scenarios, js)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

@@ -1,0 +1,147 @@
+package runner
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// reportRun runs one passing and one failing scenario that together use
+// every shape the diagrams draw, including text Mermaid would choke on.
+func reportRun(t *testing.T) *Report {
+	t.Helper()
+	pass := parseOK(t, "name: passes\ntags: [a]\nsteps:\n  - produce\n  - relay\n  - consume\n  - expect: {inbox.rows: 1}\n")
+	fail := parseOK(t, `name: fails | with a pipe
+steps:
+  - produce(event="x#1;<b>", amount=5)
+  - produce(fail=divzero)
+  - relay(skip_mark)
+  - relay
+  - publish: {amount: 6}
+  - consume: {fail: divzero}
+  - claim: {worker: w2}
+  - claim: {skip_ack: true}
+  - expect: {stream.entries: 3, projection: {accounting: {USD: {amount: 1, events: 1}}}}
+`)
+	rep, err := Run(t.Context(), testParams(), []*Scenario{pass, fail})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Failed() != 1 {
+		t.Fatalf("want one failure, got %s", rep.Summary())
+	}
+	return rep
+}
+
+func TestJUnitReport(t *testing.T) {
+	rep := reportRun(t)
+	var buf bytes.Buffer
+	if err := WriteJUnit(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	var doc junitSuites
+	if err := xml.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatalf("JUnit does not parse: %v\n%s", err, buf.String())
+	}
+	s := doc.Suites[0]
+	if doc.Tests != 2 || doc.Failures != 1 || len(s.Cases) != 2 || s.Cases[0].Failure != nil {
+		t.Fatalf("counts: %+v", doc)
+	}
+	f := s.Cases[1].Failure
+	if f == nil || !regexp.MustCompile(`^t\.yaml:11:\d+: projection: want \{accounting`).MatchString(f.Message) ||
+		!strings.Contains(f.Text, "Amount: 1,") || !strings.Contains(f.Text, "trace:\nt.yaml:3:5: produce") {
+		t.Errorf("failure: %+v", f)
+	}
+	if s.Cases[1].Name != "fails | with a pipe" || s.Cases[1].Classname != "t.yaml" || s.Cases[1].Time == "" {
+		t.Errorf("testcase: %+v", s.Cases[1])
+	}
+}
+
+func TestJSONReport(t *testing.T) {
+	rep := reportRun(t)
+	var buf bytes.Buffer
+	if err := WriteJSON(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	var doc jsonReport
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Passed != 1 || doc.Failed != 1 || len(doc.Scenarios) != 2 {
+		t.Fatalf("counts: %+v", doc)
+	}
+	steps := doc.Scenarios[1].Steps
+	if p := steps[0].Params; p["event"] != "x#1;<b>" || p["amount"] != float64(5) {
+		t.Errorf("params: %v", p)
+	}
+	if steps[1].Faults[0] != "fail=divzero" || steps[1].Outcome["failed"] != 1 {
+		t.Errorf("fault step: %+v", steps[1])
+	}
+	last := steps[len(steps)-1]
+	if len(last.Observed) != 2 || !last.Observed[0].OK || last.Observed[1].OK || len(last.Failures) != 1 || last.Failures[0].Key != "projection" {
+		t.Errorf("expect step: %+v", last)
+	}
+	if e := steps[2].Entries; len(e) != 1 || e[0].Outcome != "published" || e[0].EntryID == "" {
+		t.Errorf("relay entries: %+v", e)
+	}
+}
+
+// mermaidLine is the grammar of every line the diagrams may hold.
+var mermaidLine = regexp.MustCompile(`^(sequenceDiagram|  participant (PPG|R|B|CPG) as [A-Za-z ]+|  (PPG|R|B|CPG)(->>|-->>)(PPG|R|B|CPG): [^;#<>\n]+|  Note over (PPG|R|B|CPG)(,(PPG|R|B|CPG))?: [^;#<>\n]+)$`)
+
+func TestMarkdownReportAndDiagrams(t *testing.T) {
+	rep := reportRun(t)
+	var buf bytes.Buffer
+	if err := WriteMarkdown(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	md := buf.String()
+	for _, want := range []string{
+		"## Outbox drill: 1 passed, 1 failed",
+		"| ✅ pass | passes | `t.yaml` |",
+		"| ❌ **FAIL** | fails \\| with a pipe | `t.yaml` |",
+		"### ❌ fails \\| with a pipe",
+		"Note over PPG: FAULT fail=divzero",
+		"Note over R: FAULT skip_mark",
+		"Note over CPG: FAULT skip_ack",
+		"Note over PPG,CPG: FAIL projection: want {accounting",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	blocks := regexp.MustCompile("(?s)```mermaid\n(.*?)```").FindAllStringSubmatch(md, -1)
+	if len(blocks) != 1 {
+		t.Fatalf("want one diagram (for the one failure), got %d", len(blocks))
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(blocks[0][1], "\n"), "\n") {
+		if !mermaidLine.MatchString(line) {
+			t.Errorf("line outside the emitted grammar: %q", line)
+		}
+	}
+	checkWithMermaid(t, md)
+}
+
+// checkWithMermaid parses the diagrams with Mermaid itself when MERMAID_CHECK
+// names internal/mermaidcheck with its node_modules installed (CI does).
+func checkWithMermaid(t *testing.T, md string) {
+	dir := os.Getenv("MERMAID_CHECK")
+	if dir == "" {
+		t.Log("MERMAID_CHECK not set: diagrams checked against the emitted grammar only")
+		return
+	}
+	f := filepath.Join(t.TempDir(), "report.md")
+	if err := os.WriteFile(f, []byte(md), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("node", filepath.Join(dir, "check.mjs"), f).CombinedOutput()
+	if err != nil {
+		t.Fatalf("Mermaid rejects the diagram: %v\n%s\n%s", err, out, md)
+	}
+}
