@@ -5,7 +5,6 @@ import (
 	"io"
 	"strings"
 	"time"
-
 )
 
 // WriteMarkdown writes a summary table, then for each failed scenario its
@@ -153,4 +152,3 @@ func faultSite(step string) string {
 	}
 	return pConsumer
 }
-

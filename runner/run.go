@@ -64,7 +64,7 @@ func (r *Result) Passed() bool { return len(r.Failures) == 0 }
 
 // Report is the outcome of a run.
 type Report struct {
-	RunID    string // names every database and stream key of the run
+	RunID    string      // names every database and stream key of the run
 	NotRun   []*Scenario // not started: --fail-fast, Ctrl-C or a setup error
 	Results  []*Result
 	Duration time.Duration
