@@ -91,7 +91,7 @@ A failing check prints ` + "`file:line:col: key: want …, got …`" + `, or a `
 |---|---|---|
 `)
 	for _, c := range steps.Checks() {
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", c.Name, c.Type, c.Doc)
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", c.Name, c.Type(), c.Doc)
 	}
 	return b.String()
 }

@@ -15,12 +15,52 @@ import (
 // what it reads like want (a total for an int, a map for a map) so that the
 // two compare directly.
 type Check struct {
-	Name string
-	Doc  string
-	Type string // how the value is written, for the reference
+	Name  string
+	Doc   string
+	Value ValueKind // how the wanted value is written
 
-	parse   func(file string, n *yaml.Node) (any, Errors)
 	observe func(ctx context.Context, env *Env, want any) (any, error)
+}
+
+// ValueKind is one way a check's wanted value is written: its reference
+// text, its parser and its JSON Schema, kept together.
+type ValueKind struct {
+	Doc    string
+	parse  func(file string, n *yaml.Node) (any, Errors)
+	Schema func() map[string]any
+}
+
+// Type is how the value is written, for the reference.
+func (c *Check) Type() string { return c.Value.Doc }
+
+func (c *Check) parse(file string, n *yaml.Node) (any, Errors) { return c.Value.parse(file, n) }
+
+// The value kinds of the state checks. VarRef lets a ${variable} stand
+// where a number goes.
+var (
+	KindCount = ValueKind{"integer", parseCount, func() map[string]any {
+		return anyOf(map[string]any{"type": "integer", "minimum": 0}, VarRef())
+	}}
+	KindCountOrMap = ValueKind{"integer, or map consumer → integer", parseCountOrMap, func() map[string]any {
+		return anyOf(KindCount.Schema(), mapOf(KindCount.Schema()))
+	}}
+	KindProjection = ValueKind{"map consumer → currency → {amount: integer, events: integer}", parseProjection, func() map[string]any {
+		row := map[string]any{"type": "object", "required": []string{"amount", "events"}, "additionalProperties": false,
+			"properties": map[string]any{"amount": anyOf(map[string]any{"type": "integer"}, VarRef()), "events": KindCount.Schema()}}
+		return mapOf(mapOf(row))
+	}}
+	KindBalances = ValueKind{"map account → currency → integer", parseBalances, func() map[string]any {
+		return mapOf(mapOf(anyOf(map[string]any{"type": "integer"}, VarRef())))
+	}}
+)
+
+// VarRef is the schema of a value that is exactly "${name}".
+func VarRef() map[string]any { return varRefSchema() }
+
+func anyOf(schemas ...map[string]any) map[string]any { return map[string]any{"anyOf": schemas} }
+
+func mapOf(values map[string]any) map[string]any {
+	return map[string]any{"type": "object", "additionalProperties": values}
 }
 
 // ProjectionRow is one (consumer, currency) row of the projection.
@@ -60,7 +100,7 @@ func CheckNames() []string {
 
 // countSQL makes a check that counts rows with a query on one database.
 func countSQL(name, doc, query string, consumerDB bool) *Check {
-	return &Check{Name: name, Doc: doc, Type: "integer", parse: parseCount,
+	return &Check{Name: name, Doc: doc, Value: KindCount,
 		observe: func(ctx context.Context, env *Env, _ any) (any, error) {
 			db := env.Producer
 			if consumerDB {
@@ -74,10 +114,10 @@ func countSQL(name, doc, query string, consumerDB bool) *Check {
 
 func init() {
 	defineCheck(&Check{Name: "stream.entries", Doc: "entries in the stream (XLEN): every publish counts, duplicates too",
-		Type: "integer", parse: parseCount,
+		Value: KindCount,
 		observe: func(ctx context.Context, env *Env, _ any) (any, error) { return env.Broker.Entries(ctx) }})
 	defineCheck(&Check{Name: "stream.events", Doc: "distinct business event ids among the stream's entries",
-		Type: "integer", parse: parseCount,
+		Value: KindCount,
 		observe: func(ctx context.Context, env *Env, _ any) (any, error) {
 			ids, err := env.Broker.Events(ctx)
 			distinct := map[string]bool{}
@@ -87,7 +127,7 @@ func init() {
 			return int64(len(distinct)), err
 		}})
 	defineCheck(&Check{Name: "stream.pending", Doc: "delivered but unacknowledged entries (the PEL): a total over all consumer groups, or a map consumer → count",
-		Type: "integer, or map consumer → integer", parse: parseCountOrMap,
+		Value: KindCountOrMap,
 		observe: func(ctx context.Context, env *Env, want any) (any, error) {
 			m, err := env.Broker.Pending(ctx)
 			return shapeCounts(m, want), err
@@ -97,16 +137,16 @@ func init() {
 	defineCheck(countSQL("journal.rows", "committed transfers in the producer's journal", `SELECT count(*) FROM journal`, false))
 	defineCheck(countSQL("ledger.rows", "ledger entries (two per committed transfer)", `SELECT count(*) FROM ledger_entries`, false))
 	defineCheck(&Check{Name: "inbox.rows", Doc: "rows in the consumer's inbox: a total, or a map consumer → count",
-		Type: "integer, or map consumer → integer", parse: parseCountOrMap,
+		Value: KindCountOrMap,
 		observe: func(ctx context.Context, env *Env, want any) (any, error) {
 			m, err := queryCounts(ctx, env, `SELECT consumer_id, count(*) FROM inbox GROUP BY consumer_id`)
 			return shapeCounts(m, want), err
 		}})
 	defineCheck(&Check{Name: "projection", Doc: "the whole projection: map consumer → currency → {amount, events}; {} means empty",
-		Type: "map consumer → currency → {amount: integer, events: integer}", parse: parseProjection,
+		Value: KindProjection,
 		observe: observeProjection})
 	defineCheck(&Check{Name: "balances", Doc: "every account balance on the producer side: map account → currency → integer (accounts at 0 may be left out)",
-		Type: "map account → currency → integer", parse: parseBalances,
+		Value: KindBalances,
 		observe: observeBalances})
 }
 

@@ -12,7 +12,7 @@ import (
 // counter is a state check whose value grows by one on every read.
 func counter() *Check {
 	n := int64(0)
-	return &Check{Name: "counter", parse: parseCount,
+	return &Check{Name: "counter", Value: KindCount,
 		observe: func(context.Context, *Env, any) (any, error) { n++; return n, nil }}
 }
 

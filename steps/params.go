@@ -237,3 +237,42 @@ func KindName(n *yaml.Node) string {
 func NodePos(file string, n *yaml.Node) Pos {
 	return Pos{File: file, Line: n.Line, Col: n.Column}
 }
+
+// durationPattern is what parseDuration accepts, as a JSON Schema pattern.
+const durationPattern = `^(0|([0-9]+(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+)$`
+
+// Schema is the parameter's JSON Schema, derived from the same tags that
+// drive decoding.
+func (p Param) Schema() map[string]any {
+	t := p.typ
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var s map[string]any
+	switch {
+	case len(p.Enum) > 0:
+		s = map[string]any{"enum": p.Enum}
+	case t == durationType:
+		s = DurationSchema()
+	case t.Kind() == reflect.Bool:
+		return map[string]any{"type": []string{"boolean", "null"}, "description": p.Doc}
+	case t.Kind() == reflect.Int, t.Kind() == reflect.Int64:
+		s = map[string]any{"type": "integer"}
+		if p.Min != nil {
+			s["minimum"] = *p.Min
+		}
+	default:
+		s = map[string]any{"type": []string{"string", "integer"}, "minLength": 1}
+	}
+	return map[string]any{"anyOf": []any{s, varRefSchema()}, "description": p.Doc}
+}
+
+// varRefSchema is the schema of a value that is exactly "${name}".
+func varRefSchema() map[string]any {
+	return map[string]any{"type": "string", "pattern": `^\$\{[A-Za-z_][A-Za-z0-9_]*\}$`}
+}
+
+// DurationSchema is the JSON Schema of a duration: "250ms", "2s" or 0.
+func DurationSchema() map[string]any {
+	return map[string]any{"anyOf": []any{map[string]any{"type": "string", "pattern": durationPattern}, map[string]any{"const": 0}}}
+}

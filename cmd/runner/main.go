@@ -5,6 +5,7 @@
 //	runner validate [files or dirs...]      check scenarios without running them
 //	runner list [files or dirs...]          list scenarios: file, name, tags
 //	runner docs                             print the scenario-language reference
+//	runner schema                           print the JSON Schema of scenario files
 //
 // Exit status: 0 all passed, 1 a scenario failed, 2 invalid scenario or usage,
 // 3 the run itself could not proceed (servers), 130 interrupted.
@@ -63,6 +64,7 @@ var commands = map[string]command{
 	"docs":     {"print the scenario-language reference (Markdown)", cmdDocs},
 	"list":     {"list scenarios: file, name, tags", cmdList},
 	"run":      {"run scenarios against real PostgreSQL and Redis", cmdRun},
+	"schema":   {"print the JSON Schema of scenario files (draft 2020-12)", cmdSchema},
 	"validate": {"check scenarios without running anything", cmdValidate},
 }
 
@@ -300,6 +302,15 @@ func cmdDocs(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 	fmt.Fprint(stdout, runner.Reference())
+	return exitOK
+}
+
+func cmdSchema(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		fmt.Fprintln(stderr, "usage: runner schema > docs/scenario.schema.json")
+		return exitInvalid
+	}
+	_, _ = stdout.Write(runner.Schema())
 	return exitOK
 }
 

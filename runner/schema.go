@@ -1,0 +1,103 @@
+package runner
+
+import (
+	"encoding/json"
+	"strings"
+
+	"outboxdrill/steps"
+)
+
+// SchemaID names the scenario schema.
+const SchemaID = "https://github.com/outboxdrill/runner/docs/scenario.schema.json"
+
+// Schema renders the JSON Schema (draft 2020-12) of a scenario file from the
+// step and check registries, for editors (yaml-language-server) and tests.
+func Schema() []byte {
+	defs := map[string]any{}
+	var stepRefs []any
+	var names []string
+	for _, d := range steps.Defs() {
+		names = append(names, d.Name)
+		stepRefs = append(stepRefs, ref("step."+d.Name))
+		defs["step."+d.Name] = stepSchema(d)
+	}
+	defs["shorthand"] = map[string]any{
+		"type":        "string",
+		"description": "step, step(flag) or step(key=value, ...)",
+		"pattern":     `^\s*(` + strings.Join(names, "|") + `)\s*(\(.*\))?\s*$`,
+	}
+	defs["checks"] = checksSchema(nil)
+	scalar := map[string]any{"type": []string{"string", "number", "boolean"}}
+	doc := map[string]any{
+		"$schema":  "https://json-schema.org/draft/2020-12/schema",
+		"$id":      SchemaID,
+		"title":    "outbox drill scenario",
+		"type":     "object",
+		"required": []string{"name", "steps"},
+		"properties": map[string]any{
+			"name":        map[string]any{"type": "string", "minLength": 1, "description": "the scenario's name, unique across the files of a run"},
+			"description": map[string]any{"type": "string"},
+			"tags": map[string]any{"anyOf": []any{
+				map[string]any{"type": "string", "pattern": "^[^ ,]+$"},
+				map[string]any{"type": "array", "items": map[string]any{"type": "string", "pattern": "^[^ ,]+$"}},
+			}},
+			"vars":   map[string]any{"type": "object", "additionalProperties": scalar, "propertyNames": map[string]any{"pattern": varName.String()}},
+			"matrix": map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "array", "minItems": 1, "items": scalar}, "propertyNames": map[string]any{"pattern": varName.String()}},
+			"steps": map[string]any{"type": "array", "minItems": 1, "items": map[string]any{
+				"anyOf": append([]any{ref("shorthand")}, stepRefs...),
+			}},
+		},
+		"patternProperties":    map[string]any{"^x-": map[string]any{}},
+		"additionalProperties": false,
+		"$defs":                defs,
+	}
+	b, _ := json.MarshalIndent(doc, "", "  ") // maps of strings and numbers: cannot fail
+	return append(b, '\n')
+}
+
+func ref(name string) map[string]any { return map[string]any{"$ref": "#/$defs/" + name} }
+
+// stepSchema is a step map: its step key with parameters (or the checks, for
+// expect), plus name and expect.
+func stepSchema(d *steps.Def) map[string]any {
+	props := map[string]any{keyName: map[string]any{"type": "string"}}
+	if d.IsExpect() {
+		props[d.Name] = ref("checks")
+	} else {
+		params := map[string]any{}
+		for _, p := range d.Params {
+			params[p.Name] = p.Schema()
+		}
+		props[d.Name] = map[string]any{
+			"description": d.Doc,
+			"anyOf": []any{
+				map[string]any{"type": "null"},
+				map[string]any{"type": "object", "properties": params, "additionalProperties": false},
+			},
+		}
+		props[keyExpect] = checksSchema(d)
+	}
+	return map[string]any{"type": "object", "required": []string{d.Name}, "properties": props, "additionalProperties": false}
+}
+
+// checksSchema is an expect map: the state checks, plus for a step d its
+// outcome keys and error; for the expect step (d nil) within and every.
+func checksSchema(d *steps.Def) map[string]any {
+	props := map[string]any{}
+	for _, c := range steps.Checks() {
+		s := c.Value.Schema()
+		s["description"] = c.Doc
+		props[c.Name] = s
+	}
+	if d == nil {
+		props[steps.WithinKey] = steps.DurationSchema()
+		props[steps.EveryKey] = steps.DurationSchema()
+	} else {
+		for _, k := range d.Outcomes {
+			props[k.Name] = map[string]any{"description": k.Doc, "anyOf": []any{
+				map[string]any{"type": "integer", "minimum": 0}, map[string]any{"type": "boolean"}, steps.VarRef()}}
+		}
+		props[steps.ErrorKey] = map[string]any{"type": "string", "minLength": 1, "description": "the step must fail with an error containing this text"}
+	}
+	return map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+}

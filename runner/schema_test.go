@@ -1,0 +1,97 @@
+package runner
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"gopkg.in/yaml.v3"
+)
+
+// compileSchema compiles Schema() with a real draft 2020-12 validator.
+func compileSchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(Schema()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource(SchemaID, doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile(SchemaID)
+	if err != nil {
+		t.Fatalf("the schema does not compile: %v", err)
+	}
+	return s
+}
+
+// validateYAML validates a YAML document against the schema, as an editor does.
+func validateYAML(s *jsonschema.Schema, src string) error {
+	var v any
+	if err := yaml.Unmarshal([]byte(src), &v); err != nil {
+		return err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	return s.Validate(inst)
+}
+
+func TestShippedScenariosMatchTheSchema(t *testing.T) {
+	s := compileSchema(t)
+	files, _ := ExpandPaths([]string{"../scenarios"})
+	for _, f := range files {
+		src, _ := os.ReadFile(f)
+		if err := validateYAML(s, string(src)); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	// The every-key scenario uses every step, outcome and check.
+	if err := validateYAML(s, renderEveryKey("every", func(_, _ int, v string) string { return v })); err != nil {
+		t.Errorf("every-key scenario: %v", err)
+	}
+	matrix := "name: m\nvars: {a: 5}\nmatrix: {c: [EUR, USD]}\nx-base: &b {amount: 5}\nsteps:\n  - produce: {amount: \"${a}\", currency: \"${c}\"}\n  - relay(skip_mark)\n  - expect: {within: 200ms, every: 10ms, stream.entries: 1}\n"
+	if err := validateYAML(s, matrix); err != nil {
+		t.Errorf("vars and matrix: %v", err)
+	}
+}
+
+func TestSchemaRejectsTypos(t *testing.T) {
+	s := compileSchema(t)
+	for _, src := range []string{
+		"name: x\nsteps: [relya]\n",
+		"name: x\nsteps:\n  - relya: {limit: 1}\n",
+		"name: x\nsteps:\n  - produce: {amout: 5}\n",
+		"name: x\nsteps:\n  - produce: {amount: 0}\n",
+		"name: x\nsteps:\n  - consume: {fail: divzer}\n",
+		"name: x\nsteps:\n  - claim: {idle: 5}\n",
+		"name: x\nsteps:\n  - expect: {stream.entry: 1}\n",
+		"name: x\nsteps:\n  - consume:\n    expect: {aplied: 1}\n",
+		"name: x\nsteps:\n  - expect: {projection: {accounting: {USD: {amount: 1}}}}\n",
+		"name: x\nstpes: [relay]\n",
+		"steps: [relay]\n",
+	} {
+		if err := validateYAML(s, src); err == nil {
+			t.Errorf("the schema accepts a broken scenario:\n%s", src)
+		}
+	}
+}
+
+func TestSchemaFileUpToDate(t *testing.T) {
+	got, err := os.ReadFile("../docs/scenario.schema.json")
+	if err != nil || !bytes.Equal(got, Schema()) {
+		t.Fatal("docs/scenario.schema.json is out of date: run\n  go run ./cmd/runner schema > docs/scenario.schema.json")
+	}
+	if !strings.Contains(string(got), `"$schema": "https://json-schema.org/draft/2020-12/schema"`) {
+		t.Error("not draft 2020-12")
+	}
+}
