@@ -114,7 +114,7 @@ func countSQL(name, doc, query string, consumerDB bool) *Check {
 
 func init() {
 	defineCheck(&Check{Name: "stream.entries", Doc: "entries in the stream (XLEN): every publish counts, duplicates too",
-		Value: KindCount,
+		Value:   KindCount,
 		observe: func(ctx context.Context, env *Env, _ any) (any, error) { return env.Broker.Entries(ctx) }})
 	defineCheck(&Check{Name: "stream.events", Doc: "distinct business event ids among the stream's entries",
 		Value: KindCount,
@@ -143,10 +143,10 @@ func init() {
 			return shapeCounts(m, want), err
 		}})
 	defineCheck(&Check{Name: "projection", Doc: "the whole projection: map consumer → currency → {amount, events}; {} means empty",
-		Value: KindProjection,
+		Value:   KindProjection,
 		observe: observeProjection})
 	defineCheck(&Check{Name: "balances", Doc: "every account balance on the producer side: map account → currency → integer (accounts at 0 may be left out)",
-		Value: KindBalances,
+		Value:   KindBalances,
 		observe: observeBalances})
 }
 
