@@ -52,11 +52,12 @@ func BenchmarkScenario(b *testing.B) {
 func BenchmarkPipeline(b *testing.B) {
 	w, _ := openBenchWorld(b)
 	ctx := context.Background()
-	env, undo, err := w.isolate(ctx)
+	iso, err := w.isolate(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = undo.run() })
+	b.Cleanup(func() { _ = iso.release(false) })
+	env := iso.env
 	prod := &pipeline.Producer{DB: env.Producer}
 	relay := &pipeline.Relay{DB: env.Producer, Broker: env.Broker}
 	cons := &pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}

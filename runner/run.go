@@ -39,6 +39,9 @@ type Params struct {
 	Tags, SkipTags []string
 	// Shard, when Shard.Of > 0, keeps the Index-th of Of deterministic shards.
 	Shard Shard
+	// Keep leaves the databases and stream of some scenarios in place and
+	// prints how to inspect them (external servers only).
+	Keep Keep
 	// Out receives the console report; Log, if set, progress messages.
 	Out, Log io.Writer
 }
@@ -49,12 +52,22 @@ func (p *Params) logf(format string, args ...any) {
 	}
 }
 
+// Keep says which scenarios' databases and stream outlive the run.
+type Keep string
+
+const (
+	KeepNone   Keep = ""
+	KeepFailed Keep = "failed"
+	KeepAll    Keep = "all"
+)
+
 // Result is what happened to one scenario.
 type Result struct {
 	Scenario *Scenario
 	Failures []steps.Failure // empty: passed
 	Steps    []StepRecord    // the steps that ran, the failing one last
 	Alerts   []string        // shown even for a passing scenario: identity conflicts
+	Kept     []string        // with --keep: commands to inspect what was left in place
 	Setup    time.Duration   // isolation: creating databases and the stream
 	Duration time.Duration   // all of it, setup and cleanup included
 }
@@ -150,10 +163,11 @@ func schedule(ctx context.Context, p *Params, w *World, scs []*Scenario) ([]*Res
 
 func runScenario(ctx context.Context, p *Params, w *World, sc *Scenario) (*Result, error) {
 	start := time.Now()
-	env, undo, err := w.isolate(ctx)
+	iso, err := w.isolate(ctx)
 	if err != nil {
 		return nil, err
 	}
+	env := iso.env
 	// The timeout bounds the scenario's own steps, not the isolation around them.
 	ctx, cancel := context.WithTimeoutCause(ctx, p.Timeout, fmt.Errorf("scenario timed out after %s", p.Timeout))
 	defer cancel()
@@ -170,7 +184,11 @@ func runScenario(ctx context.Context, p *Params, w *World, sc *Scenario) (*Resul
 			break
 		}
 	}
-	err = undo.run()
+	keep := p.Keep == KeepAll || p.Keep == KeepFailed && !res.Passed()
+	if keep {
+		res.Kept = w.inspect(iso)
+	}
+	err = iso.release(keep)
 	res.Duration = time.Since(start)
 	if err != nil {
 		// The result stands; the run reports that cleanup failed too.
@@ -231,6 +249,9 @@ func formatResult(r *Result, verbose bool) []byte {
 		for _, a := range r.Alerts {
 			fmt.Fprintf(&b, "    reported %s\n", a)
 		}
+	}
+	for _, k := range r.Kept {
+		fmt.Fprintf(&b, "    kept %s\n", k)
 	}
 	for _, f := range r.Failures {
 		if !strings.Contains(f.Msg, "\n") {

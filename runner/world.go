@@ -193,35 +193,74 @@ func (w *World) pool(ctx context.Context, db string) (*pgxpool.Pool, error) {
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
-// isolate gives one scenario its own producer and consumer databases (copies
-// of the templates) and its own stream key. The returned undo removes them.
-func (w *World) isolate(ctx context.Context) (env *steps.Env, undo *cleanups, err error) {
+// isolation is one scenario's own world: two databases (copies of the
+// templates) and a stream key, plus how to let go of them.
+type isolation struct {
+	env       *steps.Env
+	producer  string // database names
+	consumer  string
+	streamKey string
+	close     cleanups // pools: always
+	drop      cleanups // databases and stream: unless kept
+}
+
+// release closes the pools and, unless keep, drops the databases and stream.
+func (iso *isolation) release(keep bool) error {
+	err := iso.close.run()
+	if !keep {
+		err = errors.Join(err, iso.drop.run())
+	}
+	return err
+}
+
+// isolate gives one scenario its own producer and consumer databases and its
+// own stream key.
+func (w *World) isolate(ctx context.Context) (iso *isolation, err error) {
 	w.mu.Lock()
 	w.seq++
 	n := w.seq
 	w.mu.Unlock()
-	undo = &cleanups{}
+	base := fmt.Sprintf("%s_%s_%d", NamePrefix, w.RunID, n)
+	iso = &isolation{producer: base + "_p", consumer: base + "_c", streamKey: fmt.Sprintf("%s:%s:%d", NamePrefix, w.RunID, n)}
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, undo.run())
+			err = errors.Join(err, iso.release(false))
 		}
 	}()
-	base := fmt.Sprintf("%s_%s_%d", NamePrefix, w.RunID, n)
 	var pools [2]*pgxpool.Pool
 	for i, side := range []string{"p", "c"} {
 		name := base + "_" + side
-		if err := w.createDB(ctx, name, w.template(side), undo); err != nil {
-			return nil, undo, err
+		if err := w.createDB(ctx, name, w.template(side), &iso.drop); err != nil {
+			return nil, err
 		}
 		if pools[i], err = w.pool(ctx, name); err != nil {
-			return nil, undo, err
+			return nil, err
 		}
 		pool := pools[i]
-		undo.add(func(context.Context) error { pool.Close(); return nil })
+		iso.close.add(func(context.Context) error { pool.Close(); return nil })
 	}
-	stream := redisstream.New(w.rdb, fmt.Sprintf("%s:%s:%d", NamePrefix, w.RunID, n))
-	undo.add(stream.Delete)
-	return steps.NewEnv(pools[0], pools[1], stream), undo, nil
+	stream := redisstream.New(w.rdb, iso.streamKey)
+	iso.drop.add(stream.Delete)
+	iso.env = steps.NewEnv(pools[0], pools[1], stream)
+	return iso, nil
+}
+
+// inspect tells how to look at a kept scenario's databases and stream.
+func (w *World) inspect(iso *isolation) []string {
+	cfg, _ := pgx.ParseConfig(w.PGURL)
+	psql := func(db string) string {
+		return fmt.Sprintf("psql 'postgres://%s@%s:%d/%s'", cfg.User, cfg.Host, cfg.Port, db)
+	}
+	rc := w.rdb.Options()
+	host, port, _ := strings.Cut(rc.Addr, ":")
+	cli := fmt.Sprintf("redis-cli -h %s -p %s -n %d", host, port, rc.DB)
+	return []string{
+		"producer DB: " + psql(iso.producer) + " -c 'TABLE outbox'",
+		"consumer DB: " + psql(iso.consumer) + " -c 'TABLE inbox' -c 'TABLE projection'",
+		"stream:      " + cli + " XRANGE " + iso.streamKey + " - +",
+		"groups:      " + cli + " XINFO GROUPS " + iso.streamKey,
+		"pending:     " + cli + " XPENDING " + iso.streamKey + " <consumer-id>",
+	}
 }
 
 func newRunID() string {

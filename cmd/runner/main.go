@@ -61,6 +61,7 @@ type command struct {
 
 // commands maps each subcommand to its implementation; one sorted place.
 var commands = map[string]command{
+	"clean":    {"remove every database and stream key earlier runs left (--keep, killed runs)", cmdClean},
 	"docs":     {"print the scenario-language reference (Markdown)", cmdDocs},
 	"list":     {"list scenarios: file, name, tags", cmdList},
 	"run":      {"run scenarios against real PostgreSQL and Redis", cmdRun},
@@ -164,8 +165,20 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&reports[0], "junit", "", "write a JUnit XML report to `FILE`")
 	fs.StringVar(&reports[1], "json", "", "write a JSON report (every step, params, outcome, observed state) to `FILE`")
 	fs.StringVar(&reports[2], "markdown", "", "write a Markdown report with sequence diagrams of failures to `FILE`")
+	keep := fs.String("keep", "", "leave the databases and stream of `failed|all` scenarios for inspection (needs --pg and --redis)")
 	paths, err := parseInterspersed(fs, args)
 	if err != nil {
+		return exitInvalid
+	}
+	switch runner.Keep(*keep) {
+	case runner.KeepNone, runner.KeepFailed, runner.KeepAll:
+		p.Keep = runner.Keep(*keep)
+	default:
+		fmt.Fprintf(stderr, "runner: --keep wants failed or all, got %q\n", *keep)
+		return exitInvalid
+	}
+	if p.Keep != runner.KeepNone && (p.PGURL == "" || p.RedisURL == "") {
+		fmt.Fprintln(stderr, "runner: --keep needs --pg and --redis: the runner's own servers stop when it exits")
 		return exitInvalid
 	}
 	scs, ok := loadSelected(paths, sel, &p, stderr)
@@ -302,6 +315,30 @@ func cmdDocs(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 	fmt.Fprint(stdout, runner.Reference())
+	return exitOK
+}
+
+func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("clean", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	pg := fs.String("pg", os.Getenv("RUNNER_PG_URL"), "PostgreSQL server at admin `URL` (env RUNNER_PG_URL)")
+	rd := fs.String("redis", os.Getenv("RUNNER_REDIS_URL"), "Redis server at `URL` (env RUNNER_REDIS_URL)")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *pg == "" && *rd == "" {
+		fmt.Fprintln(stderr, "usage: runner clean --pg URL --redis URL")
+		return exitInvalid
+	}
+	c, err := runner.Clean(ctx, *pg, *rd)
+	for _, d := range c.Dropped {
+		fmt.Fprintln(stdout, "removed", d)
+	}
+	for _, d := range c.InUse {
+		fmt.Fprintln(stdout, "in use, left alone:", d)
+	}
+	fmt.Fprintf(stdout, "%d removed, %d in use\n", len(c.Dropped), len(c.InUse))
+	if err != nil {
+		fmt.Fprintf(stderr, "runner: %v\n", err)
+		return exitEnvironment
+	}
 	return exitOK
 }
 

@@ -234,3 +234,73 @@ func buildRunner(t *testing.T) string {
 	}
 	return bin
 }
+
+func TestKeepThenClean(t *testing.T) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testservers.PGURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("name: passes\nsteps: [produce, relay]\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "b.yaml"), []byte("name: fails\nsteps:\n  - produce\n  - relay\n  - expect: {stream.entries: 2}\n"), 0o644)
+	code, out, _ := cli(t, "run", "--keep", "failed", "--parallel", "1", dir)
+	if code != 1 {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	m := regexp.MustCompile(`kept producer DB: psql '(postgres://[^']*/(drill_[0-9a-f]{8}_\d+_p))'`).FindStringSubmatch(out)
+	if m == nil || !strings.Contains(out, "kept stream:      redis-cli") || strings.Count(out, "kept producer DB") != 1 {
+		t.Fatalf("want one kept scenario with inspect commands:\n%s", out)
+	}
+	var n int
+	_ = conn.QueryRow(ctx, `SELECT count(*) FROM pg_database WHERE datname = $1`, m[2]).Scan(&n)
+	if n != 1 {
+		t.Fatalf("kept database %s is gone", m[2])
+	}
+	// The printed psql URL really reaches the kept database and its rows.
+	kept, err := pgx.Connect(ctx, m[1]+"?sslmode=disable")
+	if err != nil {
+		t.Fatalf("kept database unreachable at the printed URL: %v", err)
+	}
+	_ = kept.QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&n)
+	kept.Close(ctx)
+	if n != 1 {
+		t.Errorf("kept outbox has %d rows, want 1", n)
+	}
+
+	// Someone else's database, and one of ours still in use: clean leaves both.
+	conn.Exec(ctx, `CREATE DATABASE drill_bystander`)
+	defer conn.Exec(ctx, `DROP DATABASE IF EXISTS drill_bystander`)
+	conn.Exec(ctx, `CREATE DATABASE drill_0badcafe_1_c`)
+	defer conn.Exec(ctx, `DROP DATABASE IF EXISTS drill_0badcafe_1_c WITH (FORCE)`)
+	cfg, _ := pgx.ParseConfig(testservers.PGURL)
+	cfg.Database = "drill_0badcafe_1_c"
+	busy, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close(ctx)
+
+	code, out, errs := cli(t, "clean")
+	if code != 0 || !strings.Contains(out, "removed "+m[2]) || !strings.Contains(out, "in use, left alone: drill_0badcafe_1_c") {
+		t.Fatalf("clean: exit %d\n%s\n%s", code, out, errs)
+	}
+	_ = conn.QueryRow(ctx, `SELECT count(*) FROM pg_database WHERE datname IN ($1, 'drill_bystander')`, m[2]).Scan(&n)
+	if n != 1 {
+		t.Errorf("after clean: want only drill_bystander left of the two, got %d", n)
+	}
+}
+
+func TestKeepNeedsExternalServers(t *testing.T) {
+	f := scenarioFile(t, "a.yaml", "name: a\nsteps: [produce]\n")
+	var out, errb bytes.Buffer
+	t.Setenv("RUNNER_PG_URL", "")
+	t.Setenv("RUNNER_REDIS_URL", "")
+	if code := Main(context.Background(), []string{"run", "--keep", "all", f}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--keep needs --pg and --redis") {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if code := Main(context.Background(), []string{"run", "--keep", "some", "--pg", "x", "--redis", "y", f}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--keep wants failed or all") {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+}

@@ -1,0 +1,93 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/redis/go-redis/v9"
+)
+
+// What the runner names, and nothing else: prefix, 8-hex run id, counter.
+var (
+	leftoverDB  = regexp.MustCompile(`^` + NamePrefix + `_[0-9a-f]{8}_([0-9]+|tpl)_[pc]$`)
+	leftoverKey = regexp.MustCompile(`^` + NamePrefix + `:[0-9a-f]{8}:[0-9]+$`)
+)
+
+// Cleaned lists what Clean removed and what it left.
+type Cleaned struct {
+	Dropped []string // databases and stream keys removed
+	InUse   []string // databases with open connections: a run in progress?
+}
+
+// Clean removes every database and stream key the runner ever left on these
+// servers (runs with --keep, or killed runs), recognised by the exact shape of
+// the names it gives. A database still in use is left alone and listed.
+func Clean(ctx context.Context, pgURL, redisURL string) (Cleaned, error) {
+	var c Cleaned
+	var errs []error
+	if pgURL != "" {
+		errs = append(errs, cleanDatabases(ctx, pgURL, &c))
+	}
+	if redisURL != "" {
+		errs = append(errs, cleanStreams(ctx, redisURL, &c))
+	}
+	return c, errors.Join(errs...)
+}
+
+func cleanDatabases(ctx context.Context, pgURL string, c *Cleaned) error {
+	conn, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		return fmt.Errorf("PostgreSQL %s: %w", redact(pgURL), err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE $1 ORDER BY datname`, NamePrefix+`\_%`)
+	if err != nil {
+		return err
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if !leftoverDB.MatchString(name) {
+			continue
+		}
+		// No FORCE: a database someone is connected to is not ours to take.
+		_, err := conn.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize())
+		var pgErr *pgconn.PgError
+		switch {
+		case errors.As(err, &pgErr) && pgErr.Code == "55006":
+			c.InUse = append(c.InUse, name)
+		case err != nil:
+			return fmt.Errorf("drop %s: %w", name, err)
+		default:
+			c.Dropped = append(c.Dropped, name)
+		}
+	}
+	return nil
+}
+
+func cleanStreams(ctx context.Context, redisURL string, c *Cleaned) error {
+	opt, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return fmt.Errorf("--redis %s: %w", redisURL, err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	iter := rdb.Scan(ctx, 0, NamePrefix+":*", 1000).Iterator()
+	for iter.Next(ctx) {
+		key := iter.Val()
+		if !leftoverKey.MatchString(key) {
+			continue
+		}
+		if err := rdb.Del(ctx, key).Err(); err != nil {
+			return err
+		}
+		c.Dropped = append(c.Dropped, key)
+	}
+	return iter.Err()
+}
