@@ -12,7 +12,7 @@ import (
 // openBenchWorld opens a World on the test servers for the whole benchmark.
 func openBenchWorld(b *testing.B) (*World, *Params) {
 	b.Helper()
-	p := testParams()
+	p := testParams(b)
 	p.Timeout = time.Minute
 	w, err := OpenWorld(context.Background(), &p)
 	if err != nil {

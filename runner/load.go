@@ -111,7 +111,8 @@ func Parse(file string, data []byte) ([]*Scenario, steps.Errors) {
 	if err := dec.Decode(&extra); err == nil {
 		return nil, steps.Errors{steps.Errorf(steps.Pos{File: file, Line: extra.Line, Col: extra.Column}, "a second YAML document: a file holds one scenario")}
 	}
-	root, err := resolveAliases(doc.Content[0], 0)
+	budget := maxNodes
+	root, err := resolveAliases(doc.Content[0], 0, &budget)
 	if err != nil {
 		return nil, steps.Errors{steps.Errorf(steps.NodePos(file, doc.Content[0]), "%v", err)}
 	}
@@ -121,23 +122,30 @@ func Parse(file string, data []byte) ([]*Scenario, steps.Errors) {
 	return parseScenario(file, root)
 }
 
-// maxDepth bounds nesting, and so alias cycles such as &a [*a].
-const maxDepth = 64
+// maxDepth bounds nesting, and so alias cycles such as &a [*a]; maxNodes
+// bounds what aliases may expand to (a "billion laughs" file).
+const (
+	maxDepth = 64
+	maxNodes = 100_000
+)
 
 // resolveAliases replaces every alias by (a copy of) its anchor's node and
 // applies merge keys (<<: *base), so that the rest of the loader sees plain
 // maps, lists and scalars. Positions stay those of the anchor.
-func resolveAliases(n *yaml.Node, depth int) (*yaml.Node, error) {
+func resolveAliases(n *yaml.Node, depth int, budget *int) (*yaml.Node, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("nested more than %d levels deep (an alias that contains itself?)", maxDepth)
 	}
+	if *budget--; *budget < 0 {
+		return nil, fmt.Errorf("more than %d YAML nodes once aliases are expanded", maxNodes)
+	}
 	if n.Kind == yaml.AliasNode {
-		return resolveAliases(n.Alias, depth+1)
+		return resolveAliases(n.Alias, depth+1, budget)
 	}
 	c := *n
 	c.Content = nil
 	for i := 0; i < len(n.Content); i++ {
-		child, err := resolveAliases(n.Content[i], depth+1)
+		child, err := resolveAliases(n.Content[i], depth+1, budget)
 		if err != nil {
 			return nil, err
 		}
@@ -147,7 +155,7 @@ func resolveAliases(n *yaml.Node, depth int) (*yaml.Node, error) {
 			continue
 		}
 		i++
-		merged, err := resolveAliases(n.Content[i], depth+1)
+		merged, err := resolveAliases(n.Content[i], depth+1, budget)
 		if err != nil {
 			return nil, err
 		}
@@ -255,6 +263,9 @@ func parseHeader(file string, root *yaml.Node) (header, steps.Errors) {
 			errs = append(errs, steps.Errorf(kv.KeyPos, "unknown key %q%s; a scenario has: %s",
 				kv.Key, steps.Suggest(kv.Key, topKeys), strings.Join(topKeys, ", ")))
 		}
+	}
+	if variantCount(h.axes) > maxVariants {
+		errs = append(errs, steps.Errorf(h.Pos, "matrix: more than %d combinations; split the file", maxVariants))
 	}
 	for _, a := range h.axes {
 		if _, both := h.vars[a.name]; both {

@@ -29,7 +29,7 @@ steps:
   - claim: {skip_ack: true}
   - expect: {stream.entries: 3, projection: {accounting: {USD: {amount: 1, events: 1}}}}
 `)
-	rep, err := Run(t.Context(), testParams(), []*Scenario{pass, fail})
+	rep, err := Run(t.Context(), testParams(t), []*Scenario{pass, fail})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,8 +18,8 @@ import (
 
 func TestMain(m *testing.M) { testservers.Main(m) }
 
-func testParams() Params {
-	return Params{PGURL: testservers.PGURL, RedisURL: testservers.RedisURL, Parallel: 4}
+func testParams(t testing.TB) Params {
+	return Params{PGURL: testservers.PG(t), RedisURL: testservers.Redis(t), Parallel: 4}
 }
 
 // runAll runs scenarios on the test servers and returns results by name.
@@ -48,7 +48,7 @@ func TestScenarioLibraryPasses(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatalf("invalid scenarios:\n%v", errs)
 	}
-	rep, _ := runAll(t, testParams(), scs)
+	rep, _ := runAll(t, testParams(t), scs)
 	for _, r := range rep.Results {
 		if !r.Passed() {
 			t.Errorf("%s failed:\n%s", r.Scenario.File, formatResult(r, true))
@@ -179,7 +179,7 @@ func TestEveryKeyCanFail(t *testing.T) {
 		}
 	}
 
-	_, results := runAll(t, testParams(), scs)
+	_, results := runAll(t, testParams(t), scs)
 	for name, v := range variants {
 		r := results[name]
 		if v.key == "" {
@@ -214,7 +214,7 @@ func TestStepErrors(t *testing.T) {
 		}
 		return scs[0]
 	}
-	_, res := runAll(t, testParams(), []*Scenario{
+	_, res := runAll(t, testParams(t), []*Scenario{
 		src("unexpected", "  - produce: {event: bus-1}\n"),
 		src("expected", "  - produce: {event: bus-1}\n    expect: {error: already produced}\n"),
 		src("wrong text", "  - produce: {event: bus-1}\n    expect: {error: no such text}\n"),
@@ -245,7 +245,7 @@ func TestTimeoutCancelsHungStep(t *testing.T) {
 		t.Fatal(errs)
 	}
 	sc := scs[0]
-	p := testParams()
+	p := testParams(t)
 	p.Timeout = 300 * time.Millisecond
 	start := time.Now()
 	_, res := runAll(t, p, []*Scenario{sc})
@@ -260,12 +260,12 @@ func TestTimeoutCancelsHungStep(t *testing.T) {
 
 func TestRunDropsOnlyWhatItCreated(t *testing.T) {
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, testservers.PGURL)
+	conn, err := pgx.Connect(ctx, testservers.PG(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	opt, _ := redis.ParseURL(testservers.RedisURL)
+	opt, _ := redis.ParseURL(testservers.Redis(t))
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	// Someone else's objects under our prefix: the run must leave them alone.
@@ -277,7 +277,7 @@ func TestRunDropsOnlyWhatItCreated(t *testing.T) {
 	defer rdb.Del(ctx, "drill:bystander:1")
 
 	sc := parseOK(t, "name: leaves nothing\nsteps:\n  - produce\n  - relay\n  - consume(skip_ack)\n")
-	rep, _ := runAll(t, testParams(), []*Scenario{sc})
+	rep, _ := runAll(t, testParams(t), []*Scenario{sc})
 
 	var n int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_database WHERE datname LIKE $1`, "drill_"+rep.RunID+"%").Scan(&n); err != nil || n != 0 {
@@ -300,7 +300,7 @@ func TestParallelRunKeepsBlocksWholeAndOrderStable(t *testing.T) {
 		scs = append(scs, parseOK(t, fmt.Sprintf("name: p%d\nsteps:\n  - produce: {amount: %d}\n  - relay\n  - consume\n  - expect: {projection: {accounting: {USD: {amount: %d, events: 1}}}}\n", i, i+1, i+1)))
 	}
 	var out syncWriter
-	p := testParams()
+	p := testParams(t)
 	p.Parallel, p.Verbose, p.Out = 4, true, &out
 	rep, _ := runAll(t, p, scs)
 	for i, r := range rep.Results {
@@ -320,7 +320,7 @@ func TestFailFastStartsNothingAfterAFailure(t *testing.T) {
 		parseOK(t, "name: second\nsteps: [produce]\n"),
 		parseOK(t, "name: third\nsteps: [produce]\n"),
 	}
-	p := testParams()
+	p := testParams(t)
 	p.Parallel, p.FailFast = 1, true
 	rep, err := Run(context.Background(), p, scs)
 	if err != nil {
@@ -358,9 +358,9 @@ func TestSetupFailureIsAnErrorNotAPanic(t *testing.T) {
 		path string
 		want string
 	}{
-		{"bad redis url", Params{PGURL: testservers.PGURL, RedisURL: "notaurl"}, "", "--redis notaurl"},
-		{"no postgres", Params{PGURL: "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=2", RedisURL: testservers.RedisURL}, "", "PostgreSQL postgres://postgres@127.0.0.1:1/postgres"},
-		{"no redis-server binary", Params{PGURL: testservers.PGURL}, t.TempDir(), `install the Debian package "redis-server"`},
+		{"bad redis url", Params{PGURL: testservers.PG(t), RedisURL: "notaurl"}, "", "--redis notaurl"},
+		{"no postgres", Params{PGURL: "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=2", RedisURL: testservers.Redis(t)}, "", "PostgreSQL postgres://postgres@127.0.0.1:1/postgres"},
+		{"no redis-server binary", Params{PGURL: testservers.PG(t)}, t.TempDir(), `install the Debian package "redis-server"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.path != "" {

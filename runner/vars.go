@@ -79,6 +79,21 @@ func scalarValue(file string, kv steps.Arg, errs *steps.Errors) bool {
 	return true
 }
 
+// maxVariants bounds the scenarios one file may expand into.
+const maxVariants = 1000
+
+// variantCount is how many variants the axes make, up to maxVariants+1.
+func variantCount(axes []axis) int {
+	n := 1
+	for _, a := range axes {
+		n *= len(a.values)
+		if n > maxVariants {
+			return maxVariants + 1
+		}
+	}
+	return n
+}
+
 // variant is one combination of matrix values, in axis order.
 type variant []struct{ name, value string }
 
@@ -96,6 +111,9 @@ func (v variant) Label() string {
 func combinations(axes []axis) []variant {
 	out := []variant{nil}
 	for _, a := range axes {
+		if len(out)*len(a.values) > maxVariants {
+			return nil // parseHeader reports it
+		}
 		var next []variant
 		for _, v := range out {
 			for _, val := range a.values {

@@ -22,8 +22,8 @@ func TestMain(m *testing.M) { testservers.Main(m) }
 // cli runs Main in-process on the test servers.
 func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	t.Setenv("RUNNER_PG_URL", testservers.PGURL)
-	t.Setenv("RUNNER_REDIS_URL", testservers.RedisURL)
+	t.Setenv("RUNNER_PG_URL", testservers.PG(t))
+	t.Setenv("RUNNER_REDIS_URL", testservers.Redis(t))
 	var out, errb bytes.Buffer
 	code = Main(context.Background(), args, &out, &errb)
 	return code, out.String(), errb.String()
@@ -193,13 +193,13 @@ func TestInterruptDropsDatabasesOnExternalServers(t *testing.T) {
 	}
 	bin := buildRunner(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, testservers.PGURL)
+	conn, err := pgx.Connect(ctx, testservers.PG(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
 	f := scenarioFile(t, "hang.yaml", "name: hang\nsteps:\n  - produce\n  - consume(block=1m)\n")
-	cmd := exec.Command(bin, "run", "--pg", testservers.PGURL, "--redis", testservers.RedisURL, f)
+	cmd := exec.Command(bin, "run", "--pg", testservers.PG(t), "--redis", testservers.Redis(t), f)
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -237,7 +237,7 @@ func buildRunner(t *testing.T) string {
 
 func TestKeepThenClean(t *testing.T) {
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, testservers.PGURL)
+	conn, err := pgx.Connect(ctx, testservers.PG(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestKeepThenClean(t *testing.T) {
 	defer conn.Exec(ctx, `DROP DATABASE IF EXISTS drill_bystander`)
 	conn.Exec(ctx, `CREATE DATABASE drill_0badcafe_1_c`)
 	defer conn.Exec(ctx, `DROP DATABASE IF EXISTS drill_0badcafe_1_c WITH (FORCE)`)
-	cfg, _ := pgx.ParseConfig(testservers.PGURL)
+	cfg, _ := pgx.ParseConfig(testservers.PG(t))
 	cfg.Database = "drill_0badcafe_1_c"
 	busy, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {

@@ -1,0 +1,70 @@
+package runner
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"outboxdrill/steps"
+)
+
+// FuzzParse feeds the loader arbitrary files: it must never panic, and every
+// problem must come with a position in the file.
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob("../scenarios/*.yaml")
+	for _, file := range files {
+		if b, err := os.ReadFile(file); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("name: x\nvars: {a: 1}\nmatrix: {b: [1, 2]}\nsteps:\n  - produce: {amount: \"${a}\"}\n  - expect: {within: 1s, stream.entries: 1}\n"))
+	f.Add([]byte("name: x\nx-b: &b {amount: 5}\nsteps:\n  - produce: {<<: *b}\n  - relay(limit=1, skip_mark)\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		scs, errs := Parse("f.yaml", data)
+		for _, e := range errs {
+			if e.Pos.File != "f.yaml" || e.Pos.Line < 1 || e.Msg == "" {
+				t.Fatalf("problem without a position or text: %#v", e)
+			}
+		}
+		if len(errs) == 0 {
+			for _, sc := range scs {
+				if sc.Name == "" || len(sc.Steps) == 0 {
+					t.Fatalf("accepted a scenario without name or steps: %#v", sc)
+				}
+			}
+		}
+	})
+}
+
+// FuzzShorthand feeds the `step(key=value, ...)` parser arbitrary strings.
+func FuzzShorthand(f *testing.F) {
+	for _, s := range []string{"relay", "relay(skip_mark)", "consume(fail=divzero, count=2)", `produce(event="a,b", currency='EUR')`,
+		"claim(idle=0)", "relay()", "relay (limit=1)", `produce(event="open)`, "x(,,=)", "(", "a(b=c=d)"} {
+		f.Add(s, 3)
+	}
+	f.Fuzz(func(t *testing.T, s string, col int) {
+		n := &yaml.Node{Kind: yaml.ScalarNode, Value: s, Line: 1, Column: 1 + (col%200+200)%200}
+		name, args, errs := parseShorthand("f.yaml", n)
+		if len(errs) > 0 {
+			for _, e := range errs {
+				if e.Pos.Line != 1 || e.Pos.Col < 1 {
+					t.Fatalf("bad position %v for %q", e.Pos, s)
+				}
+			}
+			return
+		}
+		if name == "" || !strings.HasPrefix(strings.TrimSpace(s), name) {
+			t.Fatalf("%q parsed as step %q", s, name)
+		}
+		for _, a := range args {
+			if a.Value == nil || a.Value.Column < 1 {
+				t.Fatalf("%q: argument %q without a positioned value", s, a.Key)
+			}
+		}
+		// Whatever it parsed, building the step must not panic either.
+		_, _ = buildCall("f.yaml", steps.NodePos("f.yaml", n), name, args, nil, "")
+	})
+}
