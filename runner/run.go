@@ -42,6 +42,8 @@ type Params struct {
 	// Keep leaves the databases and stream of some scenarios in place and
 	// prints how to inspect them (external servers only).
 	Keep Keep
+	// Progress draws a live progress line on Out (a terminal, not CI).
+	Progress bool
 	// Out receives the console report; Log, if set, progress messages.
 	Out, Log io.Writer
 }
@@ -128,8 +130,10 @@ func schedule(ctx context.Context, p *Params, w *World, scs []*Scenario) ([]*Res
 	results := make([]*Result, len(scs))
 	var next atomic.Int64 // index of the next scenario to start
 	var stop atomic.Bool
-	var mu sync.Mutex // one block at a time on p.Out; errs
+	var mu sync.Mutex // errs, results
 	var errs []error
+	out := newConsole(p, len(scs))
+	defer out.close()
 	var wg sync.WaitGroup
 	for range min(p.Parallel, len(scs)) {
 		wg.Go(func() {
@@ -146,14 +150,14 @@ func schedule(ctx context.Context, p *Params, w *World, scs []*Scenario) ([]*Res
 				}
 				if res != nil {
 					results[i] = res
-					if p.Out != nil {
-						_, _ = p.Out.Write(formatResult(res, p.Verbose))
-					}
 					if p.FailFast && !res.Passed() {
 						stop.Store(true)
 					}
 				}
 				mu.Unlock()
+				if res != nil {
+					out.result(res)
+				}
 			}
 		})
 	}

@@ -373,3 +373,22 @@ func TestSetupFailureIsAnErrorNotAPanic(t *testing.T) {
 		})
 	}
 }
+
+func TestProgressLineIsErasedBeforeEachBlock(t *testing.T) {
+	scs := []*Scenario{parseOK(t, "name: one\nsteps: [produce]\n"), parseOK(t, "name: two\nsteps: [produce]\n")}
+	var out syncWriter
+	p := testParams(t)
+	p.Parallel, p.Out, p.Progress = 1, &out, true
+	runAll(t, p, scs)
+	s := out.String()
+	if !strings.Contains(s, "[1/2] 0 failed, ") || !strings.Contains(s, "\r\x1b[K--- PASS: two") || !strings.HasSuffix(s, "\r\x1b[K") {
+		t.Fatalf("progress line not drawn and erased around blocks: %q", s)
+	}
+	// Without Progress (pipes, CI): plain lines only.
+	out = syncWriter{}
+	p.Progress = false
+	runAll(t, p, scs)
+	if strings.ContainsAny(out.String(), "\r\x1b") {
+		t.Fatalf("control characters without a terminal: %q", out.String())
+	}
+}

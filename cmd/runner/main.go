@@ -192,6 +192,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !p.Verbose {
 		p.Log = nil
 	}
+	p.Progress = isTerminal(stdout) && os.Getenv("CI") == ""
 	rep, err := runner.Run(ctx, p, scs)
 	if rep != nil {
 		fmt.Fprintln(stdout, rep.Summary())
@@ -349,6 +350,17 @@ func cmdSchema(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	_, _ = stdout.Write(runner.Schema())
 	return exitOK
+}
+
+// isTerminal reports whether w is a character device (a terminal), where a
+// live progress line helps; piped or in CI, plain lines are better.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 func countFiles(errs steps.Errors) int {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"gopkg.in/yaml.v3"
 
 	"outboxdrill/internal/testservers"
 )
@@ -302,5 +303,43 @@ func TestKeepNeedsExternalServers(t *testing.T) {
 	}
 	if code := Main(context.Background(), []string{"run", "--keep", "some", "--pg", "x", "--redis", "y", f}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--keep wants failed or all") {
 		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+}
+
+// TestCIExampleWorkflow keeps the GitHub Actions example honest: valid YAML
+// whose shard runs use flags the runner really has.
+func TestCIExampleWorkflow(t *testing.T) {
+	b, err := os.ReadFile("../../docs/ci/github-actions.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf struct {
+		Jobs map[string]struct {
+			Steps []struct{ Run string }
+		}
+	}
+	if err := yaml.Unmarshal(b, &wf); err != nil {
+		t.Fatalf("not YAML: %v", err)
+	}
+	var run string
+	for _, st := range wf.Jobs["drills"].Steps {
+		if strings.Contains(st.Run, "cmd/runner run") {
+			run = st.Run
+		}
+	}
+	for _, flag := range []string{"--shard", "--junit", "--markdown"} {
+		if !strings.Contains(run, flag) {
+			t.Errorf("the workflow's run step lacks %s", flag)
+		}
+	}
+	f := scenarioFile(t, "a.yaml", "name: a\nsteps: [produce]\n")
+	if code, _, errs := cli(t, "validate", f); code != 0 {
+		t.Fatal(errs)
+	}
+	// The same flags parse (an empty shard is fine and runs nothing).
+	dir := t.TempDir()
+	code, out, errs := cli(t, "run", f, "--shard", "4/4", "--junit", filepath.Join(dir, "r.xml"), "--markdown", filepath.Join(dir, "r.md"))
+	if code != 0 && code != 1 {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
 	}
 }
