@@ -215,34 +215,38 @@ func (iso *isolation) release(keep bool) error {
 
 // isolate gives one scenario its own producer and consumer databases and its
 // own stream key.
-func (w *World) isolate(ctx context.Context) (iso *isolation, err error) {
+func (w *World) isolate(ctx context.Context) (*isolation, error) {
 	w.mu.Lock()
 	w.seq++
 	n := w.seq
 	w.mu.Unlock()
 	base := fmt.Sprintf("%s_%s_%d", NamePrefix, w.RunID, n)
-	iso = &isolation{producer: base + "_p", consumer: base + "_c", streamKey: fmt.Sprintf("%s:%s:%d", NamePrefix, w.RunID, n)}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, iso.release(false))
-		}
-	}()
+	iso := &isolation{producer: base + "_p", consumer: base + "_c", streamKey: fmt.Sprintf("%s:%s:%d", NamePrefix, w.RunID, n)}
+	if err := w.fill(ctx, iso); err != nil {
+		return nil, errors.Join(err, iso.release(false))
+	}
+	return iso, nil
+}
+
+// fill creates iso's databases, pools and stream, registering each undo as
+// it goes so that a failure half-way releases exactly what exists.
+func (w *World) fill(ctx context.Context, iso *isolation) error {
 	var pools [2]*pgxpool.Pool
-	for i, side := range []string{"p", "c"} {
-		name := base + "_" + side
-		if err := w.createDB(ctx, name, w.template(side), &iso.drop); err != nil {
-			return nil, err
+	for i, name := range []string{iso.producer, iso.consumer} {
+		if err := w.createDB(ctx, name, w.template(name[len(name)-1:]), &iso.drop); err != nil {
+			return err
 		}
-		if pools[i], err = w.pool(ctx, name); err != nil {
-			return nil, err
+		pool, err := w.pool(ctx, name)
+		if err != nil {
+			return err
 		}
-		pool := pools[i]
+		pools[i] = pool
 		iso.close.add(func(context.Context) error { pool.Close(); return nil })
 	}
 	stream := redisstream.New(w.rdb, iso.streamKey)
 	iso.drop.add(stream.Delete)
 	iso.env = steps.NewEnv(pools[0], pools[1], stream)
-	return iso, nil
+	return nil
 }
 
 // inspect tells how to look at a kept scenario's databases and stream.

@@ -267,9 +267,9 @@ func (p Param) Schema() map[string]any {
 	return map[string]any{"anyOf": []any{s, varRefSchema()}, "description": p.Doc}
 }
 
-// varRefSchema is the schema of a value that is exactly "${name}".
+// varRefSchema is the schema of a value holding a ${name} reference.
 func varRefSchema() map[string]any {
-	return map[string]any{"type": "string", "pattern": `^\$\{[A-Za-z_][A-Za-z0-9_]*\}$`}
+	return map[string]any{"type": "string", "pattern": `\$\{[A-Za-z_][A-Za-z0-9_]*\}`}
 }
 
 // DurationSchema is the JSON Schema of a duration: "250ms", "2s" or 0.

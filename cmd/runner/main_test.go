@@ -138,15 +138,22 @@ func TestDocsAreUpToDate(t *testing.T) {
 	}
 }
 
-// TestInterruptCleansUp sends Ctrl-C (SIGINT) to a real runner process in the
-// middle of a scenario, with managed servers, and checks that it exits 130
-// and leaves no server process and no temp dir behind.
+// TestInterruptCleansUp sends Ctrl-C (SIGINT) to a real runner process with
+// managed servers — while it prepares the templates, while it isolates a
+// scenario, and in the middle of a step — and checks that it exits 130 and
+// leaves no server process and no temp dir behind.
 func TestInterruptCleansUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts its own servers")
 	}
 	bin := buildRunner(t)
 	f := scenarioFile(t, "hang.yaml", "name: hang\nsteps:\n  - produce\n  - consume(block=1m)\n")
+	for _, delay := range []time.Duration{0, 150 * time.Millisecond, 1500 * time.Millisecond} {
+		t.Run(delay.String(), func(t *testing.T) { interruptManaged(t, bin, f, delay) })
+	}
+}
+
+func interruptManaged(t *testing.T, bin, f string, delay time.Duration) {
 	cmd := exec.Command(bin, "run", "-v", f)
 	cmd.Env = append(os.Environ(), "RUNNER_PG_URL=", "RUNNER_REDIS_URL=")
 	var stderr, stdout syncBuffer
@@ -159,7 +166,7 @@ func TestInterruptCleansUp(t *testing.T) {
 	for len(started.FindAllString(stderr.String(), -1)) < 2 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(1500 * time.Millisecond) // let it reach the blocking consume
+	time.Sleep(delay) // 1.5s reaches the blocking consume
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
