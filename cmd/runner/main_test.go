@@ -84,7 +84,7 @@ func TestRunWrongExpectationExitsOne(t *testing.T) {
 }
 
 func TestInvalidFileExitsTwoAndRunsNothing(t *testing.T) {
-	f := scenarioFile(t, "bad.yaml", "name: bad\nsteps:\n  - produce(amout=5)\n  - relya\n")
+	f := scenarioFile(t, "bad.yaml", "name: bad\nsteps:\n  - produce(amout=5)\n  - relya\n  - expect: {outbox.rows: many}\n")
 	for _, cmd := range []string{"run", "validate"} {
 		code, out, errs := cli(t, cmd, f)
 		if code != 2 || out != "" && cmd == "run" {
@@ -93,7 +93,8 @@ func TestInvalidFileExitsTwoAndRunsNothing(t *testing.T) {
 		for _, want := range []string{
 			f + `:3:13: unknown parameter "amout" (did you mean "amount"?)`,
 			f + `:4:5: unknown step "relya" (did you mean "relay"?)`,
-			"2 problem(s) in 1 file(s); nothing was run",
+			f + `:5:28: outbox.rows: want an integer, got "many"`,
+			"3 problem(s) in 1 file(s); nothing was run",
 		} {
 			if !strings.Contains(errs, want) {
 				t.Errorf("%s: stderr lacks %q:\n%s", cmd, want, errs)
