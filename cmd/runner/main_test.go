@@ -93,7 +93,7 @@ func TestInvalidFileExitsTwoAndRunsNothing(t *testing.T) {
 		for _, want := range []string{
 			f + `:3:13: unknown parameter "amout" (did you mean "amount"?)`,
 			f + `:4:5: unknown step "relya" (did you mean "relay"?)`,
-			f + `:5:28: outbox.rows: want an integer, got "many"`,
+			f + `:5:27: outbox.rows: want an integer, got "many"`,
 			"3 problem(s) in 1 file(s); nothing was run",
 		} {
 			if !strings.Contains(errs, want) {
