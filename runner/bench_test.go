@@ -52,11 +52,11 @@ func BenchmarkScenario(b *testing.B) {
 func BenchmarkPipeline(b *testing.B) {
 	w, _ := openBenchWorld(b)
 	ctx := context.Background()
-	iso, err := w.isolate(ctx)
+	iso, err := w.acquire(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = iso.release(false) })
+	b.Cleanup(func() { _ = w.recycle(ctx, iso, false) })
 	env := iso.env
 	prod := &pipeline.Producer{DB: env.Producer}
 	relay := &pipeline.Relay{DB: env.Producer, Broker: env.Broker}

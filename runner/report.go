@@ -124,6 +124,8 @@ type jsonScenario struct {
 	Passed     bool          `json:"passed"`
 	DurationMS int64         `json:"duration_ms"`
 	SetupMS    int64         `json:"setup_ms"`
+	Databases  [2]string     `json:"databases"`
+	Stream     string        `json:"stream"`
 	Failures   []jsonFailure `json:"failures"`
 	Alerts     []string      `json:"alerts"`
 	Steps      []jsonStep    `json:"steps"`
@@ -167,7 +169,8 @@ func WriteJSON(w io.Writer, rep *Report) error {
 	for _, r := range rep.Results {
 		js := jsonScenario{Name: r.Scenario.Name, File: r.Scenario.File, Line: r.Scenario.Pos.Line, Variant: r.Scenario.Variant,
 			Tags: append([]string{}, r.Scenario.Tags...), Passed: r.Passed(), DurationMS: r.Duration.Milliseconds(),
-			SetupMS: r.Setup.Milliseconds(), Failures: jsonFailures(r.Failures), Alerts: append([]string{}, r.Alerts...)}
+			SetupMS: r.Setup.Milliseconds(), Databases: [2]string{r.Where[0], r.Where[1]}, Stream: r.Where[2],
+			Failures: jsonFailures(r.Failures), Alerts: append([]string{}, r.Alerts...)}
 		for _, st := range r.Steps {
 			js.Steps = append(js.Steps, jsonStep{
 				Pos: st.Call.Pos.String(), Step: st.Call.Def.Name, Label: st.Call.Label,

@@ -70,6 +70,7 @@ type Result struct {
 	Steps    []StepRecord    // the steps that ran, the failing one last
 	Alerts   []string        // shown even for a passing scenario: identity conflicts
 	Kept     []string        // with --keep: commands to inspect what was left in place
+	Where    [3]string       // producer and consumer database, stream key
 	Setup    time.Duration   // isolation: creating databases and the stream
 	Duration time.Duration   // all of it, setup and cleanup included
 }
@@ -167,15 +168,16 @@ func schedule(ctx context.Context, p *Params, w *World, scs []*Scenario) ([]*Res
 
 func runScenario(ctx context.Context, p *Params, w *World, sc *Scenario) (*Result, error) {
 	start := time.Now()
-	iso, err := w.isolate(ctx)
+	iso, err := w.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	env := iso.env
+	where := [3]string{iso.producer, iso.consumer, iso.streamKey}
 	// The timeout bounds the scenario's own steps, not the isolation around them.
 	ctx, cancel := context.WithTimeoutCause(ctx, p.Timeout, fmt.Errorf("scenario timed out after %s", p.Timeout))
 	defer cancel()
-	res := &Result{Scenario: sc, Setup: time.Since(start)}
+	res := &Result{Scenario: sc, Setup: time.Since(start), Where: where}
 	for _, call := range sc.Steps {
 		stepStart := time.Now()
 		out, fails := call.Exec(ctx, env)
@@ -192,7 +194,7 @@ func runScenario(ctx context.Context, p *Params, w *World, sc *Scenario) (*Resul
 	if keep {
 		res.Kept = w.inspect(iso)
 	}
-	err = iso.release(keep)
+	err = w.recycle(ctx, iso, keep)
 	res.Duration = time.Since(start)
 	if err != nil {
 		// The result stands; the run reports that cleanup failed too.

@@ -392,3 +392,36 @@ func TestProgressLineIsErasedBeforeEachBlock(t *testing.T) {
 		t.Fatalf("control characters without a terminal: %q", out.String())
 	}
 }
+
+// TestReusedDatabasesStartEmpty runs a scenario that leaves rows, a stream,
+// a group and pending entries, then one on the same (reset) database pair
+// that must see none of it.
+func TestReusedDatabasesStartEmpty(t *testing.T) {
+	dirty := parseOK(t, "name: dirty\nsteps:\n  - produce\n  - produce(currency=EUR)\n  - relay(skip_mark)\n  - consume(skip_ack)\n  - consume(consumer=audit, fail=divzero)\n")
+	clean := parseOK(t, `name: clean
+steps:
+  - expect:
+      outbox.rows: 0
+      journal.rows: 0
+      ledger.rows: 0
+      balances: {}
+      inbox.rows: 0
+      projection: {}
+      stream.entries: 0
+      stream.pending: 0
+  - produce
+  - relay
+  - consume
+  - expect: {stream.pending: {accounting: 0}, projection: {accounting: {USD: {amount: 100, events: 1}}}}
+`)
+	p := testParams(t)
+	p.Parallel = 1
+	rep, _ := runAll(t, p, []*Scenario{dirty, clean})
+	a, b := rep.Results[0], rep.Results[1]
+	if !a.Passed() || !b.Passed() {
+		t.Fatalf("%v\n%s", a.Failures, formatResult(b, true))
+	}
+	if a.Where[0] != b.Where[0] || a.Where[1] != b.Where[1] || a.Where[2] == b.Where[2] {
+		t.Errorf("want the same databases and a new stream: %v then %v", a.Where, b.Where)
+	}
+}

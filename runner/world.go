@@ -14,10 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"outboxdrill/broker/redisstream"
 	"outboxdrill/servers"
 	schema "outboxdrill/sql"
-	"outboxdrill/steps"
 )
 
 // NamePrefix starts every database name and stream key the runner creates;
@@ -66,6 +64,7 @@ type World struct {
 	undo  cleanups
 	seq   int
 	mu    sync.Mutex
+	free  []*isolation // reset database pairs ready for the next scenario
 }
 
 // OpenWorld connects to (or starts) the servers and prepares the templates.
@@ -100,6 +99,7 @@ func (w *World) open(ctx context.Context, p *Params) (err error) {
 			return fmt.Errorf("schema of %s: %w", t.name, err)
 		}
 	}
+	w.undo.add(w.releaseFree) // before the templates go
 	return nil
 }
 
@@ -191,62 +191,6 @@ func (w *World) pool(ctx context.Context, db string) (*pgxpool.Pool, error) {
 	cfg.ConnConfig.Database = db
 	cfg.MaxConns = 4
 	return pgxpool.NewWithConfig(ctx, cfg)
-}
-
-// isolation is one scenario's own world: two databases (copies of the
-// templates) and a stream key, plus how to let go of them.
-type isolation struct {
-	env       *steps.Env
-	producer  string // database names
-	consumer  string
-	streamKey string
-	close     cleanups // pools: always
-	drop      cleanups // databases and stream: unless kept
-}
-
-// release closes the pools and, unless keep, drops the databases and stream.
-func (iso *isolation) release(keep bool) error {
-	err := iso.close.run()
-	if !keep {
-		err = errors.Join(err, iso.drop.run())
-	}
-	return err
-}
-
-// isolate gives one scenario its own producer and consumer databases and its
-// own stream key.
-func (w *World) isolate(ctx context.Context) (*isolation, error) {
-	w.mu.Lock()
-	w.seq++
-	n := w.seq
-	w.mu.Unlock()
-	base := fmt.Sprintf("%s_%s_%d", NamePrefix, w.RunID, n)
-	iso := &isolation{producer: base + "_p", consumer: base + "_c", streamKey: fmt.Sprintf("%s:%s:%d", NamePrefix, w.RunID, n)}
-	if err := w.fill(ctx, iso); err != nil {
-		return nil, errors.Join(err, iso.release(false))
-	}
-	return iso, nil
-}
-
-// fill creates iso's databases, pools and stream, registering each undo as
-// it goes so that a failure half-way releases exactly what exists.
-func (w *World) fill(ctx context.Context, iso *isolation) error {
-	var pools [2]*pgxpool.Pool
-	for i, name := range []string{iso.producer, iso.consumer} {
-		if err := w.createDB(ctx, name, w.template(name[len(name)-1:]), &iso.drop); err != nil {
-			return err
-		}
-		pool, err := w.pool(ctx, name)
-		if err != nil {
-			return err
-		}
-		pools[i] = pool
-		iso.close.add(func(context.Context) error { pool.Close(); return nil })
-	}
-	stream := redisstream.New(w.rdb, iso.streamKey)
-	iso.drop.add(stream.Delete)
-	iso.env = steps.NewEnv(pools[0], pools[1], stream)
-	return nil
 }
 
 // inspect tells how to look at a kept scenario's databases and stream.

@@ -15,3 +15,11 @@ var Producer string
 //
 //go:embed consumer.sql
 var Consumer string
+
+// ResetProducer empties every producer table, in one implicit transaction,
+// so that a database pair can serve the next scenario. Sequences go on: no
+// check shows an id, only the order of rows.
+const ResetProducer = `DELETE FROM ledger_entries; DELETE FROM journal; DELETE FROM outbox; DELETE FROM accounts`
+
+// ResetConsumer empties every consumer table.
+const ResetConsumer = `DELETE FROM inbox; DELETE FROM projection`
