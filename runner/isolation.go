@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -36,50 +37,116 @@ func (iso *isolation) release(keep bool) error {
 	return err
 }
 
-// acquire hands out a reset database pair, or creates one, with a new stream.
+// pairPool holds the run's database pairs. A scenario takes a free pair; when
+// none is free it asks for one more (up to one pair per parallel worker,
+// created one at a time in the background) and takes whichever comes first:
+// a new pair or one another scenario gives back. So a run of short scenarios
+// waits for CREATE DATABASE once, and long ones still get a pair each.
+type pairPool struct {
+	mu      sync.Mutex
+	seq     int // names databases and streams
+	pairs   int // created or being created, not kept
+	max     int
+	free    chan *isolation
+	failed  chan error
+	bg      context.Context // creations; cancelled at shutdown
+	cancel  context.CancelFunc
+	pending sync.WaitGroup
+	// creating serialises creations: CREATE DATABASE is bound by the disk's
+	// fsyncs, so concurrent ones only delay the first pair, which a waiting
+	// scenario needs most (measured: 0.44 s alone, 1.1 s with three others).
+	creating sync.Mutex
+}
+
+func (pp *pairPool) init(parallel int) {
+	pp.max = max(1, parallel)
+	pp.free = make(chan *isolation, pp.max)
+	pp.failed = make(chan error, pp.max)
+	pp.bg, pp.cancel = context.WithCancel(context.Background())
+}
+
+func (pp *pairPool) next() int {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	pp.seq++
+	return pp.seq
+}
+
+// acquire hands out a reset database pair with a new stream.
 func (w *World) acquire(ctx context.Context) (*isolation, error) {
-	w.mu.Lock()
-	w.seq++
-	n := w.seq
+	pp := &w.pairs
 	var iso *isolation
-	if k := len(w.free); k > 0 {
-		iso, w.free = w.free[k-1], w.free[:k-1]
-	}
-	w.mu.Unlock()
-	if iso == nil {
-		base := fmt.Sprintf("%s_%s_%d", NamePrefix, w.RunID, n)
-		iso = &isolation{producer: base + "_p", consumer: base + "_c"}
-		if err := w.create(ctx, iso); err != nil {
-			return nil, errors.Join(err, iso.release(false))
+	select {
+	case iso = <-pp.free:
+	default:
+		pp.mu.Lock()
+		grow := pp.pairs < pp.max
+		if grow {
+			pp.pairs++
+		}
+		pp.mu.Unlock()
+		if grow {
+			pp.pending.Go(func() { w.createPair(pp.next()) })
+		}
+		select {
+		case iso = <-pp.free:
+		case err := <-pp.failed:
+			return nil, err
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
 		}
 	}
+	n := pp.next()
 	iso.streamKey = fmt.Sprintf("%s:%s:%d", NamePrefix, w.RunID, n)
 	iso.env = steps.NewEnv(iso.pools[0], iso.pools[1], redisstream.New(w.rdb, iso.streamKey))
 	return iso, nil
 }
 
-// create makes iso's databases and pools, registering each undo as it goes
-// so that a failure half-way releases exactly what exists.
-func (w *World) create(ctx context.Context, iso *isolation) error {
-	for i, name := range []string{iso.producer, iso.consumer} {
-		if err := w.createDB(ctx, name, w.template(name[len(name)-1:]), &iso.drop); err != nil {
-			return err
+// createPair makes a database pair with both schemas and offers it to the
+// pool. Each undo is registered as it goes, so a failure half-way releases
+// exactly what exists.
+func (w *World) createPair(n int) {
+	pp := &w.pairs
+	pp.creating.Lock()
+	defer pp.creating.Unlock()
+	base := fmt.Sprintf("%s_%s_%d", NamePrefix, w.RunID, n)
+	iso := &isolation{producer: base + "_p", consumer: base + "_c"}
+	for i, db := range []struct{ name, ddl string }{{iso.producer, schema.Producer}, {iso.consumer, schema.Consumer}} {
+		err := w.createDB(pp.bg, db.name, &iso.drop)
+		if err == nil {
+			iso.pools[i], err = w.pool(pp.bg, db.name)
 		}
-		pool, err := w.pool(ctx, name)
+		if err == nil {
+			pool := iso.pools[i]
+			iso.close.add(func(context.Context) error { pool.Close(); return nil })
+			_, err = pool.Exec(pp.bg, db.ddl)
+		}
 		if err != nil {
-			return err
+			pp.mu.Lock()
+			pp.pairs--
+			pp.mu.Unlock()
+			if pp.bg.Err() == nil { // not our own shutdown: a waiting scenario reports it
+				select {
+				case pp.failed <- fmt.Errorf("database %s: %w", db.name, err):
+				default:
+				}
+			}
+			_ = iso.release(false)
+			return
 		}
-		iso.pools[i] = pool
-		iso.close.add(func(context.Context) error { pool.Close(); return nil })
 	}
-	return nil
+	pp.free <- iso
 }
 
 // recycle ends a scenario's use of iso. Kept: the databases and stream stay
 // as they are and the pair leaves the pool. Otherwise the stream is deleted,
 // the rows too, and the pair goes back to the pool.
 func (w *World) recycle(ctx context.Context, iso *isolation, keep bool) error {
+	pp := &w.pairs
 	if keep {
+		pp.mu.Lock()
+		pp.pairs--
+		pp.mu.Unlock()
 		return iso.release(true)
 	}
 	ctx = context.WithoutCancel(ctx) // cleanup runs after Ctrl-C too
@@ -91,23 +158,29 @@ func (w *World) recycle(ctx context.Context, iso *isolation, keep bool) error {
 		_, err = iso.pools[1].Exec(ctx, schema.ResetConsumer)
 	}
 	if err != nil {
+		pp.mu.Lock()
+		pp.pairs--
+		pp.mu.Unlock()
 		return errors.Join(err, iso.release(false))
 	}
-	w.mu.Lock()
-	w.free = append(w.free, iso)
-	w.mu.Unlock()
+	pp.free <- iso
 	return nil
 }
 
-// releaseFree drops the pooled database pairs at the end of the run.
-func (w *World) releaseFree(context.Context) error {
-	w.mu.Lock()
-	free := w.free
-	w.free = nil
-	w.mu.Unlock()
-	var errs []error
-	for _, iso := range free {
-		errs = append(errs, iso.release(false))
+// shutdown stops creations in flight and drops every pooled pair.
+func (pp *pairPool) shutdown(context.Context) error {
+	if pp.cancel == nil {
+		return nil
 	}
-	return errors.Join(errs...)
+	pp.cancel()
+	pp.pending.Wait()
+	var errs []error
+	for {
+		select {
+		case iso := <-pp.free:
+			errs = append(errs, iso.release(false))
+		default:
+			return errors.Join(errs...)
+		}
+	}
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"outboxdrill/servers"
-	schema "outboxdrill/sql"
 )
 
 // NamePrefix starts every database name and stream key the runner creates;
@@ -54,20 +53,19 @@ func (c *cleanups) run() error {
 }
 
 // World is what one run shares: the servers, one admin pool, one Redis
-// client, and the template databases every scenario copies.
+// client, and the pool of database pairs scenarios run in.
 type World struct {
 	RunID string
 	PGURL string
 
-	admin *pgxpool.Pool
-	rdb   *redis.Client
-	undo  cleanups
-	seq   int
-	mu    sync.Mutex
-	free  []*isolation // reset database pairs ready for the next scenario
+	admin   *pgxpool.Pool
+	rdb     *redis.Client
+	undo    cleanups
+	pairs   pairPool
+	managed bool // the runner started PostgreSQL: it goes with all its databases
 }
 
-// OpenWorld connects to (or starts) the servers and prepares the templates.
+// OpenWorld connects to (or starts) the servers.
 // Close undoes all of it, also when OpenWorld fails half-way.
 func OpenWorld(ctx context.Context, p *Params) (*World, error) {
 	w := &World{RunID: newRunID()}
@@ -91,15 +89,8 @@ func (w *World) open(ctx context.Context, p *Params) (err error) {
 	if err := w.rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
-	for _, t := range []struct{ name, ddl string }{{w.template("p"), schema.Producer}, {w.template("c"), schema.Consumer}} {
-		if err := w.createDB(ctx, t.name, "", &w.undo); err != nil {
-			return err
-		}
-		if err := w.execIn(ctx, t.name, t.ddl); err != nil {
-			return fmt.Errorf("schema of %s: %w", t.name, err)
-		}
-	}
-	w.undo.add(w.releaseFree) // before the templates go
+	w.pairs.init(p.Parallel)
+	w.undo.add(w.pairs.shutdown)
 	return nil
 }
 
@@ -113,8 +104,8 @@ func (w *World) startServers(ctx context.Context, p *Params) error {
 		wg.Go(func() {
 			pg, err := servers.StartPostgres(ctx, servers.PostgresOptions{})
 			if pgErr = err; err == nil {
-				w.PGURL = pg.URL
-				w.undo.add(pg.Stop)
+				w.PGURL, w.managed = pg.URL, true
+				w.undo.add(pg.Discard) // its data goes with it: no shutdown checkpoint
 				p.logf("started PostgreSQL pid %d on port %d in %s", pg.PID(), pg.Port, pg.Dir)
 			}
 		})
@@ -124,7 +115,7 @@ func (w *World) startServers(ctx context.Context, p *Params) error {
 			rd, err := servers.StartRedis(ctx, servers.RedisOptions{})
 			if rdErr = err; err == nil {
 				redisURL = rd.URL
-				w.undo.add(rd.Stop)
+				w.undo.add(rd.Discard)
 				p.logf("started Redis pid %d on port %d in %s", rd.PID(), rd.Port, rd.Dir)
 			}
 		})
@@ -145,41 +136,24 @@ func (w *World) startServers(ctx context.Context, p *Params) error {
 // Close drops what the run created and stops what it started.
 func (w *World) Close() error { return w.undo.run() }
 
-func (w *World) template(side string) string {
-	return fmt.Sprintf("%s_%s_tpl_%s", NamePrefix, w.RunID, side)
-}
-
 // createDB creates a database and registers its drop. Names are built by
 // the runner only, from the prefix, the run id and a counter.
-func (w *World) createDB(ctx context.Context, name, template string, undo *cleanups) error {
-	q := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
-	if template != "" {
-		q += " TEMPLATE " + pgx.Identifier{template}.Sanitize()
-	}
+func (w *World) createDB(ctx context.Context, name string, undo *cleanups) error {
+	// template0 is pristine on any server; template1 may hold someone's objects.
+	q := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " TEMPLATE template0"
 	if _, err := w.admin.Exec(ctx, q); err != nil {
 		return fmt.Errorf("create database %s: %w", name, err)
 	}
-	undo.add(func(ctx context.Context) error { return w.dropDB(ctx, name) })
+	// On our own server the data dir goes as a whole; DROP DATABASE would only
+	// add a checkpoint per database to the run's wall time.
+	if !w.managed {
+		undo.add(func(ctx context.Context) error { return w.dropDB(ctx, name) })
+	}
 	return nil
 }
 
 func (w *World) dropDB(ctx context.Context, name string) error {
 	_, err := w.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
-	return err
-}
-
-func (w *World) execIn(ctx context.Context, db, sql string) error {
-	cfg, err := pgx.ParseConfig(w.PGURL)
-	if err != nil {
-		return err
-	}
-	cfg.Database = db
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	_, err = conn.Exec(ctx, sql)
 	return err
 }
 

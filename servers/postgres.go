@@ -125,6 +125,14 @@ func (p *Postgres) Stop(ctx context.Context) error {
 	return p.stopErr
 }
 
+// Discard kills the server and its process group at once and removes Dir:
+// for a caller that throws the data away, a clean shutdown's checkpoint is
+// wasted time. It shares Stop's once: whichever comes first wins.
+func (p *Postgres) Discard(ctx context.Context) error {
+	p.stopOnce.Do(func() { p.stopErr = p.shutdown(ctx, 0) })
+	return p.stopErr
+}
+
 // shutdown stops the server (grace 0: kill at once) and removes Dir.
 func (p *Postgres) shutdown(ctx context.Context, grace time.Duration) error {
 	var errs []error

@@ -75,6 +75,12 @@ func (r *Redis) Stop(ctx context.Context) error {
 	return r.stopErr
 }
 
+// Discard kills the server at once and removes Dir (see Postgres.Discard).
+func (r *Redis) Discard(ctx context.Context) error {
+	r.stopOnce.Do(func() { r.stopErr = r.shutdown(ctx, 0) })
+	return r.stopErr
+}
+
 // shutdown stops the server (grace 0: kill at once) and removes Dir.
 func (r *Redis) shutdown(ctx context.Context, grace time.Duration) error {
 	var errs []error

@@ -589,3 +589,30 @@ func TestKilledPostmasterLeavesNoSharedMemory(t *testing.T) {
 		t.Errorf("the killed postmaster's SysV segment outlived it")
 	}
 }
+
+func TestDiscardKillsAndRemoves(t *testing.T) {
+	ctx := context.Background()
+	pg, err := StartPostgres(ctx, PostgresOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := StartRedis(ctx, RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []struct {
+		discard func(context.Context) error
+		pid     int
+		dir     string
+	}{{pg.Discard, pg.PID(), pg.Dir}, {rd.Discard, rd.PID(), rd.Dir}} {
+		if err := s.discard(ctx); err != nil {
+			t.Errorf("discard: %v", err)
+		}
+		if syscall.Kill(s.pid, 0) == nil {
+			t.Errorf("pid %d still runs", s.pid)
+		}
+		if _, err := os.Stat(s.dir); !os.IsNotExist(err) {
+			t.Errorf("%s still exists", s.dir)
+		}
+	}
+}
