@@ -56,6 +56,7 @@ type Postgres struct {
 	name    string              // cluster_name, tells our server from a stranger on the port
 	cred    *syscall.Credential // run as this user (nil: as ourselves)
 	echo    io.Writer           // PostgresOptions.Log
+	noCache bool
 
 	mu       sync.Mutex
 	proc     *child
@@ -71,6 +72,9 @@ type PostgresOptions struct {
 	// Log, if set, gets a copy of the server's output (not initdb's). The
 	// output always goes to Dir/postgres.log.
 	Log io.Writer
+	// NoCache runs initdb even when an initialised data dir for these
+	// binaries is cached under the user cache dir (outboxdrill/pgdata-*).
+	NoCache bool
 }
 
 // StartPostgres creates a fresh cluster in a temp dir and starts a server on
@@ -97,6 +101,7 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 		name:    filepath.Base(dir),
 		cred:    cred,
 		echo:    opts.Log,
+		noCache: opts.NoCache,
 	}
 	if err := p.start(ctx); err != nil {
 		p.shutdown(ctx, 0)
@@ -176,6 +181,16 @@ func (p *Postgres) initdb(ctx context.Context) error {
 			return fmt.Errorf("hand %s to the postgres user: %w", p.Dir, err)
 		}
 	}
+	cache := ""
+	if !p.noCache {
+		cache = cacheDir(p.binDir)
+	}
+	if restoreCache(cache, p.dataDir) {
+		if p.cred != nil {
+			return chownTree(p.dataDir, int(p.cred.Uid), int(p.cred.Gid))
+		}
+		return nil
+	}
 	// initdb's chatter goes to the log file only; a failure quotes its tail.
 	f, out, err := openLog(p.logPath, nil)
 	if err != nil {
@@ -197,6 +212,7 @@ func (p *Postgres) initdb(ctx context.Context) error {
 	if c.err != nil {
 		return &startError{what: "initdb failed", logPath: p.logPath, exit: c.err, output: logSince(p.logPath, offset)}
 	}
+	saveCache(p.dataDir, cache)
 	return nil
 }
 

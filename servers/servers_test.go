@@ -616,3 +616,28 @@ func TestDiscardKillsAndRemoves(t *testing.T) {
 		}
 	}
 }
+
+func TestPostgresFromCachedDataDir(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	ctx := context.Background()
+	for i, want := range []string{"initdb, then cached", "copied from the cache"} {
+		pg, err := StartPostgres(ctx, PostgresOptions{})
+		if err != nil {
+			t.Fatalf("start %d: %v", i, err)
+		}
+		conn, err := pgx.Connect(ctx, pg.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname IN ('postgres','template0','template1')").Scan(&n); err != nil || n != 3 {
+			t.Errorf("%s: %d base databases, %v", want, n, err)
+		}
+		conn.Close(ctx)
+		pg.Stop(ctx)
+		matches, _ := filepath.Glob(filepath.Join(os.Getenv("XDG_CACHE_HOME"), "outboxdrill", "pgdata-*", "PG_VERSION"))
+		if len(matches) != 1 {
+			t.Fatalf("%s: want one cached data dir, got %v", want, matches)
+		}
+	}
+}
