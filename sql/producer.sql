@@ -40,3 +40,15 @@ CREATE TABLE outbox (
 -- The relay only ever scans unpublished rows; a partial index keeps that scan
 -- proportional to the backlog, not to the history.
 CREATE INDEX outbox_unpublished ON outbox (id) WHERE NOT published;
+
+-- Every published row becomes a dead index entry and, once rows are archived or
+-- deleted, a dead tuple; the relay's scan must not slow down with the history.
+-- Vacuum the outbox after a fixed number of changes, not a fraction of its size,
+-- and without the cost delay (a throwaway test server; production tunes this).
+ALTER TABLE outbox SET (
+    autovacuum_vacuum_scale_factor = 0,
+    autovacuum_vacuum_threshold = 1000,
+    autovacuum_vacuum_insert_scale_factor = 0,
+    autovacuum_vacuum_insert_threshold = 1000,
+    autovacuum_vacuum_cost_delay = 0
+);
