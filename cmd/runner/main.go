@@ -66,6 +66,7 @@ var commands = map[string]command{
 	"list":     {"list scenarios: file, name, tags", cmdList},
 	"run":      {"run scenarios against real PostgreSQL and Redis", cmdRun},
 	"schema":   {"print the JSON Schema of scenario files (draft 2020-12)", cmdSchema},
+	"soak":     {"drive N events through the pipeline with random faults, then check the history", cmdSoak},
 	"validate": {"check scenarios without running anything", cmdValidate},
 }
 
@@ -339,6 +340,38 @@ func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return exitEnvironment
+	}
+	return exitOK
+}
+
+func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var p runner.SoakParams
+	fs.IntVar(&p.Events, "events", 10000, "events to drive through the pipeline")
+	fs.Float64Var(&p.Faults, "faults", 0.1, "probability of a fault at each decision point (0..1)")
+	fs.Uint64Var(&p.Seed, "seed", uint64(time.Now().UnixNano()%1_000_000), "seed of the fault choices: the same seed injects the same faults")
+	fs.IntVar(&p.Workers, "parallel", 2, "concurrent producers and consumers")
+	fs.IntVar(&p.Batch, "batch", 100, "relay and consume batch size")
+	fs.BoolVar(&p.Baseline, "baseline", false, "first measure the raw baseline (bare transactions and XADD/XACK) on the same servers")
+	fs.StringVar(&p.PGURL, "pg", os.Getenv("RUNNER_PG_URL"), "use the PostgreSQL server at admin `URL` instead of starting one")
+	fs.StringVar(&p.Redis, "redis", os.Getenv("RUNNER_REDIS_URL"), "use the Redis server at `URL` instead of starting one")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || p.Events < 1 || p.Faults < 0 || p.Faults > 1 {
+		fmt.Fprintln(stderr, "usage: runner soak --events N --faults RATE (0..1) --seed S [--parallel W] [--baseline]")
+		return exitInvalid
+	}
+	rep, err := runner.Soak(ctx, p)
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(stderr, "runner: interrupted; everything the run created was removed")
+		return exitInterrupted
+	case err != nil:
+		fmt.Fprintf(stderr, "runner: soak: %v (seed %d)\n", err, p.Seed)
+		return exitEnvironment
+	}
+	fmt.Fprint(stdout, rep.Format())
+	if len(rep.Violations) > 0 {
+		return exitFailed
 	}
 	return exitOK
 }

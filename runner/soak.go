@@ -1,0 +1,371 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"outboxdrill/broker"
+	"outboxdrill/pipeline"
+)
+
+// SoakParams configures a soak run: N events through the real pipeline with
+// faults chosen at random from every window the steps know.
+type SoakParams struct {
+	Events  int
+	Faults  float64 // probability per decision point, 0..1
+	Seed    uint64
+	Workers int // concurrent producers and consumers
+	Batch   int // relay and consume batch size (default 100)
+	PGURL   string
+	Redis   string
+	// Baseline also measures the raw baseline on the same servers first.
+	Baseline bool
+}
+
+// SoakReport is what a soak run measured and judged.
+type SoakReport struct {
+	Params     SoakParams
+	Duration   time.Duration
+	Faults     map[string]int64
+	Outcomes   map[pipeline.Outcome]int64
+	RelayFirst time.Duration // median relay batch latency, first tenth of the run
+	RelayLast  time.Duration // and last tenth
+	History    pipeline.History
+	Violations []pipeline.Violation
+	RawPerSec  float64 // the raw baseline's events/s, when measured
+}
+
+// EventsPerSec is the soak's throughput, faults and recovery included.
+func (r *SoakReport) EventsPerSec() float64 { return float64(r.Params.Events) / r.Duration.Seconds() }
+
+const soakConsumer = "accounting"
+
+// soak is one soak run's shared state.
+type soak struct {
+	p       SoakParams
+	env     pipelineEnv
+	faults  sync.Map // kind → *atomic.Int64
+	outMu   sync.Mutex
+	outs    map[pipeline.Outcome]int64
+	relayMu sync.Mutex
+	relayNs []time.Duration
+}
+
+type pipelineEnv struct {
+	prod  *pipeline.Producer
+	relay *pipeline.Relay
+	cons  *pipeline.Consumer
+	b     broker.Broker
+}
+
+// Soak drives p.Events events through producer, relay and consumer with
+// random faults, drains the pipeline, then judges the whole history.
+func Soak(ctx context.Context, p SoakParams) (*SoakReport, error) {
+	p.Workers, p.Batch = max(1, p.Workers), cmpOr(p.Batch, 100)
+	w, err := OpenWorld(ctx, &Params{PGURL: p.PGURL, RedisURL: p.Redis, Parallel: 1})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	var raw float64
+	if p.Baseline {
+		if raw, err = rawBaseline(ctx, w, p.Events, p.Workers); err != nil {
+			return nil, fmt.Errorf("raw baseline: %w", err)
+		}
+	}
+	iso, err := w.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer w.recycle(ctx, iso, false)
+	s := &soak{p: p, outs: map[pipeline.Outcome]int64{}, env: pipelineEnv{
+		prod:  &pipeline.Producer{DB: iso.env.Producer},
+		relay: &pipeline.Relay{DB: iso.env.Producer, Broker: iso.env.Broker},
+		cons:  &pipeline.Consumer{DB: iso.env.Consumer, Broker: iso.env.Broker},
+		b:     iso.env.Broker,
+	}}
+	start := time.Now()
+	if err := s.run(ctx); err != nil {
+		return nil, err
+	}
+	rep := &SoakReport{Params: p, Duration: time.Since(start), Faults: s.faultCounts(), Outcomes: s.outs, RawPerSec: raw}
+	rep.RelayFirst, rep.RelayLast = s.relayTrend()
+	rep.History, rep.Violations, err = pipeline.CheckHistory(ctx, iso.env.Producer, iso.env.Consumer, iso.env.Broker, soakConsumer)
+	return rep, err
+}
+
+func cmpOr(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// fault decides, from the seed and the decision's name alone, whether a
+// fault strikes: the same seed injects the same faults at the same points.
+func (s *soak) fault(kind string, n int) bool {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%s/%d", s.p.Seed, kind, n)
+	if rand.New(rand.NewPCG(h.Sum64(), s.p.Seed)).Float64() >= s.p.Faults {
+		return false
+	}
+	c, _ := s.faults.LoadOrStore(kind, new(atomic.Int64))
+	c.(*atomic.Int64).Add(1)
+	return true
+}
+
+func (s *soak) faultCounts() map[string]int64 {
+	out := map[string]int64{}
+	s.faults.Range(func(k, v any) bool { out[k.(string)] = v.(*atomic.Int64).Load(); return true })
+	return out
+}
+
+// run produces on Workers goroutines while one relay and Workers consumers
+// (plus a reclaimer) work with faults; then it drains without faults.
+func (s *soak) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	fail := func(err error) { cancel(err) }
+	var producing sync.WaitGroup
+	var produced atomic.Int64
+	for wk := range s.p.Workers {
+		producing.Go(func() {
+			for i := wk; i < s.p.Events; i += s.p.Workers {
+				if err := s.produce(ctx, i); err != nil {
+					fail(err)
+					return
+				}
+				produced.Add(1)
+			}
+		})
+	}
+	done := make(chan struct{})
+	var workers sync.WaitGroup
+	workers.Go(func() { s.relayLoop(ctx, done, fail) })
+	for wk := range s.p.Workers {
+		workers.Go(func() { s.consumeLoop(ctx, wk, done, fail) })
+	}
+	workers.Go(func() { s.reclaimLoop(ctx, done, fail) })
+	producing.Wait()
+	close(done)
+	workers.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	return s.drain(ctx)
+}
+
+func (s *soak) produce(ctx context.Context, i int) error {
+	t := pipeline.Transfer{EventID: fmt.Sprintf("e-%d", i), From: fmt.Sprintf("acct-%d", i%7), To: fmt.Sprintf("acct-%d", (i+3)%7),
+		Amount: int64(1 + i%97), Currency: []string{"USD", "EUR", "JPY"}[i%3]}
+	if s.fault("produce.divzero", i) {
+		res, err := s.env.prod.Produce(ctx, t, pipeline.DivZero)
+		if err != nil || !res.Failed {
+			return errors.Join(err, fmt.Errorf("produce %s with divzero did not roll back", t.EventID))
+		}
+	}
+	_, err := s.env.prod.Produce(ctx, t, pipeline.NoFault) // the business retries
+	return err
+}
+
+// relayLoop relays in batches until production is done; skip_mark and raw
+// replays strike at random.
+func (s *soak) relayLoop(ctx context.Context, done <-chan struct{}, fail func(error)) {
+	for n := 0; ; n++ {
+		start := time.Now()
+		res, err := s.env.relay.Relay(ctx, pipeline.RelayOptions{Limit: s.p.Batch, SkipMark: s.fault("relay.skip_mark", n)})
+		if err != nil {
+			fail(err)
+			return
+		}
+		if len(res.Published) > 0 {
+			s.relayMu.Lock()
+			s.relayNs = append(s.relayNs, time.Since(start))
+			s.relayMu.Unlock()
+			if last := res.Published[len(res.Published)-1]; s.fault("publish.replay", n) {
+				if err := s.replay(ctx, last.EventID); err != nil {
+					fail(err)
+					return
+				}
+			}
+		}
+		if len(res.Published) < s.p.Batch {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// replay publishes an event again with the payload the outbox holds: a
+// redelivery under a new entry id.
+func (s *soak) replay(ctx context.Context, eventID string) error {
+	var payload string
+	if err := s.env.prod.DB.QueryRow(ctx, `SELECT payload::text FROM outbox WHERE event_id = $1`, eventID).Scan(&payload); err != nil {
+		return err
+	}
+	_, err := s.env.b.Publish(ctx, []broker.Message{{EventID: eventID, Payload: payload}})
+	return err
+}
+
+func (s *soak) consumeLoop(ctx context.Context, wk int, done <-chan struct{}, fail func(error)) {
+	for n := 0; ; n++ {
+		opt := pipeline.ConsumeOptions{Consumer: soakConsumer, Worker: fmt.Sprintf("worker-%d", wk), Count: s.p.Batch, Block: 5 * time.Millisecond}
+		key := fmt.Sprintf("%d/%d", wk, n)
+		switch {
+		case s.fault("consume.divzero", hashInt(key)):
+			opt.Fault = pipeline.DivZero
+		case s.fault("consume.skip_ack", hashInt(key)):
+			opt.SkipAck = true
+		}
+		res, err := s.env.cons.Consume(ctx, opt)
+		if err != nil {
+			fail(err)
+			return
+		}
+		s.count(res)
+		if len(res.Handled) == 0 {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			default:
+			}
+		}
+	}
+}
+
+// reclaimLoop takes over entries left pending by failed or crashed passes,
+// as a restarted worker would, once they have been idle a while.
+func (s *soak) reclaimLoop(ctx context.Context, done <-chan struct{}, fail func(error)) {
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+		res, err := s.env.cons.Claim(ctx, pipeline.ConsumeOptions{Consumer: soakConsumer, Worker: "reclaimer", Idle: 200 * time.Millisecond, Count: s.p.Batch})
+		if err != nil {
+			fail(err)
+			return
+		}
+		s.count(res)
+	}
+}
+
+// drain relays what is left and handles every new and pending entry, with no
+// more faults, until nothing is unpublished, new or pending.
+func (s *soak) drain(ctx context.Context) error {
+	for range 1000 {
+		res, err := s.env.relay.Relay(ctx, pipeline.RelayOptions{})
+		if err != nil {
+			return err
+		}
+		read, err := s.env.cons.Consume(ctx, pipeline.ConsumeOptions{Consumer: soakConsumer, Worker: "drainer", Block: time.Millisecond})
+		if err != nil {
+			return err
+		}
+		claimed, err := s.env.cons.Claim(ctx, pipeline.ConsumeOptions{Consumer: soakConsumer, Worker: "drainer"})
+		if err != nil {
+			return err
+		}
+		s.count(read)
+		s.count(claimed)
+		if len(res.Published)+len(read.Handled)+len(claimed.Handled) == 0 {
+			return nil
+		}
+	}
+	return errors.New("the pipeline did not drain in 1000 passes")
+}
+
+func (s *soak) count(res pipeline.ConsumeResult) {
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	for _, h := range res.Handled {
+		s.outs[h.Outcome]++
+	}
+}
+
+// relayTrend is the median relay batch latency of the first and the last
+// tenth of the run: flat means published rows do not slow the relay down.
+func (s *soak) relayTrend() (first, last time.Duration) {
+	s.relayMu.Lock()
+	defer s.relayMu.Unlock()
+	n := len(s.relayNs)
+	if n == 0 {
+		return 0, 0
+	}
+	k := max(1, n/10)
+	return median(s.relayNs[:k]), median(s.relayNs[n-k:])
+}
+
+func median(ds []time.Duration) time.Duration {
+	c := slices.Clone(ds)
+	sort.Slice(c, func(i, j int) bool { return c[i] < c[j] })
+	return c[len(c)/2]
+}
+
+func hashInt(s string) int {
+	h := fnv.New32a()
+	h.Write([]byte(s))
+	return int(h.Sum32())
+}
+
+// Format renders the report for the console.
+func (r *SoakReport) Format() string {
+	var b strings.Builder
+	p := r.Params
+	fmt.Fprintf(&b, "soak: %d events, faults %.2f, seed %d, parallel %d\n", p.Events, p.Faults, p.Seed, p.Workers)
+	fmt.Fprintf(&b, "  throughput   %.0f events/s (%s)\n", r.EventsPerSec(), r.Duration.Round(time.Millisecond))
+	if r.RawPerSec > 0 {
+		fmt.Fprintf(&b, "  raw baseline %.0f events/s on the same servers: pipeline/raw %.0f%%\n", r.RawPerSec, 100*r.EventsPerSec()/r.RawPerSec)
+	}
+	var kinds []string
+	for k, n := range r.Faults {
+		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+	}
+	sort.Strings(kinds)
+	fmt.Fprintf(&b, "  faults       %s\n", orNone(strings.Join(kinds, ", ")))
+	fmt.Fprintf(&b, "  deliveries   applied %d, duplicate %d, failed %d, conflict %d\n",
+		r.Outcomes[pipeline.Applied], r.Outcomes[pipeline.Duplicate], r.Outcomes[pipeline.Failed], r.Outcomes[pipeline.Conflict])
+	fmt.Fprintf(&b, "  history      %d committed, %d stream entries, %d in the inbox, %d pending\n",
+		r.History.Committed, r.History.StreamEntries, r.History.Applied, r.History.Pending)
+	fmt.Fprintf(&b, "  relay batch  median %s in the first tenth, %s in the last\n", r.RelayFirst.Round(10*time.Microsecond), r.RelayLast.Round(10*time.Microsecond))
+	if len(r.Violations) == 0 {
+		b.WriteString("  verdict      OK: no loss, no phantom, exactly-once effect, double entry, nothing stranded\n")
+		return b.String()
+	}
+	fmt.Fprintf(&b, "  verdict      %d VIOLATION(S)\n", len(r.Violations))
+	for i, v := range r.Violations {
+		if i == 20 {
+			fmt.Fprintf(&b, "    ... and %d more\n", len(r.Violations)-20)
+			break
+		}
+		fmt.Fprintf(&b, "    %s\n", v)
+	}
+	fmt.Fprintf(&b, "  replay with  runner soak --events %d --faults %g --seed %d --parallel 1\n", p.Events, p.Faults, p.Seed)
+	return b.String()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
