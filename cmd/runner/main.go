@@ -61,6 +61,7 @@ type command struct {
 
 // commands maps each subcommand to its implementation; one sorted place.
 var commands = map[string]command{
+	"bench":    {"measure start, isolation, library wall time, growth and soak throughput; print a table", cmdBench},
 	"clean":    {"remove every database and stream key earlier runs left (--keep, killed runs)", cmdClean},
 	"docs":     {"print the scenario-language reference (Markdown)", cmdDocs},
 	"list":     {"list scenarios: file, name, tags", cmdList},
@@ -372,6 +373,41 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprint(stdout, rep.Format())
 	if len(rep.Violations) > 0 {
 		return exitFailed
+	}
+	return exitOK
+}
+
+func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var p runner.BenchParams
+	fs.IntVar(&p.SoakEvents, "soak-events", 2000, "events for the soak and raw baseline figures (0: skip)")
+	growth := fs.String("growth", "10,100,1000", "generated scenario counts for the growth figures")
+	fs.IntVar(&p.Repeat, "repeat", 3, "runs per start and library figure; the median is printed")
+	fs.StringVar(&p.PGURL, "pg", os.Getenv("RUNNER_PG_URL"), "PostgreSQL for isolation, growth and soak (default: a managed one)")
+	fs.StringVar(&p.Redis, "redis", os.Getenv("RUNNER_REDIS_URL"), "Redis for isolation, growth and soak (default: a managed one)")
+	paths, err := parseInterspersed(fs, args)
+	if err != nil {
+		return exitInvalid
+	}
+	for _, n := range runner.SplitList(*growth) {
+		var k int
+		if _, err := fmt.Sscan(n, &k); err != nil || k < 1 || k > 1000 {
+			fmt.Fprintf(stderr, "runner: --growth: %q is not a count from 1 to 1000\n", n)
+			return exitInvalid
+		}
+		p.Growth = append(p.Growth, k)
+	}
+	var ok bool
+	if p.Scenarios, ok = load(paths, stderr); !ok {
+		return exitInvalid
+	}
+	if err := runner.Bench(ctx, p, stdout); err != nil {
+		fmt.Fprintf(stderr, "runner: bench: %v\n", err)
+		if ctx.Err() != nil {
+			return exitInterrupted
+		}
+		return exitEnvironment
 	}
 	return exitOK
 }

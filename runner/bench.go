@@ -1,0 +1,196 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"outboxdrill/servers"
+)
+
+// BenchParams configures `runner bench`.
+type BenchParams struct {
+	Scenarios    []*Scenario // the library, for wall times
+	SoakEvents   int
+	Growth       []int // generated scenario counts
+	Repeat       int   // runs per figure; the median is reported
+	PGURL, Redis string
+}
+
+// Bench measures what the speed targets speak of and prints one table.
+func Bench(ctx context.Context, p BenchParams, out io.Writer) error {
+	p.Repeat = max(1, p.Repeat)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	fmt.Fprintln(tw, "what\tfigure\tnote")
+	row := func(what, figure, note string) { fmt.Fprintf(tw, "%s\t%s\t%s\n", what, figure, note); tw.Flush() }
+
+	for _, cache := range []string{"warm", "empty"} {
+		d, err := medianOf(p.Repeat, func() (time.Duration, error) { return managedStart(ctx, cache == "empty") })
+		if err != nil {
+			return err
+		}
+		row("managed start, "+cache+" cache", ms(d), "PostgreSQL and Redis, concurrently, until both answer")
+	}
+	setup, teardown, first, err := isolationCost(ctx, p)
+	if err != nil {
+		return err
+	}
+	row("isolation set-up", ms(setup), "median: a reset database pair and a new stream")
+	row("isolation tear-down", ms(teardown), "median: delete the rows and the stream")
+	row("first database pair", ms(first), "once per run: 2 × CREATE DATABASE + schemas")
+	for _, par := range []int{1, 2, 4} {
+		d, err := medianOf(p.Repeat, func() (time.Duration, error) { return wallTime(ctx, Params{Parallel: par}, p.Scenarios) })
+		if err != nil {
+			return err
+		}
+		row(fmt.Sprintf("library (%d scenarios), --parallel %d", len(p.Scenarios), par), ms(d), "wall, managed servers started included")
+	}
+	for _, n := range p.Growth {
+		d, heap, err := growth(ctx, p, n)
+		if err != nil {
+			return err
+		}
+		row(fmt.Sprintf("%d generated scenarios, --parallel 2", n), ms(d), fmt.Sprintf("%.1f ms/scenario, peak heap %.1f MB", float64(d.Microseconds())/1000/float64(n), float64(heap)/1e6))
+	}
+	if p.SoakEvents > 0 {
+		rep, err := Soak(ctx, SoakParams{Events: p.SoakEvents, Faults: 0.1, Seed: 1, Workers: 2, PGURL: p.PGURL, Redis: p.Redis, Baseline: true})
+		if err != nil {
+			return err
+		}
+		verdict := "no violation"
+		if len(rep.Violations) > 0 {
+			verdict = fmt.Sprintf("%d VIOLATIONS", len(rep.Violations))
+		}
+		row(fmt.Sprintf("soak %d events, faults 0.1, --parallel 2", p.SoakEvents), fmt.Sprintf("%.0f events/s", rep.EventsPerSec()), verdict)
+		row("raw baseline, same servers", fmt.Sprintf("%.0f events/s", rep.RawPerSec), fmt.Sprintf("pipeline/raw %.0f%%", 100*rep.EventsPerSec()/rep.RawPerSec))
+		row("relay batch latency", fmt.Sprintf("%s → %s", rep.RelayFirst.Round(10*time.Microsecond), rep.RelayLast.Round(10*time.Microsecond)), "median, first tenth → last tenth of the soak")
+	}
+	return nil
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+func medianOf(n int, f func() (time.Duration, error)) (time.Duration, error) {
+	var ds []time.Duration
+	for range n {
+		d, err := f()
+		if err != nil {
+			return 0, err
+		}
+		ds = append(ds, d)
+	}
+	return median(ds), nil
+}
+
+// managedStart starts and discards both managed servers; empty runs initdb
+// with a fresh cache dir.
+func managedStart(ctx context.Context, empty bool) (time.Duration, error) {
+	opts := servers.PostgresOptions{NoCache: empty}
+	start := time.Now()
+	var pg *servers.Postgres
+	var rd *servers.Redis
+	var pgErr, rdErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { pg, pgErr = servers.StartPostgres(ctx, opts) })
+	rd, rdErr = servers.StartRedis(ctx, servers.RedisOptions{})
+	wg.Wait()
+	d := time.Since(start)
+	if pg != nil {
+		_ = pg.Discard(ctx)
+	}
+	if rd != nil {
+		_ = rd.Discard(ctx)
+	}
+	return d, errors.Join(pgErr, rdErr)
+}
+
+// isolationCost times acquire and recycle on a warm pool.
+func isolationCost(ctx context.Context, p BenchParams) (setup, teardown, first time.Duration, err error) {
+	w, err := OpenWorld(ctx, &Params{PGURL: p.PGURL, RedisURL: p.Redis, Parallel: 1})
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer w.Close()
+	var ups, downs []time.Duration
+	for i := range 51 {
+		t0 := time.Now()
+		iso, err := w.acquire(ctx)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		t1 := time.Now()
+		if _, err := iso.pools[0].Exec(ctx, `INSERT INTO accounts VALUES ('a', 'USD', 1)`); err != nil {
+			return 0, 0, 0, err
+		}
+		t2 := time.Now()
+		if err := w.recycle(ctx, iso, false); err != nil {
+			return 0, 0, 0, err
+		}
+		if i == 0 {
+			first = t1.Sub(t0)
+			continue
+		}
+		ups, downs = append(ups, t1.Sub(t0)), append(downs, time.Since(t2))
+	}
+	return median(ups), median(downs), first, nil
+}
+
+func wallTime(ctx context.Context, p Params, scs []*Scenario) (time.Duration, error) {
+	start := time.Now()
+	rep, err := Run(ctx, p, scs)
+	if err == nil && rep.Failed() > 0 {
+		err = fmt.Errorf("%d scenarios failed", rep.Failed())
+	}
+	return time.Since(start), err
+}
+
+// growth runs n generated seed-style scenarios (one matrix file) and samples
+// the heap while they run.
+func growth(ctx context.Context, p BenchParams, n int) (time.Duration, uint64, error) {
+	var vals []string
+	for i := range n {
+		vals = append(vals, fmt.Sprint(i+1))
+	}
+	src := `name: generated
+matrix: {n: [` + strings.Join(vals, ", ") + `]}
+steps:
+  - produce: {amount: "${n}"}
+  - relay(skip_mark)
+  - expect: {stream.entries: 1, outbox.unpublished: 1}
+  - relay
+  - consume
+    # applied and duplicate
+  - expect: {projection: {accounting: {USD: {amount: "${n}", events: 1}}}, stream.pending: 0}
+`
+	scs, errs := Parse("generated.yaml", []byte(src))
+	if len(errs) > 0 {
+		return 0, 0, errs
+	}
+	runtime.GC()
+	var peak uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var m runtime.MemStats
+		for {
+			runtime.ReadMemStats(&m)
+			peak = max(peak, m.HeapInuse)
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	})
+	d, err := wallTime(ctx, Params{PGURL: p.PGURL, RedisURL: p.Redis, Parallel: 2}, scs)
+	close(stop)
+	wg.Wait()
+	return d, peak, err
+}
