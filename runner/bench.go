@@ -29,7 +29,7 @@ func Bench(ctx context.Context, p BenchParams, out io.Writer) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	defer tw.Flush()
 	fmt.Fprintln(tw, "what\tfigure\tnote")
-	row := func(what, figure, note string) { fmt.Fprintf(tw, "%s\t%s\t%s\n", what, figure, note); tw.Flush() }
+	row := func(what, figure, note string) { fmt.Fprintf(tw, "%s\t%s\t%s\n", what, figure, note) }
 
 	for _, cache := range []string{"warm", "empty"} {
 		d, err := medianOf(p.Repeat, func() (time.Duration, error) { return managedStart(ctx, cache == "empty") })

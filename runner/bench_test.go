@@ -103,3 +103,28 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkIsolation is the per-scenario overhead: take a reset database pair
+// with a new stream, write a row, give it back (delete rows and stream).
+func BenchmarkIsolation(b *testing.B) {
+	w, _ := openBenchWorld(b)
+	ctx := context.Background()
+	iso, err := w.acquire(ctx) // the first pair is created once per run
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = w.recycle(ctx, iso, false)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		iso, err := w.acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := iso.pools[0].Exec(ctx, `INSERT INTO accounts VALUES ('a', 'USD', 1)`); err != nil {
+			b.Fatal(err)
+		}
+		if err := w.recycle(ctx, iso, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

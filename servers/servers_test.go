@@ -305,12 +305,22 @@ func TestCompareVersions(t *testing.T) {
 	}
 }
 
+// BenchmarkStartPostgres measures a start from the cached initdb output
+// (warm-cache) and with initdb (no-cache).
 func BenchmarkStartPostgres(b *testing.B) {
+	b.Run("warm-cache", func(b *testing.B) { benchStartPostgres(b, PostgresOptions{}) })
+	b.Run("no-cache", func(b *testing.B) { benchStartPostgres(b, PostgresOptions{NoCache: true}) })
+}
+
+func benchStartPostgres(b *testing.B, opts PostgresOptions) {
 	ctx := testCtx(b)
+	if pg, err := StartPostgres(ctx, PostgresOptions{}); err == nil { // fills the cache
+		pg.Discard(ctx)
+	}
 	var startTotal time.Duration
 	for b.Loop() {
 		t0 := time.Now()
-		pg, err := StartPostgres(ctx, PostgresOptions{})
+		pg, err := StartPostgres(ctx, opts)
 		if err != nil {
 			b.Fatal(err)
 		}
