@@ -14,6 +14,10 @@ import (
 	"outboxdrill/servers"
 )
 
+// ErrScenariosFailed says a benchmark's scenarios did not pass: its figure
+// would measure something else.
+var ErrScenariosFailed = errors.New("scenarios failed")
+
 // BenchParams configures `runner bench`.
 type BenchParams struct {
 	Scenarios    []*Scenario // the library, for wall times
@@ -127,7 +131,7 @@ func isolationCost(ctx context.Context, p BenchParams) (setup, teardown, first t
 		}
 		t1 := time.Now()
 		if _, err := iso.pools[0].Exec(ctx, `INSERT INTO accounts VALUES ('a', 'USD', 1)`); err != nil {
-			return 0, 0, 0, err
+			return 0, 0, 0, errors.Join(err, w.recycle(ctx, iso, false))
 		}
 		t2 := time.Now()
 		if err := w.recycle(ctx, iso, false); err != nil {
@@ -146,7 +150,7 @@ func wallTime(ctx context.Context, p Params, scs []*Scenario) (time.Duration, er
 	start := time.Now()
 	rep, err := Run(ctx, p, scs)
 	if err == nil && rep.Failed() > 0 {
-		err = fmt.Errorf("%d scenarios failed", rep.Failed())
+		err = fmt.Errorf("%w: %d of %d", ErrScenariosFailed, rep.Failed(), len(rep.Results))
 	}
 	return time.Since(start), err
 }

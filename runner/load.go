@@ -210,6 +210,8 @@ func parseScenario(file string, root *yaml.Node) ([]*Scenario, steps.Errors) {
 		for _, b := range v {
 			vars[b.name] = b.value
 		}
+		sc.Name = substituteText(sc.Name, vars)
+		sc.Description = substituteText(sc.Description, vars)
 		if len(v) > 0 {
 			sc.Name += " " + v.Label()
 			sc.Variant = v.Label()

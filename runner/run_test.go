@@ -425,3 +425,13 @@ steps:
 		t.Errorf("want the same databases and a new stream: %v then %v", a.Where, b.Where)
 	}
 }
+
+func TestTimeoutWhileWaitingWithin(t *testing.T) {
+	sc := parseOK(t, "name: waits\nsteps:\n  - produce\n  - expect: {within: 1m, stream.entries: 1}\n")
+	p := testParams(t)
+	p.Timeout = 300 * time.Millisecond
+	_, res := runAll(t, p, []*Scenario{sc})
+	if f := res["waits"].Failures; len(f) != 1 || f[0].String() != "t.yaml:4:5: error: step cancelled: scenario timed out after 300ms" {
+		t.Fatalf("got %v", f)
+	}
+}

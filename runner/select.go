@@ -38,12 +38,23 @@ func (s Shard) has(name string) bool {
 // --shard), in order.
 func Select(p *Params, scs []*Scenario) []*Scenario {
 	var out []*Scenario
+	for _, sc := range Matching(p, scs) {
+		if p.Shard.has(sc.Name) {
+			out = append(out, sc)
+		}
+	}
+	return out
+}
+
+// Matching keeps the scenarios --run, --tags and --skip-tags select, before
+// sharding: when it is empty the selection is wrong, whatever the shard.
+func Matching(p *Params, scs []*Scenario) []*Scenario {
+	var out []*Scenario
 	for _, sc := range scs {
 		switch {
 		case p.Run != nil && !p.Run.MatchString(sc.Name):
 		case len(p.Tags) > 0 && !anyTag(sc.Tags, p.Tags):
 		case anyTag(sc.Tags, p.SkipTags):
-		case !p.Shard.has(sc.Name):
 		default:
 			out = append(out, sc)
 		}

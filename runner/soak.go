@@ -58,6 +58,14 @@ type soak struct {
 	outs    map[pipeline.Outcome]int64
 	relayMu sync.Mutex
 	relayNs []time.Duration
+	vMu     sync.Mutex
+	own     []pipeline.Violation // seen while running, not in the final state
+}
+
+func (s *soak) violate(inv, format string, args ...any) {
+	s.vMu.Lock()
+	defer s.vMu.Unlock()
+	s.own = append(s.own, pipeline.Violation{Invariant: inv, Detail: fmt.Sprintf(format, args...)})
 }
 
 type pipelineEnv struct {
@@ -78,7 +86,7 @@ func Soak(ctx context.Context, p SoakParams) (*SoakReport, error) {
 	defer w.Close()
 	var raw float64
 	if p.Baseline {
-		if raw, err = rawBaseline(ctx, w, p.Events, p.Workers); err != nil {
+		if raw, err = rawBaseline(ctx, w, p.Events, p.Workers, p.Batch); err != nil {
 			return nil, fmt.Errorf("raw baseline: %w", err)
 		}
 	}
@@ -100,6 +108,7 @@ func Soak(ctx context.Context, p SoakParams) (*SoakReport, error) {
 	rep := &SoakReport{Params: p, Duration: time.Since(start), Faults: s.faultCounts(), Outcomes: s.outs, RawPerSec: raw}
 	rep.RelayFirst, rep.RelayLast = s.relayTrend()
 	rep.History, rep.Violations, err = pipeline.CheckHistory(ctx, iso.env.Producer, iso.env.Consumer, iso.env.Broker, soakConsumer)
+	rep.Violations = append(s.own, rep.Violations...)
 	return rep, err
 }
 
@@ -129,39 +138,106 @@ func (s *soak) faultCounts() map[string]int64 {
 	return out
 }
 
-// run produces on Workers goroutines while one relay and Workers consumers
-// (plus a reclaimer) work with faults; then it drains without faults.
+// run drives the events. With one worker it runs in lock-step — produce a
+// batch, relay, consume, reclaim — so that the same seed replays exactly;
+// with more, producers, a relay, consumers and a reclaimer run concurrently
+// (the same faults strike the same decision points, the interleaving varies).
+// Then it drains without faults.
 func (s *soak) run(ctx context.Context) error {
+	var err error
+	if s.p.Workers == 1 {
+		err = s.lockstep(ctx)
+	} else {
+		err = s.concurrent(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	return s.drain(ctx)
+}
+
+func (s *soak) lockstep(ctx context.Context) error {
+	passes := 0
+	for i := 0; i < s.p.Events; i++ {
+		if err := s.produce(ctx, i); err != nil {
+			return err
+		}
+		if (i+1)%s.p.Batch != 0 && i != s.p.Events-1 {
+			continue
+		}
+		for { // relay everything produced so far
+			passes++
+			n, err := s.relayPass(ctx, passes)
+			if err != nil {
+				return err
+			}
+			if n < s.p.Batch {
+				break
+			}
+		}
+		for { // consume everything new
+			passes++
+			n, err := s.consumePass(ctx, 0, passes)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				break
+			}
+		}
+		if _, err := s.reclaimPass(ctx, 0); err != nil { // no other worker is active
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *soak) concurrent(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	fail := func(err error) { cancel(err) }
 	var producing sync.WaitGroup
-	var produced atomic.Int64
 	for wk := range s.p.Workers {
 		producing.Go(func() {
 			for i := wk; i < s.p.Events; i += s.p.Workers {
 				if err := s.produce(ctx, i); err != nil {
-					fail(err)
+					cancel(err)
 					return
 				}
-				produced.Add(1)
 			}
 		})
 	}
 	done := make(chan struct{})
 	var workers sync.WaitGroup
-	workers.Go(func() { s.relayLoop(ctx, done, fail) })
-	for wk := range s.p.Workers {
-		workers.Go(func() { s.consumeLoop(ctx, wk, done, fail) })
+	loop := func(pass func(n int) (int, error), pause time.Duration) {
+		for n := 0; ; n++ {
+			got, err := pass(n)
+			if err != nil {
+				cancel(err)
+				return
+			}
+			if got > 0 && pause == 0 {
+				continue
+			}
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-time.After(max(pause, 2*time.Millisecond)):
+			}
+		}
 	}
-	workers.Go(func() { s.reclaimLoop(ctx, done, fail) })
+	workers.Go(func() { loop(func(n int) (int, error) { return s.relayPass(ctx, n) }, 0) })
+	for wk := range s.p.Workers {
+		workers.Go(func() { loop(func(n int) (int, error) { return s.consumePass(ctx, wk, n) }, 0) })
+	}
+	workers.Go(func() {
+		loop(func(int) (int, error) { return s.reclaimPass(ctx, 200*time.Millisecond) }, 50*time.Millisecond)
+	})
 	producing.Wait()
 	close(done)
 	workers.Wait()
-	if err := context.Cause(ctx); err != nil {
-		return err
-	}
-	return s.drain(ctx)
+	return context.Cause(ctx)
 }
 
 func (s *soak) produce(ctx context.Context, i int) error {
@@ -169,45 +245,34 @@ func (s *soak) produce(ctx context.Context, i int) error {
 		Amount: int64(1 + i%97), Currency: []string{"USD", "EUR", "JPY"}[i%3]}
 	if s.fault("produce.divzero", i) {
 		res, err := s.env.prod.Produce(ctx, t, pipeline.DivZero)
-		if err != nil || !res.Failed {
-			return errors.Join(err, fmt.Errorf("produce %s with divzero did not roll back", t.EventID))
+		if err != nil {
+			return err
+		}
+		if !res.Failed {
+			s.violate("atomic produce", "produce %s with divzero committed instead of rolling back", t.EventID)
 		}
 	}
 	_, err := s.env.prod.Produce(ctx, t, pipeline.NoFault) // the business retries
 	return err
 }
 
-// relayLoop relays in batches until production is done; skip_mark and raw
-// replays strike at random.
-func (s *soak) relayLoop(ctx context.Context, done <-chan struct{}, fail func(error)) {
-	for n := 0; ; n++ {
-		start := time.Now()
-		res, err := s.env.relay.Relay(ctx, pipeline.RelayOptions{Limit: s.p.Batch, SkipMark: s.fault("relay.skip_mark", n)})
-		if err != nil {
-			fail(err)
-			return
-		}
-		if len(res.Published) > 0 {
-			s.relayMu.Lock()
-			s.relayNs = append(s.relayNs, time.Since(start))
-			s.relayMu.Unlock()
-			if last := res.Published[len(res.Published)-1]; s.fault("publish.replay", n) {
-				if err := s.replay(ctx, last.EventID); err != nil {
-					fail(err)
-					return
-				}
-			}
-		}
-		if len(res.Published) < s.p.Batch {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
+// relayPass relays one batch; skip_mark and a raw replay of its last event
+// strike at random. It returns how many rows it published.
+func (s *soak) relayPass(ctx context.Context, n int) (int, error) {
+	start := time.Now()
+	res, err := s.env.relay.Relay(ctx, pipeline.RelayOptions{Limit: s.p.Batch, SkipMark: s.fault("relay.skip_mark", n)})
+	if err != nil || len(res.Published) == 0 {
+		return 0, err
+	}
+	s.relayMu.Lock()
+	s.relayNs = append(s.relayNs, time.Since(start))
+	s.relayMu.Unlock()
+	if last := res.Published[len(res.Published)-1]; s.fault("publish.replay", n) {
+		if err := s.replay(ctx, last.EventID); err != nil {
+			return 0, err
 		}
 	}
+	return len(res.Published), nil
 }
 
 // replay publishes an event again with the payload the outbox holds: a
@@ -221,52 +286,28 @@ func (s *soak) replay(ctx context.Context, eventID string) error {
 	return err
 }
 
-func (s *soak) consumeLoop(ctx context.Context, wk int, done <-chan struct{}, fail func(error)) {
-	for n := 0; ; n++ {
-		opt := pipeline.ConsumeOptions{Consumer: soakConsumer, Worker: fmt.Sprintf("worker-%d", wk), Count: s.p.Batch, Block: 5 * time.Millisecond}
-		key := fmt.Sprintf("%d/%d", wk, n)
-		switch {
-		case s.fault("consume.divzero", hashInt(key)):
-			opt.Fault = pipeline.DivZero
-		case s.fault("consume.skip_ack", hashInt(key)):
-			opt.SkipAck = true
-		}
-		res, err := s.env.cons.Consume(ctx, opt)
-		if err != nil {
-			fail(err)
-			return
-		}
-		s.count(res)
-		if len(res.Handled) == 0 {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			default:
-			}
-		}
+// consumePass reads one batch as worker wk; divzero or skip_ack strike the
+// whole pass at random. It returns how many entries it handled.
+func (s *soak) consumePass(ctx context.Context, wk, n int) (int, error) {
+	opt := pipeline.ConsumeOptions{Consumer: soakConsumer, Worker: fmt.Sprintf("worker-%d", wk), Count: s.p.Batch, Block: time.Millisecond}
+	key := hashInt(fmt.Sprintf("%d/%d", wk, n))
+	switch {
+	case s.fault("consume.divzero", key):
+		opt.Fault = pipeline.DivZero
+	case s.fault("consume.skip_ack", key):
+		opt.SkipAck = true
 	}
+	res, err := s.env.cons.Consume(ctx, opt)
+	s.count(res)
+	return len(res.Handled), err
 }
 
-// reclaimLoop takes over entries left pending by failed or crashed passes,
-// as a restarted worker would, once they have been idle a while.
-func (s *soak) reclaimLoop(ctx context.Context, done <-chan struct{}, fail func(error)) {
-	for {
-		select {
-		case <-done:
-			return
-		case <-ctx.Done():
-			return
-		case <-time.After(50 * time.Millisecond):
-		}
-		res, err := s.env.cons.Claim(ctx, pipeline.ConsumeOptions{Consumer: soakConsumer, Worker: "reclaimer", Idle: 200 * time.Millisecond, Count: s.p.Batch})
-		if err != nil {
-			fail(err)
-			return
-		}
-		s.count(res)
-	}
+// reclaimPass takes over entries left pending by failed or crashed passes, as
+// a restarted worker would, once they have been idle that long.
+func (s *soak) reclaimPass(ctx context.Context, idle time.Duration) (int, error) {
+	res, err := s.env.cons.Claim(ctx, pipeline.ConsumeOptions{Consumer: soakConsumer, Worker: "reclaimer", Idle: idle, Count: s.p.Batch})
+	s.count(res)
+	return len(res.Handled), err
 }
 
 // drain relays what is left and handles every new and pending entry, with no
@@ -359,7 +400,10 @@ func (r *SoakReport) Format() string {
 		}
 		fmt.Fprintf(&b, "    %s\n", v)
 	}
-	fmt.Fprintf(&b, "  replay with  runner soak --events %d --faults %g --seed %d --parallel 1\n", p.Events, p.Faults, p.Seed)
+	fmt.Fprintf(&b, "  replay with  runner soak --events %d --faults %g --seed %d --parallel %d --batch %d\n", p.Events, p.Faults, p.Seed, p.Workers, p.Batch)
+	if p.Workers > 1 {
+		b.WriteString("               (same faults at the same decision points; with --parallel 1 a run replays exactly)\n")
+	}
 	return b.String()
 }
 

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -108,5 +109,30 @@ func TestCheckHistoryCatchesEachViolation(t *testing.T) {
 				t.Fatalf("want a %q violation, got %v", tc.invariant, vs)
 			}
 		})
+	}
+}
+
+// TestSoakReplaysExactlyWithOneWorker: the same seed injects the same faults
+// and the run takes the same course.
+func TestSoakReplaysExactlyWithOneWorker(t *testing.T) {
+	tp := testParams(t)
+	run := func() *SoakReport {
+		rep, err := Soak(t.Context(), SoakParams{Events: 200, Faults: 0.3, Seed: 5, Workers: 1, Batch: 10, PGURL: tp.PGURL, Redis: tp.RedisURL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Violations) > 0 {
+			t.Fatalf("%s", rep.Format())
+		}
+		return rep
+	}
+	a, b := run(), run()
+	if fmt.Sprint(a.Faults) != fmt.Sprint(b.Faults) || fmt.Sprint(a.Outcomes) != fmt.Sprint(b.Outcomes) || a.History != b.History {
+		t.Fatalf("the same seed took two courses:\n%s\n%s", a.Format(), b.Format())
+	}
+	for _, kind := range []string{"produce.divzero", "relay.skip_mark", "publish.replay", "consume.divzero", "consume.skip_ack"} {
+		if a.Faults[kind] == 0 {
+			t.Errorf("no %s fault in:\n%s", kind, a.Format())
+		}
 	}
 }

@@ -178,6 +178,10 @@ func parseShorthand(file string, n *yaml.Node) (string, []steps.Arg, steps.Error
 		}
 		key, val, hasVal := strings.Cut(p, "=")
 		key = strings.TrimSpace(key)
+		if key == "" {
+			errs = append(errs, steps.Errorf(at(start), "a parameter name is missing before %q in %q", "="+val, s))
+			continue
+		}
 		v := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: n.Line, Column: at(start).Col}
 		if hasVal {
 			raw := strings.TrimSpace(val)

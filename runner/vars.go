@@ -134,8 +134,12 @@ func substitute(file string, n *yaml.Node, vars map[string]string, errs *steps.E
 			name := ref[2 : len(ref)-1]
 			v, ok := vars[name]
 			if !ok {
-				*errs = append(*errs, steps.Errorf(steps.NodePos(file, n), "undefined variable %q%s; defined: %s",
-					name, steps.Suggest(name, slices.Sorted(maps.Keys(vars))), strings.Join(slices.Sorted(maps.Keys(vars)), ", ")))
+				defined := "no variable is defined (vars: or matrix:)"
+				if len(vars) > 0 {
+					defined = "defined: " + strings.Join(slices.Sorted(maps.Keys(vars)), ", ")
+				}
+				*errs = append(*errs, steps.Errorf(steps.NodePos(file, n), "undefined variable %q%s; %s",
+					name, steps.Suggest(name, slices.Sorted(maps.Keys(vars))), defined))
 			}
 			return v
 		})
@@ -151,4 +155,15 @@ func substitute(file string, n *yaml.Node, vars map[string]string, errs *steps.E
 		c.Content[i] = substitute(file, k, vars, errs)
 	}
 	return &c
+}
+
+// substituteText replaces the ${name}s it knows in a name or description;
+// an unknown one stays as written (the steps are where it would matter).
+func substituteText(s string, vars map[string]string) string {
+	return varRef.ReplaceAllStringFunc(s, func(ref string) string {
+		if v, ok := vars[ref[2:len(ref)-1]]; ok {
+			return v
+		}
+		return ref
+	})
 }

@@ -73,12 +73,6 @@ var checks = map[string]*Check{}
 
 func defineCheck(c *Check) { checks[c.Name] = c }
 
-// LookupCheck finds a state check by key.
-func LookupCheck(name string) (*Check, bool) {
-	c, ok := checks[name]
-	return c, ok
-}
-
 // Checks lists the state checks in key order.
 func Checks() []*Check {
 	var cs []*Check

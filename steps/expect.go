@@ -181,6 +181,9 @@ func (c *Call) Exec(ctx context.Context, env *Env) (Result, []Failure) {
 		}
 	}
 	cfails, obs, attempts := c.Expect.poll(ctx, env)
+	if ctx.Err() != nil { // the deadline fell while reading or polling the state
+		return res, []Failure{{Pos: c.Pos, Key: ErrorKey, Msg: "step cancelled: " + context.Cause(ctx).Error()}}
+	}
 	res.Observed = obs
 	for _, o := range obs {
 		if o.OK {

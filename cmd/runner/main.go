@@ -27,6 +27,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"outboxdrill/runner"
 	"outboxdrill/steps"
 )
@@ -45,7 +47,14 @@ const defaultDir = "scenarios"
 // maxErrors bounds the problems printed; the count of all is still given.
 const maxErrors = 200
 
+// quietRedis drops go-redis's own log lines (connection retries): the
+// runner reports every error itself, once, with its context.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
 func main() {
+	redis.SetLogger(quietRedis{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()
@@ -195,20 +204,25 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		p.Log = nil
 	}
 	p.Progress = isTerminal(stdout) && os.Getenv("CI") == ""
+	// Report files are opened before anything runs: a wrong path costs no run.
+	files, err := openReports(reports[:])
+	if err != nil {
+		fmt.Fprintf(stderr, "runner: %v\n", err)
+		return exitInvalid
+	}
 	rep, err := runner.Run(ctx, p, scs)
 	if rep != nil {
 		fmt.Fprintln(stdout, rep.Summary())
-		// Reports are written whatever the result: failures are what they are for.
-		for i, write := range []func(io.Writer, *runner.Report) error{runner.WriteJUnit, runner.WriteJSON, runner.WriteMarkdown} {
-			if werr := writeFile(reports[i], rep, write); werr != nil {
-				fmt.Fprintf(stderr, "runner: %v\n", werr)
-				err = errors.Join(err, werr)
-			}
-		}
 	}
+	// Reports are written whatever the result: failures are what they are for.
+	err = errors.Join(err, writeReports(files, rep))
 	switch {
 	case ctx.Err() != nil:
-		fmt.Fprintln(stderr, "runner: interrupted; everything the run created was removed")
+		kept := ""
+		if p.Keep != runner.KeepNone {
+			kept = " (but what --keep kept)"
+		}
+		fmt.Fprintf(stderr, "runner: interrupted; everything the run created was removed%s\n", kept)
 		return exitInterrupted
 	case err != nil:
 		fmt.Fprintf(stderr, "runner: %v\n", err)
@@ -251,28 +265,61 @@ func loadSelected(paths []string, sel *selection, p *runner.Params, stderr io.Wr
 	if !ok {
 		return nil, false
 	}
-	scs = runner.Select(p, scs)
-	if len(scs) == 0 && p.Shard.Of <= 1 {
-		// An empty shard is normal when there are more shards than scenarios.
+	if len(runner.Matching(p, scs)) == 0 {
 		fmt.Fprintln(stderr, "runner: no scenario matches the selection (--run, --tags, --skip-tags)")
 		return nil, false
 	}
-	return scs, true
+	// An empty shard is normal when there are more shards than scenarios.
+	return runner.Select(p, scs), true
 }
 
-func writeFile(path string, rep *runner.Report, write func(io.Writer, *runner.Report) error) error {
-	if path == "" {
+// openReports creates the report files named (JUnit, JSON, Markdown); an
+// empty name gives a nil file.
+func openReports(paths []string) ([]*os.File, error) {
+	files := make([]*os.File, len(paths))
+	for i, path := range paths {
+		if path == "" {
+			continue
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			closeAll(files)
+			return nil, fmt.Errorf("report: %w", err)
+		}
+		files[i] = f
+	}
+	return files, nil
+}
+
+// writeReports writes rep into the open report files and closes them.
+func writeReports(files []*os.File, rep *runner.Report) error {
+	defer closeAll(files)
+	if rep == nil { // the run never started: no report rather than an empty one
+		for _, f := range files {
+			if f != nil {
+				os.Remove(f.Name())
+			}
+		}
 		return nil
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
+	var errs []error
+	for i, write := range []func(io.Writer, *runner.Report) error{runner.WriteJUnit, runner.WriteJSON, runner.WriteMarkdown} {
+		if files[i] == nil {
+			continue
+		}
+		if err := write(files[i], rep); err != nil {
+			errs = append(errs, fmt.Errorf("report %s: %w", files[i].Name(), err))
+		}
 	}
-	if err := write(f, rep); err != nil {
-		f.Close()
-		return fmt.Errorf("report %s: %w", path, err)
+	return errors.Join(errs...)
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
 	}
-	return f.Close()
 }
 
 func cmdValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
@@ -404,8 +451,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if err := runner.Bench(ctx, p, stdout); err != nil {
 		fmt.Fprintf(stderr, "runner: bench: %v\n", err)
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			return exitInterrupted
+		case errors.Is(err, runner.ErrScenariosFailed):
+			return exitFailed
 		}
 		return exitEnvironment
 	}

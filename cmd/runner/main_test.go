@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -349,5 +350,34 @@ func TestCIExampleWorkflow(t *testing.T) {
 	code, out, errs := cli(t, "run", f, "--shard", "4/4", "--junit", filepath.Join(dir, "r.xml"), "--markdown", filepath.Join(dir, "r.md"))
 	if code != 0 && code != 1 {
 		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+}
+
+func TestShardWithAWrongSelectionIsAnError(t *testing.T) {
+	f := scenarioFile(t, "a.yaml", "name: a\ntags: [x]\nsteps: [produce]\n")
+	if code, _, errs := cli(t, "run", "--shard", "1/2", "--tags", "tpyo", f); code != 2 || !strings.Contains(errs, "no scenario matches the selection") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	// An empty shard of a right selection is fine.
+	var empty int
+	for k := 1; k <= 3; k++ {
+		code, out, _ := cli(t, "run", "--shard", fmt.Sprintf("%d/3", k), "--tags", "x", f)
+		if code != 0 {
+			t.Fatalf("shard %d/3: exit %d", k, code)
+		}
+		if strings.Contains(out, "holds no scenario") {
+			empty++
+		}
+	}
+	if empty != 2 {
+		t.Errorf("want two empty shards of three for one scenario, got %d", empty)
+	}
+}
+
+func TestReportPathsAreCheckedBeforeRunning(t *testing.T) {
+	f := scenarioFile(t, "a.yaml", "name: a\nsteps: [produce]\n")
+	code, out, errs := cli(t, "run", "--junit", "/nonexistent/dir/r.xml", f)
+	if code != 2 || strings.Contains(out, "PASS") || strings.Count(errs, "/nonexistent/dir/r.xml") != 1 {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 }
