@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -16,6 +20,57 @@ var (
 	leftoverDB  = regexp.MustCompile(`^` + NamePrefix + `_[0-9a-f]{8}_[0-9]+_[pc]$`)
 	leftoverKey = regexp.MustCompile(`^` + NamePrefix + `:[0-9a-f]{8}:[0-9]+$`)
 )
+
+// minStaleAge is how old a managed server's dir must be before clean may
+// take it for a killed run's.
+const minStaleAge = 2 * time.Minute
+
+// CleanTempDirs removes the temp dirs of managed servers whose runner was
+// killed (SIGKILL leaves no time to clean up): a drill-pg-* or drill-redis-*
+// dir in the temp dir that no live process works in.
+func CleanTempDirs() (removed []string, err error) {
+	var dirs []string
+	for _, pattern := range []string{"drill-pg-*", "drill-redis-*"} {
+		m, err := filepath.Glob(filepath.Join(os.TempDir(), pattern))
+		if err != nil {
+			return nil, err
+		}
+		dirs = append(dirs, m...)
+	}
+	busy := busyDirs()
+	for _, d := range dirs {
+		// A young dir may belong to a server still being set up (its files
+		// are copied before any process works in it).
+		if fi, err := os.Stat(d); err != nil || time.Since(fi.ModTime()) < minStaleAge || busy(d) {
+			continue
+		}
+		if err := os.RemoveAll(d); err != nil {
+			return removed, err
+		}
+		removed = append(removed, d)
+	}
+	return removed, nil
+}
+
+// busyDirs reads every process's working directory (/proc/*/cwd): PostgreSQL
+// runs in its data dir and Redis in its dir, so a live server is seen.
+func busyDirs() func(dir string) bool {
+	var cwds []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/cwd")
+	for _, p := range procs {
+		if cwd, err := os.Readlink(p); err == nil {
+			cwds = append(cwds, cwd)
+		}
+	}
+	return func(dir string) bool {
+		for _, c := range cwds {
+			if c == dir || strings.HasPrefix(c, dir+string(filepath.Separator)) {
+				return true
+			}
+		}
+		return false
+	}
+}
 
 // Cleaned lists what Clean removed and what it left.
 type Cleaned struct {

@@ -3,6 +3,9 @@ package runner
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -433,5 +436,41 @@ func TestTimeoutWhileWaitingWithin(t *testing.T) {
 	_, res := runAll(t, p, []*Scenario{sc})
 	if f := res["waits"].Failures; len(f) != 1 || f[0].String() != "t.yaml:4:5: error: step cancelled: scenario timed out after 300ms" {
 		t.Fatalf("got %v", f)
+	}
+}
+
+func TestCleanTempDirsTakesOnlyDeadOnes(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	dead := filepath.Join(tmp, "drill-pg-123")
+	live := filepath.Join(tmp, "drill-redis-456")
+	other := filepath.Join(tmp, "someone-else")
+	for _, d := range []string{dead, live, other} {
+		if err := os.MkdirAll(filepath.Join(d, "data"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	young := filepath.Join(tmp, "drill-pg-789") // being set up right now
+	if err := os.Mkdir(young, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	for _, d := range []string{dead, live, other} {
+		_ = os.Chtimes(d, old, old)
+	}
+	cmd := exec.Command("sleep", "30") // a "server" working in the live dir
+	cmd.Dir = live
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	removed, err := CleanTempDirs()
+	if err != nil || len(removed) != 1 || removed[0] != dead {
+		t.Fatalf("removed %v, %v; want only %s", removed, err, dead)
+	}
+	for _, d := range []string{live, other, young} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s was removed", d)
+		}
 	}
 }

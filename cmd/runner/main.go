@@ -71,7 +71,7 @@ type command struct {
 // commands maps each subcommand to its implementation; one sorted place.
 var commands = map[string]command{
 	"bench":    {"measure start, isolation, library wall time, growth and soak throughput; print a table", cmdBench},
-	"clean":    {"remove every database and stream key earlier runs left (--keep, killed runs)", cmdClean},
+	"clean":    {"remove what earlier runs left: databases and stream keys (--keep, killed runs), dead servers' temp dirs", cmdClean},
 	"docs":     {"print the scenario-language reference (Markdown)", cmdDocs},
 	"list":     {"list scenarios: file, name, tags", cmdList},
 	"run":      {"run scenarios against real PostgreSQL and Redis", cmdRun},
@@ -373,12 +373,21 @@ func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.SetOutput(stderr)
 	pg := fs.String("pg", os.Getenv("RUNNER_PG_URL"), "PostgreSQL server at admin `URL` (env RUNNER_PG_URL)")
 	rd := fs.String("redis", os.Getenv("RUNNER_REDIS_URL"), "Redis server at `URL` (env RUNNER_REDIS_URL)")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *pg == "" && *rd == "" {
-		fmt.Fprintln(stderr, "usage: runner clean --pg URL --redis URL")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: runner clean [--pg URL] [--redis URL]")
 		return exitInvalid
 	}
+	dirs, err := runner.CleanTempDirs()
+	for _, d := range dirs {
+		fmt.Fprintln(stdout, "removed", d)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "runner: %v\n", err)
+		return exitEnvironment
+	}
 	c, err := runner.Clean(ctx, *pg, *rd)
-	for _, d := range c.Dropped {
+	c.Dropped = append(dirs, c.Dropped...)
+	for _, d := range c.Dropped[len(dirs):] {
 		fmt.Fprintln(stdout, "removed", d)
 	}
 	for _, d := range c.InUse {
