@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"outboxdrill/internal/testservers"
+	"outboxdrill/internal/testutil"
 	"outboxdrill/steps"
 )
 
@@ -302,7 +302,7 @@ func TestParallelRunKeepsBlocksWholeAndOrderStable(t *testing.T) {
 	for i := range 6 {
 		scs = append(scs, parseOK(t, fmt.Sprintf("name: p%d\nsteps:\n  - produce: {amount: %d}\n  - relay\n  - consume\n  - expect: {projection: {accounting: {USD: {amount: %d, events: 1}}}}\n", i, i+1, i+1)))
 	}
-	var out syncWriter
+	var out testutil.SyncBuffer
 	p := testParams(t)
 	p.Parallel, p.Verbose, p.Out = 4, true, &out
 	rep, _ := runAll(t, p, scs)
@@ -334,24 +334,6 @@ func TestFailFastStartsNothingAfterAFailure(t *testing.T) {
 	}
 }
 
-// syncWriter collects output written from several goroutines.
-type syncWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
 func TestSetupFailureIsAnErrorNotAPanic(t *testing.T) {
 	sc := parseOK(t, "name: s\nsteps: [produce]\n")
 	ctx := context.Background()
@@ -379,7 +361,7 @@ func TestSetupFailureIsAnErrorNotAPanic(t *testing.T) {
 
 func TestProgressLineIsErasedBeforeEachBlock(t *testing.T) {
 	scs := []*Scenario{parseOK(t, "name: one\nsteps: [produce]\n"), parseOK(t, "name: two\nsteps: [produce]\n")}
-	var out syncWriter
+	var out testutil.SyncBuffer
 	p := testParams(t)
 	p.Parallel, p.Out, p.Progress = 1, &out, true
 	runAll(t, p, scs)
@@ -388,7 +370,7 @@ func TestProgressLineIsErasedBeforeEachBlock(t *testing.T) {
 		t.Fatalf("progress line not drawn and erased around blocks: %q", s)
 	}
 	// Without Progress (pipes, CI): plain lines only.
-	out = syncWriter{}
+	out = testutil.SyncBuffer{}
 	p.Progress = false
 	runAll(t, p, scs)
 	if strings.ContainsAny(out.String(), "\r\x1b") {

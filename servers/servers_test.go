@@ -2,7 +2,6 @@ package servers
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +19,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+
+	"outboxdrill/internal/testutil"
 )
 
 func testCtx(t testing.TB) context.Context {
@@ -377,7 +378,7 @@ func TestLostPortRaceDetected(t *testing.T) {
 		}
 	})
 	t.Run("postgres", func(t *testing.T) {
-		var echo syncBuffer
+		var echo testutil.SyncBuffer
 		pg, err := StartPostgres(ctx, PostgresOptions{Log: &echo})
 		if err != nil {
 			t.Fatal(err)
@@ -394,24 +395,6 @@ func TestLostPortRaceDetected(t *testing.T) {
 			t.Errorf("PostgresOptions.Log did not get the server output: %q", echo.String())
 		}
 	})
-}
-
-// syncBuffer is a bytes.Buffer safe for the writer goroutine of os/exec.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestStopWithCancelledContextKills(t *testing.T) {

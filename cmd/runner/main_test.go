@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"outboxdrill/internal/testservers"
+	"outboxdrill/internal/testutil"
 )
 
 func TestMain(m *testing.M) { testservers.Main(m) }
@@ -158,7 +159,7 @@ func TestInterruptCleansUp(t *testing.T) {
 func interruptManaged(t *testing.T, bin, f string, delay time.Duration) {
 	cmd := exec.Command(bin, "run", "-v", f)
 	cmd.Env = append(os.Environ(), "RUNNER_PG_URL=", "RUNNER_REDIS_URL=")
-	var stderr, stdout syncBuffer
+	var stderr, stdout testutil.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -182,7 +183,7 @@ func interruptManaged(t *testing.T, bin, f string, delay time.Duration) {
 	}
 	for _, m := range ms {
 		var pid int
-		_, _ = fmtSscan(m[2], &pid)
+		_, _ = fmt.Sscan(m[2], &pid)
 		if syscall.Kill(pid, 0) == nil {
 			t.Errorf("%s pid %d still runs after Ctrl-C", m[1], pid)
 		}
@@ -210,7 +211,7 @@ func TestInterruptDropsDatabasesOnExternalServers(t *testing.T) {
 	defer conn.Close(ctx)
 	f := scenarioFile(t, "hang.yaml", "name: hang\nsteps:\n  - produce\n  - consume(block=1m)\n")
 	cmd := exec.Command(bin, "run", "--pg", testservers.PG(t), "--redis", testservers.Redis(t), f)
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
