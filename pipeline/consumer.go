@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"outboxdrill/broker"
@@ -92,6 +93,7 @@ func (c *Consumer) Claim(ctx context.Context, opt ConsumeOptions) (ConsumeResult
 
 func (c *Consumer) handleAll(ctx context.Context, opt ConsumeOptions, ds []broker.Delivery) (ConsumeResult, error) {
 	var res ConsumeResult
+	var ack []int // indexes into res.Handled
 	for _, d := range ds {
 		h, err := c.handle(ctx, opt, d)
 		if err != nil {
@@ -99,13 +101,21 @@ func (c *Consumer) handleAll(ctx context.Context, opt ConsumeOptions, ds []broke
 		}
 		// Commit, THEN XACK; an entry that failed or conflicts stays pending.
 		if !opt.SkipAck && (h.Outcome == Applied || h.Outcome == Duplicate) {
-			if err := c.Broker.Ack(ctx, opt.Consumer, d.ID); err != nil {
-				res.Handled = append(res.Handled, h)
-				return res, err
-			}
-			h.Acked = true
+			ack = append(ack, len(res.Handled))
 		}
 		res.Handled = append(res.Handled, h)
+	}
+	// One XACK for the pass, after every commit it covers: a crash before it
+	// leaves committed entries pending, the window skip_ack names.
+	ids := make([]string, len(ack))
+	for i, k := range ack {
+		ids[i] = res.Handled[k].ID
+	}
+	if err := c.Broker.Ack(ctx, opt.Consumer, ids...); err != nil {
+		return res, err
+	}
+	for _, k := range ack {
+		res.Handled[k].Acked = true
 	}
 	return res, nil
 }
@@ -116,7 +126,18 @@ const (
 ON CONFLICT (consumer_id, event_id) DO NOTHING`
 	// jsonb equality: key order and spacing do not make a conflict.
 	sqlSamePayload = `SELECT payload = $3::jsonb, payload::text FROM inbox WHERE consumer_id = $1 AND event_id = $2`
-	sqlProjection  = `INSERT INTO projection (consumer_id, currency, amount, events)
+	// Without a fault to inject between them, the inbox insert and the
+	// projection update are one statement: one round trip, one transaction,
+	// and the projection moves only when the inbox row is new.
+	sqlInboxAndProjection = `WITH ins AS (
+    INSERT INTO inbox (consumer_id, event_id, payload) VALUES ($1, $2, $3::jsonb)
+    ON CONFLICT (consumer_id, event_id) DO NOTHING
+    RETURNING payload)
+INSERT INTO projection (consumer_id, currency, amount, events)
+SELECT $1, payload->>'currency', (payload->>'amount')::bigint, 1 FROM ins
+ON CONFLICT (consumer_id, currency) DO UPDATE
+SET amount = projection.amount + EXCLUDED.amount, events = projection.events + 1`
+	sqlProjection = `INSERT INTO projection (consumer_id, currency, amount, events)
 SELECT $1, p->>'currency', (p->>'amount')::bigint, 1 FROM (SELECT $2::jsonb AS p) AS e
 ON CONFLICT (consumer_id, currency) DO UPDATE
 SET amount = projection.amount + EXCLUDED.amount, events = projection.events + 1`
@@ -126,14 +147,11 @@ SET amount = projection.amount + EXCLUDED.amount, events = projection.events + 1
 // new, update the projection; commit. Errors PostgreSQL raises about the data
 // (and the injected fault) are outcomes; anything else is returned.
 func (c *Consumer) handle(ctx context.Context, opt ConsumeOptions, d broker.Delivery) (Handled, error) {
-	h := Handled{Delivery: d}
-	fail := func(err error) (Handled, error) {
-		if IsDivZero(err) || isDataError(err) {
-			h.Outcome, h.Reason = Failed, err.Error()+": transaction rolled back"
-			return h, nil
-		}
-		return h, err
+	if opt.Fault == NoFault {
+		return c.handleFast(ctx, opt, d)
 	}
+	h := Handled{Delivery: d}
+	fail := func(err error) (Handled, error) { return failed(h, err) }
 	tx, err := c.DB.Begin(ctx)
 	if err != nil {
 		return h, err
@@ -150,16 +168,8 @@ func (c *Consumer) handle(ctx context.Context, opt ConsumeOptions, d broker.Deli
 		}
 	}
 	if tag.RowsAffected() == 0 {
-		var same bool
-		var stored string
-		if err := tx.QueryRow(ctx, sqlSamePayload, opt.Consumer, d.EventID, d.Payload).Scan(&same, &stored); err != nil {
+		if h, err = classify(ctx, tx, opt.Consumer, d); err != nil {
 			return fail(err)
-		}
-		h.Outcome = Duplicate
-		if !same {
-			h.Outcome = Conflict
-			h.Reason = fmt.Sprintf("identity conflict: event %s is in the inbox of %s with payload %s, this delivery carries %s",
-				d.EventID, opt.Consumer, stored, d.Payload)
 		}
 		return h, tx.Commit(ctx)
 	}
@@ -171,4 +181,53 @@ func (c *Consumer) handle(ctx context.Context, opt ConsumeOptions, d broker.Deli
 	}
 	h.Outcome = Applied
 	return h, nil
+}
+
+// handleFast is handle without an injected fault: the inbox insert and the
+// projection update as one statement (its own transaction).
+func (c *Consumer) handleFast(ctx context.Context, opt ConsumeOptions, d broker.Delivery) (Handled, error) {
+	tag, err := c.DB.Exec(ctx, sqlInboxAndProjection, opt.Consumer, d.EventID, d.Payload)
+	if err != nil {
+		return failed(Handled{Delivery: d}, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return Handled{Delivery: d, Outcome: Applied}, nil
+	}
+	h, err := classify(ctx, c.DB, opt.Consumer, d)
+	if err != nil {
+		return failed(h, err)
+	}
+	return h, nil
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// classify names a delivery whose event is already in the inbox: the same
+// payload (as jsonb) is a duplicate, another is an identity conflict.
+func classify(ctx context.Context, q querier, consumer string, d broker.Delivery) (Handled, error) {
+	h := Handled{Delivery: d, Outcome: Duplicate}
+	var same bool
+	var stored string
+	if err := q.QueryRow(ctx, sqlSamePayload, consumer, d.EventID, d.Payload).Scan(&same, &stored); err != nil {
+		return h, err
+	}
+	if !same {
+		h.Outcome = Conflict
+		h.Reason = fmt.Sprintf("identity conflict: event %s is in the inbox of %s with payload %s, this delivery carries %s",
+			d.EventID, consumer, stored, d.Payload)
+	}
+	return h, nil
+}
+
+// failed turns an error PostgreSQL raised about the data (or the injected
+// fault) into the Failed outcome; any other error is returned.
+func failed(h Handled, err error) (Handled, error) {
+	if IsDivZero(err) || isDataError(err) {
+		h.Outcome, h.Reason = Failed, err.Error()+": transaction rolled back"
+		return h, nil
+	}
+	return h, err
 }
