@@ -56,6 +56,13 @@ func Bench(ctx context.Context, p BenchParams, out io.Writer) error {
 		}
 		row(fmt.Sprintf("library (%d scenarios), --parallel %d", len(p.Scenarios), par), ms(d), "wall, managed servers started included")
 	}
+	for _, par := range []int{1, 4} {
+		d, err := medianOf(p.Repeat, func() (time.Duration, error) { return waiting(ctx, p, par) })
+		if err != nil {
+			return err
+		}
+		row(fmt.Sprintf("20 scenarios waiting 300 ms each, --parallel %d", par), ms(d), "where parallel runs pay: scenarios that wait")
+	}
 	for _, n := range p.Growth {
 		d, heap, err := growth(ctx, p, n)
 		if err != nil {
@@ -197,4 +204,23 @@ steps:
 	close(stop)
 	wg.Wait()
 	return d, peak, err
+}
+
+// waiting runs 20 generated scenarios that each poll an empty stream for
+// 300 ms, as a slow consumer would.
+func waiting(ctx context.Context, p BenchParams, par int) (time.Duration, error) {
+	src := `name: waits
+matrix: {n: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]}
+steps:
+  - produce
+  - relay
+  - consume
+  - consume: {block: 300ms}
+    expect: {delivered: 0}
+`
+	scs, errs := Parse("waiting.yaml", []byte(src))
+	if len(errs) > 0 {
+		return 0, errs
+	}
+	return wallTime(ctx, Params{PGURL: p.PGURL, RedisURL: p.Redis, Parallel: par}, scs)
 }

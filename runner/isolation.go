@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -38,10 +39,11 @@ func (iso *isolation) release(keep bool) error {
 }
 
 // pairPool holds the run's database pairs. A scenario takes a free pair; when
-// none is free it asks for one more (up to one pair per parallel worker,
-// created one at a time in the background) and takes whichever comes first:
-// a new pair or one another scenario gives back. So a run of short scenarios
-// waits for CREATE DATABASE once, and long ones still get a pair each.
+// none comes back within growAfter it asks for one more (up to one pair per
+// parallel worker, created one at a time in the background) and takes
+// whichever comes first: a new pair or one another scenario gives back. So a
+// run of short scenarios waits for CREATE DATABASE once, and long ones still
+// get a pair each.
 type pairPool struct {
 	mu      sync.Mutex
 	seq     int // names databases and streams
@@ -75,10 +77,8 @@ func (pp *pairPool) next() int {
 // acquire hands out a reset database pair with a new stream.
 func (w *World) acquire(ctx context.Context) (*isolation, error) {
 	pp := &w.pairs
-	var iso *isolation
-	select {
-	case iso = <-pp.free:
-	default:
+	iso, err := pp.take(ctx, growAfter)
+	if iso == nil && err == nil {
 		pp.mu.Lock()
 		grow := pp.pairs < pp.max
 		if grow {
@@ -88,18 +88,51 @@ func (w *World) acquire(ctx context.Context) (*isolation, error) {
 		if grow {
 			pp.pending.Go(func() { w.createPair(pp.next()) })
 		}
-		select {
-		case iso = <-pp.free:
-		case err := <-pp.failed:
-			return nil, err
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		}
+		iso, err = pp.take(ctx, -1)
+	}
+	if err != nil {
+		return nil, err
 	}
 	n := pp.next()
 	iso.streamKey = fmt.Sprintf("%s:%s:%d", NamePrefix, w.RunID, n)
 	iso.env = steps.NewEnv(iso.pools[0], iso.pools[1], redisstream.New(w.rdb, iso.streamKey))
 	return iso, nil
+}
+
+// growAfter is how long a scenario waits for a pair to come back before it
+// asks for a new one: short scenarios give theirs back sooner than a CREATE
+// DATABASE takes (~10 ms against ~0.5 s here), and a creation nobody needs
+// only slows the disk for everyone.
+const growAfter = 50 * time.Millisecond
+
+// take waits up to wait (forever if negative) for a free pair; nil, nil when
+// none came. With no pair at all it does not wait.
+func (pp *pairPool) take(ctx context.Context, wait time.Duration) (*isolation, error) {
+	select {
+	case iso := <-pp.free:
+		return iso, nil
+	default:
+	}
+	pp.mu.Lock()
+	none := pp.pairs == 0
+	pp.mu.Unlock()
+	if wait >= 0 && none {
+		return nil, nil
+	}
+	var timeout <-chan time.Time
+	if wait >= 0 {
+		timeout = time.After(wait)
+	}
+	select {
+	case iso := <-pp.free:
+		return iso, nil
+	case err := <-pp.failed:
+		return nil, err
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	case <-timeout:
+		return nil, nil
+	}
 }
 
 // createPair makes a database pair with both schemas and offers it to the
