@@ -165,8 +165,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	p := runner.Params{Out: stdout, Log: stderr}
-	fs.StringVar(&p.PGURL, "pg", os.Getenv("RUNNER_PG_URL"), "use the PostgreSQL server at admin `URL` instead of starting one (env RUNNER_PG_URL)")
-	fs.StringVar(&p.RedisURL, "redis", os.Getenv("RUNNER_REDIS_URL"), "use the Redis server at `URL` instead of starting one (env RUNNER_REDIS_URL)")
+	serverFlags(fs, &p.PGURL, &p.RedisURL)
 	sel := selectionFlags(fs, &p)
 	fs.DurationVar(&p.Timeout, "timeout", time.Minute, "cancel a scenario that runs longer than this")
 	fs.BoolVar(&p.Verbose, "v", false, "print every scenario's step trace")
@@ -218,12 +217,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err = errors.Join(err, writeReports(files, rep))
 	switch {
 	case ctx.Err() != nil:
-		kept := ""
-		if p.Keep != runner.KeepNone {
-			kept = " (but what --keep kept)"
-		}
-		fmt.Fprintf(stderr, "runner: interrupted; everything the run created was removed%s\n", kept)
-		return exitInterrupted
+		return interrupted(stderr, p.Keep != runner.KeepNone)
 	case err != nil:
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return exitEnvironment
@@ -231,6 +225,23 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// serverFlags adds --pg and --redis, defaulting to RUNNER_PG_URL and
+// RUNNER_REDIS_URL; empty means the runner starts its own server.
+func serverFlags(fs *flag.FlagSet, pg, redis *string) {
+	fs.StringVar(pg, "pg", os.Getenv("RUNNER_PG_URL"), "use the PostgreSQL server at admin `URL` instead of starting one (env RUNNER_PG_URL)")
+	fs.StringVar(redis, "redis", os.Getenv("RUNNER_REDIS_URL"), "use the Redis server at `URL` instead of starting one (env RUNNER_REDIS_URL)")
+}
+
+// interrupted reports Ctrl-C once cleanup is done.
+func interrupted(stderr io.Writer, kept bool) int {
+	note := ""
+	if kept {
+		note = " (but what --keep kept)"
+	}
+	fmt.Fprintf(stderr, "runner: interrupted; everything the run created was removed%s\n", note)
+	return exitInterrupted
 }
 
 // selection holds the raw selection flags until they are parsed.
@@ -371,8 +382,8 @@ func cmdDocs(_ context.Context, args []string, stdout, stderr io.Writer) int {
 func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("clean", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	pg := fs.String("pg", os.Getenv("RUNNER_PG_URL"), "PostgreSQL server at admin `URL` (env RUNNER_PG_URL)")
-	rd := fs.String("redis", os.Getenv("RUNNER_REDIS_URL"), "Redis server at `URL` (env RUNNER_REDIS_URL)")
+	var pg, rd string
+	serverFlags(fs, &pg, &rd)
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "usage: runner clean [--pg URL] [--redis URL]")
 		return exitInvalid
@@ -385,7 +396,7 @@ func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return exitEnvironment
 	}
-	c, err := runner.Clean(ctx, *pg, *rd)
+	c, err := runner.Clean(ctx, pg, rd)
 	c.Dropped = append(dirs, c.Dropped...)
 	for _, d := range c.Dropped[len(dirs):] {
 		fmt.Fprintln(stdout, "removed", d)
@@ -411,8 +422,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&p.Workers, "parallel", 2, "concurrent producers and consumers")
 	fs.IntVar(&p.Batch, "batch", 100, "relay and consume batch size")
 	fs.BoolVar(&p.Baseline, "baseline", false, "first measure the raw baseline (bare transactions and XADD/XACK) on the same servers")
-	fs.StringVar(&p.PGURL, "pg", os.Getenv("RUNNER_PG_URL"), "use the PostgreSQL server at admin `URL` instead of starting one")
-	fs.StringVar(&p.Redis, "redis", os.Getenv("RUNNER_REDIS_URL"), "use the Redis server at `URL` instead of starting one")
+	serverFlags(fs, &p.PGURL, &p.Redis)
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || p.Events < 1 || p.Faults < 0 || p.Faults > 1 {
 		fmt.Fprintln(stderr, "usage: runner soak --events N --faults RATE (0..1) --seed S [--parallel W] [--baseline]")
 		return exitInvalid
@@ -420,8 +430,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rep, err := runner.Soak(ctx, p)
 	switch {
 	case ctx.Err() != nil:
-		fmt.Fprintln(stderr, "runner: interrupted; everything the run created was removed")
-		return exitInterrupted
+		return interrupted(stderr, false)
 	case err != nil:
 		fmt.Fprintf(stderr, "runner: soak: %v (seed %d)\n", err, p.Seed)
 		return exitEnvironment
@@ -440,8 +449,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&p.SoakEvents, "soak-events", 2000, "events for the soak and raw baseline figures (0: skip)")
 	growth := fs.String("growth", "10,100,1000", "generated scenario counts for the growth figures")
 	fs.IntVar(&p.Repeat, "repeat", 3, "runs per start and library figure; the median is printed")
-	fs.StringVar(&p.PGURL, "pg", os.Getenv("RUNNER_PG_URL"), "PostgreSQL for isolation, growth and soak (default: a managed one)")
-	fs.StringVar(&p.Redis, "redis", os.Getenv("RUNNER_REDIS_URL"), "Redis for isolation, growth and soak (default: a managed one)")
+	serverFlags(fs, &p.PGURL, &p.Redis)
 	paths, err := parseInterspersed(fs, args)
 	if err != nil {
 		return exitInvalid
