@@ -32,6 +32,9 @@ type Broker interface {
 	Read(ctx context.Context, group, worker string, count int, block time.Duration) ([]Delivery, error)
 	// Claim moves up to count pending entries idle for at least minIdle to worker.
 	Claim(ctx context.Context, group, worker string, minIdle time.Duration, count int) ([]Delivery, error)
+	// AutoClaim does the same in the broker's own scan (Redis XAUTOCLAIM), as
+	// a production reclaimer does.
+	AutoClaim(ctx context.Context, group, worker string, minIdle time.Duration, count int) ([]Delivery, error)
 	// Ack removes entries from the group's pending list.
 	Ack(ctx context.Context, group string, ids ...string) error
 

@@ -24,6 +24,7 @@ type ConsumeOptions struct {
 	Count    int           // entries to take; <= 0 means all available
 	Block    time.Duration // how long a read waits when nothing is new
 	Idle     time.Duration // claim only: minimum idle time of a pending entry
+	Auto     bool          // claim only: XAUTOCLAIM instead of XPENDING + XCLAIM
 	Fault    Fault         // DivZero: fail inside the transaction, after the inbox insert
 	SkipAck  bool          // fault: commit, then "crash" before XACK
 }
@@ -84,7 +85,11 @@ func (c *Consumer) Consume(ctx context.Context, opt ConsumeOptions) (ConsumeResu
 
 // Claim takes over pending entries idle for at least opt.Idle and handles each.
 func (c *Consumer) Claim(ctx context.Context, opt ConsumeOptions) (ConsumeResult, error) {
-	ds, err := c.Broker.Claim(ctx, opt.Consumer, opt.Worker, opt.Idle, opt.Count)
+	claim := c.Broker.Claim
+	if opt.Auto {
+		claim = c.Broker.AutoClaim
+	}
+	ds, err := claim(ctx, opt.Consumer, opt.Worker, opt.Idle, opt.Count)
 	if err != nil {
 		return ConsumeResult{}, err
 	}

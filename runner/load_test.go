@@ -94,6 +94,9 @@ func TestParseErrors(t *testing.T) {
 		{"duration without unit", "name: x\nsteps:\n  - claim(idle=5)\n", []string{
 			`t.yaml:3:16: idle: "5" needs a unit (did you mean "5ms" or "5s"?)`,
 		}},
+		{"sleep without a duration", "name: x\nsteps:\n  - sleep\n", []string{
+			`t.yaml:3:5: sleep needs a duration, e.g. sleep(for=500ms)`,
+		}},
 		{"same account", "name: x\nsteps:\n  - produce(from=bob)\n", []string{
 			`t.yaml:3:5: from and to are both "bob"`,
 		}},

@@ -70,6 +70,19 @@ type ClaimParams struct {
 	Count    int           `param:"count" min:"1" doc:"entries to claim; default all that qualify (at most 10000)"`
 	Fail     string        `param:"fail" fault:"yes" enum:"divzero" doc:"as in consume"`
 	SkipAck  bool          `param:"skip_ack" fault:"yes" doc:"as in consume"`
+	Auto     bool          `param:"auto" doc:"XAUTOCLAIM (the broker scans the pending list) instead of XPENDING + XCLAIM"`
+}
+
+// SleepParams are the parameters of the sleep step.
+type SleepParams struct {
+	For time.Duration `param:"for" doc:"how long; time passes for real (idle times grow, within: waits)"`
+}
+
+func (p *SleepParams) validate() error {
+	if p.For <= 0 {
+		return fmt.Errorf("sleep needs a duration, e.g. sleep(for=500ms)")
+	}
+	return nil
 }
 
 type ExpectParams struct{}
@@ -88,6 +101,8 @@ func init() {
 		consumeOutcomes, runConsume)
 	define("claim", "Take over pending entries idle at least `idle` (XPENDING + XCLAIM) and handle them exactly as consume does.",
 		consumeOutcomes, runClaim)
+	define("sleep", "Let real time pass: pending entries grow idle, a worker that stopped looks dead. Cancelled by the scenario timeout.",
+		nil, runSleep)
 	define(expectStep, "Check the state of the databases and the stream. Its map holds state checks (see below).",
 		nil, func(context.Context, *Env, *ExpectParams) (Result, error) { return Result{}, nil })
 }
@@ -161,9 +176,20 @@ func runClaim(ctx context.Context, env *Env, p *ClaimParams) (Result, error) {
 	c := &pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}
 	res, err := c.Claim(ctx, pipeline.ConsumeOptions{
 		Consumer: p.Consumer, Worker: p.Worker, Count: p.Count, Idle: p.Idle,
-		Fault: pipeline.Fault(p.Fail), SkipAck: p.SkipAck,
+		Fault: pipeline.Fault(p.Fail), SkipAck: p.SkipAck, Auto: p.Auto,
 	})
 	return consumeResult(res, p.SkipAck), err
+}
+
+func runSleep(ctx context.Context, _ *Env, p *SleepParams) (Result, error) {
+	t := time.NewTimer(p.For)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return Result{Details: []string{"slept " + p.For.String()}}, nil
+	case <-ctx.Done():
+		return Result{}, context.Cause(ctx)
+	}
 }
 
 func consumeResult(res pipeline.ConsumeResult, skipAck bool) Result {

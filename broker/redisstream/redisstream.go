@@ -188,6 +188,36 @@ func (s *Stream) Claim(ctx context.Context, group, worker string, minIdle time.D
 	return out, nil
 }
 
+// AutoClaim scans the pending list with XAUTOCLAIM from the start, page by
+// page, taking entries idle for at least minIdle.
+func (s *Stream) AutoClaim(ctx context.Context, group, worker string, minIdle time.Duration, count int) ([]broker.Delivery, error) {
+	if err := s.ensureGroup(ctx, group); err != nil {
+		return nil, err
+	}
+	var out []broker.Delivery
+	start := "0-0"
+	for count <= 0 || len(out) < count {
+		page := int64(readBatch)
+		if count > 0 {
+			page = int64(min(readBatch, count-len(out)))
+		}
+		msgs, next, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+			Stream: s.key, Group: group, Consumer: worker, MinIdle: minIdle, Start: start, Count: page,
+		}).Result()
+		if err != nil {
+			return out, fmt.Errorf("XAUTOCLAIM %s %s: %w", s.key, group, err)
+		}
+		for _, m := range msgs {
+			out = append(out, delivery(m))
+		}
+		if next == "0-0" || next == "" {
+			break
+		}
+		start = next
+	}
+	return out, nil
+}
+
 func delivery(m redis.XMessage) broker.Delivery {
 	d := broker.Delivery{ID: m.ID}
 	d.EventID, _ = m.Values[FieldEventID].(string)
