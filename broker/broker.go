@@ -16,9 +16,20 @@ type Message struct {
 
 // Delivery is one broker entry handed to a worker of a consumer group.
 type Delivery struct {
-	ID      string // broker entry id: new on every publish, names one delivery record
-	EventID string // business event id: stable across redeliveries
-	Payload string
+	ID         string // broker entry id: new on every publish, names one delivery record
+	EventID    string // business event id: stable across redeliveries
+	Payload    string
+	Deliveries int // times this entry has been delivered, this one included
+}
+
+// DeadLetter is an entry moved aside after too many failed deliveries. It
+// keeps everything needed to replay it under the same event id.
+type DeadLetter struct {
+	EventID    string
+	Payload    string
+	Reason     string
+	EntryID    string // the entry's id on the main stream
+	Deliveries int
 }
 
 // Broker is one stream of transfer events with consumer groups, as the
@@ -37,6 +48,12 @@ type Broker interface {
 	AutoClaim(ctx context.Context, group, worker string, minIdle time.Duration, count int) ([]Delivery, error)
 	// Ack removes entries from the group's pending list.
 	Ack(ctx context.Context, group string, ids ...string) error
+	// DeadLetter appends to the dead-letter stream; the caller acks the entry.
+	DeadLetter(ctx context.Context, dl DeadLetter) error
+	// DeadLetters lists the dead-letter stream; TakeDeadLetters empties it
+	// and returns what it held.
+	DeadLetters(ctx context.Context) ([]DeadLetter, error)
+	TakeDeadLetters(ctx context.Context) ([]DeadLetter, error)
 
 	// Entries counts the entries in the stream.
 	Entries(ctx context.Context) (int64, error)
@@ -44,6 +61,7 @@ type Broker interface {
 	Events(ctx context.Context) ([]string, error)
 	// Pending counts pending (delivered, unacknowledged) entries per group.
 	Pending(ctx context.Context) (map[string]int64, error)
-	// Delete removes the stream and its groups: everything this Broker created.
+	// Delete removes the stream, its groups and its dead letters: everything
+	// this Broker created.
 	Delete(ctx context.Context) error
 }

@@ -25,8 +25,12 @@ type ConsumeOptions struct {
 	Block    time.Duration // how long a read waits when nothing is new
 	Idle     time.Duration // claim only: minimum idle time of a pending entry
 	Auto     bool          // claim only: XAUTOCLAIM instead of XPENDING + XCLAIM
-	Fault    Fault         // DivZero: fail inside the transaction, after the inbox insert
-	SkipAck  bool          // fault: commit, then "crash" before XACK
+	// MaxDeliveries, when > 0, moves an entry that failed or conflicted on
+	// its MaxDeliveries-th delivery to the dead-letter stream and acks it, so
+	// that a poison message stops coming back.
+	MaxDeliveries int
+	Fault         Fault // DivZero: fail inside the transaction, after the inbox insert
+	SkipAck       bool  // fault: commit, then "crash" before XACK
 }
 
 // Outcome is what handling one delivery did.
@@ -42,9 +46,10 @@ const (
 // Handled is one delivery and what became of it.
 type Handled struct {
 	broker.Delivery
-	Outcome Outcome
-	Acked   bool
-	Reason  string // for Conflict and Failed
+	Outcome      Outcome
+	Acked        bool
+	DeadLettered bool   // moved to the dead-letter stream (then acked)
+	Reason       string // for Conflict and Failed
 }
 
 // ConsumeResult lists every delivery of one pass in order.
@@ -57,6 +62,17 @@ func (r ConsumeResult) Count(o Outcome) int {
 	n := 0
 	for _, h := range r.Handled {
 		if h.Outcome == o {
+			n++
+		}
+	}
+	return n
+}
+
+// DeadLettered counts deliveries moved to the dead-letter stream.
+func (r ConsumeResult) DeadLettered() int {
+	n := 0
+	for _, h := range r.Handled {
+		if h.DeadLettered {
 			n++
 		}
 	}
@@ -104,8 +120,17 @@ func (c *Consumer) handleAll(ctx context.Context, opt ConsumeOptions, ds []broke
 		if err != nil {
 			return res, fmt.Errorf("entry %s (event %s): %w", d.ID, d.EventID, err)
 		}
-		// Commit, THEN XACK; an entry that failed or conflicts stays pending.
-		if !opt.SkipAck && (h.Outcome == Applied || h.Outcome == Duplicate) {
+		// Commit, THEN XACK; an entry that failed or conflicts stays pending,
+		// unless it has come back too often: then it is set aside.
+		poison := (h.Outcome == Failed || h.Outcome == Conflict) && opt.MaxDeliveries > 0 && d.Deliveries >= opt.MaxDeliveries
+		if poison {
+			dl := broker.DeadLetter{EventID: d.EventID, Payload: d.Payload, Reason: string(h.Outcome) + ": " + h.Reason, EntryID: d.ID, Deliveries: d.Deliveries}
+			if err := c.Broker.DeadLetter(ctx, dl); err != nil {
+				return res, err
+			}
+			h.DeadLettered = true
+		}
+		if !opt.SkipAck && (h.Outcome == Applied || h.Outcome == Duplicate || poison) {
 			ack = append(ack, len(res.Handled))
 		}
 		res.Handled = append(res.Handled, h)

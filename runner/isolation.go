@@ -182,8 +182,8 @@ func (w *World) recycle(ctx context.Context, iso *isolation, keep bool) error {
 		pp.mu.Unlock()
 		return iso.release(true)
 	}
-	ctx = context.WithoutCancel(ctx) // cleanup runs after Ctrl-C too
-	err := w.rdb.Del(ctx, iso.streamKey).Err()
+	ctx = context.WithoutCancel(ctx)  // cleanup runs after Ctrl-C too
+	err := iso.env.Broker.Delete(ctx) // the stream, its groups, its dead letters
 	if err == nil {
 		_, err = iso.pools[0].Exec(ctx, schema.ResetProducer)
 	}

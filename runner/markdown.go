@@ -107,10 +107,13 @@ func drawStep(d *diagram, st StepRecord) {
 		if n := st.Result.Outcome["marked"]; n > 0 {
 			d.msg(pRelay, pProducer, "->>", fmt.Sprintf("mark %d row(s) published", n))
 		}
-	case "publish":
+	case "publish", "replay_dlq":
+		verb := map[string]string{"publish": "raw XADD", "replay_dlq": "replay from the dead-letter stream, XADD"}[st.Call.Def.Name]
 		for _, e := range st.Result.Entries {
-			d.note(pBroker, fmt.Sprintf("raw XADD %s → %s", e.EventID, e.EntryID))
+			d.note(pBroker, fmt.Sprintf("%s %s → %s", verb, e.EventID, e.EntryID))
 		}
+	case "sleep":
+		d.note(pProducer+","+pConsumer, st.Call.String())
 	case "consume", "claim":
 		verb := "XREADGROUP"
 		if st.Call.Def.Name == "claim" {
@@ -119,6 +122,9 @@ func drawStep(d *diagram, st StepRecord) {
 		for _, e := range st.Result.Entries {
 			d.msg(pBroker, pConsumer, "->>", fmt.Sprintf("%s %s (%s)", verb, e.EntryID, e.EventID))
 			d.note(pConsumer, e.Outcome)
+			if e.DeadLettered {
+				d.note(pBroker, "to the dead-letter stream: "+e.EventID)
+			}
 			if e.Acked {
 				d.msg(pConsumer, pBroker, "-->>", "XACK "+e.EntryID)
 			}

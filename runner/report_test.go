@@ -24,10 +24,12 @@ steps:
   - relay(skip_mark)
   - relay
   - publish: {amount: 6}
-  - consume: {fail: divzero}
+  - consume: {fail: divzero, max_deliveries: 1}
+  - sleep(for=1ms)
+  - replay_dlq
   - claim: {worker: w2}
-  - claim: {skip_ack: true}
-  - expect: {stream.entries: 3, projection: {accounting: {USD: {amount: 1, events: 1}}}}
+  - consume: {skip_ack: true}
+  - expect: {stream.entries: 6, projection: {accounting: {USD: {amount: 1, events: 1}}}}
 `)
 	rep, err := Run(t.Context(), testParams(t), []*Scenario{pass, fail})
 	if err != nil {
@@ -54,7 +56,7 @@ func TestJUnitReport(t *testing.T) {
 		t.Fatalf("counts: %+v", doc)
 	}
 	f := s.Cases[1].Failure
-	if f == nil || !regexp.MustCompile(`^t\.yaml:11:\d+: projection: want \{accounting`).MatchString(f.Message) ||
+	if f == nil || !regexp.MustCompile(`^t\.yaml:\d+:\d+: projection: want \{accounting`).MatchString(f.Message) ||
 		!strings.Contains(f.Text, "Amount: 1,") || !strings.Contains(f.Text, "trace:\nt.yaml:3:5: produce") {
 		t.Errorf("failure: %+v", f)
 	}
@@ -110,6 +112,9 @@ func TestMarkdownReportAndDiagrams(t *testing.T) {
 		"Note over PPG: FAULT fail=divzero",
 		"Note over R: FAULT skip_mark",
 		"Note over CPG: FAULT skip_ack",
+		"Note over B: to the dead-letter stream: ",
+		"Note over B: replay from the dead-letter stream, XADD ",
+		"Note over PPG,CPG: sleep(for=1ms)",
 		"Note over PPG,CPG: FAIL projection: want {accounting",
 	} {
 		if !strings.Contains(md, want) {

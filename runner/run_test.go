@@ -93,6 +93,11 @@ var everyKey = []step{
 		{"projection", "{accounting: {USD: {amount: 100, events: 1}}, audit: {USD: {amount: 100, events: 1}}}"},
 		{"balances", "{alice: {USD: -100}, bob: {USD: 100}}"},
 	}},
+	{"publish: {event: bus-1, amount: 8}", [][2]string{{"published", "1"}}},
+	{"consume: {max_deliveries: 1}", [][2]string{{"delivered", "2"}, {"conflict", "2"}, {"dead_lettered", "2"}, {"acked", "2"}}},
+	{"claim: {max_deliveries: 1, auto: true}", [][2]string{{"delivered", "0"}, {"dead_lettered", "0"}}},
+	{"expect:", [][2]string{{"dlq.entries", "2"}}},
+	{"replay_dlq:", [][2]string{{"replayed", "2"}}},
 }
 
 // wrongValue is a deliberately wrong expectation for each state check, and
@@ -108,6 +113,7 @@ var wrongValue = map[string][2]string{
 	"inbox.rows":         {"{accounting: 1}", `"audit":`},
 	"projection":         {"{accounting: {USD: {amount: 200, events: 1}}, audit: {USD: {amount: 100, events: 1}}}", "Amount: 200"},
 	"balances":           {"{alice: {USD: -100}, bob: {USD: 100, EUR: 5}}", `"EUR": 5`},
+	"dlq.entries":        {"3", "want 3, got 2"},
 }
 
 func renderEveryKey(name string, mutate func(step, key int, val string) string) string {
@@ -189,7 +195,7 @@ func TestEveryKeyCanFail(t *testing.T) {
 			if !r.Passed() {
 				t.Fatalf("the correct every-key scenario failed:\n%s", formatResult(r, true))
 			}
-			if len(r.Alerts) != 1 || !strings.Contains(r.Alerts[0], "identity conflict: event bus-1 is in the inbox of audit") ||
+			if len(r.Alerts) != 3 || !strings.Contains(r.Alerts[0], "identity conflict: event bus-1 is in the inbox of audit") ||
 				!strings.Contains(string(formatResult(r, false)), "reported correct.yaml:44:5: identity conflict") {
 				t.Errorf("the identity conflict was not reported: %q", r.Alerts)
 			}

@@ -126,6 +126,11 @@ func init() {
 			m, err := env.Broker.Pending(ctx)
 			return shapeCounts(m, want), err
 		}})
+	defineCheck(&Check{Name: "dlq.entries", Doc: "entries in the dead-letter stream", Value: KindCount,
+		observe: func(ctx context.Context, env *Env, _ any) (any, error) {
+			dls, err := env.Broker.DeadLetters(ctx)
+			return int64(len(dls)), err
+		}})
 	defineCheck(countSQL("outbox.rows", "rows in the outbox, published or not", `SELECT count(*) FROM outbox`, false))
 	defineCheck(countSQL("outbox.unpublished", "outbox rows not yet marked published", `SELECT count(*) FROM outbox WHERE NOT published`, false))
 	defineCheck(countSQL("journal.rows", "committed transfers in the producer's journal", `SELECT count(*) FROM journal`, false))

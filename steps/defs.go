@@ -17,7 +17,8 @@ var consumeOutcomes = []Key{
 	{"duplicate", "same event id and payload already in the inbox: no effect, acked"},
 	{"conflict", "same event id, different payload: identity conflict, no effect, not acked"},
 	{"failed", "the consumer transaction rolled back: the entry stays pending"},
-	{"acked", "entries XACKed after their commit"},
+	{"acked", "entries XACKed after their commit (dead-lettered ones too)"},
+	{"dead_lettered", "entries moved to the dead-letter stream (with max_deliveries)"},
 }
 
 // ProduceParams are the parameters of the produce step.
@@ -60,6 +61,7 @@ type ConsumeParams struct {
 	Fail     string        `param:"fail" fault:"yes" enum:"divzero" doc:"divzero: SELECT 1/0 after the inbox insert, inside the consumer transaction"`
 	SkipAck  bool          `param:"skip_ack" fault:"yes" doc:"fault: commit, then crash before XACK"`
 	Block    time.Duration `param:"block" default:"50ms" doc:"how long to wait when no entry is new (never forever)"`
+	MaxDeliv int           `param:"max_deliveries" min:"1" doc:"an entry that failed or conflicted on its N-th delivery goes to the dead-letter stream and is acked"`
 }
 
 // ClaimParams are the parameters of the claim step.
@@ -71,7 +73,11 @@ type ClaimParams struct {
 	Fail     string        `param:"fail" fault:"yes" enum:"divzero" doc:"as in consume"`
 	SkipAck  bool          `param:"skip_ack" fault:"yes" doc:"as in consume"`
 	Auto     bool          `param:"auto" doc:"XAUTOCLAIM (the broker scans the pending list) instead of XPENDING + XCLAIM"`
+	MaxDeliv int           `param:"max_deliveries" min:"1" doc:"as in consume"`
 }
+
+// ReplayDLQParams are the parameters of the replay_dlq step (none).
+type ReplayDLQParams struct{}
 
 // SleepParams are the parameters of the sleep step.
 type SleepParams struct {
@@ -101,6 +107,8 @@ func init() {
 		consumeOutcomes, runConsume)
 	define("claim", "Take over pending entries idle at least `idle` (XPENDING + XCLAIM) and handle them exactly as consume does.",
 		consumeOutcomes, runClaim)
+	define("replay_dlq", "Publish every dead-lettered entry again on the main stream with its SAME event id and payload, and empty the dead-letter stream: the inbox still dedupes.",
+		[]Key{{"replayed", "entries published again"}}, runReplayDLQ)
 	define("sleep", "Let real time pass: pending entries grow idle, a worker that stopped looks dead. Cancelled by the scenario timeout.",
 		nil, runSleep)
 	define(expectStep, "Check the state of the databases and the stream. Its map holds state checks (see below).",
@@ -167,7 +175,7 @@ func runConsume(ctx context.Context, env *Env, p *ConsumeParams) (Result, error)
 	c := &pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}
 	res, err := c.Consume(ctx, pipeline.ConsumeOptions{
 		Consumer: p.Consumer, Worker: p.Worker, Count: p.Count, Block: p.Block,
-		Fault: pipeline.Fault(p.Fail), SkipAck: p.SkipAck,
+		Fault: pipeline.Fault(p.Fail), SkipAck: p.SkipAck, MaxDeliveries: p.MaxDeliv,
 	})
 	return consumeResult(res, p.SkipAck), err
 }
@@ -176,9 +184,27 @@ func runClaim(ctx context.Context, env *Env, p *ClaimParams) (Result, error) {
 	c := &pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}
 	res, err := c.Claim(ctx, pipeline.ConsumeOptions{
 		Consumer: p.Consumer, Worker: p.Worker, Count: p.Count, Idle: p.Idle,
-		Fault: pipeline.Fault(p.Fail), SkipAck: p.SkipAck, Auto: p.Auto,
+		Fault: pipeline.Fault(p.Fail), SkipAck: p.SkipAck, Auto: p.Auto, MaxDeliveries: p.MaxDeliv,
 	})
 	return consumeResult(res, p.SkipAck), err
+}
+
+func runReplayDLQ(ctx context.Context, env *Env, _ *ReplayDLQParams) (Result, error) {
+	dls, err := env.Broker.TakeDeadLetters(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	msgs := make([]broker.Message, len(dls))
+	for i, dl := range dls {
+		msgs[i] = broker.Message{EventID: dl.EventID, Payload: dl.Payload}
+	}
+	ids, err := env.Broker.Publish(ctx, msgs)
+	r := Result{Outcome: map[string]int64{"replayed": int64(len(ids))}}
+	for i, id := range ids {
+		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s (was %s, dead-lettered: %s)", dls[i].EventID, id, dls[i].EntryID, dls[i].Reason))
+		r.Entries = append(r.Entries, Entry{EntryID: id, EventID: dls[i].EventID, Outcome: "published"})
+	}
+	return r, err
 }
 
 func runSleep(ctx context.Context, _ *Env, p *SleepParams) (Result, error) {
@@ -194,17 +220,20 @@ func runSleep(ctx context.Context, _ *Env, p *SleepParams) (Result, error) {
 
 func consumeResult(res pipeline.ConsumeResult, skipAck bool) Result {
 	r := Result{Outcome: map[string]int64{
-		"delivered": int64(len(res.Handled)),
-		"applied":   int64(res.Count(pipeline.Applied)),
-		"duplicate": int64(res.Count(pipeline.Duplicate)),
-		"conflict":  int64(res.Count(pipeline.Conflict)),
-		"failed":    int64(res.Count(pipeline.Failed)),
-		"acked":     int64(res.Acked()),
+		"delivered":     int64(len(res.Handled)),
+		"applied":       int64(res.Count(pipeline.Applied)),
+		"duplicate":     int64(res.Count(pipeline.Duplicate)),
+		"conflict":      int64(res.Count(pipeline.Conflict)),
+		"failed":        int64(res.Count(pipeline.Failed)),
+		"acked":         int64(res.Acked()),
+		"dead_lettered": int64(res.DeadLettered()),
 	}}
 	for _, h := range res.Handled {
-		r.Entries = append(r.Entries, Entry{EntryID: h.ID, EventID: h.EventID, Outcome: string(h.Outcome), Acked: h.Acked})
+		r.Entries = append(r.Entries, Entry{EntryID: h.ID, EventID: h.EventID, Outcome: string(h.Outcome), Acked: h.Acked, DeadLettered: h.DeadLettered})
 		line := fmt.Sprintf("entry %s (%s): %s", h.ID, h.EventID, h.Outcome)
 		switch {
+		case h.DeadLettered && h.Acked:
+			line += fmt.Sprintf(", dead-lettered after %d deliveries and acked", h.Deliveries)
 		case h.Acked:
 			line += ", acked"
 		case skipAck && (h.Outcome == pipeline.Applied || h.Outcome == pipeline.Duplicate):

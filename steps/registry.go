@@ -55,6 +55,8 @@ type Entry struct {
 	EventID string `json:"event_id"`
 	Outcome string `json:"outcome"` // published, applied, duplicate, conflict, failed
 	Acked   bool   `json:"acked,omitempty"`
+	// DeadLettered: moved to the dead-letter stream.
+	DeadLettered bool `json:"dead_lettered,omitempty"`
 }
 
 // Env is one scenario's world: its own producer and consumer databases and

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -109,7 +110,9 @@ func (s *Stream) Read(ctx context.Context, group, worker string, count int, bloc
 			return out, err
 		}
 		for _, m := range msgs {
-			out = append(out, delivery(m))
+			d := delivery(m)
+			d.Deliveries = 1
+			out = append(out, d)
 		}
 		if len(msgs) < n {
 			break
@@ -172,8 +175,10 @@ func (s *Stream) Claim(ctx context.Context, group, worker string, minIdle time.D
 		return nil, nil
 	}
 	ids := make([]string, len(pend))
+	times := map[string]int{}
 	for i, p := range pend {
 		ids[i] = p.ID
+		times[p.ID] = int(p.RetryCount) + 1 // XCLAIM delivers it once more
 	}
 	msgs, err := s.rdb.XClaim(ctx, &redis.XClaimArgs{
 		Stream: s.key, Group: group, Consumer: worker, MinIdle: minIdle, Messages: ids,
@@ -183,7 +188,9 @@ func (s *Stream) Claim(ctx context.Context, group, worker string, minIdle time.D
 	}
 	out := make([]broker.Delivery, 0, len(msgs))
 	for _, m := range msgs {
-		out = append(out, delivery(m))
+		d := delivery(m)
+		d.Deliveries = times[m.ID]
+		out = append(out, d)
 	}
 	return out, nil
 }
@@ -215,7 +222,78 @@ func (s *Stream) AutoClaim(ctx context.Context, group, worker string, minIdle ti
 		}
 		start = next
 	}
-	return out, nil
+	return out, s.countDeliveries(ctx, group, worker, out)
+}
+
+// countDeliveries fills in how often each entry has been delivered (XAUTOCLAIM
+// does not say; XPENDING does, counting this delivery).
+func (s *Stream) countDeliveries(ctx context.Context, group, worker string, ds []broker.Delivery) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	pend, err := s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+		Stream: s.key, Group: group, Consumer: worker, Start: "-", End: "+", Count: 10000,
+	}).Result()
+	if err != nil {
+		return fmt.Errorf("XPENDING %s %s: %w", s.key, group, err)
+	}
+	times := map[string]int{}
+	for _, p := range pend {
+		times[p.ID] = int(p.RetryCount)
+	}
+	for i := range ds {
+		ds[i].Deliveries = times[ds[i].ID]
+	}
+	return nil
+}
+
+// dlqKey is the dead-letter stream of the stream.
+func (s *Stream) dlqKey() string { return s.key + ":dlq" }
+
+// DeadLetter XADDs to the dead-letter stream.
+func (s *Stream) DeadLetter(ctx context.Context, dl broker.DeadLetter) error {
+	err := s.rdb.XAdd(ctx, &redis.XAddArgs{Stream: s.dlqKey(), Values: []any{
+		FieldEventID, dl.EventID, FieldPayload, dl.Payload, "reason", dl.Reason,
+		"entry_id", dl.EntryID, "deliveries", dl.Deliveries,
+	}}).Err()
+	if err != nil {
+		return fmt.Errorf("XADD %s: %w", s.dlqKey(), err)
+	}
+	return nil
+}
+
+// DeadLetters reads the whole dead-letter stream.
+func (s *Stream) DeadLetters(ctx context.Context) ([]broker.DeadLetter, error) {
+	dls, _, err := s.readDLQ(ctx)
+	return dls, err
+}
+
+// TakeDeadLetters reads the dead-letter stream and deletes what it read.
+func (s *Stream) TakeDeadLetters(ctx context.Context) ([]broker.DeadLetter, error) {
+	dls, ids, err := s.readDLQ(ctx)
+	if err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	if err := s.rdb.XDel(ctx, s.dlqKey(), ids...).Err(); err != nil {
+		return nil, fmt.Errorf("XDEL %s: %w", s.dlqKey(), err)
+	}
+	return dls, nil
+}
+
+func (s *Stream) readDLQ(ctx context.Context) ([]broker.DeadLetter, []string, error) {
+	msgs, err := s.rdb.XRange(ctx, s.dlqKey(), "-", "+").Result()
+	if err != nil {
+		return nil, nil, fmt.Errorf("XRANGE %s: %w", s.dlqKey(), err)
+	}
+	dls := make([]broker.DeadLetter, len(msgs))
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		str := func(k string) string { v, _ := m.Values[k].(string); return v }
+		n, _ := strconv.Atoi(str("deliveries"))
+		dls[i] = broker.DeadLetter{EventID: str(FieldEventID), Payload: str(FieldPayload), Reason: str("reason"), EntryID: str("entry_id"), Deliveries: n}
+		ids[i] = m.ID
+	}
+	return dls, ids, nil
 }
 
 func delivery(m redis.XMessage) broker.Delivery {
@@ -276,7 +354,8 @@ func (s *Stream) Pending(ctx context.Context) (map[string]int64, error) {
 	return out, nil
 }
 
-// Delete removes the stream key, and with it every group.
+// Delete removes the stream key, and with it every group, and the dead
+// letters.
 func (s *Stream) Delete(ctx context.Context) error {
-	return s.rdb.Del(ctx, s.key).Err()
+	return s.rdb.Del(ctx, s.key, s.dlqKey()).Err()
 }
