@@ -61,7 +61,15 @@ type Broker interface {
 	Events(ctx context.Context) ([]string, error)
 	// Pending counts pending (delivered, unacknowledged) entries per group.
 	Pending(ctx context.Context) (map[string]int64, error)
+	// PendingStats summarises the pending entries of every group.
+	PendingStats(ctx context.Context) (PendingStats, error)
 	// Delete removes the stream, its groups and its dead letters: everything
 	// this Broker created.
 	Delete(ctx context.Context) error
+}
+
+// PendingStats is what an operator watches of the pending lists.
+type PendingStats struct {
+	OldestIdle   time.Duration // the longest a pending entry has waited since its last delivery
+	Redeliveries int64         // deliveries beyond the first, over the pending entries
 }

@@ -177,6 +177,7 @@ func runConsume(ctx context.Context, env *Env, p *ConsumeParams) (Result, error)
 		Consumer: p.Consumer, Worker: p.Worker, Count: p.Count, Block: p.Block,
 		Fault: pipeline.Fault(p.Fail), SkipAck: p.SkipAck, MaxDeliveries: p.MaxDeliv,
 	})
+	env.conflicts += int64(res.Count(pipeline.Conflict))
 	return consumeResult(res, p.SkipAck), err
 }
 
@@ -186,6 +187,7 @@ func runClaim(ctx context.Context, env *Env, p *ClaimParams) (Result, error) {
 		Consumer: p.Consumer, Worker: p.Worker, Count: p.Count, Idle: p.Idle,
 		Fault: pipeline.Fault(p.Fail), SkipAck: p.SkipAck, Auto: p.Auto, MaxDeliveries: p.MaxDeliv,
 	})
+	env.conflicts += int64(res.Count(pipeline.Conflict))
 	return consumeResult(res, p.SkipAck), err
 }
 

@@ -262,6 +262,12 @@ func (e Expect) judgeChecks(ctx context.Context, env *Env) (fails []Failure, obs
 // for maps both values as YAML and a -want +got diff. Empty and missing maps
 // are equal.
 func Diff(want, got any) (string, bool) {
+	if c, ok := want.(Comparison); ok {
+		if c.holds(got) {
+			return "", false
+		}
+		return fmt.Sprintf("want %s, got %v", c, got), true
+	}
 	if cmp.Equal(want, got, cmpopts.EquateEmpty()) {
 		return "", false
 	}

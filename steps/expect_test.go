@@ -100,3 +100,37 @@ func TestDiffShowsValuesAsYAML(t *testing.T) {
 		t.Errorf("numbers: %q", msg)
 	}
 }
+
+func TestMetricComparisons(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		dur  bool
+		got  any
+		want string // "" holds, else the message
+	}{
+		{`"< 5s"`, true, 2 * time.Second, ""},
+		{`"< 5s"`, true, 7 * time.Second, "want < 5s, got 7s"},
+		{`">= 1"`, false, int64(1), ""},
+		{`"!= 0"`, false, int64(0), "want != 0, got 0"},
+		{`3`, false, int64(4), "want 3, got 4"},
+		{`0`, true, time.Duration(0), ""},
+	} {
+		var n yaml.Node
+		_ = yaml.Unmarshal([]byte(tc.src), &n)
+		want, errs := parseMetric("t.yaml", n.Content[0], tc.dur)
+		if len(errs) > 0 {
+			t.Fatalf("%s: %v", tc.src, errs)
+		}
+		msg, bad := Diff(want, tc.got)
+		if bad != (tc.want != "") || msg != tc.want {
+			t.Errorf("%s against %v: got %q, want %q", tc.src, tc.got, msg, tc.want)
+		}
+	}
+	for _, src := range []string{`"< soon"`, `"=> 5"`, `-1`, `[1]`} {
+		var n yaml.Node
+		_ = yaml.Unmarshal([]byte(src), &n)
+		if _, errs := parseMetric("t.yaml", n.Content[0], src == `"< soon"`); len(errs) == 0 {
+			t.Errorf("%s accepted", src)
+		}
+	}
+}

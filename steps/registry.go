@@ -70,6 +70,7 @@ type Env struct {
 	used      map[string]bool              // event ids produce was asked for
 	transfers map[string]pipeline.Transfer // values committed per event id
 	last      string                       // the most recently committed event id
+	conflicts int64                        // identity conflicts reported so far
 }
 
 // nextAutoID is the next bus-N that no produce step of the scenario used.

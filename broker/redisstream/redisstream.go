@@ -354,6 +354,30 @@ func (s *Stream) Pending(ctx context.Context) (map[string]int64, error) {
 	return out, nil
 }
 
+// PendingStats reads every group's pending list (XPENDING, up to 10,000
+// entries a group).
+func (s *Stream) PendingStats(ctx context.Context) (broker.PendingStats, error) {
+	var st broker.PendingStats
+	groups, err := s.Pending(ctx)
+	if err != nil {
+		return st, err
+	}
+	for g, n := range groups {
+		if n == 0 {
+			continue
+		}
+		pend, err := s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: s.key, Group: g, Start: "-", End: "+", Count: 10000}).Result()
+		if err != nil {
+			return st, fmt.Errorf("XPENDING %s %s: %w", s.key, g, err)
+		}
+		for _, p := range pend {
+			st.OldestIdle = max(st.OldestIdle, p.Idle)
+			st.Redeliveries += max(0, p.RetryCount-1)
+		}
+	}
+	return st, nil
+}
+
 // Delete removes the stream key, and with it every group, and the dead
 // letters.
 func (s *Stream) Delete(ctx context.Context) error {

@@ -1,0 +1,129 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Comparison is a wanted value written as "< 5s", ">= 1", "== 0": for
+// metrics whose exact value depends on timing.
+type Comparison struct {
+	Op    string
+	Value any // int64 or time.Duration, like the metric
+}
+
+func (c Comparison) String() string { return fmt.Sprintf("%s %v", c.Op, c.Value) }
+
+// holds reports whether got satisfies the comparison.
+func (c Comparison) holds(got any) bool {
+	var a, b int64
+	switch g := got.(type) {
+	case int64:
+		a, b = g, c.Value.(int64)
+	case time.Duration:
+		a, b = int64(g), int64(c.Value.(time.Duration))
+	default:
+		return false
+	}
+	switch c.Op {
+	case "<":
+		return a < b
+	case "<=":
+		return a <= b
+	case ">":
+		return a > b
+	case ">=":
+		return a >= b
+	case "!=":
+		return a != b
+	}
+	return a == b
+}
+
+var comparison = regexp.MustCompile(`^\s*(<=|>=|==|!=|<|>)\s*(\S+)\s*$`)
+
+// parseMetric reads an exact value or a comparison; dur says whether the
+// metric is a duration.
+func parseMetric(file string, n *yaml.Node, dur bool) (any, Errors) {
+	if n.Kind != yaml.ScalarNode {
+		return nil, Errors{Errorf(NodePos(file, n), "want a value or a comparison such as \"< 5s\", got %s", Describe(n))}
+	}
+	op, text := "==", strings.TrimSpace(n.Value)
+	if m := comparison.FindStringSubmatch(n.Value); m != nil {
+		op, text = m[1], m[2]
+	}
+	var v any
+	if dur {
+		d, err := parseDuration(text)
+		if err != nil {
+			return nil, Errors{Errorf(NodePos(file, n), "%v", err)}
+		}
+		v = d
+	} else {
+		i, err := strconv.ParseInt(text, 10, 64)
+		if err != nil || i < 0 {
+			return nil, Errors{Errorf(NodePos(file, n), "want a count or a comparison such as \">= 1\", got %s", Describe(n))}
+		}
+		v = i
+	}
+	if op == "==" {
+		return v, nil
+	}
+	return Comparison{Op: op, Value: v}, nil
+}
+
+const comparisonPattern = `^\s*(<=|>=|==|!=|<|>)?\s*`
+
+// Value kinds of the metrics: a count or a duration, exact or compared.
+var (
+	KindCountMetric = ValueKind{"count, or a comparison such as \">= 1\"",
+		func(file string, n *yaml.Node) (any, Errors) { return parseMetric(file, n, false) },
+		func() map[string]any {
+			return anyOf(map[string]any{"type": "integer", "minimum": 0},
+				map[string]any{"type": "string", "pattern": comparisonPattern + `[0-9]+\s*$`}, VarRef())
+		}}
+	KindDurationMetric = ValueKind{"duration, or a comparison such as \"< 5s\"",
+		func(file string, n *yaml.Node) (any, Errors) { return parseMetric(file, n, true) },
+		func() map[string]any {
+			return anyOf(map[string]any{"const": 0},
+				map[string]any{"type": "string", "pattern": comparisonPattern + `(0|([0-9]+(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+)\s*$`}, VarRef())
+		}}
+)
+
+func init() {
+	metric := func(name, doc string, kind ValueKind, observe func(context.Context, *Env) (any, error)) {
+		defineCheck(&Check{Name: "metrics." + name, Doc: doc, Value: kind,
+			observe: func(ctx context.Context, env *Env, _ any) (any, error) { return observe(ctx, env) }})
+	}
+	metric("unpublished", "outbox rows waiting for the relay", KindCountMetric, func(ctx context.Context, env *Env) (any, error) {
+		var n int64
+		err := env.Producer.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE NOT published`).Scan(&n)
+		return n, err
+	})
+	metric("outbox_oldest_age", "age of the oldest unpublished outbox row (0 when none)", KindDurationMetric, func(ctx context.Context, env *Env) (any, error) {
+		var us int64
+		err := env.Producer.QueryRow(ctx, `SELECT coalesce((extract(epoch FROM now() - min(created_at)) * 1e6)::bigint, 0) FROM outbox WHERE NOT published`).Scan(&us)
+		return time.Duration(us) * time.Microsecond, err
+	})
+	metric("pel_oldest_idle", "longest idle time of a pending entry, any group (0 when none)", KindDurationMetric, func(ctx context.Context, env *Env) (any, error) {
+		st, err := env.Broker.PendingStats(ctx)
+		return st.OldestIdle, err
+	})
+	metric("redeliveries", "deliveries beyond the first of the entries still pending, all groups", KindCountMetric, func(ctx context.Context, env *Env) (any, error) {
+		st, err := env.Broker.PendingStats(ctx)
+		return st.Redeliveries, err
+	})
+	metric("inbox_conflicts", "identity conflicts consume and claim reported in this scenario", KindCountMetric, func(_ context.Context, env *Env) (any, error) {
+		return env.conflicts, nil
+	})
+	metric("dlq", "entries in the dead-letter stream", KindCountMetric, func(ctx context.Context, env *Env) (any, error) {
+		dls, err := env.Broker.DeadLetters(ctx)
+		return int64(len(dls)), err
+	})
+}
