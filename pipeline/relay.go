@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"outboxdrill/broker"
@@ -32,46 +34,67 @@ type RelayResult struct {
 	Marked    int
 }
 
+// db is what a relay pass reads and marks through: the pool, or a
+// transaction holding row locks.
+type db interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+const (
+	sqlUnpublished = `SELECT id, event_id, payload::text FROM outbox WHERE NOT published ORDER BY id LIMIT $1`
+	// SKIP LOCKED: rows another relay holds are not ours to publish.
+	sqlUnpublishedLocked = sqlUnpublished + ` FOR UPDATE SKIP LOCKED`
+	sqlMark              = `UPDATE outbox SET published = true, published_at = now() WHERE id = ANY($1) AND NOT published`
+)
+
 // Relay reads unpublished rows in outbox order, publishes them, then marks
 // exactly the rows the broker accepted. Publish comes first: a crash in
 // between publishes again later (a duplicate entry), never loses the event.
 func (r *Relay) Relay(ctx context.Context, opt RelayOptions) (RelayResult, error) {
-	var limit *int
-	if opt.Limit > 0 {
-		limit = &opt.Limit // LIMIT NULL is no limit
-	}
-	rows, err := r.DB.Query(ctx,
-		`SELECT id, event_id, payload::text FROM outbox WHERE NOT published ORDER BY id LIMIT $1`, limit)
+	ids, msgs, err := readUnpublished(ctx, r.DB, sqlUnpublished, opt.Limit)
 	if err != nil {
 		return RelayResult{}, err
 	}
+	return r.publishAndMark(ctx, r.DB, ids, msgs, opt.SkipMark)
+}
+
+func readUnpublished(ctx context.Context, q db, query string, limit int) ([]int64, []broker.Message, error) {
+	var lim *int
+	if limit > 0 {
+		lim = &limit // LIMIT NULL is no limit
+	}
+	rows, err := q.Query(ctx, query, lim)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
 	var ids []int64
 	var msgs []broker.Message
 	for rows.Next() {
 		var id int64
 		var m broker.Message
 		if err := rows.Scan(&id, &m.EventID, &m.Payload); err != nil {
-			rows.Close()
-			return RelayResult{}, err
+			return nil, nil, err
 		}
 		ids = append(ids, id)
 		msgs = append(msgs, m)
 	}
-	if err := rows.Err(); err != nil {
-		return RelayResult{}, err
-	}
+	return ids, msgs, rows.Err()
+}
 
+// publishAndMark publishes msgs in one pipelined round trip, then marks the
+// rows the broker accepted, unless the skip_mark fault stops it before.
+func (r *Relay) publishAndMark(ctx context.Context, q db, ids []int64, msgs []broker.Message, skipMark bool) (RelayResult, error) {
 	entryIDs, pubErr := r.Broker.Publish(ctx, msgs)
 	var res RelayResult
 	for i, e := range entryIDs {
 		res.Published = append(res.Published, Published{EventID: msgs[i].EventID, EntryID: e})
 	}
-	if opt.SkipMark || len(entryIDs) == 0 {
+	if skipMark || len(entryIDs) == 0 {
 		return res, pubErr
 	}
-	tag, err := r.DB.Exec(ctx,
-		`UPDATE outbox SET published = true, published_at = now() WHERE id = ANY($1) AND NOT published`,
-		ids[:len(entryIDs)])
+	tag, err := q.Exec(ctx, sqlMark, ids[:len(entryIDs)])
 	if err != nil {
 		return res, err
 	}

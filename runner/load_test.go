@@ -97,6 +97,15 @@ func TestParseErrors(t *testing.T) {
 		{"sleep without a duration", "name: x\nsteps:\n  - sleep\n", []string{
 			`t.yaml:3:5: sleep needs a duration, e.g. sleep(for=500ms)`,
 		}},
+		{"too many relays", "name: x\nsteps:\n  - relay(workers=5)\n", []string{
+			`t.yaml:3:5: workers: at most 4 relays at once, got 5`,
+		}},
+		{"skip_mark on concurrent relays", "name: x\nsteps:\n  - relay(workers=2, skip_mark)\n", []string{
+			`t.yaml:3:5: skip_mark is a fault of one relay`,
+		}},
+		{"unknown lease", "name: x\nsteps:\n  - relay(workers=2, lease=lock)\n", []string{
+			`t.yaml:3:28: lease: unknown value "lock"`,
+		}},
 		{"same account", "name: x\nsteps:\n  - produce(from=bob)\n", []string{
 			`t.yaml:3:5: from and to are both "bob"`,
 		}},

@@ -40,9 +40,25 @@ func (p *ProduceParams) validate() error {
 
 // RelayParams are the parameters of the relay step.
 type RelayParams struct {
-	Limit    int  `param:"limit" min:"1" doc:"rows to relay; default all unpublished rows"`
-	SkipMark bool `param:"skip_mark" fault:"yes" doc:"fault: XADD, then crash before marking the rows published"`
+	Limit    int    `param:"limit" min:"1" doc:"rows to relay (per relay); default all unpublished rows"`
+	SkipMark bool   `param:"skip_mark" fault:"yes" doc:"fault: XADD, then crash before marking the rows published"`
+	Workers  int    `param:"workers" default:"1" min:"1" doc:"relays running at once (at most 4); all read before any publishes, so their race is deterministic"`
+	Lease    string `param:"lease" default:"skip_locked" enum:"skip_locked|flag" doc:"how concurrent relays claim rows: FOR UPDATE SKIP LOCKED, or the anti-pattern of published=true as the only claim"`
 }
+
+func (p *RelayParams) validate() error {
+	switch {
+	case p.Workers > maxRelays:
+		return fmt.Errorf("workers: at most %d relays at once, got %d", maxRelays, p.Workers)
+	case p.Workers > 1 && p.SkipMark:
+		return fmt.Errorf("skip_mark is a fault of one relay: use it with workers: 1")
+	}
+	return nil
+}
+
+// maxRelays stays below the scenario's connection pool (4 per database):
+// each concurrent relay holds a connection across the barrier.
+const maxRelays = 4
 
 // PublishParams are the parameters of the publish step.
 type PublishParams struct {
@@ -138,13 +154,29 @@ func runProduce(ctx context.Context, env *Env, p *ProduceParams) (Result, error)
 
 func runRelay(ctx context.Context, env *Env, p *RelayParams) (Result, error) {
 	relay := &pipeline.Relay{DB: env.Producer, Broker: env.Broker}
-	res, err := relay.Relay(ctx, pipeline.RelayOptions{Limit: p.Limit, SkipMark: p.SkipMark})
-	r := Result{Outcome: map[string]int64{"published": int64(len(res.Published)), "marked": int64(res.Marked)}}
-	for _, pub := range res.Published {
-		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s", pub.EventID, pub.EntryID))
-		r.Entries = append(r.Entries, Entry{EntryID: pub.EntryID, EventID: pub.EventID, Outcome: "published"})
+	var results []pipeline.RelayResult
+	var err error
+	if p.Workers > 1 {
+		results, err = relay.RelayConcurrently(ctx, p.Workers, pipeline.Lease(p.Lease), p.Limit)
+	} else {
+		var res pipeline.RelayResult
+		res, err = relay.Relay(ctx, pipeline.RelayOptions{Limit: p.Limit, SkipMark: p.SkipMark})
+		results = []pipeline.RelayResult{res}
 	}
-	if p.SkipMark && len(res.Published) > 0 {
+	r := Result{Outcome: map[string]int64{"published": 0, "marked": 0}}
+	for w, res := range results {
+		r.Outcome["published"] += int64(len(res.Published))
+		r.Outcome["marked"] += int64(res.Marked)
+		for _, pub := range res.Published {
+			line := fmt.Sprintf("XADD %s → entry %s", pub.EventID, pub.EntryID)
+			if len(results) > 1 {
+				line = fmt.Sprintf("relay %d: %s", w+1, line)
+			}
+			r.Details = append(r.Details, line)
+			r.Entries = append(r.Entries, Entry{EntryID: pub.EntryID, EventID: pub.EventID, Outcome: "published"})
+		}
+	}
+	if p.SkipMark && r.Outcome["published"] > 0 {
 		r.Details = append(r.Details, "skip_mark: crashed before marking; the rows stay unpublished")
 	}
 	return r, err

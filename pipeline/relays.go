@@ -1,0 +1,75 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Lease is how concurrent relays keep each other off the same rows.
+type Lease string
+
+const (
+	// SkipLocked: each relay locks the rows it reads (FOR UPDATE SKIP LOCKED)
+	// until it has published and marked them; the others skip them.
+	SkipLocked Lease = "skip_locked"
+	// Flag: the anti-pattern — published=true is the only claim, so relays
+	// that read before any of them marked publish the same rows.
+	Flag Lease = "flag"
+)
+
+// RelayConcurrently runs workers relay passes at once. All of them read
+// before any publishes (a barrier), which makes the race that real relays
+// lose now and then happen every time: with Flag every worker publishes the
+// same rows; with SkipLocked each row is published by exactly one.
+func (r *Relay) RelayConcurrently(ctx context.Context, workers int, lease Lease, limit int) ([]RelayResult, error) {
+	results := make([]RelayResult, workers)
+	errs := make([]error, workers)
+	var read sync.WaitGroup // the barrier: everyone has read
+	read.Add(workers)
+	var done sync.WaitGroup
+	for w := range workers {
+		done.Go(func() {
+			if lease == SkipLocked {
+				results[w], errs[w] = r.lockedPass(ctx, limit, &read)
+			} else {
+				results[w], errs[w] = r.flagPass(ctx, limit, &read)
+			}
+		})
+	}
+	done.Wait()
+	return results, errors.Join(errs...)
+}
+
+func (r *Relay) flagPass(ctx context.Context, limit int, read *sync.WaitGroup) (RelayResult, error) {
+	ids, msgs, err := readUnpublished(ctx, r.DB, sqlUnpublished, limit)
+	read.Done()
+	read.Wait()
+	if err != nil {
+		return RelayResult{}, err
+	}
+	return r.publishAndMark(ctx, r.DB, ids, msgs, false)
+}
+
+func (r *Relay) lockedPass(ctx context.Context, limit int, read *sync.WaitGroup) (res RelayResult, err error) {
+	tx, err := r.DB.Begin(ctx)
+	if err != nil {
+		read.Done()
+		return res, err
+	}
+	defer rollback(ctx, tx)
+	ids, msgs, err := readUnpublished(ctx, tx, sqlUnpublishedLocked, limit)
+	read.Done()
+	read.Wait() // the rows stay locked while the others read
+	if err != nil {
+		return res, err
+	}
+	if res, err = r.publishAndMark(ctx, tx, ids, msgs, false); err != nil {
+		return res, err
+	}
+	return res, tx.Commit(ctx)
+}
+
+var _ db = pgx.Tx(nil)
