@@ -25,6 +25,12 @@ type ConsumeOptions struct {
 	Block    time.Duration // how long a read waits when nothing is new
 	Idle     time.Duration // claim only: minimum idle time of a pending entry
 	Auto     bool          // claim only: XAUTOCLAIM instead of XPENDING + XCLAIM
+	// Anti-pattern modes, to show the damage they do:
+	// AckFirst XACKs an entry before its transaction runs; SplitTx commits the
+	// inbox row and the projection in two transactions (a fault strikes
+	// between them); DedupeByEntry keys the inbox by broker entry id instead
+	// of business event id.
+	AckFirst, SplitTx, DedupeByEntry bool
 	// MaxDeliveries, when > 0, moves an entry that failed or conflicted on
 	// its MaxDeliveries-th delivery to the dead-letter stream and acks it, so
 	// that a poison message stops coming back.
@@ -116,9 +122,19 @@ func (c *Consumer) handleAll(ctx context.Context, opt ConsumeOptions, ds []broke
 	var res ConsumeResult
 	var ack []int // indexes into res.Handled
 	for _, d := range ds {
+		if opt.AckFirst { // anti-pattern: the broker forgets the entry before the effect is durable
+			if err := c.Broker.Ack(ctx, opt.Consumer, d.ID); err != nil {
+				return res, err
+			}
+		}
 		h, err := c.handle(ctx, opt, d)
 		if err != nil {
 			return res, fmt.Errorf("entry %s (event %s): %w", d.ID, d.EventID, err)
+		}
+		if opt.AckFirst {
+			h.Acked = true
+			res.Handled = append(res.Handled, h)
+			continue
 		}
 		// Commit, THEN XACK; an entry that failed or conflicts stays pending,
 		// unless it has come back too often: then it is set aside.
@@ -177,7 +193,10 @@ SET amount = projection.amount + EXCLUDED.amount, events = projection.events + 1
 // new, update the projection; commit. Errors PostgreSQL raises about the data
 // (and the injected fault) are outcomes; anything else is returned.
 func (c *Consumer) handle(ctx context.Context, opt ConsumeOptions, d broker.Delivery) (Handled, error) {
-	if opt.Fault == NoFault {
+	switch {
+	case opt.SplitTx:
+		return c.handleSplit(ctx, opt, d)
+	case opt.Fault == NoFault:
 		return c.handleFast(ctx, opt, d)
 	}
 	h := Handled{Delivery: d}
@@ -188,7 +207,7 @@ func (c *Consumer) handle(ctx context.Context, opt ConsumeOptions, d broker.Deli
 	}
 	defer rollback(ctx, tx)
 
-	tag, err := tx.Exec(ctx, sqlInbox, opt.Consumer, d.EventID, d.Payload)
+	tag, err := tx.Exec(ctx, sqlInbox, opt.Consumer, dedupeKey(opt, d), d.Payload)
 	if err != nil {
 		return fail(err)
 	}
@@ -198,7 +217,7 @@ func (c *Consumer) handle(ctx context.Context, opt ConsumeOptions, d broker.Deli
 		}
 	}
 	if tag.RowsAffected() == 0 {
-		if h, err = classify(ctx, tx, opt.Consumer, d); err != nil {
+		if h, err = classify(ctx, tx, opt, d); err != nil {
 			return fail(err)
 		}
 		return h, tx.Commit(ctx)
@@ -216,18 +235,58 @@ func (c *Consumer) handle(ctx context.Context, opt ConsumeOptions, d broker.Deli
 // handleFast is handle without an injected fault: the inbox insert and the
 // projection update as one statement (its own transaction).
 func (c *Consumer) handleFast(ctx context.Context, opt ConsumeOptions, d broker.Delivery) (Handled, error) {
-	tag, err := c.DB.Exec(ctx, sqlInboxAndProjection, opt.Consumer, d.EventID, d.Payload)
+	tag, err := c.DB.Exec(ctx, sqlInboxAndProjection, opt.Consumer, dedupeKey(opt, d), d.Payload)
 	if err != nil {
 		return failed(Handled{Delivery: d}, err)
 	}
 	if tag.RowsAffected() == 1 {
 		return Handled{Delivery: d, Outcome: Applied}, nil
 	}
-	h, err := classify(ctx, c.DB, opt.Consumer, d)
+	h, err := classify(ctx, c.DB, opt, d)
 	if err != nil {
 		return failed(h, err)
 	}
 	return h, nil
+}
+
+// handleSplit is the anti-pattern of two transactions: the inbox row
+// commits first; the projection (and an injected fault) come in a second.
+// A failure between them leaves the event "seen" but never applied.
+func (c *Consumer) handleSplit(ctx context.Context, opt ConsumeOptions, d broker.Delivery) (Handled, error) {
+	h := Handled{Delivery: d}
+	tag, err := c.DB.Exec(ctx, sqlInbox, opt.Consumer, dedupeKey(opt, d), d.Payload)
+	if err != nil {
+		return failed(h, err)
+	}
+	if tag.RowsAffected() == 0 {
+		if h, err = classify(ctx, c.DB, opt, d); err != nil {
+			return failed(h, err)
+		}
+		return h, nil
+	}
+	err = pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
+		if opt.Fault == DivZero {
+			if _, err := tx.Exec(ctx, sqlDivZero); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, sqlProjection, opt.Consumer, d.Payload)
+		return err
+	})
+	if err != nil {
+		return failed(h, err)
+	}
+	h.Outcome = Applied
+	return h, nil
+}
+
+// dedupeKey is what the inbox dedupes on: the business event id, or in the
+// anti-pattern the broker entry id (new on every publish).
+func dedupeKey(opt ConsumeOptions, d broker.Delivery) string {
+	if opt.DedupeByEntry {
+		return d.ID
+	}
+	return d.EventID
 }
 
 // querier is a pool or a transaction.
@@ -237,17 +296,17 @@ type querier interface {
 
 // classify names a delivery whose event is already in the inbox: the same
 // payload (as jsonb) is a duplicate, another is an identity conflict.
-func classify(ctx context.Context, q querier, consumer string, d broker.Delivery) (Handled, error) {
+func classify(ctx context.Context, q querier, opt ConsumeOptions, d broker.Delivery) (Handled, error) {
 	h := Handled{Delivery: d, Outcome: Duplicate}
 	var same bool
 	var stored string
-	if err := q.QueryRow(ctx, sqlSamePayload, consumer, d.EventID, d.Payload).Scan(&same, &stored); err != nil {
+	if err := q.QueryRow(ctx, sqlSamePayload, opt.Consumer, dedupeKey(opt, d), d.Payload).Scan(&same, &stored); err != nil {
 		return h, err
 	}
 	if !same {
 		h.Outcome = Conflict
 		h.Reason = fmt.Sprintf("identity conflict: event %s is in the inbox of %s with payload %s, this delivery carries %s",
-			d.EventID, consumer, stored, d.Payload)
+			d.EventID, opt.Consumer, stored, d.Payload)
 	}
 	return h, nil
 }

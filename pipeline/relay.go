@@ -20,6 +20,9 @@ type Relay struct {
 type RelayOptions struct {
 	Limit    int  // rows to relay; <= 0 means all unpublished rows
 	SkipMark bool // fault: publish, then "crash" before marking the rows
+	// MarkFirst is the anti-pattern of marking rows published before the
+	// XADD; SkipPublish is its crash window: marked, never published.
+	MarkFirst, SkipPublish bool
 }
 
 // Published is one outbox row that reached the broker.
@@ -56,7 +59,32 @@ func (r *Relay) Relay(ctx context.Context, opt RelayOptions) (RelayResult, error
 	if err != nil {
 		return RelayResult{}, err
 	}
+	if opt.MarkFirst {
+		return r.markThenPublish(ctx, ids, msgs, opt.SkipPublish)
+	}
 	return r.publishAndMark(ctx, r.DB, ids, msgs, opt.SkipMark)
+}
+
+// markThenPublish is the anti-pattern: a crash after the mark loses the
+// events, since no relay will ever read those rows again.
+func (r *Relay) markThenPublish(ctx context.Context, ids []int64, msgs []broker.Message, skipPublish bool) (RelayResult, error) {
+	var res RelayResult
+	if len(ids) == 0 {
+		return res, nil
+	}
+	tag, err := r.DB.Exec(ctx, sqlMark, ids)
+	if err != nil {
+		return res, err
+	}
+	res.Marked = int(tag.RowsAffected())
+	if skipPublish {
+		return res, nil
+	}
+	entryIDs, err := r.Broker.Publish(ctx, msgs)
+	for i, e := range entryIDs {
+		res.Published = append(res.Published, Published{EventID: msgs[i].EventID, EntryID: e})
+	}
+	return res, err
 }
 
 func readUnpublished(ctx context.Context, q db, query string, limit int) ([]int64, []broker.Message, error) {

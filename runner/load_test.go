@@ -106,6 +106,9 @@ func TestParseErrors(t *testing.T) {
 		{"unknown lease", "name: x\nsteps:\n  - relay(workers=2, lease=lock)\n", []string{
 			`t.yaml:3:28: lease: unknown value "lock"`,
 		}},
+		{"crash window of another mode", "name: x\nsteps:\n  - relay(skip_publish)\n", []string{
+			`t.yaml:3:5: skip_publish is the crash window of mode: mark_first`,
+		}},
 		{"same account", "name: x\nsteps:\n  - produce(from=bob)\n", []string{
 			`t.yaml:3:5: from and to are both "bob"`,
 		}},

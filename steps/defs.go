@@ -44,10 +44,19 @@ type RelayParams struct {
 	SkipMark bool   `param:"skip_mark" fault:"yes" doc:"fault: XADD, then crash before marking the rows published"`
 	Workers  int    `param:"workers" default:"1" min:"1" doc:"relays running at once (at most 4); all read before any publishes, so their race is deterministic"`
 	Lease    string `param:"lease" default:"skip_locked" enum:"skip_locked|flag" doc:"how concurrent relays claim rows: FOR UPDATE SKIP LOCKED, or the anti-pattern of published=true as the only claim"`
+	Mode     string `param:"mode" default:"publish_first" enum:"publish_first|mark_first" doc:"mark_first is the anti-pattern: mark the rows published, then XADD"`
+	SkipPub  bool   `param:"skip_publish" fault:"yes" doc:"fault with mode mark_first: crash after marking, before XADD (the events are lost)"`
 }
 
 func (p *RelayParams) validate() error {
+	markFirst := p.Mode == "mark_first"
 	switch {
+	case p.SkipPub && !markFirst:
+		return fmt.Errorf("skip_publish is the crash window of mode: mark_first")
+	case p.SkipMark && markFirst:
+		return fmt.Errorf("skip_mark is the crash window of mode: publish_first; mark_first has skip_publish")
+	case p.Workers > 1 && markFirst:
+		return fmt.Errorf("mode: mark_first runs as one relay (workers: 1)")
 	case p.Workers > maxRelays:
 		return fmt.Errorf("workers: at most %d relays at once, got %d", maxRelays, p.Workers)
 	case p.Workers > 1 && p.SkipMark:
@@ -78,6 +87,8 @@ type ConsumeParams struct {
 	SkipAck  bool          `param:"skip_ack" fault:"yes" doc:"fault: commit, then crash before XACK"`
 	Block    time.Duration `param:"block" default:"50ms" doc:"how long to wait when no entry is new (never forever)"`
 	MaxDeliv int           `param:"max_deliveries" min:"1" doc:"an entry that failed or conflicted on its N-th delivery goes to the dead-letter stream and is acked"`
+	Mode     string        `param:"mode" default:"one_tx" enum:"one_tx|ack_first|split_tx" doc:"anti-patterns: ack_first XACKs before the transaction; split_tx commits inbox and projection separately (a fault strikes between)"`
+	Dedupe   string        `param:"dedupe" default:"event_id" enum:"event_id|entry_id" doc:"entry_id is the anti-pattern of deduplicating by broker entry id"`
 }
 
 // ClaimParams are the parameters of the claim step.
@@ -90,6 +101,8 @@ type ClaimParams struct {
 	SkipAck  bool          `param:"skip_ack" fault:"yes" doc:"as in consume"`
 	Auto     bool          `param:"auto" doc:"XAUTOCLAIM (the broker scans the pending list) instead of XPENDING + XCLAIM"`
 	MaxDeliv int           `param:"max_deliveries" min:"1" doc:"as in consume"`
+	Mode     string        `param:"mode" default:"one_tx" enum:"one_tx|ack_first|split_tx" doc:"as in consume"`
+	Dedupe   string        `param:"dedupe" default:"event_id" enum:"event_id|entry_id" doc:"as in consume"`
 }
 
 // ReplayDLQParams are the parameters of the replay_dlq step (none).
@@ -160,7 +173,7 @@ func runRelay(ctx context.Context, env *Env, p *RelayParams) (Result, error) {
 		results, err = relay.RelayConcurrently(ctx, p.Workers, pipeline.Lease(p.Lease), p.Limit)
 	} else {
 		var res pipeline.RelayResult
-		res, err = relay.Relay(ctx, pipeline.RelayOptions{Limit: p.Limit, SkipMark: p.SkipMark})
+		res, err = relay.Relay(ctx, pipeline.RelayOptions{Limit: p.Limit, SkipMark: p.SkipMark, MarkFirst: p.Mode == "mark_first", SkipPublish: p.SkipPub})
 		results = []pipeline.RelayResult{res}
 	}
 	r := Result{Outcome: map[string]int64{"published": 0, "marked": 0}}
@@ -178,6 +191,9 @@ func runRelay(ctx context.Context, env *Env, p *RelayParams) (Result, error) {
 	}
 	if p.SkipMark && r.Outcome["published"] > 0 {
 		r.Details = append(r.Details, "skip_mark: crashed before marking; the rows stay unpublished")
+	}
+	if p.SkipPub && r.Outcome["marked"] > 0 {
+		r.Details = append(r.Details, "mark_first + skip_publish: marked published, crashed before XADD; no relay will read these rows again")
 	}
 	return r, err
 }
@@ -208,6 +224,7 @@ func runConsume(ctx context.Context, env *Env, p *ConsumeParams) (Result, error)
 	res, err := c.Consume(ctx, pipeline.ConsumeOptions{
 		Consumer: p.Consumer, Worker: p.Worker, Count: p.Count, Block: p.Block,
 		Fault: pipeline.Fault(p.Fail), SkipAck: p.SkipAck, MaxDeliveries: p.MaxDeliv,
+		AckFirst: p.Mode == "ack_first", SplitTx: p.Mode == "split_tx", DedupeByEntry: p.Dedupe == "entry_id",
 	})
 	env.conflicts += int64(res.Count(pipeline.Conflict))
 	return consumeResult(res, p.SkipAck), err
@@ -218,6 +235,7 @@ func runClaim(ctx context.Context, env *Env, p *ClaimParams) (Result, error) {
 	res, err := c.Claim(ctx, pipeline.ConsumeOptions{
 		Consumer: p.Consumer, Worker: p.Worker, Count: p.Count, Idle: p.Idle,
 		Fault: pipeline.Fault(p.Fail), SkipAck: p.SkipAck, Auto: p.Auto, MaxDeliveries: p.MaxDeliv,
+		AckFirst: p.Mode == "ack_first", SplitTx: p.Mode == "split_tx", DedupeByEntry: p.Dedupe == "entry_id",
 	})
 	env.conflicts += int64(res.Count(pipeline.Conflict))
 	return consumeResult(res, p.SkipAck), err

@@ -1,0 +1,52 @@
+package runner
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestAntipatternsShowTheirDamage runs each anti-pattern scenario once more
+// in the correct mode: the damage it asserts must then be gone, so the
+// scenario must fail. An anti-pattern scenario that passes either way proves
+// nothing.
+func TestAntipatternsShowTheirDamage(t *testing.T) {
+	fixes := map[string][2]string{ // file → the anti-pattern as written, the correct design
+		"antipattern-mark-before-xadd.yaml":                         {"{mode: mark_first, skip_publish: true}", "{skip_mark: true}"},
+		"antipattern-ack-before-commit.yaml":                        {"{mode: ack_first, fail: divzero}", "{fail: divzero}"},
+		"antipattern-inbox-and-projection-in-two-transactions.yaml": {"{mode: split_tx, fail: divzero}", "{fail: divzero}"},
+		"antipattern-dedupe-by-entry-id.yaml":                       {"{dedupe: entry_id}", "{dedupe: event_id}"},
+		"antipattern-new-consumer-id.yaml":                          {"{consumer: accounting-v2,", "{consumer: accounting,"},
+		"antipattern-never-claim.yaml":                              {"  - consume:\n    expect: {delivered: 0}\n  - expect", "  - claim:\n    expect: {delivered: 0}\n  - expect"},
+	}
+	files, _ := filepath.Glob("../scenarios/antipattern-*.yaml")
+	if len(files) != len(fixes) {
+		t.Fatalf("%d anti-pattern scenarios, %d fixes: every anti-pattern needs its correct twin here", len(files), len(fixes))
+	}
+	var scs []*Scenario
+	for _, f := range files {
+		fix, ok := fixes[filepath.Base(f)]
+		if !ok {
+			t.Fatalf("no correct mode for %s", f)
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(src), fix[0]) {
+			t.Fatalf("%s no longer contains %q", f, fix[0])
+		}
+		fixed, errs := Parse(f, []byte(strings.Replace(string(src), fix[0], fix[1], 1)))
+		if len(errs) > 0 {
+			t.Fatalf("%s in the correct mode: %v", f, errs)
+		}
+		scs = append(scs, fixed...)
+	}
+	rep, _ := runAll(t, testParams(t), scs)
+	for _, r := range rep.Results {
+		if r.Passed() {
+			t.Errorf("%s passes in the correct mode too: it does not show the damage", r.Scenario.File)
+		}
+	}
+}
