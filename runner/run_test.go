@@ -104,6 +104,7 @@ var everyKey = []step{
 	{"claim: {max_deliveries: 1, auto: true}", [][2]string{{"delivered", "0"}, {"dead_lettered", "0"}}},
 	{"expect:", [][2]string{{"dlq.entries", "2"}}},
 	{"replay_dlq:", [][2]string{{"replayed", "2"}}},
+	{"inbox.purge: {consumer: audit}", [][2]string{{"purged", "1"}}},
 }
 
 // wrongValue is a deliberately wrong expectation for each state check, and

@@ -105,6 +105,11 @@ type ClaimParams struct {
 	Dedupe   string        `param:"dedupe" default:"event_id" enum:"event_id|entry_id" doc:"as in consume"`
 }
 
+// PurgeParams are the parameters of the inbox.purge step.
+type PurgeParams struct {
+	Consumer string `param:"consumer" default:"accounting" doc:"consumer id whose inbox rows are deleted"`
+}
+
 // ReplayDLQParams are the parameters of the replay_dlq step (none).
 type ReplayDLQParams struct{}
 
@@ -138,6 +143,8 @@ func init() {
 		consumeOutcomes, runClaim)
 	define("replay_dlq", "Publish every dead-lettered entry again on the main stream with its SAME event id and payload, and empty the dead-letter stream: the inbox still dedupes.",
 		[]Key{{"replayed", "entries published again"}}, runReplayDLQ)
+	define("inbox.purge", "Delete a consumer's inbox rows, as a clean-up job would. Before the broker's retention and replay windows have passed this is an anti-pattern: a replay is then applied again.",
+		[]Key{{"purged", "inbox rows deleted"}}, runPurge)
 	define("sleep", "Let real time pass: pending entries grow idle, a worker that stopped looks dead. Cancelled by the scenario timeout.",
 		nil, runSleep)
 	define(expectStep, "Check the state of the databases and the stream. Its map holds state checks (see below).",
@@ -257,6 +264,14 @@ func runReplayDLQ(ctx context.Context, env *Env, _ *ReplayDLQParams) (Result, er
 		r.Entries = append(r.Entries, Entry{EntryID: id, EventID: dls[i].EventID, Outcome: "published"})
 	}
 	return r, err
+}
+
+func runPurge(ctx context.Context, env *Env, p *PurgeParams) (Result, error) {
+	tag, err := env.Consumer.Exec(ctx, `DELETE FROM inbox WHERE consumer_id = $1`, p.Consumer)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Outcome: map[string]int64{"purged": tag.RowsAffected()}}, nil
 }
 
 func runSleep(ctx context.Context, _ *Env, p *SleepParams) (Result, error) {
