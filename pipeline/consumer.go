@@ -65,31 +65,21 @@ type ConsumeResult struct {
 
 // Count counts deliveries with outcome o.
 func (r ConsumeResult) Count(o Outcome) int {
-	n := 0
-	for _, h := range r.Handled {
-		if h.Outcome == o {
-			n++
-		}
-	}
-	return n
+	return r.countIf(func(h Handled) bool { return h.Outcome == o })
 }
 
 // DeadLettered counts deliveries moved to the dead-letter stream.
 func (r ConsumeResult) DeadLettered() int {
-	n := 0
-	for _, h := range r.Handled {
-		if h.DeadLettered {
-			n++
-		}
-	}
-	return n
+	return r.countIf(func(h Handled) bool { return h.DeadLettered })
 }
 
 // Acked counts acknowledged deliveries.
-func (r ConsumeResult) Acked() int {
+func (r ConsumeResult) Acked() int { return r.countIf(func(h Handled) bool { return h.Acked }) }
+
+func (r ConsumeResult) countIf(pred func(Handled) bool) int {
 	n := 0
 	for _, h := range r.Handled {
-		if h.Acked {
+		if pred(h) {
 			n++
 		}
 	}
