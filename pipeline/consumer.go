@@ -31,6 +31,10 @@ type ConsumeOptions struct {
 	// between them); DedupeByEntry keys the inbox by broker entry id instead
 	// of business event id.
 	AckFirst, SplitTx, DedupeByEntry bool
+	// Seen, when set, is the anti-pattern of deduplicating in another store
+	// (Redis SETNX) before the PostgreSQL transaction, which then only
+	// updates the projection: a failure between the two loses the effect.
+	Seen SeenStore
 	// MaxDeliveries, when > 0, moves an entry that failed or conflicted on
 	// its MaxDeliveries-th delivery to the dead-letter stream and acks it, so
 	// that a poison message stops coming back.
@@ -184,6 +188,8 @@ SET amount = projection.amount + EXCLUDED.amount, events = projection.events + 1
 // (and the injected fault) are outcomes; anything else is returned.
 func (c *Consumer) handle(ctx context.Context, opt ConsumeOptions, d broker.Delivery) (Handled, error) {
 	switch {
+	case opt.Seen != nil:
+		return c.handleSeen(ctx, opt, d)
 	case opt.SplitTx:
 		return c.handleSplit(ctx, opt, d)
 	case opt.Fault == NoFault:
@@ -309,4 +315,40 @@ func failed(h Handled, err error) (Handled, error) {
 		return h, nil
 	}
 	return h, err
+}
+
+// SeenStore remembers keys outside the consumer database (Redis SETNX).
+type SeenStore interface {
+	// MarkSeen records key; false when it was already recorded.
+	MarkSeen(ctx context.Context, key string) (bool, error)
+}
+
+// handleSeen is the anti-pattern of a dedupe store beside the database: the
+// key is recorded first, then the projection transaction runs (and an
+// injected fault strikes in it). A redelivery after that failure finds the key
+// and is taken for a duplicate.
+func (c *Consumer) handleSeen(ctx context.Context, opt ConsumeOptions, d broker.Delivery) (Handled, error) {
+	h := Handled{Delivery: d}
+	first, err := opt.Seen.MarkSeen(ctx, opt.Consumer+"/"+dedupeKey(opt, d))
+	if err != nil {
+		return h, err
+	}
+	if !first {
+		h.Outcome = Duplicate
+		return h, nil
+	}
+	err = pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
+		if opt.Fault == DivZero {
+			if _, err := tx.Exec(ctx, sqlDivZero); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, sqlProjection, opt.Consumer, d.Payload)
+		return err
+	})
+	if err != nil {
+		return failed(h, err)
+	}
+	h.Outcome = Applied
+	return h, nil
 }

@@ -19,6 +19,7 @@ func TestAntipatternsShowTheirDamage(t *testing.T) {
 		"antipattern-dedupe-by-entry-id.yaml":                       {"{dedupe: entry_id}", "{dedupe: event_id}"},
 		"antipattern-new-consumer-id.yaml":                          {"{consumer: accounting-v2,", "{consumer: accounting,"},
 		"antipattern-inbox-purged-too-early.yaml":                   {"  - inbox.purge: {consumer: accounting}\n    expect: {purged: 1}\n", ""},
+		"antipattern-setnx-then-postgres.yaml":                      {"{dedupe: setnx, fail: divzero}", "{fail: divzero}"},
 		"antipattern-never-claim.yaml":                              {"  - consume:\n    expect: {delivered: 0}\n  - expect", "  - claim:\n    expect: {delivered: 0}\n  - expect"},
 	}
 	files, _ := filepath.Glob("../scenarios/antipattern-*.yaml")

@@ -18,7 +18,7 @@ import (
 // What the runner names, and nothing else: prefix, 8-hex run id, counter.
 var (
 	leftoverDB  = regexp.MustCompile(`^` + NamePrefix + `_[0-9a-f]{8}_[0-9]+_[pc]$`)
-	leftoverKey = regexp.MustCompile(`^` + NamePrefix + `:[0-9a-f]{8}:[0-9]+$`)
+	leftoverKey = regexp.MustCompile(`^` + NamePrefix + `:[0-9a-f]{8}:[0-9]+(:dlq|:seen)?$`)
 )
 
 // minStaleAge is how old a managed server's dir must be before clean may

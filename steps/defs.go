@@ -88,7 +88,7 @@ type ConsumeParams struct {
 	Block    time.Duration `param:"block" default:"50ms" doc:"how long to wait when no entry is new (never forever)"`
 	MaxDeliv int           `param:"max_deliveries" min:"1" doc:"an entry that failed or conflicted on its N-th delivery goes to the dead-letter stream and is acked"`
 	Mode     string        `param:"mode" default:"one_tx" enum:"one_tx|ack_first|split_tx" doc:"anti-patterns: ack_first XACKs before the transaction; split_tx commits inbox and projection separately (a fault strikes between)"`
-	Dedupe   string        `param:"dedupe" default:"event_id" enum:"event_id|entry_id" doc:"entry_id is the anti-pattern of deduplicating by broker entry id"`
+	Dedupe   string        `param:"dedupe" default:"event_id" enum:"event_id|entry_id|setnx" doc:"anti-patterns: entry_id dedupes by broker entry id; setnx dedupes with Redis SETNX before the PostgreSQL transaction"`
 }
 
 // ClaimParams are the parameters of the claim step.
@@ -102,7 +102,7 @@ type ClaimParams struct {
 	Auto     bool          `param:"auto" doc:"XAUTOCLAIM (the broker scans the pending list) instead of XPENDING + XCLAIM"`
 	MaxDeliv int           `param:"max_deliveries" min:"1" doc:"as in consume"`
 	Mode     string        `param:"mode" default:"one_tx" enum:"one_tx|ack_first|split_tx" doc:"as in consume"`
-	Dedupe   string        `param:"dedupe" default:"event_id" enum:"event_id|entry_id" doc:"as in consume"`
+	Dedupe   string        `param:"dedupe" default:"event_id" enum:"event_id|entry_id|setnx" doc:"as in consume"`
 }
 
 // PurgeParams are the parameters of the inbox.purge step.
@@ -232,6 +232,7 @@ func runConsume(ctx context.Context, env *Env, p *ConsumeParams) (Result, error)
 		Consumer: p.Consumer, Worker: p.Worker, Count: p.Count, Block: p.Block,
 		Fault: pipeline.Fault(p.Fail), SkipAck: p.SkipAck, MaxDeliveries: p.MaxDeliv,
 		AckFirst: p.Mode == "ack_first", SplitTx: p.Mode == "split_tx", DedupeByEntry: p.Dedupe == "entry_id",
+		Seen: seenStore(env, p.Dedupe),
 	})
 	env.conflicts += int64(res.Count(pipeline.Conflict))
 	return consumeResult(res, p.SkipAck), err
@@ -243,6 +244,7 @@ func runClaim(ctx context.Context, env *Env, p *ClaimParams) (Result, error) {
 		Consumer: p.Consumer, Worker: p.Worker, Count: p.Count, Idle: p.Idle,
 		Fault: pipeline.Fault(p.Fail), SkipAck: p.SkipAck, Auto: p.Auto, MaxDeliveries: p.MaxDeliv,
 		AckFirst: p.Mode == "ack_first", SplitTx: p.Mode == "split_tx", DedupeByEntry: p.Dedupe == "entry_id",
+		Seen: seenStore(env, p.Dedupe),
 	})
 	env.conflicts += int64(res.Count(pipeline.Conflict))
 	return consumeResult(res, p.SkipAck), err
@@ -264,6 +266,14 @@ func runReplayDLQ(ctx context.Context, env *Env, _ *ReplayDLQParams) (Result, er
 		r.Entries = append(r.Entries, Entry{EntryID: id, EventID: dls[i].EventID, Outcome: "published"})
 	}
 	return r, err
+}
+
+// seenStore is the broker's SETNX store when dedupe is setnx.
+func seenStore(env *Env, dedupe string) pipeline.SeenStore {
+	if s, ok := env.Broker.(pipeline.SeenStore); ok && dedupe == "setnx" {
+		return s
+	}
+	return nil
 }
 
 func runPurge(ctx context.Context, env *Env, p *PurgeParams) (Result, error) {

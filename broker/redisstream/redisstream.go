@@ -378,8 +378,20 @@ func (s *Stream) PendingStats(ctx context.Context) (broker.PendingStats, error) 
 	return st, nil
 }
 
+// seenKey holds the keys of the SETNX-dedupe anti-pattern, one hash per stream.
+func (s *Stream) seenKey() string { return s.key + ":seen" }
+
+// MarkSeen is HSETNX on the stream's seen hash (pipeline.SeenStore).
+func (s *Stream) MarkSeen(ctx context.Context, key string) (bool, error) {
+	ok, err := s.rdb.HSetNX(ctx, s.seenKey(), key, 1).Result()
+	if err != nil {
+		return false, fmt.Errorf("HSETNX %s: %w", s.seenKey(), err)
+	}
+	return ok, nil
+}
+
 // Delete removes the stream key, and with it every group, and the dead
-// letters.
+// letters and seen keys.
 func (s *Stream) Delete(ctx context.Context) error {
-	return s.rdb.Del(ctx, s.key, s.dlqKey()).Err()
+	return s.rdb.Del(ctx, s.key, s.dlqKey(), s.seenKey()).Err()
 }
