@@ -322,7 +322,11 @@ func consumeResult(res pipeline.ConsumeResult, skipAck bool) Result {
 			line += " — " + h.Reason
 		}
 		if h.Outcome == pipeline.Conflict {
-			r.Alerts = append(r.Alerts, h.Reason+" (entry "+h.ID+", not acked)")
+			state := "not acked"
+			if h.DeadLettered {
+				state = "dead-lettered and acked"
+			}
+			r.Alerts = append(r.Alerts, h.Reason+" (entry "+h.ID+", "+state+")")
 		}
 		r.Details = append(r.Details, line)
 	}
