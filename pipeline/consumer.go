@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -35,6 +36,10 @@ type ConsumeOptions struct {
 	// (Redis SETNX) before the PostgreSQL transaction, which then only
 	// updates the projection: a failure between the two loses the effect.
 	Seen SeenStore
+	// Strict applies the events of one aggregate in version order: an event
+	// whose predecessor has not been applied is held back (Deferred, not
+	// acked) until it is delivered again after the gap has closed.
+	Strict bool
 	// MaxDeliveries, when > 0, moves an entry that failed or conflicted on
 	// its MaxDeliveries-th delivery to the dead-letter stream and acks it, so
 	// that a poison message stops coming back.
@@ -51,6 +56,7 @@ const (
 	Duplicate Outcome = "duplicate" // same id and payload already in the inbox; no effect
 	Conflict  Outcome = "conflict"  // same id, different payload: identity conflict, no effect, not acked
 	Failed    Outcome = "failed"    // the transaction rolled back; the entry stays pending
+	Deferred  Outcome = "deferred"  // strict ordering: its predecessor is missing; no effect, not acked
 )
 
 // Handled is one delivery and what became of it.
@@ -188,6 +194,8 @@ SET amount = projection.amount + EXCLUDED.amount, events = projection.events + 1
 // (and the injected fault) are outcomes; anything else is returned.
 func (c *Consumer) handle(ctx context.Context, opt ConsumeOptions, d broker.Delivery) (Handled, error) {
 	switch {
+	case opt.Strict:
+		return c.handleStrict(ctx, opt, d)
 	case opt.Seen != nil:
 		return c.handleSeen(ctx, opt, d)
 	case opt.SplitTx:
@@ -350,5 +358,78 @@ func (c *Consumer) handleSeen(ctx context.Context, opt ConsumeOptions, d broker.
 		return failed(h, err)
 	}
 	h.Outcome = Applied
+	return h, nil
+}
+
+// The strict-ordering statements.
+const (
+	sqlLastVersion = `SELECT coalesce((SELECT version FROM aggregate_versions
+WHERE consumer_id = $1 AND aggregate = $2 FOR UPDATE), 0)`
+	sqlSetVersion = `INSERT INTO aggregate_versions VALUES ($1, $2, $3)
+ON CONFLICT (consumer_id, aggregate) DO UPDATE SET version = greatest(aggregate_versions.version, EXCLUDED.version)`
+	sqlHold    = `INSERT INTO held VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`
+	sqlRelease = `DELETE FROM held WHERE consumer_id = $1 AND event_id = $2`
+)
+
+// handleStrict handles a delivery in aggregate order. Events without an
+// aggregate, and versions already applied (which the inbox turns into
+// duplicates), take the usual path; the next version is applied and moves
+// the aggregate on; a later one is held back.
+func (c *Consumer) handleStrict(ctx context.Context, opt ConsumeOptions, d broker.Delivery) (Handled, error) {
+	var ev struct {
+		Aggregate string `json:"aggregate"`
+		Version   int64  `json:"version"`
+	}
+	if json.Unmarshal([]byte(d.Payload), &ev) != nil || ev.Aggregate == "" {
+		opt.Strict = false
+		return c.handle(ctx, opt, d)
+	}
+	h := Handled{Delivery: d}
+	var last int64
+	var deferred bool
+	err := pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, sqlLastVersion, opt.Consumer, ev.Aggregate).Scan(&last); err != nil {
+			return err
+		}
+		if ev.Version > last+1 {
+			deferred = true
+			_, err := tx.Exec(ctx, sqlHold, opt.Consumer, d.EventID, ev.Aggregate, ev.Version)
+			return err
+		}
+		tag, err := tx.Exec(ctx, sqlInbox, opt.Consumer, dedupeKey(opt, d), d.Payload)
+		if err != nil {
+			return err
+		}
+		if opt.Fault == DivZero {
+			if _, err := tx.Exec(ctx, sqlDivZero); err != nil {
+				return err
+			}
+		}
+		if tag.RowsAffected() == 0 {
+			h, err = classify(ctx, tx, opt, d)
+			return err
+		}
+		h.Outcome = Applied
+		for _, q := range []struct {
+			sql  string
+			args []any
+		}{
+			{sqlProjection, []any{opt.Consumer, d.Payload}},
+			{sqlSetVersion, []any{opt.Consumer, ev.Aggregate, ev.Version}},
+			{sqlRelease, []any{opt.Consumer, d.EventID}},
+		} {
+			if _, err := tx.Exec(ctx, q.sql, q.args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return failed(Handled{Delivery: d}, err)
+	}
+	if deferred {
+		h.Outcome = Deferred
+		h.Reason = fmt.Sprintf("aggregate %s is at version %d; version %d waits for %d", ev.Aggregate, last, ev.Version, last+1)
+	}
 	return h, nil
 }

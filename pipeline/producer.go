@@ -20,6 +20,7 @@ type ProduceResult struct {
 	Committed bool
 	Failed    bool   // the injected fault rolled the transaction back
 	Reason    string // why it failed
+	Transfer  Transfer
 }
 
 // The statements of one transfer, in the order they run in its transaction.
@@ -33,7 +34,9 @@ FROM j, (VALUES ($2::text, 'debit'), ($3::text, 'credit')) AS v (account, direct
 	sqlBalances = `INSERT INTO accounts (account, currency, balance)
 VALUES ($1, $3, -$4::bigint), ($2, $3, $4::bigint)
 ON CONFLICT (account, currency) DO UPDATE SET balance = accounts.balance + EXCLUDED.balance`
-	sqlOutbox = `INSERT INTO outbox (event_id, payload) VALUES ($1, $2::jsonb)`
+	sqlOutbox      = `INSERT INTO outbox (event_id, payload) VALUES ($1, $2::jsonb)`
+	sqlNextVersion = `INSERT INTO aggregates VALUES ($1, 1)
+ON CONFLICT (aggregate) DO UPDATE SET version = aggregates.version + 1 RETURNING version`
 )
 
 // Produce commits journal, ledger entries, balances and the outbox row in ONE
@@ -48,6 +51,11 @@ func (p *Producer) Produce(ctx context.Context, t Transfer, fault Fault) (Produc
 		return ProduceResult{}, err
 	}
 	defer rollback(ctx, tx)
+	if t.Aggregate != "" { // the version is part of the payload: it comes first
+		if err := tx.QueryRow(ctx, sqlNextVersion, t.Aggregate).Scan(&t.Version); err != nil {
+			return ProduceResult{}, err
+		}
+	}
 
 	b := &pgx.Batch{}
 	b.Queue(sqlJournal, t.EventID, t.From, t.To, t.Amount, t.Currency)
@@ -58,7 +66,7 @@ func (p *Producer) Produce(ctx context.Context, t Transfer, fault Fault) (Produc
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		if fault == DivZero && IsDivZero(err) {
-			return ProduceResult{Failed: true, Reason: "division by zero (SQLSTATE 22012): transaction rolled back"}, nil
+			return ProduceResult{Failed: true, Reason: "division by zero (SQLSTATE 22012): transaction rolled back", Transfer: t}, nil
 		}
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
@@ -69,7 +77,7 @@ func (p *Producer) Produce(ctx context.Context, t Transfer, fault Fault) (Produc
 	if err := tx.Commit(ctx); err != nil {
 		return ProduceResult{}, err
 	}
-	return ProduceResult{Committed: true}, nil
+	return ProduceResult{Committed: true, Transfer: t}, nil
 }
 
 // rollback ends tx if it is still open. After a commit it is a no-op

@@ -18,6 +18,10 @@ type Transfer struct {
 	To       string `json:"to"`
 	Amount   int64  `json:"amount"`
 	Currency string `json:"currency"`
+	// Aggregate, when set, orders the events of one entity; Version is the
+	// event's place in that order, given by the producer (1, 2, …).
+	Aggregate string `json:"aggregate,omitempty"`
+	Version   int64  `json:"version,omitempty"`
 }
 
 // Payload is the event's JSON. It depends on the transfer's values only (no

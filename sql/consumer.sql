@@ -18,3 +18,20 @@ CREATE TABLE projection (
     events      bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (consumer_id, currency)
 );
+
+-- Strict ordering: the last version applied per (consumer, aggregate), and the
+-- events held back because their predecessor has not been applied yet.
+CREATE TABLE aggregate_versions (
+    consumer_id text   NOT NULL,
+    aggregate   text   NOT NULL,
+    version     bigint NOT NULL,
+    PRIMARY KEY (consumer_id, aggregate)
+);
+
+CREATE TABLE held (
+    consumer_id text   NOT NULL,
+    event_id    text   NOT NULL,
+    aggregate   text   NOT NULL,
+    version     bigint NOT NULL,
+    PRIMARY KEY (consumer_id, event_id)
+);

@@ -28,6 +28,13 @@ CREATE TABLE ledger_entries (
     amount     bigint    NOT NULL CHECK (amount > 0)
 );
 
+-- Per-aggregate versions: produce with an aggregate takes the next one in
+-- its own transaction, so events of one aggregate carry a gapless sequence.
+CREATE TABLE aggregates (
+    aggregate text   PRIMARY KEY,
+    version   bigint NOT NULL
+);
+
 CREATE TABLE outbox (
     id           bigserial   PRIMARY KEY, -- relay order
     event_id     text        NOT NULL UNIQUE,

@@ -19,7 +19,7 @@ var Consumer string
 // ResetProducer empties every producer table, in one implicit transaction,
 // so that a database pair can serve the next scenario. Sequences go on: no
 // check shows an id, only the order of rows.
-const ResetProducer = `DELETE FROM ledger_entries; DELETE FROM journal; DELETE FROM outbox; DELETE FROM accounts`
+const ResetProducer = `DELETE FROM ledger_entries; DELETE FROM journal; DELETE FROM outbox; DELETE FROM accounts; DELETE FROM aggregates`
 
 // ResetConsumer empties every consumer table.
-const ResetConsumer = `DELETE FROM inbox; DELETE FROM projection`
+const ResetConsumer = `DELETE FROM inbox; DELETE FROM projection; DELETE FROM aggregate_versions; DELETE FROM held`

@@ -131,6 +131,7 @@ func init() {
 			dls, err := env.Broker.DeadLetters(ctx)
 			return int64(len(dls)), err
 		}})
+	defineCheck(countSQL("ordering.gaps", "events held back by strict ordering, waiting for a predecessor", `SELECT count(*) FROM held`, true))
 	defineCheck(countSQL("outbox.rows", "rows in the outbox, published or not", `SELECT count(*) FROM outbox`, false))
 	defineCheck(countSQL("outbox.unpublished", "outbox rows not yet marked published", `SELECT count(*) FROM outbox WHERE NOT published`, false))
 	defineCheck(countSQL("journal.rows", "committed transfers in the producer's journal", `SELECT count(*) FROM journal`, false))

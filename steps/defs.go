@@ -19,6 +19,7 @@ var consumeOutcomes = []Key{
 	{"failed", "the consumer transaction rolled back: the entry stays pending"},
 	{"acked", "entries XACKed after their commit (dead-lettered ones too)"},
 	{"dead_lettered", "entries moved to the dead-letter stream (with max_deliveries)"},
+	{"deferred", "entries held back by strict ordering: no effect, not acked"},
 }
 
 // ProduceParams are the parameters of the produce step.
@@ -29,6 +30,7 @@ type ProduceParams struct {
 	From     string `param:"from" default:"alice" doc:"account debited"`
 	To       string `param:"to" default:"bob" doc:"account credited"`
 	Fail     string `param:"fail" fault:"yes" enum:"divzero" doc:"divzero: SELECT 1/0 after the outbox insert, inside the producer transaction"`
+	Agg      string `param:"aggregate" doc:"orders this event within an aggregate: the producer gives it the aggregate's next version (1, 2, …) in the same transaction"`
 }
 
 func (p *ProduceParams) validate() error {
@@ -89,6 +91,7 @@ type ConsumeParams struct {
 	MaxDeliv int           `param:"max_deliveries" min:"1" doc:"an entry that failed or conflicted on its N-th delivery goes to the dead-letter stream and is acked"`
 	Mode     string        `param:"mode" default:"one_tx" enum:"one_tx|ack_first|split_tx" doc:"anti-patterns: ack_first XACKs before the transaction; split_tx commits inbox and projection separately (a fault strikes between)"`
 	Dedupe   string        `param:"dedupe" default:"event_id" enum:"event_id|entry_id|setnx" doc:"anti-patterns: entry_id dedupes by broker entry id; setnx dedupes with Redis SETNX before the PostgreSQL transaction"`
+	Ordering string        `param:"ordering" default:"none" enum:"none|strict" doc:"strict: apply an aggregate's events in version order; a later one is held back (deferred, not acked) until its predecessor is applied"`
 }
 
 // ClaimParams are the parameters of the claim step.
@@ -103,6 +106,7 @@ type ClaimParams struct {
 	MaxDeliv int           `param:"max_deliveries" min:"1" doc:"as in consume"`
 	Mode     string        `param:"mode" default:"one_tx" enum:"one_tx|ack_first|split_tx" doc:"as in consume"`
 	Dedupe   string        `param:"dedupe" default:"event_id" enum:"event_id|entry_id|setnx" doc:"as in consume"`
+	Ordering string        `param:"ordering" default:"none" enum:"none|strict" doc:"as in consume"`
 }
 
 // PurgeParams are the parameters of the inbox.purge step.
@@ -152,7 +156,7 @@ func init() {
 }
 
 func runProduce(ctx context.Context, env *Env, p *ProduceParams) (Result, error) {
-	t := pipeline.Transfer{EventID: p.Event, From: p.From, To: p.To, Amount: p.Amount, Currency: p.Currency}
+	t := pipeline.Transfer{EventID: p.Event, From: p.From, To: p.To, Amount: p.Amount, Currency: p.Currency, Aggregate: p.Agg}
 	if t.EventID == "" {
 		t.EventID = env.nextAutoID()
 	}
@@ -162,10 +166,15 @@ func runProduce(ctx context.Context, env *Env, p *ProduceParams) (Result, error)
 		return Result{}, err
 	}
 	r := Result{Outcome: map[string]int64{"committed": b2i(res.Committed), "failed": b2i(res.Failed)}}
+	t = res.Transfer // with its version
 	if res.Committed {
 		env.transfers[t.EventID] = t
 		env.last = t.EventID
-		r.Details = append(r.Details, fmt.Sprintf("committed %s: %d %s %s → %s", t.EventID, t.Amount, t.Currency, t.From, t.To))
+		line := fmt.Sprintf("committed %s: %d %s %s → %s", t.EventID, t.Amount, t.Currency, t.From, t.To)
+		if t.Aggregate != "" {
+			line += fmt.Sprintf(", aggregate %s version %d", t.Aggregate, t.Version)
+		}
+		r.Details = append(r.Details, line)
 	} else {
 		r.Details = append(r.Details, fmt.Sprintf("%s: %s", t.EventID, res.Reason))
 	}
@@ -232,7 +241,7 @@ func runConsume(ctx context.Context, env *Env, p *ConsumeParams) (Result, error)
 		Consumer: p.Consumer, Worker: p.Worker, Count: p.Count, Block: p.Block,
 		Fault: pipeline.Fault(p.Fail), SkipAck: p.SkipAck, MaxDeliveries: p.MaxDeliv,
 		AckFirst: p.Mode == "ack_first", SplitTx: p.Mode == "split_tx", DedupeByEntry: p.Dedupe == "entry_id",
-		Seen: seenStore(env, p.Dedupe),
+		Seen: seenStore(env, p.Dedupe), Strict: p.Ordering == "strict",
 	})
 	env.conflicts += int64(res.Count(pipeline.Conflict))
 	return consumeResult(res, p.SkipAck), err
@@ -244,7 +253,7 @@ func runClaim(ctx context.Context, env *Env, p *ClaimParams) (Result, error) {
 		Consumer: p.Consumer, Worker: p.Worker, Count: p.Count, Idle: p.Idle,
 		Fault: pipeline.Fault(p.Fail), SkipAck: p.SkipAck, Auto: p.Auto, MaxDeliveries: p.MaxDeliv,
 		AckFirst: p.Mode == "ack_first", SplitTx: p.Mode == "split_tx", DedupeByEntry: p.Dedupe == "entry_id",
-		Seen: seenStore(env, p.Dedupe),
+		Seen: seenStore(env, p.Dedupe), Strict: p.Ordering == "strict",
 	})
 	env.conflicts += int64(res.Count(pipeline.Conflict))
 	return consumeResult(res, p.SkipAck), err
@@ -304,6 +313,7 @@ func consumeResult(res pipeline.ConsumeResult, skipAck bool) Result {
 		"failed":        int64(res.Count(pipeline.Failed)),
 		"acked":         int64(res.Acked()),
 		"dead_lettered": int64(res.DeadLettered()),
+		"deferred":      int64(res.Count(pipeline.Deferred)),
 	}}
 	for _, h := range res.Handled {
 		r.Entries = append(r.Entries, Entry{EntryID: h.ID, EventID: h.EventID, Outcome: string(h.Outcome), Acked: h.Acked, DeadLettered: h.DeadLettered})
