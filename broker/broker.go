@@ -55,6 +55,10 @@ type Broker interface {
 	DeadLetters(ctx context.Context) ([]DeadLetter, error)
 	TakeDeadLetters(ctx context.Context) ([]DeadLetter, error)
 
+	// Trim drops all but the newest keep entries, as a retention limit or a
+	// broker that lost data would; it returns how many it dropped.
+	Trim(ctx context.Context, keep int) (int64, error)
+
 	// Entries counts the entries in the stream.
 	Entries(ctx context.Context) (int64, error)
 	// Events lists the business event ids in the stream, one per entry, in order.

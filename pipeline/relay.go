@@ -129,3 +129,50 @@ func (r *Relay) publishAndMark(ctx context.Context, q db, ids []int64, msgs []br
 	res.Marked = int(tag.RowsAffected())
 	return res, pubErr
 }
+
+// Reconcile republishes, with their original event ids and payloads, the
+// published outbox rows whose events a consumer has not applied: what a
+// broker that lost entries no longer holds. The inbox absorbs any that were
+// in flight after all.
+func (r *Relay) Reconcile(ctx context.Context, consumerDB db, consumer string) (RelayResult, error) {
+	rows, err := r.DB.Query(ctx, `SELECT event_id, payload::text FROM outbox WHERE published ORDER BY id`)
+	if err != nil {
+		return RelayResult{}, err
+	}
+	var all []broker.Message
+	for rows.Next() {
+		var m broker.Message
+		if err := rows.Scan(&m.EventID, &m.Payload); err != nil {
+			rows.Close()
+			return RelayResult{}, err
+		}
+		all = append(all, m)
+	}
+	if err := rows.Err(); err != nil {
+		return RelayResult{}, err
+	}
+	applied, err := consumerDB.Query(ctx, `SELECT event_id FROM inbox WHERE consumer_id = $1`, consumer)
+	if err != nil {
+		return RelayResult{}, err
+	}
+	ids, err := pgx.CollectRows(applied, pgx.RowTo[string])
+	if err != nil {
+		return RelayResult{}, err
+	}
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		seen[id] = true
+	}
+	var missing []broker.Message
+	for _, m := range all {
+		if !seen[m.EventID] {
+			missing = append(missing, m)
+		}
+	}
+	entryIDs, err := r.Broker.Publish(ctx, missing)
+	var res RelayResult
+	for i, e := range entryIDs {
+		res.Published = append(res.Published, Published{EventID: missing[i].EventID, EntryID: e})
+	}
+	return res, err
+}

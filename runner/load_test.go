@@ -109,6 +109,9 @@ func TestParseErrors(t *testing.T) {
 		{"crash window of another mode", "name: x\nsteps:\n  - relay(skip_publish)\n", []string{
 			`t.yaml:3:5: skip_publish is the crash window of mode: mark_first`,
 		}},
+		{"broker without an action", "name: x\nsteps:\n  - broker\n", []string{
+			`t.yaml:3:5: broker needs an action, e.g. broker(trim=0)`,
+		}},
 		{"same account", "name: x\nsteps:\n  - produce(from=bob)\n", []string{
 			`t.yaml:3:5: from and to are both "bob"`,
 		}},

@@ -106,6 +106,8 @@ var everyKey = []step{
 	{"expect:", [][2]string{{"dlq.entries", "2"}}},
 	{"replay_dlq:", [][2]string{{"replayed", "2"}}},
 	{"inbox.purge: {consumer: audit}", [][2]string{{"purged", "1"}}},
+	{"broker: {trim: 1}", [][2]string{{"trimmed", "5"}}},
+	{"reconcile: {consumer: audit}", [][2]string{{"republished", "1"}}},
 }
 
 // wrongValue is a deliberately wrong expectation for each state check, and

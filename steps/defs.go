@@ -114,6 +114,26 @@ type PurgeParams struct {
 	Consumer string `param:"consumer" default:"accounting" doc:"consumer id whose inbox rows are deleted"`
 }
 
+// BrokerParams are the parameters of the broker step.
+type BrokerParams struct {
+	Trim *int `param:"trim" doc:"keep only the newest N entries (XTRIM MAXLEN): the broker loses published entries, as a retention limit or a restart without AOF would"`
+}
+
+func (p *BrokerParams) validate() error {
+	if p.Trim == nil {
+		return fmt.Errorf("broker needs an action, e.g. broker(trim=0)")
+	}
+	if *p.Trim < 0 {
+		return fmt.Errorf("trim: keep 0 or more entries, got %d", *p.Trim)
+	}
+	return nil
+}
+
+// ReconcileParams are the parameters of the reconcile step.
+type ReconcileParams struct {
+	Consumer string `param:"consumer" default:"accounting" doc:"consumer id whose applied events are compared with the outbox"`
+}
+
 // ReplayDLQParams are the parameters of the replay_dlq step (none).
 type ReplayDLQParams struct{}
 
@@ -149,6 +169,10 @@ func init() {
 		[]Key{{"replayed", "entries published again"}}, runReplayDLQ)
 	define("inbox.purge", "Delete a consumer's inbox rows, as a clean-up job would. Before the broker's retention and replay windows have passed this is an anti-pattern: a replay is then applied again.",
 		[]Key{{"purged", "inbox rows deleted"}}, runPurge)
+	define("broker", "Act on the broker itself. trim: drop all but the newest N entries — published events the broker no longer holds.",
+		[]Key{{"trimmed", "entries dropped"}}, runBroker)
+	define("reconcile", "Compare the outbox's published events with what the consumer has applied (its inbox) and republish the missing ones with their ORIGINAL event ids and payloads.",
+		[]Key{{"republished", "events published again"}}, runReconcile)
 	define("sleep", "Let real time pass: pending entries grow idle, a worker that stopped looks dead. Cancelled by the scenario timeout.",
 		nil, runSleep)
 	define(expectStep, "Check the state of the databases and the stream. Its map holds state checks (see below).",
@@ -283,6 +307,22 @@ func seenStore(env *Env, dedupe string) pipeline.SeenStore {
 		return s
 	}
 	return nil
+}
+
+func runBroker(ctx context.Context, env *Env, p *BrokerParams) (Result, error) {
+	n, err := env.Broker.Trim(ctx, *p.Trim)
+	return Result{Outcome: map[string]int64{"trimmed": n}, Details: []string{fmt.Sprintf("XTRIM MAXLEN %d: %d entries dropped", *p.Trim, n)}}, err
+}
+
+func runReconcile(ctx context.Context, env *Env, p *ReconcileParams) (Result, error) {
+	relay := &pipeline.Relay{DB: env.Producer, Broker: env.Broker}
+	res, err := relay.Reconcile(ctx, env.Consumer, p.Consumer)
+	r := Result{Outcome: map[string]int64{"republished": int64(len(res.Published))}}
+	for _, pub := range res.Published {
+		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s (not applied by %s)", pub.EventID, pub.EntryID, p.Consumer))
+		r.Entries = append(r.Entries, Entry{EntryID: pub.EntryID, EventID: pub.EventID, Outcome: "published"})
+	}
+	return r, err
 }
 
 func runPurge(ctx context.Context, env *Env, p *PurgeParams) (Result, error) {

@@ -378,6 +378,15 @@ func (s *Stream) PendingStats(ctx context.Context) (broker.PendingStats, error) 
 	return st, nil
 }
 
+// Trim is XTRIM MAXLEN keep (exact).
+func (s *Stream) Trim(ctx context.Context, keep int) (int64, error) {
+	n, err := s.rdb.XTrimMaxLen(ctx, s.key, int64(keep)).Result()
+	if err != nil {
+		return 0, fmt.Errorf("XTRIM %s: %w", s.key, err)
+	}
+	return n, nil
+}
+
 // seenKey holds the keys of the SETNX-dedupe anti-pattern, one hash per stream.
 func (s *Stream) seenKey() string { return s.key + ":seen" }
 
