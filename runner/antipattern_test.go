@@ -20,9 +20,10 @@ func TestAntipatternsShowTheirDamage(t *testing.T) {
 		"antipattern-new-consumer-id.yaml":                          {"{consumer: accounting-v2,", "{consumer: accounting,"},
 		"antipattern-inbox-purged-too-early.yaml":                   {"  - inbox.purge: {consumer: accounting}\n    expect: {purged: 1}\n", ""},
 		"antipattern-setnx-then-postgres.yaml":                      {"{dedupe: setnx, fail: divzero}", "{fail: divzero}"},
+		"concurrent-relays-flag.yaml":                               {"lease: flag", "lease: skip_locked"},
 		"antipattern-never-claim.yaml":                              {"  - consume:\n    expect: {delivered: 0}\n  - expect", "  - claim:\n    expect: {delivered: 0}\n  - expect"},
 	}
-	files, _ := filepath.Glob("../scenarios/antipattern-*.yaml")
+	files, _ := filepath.Glob("../scenarios/antipatterns/*.yaml")
 	if len(files) != len(fixes) {
 		t.Fatalf("%d anti-pattern scenarios, %d fixes: every anti-pattern needs its correct twin here", len(files), len(fixes))
 	}

@@ -14,7 +14,7 @@ import (
 // FuzzParse feeds the loader arbitrary files: it must never panic, and every
 // problem must come with a position in the file.
 func FuzzParse(f *testing.F) {
-	files, _ := filepath.Glob("../scenarios/*.yaml")
+	files, _ := filepath.Glob("../scenarios/*/*.yaml")
 	for _, file := range files {
 		if b, err := os.ReadFile(file); err == nil {
 			f.Add(b)
