@@ -96,6 +96,9 @@ func (w *World) acquire(ctx context.Context) (*isolation, error) {
 	n := pp.next()
 	iso.streamKey = fmt.Sprintf("%s:%s:%d", NamePrefix, w.RunID, n)
 	iso.env = steps.NewEnv(iso.pools[0], iso.pools[1], redisstream.New(w.rdb, iso.streamKey))
+	if w.redis != nil {
+		iso.env.Control = w
+	}
 	return iso, nil
 }
 

@@ -31,6 +31,9 @@ type Scenario struct {
 	Tags        []string
 	Variant     string // "[amount=5 currency=EUR]" for a matrix variant, else ""
 	Steps       []*steps.Call
+	// Exclusive: a step kills, stops or starts a server every scenario of the
+	// run shares, so the scenario runs alone.
+	Exclusive bool
 }
 
 // topKeys are the keys of a scenario file, in the order the reference lists them.
@@ -227,6 +230,9 @@ func parseScenario(file string, root *yaml.Node) ([]*Scenario, steps.Errors) {
 			verrs = append(verrs, serrs...)
 			if call != nil {
 				sc.Steps = append(sc.Steps, call)
+				if bp, ok := call.Params.(*steps.BrokerParams); ok && bp.Action() != "" {
+					sc.Exclusive = true
+				}
 			}
 		}
 		// A mistake outside ${...} repeats in every variant: report it once.

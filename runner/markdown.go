@@ -13,15 +13,21 @@ import (
 // summary ($GITHUB_STEP_SUMMARY).
 func WriteMarkdown(w io.Writer, rep *Report) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "## Outbox drill: %d passed, %d failed", len(rep.Results)-rep.Failed(), rep.Failed())
+	fmt.Fprintf(&b, "## Outbox drill: %d passed, %d failed", len(rep.Results)-rep.Failed()-rep.Skipped(), rep.Failed())
+	if n := rep.Skipped(); n > 0 {
+		fmt.Fprintf(&b, ", %d skipped", n)
+	}
 	if len(rep.NotRun) > 0 {
 		fmt.Fprintf(&b, ", %d not run", len(rep.NotRun))
 	}
 	fmt.Fprintf(&b, " (%s)\n\n| result | scenario | file | time |\n|---|---|---|---|\n", rep.Duration.Round(time.Millisecond))
 	for _, r := range rep.Results {
 		status := "✅ pass"
-		if !r.Passed() {
+		switch {
+		case !r.Passed():
 			status = "❌ **FAIL**"
+		case r.Skipped != "":
+			status = "⏭ skip: " + mdCell(r.Skipped)
 		}
 		fmt.Fprintf(&b, "| %s | %s | `%s` | %s |\n", status, mdCell(r.Scenario.Name), r.Scenario.File, r.Duration.Round(time.Millisecond))
 	}

@@ -75,6 +75,10 @@ func WriteJUnit(w io.Writer, rep *Report) error {
 			c.Failure = &junitFailure{Message: firstLine(r.Failures[0].String()), Type: r.Failures[0].Key, Text: text.String()}
 			s.Failures++
 		}
+		if r.Skipped != "" && r.Passed() {
+			c.Skipped = &junitSkipped{Message: r.Skipped}
+			s.Skipped++
+		}
 		if len(r.Alerts) > 0 {
 			c.SystemOut = strings.Join(r.Alerts, "\n")
 		}
@@ -122,6 +126,7 @@ type jsonScenario struct {
 	Variant    string        `json:"variant,omitempty"`
 	Tags       []string      `json:"tags"`
 	Passed     bool          `json:"passed"`
+	Skipped    string        `json:"skipped,omitempty"`
 	DurationMS int64         `json:"duration_ms"`
 	SetupMS    int64         `json:"setup_ms"`
 	Databases  [2]string     `json:"databases"`
@@ -162,13 +167,13 @@ func jsonFailures(fs []steps.Failure) []jsonFailure {
 // WriteJSON writes the report as one JSON document.
 func WriteJSON(w io.Writer, rep *Report) error {
 	out := jsonReport{RunID: rep.RunID, DurationMS: rep.Duration.Milliseconds(), Failed: rep.Failed(), NotRun: []string{}}
-	out.Passed = len(rep.Results) - out.Failed
+	out.Passed = len(rep.Results) - out.Failed - rep.Skipped()
 	for _, sc := range rep.NotRun {
 		out.NotRun = append(out.NotRun, sc.Name)
 	}
 	for _, r := range rep.Results {
 		js := jsonScenario{Name: r.Scenario.Name, File: r.Scenario.File, Line: r.Scenario.Pos.Line, Variant: r.Scenario.Variant,
-			Tags: append([]string{}, r.Scenario.Tags...), Passed: r.Passed(), DurationMS: r.Duration.Milliseconds(),
+			Tags: append([]string{}, r.Scenario.Tags...), Passed: r.Passed(), Skipped: r.Skipped, DurationMS: r.Duration.Milliseconds(),
 			SetupMS: r.Setup.Milliseconds(), Databases: [2]string{r.Where[0], r.Where[1]}, Stream: r.Where[2],
 			Failures: jsonFailures(r.Failures), Alerts: append([]string{}, r.Alerts...)}
 		for _, st := range r.Steps {

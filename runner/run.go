@@ -70,6 +70,7 @@ type Result struct {
 	Steps    []StepRecord    // the steps that ran, the failing one last
 	Alerts   []string        // shown even for a passing scenario: identity conflicts
 	Kept     []string        // with --keep: commands to inspect what was left in place
+	Skipped  string          // why the scenario could not run to its end here (not a pass)
 	Where    [3]string       // producer and consumer database, stream key
 	Setup    time.Duration   // isolation: creating databases and the stream
 	Duration time.Duration   // all of it, setup and cleanup included
@@ -132,6 +133,7 @@ func schedule(ctx context.Context, p *Params, w *World, scs []*Scenario) ([]*Res
 	var next atomic.Int64 // index of the next scenario to start
 	var stop atomic.Bool
 	var mu sync.Mutex // errs, results
+	var exclusive sync.RWMutex
 	var errs []error
 	out := newConsole(p, len(scs))
 	defer out.close()
@@ -143,7 +145,14 @@ func schedule(ctx context.Context, p *Params, w *World, scs []*Scenario) ([]*Res
 				if i >= len(scs) || stop.Load() || ctx.Err() != nil {
 					return
 				}
+				// A scenario that kills or stops a shared server runs alone.
+				lock, unlock := exclusive.RLock, exclusive.RUnlock
+				if scs[i].Exclusive {
+					lock, unlock = exclusive.Lock, exclusive.Unlock
+				}
+				lock()
 				res, err := runScenario(ctx, p, w, scs[i])
+				unlock()
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, err)
@@ -182,6 +191,10 @@ func runScenario(ctx context.Context, p *Params, w *World, sc *Scenario) (*Resul
 		stepStart := time.Now()
 		out, fails := call.Exec(ctx, env)
 		res.Steps = append(res.Steps, StepRecord{Call: call, Result: out, Failures: fails, Duration: time.Since(stepStart)})
+		if out.Skipped != "" {
+			res.Skipped = fmt.Sprintf("%s: %s", call.Pos, out.Skipped)
+			break
+		}
 		for _, a := range out.Alerts {
 			res.Alerts = append(res.Alerts, fmt.Sprintf("%s: %s", call.Pos, a))
 		}
@@ -241,8 +254,11 @@ func formatOutcome(d *steps.Def, o map[string]int64) string {
 func formatResult(r *Result, verbose bool) []byte {
 	var b bytes.Buffer
 	status := "PASS"
-	if !r.Passed() {
+	switch {
+	case !r.Passed():
 		status = "FAIL"
+	case r.Skipped != "":
+		status = "SKIP"
 	}
 	fmt.Fprintf(&b, "--- %s: %s (%s, %s)\n", status, r.Scenario.Name, r.Scenario.File, r.Duration.Round(time.Millisecond))
 	if verbose || !r.Passed() {
@@ -255,6 +271,9 @@ func formatResult(r *Result, verbose bool) []byte {
 		for _, a := range r.Alerts {
 			fmt.Fprintf(&b, "    reported %s\n", a)
 		}
+	}
+	if r.Skipped != "" {
+		fmt.Fprintf(&b, "    skipped at %s\n", r.Skipped)
 	}
 	for _, k := range r.Kept {
 		fmt.Fprintf(&b, "    kept %s\n", k)
@@ -279,10 +298,24 @@ func (r *Report) Summary() string {
 	if failed > 0 {
 		word = "FAIL"
 	}
-	notRun := ""
+	extra := ""
+	if n := r.Skipped(); n > 0 {
+		extra += fmt.Sprintf(", %d skipped", n)
+	}
 	if len(r.NotRun) > 0 {
-		notRun = fmt.Sprintf(", %d not run", len(r.NotRun))
+		extra += fmt.Sprintf(", %d not run", len(r.NotRun))
 	}
 	return fmt.Sprintf("%s: %d passed, %d failed%s, %d scenarios in %s",
-		word, len(r.Results)-failed, failed, notRun, len(r.Results)+len(r.NotRun), r.Duration.Round(time.Millisecond))
+		word, len(r.Results)-failed-r.Skipped(), failed, extra, len(r.Results)+len(r.NotRun), r.Duration.Round(time.Millisecond))
+}
+
+// Skipped counts scenarios that could not run here (not failed, not passed).
+func (r *Report) Skipped() int {
+	n := 0
+	for _, res := range r.Results {
+		if res.Skipped != "" && res.Passed() {
+			n++
+		}
+	}
+	return n
 }

@@ -479,3 +479,55 @@ func TestCleanTempDirsTakesOnlyDeadOnes(t *testing.T) {
 		}
 	}
 }
+
+func processFaultScenarios(t *testing.T) []*Scenario {
+	t.Helper()
+	files, _ := filepath.Glob("../scenarios/production/broker-*.yaml")
+	scs, errs := LoadFiles(files)
+	if len(errs) > 0 || len(scs) < 2 {
+		t.Fatalf("%d scenarios, %v", len(scs), errs)
+	}
+	for _, sc := range scs {
+		if !sc.Exclusive {
+			t.Errorf("%s kills or stops the broker but is not run alone", sc.File)
+		}
+	}
+	return scs
+}
+
+// TestProcessFaultsRunOnManagedServers runs the broker process faults on
+// servers the runner starts itself, alongside ordinary scenarios at
+// --parallel 4: they pass, and the others are not disturbed.
+func TestProcessFaultsRunOnManagedServers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts its own servers")
+	}
+	scs := processFaultScenarios(t)
+	for i := range 4 {
+		scs = append(scs, parseOK(t, fmt.Sprintf("name: bystander %d\nsteps:\n  - produce\n  - relay\n  - consume\n  - expect: {projection: {accounting: {USD: {amount: 100, events: 1}}}}\n", i)))
+	}
+	rep, err := Run(t.Context(), Params{Parallel: 4, PGURL: os.Getenv("RUNNER_PG_URL")}, scs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Results {
+		if !r.Passed() || r.Skipped != "" {
+			t.Errorf("%s: skipped %q\n%s", r.Scenario.Name, r.Skipped, formatResult(r, true))
+		}
+	}
+}
+
+// TestProcessFaultsSkipOnExternalServers: with --redis the runner cannot
+// kill the broker, so those scenarios are skipped with the reason — never
+// passed.
+func TestProcessFaultsSkipOnExternalServers(t *testing.T) {
+	rep, _ := runAll(t, testParams(t), processFaultScenarios(t))
+	for _, r := range rep.Results {
+		if r.Skipped == "" || !strings.Contains(r.Skipped, "needs the runner's own broker process") {
+			t.Errorf("%s: want skipped with the reason, got %q (failures %v)", r.Scenario.Name, r.Skipped, r.Failures)
+		}
+	}
+	if rep.Skipped() != len(rep.Results) || !strings.Contains(rep.Summary(), "0 passed, 0 failed, 2 skipped") {
+		t.Errorf("summary %q", rep.Summary())
+	}
+}

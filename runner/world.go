@@ -62,7 +62,26 @@ type World struct {
 	rdb     *redis.Client
 	undo    cleanups
 	pairs   pairPool
-	managed bool // the runner started PostgreSQL: it goes with all its databases
+	managed bool           // the runner started PostgreSQL: it goes with all its databases
+	redis   *servers.Redis // the runner's own Redis, for process faults; nil with --redis
+}
+
+// Broker applies a process fault to the runner's own Redis (steps.ProcessControl).
+func (w *World) Broker(ctx context.Context, action string) error {
+	switch action {
+	case "kill":
+		return w.redis.Kill(ctx)
+	case "stop":
+		return w.redis.Halt(ctx)
+	case "start":
+		return w.redis.Start(ctx)
+	case "restart":
+		if err := w.redis.Kill(ctx); err != nil {
+			return err
+		}
+		return w.redis.Start(ctx)
+	}
+	return fmt.Errorf("unknown broker action %q", action)
 }
 
 // OpenWorld connects to (or starts) the servers.
@@ -114,7 +133,7 @@ func (w *World) startServers(ctx context.Context, p *Params) error {
 		wg.Go(func() {
 			rd, err := servers.StartRedis(ctx, servers.RedisOptions{})
 			if rdErr = err; err == nil {
-				redisURL = rd.URL
+				redisURL, w.redis = rd.URL, rd
 				w.undo.add(rd.Discard)
 				p.logf("started Redis pid %d on port %d in %s", rd.PID(), rd.Port, rd.Dir)
 			}

@@ -81,6 +81,37 @@ func (r *Redis) Discard(ctx context.Context) error {
 	return r.stopErr
 }
 
+// Kill SIGKILLs the server, as a crash would; Dir and its AOF stay, so
+// Start brings the same data back.
+func (r *Redis) Kill(ctx context.Context) error { return r.halt(ctx, 0) }
+
+// Halt stops the server cleanly (SIGTERM: it fsyncs the AOF and exits);
+// Start brings it back.
+func (r *Redis) Halt(ctx context.Context) error { return r.halt(ctx, stopGrace) }
+
+func (r *Redis) halt(ctx context.Context, grace time.Duration) error {
+	r.mu.Lock()
+	c := r.proc
+	r.proc = nil
+	r.mu.Unlock()
+	if c != nil {
+		c.stop(ctx, syscall.SIGTERM, grace)
+	}
+	return nil
+}
+
+// Start relaunches a killed or halted server on the same port and dir, so
+// clients reconnect to the same URL and find the data its AOF kept.
+func (r *Redis) Start(ctx context.Context) error {
+	r.mu.Lock()
+	running, port := r.proc != nil, r.Port
+	r.mu.Unlock()
+	if running {
+		return nil
+	}
+	return r.launch(ctx, port)
+}
+
 // shutdown stops the server (grace 0: kill at once) and removes Dir.
 func (r *Redis) shutdown(ctx context.Context, grace time.Duration) error {
 	var errs []error

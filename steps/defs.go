@@ -116,14 +116,39 @@ type PurgeParams struct {
 
 // BrokerParams are the parameters of the broker step.
 type BrokerParams struct {
-	Trim *int `param:"trim" doc:"keep only the newest N entries (XTRIM MAXLEN): the broker loses published entries, as a retention limit or a restart without AOF would"`
+	Trim    *int `param:"trim" doc:"keep only the newest N entries (XTRIM MAXLEN): the broker loses published entries, as a retention limit or a restart without AOF would"`
+	Kill    bool `param:"kill" fault:"yes" doc:"SIGKILL the broker process (a crash); needs the runner's own broker, else the scenario is skipped"`
+	Stop    bool `param:"stop" fault:"yes" doc:"stop the broker cleanly (SIGTERM)"`
+	Start   bool `param:"start" doc:"start the stopped or killed broker again, same address, same data directory"`
+	Restart bool `param:"restart" fault:"yes" doc:"kill, then start"`
+}
+
+// Action is the one process action asked for, or "".
+func (p *BrokerParams) Action() string {
+	for _, a := range []struct {
+		on   bool
+		name string
+	}{{p.Kill, "kill"}, {p.Stop, "stop"}, {p.Start, "start"}, {p.Restart, "restart"}} {
+		if a.on {
+			return a.name
+		}
+	}
+	return ""
 }
 
 func (p *BrokerParams) validate() error {
-	if p.Trim == nil {
-		return fmt.Errorf("broker needs an action, e.g. broker(trim=0)")
+	n := 0
+	for _, on := range []bool{p.Trim != nil, p.Kill, p.Stop, p.Start, p.Restart} {
+		if on {
+			n++
+		}
 	}
-	if *p.Trim < 0 {
+	switch {
+	case n == 0:
+		return fmt.Errorf("broker needs an action, e.g. broker(trim=0) or broker(kill)")
+	case n > 1:
+		return fmt.Errorf("broker takes one action at a time (trim, kill, stop, start or restart)")
+	case p.Trim != nil && *p.Trim < 0:
 		return fmt.Errorf("trim: keep 0 or more entries, got %d", *p.Trim)
 	}
 	return nil
@@ -310,6 +335,16 @@ func seenStore(env *Env, dedupe string) pipeline.SeenStore {
 }
 
 func runBroker(ctx context.Context, env *Env, p *BrokerParams) (Result, error) {
+	if a := p.Action(); a != "" {
+		if env.Control == nil {
+			done := map[string]string{"kill": "killed", "stop": "stopped", "start": "started", "restart": "restarted"}[a]
+			return Result{}, &SkipError{Reason: "broker(" + a + ") needs the runner's own broker process; one given with --redis is not " + done + " by the runner"}
+		}
+		if err := env.Control.Broker(ctx, a); err != nil {
+			return Result{}, err
+		}
+		return Result{Details: []string{"broker " + a}}, nil
+	}
 	n, err := env.Broker.Trim(ctx, *p.Trim)
 	return Result{Outcome: map[string]int64{"trimmed": n}, Details: []string{fmt.Sprintf("XTRIM MAXLEN %d: %d entries dropped", *p.Trim, n)}}, err
 }

@@ -2,6 +2,7 @@ package steps
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -163,6 +164,11 @@ func (f Failure) String() string { return fmt.Sprintf("%s: %s: %s", f.Pos, f.Key
 // Exec runs the step and judges it against its expectations.
 func (c *Call) Exec(ctx context.Context, env *Env) (Result, []Failure) {
 	res, err := c.Def.run(ctx, env, c.Params)
+	var skip *SkipError
+	if errors.As(err, &skip) {
+		res.Skipped = skip.Reason
+		return res, nil
+	}
 	if ctx.Err() != nil {
 		return res, []Failure{{Pos: c.Pos, Key: ErrorKey, Msg: "step cancelled: " + context.Cause(ctx).Error()}}
 	}

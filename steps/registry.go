@@ -47,6 +47,9 @@ type Result struct {
 	Observed []Observation
 	// Entries are the broker entries the step published or handled, in order.
 	Entries []Entry
+	// Skipped, when set, says why the scenario cannot go on here (it is
+	// reported as skipped, never as passed).
+	Skipped string
 }
 
 // Entry is one broker entry a step published or handled.
@@ -71,7 +74,22 @@ type Env struct {
 	transfers map[string]pipeline.Transfer // values committed per event id
 	last      string                       // the most recently committed event id
 	conflicts int64                        // identity conflicts reported so far
+
+	// Control acts on the servers' processes; nil when the runner did not
+	// start them (external servers), and then process faults SKIP.
+	Control ProcessControl
 }
+
+// ProcessControl kills, stops and starts the servers the runner manages.
+type ProcessControl interface {
+	// Broker applies action (kill, stop, start, restart) to the broker.
+	Broker(ctx context.Context, action string) error
+}
+
+// SkipError ends a scenario as skipped: it cannot prove anything here.
+type SkipError struct{ Reason string }
+
+func (e *SkipError) Error() string { return "skipped: " + e.Reason }
 
 // nextAutoID is the next bus-N that no produce step of the scenario used.
 func (e *Env) nextAutoID() string {
