@@ -268,13 +268,20 @@ func (c *Consumer) handleSplit(ctx context.Context, opt ConsumeOptions, d broker
 		}
 		return h, nil
 	}
-	err = pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
+	return c.projectAlone(ctx, opt, h)
+}
+
+// projectAlone updates the projection in a transaction of its own, with the
+// injected fault inside it: the second half of the two anti-patterns that
+// record "seen" somewhere first (split_tx, setnx).
+func (c *Consumer) projectAlone(ctx context.Context, opt ConsumeOptions, h Handled) (Handled, error) {
+	err := pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
 		if opt.Fault == DivZero {
 			if _, err := tx.Exec(ctx, sqlDivZero); err != nil {
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, sqlProjection, opt.Consumer, d.Payload)
+		_, err := tx.Exec(ctx, sqlProjection, opt.Consumer, h.Payload)
 		return err
 	})
 	if err != nil {
@@ -345,20 +352,7 @@ func (c *Consumer) handleSeen(ctx context.Context, opt ConsumeOptions, d broker.
 		h.Outcome = Duplicate
 		return h, nil
 	}
-	err = pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
-		if opt.Fault == DivZero {
-			if _, err := tx.Exec(ctx, sqlDivZero); err != nil {
-				return err
-			}
-		}
-		_, err := tx.Exec(ctx, sqlProjection, opt.Consumer, d.Payload)
-		return err
-	})
-	if err != nil {
-		return failed(h, err)
-	}
-	h.Outcome = Applied
-	return h, nil
+	return c.projectAlone(ctx, opt, h)
 }
 
 // The strict-ordering statements.
