@@ -82,31 +82,41 @@ type PublishParams struct {
 
 // ConsumeParams are the parameters of the consume step.
 type ConsumeParams struct {
-	Consumer string        `param:"consumer" default:"accounting" doc:"consumer id: the group and the inbox dedupe scope"`
-	Worker   string        `param:"worker" default:"worker-1" doc:"worker id: a process instance, never a dedupe key"`
-	Count    int           `param:"count" min:"1" doc:"entries to take; default all new entries"`
-	Fail     string        `param:"fail" fault:"yes" enum:"divzero" doc:"divzero: SELECT 1/0 after the inbox insert, inside the consumer transaction"`
-	SkipAck  bool          `param:"skip_ack" fault:"yes" doc:"fault: commit, then crash before XACK"`
-	Block    time.Duration `param:"block" default:"50ms" doc:"how long to wait when no entry is new (never forever)"`
-	MaxDeliv int           `param:"max_deliveries" min:"1" doc:"an entry that failed or conflicted on its N-th delivery goes to the dead-letter stream and is acked"`
-	Mode     string        `param:"mode" default:"one_tx" enum:"one_tx|ack_first|split_tx" doc:"anti-patterns: ack_first XACKs before the transaction; split_tx commits inbox and projection separately (a fault strikes between)"`
-	Dedupe   string        `param:"dedupe" default:"event_id" enum:"event_id|entry_id|setnx" doc:"anti-patterns: entry_id dedupes by broker entry id; setnx dedupes with Redis SETNX before the PostgreSQL transaction"`
-	Ordering string        `param:"ordering" default:"none" enum:"none|strict" doc:"strict: apply an aggregate's events in version order; a later one is held back (deferred, not acked) until its predecessor is applied"`
+	Handling
+	Worker string        `param:"worker" default:"worker-1" doc:"worker id: a process instance, never a dedupe key"`
+	Count  int           `param:"count" min:"1" doc:"entries to take; default all new entries"`
+	Block  time.Duration `param:"block" default:"50ms" doc:"how long to wait when no entry is new (never forever)"`
 }
 
 // ClaimParams are the parameters of the claim step.
 type ClaimParams struct {
-	Consumer string        `param:"consumer" default:"accounting" doc:"consumer id whose pending entries are claimed"`
-	Worker   string        `param:"worker" default:"worker-2" doc:"worker id that takes the entries over"`
-	Idle     time.Duration `param:"idle" default:"0" doc:"claim entries pending at least this long (XPENDING IDLE + XCLAIM min-idle)"`
-	Count    int           `param:"count" min:"1" doc:"entries to claim; default all that qualify (at most 10000)"`
-	Fail     string        `param:"fail" fault:"yes" enum:"divzero" doc:"as in consume"`
-	SkipAck  bool          `param:"skip_ack" fault:"yes" doc:"as in consume"`
-	Auto     bool          `param:"auto" doc:"XAUTOCLAIM (the broker scans the pending list) instead of XPENDING + XCLAIM"`
-	MaxDeliv int           `param:"max_deliveries" min:"1" doc:"as in consume"`
-	Mode     string        `param:"mode" default:"one_tx" enum:"one_tx|ack_first|split_tx" doc:"as in consume"`
-	Dedupe   string        `param:"dedupe" default:"event_id" enum:"event_id|entry_id|setnx" doc:"as in consume"`
-	Ordering string        `param:"ordering" default:"none" enum:"none|strict" doc:"as in consume"`
+	Handling
+	Worker string        `param:"worker" default:"worker-2" doc:"worker id that takes the entries over"`
+	Idle   time.Duration `param:"idle" default:"0" doc:"claim entries pending at least this long (XPENDING IDLE + XCLAIM min-idle)"`
+	Count  int           `param:"count" min:"1" doc:"entries to claim; default all that qualify (at most 10000)"`
+	Auto   bool          `param:"auto" doc:"XAUTOCLAIM (the broker scans the pending list) instead of XPENDING + XCLAIM"`
+}
+
+// Handling are the parameters consume and claim share: how each delivery
+// is handled once a worker has it.
+type Handling struct {
+	Consumer string `param:"consumer" default:"accounting" doc:"consumer id: the group and the inbox dedupe scope"`
+	Fail     string `param:"fail" fault:"yes" enum:"divzero" doc:"divzero: SELECT 1/0 after the inbox insert, inside the consumer transaction"`
+	SkipAck  bool   `param:"skip_ack" fault:"yes" doc:"fault: commit, then crash before XACK"`
+	MaxDeliv int    `param:"max_deliveries" min:"1" doc:"an entry that failed or conflicted on its N-th delivery goes to the dead-letter stream and is acked"`
+	Mode     string `param:"mode" default:"one_tx" enum:"one_tx|ack_first|split_tx" doc:"anti-patterns: ack_first XACKs before the transaction; split_tx commits inbox and projection separately (a fault strikes between)"`
+	Dedupe   string `param:"dedupe" default:"event_id" enum:"event_id|entry_id|setnx" doc:"anti-patterns: entry_id dedupes by broker entry id; setnx dedupes with Redis SETNX before the PostgreSQL transaction"`
+	Ordering string `param:"ordering" default:"none" enum:"none|strict" doc:"strict: apply an aggregate's events in version order; a later one is held back (deferred, not acked) until its predecessor is applied"`
+}
+
+// options turns the shared parameters into the pipeline's options.
+func (h Handling) options(env *Env, worker string, count int) pipeline.ConsumeOptions {
+	return pipeline.ConsumeOptions{
+		Consumer: h.Consumer, Worker: worker, Count: count,
+		Fault: pipeline.Fault(h.Fail), SkipAck: h.SkipAck, MaxDeliveries: h.MaxDeliv,
+		AckFirst: h.Mode == "ack_first", SplitTx: h.Mode == "split_tx", DedupeByEntry: h.Dedupe == "entry_id",
+		Seen: seenStore(env, h.Dedupe), Strict: h.Ordering == "strict",
+	}
 }
 
 // PurgeParams are the parameters of the inbox.purge step.
@@ -285,25 +295,17 @@ func runPublish(ctx context.Context, env *Env, p *PublishParams) (Result, error)
 }
 
 func runConsume(ctx context.Context, env *Env, p *ConsumeParams) (Result, error) {
-	c := &pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}
-	res, err := c.Consume(ctx, pipeline.ConsumeOptions{
-		Consumer: p.Consumer, Worker: p.Worker, Count: p.Count, Block: p.Block,
-		Fault: pipeline.Fault(p.Fail), SkipAck: p.SkipAck, MaxDeliveries: p.MaxDeliv,
-		AckFirst: p.Mode == "ack_first", SplitTx: p.Mode == "split_tx", DedupeByEntry: p.Dedupe == "entry_id",
-		Seen: seenStore(env, p.Dedupe), Strict: p.Ordering == "strict",
-	})
+	opt := p.options(env, p.Worker, p.Count)
+	opt.Block = p.Block
+	res, err := (&pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}).Consume(ctx, opt)
 	env.conflicts += int64(res.Count(pipeline.Conflict))
 	return consumeResult(res, p.SkipAck), err
 }
 
 func runClaim(ctx context.Context, env *Env, p *ClaimParams) (Result, error) {
-	c := &pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}
-	res, err := c.Claim(ctx, pipeline.ConsumeOptions{
-		Consumer: p.Consumer, Worker: p.Worker, Count: p.Count, Idle: p.Idle,
-		Fault: pipeline.Fault(p.Fail), SkipAck: p.SkipAck, Auto: p.Auto, MaxDeliveries: p.MaxDeliv,
-		AckFirst: p.Mode == "ack_first", SplitTx: p.Mode == "split_tx", DedupeByEntry: p.Dedupe == "entry_id",
-		Seen: seenStore(env, p.Dedupe), Strict: p.Ordering == "strict",
-	})
+	opt := p.options(env, p.Worker, p.Count)
+	opt.Idle, opt.Auto = p.Idle, p.Auto
+	res, err := (&pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}).Claim(ctx, opt)
 	env.conflicts += int64(res.Count(pipeline.Conflict))
 	return consumeResult(res, p.SkipAck), err
 }

@@ -35,7 +35,7 @@ type Param struct {
 	Enum    []string
 	Min     *int64
 	Fault   bool
-	index   int
+	index   []int // field path: embedded structs share their parameters
 	typ     reflect.Type
 }
 
@@ -63,16 +63,24 @@ func (p Param) Type() string {
 	return "string"
 }
 
-// paramsOf reads the Param list of a parameter struct type.
+// paramsOf reads the Param list of a parameter struct type; the fields of
+// an embedded struct count as its own, in place.
 func paramsOf(t reflect.Type) []Param {
 	var ps []Param
 	for i := range t.NumField() {
 		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			for _, p := range paramsOf(f.Type) {
+				p.index = append([]int{i}, p.index...)
+				ps = append(ps, p)
+			}
+			continue
+		}
 		name := f.Tag.Get("param")
 		if name == "" {
 			continue
 		}
-		p := Param{Name: name, Doc: f.Tag.Get("doc"), Default: f.Tag.Get("default"), Fault: f.Tag.Get("fault") == "yes", index: i, typ: f.Type}
+		p := Param{Name: name, Doc: f.Tag.Get("doc"), Default: f.Tag.Get("default"), Fault: f.Tag.Get("fault") == "yes", index: []int{i}, typ: f.Type}
 		if e := f.Tag.Get("enum"); e != "" {
 			p.Enum = strings.Split(e, "|")
 		}
@@ -98,7 +106,7 @@ func decodeParams(t reflect.Type, specs []Param, args []Arg, stepPos Pos) (any, 
 			continue
 		}
 		n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: p.Default}
-		if err := setField(v.Field(p.index), p, n); err != nil {
+		if err := setField(v.FieldByIndex(p.index), p, n); err != nil {
 			panic(fmt.Sprintf("%s: default of %s: %v", t.Name(), p.Name, err)) // a bug in our tags
 		}
 	}
@@ -117,7 +125,7 @@ func decodeParams(t reflect.Type, specs []Param, args []Arg, stepPos Pos) (any, 
 			errs = append(errs, Errorf(a.KeyPos, "parameter %q given twice", a.Key))
 		default:
 			seen[a.Key] = true
-			if err := setField(v.Field(p.index), p, a.Value); err != nil {
+			if err := setField(v.FieldByIndex(p.index), p, a.Value); err != nil {
 				errs = append(errs, Errorf(NodePos(stepPos.File, a.Value), "%s: %v", a.Key, err))
 			}
 		}

@@ -178,7 +178,7 @@ func (c *Call) ParamValues() map[string]any {
 	v := reflect.ValueOf(c.Params).Elem()
 	out := map[string]any{}
 	for _, p := range c.Def.Params {
-		f := v.Field(p.index)
+		f := v.FieldByIndex(p.index)
 		if f.Kind() == reflect.Pointer {
 			if f.IsNil() {
 				continue
