@@ -4,6 +4,8 @@ package broker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -35,6 +37,9 @@ type DeadLetter struct {
 // Broker is one stream of transfer events with consumer groups, as the
 // pipeline sees it. A consumer group is named by the consumer id.
 type Broker interface {
+	// Capabilities is what this broker can do; an operation outside it
+	// returns an error wrapping ErrUnsupported.
+	Capabilities() Capabilities
 	// Publish appends msgs in order. It returns the ids of the messages it
 	// published before any error, so a caller marks exactly those.
 	Publish(ctx context.Context, msgs []Message) ([]string, error)
@@ -76,4 +81,46 @@ type Broker interface {
 type PendingStats struct {
 	OldestIdle   time.Duration // the longest a pending entry has waited since its last delivery
 	Redeliveries int64         // deliveries beyond the first, over the pending entries
+}
+
+// Capability names one thing a broker can do that another may not. A
+// scenario that needs a capability its broker lacks is skipped with the
+// capability named, never passed.
+type Capability string
+
+// The capabilities the pipeline, the steps and the checks can ask for.
+const (
+	// EntryLog: the broker keeps a log of entries that can be counted and
+	// listed, duplicates included (stream.entries, stream.events, trim).
+	EntryLog Capability = "entry_log"
+	// ClaimByIdle: a worker can take over another worker's unacknowledged
+	// entry once it has been idle for a given time (XCLAIM / XAUTOCLAIM).
+	ClaimByIdle Capability = "claim_by_idle"
+	// PendingList: the broker lists unacknowledged entries per group, with
+	// how long each has waited (XPENDING).
+	PendingList Capability = "pending_list"
+	// ReplayHistory: a group created late still receives every entry the
+	// broker holds (a new consumer id reads history).
+	ReplayHistory Capability = "replay_history"
+	// BrokerDedupe: the broker drops a second publish of the same event id
+	// inside a window (JetStream Nats-Msg-Id).
+	BrokerDedupe Capability = "broker_dedupe"
+	// SideStore: a key-value store beside the broker (Redis HSETNX), used
+	// only by the setnx dedupe anti-pattern.
+	SideStore Capability = "side_store"
+)
+
+// Capabilities is a broker's declared capability set.
+type Capabilities map[Capability]bool
+
+// Has reports whether c is declared.
+func (cs Capabilities) Has(c Capability) bool { return cs[c] }
+
+// ErrUnsupported is wrapped by an operation a broker cannot perform; the
+// message names the missing capability.
+var ErrUnsupported = errors.New("not supported by this broker")
+
+// Unsupported is the error of an operation that needs c.
+func Unsupported(name string, c Capability) error {
+	return fmt.Errorf("%s: %w (needs %s)", name, ErrUnsupported, c)
 }

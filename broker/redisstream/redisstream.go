@@ -41,6 +41,14 @@ func New(rdb *redis.Client, key string) *Stream {
 	return &Stream{rdb: rdb, key: key, groups: map[string]bool{}}
 }
 
+// Capabilities: Redis Streams has all but broker-side dedupe.
+func (s *Stream) Capabilities() broker.Capabilities {
+	return broker.Capabilities{
+		broker.EntryLog: true, broker.ClaimByIdle: true, broker.PendingList: true,
+		broker.ReplayHistory: true, broker.SideStore: true,
+	}
+}
+
 // Key is the Redis key of the stream.
 func (s *Stream) Key() string { return s.key }
 
