@@ -97,8 +97,14 @@ const (
 	// entry once it has been idle for a given time (XCLAIM / XAUTOCLAIM).
 	ClaimByIdle Capability = "claim_by_idle"
 	// PendingList: the broker lists unacknowledged entries per group, with
-	// how long each has waited (XPENDING).
+	// how long each has waited (XPENDING, PendingStats.OldestIdle).
 	PendingList Capability = "pending_list"
+	// PendingCount: the broker counts unacknowledged entries per group
+	// (Pending, and PendingStats.Redeliveries).
+	PendingCount Capability = "pending_count"
+	// Retention: the broker can be told to drop old entries (Trim), as a
+	// retention limit or a broker that lost data would.
+	Retention Capability = "retention"
 	// ReplayHistory: a group created late still receives every entry the
 	// broker holds (a new consumer id reads history).
 	ReplayHistory Capability = "replay_history"

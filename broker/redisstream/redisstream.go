@@ -45,6 +45,7 @@ func New(rdb *redis.Client, key string) *Stream {
 func (s *Stream) Capabilities() broker.Capabilities {
 	return broker.Capabilities{
 		broker.EntryLog: true, broker.ClaimByIdle: true, broker.PendingList: true,
+		broker.PendingCount: true, broker.Retention: true,
 		broker.ReplayHistory: true, broker.SideStore: true,
 	}
 }
