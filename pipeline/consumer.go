@@ -21,6 +21,10 @@ type Consumer struct {
 // ConsumeOptions configures one consume or claim pass.
 type ConsumeOptions struct {
 	Consumer string        // consumer id: the group and the inbox's dedupe scope
+	// Projection is the read model the consumer updates; "" is the consumer
+	// id. Two consumer ids on one read model is the renamed-consumer
+	// anti-pattern: the new id's empty inbox applies the history again.
+	Projection string
 	Worker   string        // worker id: a process instance, never a dedupe key
 	Count    int           // entries to take; <= 0 means all available
 	Block    time.Duration // how long a read waits when nothing is new
@@ -46,6 +50,14 @@ type ConsumeOptions struct {
 	MaxDeliveries int
 	Fault         Fault // DivZero: fail inside the transaction, after the inbox insert
 	SkipAck       bool  // fault: commit, then "crash" before XACK
+}
+
+// projection is the read model's key in the projection table.
+func (o ConsumeOptions) projection() string {
+	if o.Projection != "" {
+		return o.Projection
+	}
+	return o.Consumer
 }
 
 // Outcome is what handling one delivery did.
@@ -180,7 +192,7 @@ ON CONFLICT (consumer_id, event_id) DO NOTHING`
     ON CONFLICT (consumer_id, event_id) DO NOTHING
     RETURNING payload)
 INSERT INTO projection (consumer_id, currency, amount, events)
-SELECT $1, payload->>'currency', (payload->>'amount')::bigint, 1 FROM ins
+SELECT $4, payload->>'currency', (payload->>'amount')::bigint, 1 FROM ins
 ON CONFLICT (consumer_id, currency) DO UPDATE
 SET amount = projection.amount + EXCLUDED.amount, events = projection.events + 1`
 	sqlProjection = `INSERT INTO projection (consumer_id, currency, amount, events)
@@ -226,7 +238,7 @@ func (c *Consumer) handle(ctx context.Context, opt ConsumeOptions, d broker.Deli
 		}
 		return h, tx.Commit(ctx)
 	}
-	if _, err := tx.Exec(ctx, sqlProjection, opt.Consumer, d.Payload); err != nil {
+	if _, err := tx.Exec(ctx, sqlProjection, opt.projection(), d.Payload); err != nil {
 		return fail(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -239,7 +251,7 @@ func (c *Consumer) handle(ctx context.Context, opt ConsumeOptions, d broker.Deli
 // handleFast is handle without an injected fault: the inbox insert and the
 // projection update as one statement (its own transaction).
 func (c *Consumer) handleFast(ctx context.Context, opt ConsumeOptions, d broker.Delivery) (Handled, error) {
-	tag, err := c.DB.Exec(ctx, sqlInboxAndProjection, opt.Consumer, dedupeKey(opt, d), d.Payload)
+	tag, err := c.DB.Exec(ctx, sqlInboxAndProjection, opt.Consumer, dedupeKey(opt, d), d.Payload, opt.projection())
 	if err != nil {
 		return failed(Handled{Delivery: d}, err)
 	}
@@ -281,7 +293,7 @@ func (c *Consumer) projectAlone(ctx context.Context, opt ConsumeOptions, h Handl
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, sqlProjection, opt.Consumer, h.Payload)
+		_, err := tx.Exec(ctx, sqlProjection, opt.projection(), h.Payload)
 		return err
 	})
 	if err != nil {
@@ -408,7 +420,7 @@ func (c *Consumer) handleStrict(ctx context.Context, opt ConsumeOptions, d broke
 			sql  string
 			args []any
 		}{
-			{sqlProjection, []any{opt.Consumer, d.Payload}},
+			{sqlProjection, []any{opt.projection(), d.Payload}},
 			{sqlSetVersion, []any{opt.Consumer, ev.Aggregate, ev.Version}},
 			{sqlRelease, []any{opt.Consumer, d.EventID}},
 		} {

@@ -29,6 +29,7 @@ type RelayOptions struct {
 type Published struct {
 	EventID string // business event id
 	EntryID string // broker entry id of this publish
+	Payload string
 }
 
 // RelayResult says what one relay pass did.
@@ -82,7 +83,7 @@ func (r *Relay) markThenPublish(ctx context.Context, ids []int64, msgs []broker.
 	}
 	entryIDs, err := r.Broker.Publish(ctx, msgs)
 	for i, e := range entryIDs {
-		res.Published = append(res.Published, Published{EventID: msgs[i].EventID, EntryID: e})
+		res.Published = append(res.Published, Published{EventID: msgs[i].EventID, EntryID: e, Payload: msgs[i].Payload})
 	}
 	return res, err
 }
@@ -117,7 +118,7 @@ func (r *Relay) publishAndMark(ctx context.Context, q db, ids []int64, msgs []br
 	entryIDs, pubErr := r.Broker.Publish(ctx, msgs)
 	var res RelayResult
 	for i, e := range entryIDs {
-		res.Published = append(res.Published, Published{EventID: msgs[i].EventID, EntryID: e})
+		res.Published = append(res.Published, Published{EventID: msgs[i].EventID, EntryID: e, Payload: msgs[i].Payload})
 	}
 	if skipMark || len(entryIDs) == 0 {
 		return res, pubErr
@@ -172,7 +173,7 @@ func (r *Relay) Reconcile(ctx context.Context, consumerDB db, consumer string) (
 	entryIDs, err := r.Broker.Publish(ctx, missing)
 	var res RelayResult
 	for i, e := range entryIDs {
-		res.Published = append(res.Published, Published{EventID: missing[i].EventID, EntryID: e})
+		res.Published = append(res.Published, Published{EventID: missing[i].EventID, EntryID: e, Payload: missing[i].Payload})
 	}
 	return res, err
 }

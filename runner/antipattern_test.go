@@ -3,6 +3,7 @@ package runner
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -17,7 +18,7 @@ func TestAntipatternsShowTheirDamage(t *testing.T) {
 		"antipattern-ack-before-commit.yaml":                        {"{mode: ack_first, fail: divzero}", "{fail: divzero}"},
 		"antipattern-inbox-and-projection-in-two-transactions.yaml": {"{mode: split_tx, fail: divzero}", "{fail: divzero}"},
 		"antipattern-dedupe-by-entry-id.yaml":                       {"{dedupe: entry_id}", "{dedupe: event_id}"},
-		"antipattern-new-consumer-id.yaml":                          {"{consumer: accounting-v2,", "{consumer: accounting,"},
+		"antipattern-new-consumer-id.yaml":                          {"{consumer: accounting-v2, projection: accounting,", "{consumer: accounting-v2,"},
 		"antipattern-inbox-purged-too-early.yaml":                   {"  - inbox.purge: {consumer: accounting}\n    expect: {purged: 1}\n", ""},
 		"antipattern-setnx-then-postgres.yaml":                      {"{dedupe: setnx, fail: divzero}", "{fail: divzero}"},
 		"concurrent-relays-flag.yaml":                               {"lease: flag", "lease: skip_locked"},
@@ -27,7 +28,7 @@ func TestAntipatternsShowTheirDamage(t *testing.T) {
 	if len(files) != len(fixes) {
 		t.Fatalf("%d anti-pattern scenarios, %d fixes: every anti-pattern needs its correct twin here", len(files), len(fixes))
 	}
-	var scs []*Scenario
+	var scs, undeclared []*Scenario
 	for _, f := range files {
 		fix, ok := fixes[filepath.Base(f)]
 		if !ok {
@@ -45,11 +46,37 @@ func TestAntipatternsShowTheirDamage(t *testing.T) {
 			t.Fatalf("%s in the correct mode: %v", f, errs)
 		}
 		scs = append(scs, fixed...)
+		// The same anti-pattern without its declaration: the history
+		// checker must catch the damage on its own.
+		decl := regexp.MustCompile(`(?m)^expect_violations: .*\n`)
+		if !decl.Match(src) {
+			t.Fatalf("%s declares no expect_violations", f)
+		}
+		bare, errs := Parse(f, decl.ReplaceAll(src, nil))
+		if len(errs) > 0 {
+			t.Fatalf("%s without expect_violations: %v", f, errs)
+		}
+		for _, sc := range bare {
+			sc.Name += " (undeclared)"
+		}
+		undeclared = append(undeclared, bare...)
 	}
-	rep, _ := runAll(t, testParams(t), scs)
-	for _, r := range rep.Results {
-		if r.Passed() {
+	rep, _ := runAll(t, testParams(t), append(scs, undeclared...))
+	for i, r := range rep.Results {
+		keys := failureKeys(r)
+		switch {
+		case i < len(scs) && r.Passed():
 			t.Errorf("%s passes in the correct mode too: it does not show the damage", r.Scenario.File)
+		case i >= len(scs) && !keys["history"]:
+			t.Errorf("%s without expect_violations: want the history checker to fail it, got %v", r.Scenario.File, r.Failures)
 		}
 	}
+}
+
+func failureKeys(r *Result) map[string]bool {
+	keys := map[string]bool{}
+	for _, f := range r.Failures {
+		keys[f.Key] = true
+	}
+	return keys
 }

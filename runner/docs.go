@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"outboxdrill/history"
 	"outboxdrill/steps"
 )
 
@@ -23,6 +24,7 @@ A scenario file holds one scenario, a YAML map:
 | ` + "`name`" + ` | required | the scenario's name, unique across the files of a run |
 | ` + "`description`" + ` | | plain words: which window it opens, what must hold |
 | ` + "`tags`" + ` | | a list of words, e.g. ` + "`[seed, outbox]`" + ` |
+| ` + "`expect_violations`" + ` | | the history invariants this scenario breaks on purpose (an anti-pattern showing its damage), e.g. ` + "`[lost]`" + `; each must occur (see [History checker](#history-checker)) |
 | ` + "`vars`" + ` | | a map of name → value; ` + "`${name}`" + ` in any step (params, expectations, even keys) is replaced |
 | ` + "`matrix`" + ` | | a map of name → list of values: one variant per combination, named ` + "`name [amount=5 currency=EUR]`" + ` |
 | ` + "`steps`" + ` | required | the list of steps, run in order; the first failing step ends the scenario |
@@ -92,6 +94,23 @@ A failing check prints ` + "`file:line:col: key: want …, got …`" + `, or a `
 `)
 	for _, c := range steps.Checks() {
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", c.Name, c.Type(), c.Doc)
+	}
+	b.WriteString(`
+## History checker
+
+After the last step of a scenario that passed, the runner judges its whole history: every commit,
+publish, delivery, outcome and ack the steps reported, against the final state of the databases and
+the broker, for each consumer id the scenario's ` + "`consume`/`claim`" + ` steps name and each read model
+(` + "`projection:`" + `) they write. A violation fails the scenario with a witness (event id, entries, the
+steps that touched it), unless ` + "`expect_violations`" + ` declares it; a declared violation that does not
+occur fails the scenario too. Invariants the broker cannot observe (see its capabilities) are judged
+from the history alone.
+
+| invariant | broken when |
+|---|---|
+`)
+	for _, n := range history.InvariantNames() {
+		fmt.Fprintf(&b, "| `%s` | %s |\n", n, history.Invariants[n])
 	}
 	return b.String()
 }

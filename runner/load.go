@@ -19,6 +19,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"outboxdrill/history"
+
 	"outboxdrill/steps"
 )
 
@@ -31,13 +33,17 @@ type Scenario struct {
 	Tags        []string
 	Variant     string // "[amount=5 currency=EUR]" for a matrix variant, else ""
 	Steps       []*steps.Call
+	// ExpectViolations are the history invariants the scenario declares it
+	// breaks (an anti-pattern shows its damage); each must occur.
+	ExpectViolations []string
+	ViolationsPos    steps.Pos
 	// Exclusive: a step kills, stops or starts a server every scenario of the
 	// run shares, so the scenario runs alone.
 	Exclusive bool
 }
 
 // topKeys are the keys of a scenario file, in the order the reference lists them.
-var topKeys = []string{"name", "description", "tags", "vars", "matrix", "steps"}
+var topKeys = []string{"name", "description", "tags", "expect_violations", "vars", "matrix", "steps"}
 
 // ExpandPaths turns files and directories into the sorted list of scenario
 // files (directories are searched recursively for *.yaml and *.yml).
@@ -261,6 +267,8 @@ func parseHeader(file string, root *yaml.Node) (header, steps.Errors) {
 			h.Description = scalarString(file, kv, &errs)
 		case "tags":
 			h.Tags = parseTags(file, kv.Value, &errs)
+		case "expect_violations":
+			h.ExpectViolations, h.ViolationsPos = parseViolations(file, kv.Value, &errs), steps.NodePos(file, kv.Value)
 		case "vars":
 			h.vars = parseVars(file, kv.Value, &errs)
 		case "matrix":
@@ -311,6 +319,25 @@ func parseTags(file string, n *yaml.Node, errs *steps.Errors) []string {
 		tags = append(tags, t.Value)
 	}
 	return tags
+}
+
+// parseViolations reads expect_violations: a list of invariant names.
+func parseViolations(file string, n *yaml.Node, errs *steps.Errors) []string {
+	names := history.InvariantNames()
+	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
+		*errs = append(*errs, steps.Errorf(steps.NodePos(file, n), "expect_violations: want a list of invariants, e.g. [lost]; one of: %s", strings.Join(names, ", ")))
+		return nil
+	}
+	var out []string
+	for _, v := range n.Content {
+		if _, ok := history.Invariants[v.Value]; v.Kind != yaml.ScalarNode || !ok {
+			*errs = append(*errs, steps.Errorf(steps.NodePos(file, v), "expect_violations: unknown invariant %s%s; one of: %s",
+				steps.Describe(v), steps.Suggest(v.Value, names), strings.Join(names, ", ")))
+			continue
+		}
+		out = append(out, v.Value)
+	}
+	return out
 }
 
 func scalarString(file string, kv steps.Arg, errs *steps.Errors) string {

@@ -85,6 +85,9 @@ func TestParseErrors(t *testing.T) {
 		{"shorthand value column", "name: x\nsteps:\n  - consume(count=2, fail=divzer)\n", []string{
 			`t.yaml:3:27: fail: unknown value "divzer" (did you mean "divzero"?)`,
 		}},
+		{"unknown invariant", "name: x\nexpect_violations: [lots]\nsteps: [produce]\n", []string{
+			`t.yaml:2:21: expect_violations: unknown invariant "lots" (did you mean "lost"?)`,
+		}},
 		{"wrong type", "name: x\nsteps:\n  - produce: {amount: lots}\n", []string{
 			`t.yaml:3:23: amount: want an integer, got "lots"`,
 		}},

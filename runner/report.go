@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -133,7 +134,18 @@ type jsonScenario struct {
 	Stream     string        `json:"stream"`
 	Failures   []jsonFailure `json:"failures"`
 	Alerts     []string      `json:"alerts"`
-	Steps      []jsonStep    `json:"steps"`
+	// Violations the history checker found; declared ones are expected.
+	Violations []jsonViolation `json:"violations"`
+	Steps      []jsonStep      `json:"steps"`
+}
+
+type jsonViolation struct {
+	Invariant string   `json:"invariant"`
+	Declared  bool     `json:"declared"`
+	Consumer  string   `json:"consumer,omitempty"`
+	EventID   string   `json:"event_id,omitempty"`
+	Detail    string   `json:"detail"`
+	Witness   []string `json:"witness,omitempty"`
 }
 
 type jsonFailure struct {
@@ -175,7 +187,15 @@ func WriteJSON(w io.Writer, rep *Report) error {
 		js := jsonScenario{Name: r.Scenario.Name, File: r.Scenario.File, Line: r.Scenario.Pos.Line, Variant: r.Scenario.Variant,
 			Tags: append([]string{}, r.Scenario.Tags...), Passed: r.Passed(), Skipped: r.Skipped, DurationMS: r.Duration.Milliseconds(),
 			SetupMS: r.Setup.Milliseconds(), Databases: [2]string{r.Where[0], r.Where[1]}, Stream: r.Where[2],
-			Failures: jsonFailures(r.Failures), Alerts: append([]string{}, r.Alerts...)}
+			Failures: jsonFailures(r.Failures), Alerts: append([]string{}, r.Alerts...), Violations: []jsonViolation{}}
+		for _, v := range r.Violations {
+			jv := jsonViolation{Invariant: v.Invariant, Declared: slices.Contains(r.Scenario.ExpectViolations, v.Invariant),
+				Consumer: v.Consumer, EventID: v.EventID, Detail: v.Detail}
+			for _, op := range v.Witness {
+				jv.Witness = append(jv.Witness, op.String())
+			}
+			js.Violations = append(js.Violations, jv)
+		}
 		for _, st := range r.Steps {
 			js.Steps = append(js.Steps, jsonStep{
 				Pos: st.Call.Pos.String(), Step: st.Call.Def.Name, Label: st.Call.Label,

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"outboxdrill/history"
 	"outboxdrill/steps"
 )
 
@@ -69,11 +71,13 @@ type Result struct {
 	Failures []steps.Failure // empty: passed
 	Steps    []StepRecord    // the steps that ran, the failing one last
 	Alerts   []string        // shown even for a passing scenario: identity conflicts
-	Kept     []string        // with --keep: commands to inspect what was left in place
-	Skipped  string          // why the scenario could not run to its end here (not a pass)
-	Where    [3]string       // producer and consumer database, stream key
-	Setup    time.Duration   // isolation: creating databases and the stream
-	Duration time.Duration   // all of it, setup and cleanup included
+	// Violations are what the history checker found, declared or not.
+	Violations []history.Violation
+	Kept       []string      // with --keep: commands to inspect what was left in place
+	Skipped    string        // why the scenario could not run to its end here (not a pass)
+	Where      [3]string     // producer and consumer database, stream key
+	Setup      time.Duration // isolation: creating databases and the stream
+	Duration   time.Duration // all of it, setup and cleanup included
 }
 
 // Passed reports whether the scenario did everything it said.
@@ -203,6 +207,11 @@ func runScenario(ctx context.Context, p *Params, w *World, sc *Scenario) (*Resul
 			break
 		}
 	}
+	if res.Skipped == "" && res.Passed() {
+		if err := judgeHistory(ctx, env, res); err != nil {
+			res.Failures = append(res.Failures, steps.Failure{Pos: sc.Pos, Key: "history", Msg: err.Error()})
+		}
+	}
 	keep := p.Keep == KeepAll || p.Keep == KeepFailed && !res.Passed()
 	if keep {
 		res.Kept = w.inspect(iso)
@@ -270,6 +279,16 @@ func formatResult(r *Result, verbose bool) []byte {
 	} else {
 		for _, a := range r.Alerts {
 			fmt.Fprintf(&b, "    reported %s\n", a)
+		}
+	}
+	if verbose {
+		for _, v := range r.Violations {
+			if slices.Contains(r.Scenario.ExpectViolations, v.Invariant) {
+				fmt.Fprintf(&b, "    history (declared): %s\n", strings.ReplaceAll(v.String(), "\n", "\n    "))
+			}
+		}
+		if r.Passed() && r.Skipped == "" && len(r.Violations) == 0 {
+			fmt.Fprintf(&b, "    history: no violation (%s)\n", strings.Join(history.InvariantNames(), ", "))
 		}
 	}
 	if r.Skipped != "" {

@@ -135,7 +135,9 @@ var wrongValue = map[string][2]string{
 
 func renderEveryKey(name string, mutate func(step, key int, val string) string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "name: %q\nsteps:\n", name)
+	// It purges an inbox to count inbox.purge: the read model then no longer
+	// matches the inbox, which the history checker must see.
+	fmt.Fprintf(&b, "name: %q\nexpect_violations: [projection_mismatch]\nsteps:\n", name)
 	for si, s := range everyKey {
 		fmt.Fprintf(&b, "  - %s\n", s.head)
 		indent := "    expect:\n"
@@ -529,5 +531,20 @@ func TestProcessFaultsSkipOnExternalServers(t *testing.T) {
 	}
 	if rep.Skipped() != len(rep.Results) || !strings.Contains(rep.Summary(), "0 passed, 0 failed, 2 skipped") {
 		t.Errorf("summary %q", rep.Summary())
+	}
+}
+
+// TestDeclaredViolationMustOccur: expect_violations is an expectation like
+// any other: a correct pipeline that declares a violation fails, naming it.
+func TestDeclaredViolationMustOccur(t *testing.T) {
+	sc := parseOK(t, "name: clean but declares loss\nexpect_violations: [lost]\nsteps: [produce, relay, consume]\n")
+	_, byName := runAll(t, testParams(t), []*Scenario{sc})
+	r := byName[sc.Name]
+	if r.Passed() || len(r.Failures) != 1 || r.Failures[0].Key != "expect_violations" ||
+		!strings.Contains(r.Failures[0].Msg, "declared lost, but the history shows none") {
+		t.Fatalf("want one expect_violations failure naming lost, got %v", r.Failures)
+	}
+	if got := r.Failures[0].Pos.String(); got != "t.yaml:2:20" {
+		t.Errorf("failure at %s, want the declaration t.yaml:2:20", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"outboxdrill/history"
 	"outboxdrill/steps"
 )
 
@@ -41,6 +42,8 @@ func Schema() []byte {
 				map[string]any{"type": "string", "pattern": "^[^ ,]+$"},
 				map[string]any{"type": "array", "items": map[string]any{"type": "string", "pattern": "^[^ ,]+$"}},
 			}},
+			"expect_violations": map[string]any{"type": "array", "minItems": 1, "items": map[string]any{"enum": history.InvariantNames()},
+				"description": "history invariants this scenario breaks on purpose; each must occur"},
 			"vars":   map[string]any{"type": "object", "additionalProperties": scalar, "propertyNames": map[string]any{"pattern": varName.String()}},
 			"matrix": map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "array", "minItems": 1, "items": scalar}, "propertyNames": map[string]any{"pattern": varName.String()}},
 			"steps": map[string]any{"type": "array", "minItems": 1, "items": map[string]any{

@@ -101,6 +101,7 @@ type ClaimParams struct {
 // is handled once a worker has it.
 type Handling struct {
 	Consumer string `param:"consumer" default:"accounting" doc:"consumer id: the group and the inbox dedupe scope"`
+	Project  string `param:"projection" doc:"read model the consumer updates; default its consumer id. Naming another consumer's read model is the renamed-consumer anti-pattern"`
 	Fail     string `param:"fail" fault:"yes" enum:"divzero" doc:"divzero: SELECT 1/0 after the inbox insert, inside the consumer transaction"`
 	SkipAck  bool   `param:"skip_ack" fault:"yes" doc:"fault: commit, then crash before XACK"`
 	MaxDeliv int    `param:"max_deliveries" min:"1" doc:"an entry that failed or conflicted on its N-th delivery goes to the dead-letter stream and is acked"`
@@ -112,7 +113,7 @@ type Handling struct {
 // options turns the shared parameters into the pipeline's options.
 func (h Handling) options(env *Env, worker string, count int) pipeline.ConsumeOptions {
 	return pipeline.ConsumeOptions{
-		Consumer: h.Consumer, Worker: worker, Count: count,
+		Consumer: h.Consumer, Projection: h.Project, Worker: worker, Count: count,
 		Fault: pipeline.Fault(h.Fail), SkipAck: h.SkipAck, MaxDeliveries: h.MaxDeliv,
 		AckFirst: h.Mode == "ack_first", SplitTx: h.Mode == "split_tx", DedupeByEntry: h.Dedupe == "entry_id",
 		Seen: seenStore(env, h.Dedupe), Strict: h.Ordering == "strict",
@@ -229,6 +230,7 @@ func runProduce(ctx context.Context, env *Env, p *ProduceParams) (Result, error)
 	if res.Committed {
 		env.transfers[t.EventID] = t
 		env.last = t.EventID
+		r.Entries = append(r.Entries, Entry{EventID: t.EventID, Outcome: "committed", Payload: t.Payload()})
 		line := fmt.Sprintf("committed %s: %d %s %s → %s", t.EventID, t.Amount, t.Currency, t.From, t.To)
 		if t.Aggregate != "" {
 			line += fmt.Sprintf(", aggregate %s version %d", t.Aggregate, t.Version)
@@ -261,7 +263,7 @@ func runRelay(ctx context.Context, env *Env, p *RelayParams) (Result, error) {
 				line = fmt.Sprintf("relay %d: %s", w+1, line)
 			}
 			r.Details = append(r.Details, line)
-			r.Entries = append(r.Entries, Entry{EntryID: pub.EntryID, EventID: pub.EventID, Outcome: "published"})
+			r.Entries = append(r.Entries, Entry{EntryID: pub.EntryID, EventID: pub.EventID, Outcome: "published", Payload: pub.Payload})
 		}
 	}
 	if p.SkipMark && r.Outcome["published"] > 0 {
@@ -289,7 +291,7 @@ func runPublish(ctx context.Context, env *Env, p *PublishParams) (Result, error)
 	r := Result{Outcome: map[string]int64{"published": int64(len(ids))}}
 	for _, id := range ids {
 		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s, payload %s", t.EventID, id, t.Payload()))
-		r.Entries = append(r.Entries, Entry{EntryID: id, EventID: t.EventID, Outcome: "published"})
+		r.Entries = append(r.Entries, Entry{EntryID: id, EventID: t.EventID, Outcome: "published", Payload: t.Payload()})
 	}
 	return r, err
 }
@@ -299,7 +301,7 @@ func runConsume(ctx context.Context, env *Env, p *ConsumeParams) (Result, error)
 	opt.Block = p.Block
 	res, err := (&pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}).Consume(ctx, opt)
 	env.conflicts += int64(res.Count(pipeline.Conflict))
-	return consumeResult(res, p.SkipAck), err
+	return consumeResult(res, p.Consumer, p.SkipAck), err
 }
 
 func runClaim(ctx context.Context, env *Env, p *ClaimParams) (Result, error) {
@@ -307,7 +309,7 @@ func runClaim(ctx context.Context, env *Env, p *ClaimParams) (Result, error) {
 	opt.Idle, opt.Auto = p.Idle, p.Auto
 	res, err := (&pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}).Claim(ctx, opt)
 	env.conflicts += int64(res.Count(pipeline.Conflict))
-	return consumeResult(res, p.SkipAck), err
+	return consumeResult(res, p.Consumer, p.SkipAck), err
 }
 
 func runReplayDLQ(ctx context.Context, env *Env, _ *ReplayDLQParams) (Result, error) {
@@ -323,7 +325,7 @@ func runReplayDLQ(ctx context.Context, env *Env, _ *ReplayDLQParams) (Result, er
 	r := Result{Outcome: map[string]int64{"replayed": int64(len(ids))}}
 	for i, id := range ids {
 		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s (was %s, dead-lettered: %s)", dls[i].EventID, id, dls[i].EntryID, dls[i].Reason))
-		r.Entries = append(r.Entries, Entry{EntryID: id, EventID: dls[i].EventID, Outcome: "published"})
+		r.Entries = append(r.Entries, Entry{EntryID: id, EventID: dls[i].EventID, Outcome: "published", Payload: dls[i].Payload})
 	}
 	return r, err
 }
@@ -357,7 +359,7 @@ func runReconcile(ctx context.Context, env *Env, p *ReconcileParams) (Result, er
 	r := Result{Outcome: map[string]int64{"republished": int64(len(res.Published))}}
 	for _, pub := range res.Published {
 		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s (not applied by %s)", pub.EventID, pub.EntryID, p.Consumer))
-		r.Entries = append(r.Entries, Entry{EntryID: pub.EntryID, EventID: pub.EventID, Outcome: "published"})
+		r.Entries = append(r.Entries, Entry{EntryID: pub.EntryID, EventID: pub.EventID, Outcome: "published", Payload: pub.Payload})
 	}
 	return r, err
 }
@@ -367,7 +369,8 @@ func runPurge(ctx context.Context, env *Env, p *PurgeParams) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{Outcome: map[string]int64{"purged": tag.RowsAffected()}}, nil
+	return Result{Outcome: map[string]int64{"purged": tag.RowsAffected()},
+		Entries: []Entry{{Outcome: "purged", Consumer: p.Consumer}}}, nil
 }
 
 func runSleep(ctx context.Context, _ *Env, p *SleepParams) (Result, error) {
@@ -381,7 +384,7 @@ func runSleep(ctx context.Context, _ *Env, p *SleepParams) (Result, error) {
 	}
 }
 
-func consumeResult(res pipeline.ConsumeResult, skipAck bool) Result {
+func consumeResult(res pipeline.ConsumeResult, consumer string, skipAck bool) Result {
 	r := Result{Outcome: map[string]int64{
 		"delivered":     int64(len(res.Handled)),
 		"applied":       int64(res.Count(pipeline.Applied)),
@@ -393,7 +396,7 @@ func consumeResult(res pipeline.ConsumeResult, skipAck bool) Result {
 		"deferred":      int64(res.Count(pipeline.Deferred)),
 	}}
 	for _, h := range res.Handled {
-		r.Entries = append(r.Entries, Entry{EntryID: h.ID, EventID: h.EventID, Outcome: string(h.Outcome), Acked: h.Acked, DeadLettered: h.DeadLettered})
+		r.Entries = append(r.Entries, Entry{EntryID: h.ID, EventID: h.EventID, Outcome: string(h.Outcome), Consumer: consumer, Payload: h.Payload, Acked: h.Acked, DeadLettered: h.DeadLettered})
 		line := fmt.Sprintf("entry %s (%s): %s", h.ID, h.EventID, h.Outcome)
 		switch {
 		case h.DeadLettered && h.Acked:

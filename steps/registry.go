@@ -56,7 +56,12 @@ type Result struct {
 type Entry struct {
 	EntryID string `json:"entry_id"`
 	EventID string `json:"event_id"`
-	Outcome string `json:"outcome"` // published, applied, duplicate, conflict, failed
+	Outcome string `json:"outcome"` // committed, published, purged, or a delivery's outcome (applied, duplicate, …)
+	// Consumer is the consumer id of a delivery or a purge.
+	Consumer string `json:"consumer,omitempty"`
+	// Payload is what was committed, published or delivered; the history
+	// checker compares it, reports leave it out.
+	Payload string `json:"-"`
 	Acked   bool   `json:"acked,omitempty"`
 	// DeadLettered: moved to the dead-letter stream.
 	DeadLettered bool `json:"dead_lettered,omitempty"`

@@ -1,0 +1,269 @@
+package history
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Check returns the invariants ops and st break, for each of the consumer
+// ids (those the scenario's steps name), in a stable order.
+// models maps each read model to the consumer ids that write it.
+func Check(ops []Op, st State, consumers []string, models map[string][]string) []Violation {
+	vs := doublePublished(ops)
+	for _, m := range sortedKeys(models) {
+		vs = append(vs, doubleApplied(m, ops)...)
+		vs = append(vs, projection(m, models[m], st)...)
+	}
+	for _, c := range consumers {
+		cs := st.Consumers[c]
+		if cs == nil {
+			cs = &Consumer{}
+		}
+		mine := forConsumer(ops, c)
+		vs = append(vs, phantoms(c, mine, st)...)
+		vs = append(vs, ackedWithoutEffect(c, mine, cs)...)
+		vs = append(vs, lost(c, ops, cs, st)...)
+		vs = append(vs, stranded(c, mine, cs)...)
+	}
+	return vs
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func isDelivery(op Op) bool {
+	return op.Kind != Commit && op.Kind != Publish && op.Kind != Purge && op.Kind != Pass
+}
+
+// forConsumer keeps c's deliveries and purges.
+func forConsumer(ops []Op, c string) []Op {
+	var out []Op
+	for _, op := range ops {
+		if op.Consumer == c && op.Kind != Commit && op.Kind != Publish {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// trail is every op of one event: the witness of a violation about it.
+func trail(ops []Op, event string) []Op {
+	var out []Op
+	for _, op := range ops {
+		if op.EventID == event {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// doubleApplied judges a read model: every applied delivery into it moved it.
+func doubleApplied(model string, ops []Op) []Violation {
+	var applies = map[string][]Op{}
+	var order []string
+	for _, op := range ops {
+		if op.Kind == Applied && op.Model == model {
+			if len(applies[op.EventID]) == 0 {
+				order = append(order, op.EventID)
+			}
+			applies[op.EventID] = append(applies[op.EventID], op)
+		}
+	}
+	var vs []Violation
+	for _, ev := range order {
+		if n := len(applies[ev]); n > 1 {
+			vs = append(vs, Violation{DoubleApplied, "", ev, fmt.Sprintf("applied %d times to read model %s", n, model), applies[ev]})
+		}
+	}
+	return vs
+}
+
+func phantoms(c string, mine []Op, st State) []Violation {
+	var vs []Violation
+	for _, op := range mine {
+		if op.Kind != Applied {
+			continue
+		}
+		committed, ok := st.Outbox[op.EventID]
+		switch {
+		case !ok:
+			vs = append(vs, Violation{Phantom, c, op.EventID, "applied, but the producer never committed it", []Op{op}})
+		case op.Payload != "" && !SamePayload(op.Payload, committed):
+			vs = append(vs, Violation{Phantom, c, op.EventID, fmt.Sprintf("applied payload %s, committed %s", op.Payload, committed), []Op{op}})
+		}
+	}
+	return vs
+}
+
+// ackedWithoutEffect: an ack is only safe once the effect is durable. An
+// event whose inbox row was purged later is judged by double_applied, not
+// here.
+func ackedWithoutEffect(c string, mine []Op, cs *Consumer) []Violation {
+	purgedAfter := map[int]bool{}
+	purged := false
+	for i := len(mine) - 1; i >= 0; i-- {
+		purged = purged || mine[i].Kind == Purge
+		purgedAfter[i] = purged
+	}
+	var vs []Violation
+	seen := map[string]bool{}
+	for i, op := range mine {
+		if !op.Acked || op.DLQ || seen[op.EventID] || purgedAfter[i] {
+			continue
+		}
+		if _, ok := cs.Inbox[op.EventID]; !ok {
+			seen[op.EventID] = true
+			vs = append(vs, Violation{AckedWithoutEffect, c, op.EventID,
+				fmt.Sprintf("entry %s was acked (outcome %s) but the inbox holds no row for the event", op.EntryID, op.Kind), trail(mine, op.EventID)})
+		}
+	}
+	return vs
+}
+
+// projection compares a read model with the sum over the inboxes of the
+// consumers writing it.
+func projection(model string, writers []string, st State) []Violation {
+	want := map[string]Sum{}
+	for _, c := range writers {
+		if cs := st.Consumers[c]; cs != nil {
+			for cur, s := range cs.InboxSums {
+				want[cur] = Sum{want[cur].Amount + s.Amount, want[cur].Events + s.Events}
+			}
+		}
+	}
+	got := st.Projections[model]
+	curs := sortedKeys(want)
+	for _, cur := range sortedKeys(got) {
+		if _, ok := want[cur]; !ok {
+			curs = append(curs, cur)
+		}
+	}
+	var vs []Violation
+	for _, cur := range curs {
+		if p, in := got[cur], want[cur]; p != in {
+			vs = append(vs, Violation{ProjectionMismatch, "", "", fmt.Sprintf("read model %s, %s: projection has %d over %d events, the inbox of %s sums to %d over %d",
+				model, cur, p.Amount, p.Events, strings.Join(writers, " + "), in.Amount, in.Events), nil})
+		}
+	}
+	return vs
+}
+
+// lost: committed, and no path is left on which c could still apply it.
+func lost(c string, ops []Op, cs *Consumer, st State) []Violation {
+	applied, ackedEntries := map[string]bool{}, map[string]int{}
+	seenEntry := map[string]bool{}
+	for _, op := range ops {
+		if op.Consumer != c || !isDelivery(op) {
+			continue
+		}
+		if op.Kind == Applied || op.DLQ {
+			applied[op.EventID] = true
+		}
+		if op.Acked && !seenEntry[op.EntryID] {
+			seenEntry[op.EntryID] = true
+			ackedEntries[op.EventID]++
+		}
+	}
+	var events []string
+	for ev := range st.Outbox {
+		events = append(events, ev)
+	}
+	sort.Strings(events)
+	var vs []Violation
+	for _, ev := range events {
+		_, inInbox := cs.Inbox[ev]
+		if inInbox || applied[ev] || st.Unpublished[ev] || st.DeadLetters[ev] {
+			continue
+		}
+		if !st.HasStream || st.Stream[ev] > ackedEntries[ev] {
+			continue // an entry the consumer has not acked is still there
+		}
+		why := "marked published, but the broker holds no entry of it"
+		if st.Stream[ev] > 0 {
+			why = fmt.Sprintf("every entry of it (%d) was acked, yet it was never applied", st.Stream[ev])
+		}
+		vs = append(vs, Violation{Lost, c, ev, "committed and " + why, trail(ops, ev)})
+	}
+	return vs
+}
+
+// stranded: by the history, an entry c received and never acked, whose
+// event c never applied, after which c read new entries again (a consume
+// pass) and never claimed: the never-claim anti-pattern. A scenario that
+// simply ends inside a fault window is not judged stranded.
+func stranded(c string, mine []Op, cs *Consumer) []Violation {
+	if cs.HasPending && cs.Pending == 0 {
+		return nil
+	}
+	type open struct {
+		op       Op
+		readOn   bool // a later consume pass of c
+		claimed  bool // a later claim pass of c
+		sequence int
+	}
+	pending := map[string]*open{}
+	applied := map[string]bool{}
+	for i, op := range mine {
+		switch {
+		case op.Kind == Pass:
+			for _, o := range pending {
+				o.readOn = o.readOn || op.StepName == "consume"
+				o.claimed = o.claimed || op.StepName == "claim"
+			}
+		case !isDelivery(op):
+		case op.Acked:
+			delete(pending, op.EntryID)
+		default:
+			pending[op.EntryID] = &open{op: op, sequence: i}
+		}
+		applied[op.EventID] = applied[op.EventID] || op.Kind == Applied
+	}
+	var left []*open
+	for _, o := range pending {
+		if o.readOn && !o.claimed && !applied[o.op.EventID] {
+			left = append(left, o)
+		}
+	}
+	sort.Slice(left, func(i, j int) bool { return left[i].sequence < left[j].sequence })
+	var vs []Violation
+	for _, o := range left {
+		vs = append(vs, Violation{Stranded, c, o.op.EventID, fmt.Sprintf("entry %s is still pending (last outcome %s): the consumer read on and never claimed it", o.op.EntryID, o.op.Kind), trail(mine, o.op.EventID)})
+	}
+	return vs
+}
+
+// doublePublished: a relay crash before marking legitimately publishes an
+// event again in a LATER relay step (at least once); one step publishing it
+// twice means its relays did not exclude each other.
+func doublePublished(ops []Op) []Violation {
+	type key struct {
+		step  int
+		event string
+	}
+	pubs := map[key][]Op{}
+	var order []key
+	for _, op := range ops {
+		if op.Kind != Publish || op.StepName != "relay" {
+			continue
+		}
+		k := key{op.StepN, op.EventID}
+		if len(pubs[k]) == 0 {
+			order = append(order, k)
+		}
+		pubs[k] = append(pubs[k], op)
+	}
+	var vs []Violation
+	for _, k := range order {
+		if n := len(pubs[k]); n > 1 {
+			vs = append(vs, Violation{DoublePublished, "", k.event, fmt.Sprintf("one relay step published it %d times", n), pubs[k]})
+		}
+	}
+	return vs
+}

@@ -1,0 +1,126 @@
+package history
+
+import (
+	"strings"
+	"testing"
+)
+
+const pay = `{"event_id":"e1","amount":100,"currency":"USD"}`
+
+// clean is a drained history with one event applied once.
+func clean() ([]Op, State) {
+	ops := []Op{
+		{Step: "s:1", StepN: 0, StepName: "produce", Kind: Commit, EventID: "e1", Payload: pay},
+		{Step: "s:2", StepN: 1, StepName: "relay", Kind: Publish, EventID: "e1", EntryID: "1-0", Payload: pay},
+		{Step: "s:3", StepN: 2, StepName: "consume", Kind: Applied, EventID: "e1", EntryID: "1-0", Consumer: "c", Model: "c", Payload: pay, Acked: true},
+	}
+	st := State{
+		Outbox: map[string]string{"e1": pay}, Unpublished: map[string]bool{}, Stream: map[string]int{"e1": 1}, HasStream: true,
+		DeadLetters: map[string]bool{},
+		Consumers: map[string]*Consumer{"c": {Inbox: map[string]string{"e1": pay},
+			InboxSums: map[string]Sum{"USD": {100, 1}}, HasPending: true}},
+		Projections: map[string]map[string]Sum{"c": {"USD": {100, 1}}},
+	}
+	return ops, st
+}
+
+func check(ops []Op, st State) []Violation {
+	return Check(ops, st, []string{"c"}, map[string][]string{"c": {"c"}})
+}
+
+func TestCleanHistoryHasNoViolation(t *testing.T) {
+	ops, st := clean()
+	if vs := check(ops, st); len(vs) != 0 {
+		t.Fatalf("clean history: %v", vs)
+	}
+}
+
+// TestEachInvariantCanFail breaks a clean history one way per invariant;
+// the checker must name exactly that invariant, with a witness where one
+// exists.
+func TestEachInvariantCanFail(t *testing.T) {
+	cases := map[string]func(ops []Op, st *State) []Op{
+		Lost: func(ops []Op, st *State) []Op {
+			delete(st.Stream, "e1") // the broker lost it; nothing applied it
+			delete(st.Consumers["c"].Inbox, "e1")
+			st.Consumers["c"].InboxSums = map[string]Sum{}
+			st.Projections["c"] = map[string]Sum{}
+			return ops[:2]
+		},
+		DoubleApplied: func(ops []Op, st *State) []Op {
+			again := ops[2]
+			again.EntryID, again.Step = "2-0", "s:4"
+			st.Projections["c"]["USD"] = Sum{200, 2}
+			st.Consumers["c"].InboxSums["USD"] = Sum{200, 2}
+			return append(ops, again)
+		},
+		Phantom: func(ops []Op, st *State) []Op {
+			ops[2].Payload = strings.Replace(pay, "100", "999", 1)
+			return ops
+		},
+		AckedWithoutEffect: func(ops []Op, st *State) []Op {
+			ops[2].Kind = "failed"
+			delete(st.Consumers["c"].Inbox, "e1")
+			st.Consumers["c"].InboxSums = map[string]Sum{}
+			st.Projections["c"] = map[string]Sum{}
+			st.Stream["e1"] = 2 // a second entry waits, so it is not lost
+			return ops
+		},
+		ProjectionMismatch: func(ops []Op, st *State) []Op {
+			st.Projections["c"]["USD"] = Sum{0, 0}
+			return ops
+		},
+		Stranded: func(ops []Op, st *State) []Op {
+			ops[2].Kind, ops[2].Acked = "failed", false
+			ops = append(ops, Op{Step: "s:4", StepName: "consume", Kind: Pass, Consumer: "c"})
+			delete(st.Consumers["c"].Inbox, "e1")
+			st.Consumers["c"].InboxSums = map[string]Sum{}
+			st.Projections["c"] = map[string]Sum{}
+			st.Consumers["c"].Pending = 1
+			return ops
+		},
+		DoublePublished: func(ops []Op, st *State) []Op {
+			dup := ops[1]
+			dup.EntryID = "1-1"
+			st.Stream["e1"] = 2
+			return append(ops[:2:2], dup, ops[2])
+		},
+	}
+	for _, inv := range InvariantNames() {
+		t.Run(inv, func(t *testing.T) {
+			breakIt, ok := cases[inv]
+			if !ok {
+				t.Fatalf("invariant %s has no case that breaks it", inv)
+			}
+			ops, st := clean()
+			vs := check(breakIt(ops, &st), st)
+			if len(vs) != 1 || vs[0].Invariant != inv {
+				t.Fatalf("want one %s violation, got %v", inv, vs)
+			}
+			if inv != ProjectionMismatch && len(vs[0].Witness) == 0 {
+				t.Errorf("%s has no witness", inv)
+			}
+		})
+	}
+}
+
+// TestPurgeExcusesAckWithoutEffect: an event whose inbox row a later purge
+// deleted had its effect when it was acked.
+func TestPurgeExcusesAckWithoutEffect(t *testing.T) {
+	ops, st := clean()
+	ops = append(ops, Op{Step: "s:4", Kind: Purge, Consumer: "c"})
+	delete(st.Consumers["c"].Inbox, "e1")
+	st.Consumers["c"].InboxSums = map[string]Sum{}
+	st.Projections["c"] = map[string]Sum{}
+	for _, v := range check(ops, st) {
+		if v.Invariant == AckedWithoutEffect {
+			t.Errorf("purge after the ack: %v", v)
+		}
+	}
+}
+
+func TestSamePayloadIgnoresSpelling(t *testing.T) {
+	if !SamePayload(`{"a":1,"b":"x"}`, `{"b": "x", "a": 1}`) || SamePayload(`{"a":1}`, `{"a":2}`) {
+		t.Fatal("SamePayload compares by value")
+	}
+}

@@ -1,0 +1,136 @@
+// Package history judges one scenario as a whole, the way Jepsen's queue
+// checkers judge a history rather than single operations. The runner records
+// every commit, publish, delivery, outcome and ack the steps report (Op),
+// reads the final state of the databases and the broker (State), and Check
+// returns every invariant the pair breaks, each with a minimal witness.
+package history
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Kinds of Op.
+const (
+	Commit  = "committed" // the producer committed the event (journal + outbox)
+	Publish = "published" // an entry of the event reached the broker
+	Purge   = "purged"    // a consumer's inbox rows were deleted
+	Pass    = "pass"      // a consume or claim step of a consumer began (StepName says which)
+	// Any other Kind is the outcome of one delivery: applied, duplicate,
+	// conflict, failed, deferred.
+	Applied = "applied"
+)
+
+// Op is one thing that happened, in the order it happened.
+type Op struct {
+	Step     string // where: "file:line:col (step)"
+	StepN    int    // index of the step in the scenario
+	StepName string // relay, consume, …
+	Kind     string
+	EventID  string
+	EntryID  string
+	Consumer string // deliveries and purges
+	Model    string // deliveries: the read model the consumer updates
+	Payload  string // commits, publishes and deliveries
+	Acked    bool   // deliveries: XACKed after handling
+	DLQ      bool   // deliveries: moved to the dead-letter stream
+}
+
+// Sum is a projection row or the inbox's sum for one currency.
+type Sum struct{ Amount, Events int64 }
+
+// Consumer is the final state of one consumer id.
+type Consumer struct {
+	Inbox      map[string]string // event id → payload (canonical JSON)
+	Projection map[string]Sum    // currency → projection row
+	InboxSums  map[string]Sum    // currency → sums over the inbox payloads
+	Pending    int64             // entries delivered, not acked
+	HasPending bool              // the broker can count them
+}
+
+// State is the end of the scenario as the databases and the broker hold it.
+type State struct {
+	Outbox      map[string]string // committed event id → payload
+	Unpublished map[string]bool   // committed, still waiting in the outbox
+	Stream      map[string]int    // event id → entries the broker still holds
+	HasStream   bool              // the broker can list its entries
+	DeadLetters map[string]bool   // event ids in the dead-letter stream
+	Consumers   map[string]*Consumer
+	// Projections are the read models: name → currency → projection row.
+	Projections map[string]map[string]Sum
+}
+
+// The invariants, by the name a scenario uses in expect_violations.
+const (
+	Lost               = "lost"
+	DoubleApplied      = "double_applied"
+	Phantom            = "phantom"
+	AckedWithoutEffect = "acked_without_effect"
+	ProjectionMismatch = "projection_mismatch"
+	Stranded           = "stranded"
+	DoublePublished    = "double_published"
+)
+
+// Invariants documents every invariant, for validation and the reference.
+var Invariants = map[string]string{
+	Lost:               "a committed event no consumer path can still deliver: not applied, not waiting in the outbox, not in the stream unacked, not dead-lettered",
+	DoubleApplied:      "a read model received the same event id more than once (one consumer twice, or two consumer ids writing it)",
+	Phantom:            "a consumer applied an event the producer never committed, or with another payload than the committed one",
+	AckedWithoutEffect: "an entry was acked while the consumer holds no durable effect of its event (no inbox row, not dead-lettered)",
+	ProjectionMismatch: "a read model differs from the sum over the inbox of the consumer(s) writing it",
+	DoublePublished:    "one relay step (all its concurrent relays together) published the same event more than once: two relays raced for one outbox row",
+	Stranded:           "an entry left pending at the end whose event the consumer never applied, although the consumer read on afterwards and never claimed: only a claim would deliver it again",
+}
+
+// InvariantNames lists the invariants, sorted.
+func InvariantNames() []string {
+	names := make([]string, 0, len(Invariants))
+	for n := range Invariants {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Violation is one broken invariant with its witness.
+type Violation struct {
+	Invariant string
+	Consumer  string
+	EventID   string
+	Detail    string
+	Witness   []Op // the ops that show it, in order
+}
+
+func (v Violation) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: ", v.Invariant)
+	if v.Consumer != "" {
+		fmt.Fprintf(&b, "consumer %s, ", v.Consumer)
+	}
+	if v.EventID != "" {
+		fmt.Fprintf(&b, "event %s: ", v.EventID)
+	}
+	b.WriteString(v.Detail)
+	for _, op := range v.Witness {
+		fmt.Fprintf(&b, "\n    %s", op)
+	}
+	return b.String()
+}
+
+func (op Op) String() string {
+	s := op.Step + ": " + op.Kind
+	if op.EntryID != "" {
+		s += " entry " + op.EntryID
+	}
+	if op.Consumer != "" && op.Kind != Commit && op.Kind != Publish {
+		s += " by " + op.Consumer
+	}
+	switch {
+	case op.DLQ:
+		s += ", dead-lettered"
+	case op.Acked:
+		s += ", acked"
+	}
+	return s
+}

@@ -1,0 +1,102 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"outboxdrill/history"
+	"outboxdrill/steps"
+)
+
+// ops turns what the steps reported into the history the checker judges.
+func ops(recs []StepRecord) []history.Op {
+	var out []history.Op
+	for i, st := range recs {
+		where := fmt.Sprintf("%s (%s)", st.Call.Pos, st.Call)
+		consumer, model := handling(st.Call)
+		if consumer != "" {
+			out = append(out, history.Op{Step: where, StepN: i, StepName: st.Call.Def.Name, Kind: history.Pass, Consumer: consumer})
+		}
+		for _, e := range st.Result.Entries {
+			out = append(out, history.Op{Step: where, StepN: i, StepName: st.Call.Def.Name, Kind: e.Outcome, EventID: e.EventID, EntryID: e.EntryID,
+				Consumer: e.Consumer, Model: model, Payload: e.Payload, Acked: e.Acked, DLQ: e.DeadLettered})
+		}
+	}
+	return out
+}
+
+// judgeHistory checks a scenario that ran to its end as a whole. A violation
+// fails it unless declared in expect_violations; a declared one that did not
+// occur fails it too, so an anti-pattern scenario must show its damage.
+func judgeHistory(ctx context.Context, env *steps.Env, res *Result) error {
+	hist := ops(res.Steps)
+	consumers, models := consumerIDs(res.Scenario)
+	st, err := history.LoadState(ctx, env.Producer, env.Consumer, env.Broker, consumers, slices.Sorted(maps.Keys(models)))
+	if err != nil {
+		return fmt.Errorf("history check: %w", err)
+	}
+	res.Violations = history.Check(hist, st, consumers, models)
+	sc := res.Scenario
+	occurred := map[string]bool{}
+	for _, v := range res.Violations {
+		occurred[v.Invariant] = true
+		if !slices.Contains(sc.ExpectViolations, v.Invariant) {
+			res.Failures = append(res.Failures, steps.Failure{Pos: sc.Pos, Key: "history",
+				Msg: v.String() + "\n  (declare it with expect_violations: [" + v.Invariant + "] if this scenario shows an anti-pattern)"})
+		}
+	}
+	for _, want := range sc.ExpectViolations {
+		if !occurred[want] {
+			var got []string
+			for inv := range occurred {
+				got = append(got, inv)
+			}
+			slices.Sort(got)
+			res.Failures = append(res.Failures, steps.Failure{Pos: sc.ViolationsPos, Key: "expect_violations",
+				Msg: fmt.Sprintf("declared %s, but the history shows none (%s: %s); violations seen: [%s]", want, want, history.Invariants[want], strings.Join(got, ", "))})
+		}
+	}
+	return nil
+}
+
+// consumerIDs are the consumer ids the scenario's consume and claim steps
+// name, sorted (a consumer that received nothing is judged too), and the
+// read models they write with their writers.
+func consumerIDs(sc *Scenario) ([]string, map[string][]string) {
+	var ids []string
+	models := map[string][]string{}
+	for _, c := range sc.Steps {
+		id, model := handling(c)
+		if id == "" {
+			continue
+		}
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+		if !slices.Contains(models[model], id) {
+			models[model] = append(models[model], id)
+		}
+	}
+	slices.Sort(ids)
+	return ids, models
+}
+
+// handling is the consumer id and read model of a consume or claim step.
+func handling(c *steps.Call) (consumer, model string) {
+	var h steps.Handling
+	switch p := c.Params.(type) {
+	case *steps.ConsumeParams:
+		h = p.Handling
+	case *steps.ClaimParams:
+		h = p.Handling
+	default:
+		return "", ""
+	}
+	if h.Project == "" {
+		return h.Consumer, h.Consumer
+	}
+	return h.Consumer, h.Project
+}
