@@ -20,16 +20,16 @@ type Consumer struct {
 
 // ConsumeOptions configures one consume or claim pass.
 type ConsumeOptions struct {
-	Consumer string        // consumer id: the group and the inbox's dedupe scope
+	Consumer string // consumer id: the group and the inbox's dedupe scope
 	// Projection is the read model the consumer updates; "" is the consumer
 	// id. Two consumer ids on one read model is the renamed-consumer
 	// anti-pattern: the new id's empty inbox applies the history again.
 	Projection string
-	Worker   string        // worker id: a process instance, never a dedupe key
-	Count    int           // entries to take; <= 0 means all available
-	Block    time.Duration // how long a read waits when nothing is new
-	Idle     time.Duration // claim only: minimum idle time of a pending entry
-	Auto     bool          // claim only: XAUTOCLAIM instead of XPENDING + XCLAIM
+	Worker     string        // worker id: a process instance, never a dedupe key
+	Count      int           // entries to take; <= 0 means all available
+	Block      time.Duration // how long a read waits when nothing is new
+	Idle       time.Duration // claim only: minimum idle time of a pending entry
+	Auto       bool          // claim only: XAUTOCLAIM instead of XPENDING + XCLAIM
 	// Anti-pattern modes, to show the damage they do:
 	// AckFirst XACKs an entry before its transaction runs; SplitTx commits the
 	// inbox row and the projection in two transactions (a fault strikes
