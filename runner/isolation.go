@@ -96,9 +96,7 @@ func (w *World) acquire(ctx context.Context) (*isolation, error) {
 	n := pp.next()
 	iso.streamKey = fmt.Sprintf("%s:%s:%d", NamePrefix, w.RunID, n)
 	iso.env = steps.NewEnv(iso.pools[0], iso.pools[1], redisstream.New(w.rdb, iso.streamKey))
-	if w.redis != nil {
-		iso.env.Control = w
-	}
+	iso.env.Control = w
 	return iso, nil
 }
 
@@ -148,9 +146,9 @@ func (w *World) createPair(n int) {
 	base := fmt.Sprintf("%s_%s_%d", NamePrefix, w.RunID, n)
 	iso := &isolation{producer: base + "_p", consumer: base + "_c"}
 	for i, db := range []struct{ name, ddl string }{{iso.producer, schema.Producer}, {iso.consumer, schema.Consumer}} {
-		err := w.createDB(pp.bg, db.name, &iso.drop)
+		err := w.createDB(pp.bg, i, db.name, &iso.drop)
 		if err == nil {
-			iso.pools[i], err = w.pool(pp.bg, db.name)
+			iso.pools[i], err = w.pool(pp.bg, i, db.name)
 		}
 		if err == nil {
 			pool := iso.pools[i]

@@ -40,6 +40,9 @@ type Scenario struct {
 	// Exclusive: a step kills, stops or starts a server every scenario of the
 	// run shares, so the scenario runs alone.
 	Exclusive bool
+	// DBFaults: a step kills or stops a PostgreSQL server, so the producer's
+	// and the consumer's databases must live on two servers.
+	DBFaults bool
 }
 
 // topKeys are the keys of a scenario file, in the order the reference lists them.
@@ -236,8 +239,11 @@ func parseScenario(file string, root *yaml.Node) ([]*Scenario, steps.Errors) {
 			verrs = append(verrs, serrs...)
 			if call != nil {
 				sc.Steps = append(sc.Steps, call)
-				if bp, ok := call.Params.(*steps.BrokerParams); ok && bp.Action() != "" {
-					sc.Exclusive = true
+				switch p := call.Params.(type) {
+				case *steps.BrokerParams:
+					sc.Exclusive = sc.Exclusive || p.Action() != ""
+				case *steps.ProcessParams: // producer_db, consumer_db
+					sc.Exclusive, sc.DBFaults = true, true
 				}
 			}
 		}

@@ -48,6 +48,10 @@ type Params struct {
 	Progress bool
 	// Out receives the console report; Log, if set, progress messages.
 	Out, Log io.Writer
+
+	// twoServers: a scenario of the run crashes one side's PostgreSQL, so
+	// the runner starts one server per side (else one serves both: faster).
+	twoServers bool
 }
 
 func (p *Params) logf(format string, args ...any) {
@@ -113,6 +117,9 @@ func Run(ctx context.Context, p Params, scs []*Scenario) (rep *Report, err error
 		p.Timeout = time.Minute
 	}
 	p.Parallel = max(1, p.Parallel)
+	for _, sc := range scs {
+		p.twoServers = p.twoServers || sc.DBFaults
+	}
 	w, err := OpenWorld(ctx, &p)
 	if err != nil {
 		return nil, err

@@ -52,18 +52,79 @@ func (c *cleanups) run() error {
 	return errors.Join(errs...)
 }
 
-// World is what one run shares: the servers, one admin pool, one Redis
-// client, and the pool of database pairs scenarios run in.
+// The two sides of a database pair, indexes into World.pgURLs and friends.
+const (
+	producerSide = 0
+	consumerSide = 1
+)
+
+// World is what one run shares: the servers, an admin pool per PostgreSQL
+// server, one Redis client, and the pool of database pairs scenarios run in.
 type World struct {
 	RunID string
-	PGURL string
+	PGURL string // the producer's server (with --pg, the only one)
 
-	admin   *pgxpool.Pool
+	// The producer's and the consumer's PostgreSQL: two servers when the
+	// runner starts them, so that killing one is a crash of one side only;
+	// with --pg both are that server.
+	pgURLs [2]string
+	admins [2]*pgxpool.Pool
+	pgs    [2]*servers.Postgres // nil with --pg
+
 	rdb     *redis.Client
 	undo    cleanups
 	pairs   pairPool
 	managed bool           // the runner started PostgreSQL: it goes with all its databases
 	redis   *servers.Redis // the runner's own Redis, for process faults; nil with --redis
+}
+
+// Manages reports whether the runner started the server a process-fault
+// step acts on (steps.ProcessControl).
+func (w *World) Manages(step string) bool {
+	switch step {
+	case "broker":
+		return w.redis != nil
+	case "producer_db":
+		return w.pgs[producerSide] != nil
+	case "consumer_db":
+		return w.pgs[consumerSide] != nil
+	}
+	return false
+}
+
+// Postgres applies a process fault to the runner's own producer or consumer
+// PostgreSQL (steps.ProcessControl). Killed, its data dir stays: start runs
+// crash recovery.
+func (w *World) Postgres(ctx context.Context, side, action string) error {
+	i := producerSide
+	if side == "consumer" {
+		i = consumerSide
+	}
+	pg := w.pgs[i]
+	switch action {
+	case "kill":
+		return pg.Kill(ctx)
+	case "stop":
+		return pg.Halt(ctx)
+	case "start":
+		return w.startPG(ctx, i)
+	case "restart":
+		if err := pg.Kill(ctx); err != nil {
+			return err
+		}
+		return w.startPG(ctx, i)
+	}
+	return fmt.Errorf("unknown %s action %q", side, action)
+}
+
+// startPG starts a side's server again and drops the admin pool's dead
+// connections (the scenario's own pools are reset by the step).
+func (w *World) startPG(ctx context.Context, i int) error {
+	if err := w.pgs[i].Start(ctx); err != nil {
+		return err
+	}
+	w.admins[i].Reset()
+	return nil
 }
 
 // Broker applies a process fault to the runner's own Redis (steps.ProcessControl).
@@ -98,12 +159,20 @@ func (w *World) open(ctx context.Context, p *Params) (err error) {
 	if err := w.startServers(ctx, p); err != nil {
 		return err
 	}
-	if w.admin, err = pgxpool.New(ctx, w.PGURL); err != nil {
-		return fmt.Errorf("PostgreSQL %s: %w", redact(w.PGURL), err)
-	}
-	w.undo.add(func(context.Context) error { w.admin.Close(); return nil })
-	if err := w.admin.Ping(ctx); err != nil {
-		return fmt.Errorf("PostgreSQL %s: %w", redact(w.PGURL), err)
+	for i, url := range w.pgURLs {
+		if i > 0 && url == w.pgURLs[0] {
+			w.admins[i] = w.admins[0]
+			continue
+		}
+		admin, err := pgxpool.New(ctx, url)
+		if err != nil {
+			return fmt.Errorf("PostgreSQL %s: %w", redact(url), err)
+		}
+		w.admins[i] = admin
+		w.undo.add(func(context.Context) error { admin.Close(); return nil })
+		if err := admin.Ping(ctx); err != nil {
+			return fmt.Errorf("PostgreSQL %s: %w", redact(url), err)
+		}
 	}
 	if err := w.rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis: %w", err)
@@ -115,17 +184,25 @@ func (w *World) open(ctx context.Context, p *Params) (err error) {
 
 // startServers uses the given URLs, or starts managed servers concurrently.
 func (w *World) startServers(ctx context.Context, p *Params) error {
-	var pgErr, rdErr error
+	var pgErrs [2]error
+	var rdErr error
 	var wg sync.WaitGroup
-	w.PGURL = p.PGURL
+	w.pgURLs = [2]string{p.PGURL, p.PGURL}
 	redisURL := p.RedisURL
-	if w.PGURL == "" {
+	sides := []string{"producer", "consumer"}
+	if !p.twoServers {
+		sides = []string{"producer and consumer"}
+	}
+	for i, side := range sides {
+		if p.PGURL != "" {
+			break
+		}
 		wg.Go(func() {
 			pg, err := servers.StartPostgres(ctx, servers.PostgresOptions{})
-			if pgErr = err; err == nil {
-				w.PGURL, w.managed = pg.URL, true
+			if pgErrs[i] = err; err == nil {
+				w.pgURLs[i], w.pgs[i], w.managed = pg.URL, pg, true
 				w.undo.add(pg.Discard) // its data goes with it: no shutdown checkpoint
-				p.logf("started PostgreSQL pid %d on port %d in %s", pg.PID(), pg.Port, pg.Dir)
+				p.logf("started PostgreSQL (%s) pid %d on port %d in %s", side, pg.PID(), pg.Port, pg.Dir)
 			}
 		})
 	}
@@ -140,12 +217,22 @@ func (w *World) startServers(ctx context.Context, p *Params) error {
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(pgErr, rdErr); err != nil {
+	if err := errors.Join(pgErrs[0], pgErrs[1], rdErr); err != nil {
 		return err
 	}
+	if len(sides) == 1 && p.PGURL == "" {
+		w.pgURLs[consumerSide] = w.pgURLs[producerSide] // one server, both sides
+	}
+	w.PGURL = w.pgURLs[producerSide]
 	opt, err := redis.ParseURL(redisURL)
 	if err != nil {
 		return fmt.Errorf("--redis %s: %w", redisURL, err)
+	}
+	if w.redis != nil {
+		// Our own broker is only ever down because a step made it so: a
+		// refused dial is the answer, not a blip to retry for seconds
+		// (go-redis: 5 dial attempts 100 ms apart, per command retry).
+		opt.DialerRetries, opt.DialerRetryTimeout, opt.MaxRetries = 1, 10*time.Millisecond, 1
 	}
 	w.rdb = redis.NewClient(opt)
 	w.undo.add(func(context.Context) error { return w.rdb.Close() })
@@ -157,27 +244,27 @@ func (w *World) Close() error { return w.undo.run() }
 
 // createDB creates a database and registers its drop. Names are built by
 // the runner only, from the prefix, the run id and a counter.
-func (w *World) createDB(ctx context.Context, name string, undo *cleanups) error {
+func (w *World) createDB(ctx context.Context, side int, name string, undo *cleanups) error {
 	// template0 is pristine on any server; template1 may hold someone's objects.
 	q := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " TEMPLATE template0"
-	if _, err := w.admin.Exec(ctx, q); err != nil {
+	if _, err := w.admins[side].Exec(ctx, q); err != nil {
 		return fmt.Errorf("create database %s: %w", name, err)
 	}
 	// On our own server the data dir goes as a whole; DROP DATABASE would only
 	// add a checkpoint per database to the run's wall time.
 	if !w.managed {
-		undo.add(func(ctx context.Context) error { return w.dropDB(ctx, name) })
+		undo.add(func(ctx context.Context) error { return w.dropDB(ctx, side, name) })
 	}
 	return nil
 }
 
-func (w *World) dropDB(ctx context.Context, name string) error {
-	_, err := w.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+func (w *World) dropDB(ctx context.Context, side int, name string) error {
+	_, err := w.admins[side].Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 	return err
 }
 
-func (w *World) pool(ctx context.Context, db string) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(w.PGURL)
+func (w *World) pool(ctx context.Context, side int, db string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(w.pgURLs[side])
 	if err != nil {
 		return nil, err
 	}
@@ -188,16 +275,16 @@ func (w *World) pool(ctx context.Context, db string) (*pgxpool.Pool, error) {
 
 // inspect tells how to look at a kept scenario's databases and stream.
 func (w *World) inspect(iso *isolation) []string {
-	cfg, _ := pgx.ParseConfig(w.PGURL)
-	psql := func(db string) string {
+	psql := func(side int, db string) string {
+		cfg, _ := pgx.ParseConfig(w.pgURLs[side])
 		return fmt.Sprintf("psql 'postgres://%s@%s:%d/%s'", cfg.User, cfg.Host, cfg.Port, db)
 	}
 	rc := w.rdb.Options()
 	host, port, _ := strings.Cut(rc.Addr, ":")
 	cli := fmt.Sprintf("redis-cli -h %s -p %s -n %d", host, port, rc.DB)
 	return []string{
-		"producer DB: " + psql(iso.producer) + " -c 'TABLE outbox'",
-		"consumer DB: " + psql(iso.consumer) + " -c 'TABLE inbox' -c 'TABLE projection'",
+		"producer DB: " + psql(producerSide, iso.producer) + " -c 'TABLE outbox'",
+		"consumer DB: " + psql(consumerSide, iso.consumer) + " -c 'TABLE inbox' -c 'TABLE projection'",
 		"stream:      " + cli + " XRANGE " + iso.streamKey + " - +",
 		"groups:      " + cli + " XINFO GROUPS " + iso.streamKey,
 		"pending:     " + cli + " XPENDING " + iso.streamKey + " <consumer-id>",

@@ -141,6 +141,38 @@ func (p *Postgres) Discard(ctx context.Context) error {
 	return p.stopErr
 }
 
+// Kill SIGKILLs the postmaster and every backend (its process group), as a
+// crash would; the data dir stays, so Start runs crash recovery from the WAL.
+func (p *Postgres) Kill(ctx context.Context) error { return p.halt(ctx, 0) }
+
+// Halt shuts the server down fast (SIGINT: abort transactions, checkpoint,
+// exit); Start brings it back.
+func (p *Postgres) Halt(ctx context.Context) error { return p.halt(ctx, stopGrace) }
+
+func (p *Postgres) halt(ctx context.Context, grace time.Duration) error {
+	p.mu.Lock()
+	c := p.proc
+	p.proc = nil
+	p.mu.Unlock()
+	if c != nil {
+		c.stop(ctx, syscall.SIGINT, grace)
+	}
+	return nil
+}
+
+// Start relaunches a killed or halted server on the same port and data dir:
+// clients reconnect to the same URL, and after a kill the server first
+// replays its WAL (crash recovery).
+func (p *Postgres) Start(ctx context.Context) error {
+	p.mu.Lock()
+	running, port := p.proc != nil, p.Port
+	p.mu.Unlock()
+	if running {
+		return nil
+	}
+	return p.launch(ctx, port)
+}
+
 // shutdown stops the server (grace 0: kill at once) and removes Dir.
 func (p *Postgres) shutdown(ctx context.Context, grace time.Duration) error {
 	var errs []error

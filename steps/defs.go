@@ -125,17 +125,16 @@ type PurgeParams struct {
 	Consumer string `param:"consumer" default:"accounting" doc:"consumer id whose inbox rows are deleted"`
 }
 
-// BrokerParams are the parameters of the broker step.
-type BrokerParams struct {
-	Trim    *int `param:"trim" doc:"keep only the newest N entries (XTRIM MAXLEN): the broker loses published entries, as a retention limit or a restart without AOF would"`
-	Kill    bool `param:"kill" fault:"yes" doc:"SIGKILL the broker process (a crash); needs the runner's own broker, else the scenario is skipped"`
-	Stop    bool `param:"stop" fault:"yes" doc:"stop the broker cleanly (SIGTERM)"`
-	Start   bool `param:"start" doc:"start the stopped or killed broker again, same address, same data directory"`
+// ProcessParams are the process faults of a server the runner manages.
+type ProcessParams struct {
+	Kill    bool `param:"kill" fault:"yes" doc:"SIGKILL the server process (a crash); needs the runner's own server, else the scenario is skipped"`
+	Stop    bool `param:"stop" fault:"yes" doc:"stop the server cleanly"`
+	Start   bool `param:"start" doc:"start the stopped or killed server again, same address, same data directory (after a kill: crash recovery)"`
 	Restart bool `param:"restart" fault:"yes" doc:"kill, then start"`
 }
 
 // Action is the one process action asked for, or "".
-func (p *BrokerParams) Action() string {
+func (p *ProcessParams) Action() string {
 	for _, a := range []struct {
 		on   bool
 		name string
@@ -147,12 +146,37 @@ func (p *BrokerParams) Action() string {
 	return ""
 }
 
-func (p *BrokerParams) validate() error {
+// actions counts the actions asked for.
+func (p *ProcessParams) actions() int {
 	n := 0
-	for _, on := range []bool{p.Trim != nil, p.Kill, p.Stop, p.Start, p.Restart} {
+	for _, on := range []bool{p.Kill, p.Stop, p.Start, p.Restart} {
 		if on {
 			n++
 		}
+	}
+	return n
+}
+
+func (p *ProcessParams) validate() error {
+	switch p.actions() {
+	case 0:
+		return fmt.Errorf("needs an action: kill, stop, start or restart")
+	case 1:
+		return nil
+	}
+	return fmt.Errorf("takes one action at a time (kill, stop, start or restart)")
+}
+
+// BrokerParams are the parameters of the broker step.
+type BrokerParams struct {
+	Trim *int `param:"trim" doc:"keep only the newest N entries (XTRIM MAXLEN): the broker loses published entries, as a retention limit or a restart without AOF would"`
+	ProcessParams
+}
+
+func (p *BrokerParams) validate() error {
+	n := p.actions()
+	if p.Trim != nil {
+		n++
 	}
 	switch {
 	case n == 0:
@@ -207,6 +231,10 @@ func init() {
 		[]Key{{"purged", "inbox rows deleted"}}, runPurge)
 	define("broker", "Act on the broker itself. trim: drop all but the newest N entries — published events the broker no longer holds.",
 		[]Key{{"trimmed", "entries dropped"}}, runBroker)
+	define("producer_db", "Act on the producer's PostgreSQL server process (kill, stop, start, restart). After kill + start the server runs crash recovery: what was committed is there, what was not is gone. Skipped on a server given with --pg.",
+		nil, runPostgres("producer"))
+	define("consumer_db", "Act on the consumer's PostgreSQL server process (kill, stop, start, restart), a server of its own: the producer's keeps running. Skipped on a server given with --pg.",
+		nil, runPostgres("consumer"))
 	define("reconcile", "Compare the outbox's published events with what the consumer has applied (its inbox) and republish the missing ones with their ORIGINAL event ids and payloads.",
 		[]Key{{"republished", "events published again"}}, runReconcile)
 	define("sleep", "Let real time pass: pending entries grow idle, a worker that stopped looks dead. Cancelled by the scenario timeout.",
@@ -338,11 +366,17 @@ func seenStore(env *Env, dedupe string) pipeline.SeenStore {
 	return nil
 }
 
+// unmanaged is the skip of a process fault on a server the runner did not start.
+func unmanaged(step, action, what, flag string) error {
+	done := map[string]string{"kill": "killed", "stop": "stopped", "start": "started", "restart": "restarted"}[action]
+	return &SkipError{Reason: fmt.Sprintf("%s(%s) needs the runner's own %s process; one given with %s is not %s by the runner",
+		step, action, what, flag, done)}
+}
+
 func runBroker(ctx context.Context, env *Env, p *BrokerParams) (Result, error) {
 	if a := p.Action(); a != "" {
-		if env.Control == nil {
-			done := map[string]string{"kill": "killed", "stop": "stopped", "start": "started", "restart": "restarted"}[a]
-			return Result{}, &SkipError{Reason: "broker(" + a + ") needs the runner's own broker process; one given with --redis is not " + done + " by the runner"}
+		if env.Control == nil || !env.Control.Manages("broker") {
+			return Result{}, unmanaged("broker", a, "broker", "--redis")
 		}
 		if err := env.Control.Broker(ctx, a); err != nil {
 			return Result{}, err
@@ -351,6 +385,28 @@ func runBroker(ctx context.Context, env *Env, p *BrokerParams) (Result, error) {
 	}
 	n, err := env.Broker.Trim(ctx, *p.Trim)
 	return Result{Outcome: map[string]int64{"trimmed": n}, Details: []string{fmt.Sprintf("XTRIM MAXLEN %d: %d entries dropped", *p.Trim, n)}}, err
+}
+
+// runPostgres is the producer_db and consumer_db steps.
+func runPostgres(side string) func(context.Context, *Env, *ProcessParams) (Result, error) {
+	step := side + "_db"
+	return func(ctx context.Context, env *Env, p *ProcessParams) (Result, error) {
+		a := p.Action()
+		if env.Control == nil || !env.Control.Manages(step) {
+			return Result{}, unmanaged(step, a, "PostgreSQL ("+side+")", "--pg")
+		}
+		if err := env.Control.Postgres(ctx, side, a); err != nil {
+			return Result{}, err
+		}
+		// Connections to the old process are dead: the pool starts afresh,
+		// so later steps see the server as it is now (down, or recovered).
+		pool := env.Producer
+		if side == "consumer" {
+			pool = env.Consumer
+		}
+		pool.Reset()
+		return Result{Details: []string{side + "'s PostgreSQL " + a}}, nil
+	}
 }
 
 func runReconcile(ctx context.Context, env *Env, p *ReconcileParams) (Result, error) {

@@ -87,8 +87,13 @@ type Env struct {
 
 // ProcessControl kills, stops and starts the servers the runner manages.
 type ProcessControl interface {
+	// Manages reports whether the runner started the server a process-fault
+	// step acts on ("broker", "producer_db", "consumer_db").
+	Manages(step string) bool
 	// Broker applies action (kill, stop, start, restart) to the broker.
 	Broker(ctx context.Context, action string) error
+	// Postgres applies action to the producer's or the consumer's server.
+	Postgres(ctx context.Context, side, action string) error
 }
 
 // SkipError ends a scenario as skipped: it cannot prove anything here.
