@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"gopkg.in/yaml.v3"
 )
 
@@ -122,8 +123,73 @@ func init() {
 	metric("inbox_conflicts", "identity conflicts consume and claim reported in this scenario", KindCountMetric, func(_ context.Context, env *Env) (any, error) {
 		return env.conflicts, nil
 	})
+	metric("projection_lag", "committed events the most-behind consumer id has not applied yet (its inbox lacks them); 0 when every projection is caught up", KindCountMetric, func(ctx context.Context, env *Env) (any, error) {
+		lag, _, err := projectionLag(ctx, env)
+		return lag, err
+	})
+	metric("projection_watermark_age", "the projection's staleness: age of the oldest committed event some consumer id has not applied (0 when caught up)", KindDurationMetric, func(ctx context.Context, env *Env) (any, error) {
+		_, age, err := projectionLag(ctx, env)
+		return age, err
+	})
 	metric("dlq", "entries in the dead-letter stream", KindCountMetric, func(ctx context.Context, env *Env) (any, error) {
 		dls, err := env.Broker.DeadLetters(ctx)
 		return int64(len(dls)), err
 	})
+}
+
+// defaultConsumer is the consumer id steps use when none is given.
+const defaultConsumer = "accounting"
+
+// projectionLag compares the producer's committed events with each consumer
+// id's inbox (two databases: no join). Consumer ids are those with an inbox
+// row, or the default one before any has applied anything.
+func projectionLag(ctx context.Context, env *Env) (int64, time.Duration, error) {
+	type event struct {
+		id  string
+		age time.Duration
+	}
+	rows, err := env.Producer.Query(ctx, `SELECT event_id, (extract(epoch FROM now() - created_at) * 1e6)::bigint FROM outbox`)
+	if err != nil {
+		return 0, 0, err
+	}
+	var events []event
+	var e event
+	var us int64
+	_, err = pgx.ForEachRow(rows, []any{&e.id, &us}, func() error {
+		e.age = time.Duration(us) * time.Microsecond
+		events = append(events, e)
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	applied := map[string]map[string]bool{}
+	rows, err = env.Consumer.Query(ctx, `SELECT consumer_id, coalesce(payload->>'event_id', event_id) FROM inbox`)
+	if err != nil {
+		return 0, 0, err
+	}
+	var c, id string
+	_, err = pgx.ForEachRow(rows, []any{&c, &id}, func() error {
+		if applied[c] == nil {
+			applied[c] = map[string]bool{}
+		}
+		applied[c][id] = true
+		return nil
+	})
+	if len(applied) == 0 {
+		applied[defaultConsumer] = map[string]bool{}
+	}
+	var lag int64
+	var age time.Duration
+	for _, seen := range applied {
+		var n int64
+		for _, e := range events {
+			if !seen[e.id] {
+				n++
+				age = max(age, e.age)
+			}
+		}
+		lag = max(lag, n)
+	}
+	return lag, age, err
 }
