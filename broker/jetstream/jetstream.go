@@ -1,0 +1,347 @@
+// Package jetstream implements broker.Broker on NATS JetStream: one stream
+// per scenario, one durable pull consumer per consumer group, and a second
+// stream for dead letters.
+//
+// JetStream is not Redis Streams, and the differences show in drills:
+//
+//   - There is no per-worker ownership. A pull consumer hands a message to
+//     whichever pull asks; the worker name is only recorded beside the
+//     delivery, never sent to the server.
+//   - A message comes back only after AckWait, and only on a later pull. So
+//     Claim cannot take over an entry idle for less than AckWait (minIdle is
+//     ignored) and waits for the server instead: ClaimByIdle is not declared.
+//   - A pull returns redeliveries before new messages and mixes both. Read
+//     (new entries only) and Claim (redeliveries only) keep what they pulled
+//     for the other in a per-group holding area, which hands it out next.
+//   - The server cannot say how long a pending message has waited, so
+//     PendingStats.OldestIdle stays 0: PendingList is not declared.
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"outboxdrill/broker"
+)
+
+// Header names of a stream message. Nats-Msg-Id is JetStream's own dedupe key.
+const (
+	HeaderMsgID      = jetstream.MsgIDHeader // "Nats-Msg-Id"
+	HeaderEventID    = "event-id"
+	HeaderReason     = "reason"
+	HeaderEntryID    = "entry-id"
+	HeaderDeliveries = "deliveries"
+)
+
+// Defaults of Options.
+const (
+	DefaultAckWait      = time.Second
+	DefaultDedupeWindow = 2 * time.Minute
+)
+
+// Options configure a Stream.
+type Options struct {
+	// AckWait is how long a delivered, unacknowledged message waits before
+	// the server delivers it again (default 1s). Claim waits this long.
+	AckWait time.Duration
+	// Dedupe sets Nats-Msg-Id to the event id, so the server drops a second
+	// publish of the same event inside DedupeWindow (BrokerDedupe).
+	Dedupe bool
+	// DedupeWindow is the stream's duplicate window (default 2m).
+	DedupeWindow time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.AckWait <= 0 {
+		o.AckWait = DefaultAckWait
+	}
+	if o.DedupeWindow <= 0 {
+		o.DedupeWindow = DefaultDedupeWindow
+	}
+	return o
+}
+
+// Stream is a broker.Broker on one JetStream stream. The connection is
+// shared by the whole run; a Stream owns its two streams and its consumers.
+type Stream struct {
+	js   jetstream.JetStream
+	name string // stream name, also the first token of its subject
+	opt  Options
+
+	mu     sync.Mutex
+	groups map[string]*group // by the caller's group name
+}
+
+var _ broker.Broker = (*Stream)(nil)
+
+// New creates (or opens, if one with the same config exists) the stream for
+// name and its dead-letter stream. name is sanitized into a stream name:
+// every character outside [A-Za-z0-9_-] becomes '_'.
+func New(ctx context.Context, js jetstream.JetStream, name string, opt Options) (*Stream, error) {
+	sn := sanitize(name)
+	if strings.Trim(sn, "_") == "" {
+		return nil, fmt.Errorf("jetstream: stream name %q has no usable character", name)
+	}
+	s := &Stream{js: js, name: sn, opt: opt.withDefaults(), groups: map[string]*group{}}
+	if err := s.createStream(ctx, s.name, s.opt.DedupeWindow); err != nil {
+		return nil, err
+	}
+	if err := s.createStream(ctx, s.dlqName(), 0); err != nil {
+		// Do not leave half a broker behind.
+		_ = s.js.DeleteStream(context.WithoutCancel(ctx), s.name)
+		return nil, err
+	}
+	return s, nil
+}
+
+// createStream creates a file-backed stream keeping everything until
+// trimmed. Creating one that exists with the same config succeeds.
+func (s *Stream) createStream(ctx context.Context, name string, dupes time.Duration) error {
+	_, err := s.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name:       name,
+		Subjects:   []string{subject(name)},
+		Storage:    jetstream.FileStorage,
+		Retention:  jetstream.LimitsPolicy,
+		Duplicates: dupes,
+	})
+	if err != nil {
+		return fmt.Errorf("jetstream create stream %s: %w", name, err)
+	}
+	return nil
+}
+
+// sanitize maps name onto the characters NATS allows in stream, consumer
+// and subject tokens everywhere: [A-Za-z0-9_-].
+func sanitize(name string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
+			return r
+		}
+		return '_'
+	}, name)
+}
+
+// subject is the one subject of stream name.
+func subject(name string) string { return name + ".events" }
+
+func (s *Stream) dlqName() string { return s.name + "_dlq" }
+
+// Name is the JetStream stream name; the dead letters are in Name()+"_dlq".
+func (s *Stream) Name() string { return s.name }
+
+// Capabilities: an entry log with retention and history, pending counts, and
+// broker dedupe when Nats-Msg-Id is set. No idle-based claim, no pending list
+// with idle times, no side store.
+func (s *Stream) Capabilities() broker.Capabilities {
+	cs := broker.Capabilities{
+		broker.EntryLog: true, broker.PendingCount: true,
+		broker.Retention: true, broker.ReplayHistory: true,
+	}
+	if s.opt.Dedupe {
+		cs[broker.BrokerDedupe] = true
+	}
+	return cs
+}
+
+// Publish publishes msgs one at a time, in order, each acknowledged by the
+// server before the next. An entry id is the stream sequence; a publish the
+// server recognised as a duplicate returns the original's sequence.
+func (s *Stream) Publish(ctx context.Context, msgs []broker.Message) ([]string, error) {
+	ids := make([]string, 0, len(msgs))
+	for _, m := range msgs {
+		ack, err := s.js.PublishMsg(ctx, s.natsMsg(m), jetstream.WithExpectStream(s.name))
+		if err != nil {
+			return ids, fmt.Errorf("jetstream publish %s (event %s): %w", s.name, m.EventID, err)
+		}
+		ids = append(ids, strconv.FormatUint(ack.Sequence, 10))
+	}
+	return ids, nil
+}
+
+func (s *Stream) natsMsg(m broker.Message) *nats.Msg {
+	nm := nats.NewMsg(subject(s.name))
+	nm.Header.Set(HeaderEventID, m.EventID)
+	if s.opt.Dedupe {
+		nm.Header.Set(HeaderMsgID, m.EventID)
+	}
+	nm.Data = []byte(m.Payload)
+	return nm
+}
+
+// Trim purges all but the newest keep messages.
+func (s *Stream) Trim(ctx context.Context, keep int) (int64, error) {
+	st, err := s.stream(ctx, s.name)
+	if err != nil {
+		return 0, err
+	}
+	before := st.CachedInfo().State.Msgs
+	// Keep 0 would be left out of the request, which then purges everything:
+	// what keep 0 means anyway.
+	if err := st.Purge(ctx, jetstream.WithPurgeKeep(uint64(max(keep, 0)))); err != nil {
+		return 0, fmt.Errorf("jetstream purge %s (keep %d): %w", s.name, keep, err)
+	}
+	after, err := s.Entries(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return int64(before) - after, nil
+}
+
+// stream looks stream name up; its CachedInfo is fresh from the lookup.
+func (s *Stream) stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	st, err := s.js.Stream(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream stream info %s: %w", name, err)
+	}
+	return st, nil
+}
+
+// Entries is the number of messages in the stream.
+func (s *Stream) Entries(ctx context.Context) (int64, error) {
+	st, err := s.stream(ctx, s.name)
+	if err != nil {
+		return 0, err
+	}
+	return int64(st.CachedInfo().State.Msgs), nil
+}
+
+// Events returns the event id of every message in the stream, in order.
+func (s *Stream) Events(ctx context.Context) ([]string, error) {
+	msgs, err := s.all(ctx, s.name)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.header.Get(HeaderEventID)
+	}
+	return ids, nil
+}
+
+// stored is one message as the stream holds it.
+type stored struct {
+	seq    uint64
+	header nats.Header
+	data   []byte
+}
+
+// all reads every message of stream name, up to the last one there when
+// called, through a short-lived consumer: one round trip a batch, where a
+// get by sequence costs one a message.
+func (s *Stream) all(ctx context.Context, name string) ([]stored, error) {
+	st, err := s.stream(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	state := st.CachedInfo().State
+	if state.Msgs == 0 {
+		return nil, nil
+	}
+	c, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckNonePolicy,
+		MemoryStorage: true,
+		// The server removes it should we die before deleting it.
+		InactiveThreshold: time.Minute,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jetstream read %s: create reader: %w", name, err)
+	}
+	defer st.DeleteConsumer(context.WithoutCancel(ctx), c.CachedInfo().Name)
+	out, err := readUpTo(ctx, c, state.LastSeq, int(state.Msgs))
+	if err != nil {
+		return out, fmt.Errorf("jetstream read %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// readUpTo pulls from c until sequence last, or until nothing is left (the
+// stream was trimmed meanwhile).
+func readUpTo(ctx context.Context, c jetstream.Consumer, last uint64, hint int) ([]stored, error) {
+	out := make([]stored, 0, hint)
+	for {
+		msgs, err := fetch(ctx, c, pullBatch, 0)
+		if err != nil || len(msgs) == 0 {
+			return out, err
+		}
+		for _, m := range msgs {
+			md, err := m.Metadata()
+			if err != nil {
+				return out, fmt.Errorf("message metadata: %w", err)
+			}
+			if md.Sequence.Stream > last {
+				return out, nil
+			}
+			out = append(out, stored{seq: md.Sequence.Stream, header: m.Headers(), data: m.Data()})
+			if md.Sequence.Stream == last {
+				return out, nil
+			}
+		}
+	}
+}
+
+// Delete deletes the consumers this Stream created, then its two streams.
+// What is already gone is not an error.
+func (s *Stream) Delete(ctx context.Context) error {
+	var errs []error
+	for _, g := range s.groupList() {
+		err := s.js.DeleteConsumer(ctx, s.name, g.durable)
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			errs = append(errs, fmt.Errorf("jetstream delete consumer %s %s: %w", s.name, g.durable, err))
+		}
+	}
+	for _, name := range []string{s.name, s.dlqName()} {
+		if err := s.js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			errs = append(errs, fmt.Errorf("jetstream delete stream %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Pending is, per group, the messages delivered to a worker and not yet
+// acknowledged: the consumer's NumAckPending less what this Stream pulled
+// but holds back, never having handed it to a worker.
+func (s *Stream) Pending(ctx context.Context) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, g := range s.groupList() {
+		info, err := s.consumerInfo(ctx, g)
+		if err != nil {
+			return nil, err
+		}
+		out[g.name] = int64(max(info.NumAckPending-s.neverHanded(g), 0))
+	}
+	return out, nil
+}
+
+// PendingStats: Redeliveries is the sum over the groups of NumRedelivered,
+// which counts pending messages delivered more than once (not the extra
+// deliveries themselves, as Redis does). OldestIdle is unknown to JetStream
+// and stays 0.
+func (s *Stream) PendingStats(ctx context.Context) (broker.PendingStats, error) {
+	var st broker.PendingStats
+	for _, g := range s.groupList() {
+		info, err := s.consumerInfo(ctx, g)
+		if err != nil {
+			return st, err
+		}
+		st.Redeliveries += int64(info.NumRedelivered)
+	}
+	return st, nil
+}
+
+func (s *Stream) consumerInfo(ctx context.Context, g *group) (*jetstream.ConsumerInfo, error) {
+	info, err := g.cons.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream consumer info %s %s: %w", s.name, g.durable, err)
+	}
+	return info, nil
+}

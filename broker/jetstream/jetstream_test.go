@@ -1,0 +1,470 @@
+package jetstream
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"outboxdrill/broker"
+)
+
+// connect reaches the server at NATS_URL, or the one on the default port.
+// A missing server fails the test unless OUTBOXDRILL_SKIP_ABSENT=1.
+func connect(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	url := os.Getenv("NATS_URL")
+	if url == "" {
+		url = nats.DefaultURL
+	}
+	absent := func(err error) {
+		t.Helper()
+		msg := fmt.Sprintf("no NATS server with JetStream at %s (set NATS_URL, or OUTBOXDRILL_SKIP_ABSENT=1 to skip): %v", url, err)
+		if os.Getenv("OUTBOXDRILL_SKIP_ABSENT") == "1" {
+			t.Skip(msg)
+		}
+		t.Fatal(msg)
+	}
+	nc, err := nats.Connect(url, nats.Timeout(2*time.Second))
+	if err != nil {
+		absent(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err == nil {
+		_, err = js.AccountInfo(testCtx(t))
+	}
+	if err != nil {
+		absent(err)
+	}
+	return js
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// uniqueName is a runner-style name ("outboxdrill:RUNID:N"), unique per test.
+func uniqueName(t *testing.T) string {
+	return "outboxdrill:test-" + rand.Text()[:10] + ":" + sanitize(t.Name())
+}
+
+// newStream makes a Stream on a fresh name and deletes it after the test.
+func newStream(t *testing.T, js jetstream.JetStream, opt Options) *Stream {
+	t.Helper()
+	s, err := New(testCtx(t), js, uniqueName(t), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Delete(context.Background()); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return s
+}
+
+func msgs(ids ...string) []broker.Message {
+	out := make([]broker.Message, len(ids))
+	for i, id := range ids {
+		out[i] = broker.Message{EventID: id, Payload: `{"event":"` + id + `"}`}
+	}
+	return out
+}
+
+func publish(t *testing.T, s *Stream, ids ...string) []string {
+	t.Helper()
+	got, err := s.Publish(testCtx(t), msgs(ids...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func eventIDs(ds []broker.Delivery) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.EventID
+	}
+	return out
+}
+
+func entryIDs(ds []broker.Delivery) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.ID
+	}
+	return out
+}
+
+func pending(t *testing.T, s *Stream, group string) int64 {
+	t.Helper()
+	p, err := s.Pending(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p[group]
+}
+
+func TestNameIsSanitized(t *testing.T) {
+	s := newStream(t, connect(t), Options{})
+	if strings.ContainsAny(s.Name(), ":. ") || !strings.HasPrefix(s.Name(), "outboxdrill_test-") {
+		t.Errorf("Name() = %q; want the runner's name with ':' replaced", s.Name())
+	}
+	ctx := testCtx(t)
+	if _, err := s.Read(ctx, "a:b", "w", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Read(ctx, "a.b", "w", 1, 0); err == nil || !strings.Contains(err.Error(), "a_b") {
+		t.Errorf("second group sanitizing to a_b: err = %v; want a clash naming a_b", err)
+	}
+}
+
+func TestCapabilities(t *testing.T) {
+	js := connect(t)
+	on := newStream(t, js, Options{Dedupe: true}).Capabilities()
+	off := newStream(t, js, Options{}).Capabilities()
+	for _, c := range []broker.Capability{broker.EntryLog, broker.PendingCount, broker.Retention, broker.ReplayHistory} {
+		if !on.Has(c) || !off.Has(c) {
+			t.Errorf("%s not declared", c)
+		}
+	}
+	for _, c := range []broker.Capability{broker.ClaimByIdle, broker.PendingList, broker.SideStore} {
+		if on.Has(c) {
+			t.Errorf("%s declared", c)
+		}
+	}
+	if !on.Has(broker.BrokerDedupe) || off.Has(broker.BrokerDedupe) {
+		t.Errorf("broker_dedupe: with dedupe %v, without %v; want true, false", on.Has(broker.BrokerDedupe), off.Has(broker.BrokerDedupe))
+	}
+}
+
+func TestPublishReadAck(t *testing.T) {
+	s := newStream(t, connect(t), Options{Dedupe: true})
+	ctx := testCtx(t)
+	ids := publish(t, s, "e1", "e2", "e3")
+	if want := []string{"1", "2", "3"}; !slices.Equal(ids, want) {
+		t.Fatalf("Publish ids = %v; want %v", ids, want)
+	}
+	ds, err := s.Read(ctx, "g", "w1", 0, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []broker.Delivery{
+		{ID: "1", EventID: "e1", Payload: `{"event":"e1"}`, Deliveries: 1},
+		{ID: "2", EventID: "e2", Payload: `{"event":"e2"}`, Deliveries: 1},
+		{ID: "3", EventID: "e3", Payload: `{"event":"e3"}`, Deliveries: 1},
+	}
+	if diff := cmp.Diff(want, ds); diff != "" {
+		t.Fatalf("Read (-want +got):\n%s", diff)
+	}
+	if n := pending(t, s, "g"); n != 3 {
+		t.Errorf("pending after read = %d; want 3", n)
+	}
+	if err := s.Ack(ctx, "g", ids...); err != nil {
+		t.Fatal(err)
+	}
+	if n := pending(t, s, "g"); n != 0 {
+		t.Errorf("pending after ack = %d; want 0", n)
+	}
+	if err := s.Ack(ctx, "g", "2"); err != nil {
+		t.Errorf("second ack of 2: %v; want a no-op, as XACK", err)
+	}
+	if err := s.Ack(ctx, "g", "99", "x"); err == nil || !strings.Contains(err.Error(), "99, x") {
+		t.Errorf("ack of unknown ids: %v; want an error naming 99, x", err)
+	}
+	if again, err := s.Read(ctx, "g", "w1", 0, 0); err != nil || len(again) != 0 {
+		t.Errorf("second read = %v, %v; want nothing", again, err)
+	}
+	if evs, err := s.Events(ctx); err != nil || !slices.Equal(evs, []string{"e1", "e2", "e3"}) {
+		t.Errorf("Events = %v, %v; want [e1 e2 e3]", evs, err)
+	}
+}
+
+func TestReadCountAndLateGroup(t *testing.T) {
+	s := newStream(t, connect(t), Options{})
+	ctx := testCtx(t)
+	publish(t, s, "e1", "e2", "e3")
+	first, err := s.Read(ctx, "g", "w", 2, time.Second)
+	if err != nil || !slices.Equal(eventIDs(first), []string{"e1", "e2"}) {
+		t.Fatalf("Read count 2 = %v, %v; want e1 e2", eventIDs(first), err)
+	}
+	rest, err := s.Read(ctx, "g", "w", 2, time.Second)
+	if err != nil || !slices.Equal(eventIDs(rest), []string{"e3"}) {
+		t.Fatalf("second Read = %v, %v; want e3", eventIDs(rest), err)
+	}
+	late, err := s.Read(ctx, "late", "w", 0, time.Second)
+	if err != nil || len(late) != 3 {
+		t.Errorf("late group Read = %v, %v; want all three (history)", eventIDs(late), err)
+	}
+}
+
+func TestDedupe(t *testing.T) {
+	js := connect(t)
+	for _, tc := range []struct {
+		dedupe  bool
+		ids     []string
+		entries int64
+	}{{true, []string{"1", "1"}, 1}, {false, []string{"1", "2"}, 2}} {
+		t.Run(strconv.FormatBool(tc.dedupe), func(t *testing.T) {
+			s := newStream(t, js, Options{Dedupe: tc.dedupe})
+			// Two publishes, as a relay that crashed before marking would.
+			ids := append(publish(t, s, "e1"), publish(t, s, "e1")...)
+			if !slices.Equal(ids, tc.ids) {
+				t.Errorf("ids = %v; want %v", ids, tc.ids)
+			}
+			if n, err := s.Entries(testCtx(t)); err != nil || n != tc.entries {
+				t.Errorf("Entries = %d, %v; want %d", n, err, tc.entries)
+			}
+		})
+	}
+}
+
+func TestClaimAfterAckWait(t *testing.T) {
+	const ackWait = 300 * time.Millisecond
+	s := newStream(t, connect(t), Options{AckWait: ackWait})
+	ctx := testCtx(t)
+	publish(t, s, "e1", "e2")
+	ds, err := s.Read(ctx, "g", "w1", 0, time.Second)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("Read = %v, %v; want 2", ds, err)
+	}
+	if err := s.Ack(ctx, "g", ds[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	// w1 dies holding e2. A new event arrives: Claim must not hand it out.
+	publish(t, s, "e3")
+	start := time.Now()
+	claimed, err := s.Claim(ctx, "g", "w2", 0, 10)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []broker.Delivery{{ID: ds[1].ID, EventID: "e2", Payload: `{"event":"e2"}`, Deliveries: 2}}
+	if diff := cmp.Diff(want, claimed); diff != "" {
+		t.Errorf("Claim (-want +got):\n%s", diff)
+	}
+	if took > ackWait+claimMargin+500*time.Millisecond {
+		t.Errorf("Claim took %v; want about AckWait (%v)", took, ackWait)
+	}
+	st, err := s.PendingStats(ctx)
+	if err != nil || st.Redeliveries != 1 {
+		t.Errorf("PendingStats = %+v, %v; want 1 redelivery", st, err)
+	}
+	// Claim may have pulled e3 on the way; until Read hands it out it is
+	// not pending to the pipeline.
+	if n := pending(t, s, "g"); n != 1 {
+		t.Errorf("pending after Claim = %d; want 1 (e2)", n)
+	}
+	fresh, err := s.Read(ctx, "g", "w2", 0, time.Second)
+	if err != nil || len(fresh) != 1 || fresh[0].EventID != "e3" || fresh[0].Deliveries != 1 {
+		t.Fatalf("Read after Claim = %+v, %v; want e3, first delivery", fresh, err)
+	}
+	if err := s.Ack(ctx, "g", claimed[0].ID, fresh[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := pending(t, s, "g"); n != 0 {
+		t.Errorf("pending = %d; want 0", n)
+	}
+	start = time.Now()
+	if none, err := s.AutoClaim(ctx, "g", "w2", 0, 0); err != nil || len(none) != 0 || time.Since(start) > 200*time.Millisecond {
+		t.Errorf("AutoClaim with nothing pending = %v, %v after %v; want nothing at once", none, err, time.Since(start))
+	}
+}
+
+// A message Read pulled back and held for Claim may come back once more
+// before Claim runs; Claim hands it out once, with the latest count.
+func TestClaimHeldRedelivery(t *testing.T) {
+	const ackWait = 200 * time.Millisecond
+	s := newStream(t, connect(t), Options{AckWait: ackWait})
+	ctx := testCtx(t)
+	publish(t, s, "e1")
+	if ds, err := s.Read(ctx, "g", "w1", 1, time.Second); err != nil || len(ds) != 1 {
+		t.Fatalf("Read = %v, %v", ds, err)
+	}
+	time.Sleep(ackWait + 100*time.Millisecond)
+	publish(t, s, "e2")
+	ds, err := s.Read(ctx, "g", "w1", 0, time.Second)
+	if err != nil || !slices.Equal(eventIDs(ds), []string{"e2"}) {
+		t.Fatalf("second Read = %v, %v; want only the new e2", eventIDs(ds), err)
+	}
+	time.Sleep(ackWait + 100*time.Millisecond)
+	claimed, err := s.Claim(ctx, "g", "w2", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := make([]int, len(claimed))
+	for i, d := range claimed {
+		counts[i] = d.Deliveries
+	}
+	got := fmt.Sprint(eventIDs(claimed), entryIDs(claimed), counts)
+	if want := "[e1 e2] [1 2] [3 2]"; got != want {
+		t.Errorf("Claim = %s; want %s (events, ids, deliveries)", got, want)
+	}
+}
+
+func TestTrim(t *testing.T) {
+	s := newStream(t, connect(t), Options{})
+	ctx := testCtx(t)
+	ids := publish(t, s, "e1", "e2", "e3", "e4", "e5")
+	if ds, err := s.Read(ctx, "early", "w", 0, 0); err != nil || len(ds) != 5 {
+		t.Fatalf("Read = %v, %v; want 5", ds, err)
+	}
+	dropped, err := s.Trim(ctx, 2)
+	if err != nil || dropped != 3 {
+		t.Fatalf("Trim(2) = %d, %v; want 3 dropped", dropped, err)
+	}
+	if n, err := s.Entries(ctx); err != nil || n != 2 {
+		t.Errorf("Entries = %d, %v; want 2", n, err)
+	}
+	if evs, err := s.Events(ctx); err != nil || !slices.Equal(evs, []string{"e4", "e5"}) {
+		t.Errorf("Events = %v, %v; want [e4 e5]", evs, err)
+	}
+	ds, err := s.Read(ctx, "late", "w", 0, time.Second)
+	if err != nil || !slices.Equal(eventIDs(ds), []string{"e4", "e5"}) || !slices.Equal(entryIDs(ds), []string{"4", "5"}) {
+		t.Errorf("Read after trim = %v %v, %v; want e4 e5 at 4 5", entryIDs(ds), eventIDs(ds), err)
+	}
+	// Acking entries trimmed away is no error, as XACK's is not.
+	if err := s.Ack(ctx, "early", ids...); err != nil {
+		t.Errorf("Ack after trim: %v", err)
+	}
+	if n := pending(t, s, "early"); n != 0 {
+		t.Errorf("pending = %d; want 0", n)
+	}
+}
+
+func TestDeadLetters(t *testing.T) {
+	s := newStream(t, connect(t), Options{})
+	ctx := testCtx(t)
+	want := []broker.DeadLetter{
+		{EventID: "e1", Payload: "p1", Reason: "failed: boom", EntryID: "1", Deliveries: 5},
+		{EventID: "e2", Payload: "", Reason: "conflict: x", EntryID: "7", Deliveries: 3},
+	}
+	for _, dl := range want {
+		if err := s.DeadLetter(ctx, dl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.DeadLetters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("DeadLetters (-want +got):\n%s", diff)
+	}
+	taken, err := s.TakeDeadLetters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, taken); diff != "" {
+		t.Errorf("TakeDeadLetters (-want +got):\n%s", diff)
+	}
+	if left, err := s.DeadLetters(ctx); err != nil || len(left) != 0 {
+		t.Errorf("after Take: %v, %v; want none", left, err)
+	}
+}
+
+func TestDeleteRemovesOnlyItsOwn(t *testing.T) {
+	js := connect(t)
+	ctx := testCtx(t)
+	s := newStream(t, js, Options{})
+	// A neighbour whose names extend ours must survive.
+	other, err := New(ctx, js, s.Name()+"_x", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Delete(context.Background()) })
+	publish(t, s, "e1")
+	if _, err := s.Read(ctx, "g", "w", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeadLetter(ctx, broker.DeadLetter{EventID: "e1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{s.Name(), s.dlqName()} {
+		if _, err := js.Stream(ctx, name); !errors.Is(err, jetstream.ErrStreamNotFound) {
+			t.Errorf("stream %s after Delete: %v; want not found", name, err)
+		}
+	}
+	for _, name := range []string{other.Name(), other.dlqName()} {
+		if _, err := js.Stream(ctx, name); err != nil {
+			t.Errorf("neighbour %s after Delete: %v", name, err)
+		}
+	}
+	if err := s.Delete(ctx); err != nil {
+		t.Errorf("second Delete: %v; want nothing to do", err)
+	}
+}
+
+func TestReadBlocksAtMostBlock(t *testing.T) {
+	s := newStream(t, connect(t), Options{})
+	ctx := testCtx(t)
+	for _, block := range []time.Duration{0, 300 * time.Millisecond} {
+		start := time.Now()
+		ds, err := s.Read(ctx, "g", "w", 10, block)
+		took := time.Since(start)
+		if err != nil || len(ds) != 0 {
+			t.Errorf("Read on empty stream = %v, %v", ds, err)
+		}
+		if took < block-20*time.Millisecond || took > block+500*time.Millisecond {
+			t.Errorf("Read with block %v took %v", block, took)
+		}
+	}
+	// A message published while Read waits ends the wait, though the
+	// batch is not full.
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		_, _ = s.Publish(context.Background(), msgs("late"))
+	}()
+	start := time.Now()
+	ds, err := s.Read(ctx, "g", "w", 10, 5*time.Second)
+	if err != nil || len(ds) != 1 || ds[0].EventID != "late" {
+		t.Fatalf("Read = %v, %v; want the late event", ds, err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Read took %v for a message published after 200ms", took)
+	}
+}
+
+func TestManyEntries(t *testing.T) {
+	s := newStream(t, connect(t), Options{Dedupe: true})
+	ctx := testCtx(t)
+	const n = 3000 // past the server's default MaxAckPending (1000)
+	want := make([]string, n)
+	for i := range want {
+		want[i] = "e" + strconv.Itoa(i)
+	}
+	start := time.Now()
+	publish(t, s, want...)
+	t.Logf("published %d in %v", n, time.Since(start))
+	start = time.Now()
+	evs, err := s.Events(ctx)
+	if err != nil || !slices.Equal(evs, want) {
+		t.Fatalf("Events: %d ids, %v; want e0..e%d in order", len(evs), err, n-1)
+	}
+	t.Logf("Events in %v", time.Since(start))
+	start = time.Now()
+	ds, err := s.Read(ctx, "g", "w", 0, time.Second)
+	if err != nil || !slices.Equal(eventIDs(ds), want) {
+		t.Fatalf("Read all: %d deliveries, %v; want %d in order", len(ds), err, n)
+	}
+	t.Logf("Read all in %v", time.Since(start))
+	if p := pending(t, s, "g"); p != n {
+		t.Errorf("pending = %d; want %d", p, n)
+	}
+}
