@@ -14,6 +14,10 @@ import (
 type Message struct {
 	EventID string
 	Payload string
+	// Republish marks a deliberate second publish of an event (a DLQ replay,
+	// a reconciliation, a raw replay), not a relay's retry: a broker that
+	// deduplicates by event id must still store it.
+	Republish bool
 }
 
 // Delivery is one broker entry handed to a worker of a consumer group.
@@ -130,3 +134,13 @@ var ErrUnsupported = errors.New("not supported by this broker")
 func Unsupported(name string, c Capability) error {
 	return fmt.Errorf("%s: %w (needs %s)", name, ErrUnsupported, c)
 }
+
+// The brokers the runner knows, by the name scenarios and flags use.
+const (
+	Redis    = "redis"    // Redis Streams
+	NATS     = "nats"     // NATS JetStream
+	RabbitMQ = "rabbitmq" // RabbitMQ quorum queues
+)
+
+// Names lists the brokers, the default first.
+var Names = []string{Redis, NATS, RabbitMQ}

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -81,7 +82,7 @@ func (r *Relay) markThenPublish(ctx context.Context, ids []int64, msgs []broker.
 	if skipPublish {
 		return res, nil
 	}
-	entryIDs, err := r.Broker.Publish(ctx, msgs)
+	entryIDs, err := r.publish(ctx, msgs)
 	for i, e := range entryIDs {
 		res.Published = append(res.Published, Published{EventID: msgs[i].EventID, EntryID: e, Payload: msgs[i].Payload})
 	}
@@ -115,7 +116,7 @@ func readUnpublished(ctx context.Context, q db, query string, limit int) ([]int6
 // publishAndMark publishes msgs in one pipelined round trip, then marks the
 // rows the broker accepted, unless the skip_mark fault stops it before.
 func (r *Relay) publishAndMark(ctx context.Context, q db, ids []int64, msgs []broker.Message, skipMark bool) (RelayResult, error) {
-	entryIDs, pubErr := r.Broker.Publish(ctx, msgs)
+	entryIDs, pubErr := r.publish(ctx, msgs)
 	var res RelayResult
 	for i, e := range entryIDs {
 		res.Published = append(res.Published, Published{EventID: msgs[i].EventID, EntryID: e, Payload: msgs[i].Payload})
@@ -167,13 +168,24 @@ func (r *Relay) Reconcile(ctx context.Context, consumerDB db, consumer string) (
 	var missing []broker.Message
 	for _, m := range all {
 		if !seen[m.EventID] {
+			m.Republish = true // deliberate, with its original id
 			missing = append(missing, m)
 		}
 	}
-	entryIDs, err := r.Broker.Publish(ctx, missing)
+	entryIDs, err := r.publish(ctx, missing)
 	var res RelayResult
 	for i, e := range entryIDs {
 		res.Published = append(res.Published, Published{EventID: missing[i].EventID, EntryID: e, Payload: missing[i].Payload})
 	}
 	return res, err
+}
+
+// publish hands msgs to the broker; an error says which step of the relay
+// failed the same way on every broker.
+func (r *Relay) publish(ctx context.Context, msgs []broker.Message) ([]string, error) {
+	ids, err := r.Broker.Publish(ctx, msgs)
+	if err != nil {
+		err = fmt.Errorf("publish to the broker: %w", err)
+	}
+	return ids, err
 }

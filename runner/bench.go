@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"outboxdrill/broker"
 	"runtime"
 	"strings"
 	"sync"
@@ -132,7 +133,7 @@ func isolationCost(ctx context.Context, p BenchParams) (setup, teardown, first t
 	var ups, downs []time.Duration
 	for i := range 51 {
 		t0 := time.Now()
-		iso, err := w.acquire(ctx)
+		iso, err := w.acquire(ctx, broker.Redis, nil)
 		if err != nil {
 			return 0, 0, 0, err
 		}

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"outboxdrill/broker"
 	"testing"
 	"time"
 
@@ -35,7 +36,7 @@ func BenchmarkScenario(b *testing.B) {
 	var setup, total time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		res, err := runScenario(context.Background(), p, w, scs[i%len(scs)])
+		res, err := runScenario(context.Background(), p, w, job{scs[i%len(scs)], broker.Redis})
 		if err != nil || !res.Passed() {
 			b.Fatalf("%v %v", err, res.Failures)
 		}
@@ -52,7 +53,7 @@ func BenchmarkScenario(b *testing.B) {
 func BenchmarkPipeline(b *testing.B) {
 	w, _ := openBenchWorld(b)
 	ctx := context.Background()
-	iso, err := w.acquire(ctx)
+	iso, err := w.acquire(ctx, broker.Redis, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -109,14 +110,14 @@ func BenchmarkPipeline(b *testing.B) {
 func BenchmarkIsolation(b *testing.B) {
 	w, _ := openBenchWorld(b)
 	ctx := context.Background()
-	iso, err := w.acquire(ctx) // the first pair is created once per run
+	iso, err := w.acquire(ctx, broker.Redis, nil) // the first pair is created once per run
 	if err != nil {
 		b.Fatal(err)
 	}
 	_ = w.recycle(ctx, iso, false)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		iso, err := w.acquire(ctx)
+		iso, err := w.acquire(ctx, broker.Redis, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -24,7 +24,8 @@ A scenario file holds one scenario, a YAML map:
 | ` + "`name`" + ` | required | the scenario's name, unique across the files of a run |
 | ` + "`description`" + ` | | plain words: which window it opens, what must hold |
 | ` + "`tags`" + ` | | a list of words, e.g. ` + "`[seed, outbox]`" + ` |
-| ` + "`expect_violations`" + ` | | the history invariants this scenario breaks on purpose (an anti-pattern showing its damage), e.g. ` + "`[lost]`" + `; each must occur (see [History checker](#history-checker)) |
+| ` + "`expect_violations`" + ` | | the history invariants this scenario breaks on purpose (an anti-pattern showing its damage), e.g. ` + "`[lost]`" + `, or a map broker → list with ` + "`default`" + ` for the others; each must occur (see [History checker](#history-checker)) |
+| ` + "`nats`" + ` | | this scenario's JetStream stream: ` + "`msg_id`" + ` (relay publishes carry Nats-Msg-Id = event id; default true), ` + "`dedupe_window`" + ` (default 2m), ` + "`ack_wait`" + ` (redelivery after, default 1s) |
 | ` + "`vars`" + ` | | a map of name → value; ` + "`${name}`" + ` in any step (params, expectations, even keys) is replaced |
 | ` + "`matrix`" + ` | | a map of name → list of values: one variant per combination, named ` + "`name [amount=5 currency=EUR]`" + ` |
 | ` + "`steps`" + ` | required | the list of steps, run in order; the first failing step ends the scenario |

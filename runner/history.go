@@ -43,12 +43,12 @@ func judgeHistory(ctx context.Context, env *steps.Env, res *Result) error {
 	occurred := map[string]bool{}
 	for _, v := range res.Violations {
 		occurred[v.Invariant] = true
-		if !slices.Contains(sc.ExpectViolations, v.Invariant) {
+		if !slices.Contains(sc.Violations(res.Broker), v.Invariant) {
 			res.Failures = append(res.Failures, steps.Failure{Pos: sc.Pos, Key: "history",
 				Msg: v.String() + "\n  (declare it with expect_violations: [" + v.Invariant + "] if this scenario shows an anti-pattern)"})
 		}
 	}
-	for _, want := range sc.ExpectViolations {
+	for _, want := range sc.Violations(res.Broker) {
 		if !occurred[want] {
 			var got []string
 			for inv := range occurred {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"outboxdrill/broker/redisstream"
 	schema "outboxdrill/sql"
 	"outboxdrill/steps"
 )
@@ -25,6 +24,7 @@ type isolation struct {
 	consumer  string
 	pools     [2]*pgxpool.Pool
 	streamKey string
+	pgGen     int64    // the World's pgGen its pools' connections belong to
 	close     cleanups // pools: always
 	drop      cleanups // databases: unless kept
 }
@@ -74,8 +74,9 @@ func (pp *pairPool) next() int {
 	return pp.seq
 }
 
-// acquire hands out a reset database pair with a new stream.
-func (w *World) acquire(ctx context.Context) (*isolation, error) {
+// acquire hands out a reset database pair with a new stream (or queues) on
+// broker b for scenario sc.
+func (w *World) acquire(ctx context.Context, b string, sc *Scenario) (*isolation, error) {
 	pp := &w.pairs
 	iso, err := pp.take(ctx, growAfter)
 	if iso == nil && err == nil {
@@ -95,8 +96,20 @@ func (w *World) acquire(ctx context.Context) (*isolation, error) {
 	}
 	n := pp.next()
 	iso.streamKey = fmt.Sprintf("%s:%s:%d", NamePrefix, w.RunID, n)
-	iso.env = steps.NewEnv(iso.pools[0], iso.pools[1], redisstream.New(w.rdb, iso.streamKey))
-	iso.env.Control = w
+	if g := w.pgGen.Load(); iso.pgGen != g {
+		// A PostgreSQL server was restarted since this pair last ran: its
+		// pooled connections are to the dead process.
+		iso.pools[0].Reset()
+		iso.pools[1].Reset()
+		iso.pgGen = g
+	}
+	br, err := w.newBroker(ctx, b, iso.streamKey, sc)
+	if err != nil {
+		pp.free <- iso // the pair is untouched
+		return nil, fmt.Errorf("%s: %w", b, err)
+	}
+	iso.env = steps.NewEnv(iso.pools[0], iso.pools[1], br)
+	iso.env.BrokerName, iso.env.Control = b, control{w, b}
 	return iso, nil
 }
 

@@ -19,6 +19,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"outboxdrill/broker"
+	jsbroker "outboxdrill/broker/jetstream"
 	"outboxdrill/history"
 
 	"outboxdrill/steps"
@@ -34,19 +36,22 @@ type Scenario struct {
 	Variant     string // "[amount=5 currency=EUR]" for a matrix variant, else ""
 	Steps       []*steps.Call
 	// ExpectViolations are the history invariants the scenario declares it
-	// breaks (an anti-pattern shows its damage); each must occur.
-	ExpectViolations []string
+	// breaks (an anti-pattern shows its damage); each must occur. Key
+	// "default" holds the list for every broker not named.
+	ExpectViolations map[string][]string
 	ViolationsPos    steps.Pos
 	// Exclusive: a step kills, stops or starts a server every scenario of the
 	// run shares, so the scenario runs alone.
 	Exclusive bool
+	// NATS tunes the scenario's JetStream stream (top-level nats: key).
+	NATS jsbroker.Options
 	// DBFaults: a step kills or stops a PostgreSQL server, so the producer's
 	// and the consumer's databases must live on two servers.
 	DBFaults bool
 }
 
 // topKeys are the keys of a scenario file, in the order the reference lists them.
-var topKeys = []string{"name", "description", "tags", "expect_violations", "vars", "matrix", "steps"}
+var topKeys = []string{"name", "description", "tags", "expect_violations", "nats", "vars", "matrix", "steps"}
 
 // ExpandPaths turns files and directories into the sorted list of scenario
 // files (directories are searched recursively for *.yaml and *.yml).
@@ -260,7 +265,7 @@ func parseScenario(file string, root *yaml.Node) ([]*Scenario, steps.Errors) {
 }
 
 func parseHeader(file string, root *yaml.Node) (header, steps.Errors) {
-	h := header{Scenario: Scenario{File: file, Pos: steps.NodePos(file, root)}, vars: map[string]string{}}
+	h := header{Scenario: Scenario{File: file, Pos: steps.NodePos(file, root), NATS: jsbroker.Options{Dedupe: true}}, vars: map[string]string{}}
 	var errs steps.Errors
 	for _, kv := range pairs(file, root, &errs) {
 		if strings.HasPrefix(kv.Key, "x-") {
@@ -275,6 +280,8 @@ func parseHeader(file string, root *yaml.Node) (header, steps.Errors) {
 			h.Tags = parseTags(file, kv.Value, &errs)
 		case "expect_violations":
 			h.ExpectViolations, h.ViolationsPos = parseViolations(file, kv.Value, &errs), steps.NodePos(file, kv.Value)
+		case "nats":
+			h.NATS = parseNATS(file, kv.Value, &errs)
 		case "vars":
 			h.vars = parseVars(file, kv.Value, &errs)
 		case "matrix":
@@ -327,14 +334,75 @@ func parseTags(file string, n *yaml.Node, errs *steps.Errors) []string {
 	return tags
 }
 
-// parseViolations reads expect_violations: a list of invariant names.
-func parseViolations(file string, n *yaml.Node, errs *steps.Errors) []string {
+// natsKeys are the keys of the top-level nats: map.
+var natsKeys = []string{"msg_id", "dedupe_window", "ack_wait"}
+
+// parseNATS reads nats: {msg_id: false, dedupe_window: 1s, ack_wait: 500ms}.
+func parseNATS(file string, n *yaml.Node, errs *steps.Errors) jsbroker.Options {
+	opt := jsbroker.Options{Dedupe: true}
+	if n.Kind != yaml.MappingNode {
+		*errs = append(*errs, steps.Errorf(steps.NodePos(file, n), "nats: want a map with %s", strings.Join(natsKeys, ", ")))
+		return opt
+	}
+	for _, kv := range pairs(file, n, errs) {
+		pos := steps.NodePos(file, kv.Value)
+		var err error
+		switch kv.Key {
+		case "msg_id":
+			err = kv.Value.Decode(&opt.Dedupe)
+			if kv.Value.ShortTag() != "!!bool" {
+				err = fmt.Errorf("want true or false, got %s", steps.Describe(kv.Value))
+			}
+		case "dedupe_window":
+			opt.DedupeWindow, err = steps.Duration(kv.Value)
+		case "ack_wait":
+			opt.AckWait, err = steps.Duration(kv.Value)
+		default:
+			*errs = append(*errs, steps.Errorf(kv.KeyPos, "nats: unknown key %q%s; known: %s", kv.Key, steps.Suggest(kv.Key, natsKeys), strings.Join(natsKeys, ", ")))
+			continue
+		}
+		if err != nil {
+			*errs = append(*errs, steps.Errorf(pos, "nats: %s: %v", kv.Key, err))
+		}
+	}
+	return opt
+}
+
+// Violations are the invariants the scenario declares it breaks on broker b.
+func (sc *Scenario) Violations(b string) []string {
+	if v, ok := sc.ExpectViolations[b]; ok {
+		return v
+	}
+	return sc.ExpectViolations["default"]
+}
+
+// parseViolations reads expect_violations: a list of invariant names for
+// every broker, or a map broker → list with "default" for the others.
+func parseViolations(file string, n *yaml.Node, errs *steps.Errors) map[string][]string {
+	if n.Kind != yaml.MappingNode {
+		return map[string][]string{"default": violationList(file, n, errs, false)}
+	}
+	keys := append([]string{"default"}, broker.Names...)
+	out := map[string][]string{}
+	for _, kv := range pairs(file, n, errs) {
+		if !slices.Contains(keys, kv.Key) {
+			*errs = append(*errs, steps.Errorf(kv.KeyPos, "expect_violations: unknown broker %q%s; keys: %s", kv.Key, steps.Suggest(kv.Key, keys), strings.Join(keys, ", ")))
+			continue
+		}
+		out[kv.Key] = violationList(file, kv.Value, errs, true)
+	}
+	return out
+}
+
+// violationList reads a list of invariant names; empty only if allowed (a
+// broker on which the damage does not occur).
+func violationList(file string, n *yaml.Node, errs *steps.Errors, emptyOK bool) []string {
 	names := history.InvariantNames()
-	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
-		*errs = append(*errs, steps.Errorf(steps.NodePos(file, n), "expect_violations: want a list of invariants, e.g. [lost]; one of: %s", strings.Join(names, ", ")))
+	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 && !emptyOK {
+		*errs = append(*errs, steps.Errorf(steps.NodePos(file, n), "expect_violations: want a list of invariants, e.g. [lost], or a map broker → list; one of: %s", strings.Join(names, ", ")))
 		return nil
 	}
-	var out []string
+	out := []string{}
 	for _, v := range n.Content {
 		if _, ok := history.Invariants[v.Value]; v.Kind != yaml.ScalarNode || !ok {
 			*errs = append(*errs, steps.Errorf(steps.NodePos(file, v), "expect_violations: unknown invariant %s%s; one of: %s",

@@ -29,7 +29,7 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 		case r.Skipped != "":
 			status = "⏭ skip: " + mdCell(r.Skipped)
 		}
-		fmt.Fprintf(&b, "| %s | %s | `%s` | %s |\n", status, mdCell(r.Scenario.Name), r.Scenario.File, r.Duration.Round(time.Millisecond))
+		fmt.Fprintf(&b, "| %s | %s | `%s` | %s |\n", status, mdCell(r.Name()), r.Scenario.File, r.Duration.Round(time.Millisecond))
 	}
 	for _, sc := range rep.NotRun {
 		fmt.Fprintf(&b, "| ⏭ not run | %s | `%s` | — |\n", mdCell(sc.Name), sc.File)
@@ -38,7 +38,7 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 		if r.Passed() {
 			continue
 		}
-		fmt.Fprintf(&b, "\n### ❌ %s\n\n```\n", mdCell(r.Scenario.Name))
+		fmt.Fprintf(&b, "\n### ❌ %s\n\n```\n", mdCell(r.Name()))
 		for _, f := range r.Failures {
 			b.WriteString(f.String() + "\n")
 		}

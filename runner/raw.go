@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"outboxdrill/broker"
 	"sync"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 // batch. No faults, no dedupe decisions, no reclaim: the yardstick the soak's
 // throughput is compared with.
 func rawBaseline(ctx context.Context, w *World, events, workers, batch int) (float64, error) {
-	iso, err := w.acquire(ctx)
+	iso, err := w.acquire(ctx, broker.Redis, nil)
 	if err != nil {
 		return 0, err
 	}

@@ -63,7 +63,7 @@ func seconds(d time.Duration) string { return fmt.Sprintf("%.3f", d.Seconds()) }
 func WriteJUnit(w io.Writer, rep *Report) error {
 	s := junitSuite{Name: "outbox drill", Time: seconds(rep.Duration), Timestamp: time.Now().UTC().Format(time.RFC3339)}
 	for _, r := range rep.Results {
-		c := junitCase{Name: r.Scenario.Name, Classname: r.Scenario.File, File: r.Scenario.File, Line: r.Scenario.Pos.Line, Time: seconds(r.Duration)}
+		c := junitCase{Name: r.Name(), Classname: r.Scenario.File, File: r.Scenario.File, Line: r.Scenario.Pos.Line, Time: seconds(r.Duration)}
 		if !r.Passed() {
 			var text strings.Builder
 			for _, f := range r.Failures {
@@ -122,6 +122,7 @@ type jsonReport struct {
 
 type jsonScenario struct {
 	Name       string        `json:"name"`
+	Broker     string        `json:"broker"`
 	File       string        `json:"file"`
 	Line       int           `json:"line"`
 	Variant    string        `json:"variant,omitempty"`
@@ -184,12 +185,12 @@ func WriteJSON(w io.Writer, rep *Report) error {
 		out.NotRun = append(out.NotRun, sc.Name)
 	}
 	for _, r := range rep.Results {
-		js := jsonScenario{Name: r.Scenario.Name, File: r.Scenario.File, Line: r.Scenario.Pos.Line, Variant: r.Scenario.Variant,
+		js := jsonScenario{Name: r.Scenario.Name, Broker: r.Broker, File: r.Scenario.File, Line: r.Scenario.Pos.Line, Variant: r.Scenario.Variant,
 			Tags: append([]string{}, r.Scenario.Tags...), Passed: r.Passed(), Skipped: r.Skipped, DurationMS: r.Duration.Milliseconds(),
 			SetupMS: r.Setup.Milliseconds(), Databases: [2]string{r.Where[0], r.Where[1]}, Stream: r.Where[2],
 			Failures: jsonFailures(r.Failures), Alerts: append([]string{}, r.Alerts...), Violations: []jsonViolation{}}
 		for _, v := range r.Violations {
-			jv := jsonViolation{Invariant: v.Invariant, Declared: slices.Contains(r.Scenario.ExpectViolations, v.Invariant),
+			jv := jsonViolation{Invariant: v.Invariant, Declared: slices.Contains(r.Scenario.Violations(r.Broker), v.Invariant),
 				Consumer: v.Consumer, EventID: v.EventID, Detail: v.Detail}
 			for _, op := range v.Witness {
 				jv.Witness = append(jv.Witness, op.String())

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"outboxdrill/broker"
 	"outboxdrill/history"
 	"outboxdrill/steps"
 )
@@ -23,6 +24,11 @@ type Params struct {
 	// PGURL is an existing PostgreSQL server's admin URL; the runner creates
 	// and drops its own databases there. Empty: start a throwaway server.
 	PGURL string
+	// Brokers are the brokers every scenario runs on, each its own result
+	// (default: redis). NATSURL and RabbitMQURL name existing servers; without
+	// NATSURL the runner starts its own nats-server.
+	Brokers              []string
+	NATSURL, RabbitMQURL string
 	// RedisURL is an existing Redis server; the runner uses and deletes its
 	// own stream keys there. Empty: start a throwaway server.
 	RedisURL string
@@ -72,6 +78,10 @@ const (
 // Result is what happened to one scenario.
 type Result struct {
 	Scenario *Scenario
+	Broker   string // the broker it ran on
+	// matrix: the run had several brokers (or not the default one), so the
+	// broker is part of the result's name.
+	matrix   bool
 	Failures []steps.Failure // empty: passed
 	Steps    []StepRecord    // the steps that ran, the failing one last
 	Alerts   []string        // shown even for a passing scenario: identity conflicts
@@ -84,12 +94,21 @@ type Result struct {
 	Duration   time.Duration // all of it, setup and cleanup included
 }
 
+// Name is the scenario's name, with " [broker]" in a broker matrix.
+func (r *Result) Name() string {
+	if r.matrix {
+		return r.Scenario.Name + " [" + r.Broker + "]"
+	}
+	return r.Scenario.Name
+}
+
 // Passed reports whether the scenario did everything it said.
 func (r *Result) Passed() bool { return len(r.Failures) == 0 }
 
 // Report is the outcome of a run.
 type Report struct {
 	RunID    string      // names every database and stream key of the run
+	Brokers  []string    // the brokers of the run, in --broker order
 	NotRun   []*Scenario // not started: --fail-fast, Ctrl-C or a setup error
 	Results  []*Result
 	Duration time.Duration
@@ -117,52 +136,65 @@ func Run(ctx context.Context, p Params, scs []*Scenario) (rep *Report, err error
 		p.Timeout = time.Minute
 	}
 	p.Parallel = max(1, p.Parallel)
+	if len(p.Brokers) == 0 {
+		p.Brokers = []string{broker.Redis}
+	}
+	var jobs []job
 	for _, sc := range scs {
 		p.twoServers = p.twoServers || sc.DBFaults
+		for _, b := range p.Brokers {
+			jobs = append(jobs, job{sc, b})
+		}
 	}
 	w, err := OpenWorld(ctx, &p)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, w.Close()) }()
-	results, err := schedule(ctx, &p, w, scs)
-	rep = &Report{RunID: w.RunID, Duration: time.Since(start)}
+	results, err := schedule(ctx, &p, w, jobs)
+	rep = &Report{RunID: w.RunID, Duration: time.Since(start), Brokers: p.Brokers}
 	for i, r := range results {
 		if r != nil {
 			rep.Results = append(rep.Results, r)
 		} else {
-			rep.NotRun = append(rep.NotRun, scs[i])
+			rep.NotRun = append(rep.NotRun, jobs[i].sc)
 		}
 	}
 	return rep, errors.Join(err, context.Cause(ctx))
 }
 
-// schedule runs scenarios on p.Parallel workers. With FailFast, a failure
-// stops new scenarios from starting; the ones running finish.
-func schedule(ctx context.Context, p *Params, w *World, scs []*Scenario) ([]*Result, error) {
-	results := make([]*Result, len(scs))
+// job is one scenario on one broker: one result.
+type job struct {
+	sc     *Scenario
+	broker string
+}
+
+// schedule runs jobs on p.Parallel workers. With FailFast, a failure stops
+// new jobs from starting; the ones running finish.
+func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*Result, error) {
+	results := make([]*Result, len(jobs))
 	var next atomic.Int64 // index of the next scenario to start
 	var stop atomic.Bool
 	var mu sync.Mutex // errs, results
 	var exclusive sync.RWMutex
 	var errs []error
-	out := newConsole(p, len(scs))
+	out := newConsole(p, len(jobs))
 	defer out.close()
 	var wg sync.WaitGroup
-	for range min(p.Parallel, len(scs)) {
+	for range min(p.Parallel, len(jobs)) {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= len(scs) || stop.Load() || ctx.Err() != nil {
+				if i >= len(jobs) || stop.Load() || ctx.Err() != nil {
 					return
 				}
 				// A scenario that kills or stops a shared server runs alone.
 				lock, unlock := exclusive.RLock, exclusive.RUnlock
-				if scs[i].Exclusive {
+				if jobs[i].sc.Exclusive {
 					lock, unlock = exclusive.Lock, exclusive.Unlock
 				}
 				lock()
-				res, err := runScenario(ctx, p, w, scs[i])
+				res, err := runScenario(ctx, p, w, jobs[i])
 				unlock()
 				mu.Lock()
 				if err != nil {
@@ -186,9 +218,10 @@ func schedule(ctx context.Context, p *Params, w *World, scs []*Scenario) ([]*Res
 	return results, errors.Join(errs...)
 }
 
-func runScenario(ctx context.Context, p *Params, w *World, sc *Scenario) (*Result, error) {
+func runScenario(ctx context.Context, p *Params, w *World, j job) (*Result, error) {
 	start := time.Now()
-	iso, err := w.acquire(ctx)
+	sc := j.sc
+	iso, err := w.acquire(ctx, j.broker, sc)
 	if err != nil {
 		return nil, err
 	}
@@ -197,8 +230,16 @@ func runScenario(ctx context.Context, p *Params, w *World, sc *Scenario) (*Resul
 	// The timeout bounds the scenario's own steps, not the isolation around them.
 	ctx, cancel := context.WithTimeoutCause(ctx, p.Timeout, fmt.Errorf("scenario timed out after %s", p.Timeout))
 	defer cancel()
-	res := &Result{Scenario: sc, Setup: time.Since(start), Where: where}
+	res := &Result{Scenario: sc, Broker: j.broker, matrix: len(p.Brokers) > 1 || j.broker != broker.Redis,
+		Setup: time.Since(start), Where: where}
+	// A scenario is never passed on a broker that cannot do what it asks.
+	if why := lacking(sc, j.broker, env.Broker.Capabilities()); why != "" {
+		res.Skipped = fmt.Sprintf("%s: %s", sc.Pos, why)
+	}
 	for _, call := range sc.Steps {
+		if res.Skipped != "" {
+			break
+		}
 		stepStart := time.Now()
 		out, fails := call.Exec(ctx, env)
 		res.Steps = append(res.Steps, StepRecord{Call: call, Result: out, Failures: fails, Duration: time.Since(stepStart)})
@@ -217,6 +258,11 @@ func runScenario(ctx context.Context, p *Params, w *World, sc *Scenario) (*Resul
 	if res.Skipped == "" && res.Passed() {
 		if err := judgeHistory(ctx, env, res); err != nil {
 			res.Failures = append(res.Failures, steps.Failure{Pos: sc.Pos, Key: "history", Msg: err.Error()})
+		}
+	}
+	if sc.Exclusive {
+		if err := w.restore(context.WithoutCancel(ctx), iso); err != nil {
+			return res, fmt.Errorf("restart the servers after %s: %w", sc.File, err)
 		}
 	}
 	keep := p.Keep == KeepAll || p.Keep == KeepFailed && !res.Passed()
@@ -276,7 +322,7 @@ func formatResult(r *Result, verbose bool) []byte {
 	case r.Skipped != "":
 		status = "SKIP"
 	}
-	fmt.Fprintf(&b, "--- %s: %s (%s, %s)\n", status, r.Scenario.Name, r.Scenario.File, r.Duration.Round(time.Millisecond))
+	fmt.Fprintf(&b, "--- %s: %s (%s, %s)\n", status, r.Name(), r.Scenario.File, r.Duration.Round(time.Millisecond))
 	if verbose || !r.Passed() {
 		for _, st := range r.Steps {
 			for _, t := range st.traceLines() {
@@ -290,7 +336,7 @@ func formatResult(r *Result, verbose bool) []byte {
 	}
 	if verbose {
 		for _, v := range r.Violations {
-			if slices.Contains(r.Scenario.ExpectViolations, v.Invariant) {
+			if slices.Contains(r.Scenario.Violations(r.Broker), v.Invariant) {
 				fmt.Fprintf(&b, "    history (declared): %s\n", strings.ReplaceAll(v.String(), "\n", "\n    "))
 			}
 		}

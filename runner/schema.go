@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"outboxdrill/broker"
 	"outboxdrill/history"
 	"outboxdrill/steps"
 )
@@ -42,8 +43,14 @@ func Schema() []byte {
 				map[string]any{"type": "string", "pattern": "^[^ ,]+$"},
 				map[string]any{"type": "array", "items": map[string]any{"type": "string", "pattern": "^[^ ,]+$"}},
 			}},
-			"expect_violations": map[string]any{"type": "array", "minItems": 1, "items": map[string]any{"enum": history.InvariantNames()},
-				"description": "history invariants this scenario breaks on purpose; each must occur"},
+			"expect_violations": map[string]any{"description": "history invariants this scenario breaks on purpose; each must occur. A list for every broker, or a map broker → list with default for the others",
+				"anyOf": []any{violations(1), map[string]any{"type": "object", "additionalProperties": false, "properties": brokerLists()}}},
+			"nats": map[string]any{"type": "object", "additionalProperties": false, "description": "this scenario's JetStream stream",
+				"properties": map[string]any{
+					"msg_id":        map[string]any{"type": "boolean", "description": "relay publishes carry Nats-Msg-Id = event id (default true)"},
+					"dedupe_window": steps.DurationSchema(),
+					"ack_wait":      steps.DurationSchema(),
+				}},
 			"vars":   map[string]any{"type": "object", "additionalProperties": scalar, "propertyNames": map[string]any{"pattern": varName.String()}},
 			"matrix": map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "array", "minItems": 1, "items": scalar}, "propertyNames": map[string]any{"pattern": varName.String()}},
 			"steps": map[string]any{"type": "array", "minItems": 1, "items": map[string]any{
@@ -56,6 +63,20 @@ func Schema() []byte {
 	}
 	b, _ := json.MarshalIndent(doc, "", "  ") // maps of strings and numbers: cannot fail
 	return append(b, '\n')
+}
+
+// violations is a list of invariant names.
+func violations(minItems int) map[string]any {
+	return map[string]any{"type": "array", "minItems": minItems, "items": map[string]any{"enum": history.InvariantNames()}}
+}
+
+// brokerLists are the keys of expect_violations in its map form.
+func brokerLists() map[string]any {
+	out := map[string]any{"default": violations(1)}
+	for _, b := range broker.Names {
+		out[b] = violations(0)
+	}
+	return out
 }
 
 func ref(name string) map[string]any { return map[string]any{"$ref": "#/$defs/" + name} }
@@ -101,6 +122,17 @@ func checksSchema(d *steps.Def) map[string]any {
 				map[string]any{"type": "integer", "minimum": 0}, map[string]any{"type": "boolean"}, steps.VarRef()}}
 		}
 		props[steps.ErrorKey] = map[string]any{"type": "string", "minLength": 1, "description": "the step must fail with an error containing this text"}
+	}
+	// A broker's override holds the same outcomes and checks, nothing else.
+	override := map[string]any{}
+	for k, v := range props {
+		if k != steps.WithinKey && k != steps.EveryKey && k != steps.ErrorKey {
+			override[k] = v
+		}
+	}
+	for _, b := range broker.Names {
+		props[b] = map[string]any{"type": "object", "minProperties": 1, "properties": override, "additionalProperties": false,
+			"description": "what differs on " + b + ": replaces the wants with the same keys there"}
 	}
 	return map[string]any{"type": "object", "properties": props, "additionalProperties": false}
 }

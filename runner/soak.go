@@ -90,7 +90,7 @@ func Soak(ctx context.Context, p SoakParams) (*SoakReport, error) {
 			return nil, fmt.Errorf("raw baseline: %w", err)
 		}
 	}
-	iso, err := w.acquire(ctx)
+	iso, err := w.acquire(ctx, broker.Redis, nil)
 	if err != nil {
 		return nil, err
 	}

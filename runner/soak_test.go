@@ -75,7 +75,7 @@ func TestCheckHistoryCatchesEachViolation(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer w.Close()
-			iso, err := w.acquire(ctx)
+			iso, err := w.acquire(ctx, broker.Redis, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

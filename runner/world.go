@@ -6,14 +6,20 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/redis/go-redis/v9"
 
+	"outboxdrill/broker"
 	"outboxdrill/servers"
 )
 
@@ -70,20 +76,24 @@ type World struct {
 	pgURLs [2]string
 	admins [2]*pgxpool.Pool
 	pgs    [2]*servers.Postgres // nil with --pg
+	pgGen  atomic.Int64         // counts restarts of a PostgreSQL server
 
 	rdb     *redis.Client
 	undo    cleanups
 	pairs   pairPool
 	managed bool           // the runner started PostgreSQL: it goes with all its databases
 	redis   *servers.Redis // the runner's own Redis, for process faults; nil with --redis
+
+	nc      *nats.Conn // with --broker nats
+	js      jetstream.JetStream
+	natsSrv *servers.NATS    // the runner's own NATS; nil with --nats
+	amqp    *amqp.Connection // with --broker rabbitmq
 }
 
 // Manages reports whether the runner started the server a process-fault
 // step acts on (steps.ProcessControl).
 func (w *World) Manages(step string) bool {
 	switch step {
-	case "broker":
-		return w.redis != nil
 	case "producer_db":
 		return w.pgs[producerSide] != nil
 	case "consumer_db":
@@ -120,34 +130,23 @@ func (w *World) Postgres(ctx context.Context, side, action string) error {
 // startPG starts a side's server again and drops the admin pool's dead
 // connections (the scenario's own pools are reset by the step).
 func (w *World) startPG(ctx context.Context, i int) error {
+	if w.pgs[i].PID() != 0 {
+		return nil // running: nothing to start, no connection went stale
+	}
 	if err := w.pgs[i].Start(ctx); err != nil {
 		return err
 	}
+	w.pgGen.Add(1)
 	w.admins[i].Reset()
 	return nil
-}
-
-// Broker applies a process fault to the runner's own Redis (steps.ProcessControl).
-func (w *World) Broker(ctx context.Context, action string) error {
-	switch action {
-	case "kill":
-		return w.redis.Kill(ctx)
-	case "stop":
-		return w.redis.Halt(ctx)
-	case "start":
-		return w.redis.Start(ctx)
-	case "restart":
-		if err := w.redis.Kill(ctx); err != nil {
-			return err
-		}
-		return w.redis.Start(ctx)
-	}
-	return fmt.Errorf("unknown broker action %q", action)
 }
 
 // OpenWorld connects to (or starts) the servers.
 // Close undoes all of it, also when OpenWorld fails half-way.
 func OpenWorld(ctx context.Context, p *Params) (*World, error) {
+	if len(p.Brokers) == 0 {
+		p.Brokers = []string{broker.Redis}
+	}
 	w := &World{RunID: newRunID()}
 	if err := w.open(ctx, p); err != nil {
 		return nil, errors.Join(err, w.Close())
@@ -174,8 +173,10 @@ func (w *World) open(ctx context.Context, p *Params) (err error) {
 			return fmt.Errorf("PostgreSQL %s: %w", redact(url), err)
 		}
 	}
-	if err := w.rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis: %w", err)
+	if w.rdb != nil {
+		if err := w.rdb.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
 	}
 	w.pairs.init(p.Parallel)
 	w.undo.add(w.pairs.shutdown)
@@ -185,8 +186,10 @@ func (w *World) open(ctx context.Context, p *Params) (err error) {
 // startServers uses the given URLs, or starts managed servers concurrently.
 func (w *World) startServers(ctx context.Context, p *Params) error {
 	var pgErrs [2]error
-	var rdErr error
+	var rdErr, brErr error
 	var wg sync.WaitGroup
+	wg.Go(func() { brErr = w.startBrokers(ctx, p) })
+	useRedis := slices.Contains(p.Brokers, broker.Redis)
 	w.pgURLs = [2]string{p.PGURL, p.PGURL}
 	redisURL := p.RedisURL
 	sides := []string{"producer", "consumer"}
@@ -206,7 +209,7 @@ func (w *World) startServers(ctx context.Context, p *Params) error {
 			}
 		})
 	}
-	if redisURL == "" {
+	if redisURL == "" && useRedis {
 		wg.Go(func() {
 			rd, err := servers.StartRedis(ctx, servers.RedisOptions{})
 			if rdErr = err; err == nil {
@@ -217,13 +220,16 @@ func (w *World) startServers(ctx context.Context, p *Params) error {
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(pgErrs[0], pgErrs[1], rdErr); err != nil {
+	if err := errors.Join(pgErrs[0], pgErrs[1], rdErr, brErr); err != nil {
 		return err
 	}
 	if len(sides) == 1 && p.PGURL == "" {
 		w.pgURLs[consumerSide] = w.pgURLs[producerSide] // one server, both sides
 	}
 	w.PGURL = w.pgURLs[producerSide]
+	if !useRedis {
+		return nil
+	}
 	opt, err := redis.ParseURL(redisURL)
 	if err != nil {
 		return fmt.Errorf("--redis %s: %w", redisURL, err)
@@ -278,6 +284,10 @@ func (w *World) inspect(iso *isolation) []string {
 	psql := func(side int, db string) string {
 		cfg, _ := pgx.ParseConfig(w.pgURLs[side])
 		return fmt.Sprintf("psql 'postgres://%s@%s:%d/%s'", cfg.User, cfg.Host, cfg.Port, db)
+	}
+	if w.rdb == nil {
+		return []string{"producer DB: " + psql(producerSide, iso.producer) + " -c 'TABLE outbox'",
+			"consumer DB: " + psql(consumerSide, iso.consumer) + " -c 'TABLE inbox' -c 'TABLE projection'"}
 	}
 	rc := w.rdb.Options()
 	host, port, _ := strings.Cut(rc.Addr, ":")

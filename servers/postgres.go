@@ -154,8 +154,27 @@ func (p *Postgres) halt(ctx context.Context, grace time.Duration) error {
 	c := p.proc
 	p.proc = nil
 	p.mu.Unlock()
-	if c != nil {
-		c.stop(ctx, syscall.SIGINT, grace)
+	if c == nil {
+		return nil
+	}
+	var kids []int
+	if grace == 0 {
+		// Every backend calls setsid(), so killing the postmaster's process
+		// group misses them: freeze the postmaster (no new forks), then kill
+		// its children with it, as a crash of the whole server would.
+		_ = syscall.Kill(c.pid(), syscall.SIGSTOP)
+		kids = childrenOf(c.pid())
+		for _, k := range kids {
+			_ = syscall.Kill(k, syscall.SIGKILL)
+		}
+	}
+	c.stop(ctx, syscall.SIGINT, grace)
+	// A restart on this data dir refuses to run while a killed backend is
+	// still attached to the old shared memory.
+	for deadline := time.Now().Add(stopGrace); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if !slices.ContainsFunc(kids, running) {
+			break
+		}
 	}
 	return nil
 }

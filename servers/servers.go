@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -160,8 +161,61 @@ func (c *child) stop(ctx context.Context, sig syscall.Signal, grace time.Duratio
 	_ = syscall.Kill(-c.pid(), syscall.SIGKILL)
 	_ = c.cmd.Process.Kill()
 	<-c.done
+	maps.Copy(members, killGroup(c.pid(), stopGrace))
 	removeSysvShm(c.uid(), members)
 	return true
+}
+
+// killGroup SIGKILLs process group pgid until no member is alive (zombies
+// count as dead), at most limit, and returns the members it saw. A child
+// forked while the first SIGKILL went out escapes it, and a server started
+// again on the same data dir while such a backend is still attached to the
+// old shared memory refuses to run.
+func killGroup(pgid int, limit time.Duration) map[int]bool {
+	seen := map[int]bool{}
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		live := false
+		for pid := range groupMembers(pgid) {
+			seen[pid] = true
+			live = live || running(pid)
+		}
+		if !live {
+			break
+		}
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	return seen
+}
+
+// childrenOf lists the processes whose parent is pid.
+func childrenOf(pid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// running reports whether pid runs (exists and is not a zombie).
+func running(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
 }
 
 // uid is the user the child runs as.

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"outboxdrill/broker"
 )
 
 // Check defines one state check of an expect map: how its wanted value is
@@ -18,6 +20,9 @@ type Check struct {
 	Name  string
 	Doc   string
 	Value ValueKind // how the wanted value is written
+	// Needs is what the broker must be able to tell for this check ("":
+	// nothing); without it a scenario using the check is skipped there.
+	Needs broker.Capability
 
 	observe func(ctx context.Context, env *Env, want any) (any, error)
 }
@@ -107,10 +112,10 @@ func countSQL(name, doc, query string, consumerDB bool) *Check {
 }
 
 func init() {
-	defineCheck(&Check{Name: "stream.entries", Doc: "entries in the stream (XLEN): every publish counts, duplicates too",
+	defineCheck(&Check{Name: "stream.entries", Needs: broker.EntryLog, Doc: "entries in the stream (XLEN): every publish counts, duplicates too",
 		Value:   KindCount,
 		observe: func(ctx context.Context, env *Env, _ any) (any, error) { return env.Broker.Entries(ctx) }})
-	defineCheck(&Check{Name: "stream.events", Doc: "distinct business event ids among the stream's entries",
+	defineCheck(&Check{Name: "stream.events", Needs: broker.EntryLog, Doc: "distinct business event ids among the stream's entries",
 		Value: KindCount,
 		observe: func(ctx context.Context, env *Env, _ any) (any, error) {
 			ids, err := env.Broker.Events(ctx)
@@ -120,7 +125,7 @@ func init() {
 			}
 			return int64(len(distinct)), err
 		}})
-	defineCheck(&Check{Name: "stream.pending", Doc: "delivered but unacknowledged entries (the PEL): a total over all consumer groups, or a map consumer → count",
+	defineCheck(&Check{Name: "stream.pending", Needs: broker.PendingCount, Doc: "delivered but unacknowledged entries (the PEL): a total over all consumer groups, or a map consumer → count",
 		Value: KindCountOrMap,
 		observe: func(ctx context.Context, env *Env, want any) (any, error) {
 			m, err := env.Broker.Pending(ctx)

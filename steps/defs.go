@@ -315,7 +315,7 @@ func runPublish(ctx context.Context, env *Env, p *PublishParams) (Result, error)
 	}
 	t.Amount, t.Currency = deref(p.Amount, t.Amount), deref(p.Currency, t.Currency)
 	t.From, t.To = deref(p.From, t.From), deref(p.To, t.To)
-	ids, err := env.Broker.Publish(ctx, []broker.Message{{EventID: t.EventID, Payload: t.Payload()}})
+	ids, err := env.Broker.Publish(ctx, []broker.Message{{EventID: t.EventID, Payload: t.Payload(), Republish: true}})
 	r := Result{Outcome: map[string]int64{"published": int64(len(ids))}}
 	for _, id := range ids {
 		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s, payload %s", t.EventID, id, t.Payload()))
@@ -347,7 +347,7 @@ func runReplayDLQ(ctx context.Context, env *Env, _ *ReplayDLQParams) (Result, er
 	}
 	msgs := make([]broker.Message, len(dls))
 	for i, dl := range dls {
-		msgs[i] = broker.Message{EventID: dl.EventID, Payload: dl.Payload}
+		msgs[i] = broker.Message{EventID: dl.EventID, Payload: dl.Payload, Republish: true}
 	}
 	ids, err := env.Broker.Publish(ctx, msgs)
 	r := Result{Outcome: map[string]int64{"replayed": int64(len(ids))}}
@@ -376,7 +376,7 @@ func unmanaged(step, action, what, flag string) error {
 func runBroker(ctx context.Context, env *Env, p *BrokerParams) (Result, error) {
 	if a := p.Action(); a != "" {
 		if env.Control == nil || !env.Control.Manages("broker") {
-			return Result{}, unmanaged("broker", a, "broker", "--redis")
+			return Result{}, unmanaged("broker", a, "broker", "--"+env.BrokerName)
 		}
 		if err := env.Control.Broker(ctx, a); err != nil {
 			return Result{}, err

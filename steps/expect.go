@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"gopkg.in/yaml.v3"
+
+	"outboxdrill/broker"
 )
 
 // ErrorKey is the expect key that makes a step's failure the expected outcome.
@@ -42,13 +45,15 @@ type OutcomeWant struct {
 	Want   int64
 	IsBool bool
 	Pos    Pos
+	Broker string // "" for every broker, else only on that one (it overrides)
 }
 
 // CheckWant is one state check and its wanted value.
 type CheckWant struct {
-	Check *Check
-	Want  any
-	Pos   Pos
+	Check  *Check
+	Want   any
+	Pos    Pos
+	Broker string // "" for every broker, else only on that one (it overrides)
 }
 
 // ErrorWant wants the step to fail with an error containing Substr.
@@ -63,6 +68,16 @@ func (e Expect) Empty() bool { return len(e.Outcomes)+len(e.Checks) == 0 && e.Er
 // CompileExpect decodes an expect map of step d. For the expect step it holds
 // state checks only; for any other step also d's outcome keys and `error`.
 func CompileExpect(d *Def, file string, pairs []Arg) (Expect, Errors) {
+	e, errs := compileExpect(d, file, pairs, "")
+	if e.Within > 0 && e.Every == 0 {
+		e.Every = defaultEvery
+	}
+	return e, errs
+}
+
+// compileExpect compiles pairs; inside a broker's override map, broker names
+// it and only outcomes and checks are allowed.
+func compileExpect(d *Def, file string, pairs []Arg, broker string) (Expect, Errors) {
 	var e Expect
 	var errs Errors
 	seen := map[string]bool{}
@@ -73,6 +88,21 @@ func CompileExpect(d *Def, file string, pairs []Arg) (Expect, Errors) {
 		}
 		seen[a.Key] = true
 		pos := NodePos(file, a.Value)
+		if slices.Contains(brokerNames, a.Key) {
+			if broker != "" {
+				errs = append(errs, Errorf(a.KeyPos, "%s: broker overrides do not nest (inside %s)", a.Key, broker))
+				continue
+			}
+			o, oerrs := compileOverride(d, file, a)
+			errs = append(errs, oerrs...)
+			e.Outcomes = append(e.Outcomes, o.Outcomes...)
+			e.Checks = append(e.Checks, o.Checks...)
+			continue
+		}
+		if broker != "" && (a.Key == WithinKey || a.Key == EveryKey || a.Key == ErrorKey) {
+			errs = append(errs, Errorf(a.KeyPos, "%s: not allowed in a broker override; put it beside %s", a.Key, broker))
+			continue
+		}
 		if d.IsExpect() && (a.Key == WithinKey || a.Key == EveryKey) {
 			dur, err := durationNode(a.Value)
 			if err != nil {
@@ -90,6 +120,7 @@ func CompileExpect(d *Def, file string, pairs []Arg) (Expect, Errors) {
 			if err != nil {
 				errs = append(errs, err)
 			}
+			ow.Broker = broker
 			e.Outcomes = append(e.Outcomes, ow)
 			continue
 		}
@@ -98,7 +129,7 @@ func CompileExpect(d *Def, file string, pairs []Arg) (Expect, Errors) {
 			for _, e := range perrs {
 				errs = append(errs, Errorf(e.Pos, "%s: %s", a.Key, e.Msg))
 			}
-			e.Checks = append(e.Checks, CheckWant{Check: c, Want: want, Pos: a.KeyPos})
+			e.Checks = append(e.Checks, CheckWant{Check: c, Want: want, Pos: a.KeyPos, Broker: broker})
 			continue
 		}
 		if a.Key == ErrorKey && !d.IsExpect() {
@@ -114,11 +145,57 @@ func CompileExpect(d *Def, file string, pairs []Arg) (Expect, Errors) {
 	if seen[EveryKey] && !seen[WithinKey] {
 		errs = append(errs, Errorf(pairs[0].KeyPos, "every: polls only together with within, e.g. {within: 2s, every: 50ms}"))
 	}
-	if e.Within > 0 && e.Every == 0 {
-		e.Every = defaultEvery
-	}
 	return e, errs
 }
+
+// brokerNames are the keys of per-broker overrides in an expect map.
+var brokerNames = broker.Names
+
+// compileOverride compiles `nats: {stream.entries: 1}`: wants that apply on
+// that broker only, in place of the common ones with the same key.
+func compileOverride(d *Def, file string, a Arg) (Expect, Errors) {
+	if a.Value.Kind != yaml.MappingNode || len(a.Value.Content) == 0 {
+		return Expect{}, Errors{Errorf(NodePos(file, a.Value), "%s: want a map of what differs on %s, e.g. %s: {stream.entries: 1}", a.Key, a.Key, a.Key)}
+	}
+	var pairs []Arg
+	for i := 0; i+1 < len(a.Value.Content); i += 2 {
+		k := a.Value.Content[i]
+		pairs = append(pairs, Arg{Key: k.Value, KeyPos: NodePos(file, k), Value: a.Value.Content[i+1]})
+	}
+	return compileExpect(d, file, pairs, a.Key)
+}
+
+// For narrows the wants to one broker: its overrides replace the common
+// wants with the same key; other brokers' overrides are dropped.
+func (e Expect) For(broker string) Expect {
+	over := map[string]bool{}
+	for _, o := range e.Outcomes {
+		if o.Broker == broker {
+			over[o.Key] = true
+		}
+	}
+	for _, c := range e.Checks {
+		if c.Broker == broker {
+			over[c.Check.Name] = true
+		}
+	}
+	out := e
+	out.Outcomes, out.Checks = nil, nil
+	for _, o := range e.Outcomes {
+		if o.Broker == broker || o.Broker == "" && !over[o.Key] {
+			out.Outcomes = append(out.Outcomes, o)
+		}
+	}
+	for _, c := range e.Checks {
+		if c.Broker == broker || c.Broker == "" && !over[c.Check.Name] {
+			out.Checks = append(out.Checks, c)
+		}
+	}
+	return out
+}
+
+// Duration reads a duration node (500ms, 2s, 0), for keys outside steps.
+func Duration(n *yaml.Node) (time.Duration, error) { return durationNode(n) }
 
 func durationNode(n *yaml.Node) (time.Duration, error) {
 	if n.Kind != yaml.ScalarNode {
@@ -172,8 +249,9 @@ func (c *Call) Exec(ctx context.Context, env *Env) (Result, []Failure) {
 	if ctx.Err() != nil {
 		return res, []Failure{{Pos: c.Pos, Key: ErrorKey, Msg: "step cancelled: " + context.Cause(ctx).Error()}}
 	}
+	want := c.Expect.For(env.BrokerName)
 	var fails []Failure
-	switch w := c.Expect.Error; {
+	switch w := want.Error; {
 	case w != nil && err == nil:
 		fails = append(fails, Failure{w.Pos, ErrorKey, fmt.Sprintf("want the step to fail with an error containing %q; it succeeded", w.Substr)})
 	case w != nil && !strings.Contains(err.Error(), w.Substr):
@@ -181,22 +259,26 @@ func (c *Call) Exec(ctx context.Context, env *Env) (Result, []Failure) {
 	case w == nil && err != nil:
 		return res, []Failure{{c.Pos, ErrorKey, "step failed: " + err.Error()}}
 	}
-	for _, o := range c.Expect.Outcomes {
+	for _, o := range want.Outcomes {
 		if f, bad := o.judge(res.Outcome[o.Key]); bad {
 			fails = append(fails, f)
 		}
 	}
-	cfails, obs, attempts := c.Expect.poll(ctx, env)
+	cfails, obs, attempts := want.poll(ctx, env)
 	if ctx.Err() != nil { // the deadline fell while reading or polling the state
 		return res, []Failure{{Pos: c.Pos, Key: ErrorKey, Msg: "step cancelled: " + context.Cause(ctx).Error()}}
 	}
 	res.Observed = obs
 	for _, o := range obs {
 		if o.OK {
-			res.Details = append(res.Details, fmt.Sprintf("ok %s: %s", o.Key, FormatValue(o.Got)))
+			key := o.Key
+			if o.Broker != "" {
+				key += " (" + o.Broker + ")"
+			}
+			res.Details = append(res.Details, fmt.Sprintf("ok %s: %s", key, FormatValue(o.Got)))
 		}
 	}
-	if c.Expect.Within > 0 && len(cfails) == 0 {
+	if want.Within > 0 && len(cfails) == 0 {
 		res.Details = append(res.Details, fmt.Sprintf("held after %d attempt(s)", attempts))
 	}
 	return res, append(fails, cfails...)
@@ -240,10 +322,12 @@ func (o OutcomeWant) judge(got int64) (Failure, bool) {
 
 // Observation is what one state check read, for traces and reports.
 type Observation struct {
-	Key  string `json:"key"`
-	Want any    `json:"want"`
-	Got  any    `json:"got"`
-	OK   bool   `json:"ok"`
+	Key string `json:"key"`
+	// Broker names the broker whose override this want was; "" when common.
+	Broker string `json:"broker,omitempty"`
+	Want   any    `json:"want"`
+	Got    any    `json:"got"`
+	OK     bool   `json:"ok"`
 }
 
 // judgeChecks reads every check's state once.
@@ -259,7 +343,7 @@ func (e Expect) judgeChecks(ctx context.Context, env *Env) (fails []Failure, obs
 		if bad {
 			fails = append(fails, Failure{cw.Pos, cw.Check.Name, msg})
 		}
-		obs = append(obs, Observation{Key: cw.Check.Name, Want: cw.Want, Got: got, OK: !bad})
+		obs = append(obs, Observation{Key: cw.Check.Name, Broker: cw.Broker, Want: cw.Want, Got: got, OK: !bad})
 	}
 	return fails, obs
 }

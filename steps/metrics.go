@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"gopkg.in/yaml.v3"
+	"outboxdrill/broker"
 )
 
 // Comparison is a wanted value written as "< 5s", ">= 1", "== 0": for
@@ -98,8 +100,12 @@ var (
 )
 
 func init() {
-	metric := func(name, doc string, kind ValueKind, observe func(context.Context, *Env) (any, error)) {
-		defineCheck(&Check{Name: "metrics." + name, Doc: doc, Value: kind,
+	metric := func(name, doc string, kind ValueKind, observe func(context.Context, *Env) (any, error), needs ...broker.Capability) {
+		var need broker.Capability
+		if len(needs) > 0 {
+			need = needs[0]
+		}
+		defineCheck(&Check{Name: "metrics." + name, Doc: doc, Value: kind, Needs: need,
 			observe: func(ctx context.Context, env *Env, _ any) (any, error) { return observe(ctx, env) }})
 	}
 	metric("unpublished", "outbox rows waiting for the relay", KindCountMetric, func(ctx context.Context, env *Env) (any, error) {
@@ -115,11 +121,11 @@ func init() {
 	metric("pel_oldest_idle", "longest idle time of a pending entry, any group (0 when none)", KindDurationMetric, func(ctx context.Context, env *Env) (any, error) {
 		st, err := env.Broker.PendingStats(ctx)
 		return st.OldestIdle, err
-	})
+	}, broker.PendingList)
 	metric("redeliveries", "deliveries beyond the first of the entries still pending, all groups", KindCountMetric, func(ctx context.Context, env *Env) (any, error) {
 		st, err := env.Broker.PendingStats(ctx)
 		return st.Redeliveries, err
-	})
+	}, broker.PendingCount)
 	metric("inbox_conflicts", "identity conflicts consume and claim reported in this scenario", KindCountMetric, func(_ context.Context, env *Env) (any, error) {
 		return env.conflicts, nil
 	})

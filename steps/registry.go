@@ -73,6 +73,8 @@ type Env struct {
 	Producer *pgxpool.Pool
 	Consumer *pgxpool.Pool
 	Broker   broker.Broker
+	// BrokerName selects the per-broker overrides of expectations.
+	BrokerName string
 
 	auto      int                          // the last N given out as an auto id bus-N
 	used      map[string]bool              // event ids produce was asked for

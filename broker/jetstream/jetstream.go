@@ -28,6 +28,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"outboxdrill/broker"
 )
@@ -170,7 +171,11 @@ func (s *Stream) Publish(ctx context.Context, msgs []broker.Message) ([]string, 
 func (s *Stream) natsMsg(m broker.Message) *nats.Msg {
 	nm := nats.NewMsg(subject(s.name))
 	nm.Header.Set(HeaderEventID, m.EventID)
-	if s.opt.Dedupe {
+	switch {
+	case s.opt.Dedupe && m.Republish:
+		// Deliberate: a fresh message id, or the window would swallow it.
+		nm.Header.Set(HeaderMsgID, m.EventID+"/republish/"+nuid.Next())
+	case s.opt.Dedupe:
 		nm.Header.Set(HeaderMsgID, m.EventID)
 	}
 	nm.Data = []byte(m.Payload)

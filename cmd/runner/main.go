@@ -166,6 +166,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	p := runner.Params{Out: stdout, Log: stderr}
 	serverFlags(fs, &p.PGURL, &p.RedisURL)
+	brokers := fs.String("broker", "redis", "run every scenario on `redis|nats|rabbitmq|all` (or a list: redis,nats): one result per scenario and broker")
+	fs.StringVar(&p.NATSURL, "nats", os.Getenv("RUNNER_NATS_URL"), "use the NATS server (JetStream on) at `URL` instead of starting one (env RUNNER_NATS_URL)")
+	fs.StringVar(&p.RabbitMQURL, "rabbitmq", os.Getenv("RUNNER_RABBITMQ_URL"), "use the RabbitMQ server at `URL`, e.g. amqp://guest:guest@127.0.0.1:5672/ (env RUNNER_RABBITMQ_URL)")
 	sel := selectionFlags(fs, &p)
 	fs.DurationVar(&p.Timeout, "timeout", time.Minute, "cancel a scenario that runs longer than this")
 	fs.BoolVar(&p.Verbose, "v", false, "print every scenario's step trace")
@@ -178,6 +181,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	keep := fs.String("keep", "", "leave the databases and stream of `failed|all` scenarios for inspection (needs --pg and --redis)")
 	paths, err := parseInterspersed(fs, args)
 	if err != nil {
+		return exitInvalid
+	}
+	if p.Brokers, err = runner.ParseBrokers(*brokers); err != nil {
+		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return exitInvalid
 	}
 	switch runner.Keep(*keep) {
