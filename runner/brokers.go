@@ -59,7 +59,7 @@ func (w *World) startBrokers(ctx context.Context, p *Params) error {
 				return fmt.Errorf("NATS: %w", err)
 			}
 		case broker.RabbitMQ:
-			if err := w.openRabbitMQ(p); err != nil {
+			if err := w.openRabbitMQ(ctx, p); err != nil {
 				return fmt.Errorf("RabbitMQ: %w", err)
 			}
 		}
@@ -88,13 +88,21 @@ func (w *World) openNATS(ctx context.Context, p *Params) error {
 	return err
 }
 
-func (w *World) openRabbitMQ(p *Params) error {
-	if p.RabbitMQURL == "" {
-		return fmt.Errorf("no server: give --rabbitmq URL (or RUNNER_RABBITMQ_URL), e.g. amqp://guest:guest@127.0.0.1:5672/")
+func (w *World) openRabbitMQ(ctx context.Context, p *Params) error {
+	url := p.RabbitMQURL
+	if url == "" {
+		// A RabbitMQ node boots in 6–13 s here: give --rabbitmq to skip that.
+		srv, err := servers.StartRabbitMQ(ctx, servers.RabbitMQOptions{})
+		if err != nil {
+			return err
+		}
+		w.undo.add(srv.Discard)
+		w.rabbitSrv, url = srv, srv.URL()
+		p.logf("started RabbitMQ pid %d at %s in %s", srv.PID(), url, srv.Dir)
 	}
-	conn, err := amqp.DialConfig(p.RabbitMQURL, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
+	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
 	if err != nil {
-		return fmt.Errorf("%s: %w", redact(p.RabbitMQURL), err)
+		return fmt.Errorf("%s: %w", redact(url), err)
 	}
 	w.amqp = conn
 	w.undo.add(func(context.Context) error { return conn.Close() })
@@ -167,21 +175,33 @@ type control struct {
 	broker string
 }
 
-func (c control) Manages(step string) bool {
-	if step != "broker" {
-		return c.w.Manages(step)
+func (c control) Cannot(step, action string) string {
+	done := map[string]string{"kill": "killed", "stop": "stopped", "start": "started", "restart": "restarted"}[action]
+	given := func(what, flag string) string {
+		return fmt.Sprintf("needs the runner's own %s process; one given with %s is not %s by the runner", what, flag, done)
 	}
-	switch c.broker {
-	case broker.Redis:
-		return c.w.redis != nil
-	case broker.NATS:
-		return c.w.natsSrv != nil
+	switch {
+	case step == "producer_db" && c.w.pgs[producerSide] == nil, step == "consumer_db" && c.w.pgs[consumerSide] == nil:
+		return given("PostgreSQL", "--pg")
+	case step != "broker":
+		return ""
+	case c.broker == broker.Redis && c.w.redis == nil:
+		return given("Redis", "--redis")
+	case c.broker == broker.NATS && c.w.natsSrv == nil:
+		return given("NATS", "--nats")
+	case c.broker == broker.RabbitMQ:
+		// Killed within ~0.5 s of declaring a quorum queue, RabbitMQ 3.10
+		// loses the queue's registration and hangs reads on it for 60 s
+		// (rabbitmq/ra PR #443, fixed in 2024): that would test the bug,
+		// not the pipeline.
+		return "process faults on RabbitMQ are not run: a 3.10 node killed within ~0.5 s of declaring a quorum queue loses it (rabbitmq/ra#443)"
 	}
-	return false
+	return ""
 }
 
 func (c control) Broker(ctx context.Context, action string) error {
-	if c.broker != broker.NATS {
+	switch c.broker {
+	case broker.Redis:
 		return process(ctx, c.w.redis, action)
 	}
 	if err := process(ctx, c.w.natsSrv, action); err != nil || action == "kill" || action == "stop" {

@@ -84,22 +84,11 @@ type World struct {
 	managed bool           // the runner started PostgreSQL: it goes with all its databases
 	redis   *servers.Redis // the runner's own Redis, for process faults; nil with --redis
 
-	nc      *nats.Conn // with --broker nats
-	js      jetstream.JetStream
-	natsSrv *servers.NATS    // the runner's own NATS; nil with --nats
-	amqp    *amqp.Connection // with --broker rabbitmq
-}
-
-// Manages reports whether the runner started the server a process-fault
-// step acts on (steps.ProcessControl).
-func (w *World) Manages(step string) bool {
-	switch step {
-	case "producer_db":
-		return w.pgs[producerSide] != nil
-	case "consumer_db":
-		return w.pgs[consumerSide] != nil
-	}
-	return false
+	nc        *nats.Conn // with --broker nats
+	js        jetstream.JetStream
+	natsSrv   *servers.NATS     // the runner's own NATS; nil with --nats
+	amqp      *amqp.Connection  // with --broker rabbitmq
+	rabbitSrv *servers.RabbitMQ // the runner's own RabbitMQ; nil with --rabbitmq
 }
 
 // Postgres applies a process fault to the runner's own producer or consumer

@@ -366,17 +366,22 @@ func seenStore(env *Env, dedupe string) pipeline.SeenStore {
 	return nil
 }
 
-// unmanaged is the skip of a process fault on a server the runner did not start.
-func unmanaged(step, action, what, flag string) error {
-	done := map[string]string{"kill": "killed", "stop": "stopped", "start": "started", "restart": "restarted"}[action]
-	return &SkipError{Reason: fmt.Sprintf("%s(%s) needs the runner's own %s process; one given with %s is not %s by the runner",
-		step, action, what, flag, done)}
+// cannot is the skip of a process fault the runner cannot apply here.
+func cannot(env *Env, step, action string) error {
+	why := "the runner controls no server process here"
+	if env.Control != nil {
+		why = env.Control.Cannot(step, action)
+	}
+	if why == "" {
+		return nil
+	}
+	return &SkipError{Reason: fmt.Sprintf("%s(%s): %s", step, action, why)}
 }
 
 func runBroker(ctx context.Context, env *Env, p *BrokerParams) (Result, error) {
 	if a := p.Action(); a != "" {
-		if env.Control == nil || !env.Control.Manages("broker") {
-			return Result{}, unmanaged("broker", a, "broker", "--"+env.BrokerName)
+		if err := cannot(env, "broker", a); err != nil {
+			return Result{}, err
 		}
 		if err := env.Control.Broker(ctx, a); err != nil {
 			return Result{}, err
@@ -392,8 +397,8 @@ func runPostgres(side string) func(context.Context, *Env, *ProcessParams) (Resul
 	step := side + "_db"
 	return func(ctx context.Context, env *Env, p *ProcessParams) (Result, error) {
 		a := p.Action()
-		if env.Control == nil || !env.Control.Manages(step) {
-			return Result{}, unmanaged(step, a, "PostgreSQL ("+side+")", "--pg")
+		if err := cannot(env, step, a); err != nil {
+			return Result{}, err
 		}
 		if err := env.Control.Postgres(ctx, side, a); err != nil {
 			return Result{}, err
