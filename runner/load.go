@@ -368,6 +368,27 @@ func parseNATS(file string, n *yaml.Node, errs *steps.Errors) jsbroker.Options {
 	return opt
 }
 
+// HasOverrides reports whether any of the scenario's expectations or its
+// expect_violations differ on broker b.
+func (sc *Scenario) HasOverrides(b string) bool {
+	if _, ok := sc.ExpectViolations[b]; ok {
+		return true
+	}
+	for _, c := range sc.Steps {
+		for _, o := range c.Expect.Outcomes {
+			if o.Broker == b {
+				return true
+			}
+		}
+		for _, cw := range c.Expect.Checks {
+			if cw.Broker == b {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Violations are the invariants the scenario declares it breaks on broker b.
 func (sc *Scenario) Violations(b string) []string {
 	if v, ok := sc.ExpectViolations[b]; ok {

@@ -20,7 +20,11 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	if len(rep.NotRun) > 0 {
 		fmt.Fprintf(&b, ", %d not run", len(rep.NotRun))
 	}
-	fmt.Fprintf(&b, " (%s)\n\n| result | scenario | file | time |\n|---|---|---|---|\n", rep.Duration.Round(time.Millisecond))
+	fmt.Fprintf(&b, " (%s)\n\n", rep.Duration.Round(time.Millisecond))
+	if len(rep.Brokers) > 1 {
+		writeMatrix(&b, rep)
+	}
+	b.WriteString("| result | scenario | file | time |\n|---|---|---|---|\n")
 	for _, r := range rep.Results {
 		status := "✅ pass"
 		switch {
@@ -46,6 +50,62 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeMatrix leads a run on several brokers: one row per scenario, one
+// column per broker. "†" marks a cell where the scenario's broker-specific
+// expectations applied instead of the common ones.
+func writeMatrix(b *strings.Builder, rep *Report) {
+	type row struct {
+		sc    *Scenario
+		cells map[string]string
+	}
+	var rows []*row
+	byScenario := map[*Scenario]*row{}
+	for _, r := range rep.Results {
+		rw := byScenario[r.Scenario]
+		if rw == nil {
+			rw = &row{sc: r.Scenario, cells: map[string]string{}}
+			byScenario[r.Scenario] = rw
+			rows = append(rows, rw)
+		}
+		rw.cells[r.Broker] = matrixCell(r)
+	}
+	b.WriteString("| scenario |")
+	for _, br := range rep.Brokers {
+		b.WriteString(" " + br + " |")
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(rep.Brokers)) + "\n")
+	for _, rw := range rows {
+		fmt.Fprintf(b, "| %s |", mdCell(rw.sc.Name))
+		for _, br := range rep.Brokers {
+			cell := rw.cells[br]
+			if cell == "" {
+				cell = "not run"
+			}
+			b.WriteString(" " + cell + " |")
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n† broker-specific expectations applied (see the scenario file)\n\n")
+}
+
+func matrixCell(r *Result) string {
+	cell := "✅ pass"
+	switch {
+	case !r.Passed():
+		return "❌ **FAIL**"
+	case r.Skipped != "":
+		reason := r.Skipped
+		if _, after, ok := strings.Cut(reason, ": "); ok && strings.Contains(reason[:len(reason)-len(after)], ".yaml:") {
+			reason = after // the position is in the detailed table
+		}
+		return "⏭ skip: " + mdCell(reason)
+	}
+	if r.Scenario.HasOverrides(r.Broker) {
+		cell += " †"
+	}
+	return cell
 }
 
 func mdCell(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
