@@ -95,6 +95,11 @@ func (r ConsumeResult) DeadLettered() int {
 	return r.countIf(func(h Handled) bool { return h.DeadLettered })
 }
 
+// Redelivered counts deliveries the broker had made before.
+func (r ConsumeResult) Redelivered() int {
+	return r.countIf(func(h Handled) bool { return h.Deliveries > 1 })
+}
+
 // Acked counts acknowledged deliveries.
 func (r ConsumeResult) Acked() int { return r.countIf(func(h Handled) bool { return h.Acked }) }
 

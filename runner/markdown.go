@@ -96,11 +96,7 @@ func matrixCell(r *Result) string {
 	case !r.Passed():
 		return "❌ **FAIL**"
 	case r.Skipped != "":
-		reason := r.Skipped
-		if _, after, ok := strings.Cut(reason, ": "); ok && strings.Contains(reason[:len(reason)-len(after)], ".yaml:") {
-			reason = after // the position is in the detailed table
-		}
-		return "⏭ skip: " + mdCell(reason)
+		return "⏭ skip: " + mdCell(skipReason(r.Skipped)) // the position is in the detailed table
 	}
 	if r.Scenario.HasOverrides(r.Broker) {
 		cell += " †"

@@ -79,6 +79,7 @@ const (
 type Result struct {
 	Scenario *Scenario
 	Broker   string // the broker it ran on
+	Caps     broker.Capabilities
 	// matrix: the run had several brokers (or not the default one), so the
 	// broker is part of the result's name.
 	matrix   bool
@@ -232,6 +233,7 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*Result, erro
 	defer cancel()
 	res := &Result{Scenario: sc, Broker: j.broker, matrix: len(p.Brokers) > 1 || j.broker != broker.Redis,
 		Setup: time.Since(start), Where: where}
+	res.Caps = env.Broker.Capabilities()
 	// A scenario is never passed on a broker that cannot do what it asks.
 	if why := lacking(sc, j.broker, env.Broker.Capabilities()); why != "" {
 		res.Skipped = fmt.Sprintf("%s: %s", sc.Pos, why)

@@ -20,6 +20,7 @@ var consumeOutcomes = []Key{
 	{"acked", "entries XACKed after their commit (dead-lettered ones too)"},
 	{"dead_lettered", "entries moved to the dead-letter stream (with max_deliveries)"},
 	{"deferred", "entries held back by strict ordering: no effect, not acked"},
+	{"redelivered", "entries this worker got that the broker had delivered before (a reclaim, a redelivery after AckWait, RabbitMQ's Redelivered after a channel loss)"},
 }
 
 // ProduceParams are the parameters of the produce step.
@@ -455,6 +456,7 @@ func consumeResult(res pipeline.ConsumeResult, consumer string, skipAck bool) Re
 		"acked":         int64(res.Acked()),
 		"dead_lettered": int64(res.DeadLettered()),
 		"deferred":      int64(res.Count(pipeline.Deferred)),
+		"redelivered":   int64(res.Redelivered()),
 	}}
 	for _, h := range res.Handled {
 		r.Entries = append(r.Entries, Entry{EntryID: h.ID, EventID: h.EventID, Outcome: string(h.Outcome), Consumer: consumer, Payload: h.Payload, Acked: h.Acked, DeadLettered: h.DeadLettered})

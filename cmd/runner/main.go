@@ -174,10 +174,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&p.Verbose, "v", false, "print every scenario's step trace")
 	fs.IntVar(&p.Parallel, "parallel", runtime.NumCPU(), "run `N` scenarios at once")
 	fs.BoolVar(&p.FailFast, "fail-fast", false, "start no new scenario after one failed")
-	var reports [3]string
+	var reports [4]string
 	fs.StringVar(&reports[0], "junit", "", "write a JUnit XML report to `FILE`")
 	fs.StringVar(&reports[1], "json", "", "write a JSON report (every step, params, outcome, observed state) to `FILE`")
 	fs.StringVar(&reports[2], "markdown", "", "write a Markdown report with sequence diagrams of failures to `FILE`")
+	fs.StringVar(&reports[3], "guarantees", "", "write what each broker guaranteed, per fault window, to `FILE` (use with --broker all: docs/broker-guarantees.md)")
 	keep := fs.String("keep", "", "leave the databases and stream of `failed|all` scenarios for inspection (needs --pg and --redis)")
 	paths, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -321,7 +322,7 @@ func writeReports(files []*os.File, rep *runner.Report) error {
 		return nil
 	}
 	var errs []error
-	for i, write := range []func(io.Writer, *runner.Report) error{runner.WriteJUnit, runner.WriteJSON, runner.WriteMarkdown} {
+	for i, write := range []func(io.Writer, *runner.Report) error{runner.WriteJUnit, runner.WriteJSON, runner.WriteMarkdown, runner.WriteGuarantees} {
 		if files[i] == nil {
 			continue
 		}
