@@ -54,6 +54,13 @@ any state check below, and ` + "`error: \"text\"`" + `: the step must fail with 
 An injected fault (` + "`fail`, `skip_mark`, `skip_ack`" + `) is an outcome, not an error; an unexpected step error
 fails the scenario.
 
+Where a broker legitimately behaves otherwise, an expect map may hold the broker's name with what
+differs there: ` + "`expect: {stream.entries: 2, nats: {stream.entries: 1}}`" + ` wants 2 entries everywhere but 1 on
+NATS JetStream (its Nats-Msg-Id dedupe drops a relay's retry). Keys: ` + "`redis`, `nats`, `rabbitmq`" + `. The trace
+marks a check that used an override (` + "`ok stream.entries (nats): 1`" + `); the Markdown matrix marks the cell with †.
+A scenario whose steps or checks need what its broker cannot do (see docs/broker-guarantees.md) is
+skipped there, naming the missing capability.
+
 An ` + "`expect`" + ` step may carry ` + "`within: <duration>`" + ` (and ` + "`every: <duration>`" + `, default ` + "`10ms`" + `): it reads
 its checks again until they all hold, and otherwise fails showing the last observed values and the
 number of attempts. Without ` + "`within`" + ` the checks are read once.
