@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/redis/go-redis/v9"
 
 	"outboxdrill/broker"
 	jsbroker "outboxdrill/broker/jetstream"
@@ -41,87 +42,172 @@ func ParseBrokers(s string) ([]string, error) {
 	return out, nil
 }
 
-// natsOptions tune a managed or given NATS connection for drills: a server a
-// step killed is the answer, not a blip to wait out, so nothing is buffered
-// while disconnected and reconnects are quick.
-func natsOptions() []nats.Option {
-	return []nats.Option{nats.Name("outboxdrill"), nats.MaxReconnects(-1), nats.ReconnectWait(20 * time.Millisecond),
-		nats.ReconnectBufSize(-1), nats.Timeout(2 * time.Second)}
+// brokerConn is the run's connection to one kind of broker. A new broker
+// takes a package implementing broker.Broker (with its capability list) and
+// one brokerConn, registered in brokerKinds.
+type brokerConn interface {
+	// New is scenario sc's own stream or queues, named key.
+	New(ctx context.Context, key string, sc *Scenario) (broker.Broker, error)
+	// Server is the runner's own server process, for process faults; nil,
+	// with the reason, when there is none the runner may crash.
+	Server() (proc, string)
+	// Ready returns once the connection works again after a (re)start.
+	Ready(ctx context.Context) error
 }
 
-// startBrokers connects to (or starts) every selected broker other than
-// Redis, which startServers handles with PostgreSQL.
+// brokerKinds connect to a broker's server at url, or start a throwaway one
+// when url is "". Redis is opened with PostgreSQL (startServers).
+var brokerKinds = map[string]func(ctx context.Context, w *World, url string, p *Params) (brokerConn, error){
+	broker.NATS:     openNATS,
+	broker.RabbitMQ: openRabbitMQ,
+}
+
+// brokerURL is the server a flag names for broker b ("" for the runner's own).
+func brokerURL(p *Params, b string) string {
+	return map[string]string{broker.Redis: p.RedisURL, broker.NATS: p.NATSURL, broker.RabbitMQ: p.RabbitMQURL}[b]
+}
+
+// startBrokers connects to (or starts) every selected broker but Redis.
 func (w *World) startBrokers(ctx context.Context, p *Params) error {
 	for _, b := range p.Brokers {
-		switch b {
-		case broker.NATS:
-			if err := w.openNATS(ctx, p); err != nil {
-				return fmt.Errorf("NATS: %w", err)
-			}
-		case broker.RabbitMQ:
-			if err := w.openRabbitMQ(ctx, p); err != nil {
-				return fmt.Errorf("RabbitMQ: %w", err)
-			}
+		open, ok := brokerKinds[b]
+		if !ok {
+			continue
+		}
+		conn, err := open(ctx, w, brokerURL(p, b), p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", b, err)
+		}
+		w.connsMu.Lock()
+		w.conns[b] = conn
+		w.connsMu.Unlock()
+	}
+	return nil
+}
+
+// redisConn is the run's Redis client, and its server when the runner's own.
+type redisConn struct {
+	rdb *redis.Client
+	srv *servers.Redis
+}
+
+func (c redisConn) New(_ context.Context, key string, _ *Scenario) (broker.Broker, error) {
+	return redisstream.New(c.rdb, key), nil
+}
+
+func (c redisConn) Server() (proc, string) {
+	if c.srv == nil {
+		return nil, notOurs("Redis", "--redis")
+	}
+	return c.srv, ""
+}
+
+func (c redisConn) Ready(context.Context) error { return nil } // go-redis dials anew
+
+// natsConn is the run's NATS connection, and its server when the runner's own.
+type natsConn struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	srv *servers.NATS
+}
+
+// openNATS connects for drills: a server a step killed is the answer, not a
+// blip to wait out, so nothing is buffered while disconnected and
+// reconnects are quick.
+func openNATS(ctx context.Context, w *World, url string, p *Params) (brokerConn, error) {
+	var c natsConn
+	if url == "" {
+		srv, err := servers.StartNATS(ctx, servers.NATSOptions{})
+		if err != nil {
+			return nil, err
+		}
+		w.undo.add(srv.Discard)
+		c.srv, url = srv, srv.URL()
+		p.logf("started NATS pid %d at %s in %s", srv.PID(), url, srv.Dir)
+	}
+	nc, err := nats.Connect(url, nats.Name("outboxdrill"), nats.MaxReconnects(-1),
+		nats.ReconnectWait(20*time.Millisecond), nats.ReconnectBufSize(-1), nats.Timeout(2*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", url, err)
+	}
+	w.undo.add(func(context.Context) error { nc.Close(); return nil })
+	c.nc = nc
+	c.js, err = jetstream.New(nc)
+	return c, err
+}
+
+func (c natsConn) New(ctx context.Context, key string, sc *Scenario) (broker.Broker, error) {
+	return jsbroker.New(ctx, c.js, key, sc.NATS)
+}
+
+func (c natsConn) Server() (proc, string) {
+	if c.srv == nil {
+		return nil, notOurs("NATS", "--nats")
+	}
+	return c.srv, ""
+}
+
+// Ready waits for the client's own reconnect.
+func (c natsConn) Ready(ctx context.Context) error {
+	for !c.nc.IsConnected() {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(5 * time.Millisecond):
 		}
 	}
 	return nil
 }
 
-func (w *World) openNATS(ctx context.Context, p *Params) error {
-	url := p.NATSURL
-	if url == "" {
-		srv, err := servers.StartNATS(ctx, servers.NATSOptions{})
-		if err != nil {
-			return err
-		}
-		w.undo.add(srv.Discard)
-		w.natsSrv, url = srv, srv.URL()
-		p.logf("started NATS pid %d at %s in %s", srv.PID(), url, srv.Dir)
-	}
-	nc, err := nats.Connect(url, natsOptions()...)
-	if err != nil {
-		return fmt.Errorf("%s: %w", url, err)
-	}
-	w.undo.add(func(context.Context) error { nc.Close(); return nil })
-	w.nc = nc
-	w.js, err = jetstream.New(nc)
-	return err
-}
+// rabbitConn is the run's AMQP connection.
+type rabbitConn struct{ conn *amqp.Connection }
 
-func (w *World) openRabbitMQ(ctx context.Context, p *Params) error {
-	url := p.RabbitMQURL
+func openRabbitMQ(ctx context.Context, w *World, url string, p *Params) (brokerConn, error) {
 	if url == "" {
 		// A RabbitMQ node boots in 6–13 s here: give --rabbitmq to skip that.
 		srv, err := servers.StartRabbitMQ(ctx, servers.RabbitMQOptions{})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		w.undo.add(srv.Discard)
-		w.rabbitSrv, url = srv, srv.URL()
+		url = srv.URL()
 		p.logf("started RabbitMQ pid %d at %s in %s", srv.PID(), url, srv.Dir)
 	}
 	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
 	if err != nil {
-		return fmt.Errorf("%s: %w", redact(url), err)
+		return nil, fmt.Errorf("%s: %w", redact(url), err)
 	}
-	w.amqp = conn
 	w.undo.add(func(context.Context) error { return conn.Close() })
-	return nil
+	return rabbitConn{conn}, nil
 }
+
+// New declares a queue per consumer id the scenario names, before anything
+// is published, as infrastructure-as-code would.
+func (c rabbitConn) New(ctx context.Context, key string, sc *Scenario) (broker.Broker, error) {
+	ids, _ := consumerIDs(sc)
+	if len(ids) == 0 {
+		ids = []string{"accounting"}
+	}
+	return rabbitmq.New(ctx, c.conn, key, ids)
+}
+
+// Server: none, even the runner's own node. Killed within ~0.5 s of
+// declaring a quorum queue, RabbitMQ 3.10 loses the queue's registration and
+// hangs reads on it for 60 s (rabbitmq/ra PR #443, fixed in 2024): a drill
+// would test that bug, not the pipeline.
+func (c rabbitConn) Server() (proc, string) {
+	return nil, "process faults on RabbitMQ are not run: a 3.10 node killed within ~0.5 s of declaring a quorum queue loses it (rabbitmq/ra#443)"
+}
+
+func (c rabbitConn) Ready(context.Context) error { return nil }
 
 // newBroker is scenario sc's own stream (or queues) on broker b, named key.
 func (w *World) newBroker(ctx context.Context, b, key string, sc *Scenario) (broker.Broker, error) {
-	switch b {
-	case broker.NATS:
-		return jsbroker.New(ctx, w.js, key, sc.NATS)
-	case broker.RabbitMQ:
-		ids, _ := consumerIDs(sc)
-		if len(ids) == 0 {
-			ids = []string{"accounting"}
-		}
-		return rabbitmq.New(ctx, w.amqp, key, ids)
+	conn, ok := w.conns[b]
+	if !ok {
+		return nil, fmt.Errorf("broker %s was not opened for this run", b)
 	}
-	return redisstream.New(w.rdb, key), nil
+	return conn.New(ctx, key, sc)
 }
 
 // needs lists what scenario sc asks of a broker b, from its steps'
@@ -175,47 +261,32 @@ type control struct {
 	broker string
 }
 
-func (c control) Cannot(step, action string) string {
-	done := map[string]string{"kill": "killed", "stop": "stopped", "start": "started", "restart": "restarted"}[action]
-	given := func(what, flag string) string {
-		return fmt.Sprintf("needs the runner's own %s process; one given with %s is not %s by the runner", what, flag, done)
-	}
+func (c control) Cannot(step, _ string) string {
 	switch {
 	case step == "producer_db" && c.w.pgs[producerSide] == nil, step == "consumer_db" && c.w.pgs[consumerSide] == nil:
-		return given("PostgreSQL", "--pg")
+		return notOurs("PostgreSQL", "--pg")
 	case step != "broker":
 		return ""
-	case c.broker == broker.Redis && c.w.redis == nil:
-		return given("Redis", "--redis")
-	case c.broker == broker.NATS && c.w.natsSrv == nil:
-		return given("NATS", "--nats")
-	case c.broker == broker.RabbitMQ:
-		// Killed within ~0.5 s of declaring a quorum queue, RabbitMQ 3.10
-		// loses the queue's registration and hangs reads on it for 60 s
-		// (rabbitmq/ra PR #443, fixed in 2024): that would test the bug,
-		// not the pipeline.
-		return "process faults on RabbitMQ are not run: a 3.10 node killed within ~0.5 s of declaring a quorum queue loses it (rabbitmq/ra#443)"
 	}
-	return ""
+	_, why := c.w.conns[c.broker].Server()
+	return why
+}
+
+// notOurs is why a process fault cannot run on a server given by flag.
+func notOurs(what, flag string) string {
+	return fmt.Sprintf("needs the runner's own %s process; the runner never crashes or stops one given with %s", what, flag)
 }
 
 func (c control) Broker(ctx context.Context, action string) error {
-	switch c.broker {
-	case broker.Redis:
-		return process(ctx, c.w.redis, action)
+	conn := c.w.conns[c.broker]
+	srv, why := conn.Server()
+	if srv == nil {
+		return errors.New(why)
 	}
-	if err := process(ctx, c.w.natsSrv, action); err != nil || action == "kill" || action == "stop" {
+	if err := process(ctx, srv, action); err != nil || action == "kill" || action == "stop" {
 		return err
 	}
-	// The client reconnects by itself; the next step must find it connected.
-	for !c.w.nc.IsConnected() {
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	return nil
+	return conn.Ready(ctx)
 }
 
 func (c control) Postgres(ctx context.Context, side, action string) error {
@@ -250,11 +321,10 @@ func process(ctx context.Context, s proc, action string) error {
 // down, so its cleanup and the next scenario find the servers as they were.
 func (w *World) restore(ctx context.Context, iso *isolation) error {
 	var errs []error
-	if w.redis != nil {
-		errs = append(errs, w.redis.Start(ctx))
-	}
-	if w.natsSrv != nil {
-		errs = append(errs, control{w, broker.NATS}.Broker(ctx, "start"))
+	for _, conn := range w.conns {
+		if srv, _ := conn.Server(); srv != nil {
+			errs = append(errs, srv.Start(ctx), conn.Ready(ctx))
+		}
 	}
 	for i, pg := range w.pgs {
 		if pg != nil {

@@ -14,9 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/redis/go-redis/v9"
 
 	"outboxdrill/broker"
@@ -84,11 +81,9 @@ type World struct {
 	managed bool           // the runner started PostgreSQL: it goes with all its databases
 	redis   *servers.Redis // the runner's own Redis, for process faults; nil with --redis
 
-	nc        *nats.Conn // with --broker nats
-	js        jetstream.JetStream
-	natsSrv   *servers.NATS     // the runner's own NATS; nil with --nats
-	amqp      *amqp.Connection  // with --broker rabbitmq
-	rabbitSrv *servers.RabbitMQ // the runner's own RabbitMQ; nil with --rabbitmq
+	// conns are the run's brokers by name; written only while opening.
+	conns   map[string]brokerConn
+	connsMu sync.Mutex
 }
 
 // Postgres applies a process fault to the runner's own producer or consumer
@@ -136,7 +131,7 @@ func OpenWorld(ctx context.Context, p *Params) (*World, error) {
 	if len(p.Brokers) == 0 {
 		p.Brokers = []string{broker.Redis}
 	}
-	w := &World{RunID: newRunID()}
+	w := &World{RunID: newRunID(), conns: map[string]brokerConn{}}
 	if err := w.open(ctx, p); err != nil {
 		return nil, errors.Join(err, w.Close())
 	}
@@ -231,6 +226,9 @@ func (w *World) startServers(ctx context.Context, p *Params) error {
 	}
 	w.rdb = redis.NewClient(opt)
 	w.undo.add(func(context.Context) error { return w.rdb.Close() })
+	w.connsMu.Lock()
+	w.conns[broker.Redis] = redisConn{w.rdb, w.redis}
+	w.connsMu.Unlock()
 	return nil
 }
 

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -28,11 +27,8 @@ type NATS struct {
 	logPath string
 	name    string // server name, so a probe knows the server on the port is ours
 
-	mu       sync.Mutex
-	proc     *child
-	port     int
-	stopOnce sync.Once
-	stopErr  error
+	process
+	port int // guarded by mu
 }
 
 // NATSOptions configure StartNATS.
@@ -70,27 +66,18 @@ func (n *NATS) URL() string {
 }
 
 // PID is the process id of nats-server, 0 while it is down.
-func (n *NATS) PID() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.proc == nil {
-		return 0
-	}
-	return n.proc.pid()
-}
+func (n *NATS) PID() int { return n.pid() }
 
 // Stop sends SIGTERM (nats-server shuts JetStream down cleanly and exits)
 // and removes Dir, killing the server if it is not gone within 10s (and
 // saying so) or when ctx is done (quietly). Idempotent, like Redis.Stop.
 func (n *NATS) Stop(ctx context.Context) error {
-	n.stopOnce.Do(func() { n.stopErr = n.shutdown(ctx, stopGrace) })
-	return n.stopErr
+	return n.once(func() error { return n.shutdown(ctx, stopGrace) })
 }
 
 // Discard kills the server at once and removes Dir.
 func (n *NATS) Discard(ctx context.Context) error {
-	n.stopOnce.Do(func() { n.stopErr = n.shutdown(ctx, 0) })
-	return n.stopErr
+	return n.once(func() error { return n.shutdown(ctx, 0) })
 }
 
 // Kill SIGKILLs the server, as a crash would; Dir and its store stay, so
@@ -102,11 +89,7 @@ func (n *NATS) Kill(ctx context.Context) error { return n.halt(ctx, 0) }
 func (n *NATS) Halt(ctx context.Context) error { return n.halt(ctx, stopGrace) }
 
 func (n *NATS) halt(ctx context.Context, grace time.Duration) error {
-	n.mu.Lock()
-	c := n.proc
-	n.proc = nil
-	n.mu.Unlock()
-	if c != nil {
+	if c := n.take(); c != nil {
 		c.stop(ctx, syscall.SIGTERM, grace)
 	}
 	return nil
@@ -115,23 +98,13 @@ func (n *NATS) halt(ctx context.Context, grace time.Duration) error {
 // Start relaunches a killed or halted server on the same port and store, so
 // clients reconnect to the same URL and find the streams it recovers.
 func (n *NATS) Start(ctx context.Context) error {
-	n.mu.Lock()
-	running, port := n.proc != nil, n.port
-	n.mu.Unlock()
-	if running {
-		return nil
-	}
-	return n.launch(ctx, port)
+	return relaunch(ctx, &n.process, &n.port, n.launch)
 }
 
 // shutdown stops the server (grace 0: kill at once) and removes Dir.
 func (n *NATS) shutdown(ctx context.Context, grace time.Duration) error {
 	var errs []error
-	n.mu.Lock()
-	c := n.proc
-	n.proc = nil
-	n.mu.Unlock()
-	if c != nil && c.stop(ctx, syscall.SIGTERM, grace) && grace > 0 && ctx.Err() == nil {
+	if c := n.take(); c != nil && c.stop(ctx, syscall.SIGTERM, grace) && grace > 0 && ctx.Err() == nil {
 		errs = append(errs, fmt.Errorf("nats-server did not shut down within %v; killed it", grace))
 	}
 	if err := os.RemoveAll(n.Dir); err != nil {
@@ -193,9 +166,7 @@ func (n *NATS) launch(ctx context.Context, port int) error {
 		c.stop(ctx, syscall.SIGKILL, 0)
 		return err
 	}
-	n.mu.Lock()
-	n.proc, n.port = c, port
-	n.mu.Unlock()
+	n.set(c, func() { n.port = port })
 	return nil
 }
 

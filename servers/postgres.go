@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -61,10 +60,7 @@ type Postgres struct {
 	echo    io.Writer           // PostgresOptions.Log
 	noCache bool
 
-	mu       sync.Mutex
-	proc     *child
-	stopOnce sync.Once
-	stopErr  error
+	process
 }
 
 // PostgresOptions configure StartPostgres.
@@ -114,14 +110,7 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 }
 
 // PID is the process id of the postmaster.
-func (p *Postgres) PID() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.proc == nil {
-		return 0
-	}
-	return p.proc.pid()
-}
+func (p *Postgres) PID() int { return p.pid() }
 
 // Stop shuts the server down fast (SIGINT: abort transactions, checkpoint,
 // exit) and removes Dir. If the server is not gone within 10s it is
@@ -129,16 +118,14 @@ func (p *Postgres) PID() int {
 // SIGKILLed quietly (the caller asked to hurry). Dir is removed either way.
 // Stop is idempotent; concurrent calls wait for the first and share its result.
 func (p *Postgres) Stop(ctx context.Context) error {
-	p.stopOnce.Do(func() { p.stopErr = p.shutdown(ctx, stopGrace) })
-	return p.stopErr
+	return p.once(func() error { return p.shutdown(ctx, stopGrace) })
 }
 
 // Discard kills the server and its process group at once and removes Dir:
 // for a caller that throws the data away, a clean shutdown's checkpoint is
 // wasted time. It shares Stop's once: whichever comes first wins.
 func (p *Postgres) Discard(ctx context.Context) error {
-	p.stopOnce.Do(func() { p.stopErr = p.shutdown(ctx, 0) })
-	return p.stopErr
+	return p.once(func() error { return p.shutdown(ctx, 0) })
 }
 
 // Kill SIGKILLs the postmaster and every backend (its process group), as a
@@ -150,10 +137,7 @@ func (p *Postgres) Kill(ctx context.Context) error { return p.halt(ctx, 0) }
 func (p *Postgres) Halt(ctx context.Context) error { return p.halt(ctx, stopGrace) }
 
 func (p *Postgres) halt(ctx context.Context, grace time.Duration) error {
-	p.mu.Lock()
-	c := p.proc
-	p.proc = nil
-	p.mu.Unlock()
+	c := p.take()
 	if c == nil {
 		return nil
 	}
@@ -183,22 +167,13 @@ func (p *Postgres) halt(ctx context.Context, grace time.Duration) error {
 // clients reconnect to the same URL, and after a kill the server first
 // replays its WAL (crash recovery).
 func (p *Postgres) Start(ctx context.Context) error {
-	p.mu.Lock()
-	running, port := p.proc != nil, p.Port
-	p.mu.Unlock()
-	if running {
-		return nil
-	}
-	return p.launch(ctx, port)
+	return relaunch(ctx, &p.process, &p.Port, p.launch)
 }
 
 // shutdown stops the server (grace 0: kill at once) and removes Dir.
 func (p *Postgres) shutdown(ctx context.Context, grace time.Duration) error {
 	var errs []error
-	p.mu.Lock()
-	c := p.proc
-	p.mu.Unlock()
-	if c != nil && c.stop(ctx, syscall.SIGINT, grace) && grace > 0 && ctx.Err() == nil {
+	if c := p.current(); c != nil && c.stop(ctx, syscall.SIGINT, grace) && grace > 0 && ctx.Err() == nil {
 		errs = append(errs, fmt.Errorf("postgres did not shut down within %v; killed it", grace))
 	}
 	if err := os.RemoveAll(p.Dir); err != nil {
@@ -304,9 +279,7 @@ func (p *Postgres) launch(ctx context.Context, port int) error {
 		c.stop(ctx, syscall.SIGKILL, 0)
 		return err
 	}
-	p.mu.Lock()
-	p.proc, p.Port, p.URL = c, port, url
-	p.mu.Unlock()
+	p.set(c, func() { p.Port, p.URL = port, url })
 	return nil
 }
 

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -50,12 +49,9 @@ type RabbitMQ struct {
 	node    string // node name, also the cluster_name a probe checks
 	cred    *syscall.Credential
 
-	mu       sync.Mutex
-	proc     *child // the node: the script execs erl, which execs beam.smp
-	epmd     *child // the node's epmd, run in the foreground
-	ports    rabbitmqPorts
-	stopOnce sync.Once
-	stopErr  error
+	process               // the node: the script execs erl, which execs beam.smp
+	epmd    *child        // the node's epmd, run in the foreground; guarded by mu
+	ports   rabbitmqPorts // guarded by mu
 }
 
 type rabbitmqPorts struct{ amqp, dist, epmd int }
@@ -106,29 +102,20 @@ func (r *RabbitMQ) URL() string {
 }
 
 // PID is the process id of the node (beam.smp), 0 while it is down.
-func (r *RabbitMQ) PID() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.proc == nil {
-		return 0
-	}
-	return r.proc.pid()
-}
+func (r *RabbitMQ) PID() int { return r.pid() }
 
 // Stop shuts the node down cleanly (SIGTERM), stops its epmd and removes
 // Dir. If the node is not gone within 10s it is SIGKILLed and Stop says so
 // in its error; if ctx is done first it is SIGKILLed quietly. Stop is
 // idempotent; concurrent calls wait for the first and share its result.
 func (r *RabbitMQ) Stop(ctx context.Context) error {
-	r.stopOnce.Do(func() { r.stopErr = r.shutdown(ctx, stopGrace) })
-	return r.stopErr
+	return r.once(func() error { return r.shutdown(ctx, stopGrace) })
 }
 
 // Discard kills the node, every process it started and its epmd at once,
 // and removes Dir. It shares Stop's once: whichever comes first wins.
 func (r *RabbitMQ) Discard(ctx context.Context) error {
-	r.stopOnce.Do(func() { r.stopErr = r.shutdown(ctx, 0) })
-	return r.stopErr
+	return r.once(func() error { return r.shutdown(ctx, 0) })
 }
 
 // Kill SIGKILLs the node and every process it started, as a crash would;
@@ -140,11 +127,7 @@ func (r *RabbitMQ) Kill(ctx context.Context) error { return r.halt(ctx, 0) }
 func (r *RabbitMQ) Halt(ctx context.Context) error { return r.halt(ctx, stopGrace) }
 
 func (r *RabbitMQ) halt(ctx context.Context, grace time.Duration) error {
-	r.mu.Lock()
-	c := r.proc
-	r.proc = nil
-	r.mu.Unlock()
-	if c != nil {
+	if c := r.take(); c != nil {
 		r.stopNode(ctx, c, grace)
 	}
 	return nil
@@ -154,13 +137,7 @@ func (r *RabbitMQ) halt(ctx context.Context, grace time.Duration) error {
 // data dir, so clients reconnect to the same URL and find its durable
 // queues again.
 func (r *RabbitMQ) Start(ctx context.Context) error {
-	r.mu.Lock()
-	running, ports := r.proc != nil, r.ports
-	r.mu.Unlock()
-	if running {
-		return nil
-	}
-	return r.launch(ctx, ports)
+	return relaunch(ctx, &r.process, &r.ports, r.launch)
 }
 
 // shutdown stops the node (grace 0: kill at once) and its epmd, and removes
@@ -217,22 +194,8 @@ type rabbitmqProc struct {
 	start string // field 22 of /proc/PID/stat
 }
 
-// rabbitmqProcStat returns the state and start time of pid.
-func rabbitmqProcStat(pid int) (state, start string, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return "", "", false
-	}
-	// "pid (comm) state ppid ... starttime ...": comm may hold spaces and ')'.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 20 {
-		return "", "", false
-	}
-	return f[0], f[19], true
-}
-
 func (p rabbitmqProc) kill() {
-	if _, start, ok := rabbitmqProcStat(p.pid); ok && start == p.start {
+	if st, ok := readStat(strconv.Itoa(p.pid)); ok && st.start == p.start {
 		_ = syscall.Kill(p.pid, syscall.SIGKILL)
 	}
 }
@@ -251,8 +214,8 @@ func rabbitmqMarked(marker []byte) []rabbitmqProc {
 		if err != nil || !bytes.Contains(append([]byte{0}, env...), append([]byte{0}, marker...)) {
 			continue
 		}
-		if state, start, ok := rabbitmqProcStat(pid); ok && state != "Z" && state != "X" {
-			out = append(out, rabbitmqProc{pid, start})
+		if st, ok := readStat(e.Name()); ok && st.alive() {
+			out = append(out, rabbitmqProc{pid, st.start})
 		}
 	}
 	return out
@@ -330,9 +293,7 @@ func (r *RabbitMQ) launch(ctx context.Context, ports rabbitmqPorts) error {
 		}
 		return err
 	}
-	r.mu.Lock()
-	r.proc, r.epmd, r.ports = c, e, ports
-	r.mu.Unlock()
+	r.set(c, func() { r.epmd, r.ports = e, ports })
 	return nil
 }
 

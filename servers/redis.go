@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -26,10 +25,7 @@ type Redis struct {
 	binary  string
 	logPath string
 
-	mu       sync.Mutex
-	proc     *child
-	stopOnce sync.Once
-	stopErr  error
+	process
 }
 
 // RedisOptions configure StartRedis.
@@ -57,28 +53,19 @@ func StartRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 }
 
 // PID is the process id of redis-server.
-func (r *Redis) PID() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.proc == nil {
-		return 0
-	}
-	return r.proc.pid()
-}
+func (r *Redis) PID() int { return r.pid() }
 
 // Stop sends SIGTERM (Redis fsyncs the AOF and exits) and removes Dir. If
 // the server is not gone within 10s it is SIGKILLed and Stop says so in its
 // error; if ctx is done first it is SIGKILLed quietly. Stop is idempotent;
 // concurrent calls wait for the first and share its result.
 func (r *Redis) Stop(ctx context.Context) error {
-	r.stopOnce.Do(func() { r.stopErr = r.shutdown(ctx, stopGrace) })
-	return r.stopErr
+	return r.once(func() error { return r.shutdown(ctx, stopGrace) })
 }
 
 // Discard kills the server at once and removes Dir (see Postgres.Discard).
 func (r *Redis) Discard(ctx context.Context) error {
-	r.stopOnce.Do(func() { r.stopErr = r.shutdown(ctx, 0) })
-	return r.stopErr
+	return r.once(func() error { return r.shutdown(ctx, 0) })
 }
 
 // Kill SIGKILLs the server, as a crash would; Dir and its AOF stay, so
@@ -90,11 +77,7 @@ func (r *Redis) Kill(ctx context.Context) error { return r.halt(ctx, 0) }
 func (r *Redis) Halt(ctx context.Context) error { return r.halt(ctx, stopGrace) }
 
 func (r *Redis) halt(ctx context.Context, grace time.Duration) error {
-	r.mu.Lock()
-	c := r.proc
-	r.proc = nil
-	r.mu.Unlock()
-	if c != nil {
+	if c := r.take(); c != nil {
 		c.stop(ctx, syscall.SIGTERM, grace)
 	}
 	return nil
@@ -103,22 +86,13 @@ func (r *Redis) halt(ctx context.Context, grace time.Duration) error {
 // Start relaunches a killed or halted server on the same port and dir, so
 // clients reconnect to the same URL and find the data its AOF kept.
 func (r *Redis) Start(ctx context.Context) error {
-	r.mu.Lock()
-	running, port := r.proc != nil, r.Port
-	r.mu.Unlock()
-	if running {
-		return nil
-	}
-	return r.launch(ctx, port)
+	return relaunch(ctx, &r.process, &r.Port, r.launch)
 }
 
 // shutdown stops the server (grace 0: kill at once) and removes Dir.
 func (r *Redis) shutdown(ctx context.Context, grace time.Duration) error {
 	var errs []error
-	r.mu.Lock()
-	c := r.proc
-	r.mu.Unlock()
-	if c != nil && c.stop(ctx, syscall.SIGTERM, grace) && grace > 0 && ctx.Err() == nil {
+	if c := r.current(); c != nil && c.stop(ctx, syscall.SIGTERM, grace) && grace > 0 && ctx.Err() == nil {
 		errs = append(errs, fmt.Errorf("redis did not shut down within %v; killed it", grace))
 	}
 	if err := os.RemoveAll(r.Dir); err != nil {
@@ -179,10 +153,7 @@ func (r *Redis) launch(ctx context.Context, port int) error {
 		c.stop(ctx, syscall.SIGKILL, 0)
 		return err
 	}
-	r.mu.Lock()
-	r.proc, r.Port = c, port
-	r.URL = fmt.Sprintf("redis://%s/0", addr)
-	r.mu.Unlock()
+	r.set(c, func() { r.Port, r.URL = port, fmt.Sprintf("redis://%s/0", addr) })
 	return nil
 }
 

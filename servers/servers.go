@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -135,6 +136,72 @@ func startChild(name string, cmd *exec.Cmd, logFile *os.File) (*child, error) {
 
 func (c *child) pid() int { return c.cmd.Process.Pid }
 
+// process is the bookkeeping every managed server embeds: its running child
+// and the once that Stop and Discard share. A server guards its own
+// launch-time state (ports, URL) with mu too, so Start reads the ports
+// together with whether the child runs.
+type process struct {
+	mu       sync.Mutex
+	proc     *child // nil while the server is down
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// pid is the process id of the running child, 0 while it is down.
+func (pr *process) pid() int {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.proc == nil {
+		return 0
+	}
+	return pr.proc.pid()
+}
+
+// current is the running child (nil if none), which stays recorded.
+func (pr *process) current() *child {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.proc
+}
+
+// take swaps the running child out (nil if none): the caller stops it, and
+// Start launches a new one.
+func (pr *process) take() *child {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	c := pr.proc
+	pr.proc = nil
+	return c
+}
+
+// set records c as the running child, and update records under the same
+// lock what c was launched with.
+func (pr *process) set(c *child, update func()) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.proc = c
+	update()
+}
+
+// once runs fn for the first Stop or Discard; every call returns its result,
+// concurrent ones after waiting for it.
+func (pr *process) once(fn func() error) error {
+	pr.stopOnce.Do(func() { pr.stopErr = fn() })
+	return pr.stopErr
+}
+
+// relaunch launches a server that is down again on the ports it last ran on
+// (*ports, guarded by pr.mu); it does nothing while the server runs.
+func relaunch[P any](ctx context.Context, pr *process, ports *P, launch func(context.Context, P) error) error {
+	pr.mu.Lock()
+	up, p := pr.proc != nil, *ports
+	pr.mu.Unlock()
+	if up {
+		return nil
+	}
+	return launch(ctx, p)
+}
+
 // stop sends sig and waits for the process to exit for up to grace, or until
 // ctx is done; then it SIGKILLs the whole process group. It reports whether
 // the kill was needed. It always returns with the process reaped.
@@ -190,32 +257,55 @@ func killGroup(pgid int, limit time.Duration) map[int]bool {
 // childrenOf lists the processes whose parent is pid.
 func childrenOf(pid int) []int {
 	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+	eachProcess(func(child int, st procStat) {
+		if st.ppid == strconv.Itoa(pid) {
 			out = append(out, child)
 		}
-	}
+	})
 	return out
 }
 
 // running reports whether pid runs (exists and is not a zombie).
 func running(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, ok := readStat(strconv.Itoa(pid))
+	return ok && st.alive()
+}
+
+// procStat is what /proc/PID/stat says of a process that we use.
+type procStat struct {
+	state, ppid, pgrp string
+	start             string // start time: with the pid, names one process
+}
+
+// alive is neither gone nor a zombie.
+func (st procStat) alive() bool { return st.state != "Z" && st.state != "X" }
+
+// readStat parses /proc/PID/stat: "pid (comm) state ppid pgrp ... starttime
+// ...", where comm may hold spaces and ')'.
+func readStat(pid string) (procStat, bool) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
-		return false
+		return procStat{}, false
 	}
-	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 20 {
+		return procStat{}, false
+	}
+	return procStat{state: f[0], ppid: f[1], pgrp: f[2], start: f[19]}, true
+}
+
+// eachProcess calls fn for every process /proc lists.
+func eachProcess(fn func(pid int, st procStat)) {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, ok := readStat(e.Name()); ok {
+			fn(pid, st)
+		}
+	}
 }
 
 // uid is the user the child runs as.
@@ -229,22 +319,11 @@ func (c *child) uid() int {
 // groupMembers lists the processes in process group pgid.
 func groupMembers(pgid int) map[int]bool {
 	members := map[int]bool{pgid: true}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// "pid (comm) state ppid pgrp ...": comm may hold spaces and ')'.
-		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(fields) > 2 && fields[2] == strconv.Itoa(pgid) {
+	eachProcess(func(pid int, st procStat) {
+		if st.pgrp == strconv.Itoa(pgid) {
 			members[pid] = true
 		}
-	}
+	})
 	return members
 }
 
