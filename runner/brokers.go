@@ -67,6 +67,21 @@ func brokerURL(p *Params, b string) string {
 	return map[string]string{broker.Redis: p.RedisURL, broker.NATS: p.NATSURL, broker.RabbitMQ: p.RabbitMQURL}[b]
 }
 
+// AllGiven reports whether every server of the run is given by URL, none
+// the runner's own (what --keep needs: its own servers go when it exits).
+func AllGiven(p *Params) bool {
+	brokers := p.Brokers
+	if len(brokers) == 0 {
+		brokers = []string{broker.Redis}
+	}
+	for _, b := range brokers {
+		if brokerURL(p, b) == "" {
+			return false
+		}
+	}
+	return p.PGURL != ""
+}
+
 // startBrokers connects to (or starts) every selected broker but Redis.
 func (w *World) startBrokers(ctx context.Context, p *Params) error {
 	for _, b := range p.Brokers {

@@ -195,8 +195,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "runner: --keep wants failed or all, got %q\n", *keep)
 		return exitInvalid
 	}
-	if p.Keep != runner.KeepNone && (p.PGURL == "" || p.RedisURL == "") {
-		fmt.Fprintln(stderr, "runner: --keep needs --pg and --redis: the runner's own servers stop when it exits")
+	if p.Keep != runner.KeepNone && !runner.AllGiven(&p) {
+		fmt.Fprintln(stderr, "runner: --keep needs --pg and the URL of each broker run (--redis, --nats, --rabbitmq): the runner's own servers stop when it exits")
 		return exitInvalid
 	}
 	scs, ok := loadSelected(paths, sel, &p, stderr)

@@ -309,8 +309,13 @@ func TestKeepNeedsExternalServers(t *testing.T) {
 	var out, errb bytes.Buffer
 	t.Setenv("RUNNER_PG_URL", "")
 	t.Setenv("RUNNER_REDIS_URL", "")
-	if code := Main(context.Background(), []string{"run", "--keep", "all", f}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--keep needs --pg and --redis") {
+	if code := Main(context.Background(), []string{"run", "--keep", "all", f}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--keep needs --pg and the URL of each broker") {
 		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	t.Setenv("RUNNER_NATS_URL", "")
+	errb.Reset()
+	if code := Main(context.Background(), []string{"run", "--keep", "all", "--broker", "redis,nats", "--pg", "x", "--redis", "y", f}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--keep needs") {
+		t.Fatalf("--keep with the runner's own NATS: exit %d: %s", code, errb.String())
 	}
 	if code := Main(context.Background(), []string{"run", "--keep", "some", "--pg", "x", "--redis", "y", f}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--keep wants failed or all") {
 		t.Fatalf("exit %d: %s", code, errb.String())
@@ -381,5 +386,14 @@ func TestReportPathsAreCheckedBeforeRunning(t *testing.T) {
 	code, out, errs := cli(t, "run", "--junit", "/nonexistent/dir/r.xml", f)
 	if code != 2 || strings.Contains(out, "PASS") || strings.Count(errs, "/nonexistent/dir/r.xml") != 1 {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+func TestUnknownBrokerIsUsageError(t *testing.T) {
+	f := scenarioFile(t, "a.yaml", "name: a\nsteps: [produce]\n")
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), []string{"run", "--broker", "redis,nast", f}, &out, &errb)
+	if code != 2 || !strings.Contains(errb.String(), `unknown broker "nast" (did you mean "nats"?)`) {
+		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 }
