@@ -1,7 +1,9 @@
 package history
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -13,7 +15,7 @@ func Check(ops []Op, st State, consumers []string, models map[string][]string) [
 	vs := doublePublished(ops)
 	for _, m := range sortedKeys(models) {
 		vs = append(vs, doubleApplied(m, ops)...)
-		vs = append(vs, projection(m, models[m], st)...)
+		vs = append(vs, projection(m, models[m], ops, st)...)
 	}
 	for _, c := range consumers {
 		cs := st.Consumers[c]
@@ -128,9 +130,10 @@ func ackedWithoutEffect(c string, mine []Op, cs *Consumer) []Violation {
 }
 
 // projection compares a read model with the sum over the inboxes of the
-// consumers writing it.
-func projection(model string, writers []string, st State) []Violation {
-	want := map[string]Sum{}
+// consumers writing it, plus the effects whose inbox rows a purge deleted
+// (a purge forgets what was applied; it does not undo it).
+func projection(model string, writers []string, ops []Op, st State) []Violation {
+	want := purgedEffects(model, ops)
 	for _, c := range writers {
 		if cs := st.Consumers[c]; cs != nil {
 			for cur, s := range cs.InboxSums {
@@ -155,43 +158,75 @@ func projection(model string, writers []string, st State) []Violation {
 	return vs
 }
 
-// lost: committed, and no path is left on which c could still apply it.
+// lost: committed, and no path is left on which c could still apply it:
+// not applied (a dead letter replayed is judged by what became of the
+// replay), not waiting in the outbox or the dead-letter stream, and no entry
+// of it the broker still holds that c has not acked.
 func lost(c string, ops []Op, cs *Consumer, st State) []Violation {
-	applied, ackedEntries := map[string]bool{}, map[string]int{}
-	seenEntry := map[string]bool{}
+	applied, acked := map[string]bool{}, map[string]bool{}
 	for _, op := range ops {
 		if op.Consumer != c || !isDelivery(op) {
 			continue
 		}
-		if op.Kind == Applied || op.DLQ {
-			applied[op.EventID] = true
-		}
-		if op.Acked && !seenEntry[op.EntryID] {
-			seenEntry[op.EntryID] = true
-			ackedEntries[op.EventID]++
-		}
+		applied[op.EventID] = applied[op.EventID] || op.Kind == Applied
+		acked[op.EntryID] = acked[op.EntryID] || op.Acked
 	}
-	var events []string
-	for ev := range st.Outbox {
-		events = append(events, ev)
-	}
-	sort.Strings(events)
+	held, known := heldEntries(ops, st)
 	var vs []Violation
-	for _, ev := range events {
+	for _, ev := range sortedKeys(st.Outbox) {
 		_, inInbox := cs.Inbox[ev]
-		if inInbox || applied[ev] || st.Unpublished[ev] || st.DeadLetters[ev] {
+		if inInbox || applied[ev] || st.Unpublished[ev] || st.DeadLetters[ev] || !st.HasStream {
 			continue
 		}
-		if !st.HasStream || st.Stream[ev] > ackedEntries[ev] {
-			continue // an entry the consumer has not acked is still there
+		live := slices.ContainsFunc(held[ev], func(id string) bool { return !acked[id] })
+		if live || !known && st.Stream[ev] > 0 {
+			continue // an entry c has not acked is still there
 		}
 		why := "marked published, but the broker holds no entry of it"
 		if st.Stream[ev] > 0 {
-			why = fmt.Sprintf("every entry of it (%d) was acked, yet it was never applied", st.Stream[ev])
+			why = fmt.Sprintf("every entry of it the broker holds (%d) was acked, yet it was never applied", st.Stream[ev])
 		}
-		vs = append(vs, Violation{Lost, c, ev, "committed and " + why, trail(ops, ev)})
+		vs = append(vs, Violation{Lost, c, ev, "committed and " + why, trail(relevant(ops, c), ev)})
 	}
 	return vs
+}
+
+// heldEntries maps each event to the ids of its entries the broker still
+// holds. Brokers append and a retention limit drops the oldest, so those are
+// the newest StreamLen distinct entries the history published; known is
+// false when the history does not account for every entry the broker holds.
+func heldEntries(ops []Op, st State) (map[string][]string, bool) {
+	var order []Op
+	seen := map[string]bool{}
+	for _, op := range ops {
+		if op.Kind == Publish && op.EntryID != "" && !seen[op.EntryID] {
+			seen[op.EntryID] = true // a broker-side duplicate returns the original's id
+			order = append(order, op)
+		}
+	}
+	total := 0
+	for _, n := range st.Stream {
+		total += n
+	}
+	held := map[string][]string{}
+	if total > len(order) {
+		return held, false
+	}
+	for _, op := range order[len(order)-total:] {
+		held[op.EventID] = append(held[op.EventID], op.EntryID)
+	}
+	return held, true
+}
+
+// relevant are the producer's and the relay's ops and c's own.
+func relevant(ops []Op, c string) []Op {
+	var out []Op
+	for _, op := range ops {
+		if op.Consumer == "" || op.Consumer == c {
+			out = append(out, op)
+		}
+	}
+	return out
 }
 
 // stranded: by the history, an entry c received and never acked, whose
@@ -266,4 +301,36 @@ func doublePublished(ops []Op) []Violation {
 		}
 	}
 	return vs
+}
+
+// purgedEffects sums, per currency, the applications into model whose inbox
+// rows a later purge of their consumer deleted.
+func purgedEffects(model string, ops []Op) map[string]Sum {
+	type effect struct {
+		consumer string
+		payload  string
+	}
+	var live []effect
+	out := map[string]Sum{}
+	for _, op := range ops {
+		switch {
+		case op.Kind == Applied && op.Model == model:
+			live = append(live, effect{op.Consumer, op.Payload})
+		case op.Kind == Purge:
+			live = slices.DeleteFunc(live, func(e effect) bool {
+				if e.consumer != op.Consumer {
+					return false
+				}
+				var t struct {
+					Amount   int64  `json:"amount"`
+					Currency string `json:"currency"`
+				}
+				if json.Unmarshal([]byte(e.payload), &t) == nil {
+					out[t.Currency] = Sum{out[t.Currency].Amount + t.Amount, out[t.Currency].Events + 1}
+				}
+				return true
+			})
+		}
+	}
+	return out
 }

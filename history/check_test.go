@@ -124,3 +124,48 @@ func TestSamePayloadIgnoresSpelling(t *testing.T) {
 		t.Fatal("SamePayload compares by value")
 	}
 }
+
+// TestPurgeIsNotAProjectionMismatch: a purge forgets what was applied, it
+// does not undo it; the read model keeps the effect.
+func TestPurgeIsNotAProjectionMismatch(t *testing.T) {
+	ops, st := clean()
+	ops = append(ops, Op{Step: "s:4", Kind: Purge, Consumer: "c"})
+	delete(st.Consumers["c"].Inbox, "e1")
+	st.Consumers["c"].InboxSums = map[string]Sum{}
+	if vs := check(ops, st); len(vs) != 0 {
+		t.Fatalf("purge after a clean history: %v", vs)
+	}
+}
+
+// TestReplayedDeadLetterCanBeLost: a dead letter is excused while it waits
+// in the dead-letter stream; once replayed, losing the replay is a loss.
+func TestReplayedDeadLetterCanBeLost(t *testing.T) {
+	ops, st := clean()
+	ops[2].Kind, ops[2].DLQ = "failed", true
+	ops = append(ops, Op{Step: "s:4", StepName: "replay_dlq", Kind: Publish, EventID: "e1", EntryID: "2-0", Payload: pay})
+	st.Stream = map[string]int{} // the broker lost the replay
+	delete(st.Consumers["c"].Inbox, "e1")
+	st.Consumers["c"].InboxSums = map[string]Sum{}
+	st.Projections["c"] = map[string]Sum{}
+	vs := check(ops, st)
+	if len(vs) != 1 || vs[0].Invariant != Lost {
+		t.Fatalf("want lost, got %v", vs)
+	}
+}
+
+// TestTrimKeepsAnUnreadEntry: the broker dropped the acked entry and kept a
+// newer one the consumer has not read: not lost.
+func TestTrimKeepsAnUnreadEntry(t *testing.T) {
+	ops, st := clean()
+	ops[2].Kind = "failed" // acked without effect (ack first), then ...
+	ops = append(ops, Op{Step: "s:4", StepName: "publish", Kind: Publish, EventID: "e1", EntryID: "2-0", Payload: pay})
+	st.Stream = map[string]int{"e1": 1} // trim kept the newest entry, 2-0
+	delete(st.Consumers["c"].Inbox, "e1")
+	st.Consumers["c"].InboxSums = map[string]Sum{}
+	st.Projections["c"] = map[string]Sum{}
+	for _, v := range check(ops, st) {
+		if v.Invariant == Lost {
+			t.Fatalf("entry 2-0 is unread and held: %v", v)
+		}
+	}
+}

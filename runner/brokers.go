@@ -332,13 +332,22 @@ func process(ctx context.Context, s proc, action string) error {
 	return fmt.Errorf("unknown process action %q", action)
 }
 
+// restoreTimeout bounds bringing the servers back after a process fault.
+const restoreTimeout = time.Minute
+
 // restore starts again every managed server a process-fault scenario left
 // down, so its cleanup and the next scenario find the servers as they were.
 func (w *World) restore(ctx context.Context, iso *isolation) error {
+	ctx, cancel := context.WithTimeout(ctx, restoreTimeout)
+	defer cancel()
 	var errs []error
 	for _, conn := range w.conns {
 		if srv, _ := conn.Server(); srv != nil {
-			errs = append(errs, srv.Start(ctx), conn.Ready(ctx))
+			if err := srv.Start(ctx); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			errs = append(errs, conn.Ready(ctx))
 		}
 	}
 	for i, pg := range w.pgs {

@@ -106,7 +106,7 @@ func (w *World) acquire(ctx context.Context, b string, sc *Scenario) (*isolation
 	br, err := w.newBroker(ctx, b, iso.streamKey, sc)
 	if err != nil {
 		pp.free <- iso // the pair is untouched
-		return nil, fmt.Errorf("%s: %w", b, err)
+		return nil, &brokerError{fmt.Errorf("%s: %w", b, err)}
 	}
 	iso.env = steps.NewEnv(iso.pools[0], iso.pools[1], br)
 	iso.env.BrokerName, iso.env.Control = b, control{w, b}
@@ -231,3 +231,10 @@ func (pp *pairPool) shutdown(context.Context) error {
 		}
 	}
 }
+
+// brokerError is a scenario's broker that could not be set up: that
+// scenario fails on that broker; the run goes on.
+type brokerError struct{ err error }
+
+func (e *brokerError) Error() string { return e.err.Error() }
+func (e *brokerError) Unwrap() error { return e.err }

@@ -410,7 +410,7 @@ func parseViolations(file string, n *yaml.Node, errs *steps.Errors) map[string][
 			*errs = append(*errs, steps.Errorf(kv.KeyPos, "expect_violations: unknown broker %q%s; keys: %s", kv.Key, steps.Suggest(kv.Key, keys), strings.Join(keys, ", ")))
 			continue
 		}
-		out[kv.Key] = violationList(file, kv.Value, errs, true)
+		out[kv.Key] = violationList(file, kv.Value, errs, kv.Key != "default")
 	}
 	return out
 }
@@ -425,6 +425,10 @@ func violationList(file string, n *yaml.Node, errs *steps.Errors, emptyOK bool) 
 	}
 	out := []string{}
 	for _, v := range n.Content {
+		if v.Kind == yaml.ScalarNode && slices.Contains(out, v.Value) {
+			*errs = append(*errs, steps.Errorf(steps.NodePos(file, v), "expect_violations: %s given twice", v.Value))
+			continue
+		}
 		if _, ok := history.Invariants[v.Value]; v.Kind != yaml.ScalarNode || !ok {
 			*errs = append(*errs, steps.Errorf(steps.NodePos(file, v), "expect_violations: unknown invariant %s%s; one of: %s",
 				steps.Describe(v), steps.Suggest(v.Value, names), strings.Join(names, ", ")))

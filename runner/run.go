@@ -195,6 +195,12 @@ func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*Result, 
 					lock, unlock = exclusive.Lock, exclusive.Unlock
 				}
 				lock()
+				if jobs[i].sc.Exclusive {
+					// A database pair still being created in the background
+					// must not meet this scenario's server kill. Every
+					// creation starts under the read lock, so none starts now.
+					w.pairs.pending.Wait()
+				}
 				res, err := runScenario(ctx, p, w, jobs[i])
 				unlock()
 				mu.Lock()
@@ -223,6 +229,11 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*Result, erro
 	start := time.Now()
 	sc := j.sc
 	iso, err := w.acquire(ctx, j.broker, sc)
+	var be *brokerError
+	if errors.As(err, &be) {
+		return &Result{Scenario: sc, Broker: j.broker, matrix: len(p.Brokers) > 1 || j.broker != broker.Redis, Duration: time.Since(start),
+			Failures: []steps.Failure{{Pos: sc.Pos, Key: "broker", Msg: "cannot set up the scenario's broker: " + be.Error()}}}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -257,14 +268,17 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*Result, erro
 			break
 		}
 	}
-	if res.Skipped == "" && res.Passed() {
-		if err := judgeHistory(ctx, env, res); err != nil {
-			res.Failures = append(res.Failures, steps.Failure{Pos: sc.Pos, Key: "history", Msg: err.Error()})
-		}
-	}
+	// The recovered state is what the history is judged on: servers a
+	// process fault left down come back first.
+	var restoreErr error
 	if sc.Exclusive {
 		if err := w.restore(context.WithoutCancel(ctx), iso); err != nil {
-			return res, fmt.Errorf("restart the servers after %s: %w", sc.File, err)
+			restoreErr = fmt.Errorf("restart the servers after %s: %w", sc.File, err)
+		}
+	}
+	if res.Skipped == "" && res.Passed() && restoreErr == nil {
+		if err := judgeHistory(ctx, env, res); err != nil {
+			res.Failures = append(res.Failures, steps.Failure{Pos: sc.Pos, Key: "history", Msg: err.Error()})
 		}
 	}
 	keep := p.Keep == KeepAll || p.Keep == KeepFailed && !res.Passed()
@@ -275,9 +289,9 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*Result, erro
 	res.Duration = time.Since(start)
 	if err != nil {
 		// The result stands; the run reports that cleanup failed too.
-		return res, fmt.Errorf("cleanup of %s: %w", sc.File, err)
+		err = fmt.Errorf("cleanup of %s: %w", sc.File, err)
 	}
-	return res, nil
+	return res, errors.Join(restoreErr, err)
 }
 
 // StepRecord is one executed step: the call as loaded and what it did.
@@ -369,8 +383,11 @@ func formatResult(r *Result, verbose bool) []byte {
 func (r *Report) Summary() string {
 	failed := r.Failed()
 	word := "ok"
-	if failed > 0 {
+	switch {
+	case failed > 0:
 		word = "FAIL"
+	case len(r.NotRun) > 0:
+		word = "INCOMPLETE" // interrupted or stopped by a setup error: not ok
 	}
 	extra := ""
 	if n := r.Skipped(); n > 0 {

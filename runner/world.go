@@ -187,7 +187,7 @@ func (w *World) startServers(ctx context.Context, p *Params) error {
 		wg.Go(func() {
 			pg, err := servers.StartPostgres(ctx, servers.PostgresOptions{})
 			if pgErrs[i] = err; err == nil {
-				w.pgURLs[i], w.pgs[i], w.managed = pg.URL, pg, true
+				w.pgURLs[i], w.pgs[i] = pg.URL, pg
 				w.undo.add(pg.Discard) // its data goes with it: no shutdown checkpoint
 				p.logf("started PostgreSQL (%s) pid %d on port %d in %s", side, pg.PID(), pg.Port, pg.Dir)
 			}
@@ -207,6 +207,7 @@ func (w *World) startServers(ctx context.Context, p *Params) error {
 	if err := errors.Join(pgErrs[0], pgErrs[1], rdErr, brErr); err != nil {
 		return err
 	}
+	w.managed = w.pgs[producerSide] != nil
 	if len(sides) == 1 && p.PGURL == "" {
 		w.pgURLs[consumerSide] = w.pgURLs[producerSide] // one server, both sides
 	}

@@ -142,11 +142,13 @@ func (p *Postgres) halt(ctx context.Context, grace time.Duration) error {
 		return nil
 	}
 	var kids []int
-	if grace == 0 {
+	if grace == 0 && !c.exited() {
 		// Every backend calls setsid(), so killing the postmaster's process
 		// group misses them: freeze the postmaster (no new forks), then kill
-		// its children with it, as a crash of the whole server would.
-		_ = syscall.Kill(c.pid(), syscall.SIGSTOP)
+		// its children with it, as a crash of the whole server would. The
+		// postmaster is not reaped (we reap it), so its pid and its
+		// children's parent pid are still its own.
+		_ = c.cmd.Process.Signal(syscall.SIGSTOP)
 		kids = childrenOf(c.pid())
 		for _, k := range kids {
 			_ = syscall.Kill(k, syscall.SIGKILL)

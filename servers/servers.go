@@ -244,7 +244,8 @@ func killGroup(pgid int, limit time.Duration) map[int]bool {
 		live := false
 		for pid := range groupMembers(pgid) {
 			seen[pid] = true
-			live = live || running(pid)
+			// The leader is reaped: its pid may already be someone else's.
+			live = live || pid != pgid && running(pid)
 		}
 		if !live {
 			break
@@ -305,6 +306,16 @@ func eachProcess(fn func(pid int, st procStat)) {
 		if st, ok := readStat(e.Name()); ok {
 			fn(pid, st)
 		}
+	}
+}
+
+// exited reports whether the child has exited and been reaped.
+func (c *child) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
 	}
 }
 
