@@ -17,6 +17,7 @@ import (
 	jsbroker "outboxdrill/broker/jetstream"
 	"outboxdrill/broker/rabbitmq"
 	"outboxdrill/broker/redisstream"
+	"outboxdrill/history"
 	"outboxdrill/servers"
 	"outboxdrill/steps"
 )
@@ -245,6 +246,9 @@ func needs(sc *Scenario, b string) []broker.Capability {
 			}
 		}
 	}
+	// Loss is judged on what the broker still holds: without its entry log
+	// a declared loss could not be shown, and must not fail for that.
+	set[broker.EntryLog] = set[broker.EntryLog] || slices.Contains(sc.Violations(b), history.Lost)
 	var out []broker.Capability
 	for c, on := range set {
 		if on {

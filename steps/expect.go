@@ -336,7 +336,7 @@ func (e Expect) judgeChecks(ctx context.Context, env *Env) (fails []Failure, obs
 		got, err := cw.Check.observe(ctx, env, cw.Want)
 		if err != nil {
 			fails = append(fails, Failure{cw.Pos, cw.Check.Name, "cannot read the state: " + err.Error()})
-			obs = append(obs, Observation{Key: cw.Check.Name, Want: cw.Want, Got: err.Error()})
+			obs = append(obs, Observation{Key: cw.Check.Name, Broker: cw.Broker, Want: cw.Want, Got: err.Error()})
 			continue
 		}
 		msg, bad := Diff(cw.Want, got)
