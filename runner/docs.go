@@ -97,11 +97,18 @@ Used in an ` + "`expect`" + ` step, or in any step's ` + "`expect:`" + ` (checke
 compares the whole map: what it does not list must not exist; entries whose count is 0 count as absent.
 A failing check prints ` + "`file:line:col: key: want …, got …`" + `, or a ` + "`-want +got`" + ` diff for maps.
 
-| key | value | meaning |
-|---|---|---|
+The last column names what a broker must be able to tell for the check; on a broker without it
+(see [broker-guarantees.md](broker-guarantees.md)) a scenario using the check is skipped, never passed.
+
+| key | value | meaning | needs |
+|---|---|---|---|
 `)
 	for _, c := range steps.Checks() {
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", c.Name, c.Type(), c.Doc)
+		needs := "—"
+		if c.Needs != "" {
+			needs = "`" + string(c.Needs) + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", c.Name, c.Type(), c.Doc, needs)
 	}
 	b.WriteString(`
 ## History checker
