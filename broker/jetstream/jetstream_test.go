@@ -17,7 +17,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"outboxdrill/broker"
+	"outboxdrill/broker/brokertest"
+	"outboxdrill/internal/testservers"
 )
+
+func TestMain(m *testing.M) { testservers.Main(m) }
 
 // connect reaches the server at NATS_URL, or the one on the default port.
 // A missing server fails the test unless OUTBOXDRILL_SKIP_ABSENT=1.
@@ -25,7 +29,7 @@ func connect(t *testing.T) jetstream.JetStream {
 	t.Helper()
 	url := os.Getenv("NATS_URL")
 	if url == "" {
-		url = nats.DefaultURL
+		url = testservers.NATS(t) // RUNNER_NATS_URL, or the tests' own nats-server
 	}
 	absent := func(err error) {
 		t.Helper()
@@ -467,4 +471,12 @@ func TestManyEntries(t *testing.T) {
 	if p := pending(t, s, "g"); p != n {
 		t.Errorf("pending = %d; want %d", p, n)
 	}
+}
+
+// TestConformance runs the suite every broker passes.
+func TestConformance(t *testing.T) {
+	js := connect(t)
+	brokertest.Run(t, func(t *testing.T, _ ...string) broker.Broker {
+		return newStream(t, js, Options{Dedupe: true})
+	})
 }

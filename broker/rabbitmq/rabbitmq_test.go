@@ -16,7 +16,11 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"outboxdrill/broker"
+	"outboxdrill/broker/brokertest"
+	"outboxdrill/internal/testservers"
 )
+
+func TestMain(m *testing.M) { testservers.Main(m) }
 
 // dial reaches the server at RABBITMQ_URL, or the one on the default port.
 // A missing server fails the test unless OUTBOXDRILL_SKIP_ABSENT=1.
@@ -24,7 +28,7 @@ func dial(t *testing.T) *amqp.Connection {
 	t.Helper()
 	addr := os.Getenv("RABBITMQ_URL")
 	if addr == "" {
-		addr = "amqp://guest:guest@127.0.0.1:5672/"
+		addr = testservers.RabbitMQ(t) // RUNNER_RABBITMQ_URL, 127.0.0.1:5672, or the tests' own node
 	}
 	conn, err := amqp.DialConfig(addr, amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
 	if err != nil {
@@ -560,4 +564,12 @@ func TestDeliveriesCount(t *testing.T) {
 			t.Errorf("deliveries(%v, redelivered %v) = %d; want %d", c.headers, c.redelivered, got, c.want)
 		}
 	}
+}
+
+// TestConformance runs the suite every broker passes.
+func TestConformance(t *testing.T) {
+	conn := dial(t)
+	brokertest.Run(t, func(t *testing.T, groups ...string) broker.Broker {
+		return newBroker(t, conn, groups...)
+	})
 }

@@ -76,60 +76,80 @@ func start() {
 }
 
 var (
-	brokerOnce sync.Once
-	natsURL    string
-	rabbitURL  string
-	brokerErr  error
+	natsOnce, rabbitOnce sync.Once
+	natsURL, rabbitURL   string
+	natsErr, rabbitErr   error
 )
 
 // SkipAbsentEnv, set to 1, lets a test that needs an absent broker skip
 // instead of failing (local runs only: CI must have them all).
 const SkipAbsentEnv = "OUTBOXDRILL_SKIP_ABSENT"
 
-// Brokers returns the NATS and RabbitMQ URLs for the broker matrix:
-// RUNNER_NATS_URL, else a nats-server started like the runner starts it;
-// RUNNER_RABBITMQ_URL, else the development server on 127.0.0.1:5672 when it
-// answers, else a RabbitMQ node started like the runner does (6–13 s). A
-// broker that cannot be had fails the test with the reason, or skips it when
-// OUTBOXDRILL_SKIP_ABSENT=1.
+// Brokers returns the NATS and RabbitMQ URLs for the broker matrix (see
+// NATS and RabbitMQ).
 func Brokers(t testing.TB) (nats, rabbitmq string) {
 	t.Helper()
-	brokerOnce.Do(startBrokers)
-	if brokerErr != nil {
-		if os.Getenv(SkipAbsentEnv) == "1" {
-			t.Skipf("testservers: %v (skipped: %s=1)", brokerErr, SkipAbsentEnv)
+	return NATS(t), RabbitMQ(t)
+}
+
+// NATS is RUNNER_NATS_URL, else a nats-server started like the runner
+// starts it.
+func NATS(t testing.TB) string {
+	t.Helper()
+	natsOnce.Do(func() {
+		if natsURL = os.Getenv("RUNNER_NATS_URL"); natsURL != "" {
+			return
 		}
-		t.Fatalf("testservers: %v (set %s=1 to skip locally)", brokerErr, SkipAbsentEnv)
-	}
-	return natsURL, rabbitURL
+		n, err := servers.StartNATS(context.Background(), servers.NATSOptions{})
+		if err != nil {
+			natsErr = fmt.Errorf("NATS: %w", err)
+			return
+		}
+		natsURL = n.URL()
+		stopFuncs = append(stopFuncs, n.Stop)
+	})
+	absent(t, natsErr)
+	return natsURL
 }
 
 // devRabbitMQ is the RabbitMQ server the development machines and CI run.
 const devRabbitMQ = "amqp://guest:guest@127.0.0.1:5672/"
 
-func startBrokers() {
-	ctx := context.Background()
-	natsURL, rabbitURL = os.Getenv("RUNNER_NATS_URL"), os.Getenv("RUNNER_RABBITMQ_URL")
-	var errs []error
-	if natsURL == "" {
-		n, err := servers.StartNATS(ctx, servers.NATSOptions{})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("NATS: %w", err))
-		} else {
-			natsURL = n.URL()
-			stopFuncs = append(stopFuncs, n.Stop)
+// RabbitMQ is RUNNER_RABBITMQ_URL, else the development server on
+// 127.0.0.1:5672 when it answers, else a node started like the runner
+// starts it (6–13 s).
+func RabbitMQ(t testing.TB) string {
+	t.Helper()
+	rabbitOnce.Do(func() {
+		if rabbitURL = os.Getenv("RUNNER_RABBITMQ_URL"); rabbitURL != "" {
+			return
 		}
-	}
-	if rabbitURL == "" {
 		if c, err := amqp.DialConfig(devRabbitMQ, amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)}); err == nil {
 			c.Close()
 			rabbitURL = devRabbitMQ
-		} else if r, err := servers.StartRabbitMQ(ctx, servers.RabbitMQOptions{}); err == nil {
-			rabbitURL = r.URL()
-			stopFuncs = append(stopFuncs, r.Stop)
-		} else {
-			errs = append(errs, fmt.Errorf("RabbitMQ: none at %s and none could be started: %w", devRabbitMQ, err))
+			return
 		}
+		r, err := servers.StartRabbitMQ(context.Background(), servers.RabbitMQOptions{})
+		if err != nil {
+			rabbitErr = fmt.Errorf("RabbitMQ: none at %s and none could be started: %w", devRabbitMQ, err)
+			return
+		}
+		rabbitURL = r.URL()
+		stopFuncs = append(stopFuncs, r.Stop)
+	})
+	absent(t, rabbitErr)
+	return rabbitURL
+}
+
+// absent fails the test with the reason a broker is missing, or skips it
+// when OUTBOXDRILL_SKIP_ABSENT=1.
+func absent(t testing.TB, err error) {
+	t.Helper()
+	if err == nil {
+		return
 	}
-	brokerErr = errors.Join(errs...)
+	if os.Getenv(SkipAbsentEnv) == "1" {
+		t.Skipf("testservers: %v (skipped: %s=1)", err, SkipAbsentEnv)
+	}
+	t.Fatalf("testservers: %v (set %s=1 to skip locally)", err, SkipAbsentEnv)
 }

@@ -1,0 +1,212 @@
+// Package brokertest is the conformance suite of broker.Broker: what the
+// pipeline relies on from any broker, and honesty about what a broker
+// cannot do (an operation outside its capabilities says so). Each broker's
+// package runs it from one test, so a new broker is checked the day it is
+// written.
+package brokertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"outboxdrill/broker"
+)
+
+// Factory makes a fresh, empty broker whose consumer groups include groups
+// (a broker that must declare them up front does so), and deletes it when
+// the test ends.
+type Factory func(t *testing.T, groups ...string) broker.Broker
+
+// Run runs the suite. Claims may take as long as the broker's redelivery
+// delay (JetStream's AckWait); everything is bounded.
+func Run(t *testing.T, newBroker Factory) {
+	for _, tc := range []struct {
+		name string
+		run  func(*testing.T, Factory)
+	}{
+		{"PublishReadAck", publishReadAck},
+		{"EveryGroupGetsEveryMessage", everyGroup},
+		{"ReadWaitsAtMostBlock", readBlock},
+		{"EntryLogCountsEveryPublish", entryLog},
+		{"ClaimTakesOverAnUnackedEntry", claim},
+		{"DeadLettersRoundTrip", deadLetters},
+		{"UnsupportedSaysSo", unsupported},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, newBroker) })
+	}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+// Messages are messages with the given event ids and payloads derived from them.
+func Messages(ids ...string) []broker.Message {
+	out := make([]broker.Message, len(ids))
+	for i, id := range ids {
+		out[i] = broker.Message{EventID: id, Payload: fmt.Sprintf(`{"event_id":%q}`, id)}
+	}
+	return out
+}
+
+// Publish publishes ids and fails the test unless every one got an entry id.
+func Publish(t *testing.T, b broker.Broker, ids ...string) []string {
+	t.Helper()
+	got, err := b.Publish(ctx(t), Messages(ids...))
+	if err != nil || len(got) != len(ids) {
+		t.Fatalf("publish %v: %v, %v", ids, got, err)
+	}
+	return got
+}
+
+func events(ds []broker.Delivery) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.EventID
+	}
+	return out
+}
+
+func publishReadAck(t *testing.T, newBroker Factory) {
+	b := newBroker(t, "g")
+	Publish(t, b, "e1", "e2", "e3")
+	ds, err := b.Read(ctx(t), "g", "w1", 0, time.Second)
+	if err != nil || !slices.Equal(events(ds), []string{"e1", "e2", "e3"}) {
+		t.Fatalf("read: %v, %v; want e1 e2 e3 in publish order", events(ds), err)
+	}
+	for _, d := range ds {
+		if d.Payload != Messages(d.EventID)[0].Payload || d.Deliveries != 1 || d.ID == "" {
+			t.Errorf("delivery %+v: want its payload, an entry id, a first delivery", d)
+		}
+	}
+	countPending(t, b, "g", 3)
+	ids := make([]string, len(ds))
+	for i, d := range ds {
+		ids[i] = d.ID
+	}
+	if err := b.Ack(ctx(t), "g", ids...); err != nil {
+		t.Fatal(err)
+	}
+	countPending(t, b, "g", 0)
+	if again, err := b.Read(ctx(t), "g", "w1", 0, 100*time.Millisecond); err != nil || len(again) != 0 {
+		t.Errorf("read after ack: %v, %v; want nothing new", events(again), err)
+	}
+}
+
+// countPending checks the group's pending count where the broker has one.
+func countPending(t *testing.T, b broker.Broker, group string, want int64) {
+	t.Helper()
+	if !b.Capabilities().Has(broker.PendingCount) {
+		return
+	}
+	got, err := b.Pending(ctx(t))
+	if err != nil || got[group] != want {
+		t.Errorf("pending of %s: %v, %v; want %d", group, got, err, want)
+	}
+}
+
+func everyGroup(t *testing.T, newBroker Factory) {
+	b := newBroker(t, "g1", "g2")
+	Publish(t, b, "e1", "e2")
+	for _, g := range []string{"g1", "g2"} {
+		ds, err := b.Read(ctx(t), g, "w", 0, time.Second)
+		if err != nil || !slices.Equal(events(ds), []string{"e1", "e2"}) {
+			t.Errorf("group %s read %v, %v; want e1 e2", g, events(ds), err)
+		}
+	}
+}
+
+func readBlock(t *testing.T, newBroker Factory) {
+	b := newBroker(t, "g")
+	start := time.Now()
+	ds, err := b.Read(ctx(t), "g", "w", 0, 200*time.Millisecond)
+	if took := time.Since(start); err != nil || len(ds) != 0 || took > 5*time.Second {
+		t.Errorf("empty read: %v, %v after %s; want nothing, soon after 200ms", events(ds), err, took)
+	}
+}
+
+func entryLog(t *testing.T, newBroker Factory) {
+	b := newBroker(t, "g")
+	if !b.Capabilities().Has(broker.EntryLog) {
+		t.Skip("no entry_log")
+	}
+	Publish(t, b, "e1", "e2")
+	// A deliberate second publish of e1 (a replay): every broker stores it.
+	if _, err := b.Publish(ctx(t), []broker.Message{{EventID: "e1", Payload: Messages("e1")[0].Payload, Republish: true}}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := b.Entries(ctx(t))
+	evs, err2 := b.Events(ctx(t))
+	if err != nil || err2 != nil || n != 3 || !slices.Equal(evs, []string{"e1", "e2", "e1"}) {
+		t.Errorf("entries %d (%v), events %v (%v); want 3 and e1 e2 e1", n, err, evs, err2)
+	}
+}
+
+func claim(t *testing.T, newBroker Factory) {
+	b := newBroker(t, "g")
+	Publish(t, b, "e1")
+	first, err := b.Read(ctx(t), "g", "dead", 0, time.Second)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("read: %v, %v", events(first), err)
+	}
+	var got []broker.Delivery
+	for deadline := time.Now().Add(10 * time.Second); len(got) == 0 && time.Now().Before(deadline); {
+		got, err = b.Claim(ctx(t), "g", "alive", 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(got) != 1 || got[0].ID != first[0].ID || got[0].EventID != "e1" || got[0].Deliveries < 2 {
+		t.Fatalf("claim: %+v; want entry %s (e1) delivered a second time", got, first[0].ID)
+	}
+	if err := b.Ack(ctx(t), "g", got[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	countPending(t, b, "g", 0)
+}
+
+func deadLetters(t *testing.T, newBroker Factory) {
+	b := newBroker(t, "g")
+	dl := broker.DeadLetter{EventID: "e1", Payload: `{"event_id":"e1"}`, Reason: "poison", EntryID: "7", Deliveries: 3}
+	if err := b.DeadLetter(ctx(t), dl); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.DeadLetters(ctx(t))
+	if err != nil || len(got) != 1 || got[0] != dl {
+		t.Fatalf("dead letters %+v, %v; want %+v", got, err, dl)
+	}
+	taken, err := b.TakeDeadLetters(ctx(t))
+	left, err2 := b.DeadLetters(ctx(t))
+	if err != nil || err2 != nil || len(taken) != 1 || taken[0] != dl || len(left) != 0 {
+		t.Errorf("take: %+v (%v), left %+v (%v); want it once, then none", taken, err, left, err2)
+	}
+}
+
+// unsupported: an operation that needs a capability the broker does not
+// declare must say so, never answer with a made-up value.
+func unsupported(t *testing.T, newBroker Factory) {
+	b := newBroker(t, "g")
+	caps := b.Capabilities()
+	for _, op := range []struct {
+		needs broker.Capability
+		call  func() error
+	}{
+		{broker.PendingCount, func() error { _, err := b.Pending(ctx(t)); return err }},
+		{broker.Retention, func() error { _, err := b.Trim(ctx(t), 0); return err }},
+		{broker.EntryLog, func() error { _, err := b.Entries(ctx(t)); return err }},
+	} {
+		err := op.call()
+		switch {
+		case caps.Has(op.needs) && err != nil:
+			t.Errorf("%s declared, but: %v", op.needs, err)
+		case !caps.Has(op.needs) && !errors.Is(err, broker.ErrUnsupported):
+			t.Errorf("%s not declared, yet the operation answered %v", op.needs, err)
+		}
+	}
+}
