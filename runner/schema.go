@@ -2,6 +2,7 @@ package runner
 
 import (
 	"encoding/json"
+	"maps"
 	"strings"
 
 	"outboxdrill/broker"
@@ -21,14 +22,19 @@ func Schema() []byte {
 	for _, d := range steps.Defs() {
 		names = append(names, d.Name)
 		stepRefs = append(stepRefs, ref("step."+d.Name))
-		defs["step."+d.Name] = stepSchema(d)
+		defs["step."+d.Name] = stepSchema(d, defs)
+	}
+	for _, c := range steps.Checks() {
+		cs := c.Value.Schema()
+		cs["description"] = c.Doc
+		defs["check."+c.Name] = cs
 	}
 	defs["shorthand"] = map[string]any{
 		"type":        "string",
 		"description": "step, step(flag) or step(key=value, ...)",
 		"pattern":     `^\s*(` + strings.Join(names, "|") + `)\s*(\(.*\))?\s*$`,
 	}
-	defs["checks"] = checksSchema(nil)
+	defs["checks"] = checksSchema(nil, defs)
 	scalar := map[string]any{"type": []string{"string", "number", "boolean"}}
 	doc := map[string]any{
 		"$schema":  "https://json-schema.org/draft/2020-12/schema",
@@ -83,7 +89,7 @@ func ref(name string) map[string]any { return map[string]any{"$ref": "#/$defs/" 
 
 // stepSchema is a step map: its step key with parameters (or the checks, for
 // expect), plus name and expect.
-func stepSchema(d *steps.Def) map[string]any {
+func stepSchema(d *steps.Def, defs map[string]any) map[string]any {
 	props := map[string]any{keyName: map[string]any{"type": "string"}}
 	if d.IsExpect() {
 		props[d.Name] = ref("checks")
@@ -99,40 +105,39 @@ func stepSchema(d *steps.Def) map[string]any {
 				map[string]any{"type": "object", "properties": params, "additionalProperties": false},
 			},
 		}
-		props[keyExpect] = checksSchema(d)
+		props[keyExpect] = checksSchema(d, defs)
 	}
 	return map[string]any{"type": "object", "required": []string{d.Name}, "properties": props, "additionalProperties": false}
 }
 
 // checksSchema is an expect map: the state checks, plus for a step d its
-// outcome keys and error; for the expect step (d nil) within and every.
-func checksSchema(d *steps.Def) map[string]any {
+// outcome keys and error; for the expect step (d nil) within and every. Each
+// check's schema and each step's broker override are defined once in defs
+// and referred to, so the document grows with steps + checks, not their product.
+func checksSchema(d *steps.Def, defs map[string]any) map[string]any {
 	props := map[string]any{}
 	for _, c := range steps.Checks() {
-		s := c.Value.Schema()
-		s["description"] = c.Doc
-		props[c.Name] = s
+		props[c.Name] = ref("check." + c.Name)
 	}
-	if d == nil {
-		props[steps.WithinKey] = steps.DurationSchema()
-		props[steps.EveryKey] = steps.DurationSchema()
-	} else {
+	override := "override.checks"
+	if d != nil {
+		override = "override." + d.Name
 		for _, k := range d.Outcomes {
 			props[k.Name] = map[string]any{"description": k.Doc, "anyOf": []any{
 				map[string]any{"type": "integer", "minimum": 0}, map[string]any{"type": "boolean"}, steps.VarRef()}}
 		}
-		props[steps.ErrorKey] = map[string]any{"type": "string", "minLength": 1, "description": "the step must fail with an error containing this text"}
 	}
 	// A broker's override holds the same outcomes and checks, nothing else.
-	override := map[string]any{}
-	for k, v := range props {
-		if k != steps.WithinKey && k != steps.EveryKey && k != steps.ErrorKey {
-			override[k] = v
-		}
+	defs[override] = map[string]any{"type": "object", "minProperties": 1, "properties": maps.Clone(props), "additionalProperties": false,
+		"description": "what differs on this broker: replaces the wants with the same keys there"}
+	if d == nil {
+		props[steps.WithinKey] = steps.DurationSchema()
+		props[steps.EveryKey] = steps.DurationSchema()
+	} else {
+		props[steps.ErrorKey] = map[string]any{"type": "string", "minLength": 1, "description": "the step must fail with an error containing this text"}
 	}
 	for _, b := range broker.Names {
-		props[b] = map[string]any{"type": "object", "minProperties": 1, "properties": override, "additionalProperties": false,
-			"description": "what differs on " + b + ": replaces the wants with the same keys there"}
+		props[b] = ref(override)
 	}
 	return map[string]any{"type": "object", "properties": props, "additionalProperties": false}
 }
