@@ -59,6 +59,10 @@ func TestShippedScenariosMatchTheSchema(t *testing.T) {
 	if err := validateYAML(s, renderEveryKey("every", func(_, _ int, v string) string { return v })); err != nil {
 		t.Errorf("every-key scenario: %v", err)
 	}
+	override := "name: o\nexpect_violations: {default: [lost], nats: []}\nnats: {msg_id: false, dedupe_window: 1s}\nsteps:\n  - consume:\n    expect: {applied: 1, nats: {applied: 0, stream.entries: 1}}\n  - expect: {within: 1s, rabbitmq: {stream.events: 1}}\n"
+	if err := validateYAML(s, override); err != nil {
+		t.Errorf("broker overrides: %v", err)
+	}
 	matrix := "name: m\nvars: {a: 5}\nmatrix: {c: [EUR, USD]}\nx-base: &b {amount: 5}\nsteps:\n  - produce: {amount: \"${a}\", currency: \"${c}\"}\n  - relay(skip_mark)\n  - expect: {within: 200ms, every: 10ms, stream.entries: 1}\n"
 	if err := validateYAML(s, matrix); err != nil {
 		t.Errorf("vars and matrix: %v", err)
@@ -79,6 +83,12 @@ func TestSchemaRejectsTypos(t *testing.T) {
 		"name: x\nsteps:\n  - expect: {projection: {accounting: {USD: {amount: 1}}}}\n",
 		"name: x\nstpes: [relay]\n",
 		"steps: [relay]\n",
+		"name: x\nsteps:\n  - expect: {nats: {stream.entry: 1}}\n",
+		"name: x\nsteps:\n  - consume:\n    expect: {nats: {error: x}}\n",
+		"name: x\nsteps:\n  - consume:\n    expect: {natz: {applied: 1}}\n",
+		"name: x\nexpect_violations: [lots]\nsteps: [produce]\n",
+		"name: x\nexpect_violations: {default: []}\nsteps: [produce]\n",
+		"name: x\nnats: {msgid: false}\nsteps: [produce]\n",
 	} {
 		if err := validateYAML(s, src); err == nil {
 			t.Errorf("the schema accepts a broken scenario:\n%s", src)
