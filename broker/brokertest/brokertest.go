@@ -65,7 +65,8 @@ func Publish(t *testing.T, b broker.Broker, ids ...string) []string {
 	return got
 }
 
-func events(ds []broker.Delivery) []string {
+// EventIDs are the deliveries' event ids, in order.
+func EventIDs(ds []broker.Delivery) []string {
 	out := make([]string, len(ds))
 	for i, d := range ds {
 		out[i] = d.EventID
@@ -77,8 +78,8 @@ func publishReadAck(t *testing.T, newBroker Factory) {
 	b := newBroker(t, "g")
 	Publish(t, b, "e1", "e2", "e3")
 	ds, err := b.Read(ctx(t), "g", "w1", 0, time.Second)
-	if err != nil || !slices.Equal(events(ds), []string{"e1", "e2", "e3"}) {
-		t.Fatalf("read: %v, %v; want e1 e2 e3 in publish order", events(ds), err)
+	if err != nil || !slices.Equal(EventIDs(ds), []string{"e1", "e2", "e3"}) {
+		t.Fatalf("read: %v, %v; want e1 e2 e3 in publish order", EventIDs(ds), err)
 	}
 	for _, d := range ds {
 		if d.Payload != Messages(d.EventID)[0].Payload || d.Deliveries != 1 || d.ID == "" {
@@ -95,7 +96,7 @@ func publishReadAck(t *testing.T, newBroker Factory) {
 	}
 	countPending(t, b, "g", 0)
 	if again, err := b.Read(ctx(t), "g", "w1", 0, 100*time.Millisecond); err != nil || len(again) != 0 {
-		t.Errorf("read after ack: %v, %v; want nothing new", events(again), err)
+		t.Errorf("read after ack: %v, %v; want nothing new", EventIDs(again), err)
 	}
 }
 
@@ -116,8 +117,8 @@ func everyGroup(t *testing.T, newBroker Factory) {
 	Publish(t, b, "e1", "e2")
 	for _, g := range []string{"g1", "g2"} {
 		ds, err := b.Read(ctx(t), g, "w", 0, time.Second)
-		if err != nil || !slices.Equal(events(ds), []string{"e1", "e2"}) {
-			t.Errorf("group %s read %v, %v; want e1 e2", g, events(ds), err)
+		if err != nil || !slices.Equal(EventIDs(ds), []string{"e1", "e2"}) {
+			t.Errorf("group %s read %v, %v; want e1 e2", g, EventIDs(ds), err)
 		}
 	}
 }
@@ -127,7 +128,7 @@ func readBlock(t *testing.T, newBroker Factory) {
 	start := time.Now()
 	ds, err := b.Read(ctx(t), "g", "w", 0, 200*time.Millisecond)
 	if took := time.Since(start); err != nil || len(ds) != 0 || took > 5*time.Second {
-		t.Errorf("empty read: %v, %v after %s; want nothing, soon after 200ms", events(ds), err, took)
+		t.Errorf("empty read: %v, %v after %s; want nothing, soon after 200ms", EventIDs(ds), err, took)
 	}
 }
 
@@ -153,7 +154,7 @@ func claim(t *testing.T, newBroker Factory) {
 	Publish(t, b, "e1")
 	first, err := b.Read(ctx(t), "g", "dead", 0, time.Second)
 	if err != nil || len(first) != 1 {
-		t.Fatalf("read: %v, %v", events(first), err)
+		t.Fatalf("read: %v, %v", EventIDs(first), err)
 	}
 	var got []broker.Delivery
 	for deadline := time.Now().Add(10 * time.Second); len(got) == 0 && time.Now().Before(deadline); {

@@ -80,31 +80,6 @@ func newStream(t *testing.T, js jetstream.JetStream, opt Options) *Stream {
 	return s
 }
 
-func msgs(ids ...string) []broker.Message {
-	out := make([]broker.Message, len(ids))
-	for i, id := range ids {
-		out[i] = broker.Message{EventID: id, Payload: `{"event":"` + id + `"}`}
-	}
-	return out
-}
-
-func publish(t *testing.T, s *Stream, ids ...string) []string {
-	t.Helper()
-	got, err := s.Publish(testCtx(t), msgs(ids...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return got
-}
-
-func eventIDs(ds []broker.Delivery) []string {
-	out := make([]string, len(ds))
-	for i, d := range ds {
-		out[i] = d.EventID
-	}
-	return out
-}
-
 func entryIDs(ds []broker.Delivery) []string {
 	out := make([]string, len(ds))
 	for i, d := range ds {
@@ -158,7 +133,7 @@ func TestCapabilities(t *testing.T) {
 func TestPublishReadAck(t *testing.T) {
 	s := newStream(t, connect(t), Options{Dedupe: true})
 	ctx := testCtx(t)
-	ids := publish(t, s, "e1", "e2", "e3")
+	ids := brokertest.Publish(t, s, "e1", "e2", "e3")
 	if want := []string{"1", "2", "3"}; !slices.Equal(ids, want) {
 		t.Fatalf("Publish ids = %v; want %v", ids, want)
 	}
@@ -167,9 +142,9 @@ func TestPublishReadAck(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []broker.Delivery{
-		{ID: "1", EventID: "e1", Payload: `{"event":"e1"}`, Deliveries: 1},
-		{ID: "2", EventID: "e2", Payload: `{"event":"e2"}`, Deliveries: 1},
-		{ID: "3", EventID: "e3", Payload: `{"event":"e3"}`, Deliveries: 1},
+		{ID: "1", EventID: "e1", Payload: brokertest.Messages("e1")[0].Payload, Deliveries: 1},
+		{ID: "2", EventID: "e2", Payload: brokertest.Messages("e2")[0].Payload, Deliveries: 1},
+		{ID: "3", EventID: "e3", Payload: brokertest.Messages("e3")[0].Payload, Deliveries: 1},
 	}
 	if diff := cmp.Diff(want, ds); diff != "" {
 		t.Fatalf("Read (-want +got):\n%s", diff)
@@ -200,18 +175,18 @@ func TestPublishReadAck(t *testing.T) {
 func TestReadCountAndLateGroup(t *testing.T) {
 	s := newStream(t, connect(t), Options{})
 	ctx := testCtx(t)
-	publish(t, s, "e1", "e2", "e3")
+	brokertest.Publish(t, s, "e1", "e2", "e3")
 	first, err := s.Read(ctx, "g", "w", 2, time.Second)
-	if err != nil || !slices.Equal(eventIDs(first), []string{"e1", "e2"}) {
-		t.Fatalf("Read count 2 = %v, %v; want e1 e2", eventIDs(first), err)
+	if err != nil || !slices.Equal(brokertest.EventIDs(first), []string{"e1", "e2"}) {
+		t.Fatalf("Read count 2 = %v, %v; want e1 e2", brokertest.EventIDs(first), err)
 	}
 	rest, err := s.Read(ctx, "g", "w", 2, time.Second)
-	if err != nil || !slices.Equal(eventIDs(rest), []string{"e3"}) {
-		t.Fatalf("second Read = %v, %v; want e3", eventIDs(rest), err)
+	if err != nil || !slices.Equal(brokertest.EventIDs(rest), []string{"e3"}) {
+		t.Fatalf("second Read = %v, %v; want e3", brokertest.EventIDs(rest), err)
 	}
 	late, err := s.Read(ctx, "late", "w", 0, time.Second)
 	if err != nil || len(late) != 3 {
-		t.Errorf("late group Read = %v, %v; want all three (history)", eventIDs(late), err)
+		t.Errorf("late group Read = %v, %v; want all three (history)", brokertest.EventIDs(late), err)
 	}
 }
 
@@ -225,7 +200,7 @@ func TestDedupe(t *testing.T) {
 		t.Run(strconv.FormatBool(tc.dedupe), func(t *testing.T) {
 			s := newStream(t, js, Options{Dedupe: tc.dedupe})
 			// Two publishes, as a relay that crashed before marking would.
-			ids := append(publish(t, s, "e1"), publish(t, s, "e1")...)
+			ids := append(brokertest.Publish(t, s, "e1"), brokertest.Publish(t, s, "e1")...)
 			if !slices.Equal(ids, tc.ids) {
 				t.Errorf("ids = %v; want %v", ids, tc.ids)
 			}
@@ -240,7 +215,7 @@ func TestClaimAfterAckWait(t *testing.T) {
 	const ackWait = 300 * time.Millisecond
 	s := newStream(t, connect(t), Options{AckWait: ackWait})
 	ctx := testCtx(t)
-	publish(t, s, "e1", "e2")
+	brokertest.Publish(t, s, "e1", "e2")
 	ds, err := s.Read(ctx, "g", "w1", 0, time.Second)
 	if err != nil || len(ds) != 2 {
 		t.Fatalf("Read = %v, %v; want 2", ds, err)
@@ -249,14 +224,14 @@ func TestClaimAfterAckWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	// w1 dies holding e2. A new event arrives: Claim must not hand it out.
-	publish(t, s, "e3")
+	brokertest.Publish(t, s, "e3")
 	start := time.Now()
 	claimed, err := s.Claim(ctx, "g", "w2", 0, 10)
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []broker.Delivery{{ID: ds[1].ID, EventID: "e2", Payload: `{"event":"e2"}`, Deliveries: 2}}
+	want := []broker.Delivery{{ID: ds[1].ID, EventID: "e2", Payload: brokertest.Messages("e2")[0].Payload, Deliveries: 2}}
 	if diff := cmp.Diff(want, claimed); diff != "" {
 		t.Errorf("Claim (-want +got):\n%s", diff)
 	}
@@ -294,15 +269,15 @@ func TestClaimHeldRedelivery(t *testing.T) {
 	const ackWait = 200 * time.Millisecond
 	s := newStream(t, connect(t), Options{AckWait: ackWait})
 	ctx := testCtx(t)
-	publish(t, s, "e1")
+	brokertest.Publish(t, s, "e1")
 	if ds, err := s.Read(ctx, "g", "w1", 1, time.Second); err != nil || len(ds) != 1 {
 		t.Fatalf("Read = %v, %v", ds, err)
 	}
 	time.Sleep(ackWait + 100*time.Millisecond)
-	publish(t, s, "e2")
+	brokertest.Publish(t, s, "e2")
 	ds, err := s.Read(ctx, "g", "w1", 0, time.Second)
-	if err != nil || !slices.Equal(eventIDs(ds), []string{"e2"}) {
-		t.Fatalf("second Read = %v, %v; want only the new e2", eventIDs(ds), err)
+	if err != nil || !slices.Equal(brokertest.EventIDs(ds), []string{"e2"}) {
+		t.Fatalf("second Read = %v, %v; want only the new e2", brokertest.EventIDs(ds), err)
 	}
 	time.Sleep(ackWait + 100*time.Millisecond)
 	claimed, err := s.Claim(ctx, "g", "w2", 0, 0)
@@ -313,7 +288,7 @@ func TestClaimHeldRedelivery(t *testing.T) {
 	for i, d := range claimed {
 		counts[i] = d.Deliveries
 	}
-	got := fmt.Sprint(eventIDs(claimed), entryIDs(claimed), counts)
+	got := fmt.Sprint(brokertest.EventIDs(claimed), entryIDs(claimed), counts)
 	if want := "[e1 e2] [1 2] [3 2]"; got != want {
 		t.Errorf("Claim = %s; want %s (events, ids, deliveries)", got, want)
 	}
@@ -322,7 +297,7 @@ func TestClaimHeldRedelivery(t *testing.T) {
 func TestTrim(t *testing.T) {
 	s := newStream(t, connect(t), Options{})
 	ctx := testCtx(t)
-	ids := publish(t, s, "e1", "e2", "e3", "e4", "e5")
+	ids := brokertest.Publish(t, s, "e1", "e2", "e3", "e4", "e5")
 	if ds, err := s.Read(ctx, "early", "w", 0, 0); err != nil || len(ds) != 5 {
 		t.Fatalf("Read = %v, %v; want 5", ds, err)
 	}
@@ -337,8 +312,8 @@ func TestTrim(t *testing.T) {
 		t.Errorf("Events = %v, %v; want [e4 e5]", evs, err)
 	}
 	ds, err := s.Read(ctx, "late", "w", 0, time.Second)
-	if err != nil || !slices.Equal(eventIDs(ds), []string{"e4", "e5"}) || !slices.Equal(entryIDs(ds), []string{"4", "5"}) {
-		t.Errorf("Read after trim = %v %v, %v; want e4 e5 at 4 5", entryIDs(ds), eventIDs(ds), err)
+	if err != nil || !slices.Equal(brokertest.EventIDs(ds), []string{"e4", "e5"}) || !slices.Equal(entryIDs(ds), []string{"4", "5"}) {
+		t.Errorf("Read after trim = %v %v, %v; want e4 e5 at 4 5", entryIDs(ds), brokertest.EventIDs(ds), err)
 	}
 	// Acking entries trimmed away is no error, as XACK's is not.
 	if err := s.Ack(ctx, "early", ids...); err != nil {
@@ -390,7 +365,7 @@ func TestDeleteRemovesOnlyItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { other.Delete(context.Background()) })
-	publish(t, s, "e1")
+	brokertest.Publish(t, s, "e1")
 	if _, err := s.Read(ctx, "g", "w", 0, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +408,7 @@ func TestReadBlocksAtMostBlock(t *testing.T) {
 	// batch is not full.
 	go func() {
 		time.Sleep(200 * time.Millisecond)
-		_, _ = s.Publish(context.Background(), msgs("late"))
+		_, _ = s.Publish(context.Background(), brokertest.Messages("late"))
 	}()
 	start := time.Now()
 	ds, err := s.Read(ctx, "g", "w", 10, 5*time.Second)
@@ -454,7 +429,7 @@ func TestManyEntries(t *testing.T) {
 		want[i] = "e" + strconv.Itoa(i)
 	}
 	start := time.Now()
-	publish(t, s, want...)
+	brokertest.Publish(t, s, want...)
 	t.Logf("published %d in %v", n, time.Since(start))
 	start = time.Now()
 	evs, err := s.Events(ctx)
@@ -464,7 +439,7 @@ func TestManyEntries(t *testing.T) {
 	t.Logf("Events in %v", time.Since(start))
 	start = time.Now()
 	ds, err := s.Read(ctx, "g", "w", 0, time.Second)
-	if err != nil || !slices.Equal(eventIDs(ds), want) {
+	if err != nil || !slices.Equal(brokertest.EventIDs(ds), want) {
 		t.Fatalf("Read all: %d deliveries, %v; want %d in order", len(ds), err, n)
 	}
 	t.Logf("Read all in %v", time.Since(start))

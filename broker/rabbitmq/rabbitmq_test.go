@@ -72,34 +72,6 @@ func newBroker(t *testing.T, conn *amqp.Connection, groups ...string) *Broker {
 	return b
 }
 
-func msgs(ids ...string) []broker.Message {
-	out := make([]broker.Message, len(ids))
-	for i, id := range ids {
-		out[i] = broker.Message{EventID: id, Payload: `{"event":"` + id + `"}`}
-	}
-	return out
-}
-
-func publish(t *testing.T, b *Broker, ids ...string) []string {
-	t.Helper()
-	entries, err := b.Publish(testCtx(t), msgs(ids...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(entries) != len(ids) {
-		t.Fatalf("publish %v: %d entry ids %v", ids, len(entries), entries)
-	}
-	return entries
-}
-
-func eventIDs(ds []broker.Delivery) []string {
-	out := make([]string, len(ds))
-	for i, d := range ds {
-		out[i] = d.EventID
-	}
-	return out
-}
-
 func entryIDs(ds []broker.Delivery) []string {
 	out := make([]string, len(ds))
 	for i, d := range ds {
@@ -136,7 +108,7 @@ func exists(t *testing.T, conn *amqp.Connection, queue bool, name string) bool {
 func TestPublishReadAckEveryGroupGetsEveryMessage(t *testing.T) {
 	ctx := testCtx(t)
 	b := newBroker(t, dial(t), "ledger", "notifier")
-	entries := publish(t, b, "e1", "e2", "e3")
+	entries := brokertest.Publish(t, b, "e1", "e2", "e3")
 	if slices.Contains(entries, "") || len(slices.Compact(slices.Sorted(slices.Values(entries)))) != 3 {
 		t.Fatalf("entry ids not distinct and non-empty: %v", entries)
 	}
@@ -145,14 +117,14 @@ func TestPublishReadAckEveryGroupGetsEveryMessage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff([]string{"e1", "e2", "e3"}, eventIDs(ds)); diff != "" {
+		if diff := cmp.Diff([]string{"e1", "e2", "e3"}, brokertest.EventIDs(ds)); diff != "" {
 			t.Fatalf("%s events (-want +got):\n%s", g, diff)
 		}
 		if diff := cmp.Diff(entries, entryIDs(ds)); diff != "" {
 			t.Errorf("%s entry ids (-want +got):\n%s", g, diff)
 		}
 		for _, d := range ds {
-			if d.Deliveries != 1 || d.Payload != `{"event":"`+d.EventID+`"}` {
+			if d.Deliveries != 1 || d.Payload != brokertest.Messages(d.EventID)[0].Payload {
 				t.Errorf("%s: first delivery %+v", g, d)
 			}
 		}
@@ -171,7 +143,7 @@ func TestPublishReadAckEveryGroupGetsEveryMessage(t *testing.T) {
 func TestReadTakesAtMostCount(t *testing.T) {
 	ctx := testCtx(t)
 	b := newBroker(t, dial(t), "g")
-	publish(t, b, "e1", "e2", "e3", "e4", "e5")
+	brokertest.Publish(t, b, "e1", "e2", "e3", "e4", "e5")
 	first, err := b.Read(ctx, "g", "w", 2, time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +152,7 @@ func TestReadTakesAtMostCount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := [][]string{eventIDs(first), eventIDs(rest)}; !cmp.Equal(got, [][]string{{"e1", "e2"}, {"e3", "e4", "e5"}}) {
+	if got := [][]string{brokertest.EventIDs(first), brokertest.EventIDs(rest)}; !cmp.Equal(got, [][]string{{"e1", "e2"}, {"e3", "e4", "e5"}}) {
 		t.Errorf("reads of 2 then all = %v", got)
 	}
 }
@@ -194,12 +166,12 @@ func TestEventsInPublishOrderAndEntriesCountDuplicates(t *testing.T) {
 	for i := range 60 {
 		want = append(want, fmt.Sprintf("e%02d", i))
 	}
-	publish(t, b, want...)
+	brokertest.Publish(t, b, want...)
 	// Each browse requeues the log, which must keep its order, also when
 	// browsed entries are followed by new ones.
 	for i := range 4 {
 		if i == 1 {
-			publish(t, b, "e01", "e60") // a relay republishing e01: a second entry, same event
+			brokertest.Publish(t, b, "e01", "e60") // a relay republishing e01: a second entry, same event
 			want = append(want, "e01", "e60")
 		}
 		got, err := b.Events(ctx)
@@ -244,7 +216,7 @@ func testClaim(t *testing.T, claimOf func(*Broker) func(context.Context, string,
 	ctx := testCtx(t)
 	b := newBroker(t, dial(t), "g")
 	claim := claimOf(b)
-	publish(t, b, "e1", "e2")
+	brokertest.Publish(t, b, "e1", "e2")
 	readOne := func(worker, want string) broker.Delivery {
 		t.Helper()
 		ds, err := b.Read(ctx, "g", worker, 1, time.Second)
@@ -274,7 +246,7 @@ func testClaim(t *testing.T, claimOf func(*Broker) func(context.Context, string,
 	// B dies too: C claims e1, and the count goes on (RabbitMQ 3.x quorum
 	// queues count a return on channel close as a delivery). e3 is new:
 	// no claim may take it.
-	publish(t, b, "e3")
+	brokertest.Publish(t, b, "e3")
 	time.Sleep(30 * time.Millisecond)
 	third, err := claim(ctx, "g", "C", 20*time.Millisecond, 0)
 	if err != nil || len(third) != 1 || third[0].ID != e1.ID || third[0].Deliveries <= got[0].Deliveries {
@@ -292,7 +264,7 @@ func testClaim(t *testing.T, claimOf func(*Broker) func(context.Context, string,
 func TestAckOfAnUnknownIDFails(t *testing.T) {
 	ctx := testCtx(t)
 	b := newBroker(t, dial(t), "g")
-	publish(t, b, "e1")
+	brokertest.Publish(t, b, "e1")
 	ds, err := b.Read(ctx, "g", "w", 1, time.Second)
 	if err != nil || len(ds) != 1 {
 		t.Fatalf("read = %v, %v", ds, err)
@@ -383,14 +355,14 @@ func TestUnsupportedOperationsSaySo(t *testing.T) {
 func TestLateGroupOnlyGetsLaterPublishes(t *testing.T) {
 	ctx := testCtx(t)
 	b := newBroker(t, dial(t), "early")
-	publish(t, b, "e1")
+	brokertest.Publish(t, b, "e1")
 	if ds, err := b.Read(ctx, "late", "w", 0, 0); err != nil || len(ds) != 0 {
 		t.Fatalf("first read of a late group = %v, %v; want nothing (no history)", ds, err)
 	}
-	publish(t, b, "e2")
+	brokertest.Publish(t, b, "e2")
 	ds, err := b.Read(ctx, "late", "w", 0, time.Second)
-	if err != nil || !cmp.Equal(eventIDs(ds), []string{"e2"}) {
-		t.Errorf("late group reads %v, %v; want [e2]", eventIDs(ds), err)
+	if err != nil || !cmp.Equal(brokertest.EventIDs(ds), []string{"e2"}) {
+		t.Errorf("late group reads %v, %v; want [e2]", brokertest.EventIDs(ds), err)
 	}
 }
 
@@ -413,7 +385,7 @@ func TestPublishReturnsTheIDsConfirmedBeforeANack(t *testing.T) {
 	if err := declareBound(ch, full, b.Name(), amqp.Table{"x-max-length": int64(1), "x-overflow": "reject-publish"}); err != nil {
 		t.Fatal(err)
 	}
-	ids, err := b.Publish(ctx, msgs("e1", "e2", "e3"))
+	ids, err := b.Publish(ctx, brokertest.Messages("e1", "e2", "e3"))
 	if !errors.Is(err, ErrNacked) || !strings.Contains(err.Error(), "e2") {
 		t.Errorf("publish = %v; want ErrNacked naming e2", err)
 	}
@@ -430,7 +402,7 @@ func TestChannelErrorsSurface(t *testing.T) {
 	ctx := testCtx(t)
 	conn := dial(t)
 	b := newBroker(t, conn, "g")
-	publish(t, b, "e1")
+	brokertest.Publish(t, b, "e1")
 	ds, err := b.Read(ctx, "g", "w", 1, time.Second)
 	if err != nil || len(ds) != 1 {
 		t.Fatalf("read = %v, %v", ds, err)
@@ -474,7 +446,7 @@ func TestChannelErrorsSurface(t *testing.T) {
 	if err := other.ExchangeDelete(b.Name(), false, false); err != nil {
 		t.Fatal(err)
 	}
-	if ids, err := b.Publish(ctx, msgs("e2")); err == nil || len(ids) != 0 || !strings.Contains(err.Error(), "404") {
+	if ids, err := b.Publish(ctx, brokertest.Messages("e2")); err == nil || len(ids) != 0 || !strings.Contains(err.Error(), "404") {
 		t.Errorf("publish to a deleted exchange = %v, %v; want a 404 and no ids", ids, err)
 	}
 }
@@ -482,7 +454,7 @@ func TestChannelErrorsSurface(t *testing.T) {
 func TestClaimTakesWhatADeadChannelGaveBack(t *testing.T) {
 	ctx := testCtx(t)
 	b := newBroker(t, dial(t), "g")
-	publish(t, b, "e1")
+	brokertest.Publish(t, b, "e1")
 	ds, err := b.Read(ctx, "g", "A", 1, time.Second)
 	if err != nil || len(ds) != 1 {
 		t.Fatalf("read = %v, %v", ds, err)
@@ -514,7 +486,7 @@ func TestDeleteRemovesEverythingDeclared(t *testing.T) {
 	ctx := testCtx(t)
 	conn := dial(t)
 	b := newBroker(t, conn, "g")
-	publish(t, b, "e1")
+	brokertest.Publish(t, b, "e1")
 	if _, err := b.Read(ctx, "late", "w", 0, 0); err != nil { // declares a late group
 		t.Fatal(err)
 	}
