@@ -280,7 +280,7 @@ type control struct {
 	broker string
 }
 
-func (c control) Cannot(step, _ string) string {
+func (c control) Cannot(step string) string {
 	switch {
 	case step == "producer_db" && c.w.pgs[producerSide] == nil, step == "consumer_db" && c.w.pgs[consumerSide] == nil:
 		return notOurs("PostgreSQL", "--pg")

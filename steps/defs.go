@@ -371,7 +371,7 @@ func seenStore(env *Env, dedupe string) pipeline.SeenStore {
 func cannot(env *Env, step, action string) error {
 	why := "the runner controls no server process here"
 	if env.Control != nil {
-		why = env.Control.Cannot(step, action)
+		why = env.Control.Cannot(step)
 	}
 	if why == "" {
 		return nil

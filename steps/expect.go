@@ -104,7 +104,7 @@ func compileExpect(d *Def, file string, pairs []Arg, broker string) (Expect, Err
 			continue
 		}
 		if d.IsExpect() && (a.Key == WithinKey || a.Key == EveryKey) {
-			dur, err := durationNode(a.Value)
+			dur, err := Duration(a.Value)
 			if err != nil {
 				errs = append(errs, Errorf(pos, "%s: %v", a.Key, err))
 			}
@@ -194,10 +194,8 @@ func (e Expect) For(broker string) Expect {
 	return out
 }
 
-// Duration reads a duration node (500ms, 2s, 0), for keys outside steps.
-func Duration(n *yaml.Node) (time.Duration, error) { return durationNode(n) }
-
-func durationNode(n *yaml.Node) (time.Duration, error) {
+// Duration reads a duration node (500ms, 2s, 0).
+func Duration(n *yaml.Node) (time.Duration, error) {
 	if n.Kind != yaml.ScalarNode {
 		return 0, fmt.Errorf("want a duration such as 500ms, got %s", Describe(n))
 	}

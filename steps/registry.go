@@ -89,10 +89,10 @@ type Env struct {
 
 // ProcessControl kills, stops and starts the servers the runner manages.
 type ProcessControl interface {
-	// Cannot says why the runner cannot apply action to the server a
+	// Cannot says why the runner cannot fault the server a
 	// process-fault step ("broker", "producer_db", "consumer_db") acts on, or
 	// "" when it can: the scenario is then skipped with that reason.
-	Cannot(step, action string) string
+	Cannot(step string) string
 	// Broker applies action (kill, stop, start, restart) to the broker.
 	Broker(ctx context.Context, action string) error
 	// Postgres applies action to the producer's or the consumer's server.
