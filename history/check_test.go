@@ -24,6 +24,13 @@ func clean() ([]Op, State) {
 	return ops, st
 }
 
+// noEffect empties the consumer's inbox and read model: e1 had no effect.
+func noEffect(st *State) {
+	delete(st.Consumers["c"].Inbox, "e1")
+	st.Consumers["c"].InboxSums = map[string]Sum{}
+	st.Projections["c"] = map[string]Sum{}
+}
+
 func check(ops []Op, st State) []Violation {
 	return Check(ops, st, []string{"c"}, map[string][]string{"c": {"c"}})
 }
@@ -42,9 +49,7 @@ func TestEachInvariantCanFail(t *testing.T) {
 	cases := map[string]func(ops []Op, st *State) []Op{
 		Lost: func(ops []Op, st *State) []Op {
 			delete(st.Stream, "e1") // the broker lost it; nothing applied it
-			delete(st.Consumers["c"].Inbox, "e1")
-			st.Consumers["c"].InboxSums = map[string]Sum{}
-			st.Projections["c"] = map[string]Sum{}
+			noEffect(st)
 			return ops[:2]
 		},
 		DoubleApplied: func(ops []Op, st *State) []Op {
@@ -60,9 +65,7 @@ func TestEachInvariantCanFail(t *testing.T) {
 		},
 		AckedWithoutEffect: func(ops []Op, st *State) []Op {
 			ops[2].Kind = "failed"
-			delete(st.Consumers["c"].Inbox, "e1")
-			st.Consumers["c"].InboxSums = map[string]Sum{}
-			st.Projections["c"] = map[string]Sum{}
+			noEffect(st)
 			st.Stream["e1"] = 2 // a second entry waits, so it is not lost
 			return ops
 		},
@@ -73,9 +76,7 @@ func TestEachInvariantCanFail(t *testing.T) {
 		Stranded: func(ops []Op, st *State) []Op {
 			ops[2].Kind, ops[2].Acked = "failed", false
 			ops = append(ops, Op{Step: "s:4", StepName: "consume", Kind: Pass, Consumer: "c"})
-			delete(st.Consumers["c"].Inbox, "e1")
-			st.Consumers["c"].InboxSums = map[string]Sum{}
-			st.Projections["c"] = map[string]Sum{}
+			noEffect(st)
 			st.Consumers["c"].Pending = 1
 			return ops
 		},
@@ -109,9 +110,7 @@ func TestEachInvariantCanFail(t *testing.T) {
 func TestPurgeExcusesAckWithoutEffect(t *testing.T) {
 	ops, st := clean()
 	ops = append(ops, Op{Step: "s:4", Kind: Purge, Consumer: "c"})
-	delete(st.Consumers["c"].Inbox, "e1")
-	st.Consumers["c"].InboxSums = map[string]Sum{}
-	st.Projections["c"] = map[string]Sum{}
+	noEffect(&st)
 	for _, v := range check(ops, st) {
 		if v.Invariant == AckedWithoutEffect {
 			t.Errorf("purge after the ack: %v", v)
@@ -144,9 +143,7 @@ func TestReplayedDeadLetterCanBeLost(t *testing.T) {
 	ops[2].Kind, ops[2].DLQ = "failed", true
 	ops = append(ops, Op{Step: "s:4", StepName: "replay_dlq", Kind: Publish, EventID: "e1", EntryID: "2-0", Payload: pay})
 	st.Stream = map[string]int{} // the broker lost the replay
-	delete(st.Consumers["c"].Inbox, "e1")
-	st.Consumers["c"].InboxSums = map[string]Sum{}
-	st.Projections["c"] = map[string]Sum{}
+	noEffect(&st)
 	vs := check(ops, st)
 	if len(vs) != 1 || vs[0].Invariant != Lost {
 		t.Fatalf("want lost, got %v", vs)
@@ -160,9 +157,7 @@ func TestTrimKeepsAnUnreadEntry(t *testing.T) {
 	ops[2].Kind = "failed" // acked without effect (ack first), then ...
 	ops = append(ops, Op{Step: "s:4", StepName: "publish", Kind: Publish, EventID: "e1", EntryID: "2-0", Payload: pay})
 	st.Stream = map[string]int{"e1": 1} // trim kept the newest entry, 2-0
-	delete(st.Consumers["c"].Inbox, "e1")
-	st.Consumers["c"].InboxSums = map[string]Sum{}
-	st.Projections["c"] = map[string]Sum{}
+	noEffect(&st)
 	for _, v := range check(ops, st) {
 		if v.Invariant == Lost {
 			t.Fatalf("entry 2-0 is unread and held: %v", v)
