@@ -231,19 +231,8 @@ func (w *World) newBroker(ctx context.Context, b, key string, sc *Scenario) (bro
 func needs(sc *Scenario, b string) []broker.Capability {
 	set := map[broker.Capability]bool{}
 	for _, c := range sc.Steps {
-		switch p := c.Params.(type) {
-		case *steps.ClaimParams:
-			set[broker.ClaimByIdle] = set[broker.ClaimByIdle] || p.Idle > 0 || p.Auto
-			set[broker.SideStore] = set[broker.SideStore] || p.Dedupe == "setnx"
-		case *steps.ConsumeParams:
-			set[broker.SideStore] = set[broker.SideStore] || p.Dedupe == "setnx"
-		case *steps.BrokerParams:
-			set[broker.Retention] = set[broker.Retention] || p.Trim != nil
-		}
-		for _, cw := range c.Expect.For(b).Checks {
-			if cw.Check.Needs != "" {
-				set[cw.Check.Needs] = true
-			}
+		for _, n := range c.Needs(b) {
+			set[n] = true
 		}
 	}
 	// Loss is judged on what the broker still holds: without its entry log

@@ -16,13 +16,13 @@ func ops(recs []StepRecord) []history.Op {
 	var out []history.Op
 	for i, st := range recs {
 		where := fmt.Sprintf("%s (%s)", st.Call.Pos, st.Call)
-		consumer, model := handling(st.Call)
-		if consumer != "" {
-			out = append(out, history.Op{Step: where, StepN: i, StepName: st.Call.Def.Name, Kind: history.Pass, Consumer: consumer})
+		cons, consumes := st.Call.Consumes()
+		if consumes {
+			out = append(out, history.Op{Step: where, StepN: i, StepName: st.Call.Def.Name, Kind: history.Pass, Consumer: cons.Consumer})
 		}
 		for _, e := range st.Result.Entries {
 			out = append(out, history.Op{Step: where, StepN: i, StepName: st.Call.Def.Name, Kind: e.Outcome, EventID: e.EventID, EntryID: e.EntryID,
-				Consumer: e.Consumer, Model: model, Payload: e.Payload, Acked: e.Acked, DLQ: e.DeadLettered})
+				Consumer: e.Consumer, Model: cons.Model, Payload: e.Payload, Acked: e.Acked, DLQ: e.DeadLettered})
 		}
 	}
 	return out
@@ -69,10 +69,11 @@ func consumerIDs(sc *Scenario) ([]string, map[string][]string) {
 	var ids []string
 	models := map[string][]string{}
 	for _, c := range sc.Steps {
-		id, model := handling(c)
-		if id == "" {
+		cons, ok := c.Consumes()
+		if !ok {
 			continue
 		}
+		id, model := cons.Consumer, cons.Model
 		if !slices.Contains(ids, id) {
 			ids = append(ids, id)
 		}
@@ -82,21 +83,4 @@ func consumerIDs(sc *Scenario) ([]string, map[string][]string) {
 	}
 	slices.Sort(ids)
 	return ids, models
-}
-
-// handling is the consumer id and read model of a consume or claim step.
-func handling(c *steps.Call) (consumer, model string) {
-	var h steps.Handling
-	switch p := c.Params.(type) {
-	case *steps.ConsumeParams:
-		h = p.Handling
-	case *steps.ClaimParams:
-		h = p.Handling
-	default:
-		return "", ""
-	}
-	if h.Project == "" {
-		return h.Consumer, h.Consumer
-	}
-	return h.Consumer, h.Project
 }

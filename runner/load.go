@@ -244,12 +244,9 @@ func parseScenario(file string, root *yaml.Node) ([]*Scenario, steps.Errors) {
 			verrs = append(verrs, serrs...)
 			if call != nil {
 				sc.Steps = append(sc.Steps, call)
-				switch p := call.Params.(type) {
-				case *steps.BrokerParams:
-					sc.Exclusive = sc.Exclusive || p.Action() != ""
-				case *steps.ProcessParams: // producer_db, consumer_db
-					sc.Exclusive, sc.DBFaults = true, true
-				}
+				iso := call.Isolation()
+				sc.Exclusive = sc.Exclusive || iso.Alone
+				sc.DBFaults = sc.DBFaults || iso.SplitDBs
 			}
 		}
 		// A mistake outside ${...} repeats in every variant: report it once.

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"outboxdrill/steps"
 )
 
 // WriteMarkdown writes a summary table, then for each failed scenario its
@@ -106,42 +108,41 @@ func matrixCell(r *Result) string {
 
 func mdCell(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
 
-// Mermaid participants: short ids, readable names.
-const (
-	pProducer = "PPG"
-	pRelay    = "R"
-	pBroker   = "B"
-	pConsumer = "CPG"
-)
-
-// SequenceDiagram draws a scenario's steps as a Mermaid sequenceDiagram.
+// SequenceDiagram draws a scenario's steps as a Mermaid sequenceDiagram:
+// each step draws itself (steps.Drawn); failures are noted after it.
 func SequenceDiagram(r *Result) string {
 	var d diagram
 	d.line("sequenceDiagram")
-	d.line("  participant %s as Producer PG", pProducer)
-	d.line("  participant %s as Relay", pRelay)
-	d.line("  participant %s as Broker", pBroker)
-	d.line("  participant %s as Consumer PG", pConsumer)
+	for _, p := range steps.Participants {
+		d.line("  participant %s as %s", p.ID, p.Title)
+	}
 	for _, st := range r.Steps {
-		drawStep(&d, st)
+		st.Call.Draw(&d, st.Result)
+		for _, f := range st.Failures {
+			d.Note(fmt.Sprintf("FAIL %s: %s", f.Key, firstLine(f.Msg)), steps.ProducerDB, steps.ConsumerDB)
+		}
 	}
 	return d.String()
 }
 
+// diagram is a steps.Diagram that writes Mermaid.
 type diagram struct{ strings.Builder }
 
 func (d *diagram) line(format string, args ...any) {
 	fmt.Fprintf(d, format+"\n", args...)
 }
 
-func (d *diagram) msg(from, to, arrow, text string) {
+func (d *diagram) Msg(from, to steps.Participant, arrow, text string) {
 	d.line("  %s%s%s: %s", from, arrow, to, mermaidText(text))
 }
 
-func (d *diagram) note(over, text string) {
-	d.line("  Note over %s: %s", over, mermaidText(text))
+func (d *diagram) Note(text string, over ...steps.Participant) {
+	ids := make([]string, len(over))
+	for i, p := range over {
+		ids[i] = string(p)
+	}
+	d.line("  Note over %s: %s", strings.Join(ids, ","), mermaidText(text))
 }
-
 // mermaidText keeps a label on one line and away from Mermaid's syntax:
 // ";" ends a statement, "#" starts an entity, "<" ">" are read as HTML.
 func mermaidText(s string) string {
@@ -150,73 +151,4 @@ func mermaidText(s string) string {
 		s = s[:157] + "..."
 	}
 	return s
-}
-
-func drawStep(d *diagram, st StepRecord) {
-	for _, f := range st.Call.Faults() {
-		d.note(faultSite(st.Call.Def.Name), "FAULT "+f+" ("+st.Call.Pos.String()+")")
-	}
-	switch st.Call.Def.Name {
-	case "produce":
-		for _, line := range st.Result.Details { // "committed bus-1: 100 USD alice → bob" or the rollback
-			d.note(pProducer, line)
-		}
-	case "relay":
-		d.msg(pRelay, pProducer, "->>", "SELECT unpublished outbox rows")
-		for _, e := range st.Result.Entries {
-			d.msg(pRelay, pBroker, "->>", fmt.Sprintf("XADD %s → %s", e.EventID, e.EntryID))
-		}
-		if n := st.Result.Outcome["marked"]; n > 0 {
-			d.msg(pRelay, pProducer, "->>", fmt.Sprintf("mark %d row(s) published", n))
-		}
-	case "publish", "replay_dlq":
-		verb := map[string]string{"publish": "raw XADD", "replay_dlq": "replay from the dead-letter stream, XADD"}[st.Call.Def.Name]
-		for _, e := range st.Result.Entries {
-			d.note(pBroker, fmt.Sprintf("%s %s → %s", verb, e.EventID, e.EntryID))
-		}
-	case "sleep":
-		d.note(pProducer+","+pConsumer, st.Call.String())
-	case "consume", "claim":
-		verb := "XREADGROUP"
-		if st.Call.Def.Name == "claim" {
-			verb = "XCLAIM"
-		}
-		for _, e := range st.Result.Entries {
-			d.msg(pBroker, pConsumer, "->>", fmt.Sprintf("%s %s (%s)", verb, e.EntryID, e.EventID))
-			d.note(pConsumer, e.Outcome)
-			if e.DeadLettered {
-				d.note(pBroker, "to the dead-letter stream: "+e.EventID)
-			}
-			if e.Acked {
-				d.msg(pConsumer, pBroker, "-->>", "XACK "+e.EntryID)
-			}
-		}
-		if len(st.Result.Entries) == 0 {
-			d.note(pBroker, verb+": nothing delivered")
-		}
-	case "expect":
-		var ok []string
-		for _, ob := range st.Result.Observed {
-			if ob.OK {
-				ok = append(ok, ob.Key)
-			}
-		}
-		if len(ok) > 0 {
-			d.note(pProducer+","+pConsumer, "expect ok: "+strings.Join(ok, ", "))
-		}
-	}
-	for _, f := range st.Failures {
-		d.note(pProducer+","+pConsumer, fmt.Sprintf("FAIL %s: %s", f.Key, firstLine(f.Msg)))
-	}
-}
-
-// faultSite is where a step's fault strikes.
-func faultSite(step string) string {
-	switch step {
-	case "produce":
-		return pProducer
-	case "relay":
-		return pRelay
-	}
-	return pConsumer
 }

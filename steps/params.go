@@ -130,8 +130,8 @@ func decodeParams(t reflect.Type, specs []Param, args []Arg, stepPos Pos) (any, 
 			}
 		}
 	}
-	if vd, ok := ptr.Interface().(interface{ validate() error }); ok && len(errs) == 0 {
-		if err := vd.validate(); err != nil {
+	if vd, ok := ptr.Interface().(interface{ Validate() error }); ok && len(errs) == 0 {
+		if err := vd.Validate(); err != nil {
 			errs = append(errs, Errorf(stepPos, "%v", err))
 		}
 	}

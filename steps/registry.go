@@ -121,8 +121,8 @@ func NewEnv(producer, consumer *pgxpool.Pool, b broker.Broker) *Env {
 
 var registry = map[string]*Def{}
 
-// define registers a step whose parameters are the struct P.
-func define[P any](name, doc string, outcomes []Key, run func(context.Context, *Env, *P) (Result, error)) {
+// Define registers a step whose parameters are the struct P.
+func Define[P any](name, doc string, outcomes []Key, run func(context.Context, *Env, *P) (Result, error)) {
 	t := reflect.TypeFor[P]()
 	registry[name] = &Def{
 		Name: name, Doc: doc, Outcomes: outcomes,
@@ -254,4 +254,10 @@ func (c *Call) String() string {
 		}
 	}
 	return c.Def.Name + "(" + strings.Join(parts, ", ") + ")"
+}
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

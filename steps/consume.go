@@ -1,0 +1,186 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"outboxdrill/broker"
+	"outboxdrill/pipeline"
+)
+
+var consumeOutcomes = []Key{
+	{"delivered", "entries handed to this worker"},
+	{"applied", "new in the inbox; projection updated"},
+	{"duplicate", "same event id and payload already in the inbox: no effect, acked"},
+	{"conflict", "same event id, different payload: identity conflict, no effect, not acked"},
+	{"failed", "the consumer transaction rolled back: the entry stays pending"},
+	{"acked", "entries XACKed after their commit (dead-lettered ones too)"},
+	{"dead_lettered", "entries moved to the dead-letter stream (with max_deliveries)"},
+	{"deferred", "entries held back by strict ordering: no effect, not acked"},
+	{"redelivered", "entries this worker got that the broker had delivered before (a reclaim, a redelivery after AckWait, RabbitMQ's Redelivered after a channel loss)"},
+}
+
+// ConsumeParams are the parameters of the consume step.
+type ConsumeParams struct {
+	Handling
+	Worker string        `param:"worker" default:"worker-1" doc:"worker id: a process instance, never a dedupe key"`
+	Count  int           `param:"count" min:"1" doc:"entries to take; default all new entries"`
+	Block  time.Duration `param:"block" default:"50ms" doc:"how long to wait when no entry is new (never forever)"`
+}
+
+// ClaimParams are the parameters of the claim step.
+type ClaimParams struct {
+	Handling
+	Worker string        `param:"worker" default:"worker-2" doc:"worker id that takes the entries over"`
+	Idle   time.Duration `param:"idle" default:"0" doc:"claim entries pending at least this long (XPENDING IDLE + XCLAIM min-idle)"`
+	Count  int           `param:"count" min:"1" doc:"entries to claim; default all that qualify (at most 10000)"`
+	Auto   bool          `param:"auto" doc:"XAUTOCLAIM (the broker scans the pending list) instead of XPENDING + XCLAIM"`
+}
+
+// Handling are the parameters consume and claim share: how each delivery
+// is handled once a worker has it.
+type Handling struct {
+	Consumer string `param:"consumer" default:"accounting" doc:"consumer id: the group and the inbox dedupe scope"`
+	Project  string `param:"projection" doc:"read model the consumer updates; default its consumer id. Naming another consumer's read model is the renamed-consumer anti-pattern"`
+	Fail     string `param:"fail" fault:"yes" enum:"divzero" doc:"divzero: SELECT 1/0 after the inbox insert, inside the consumer transaction"`
+	SkipAck  bool   `param:"skip_ack" fault:"yes" doc:"fault: commit, then crash before XACK"`
+	MaxDeliv int    `param:"max_deliveries" min:"1" doc:"an entry that failed or conflicted on its N-th delivery goes to the dead-letter stream and is acked"`
+	Mode     string `param:"mode" default:"one_tx" enum:"one_tx|ack_first|split_tx" doc:"anti-patterns: ack_first XACKs before the transaction; split_tx commits inbox and projection separately (a fault strikes between)"`
+	Dedupe   string `param:"dedupe" default:"event_id" enum:"event_id|entry_id|setnx" doc:"anti-patterns: entry_id dedupes by broker entry id; setnx dedupes with Redis SETNX before the PostgreSQL transaction"`
+	Ordering string `param:"ordering" default:"none" enum:"none|strict" doc:"strict: apply an aggregate's events in version order; a later one is held back (deferred, not acked) until its predecessor is applied"`
+}
+
+// options turns the shared parameters into the pipeline's options.
+func (h Handling) options(env *Env, worker string, count int) pipeline.ConsumeOptions {
+	return pipeline.ConsumeOptions{
+		Consumer: h.Consumer, Projection: h.Project, Worker: worker, Count: count,
+		Fault: pipeline.Fault(h.Fail), SkipAck: h.SkipAck, MaxDeliveries: h.MaxDeliv,
+		AckFirst: h.Mode == "ack_first", SplitTx: h.Mode == "split_tx", DedupeByEntry: h.Dedupe == "entry_id",
+		Seen: seenStore(env, h.Dedupe), Strict: h.Ordering == "strict",
+	}
+}
+
+func init() {
+	Define("consume", "XREADGROUP new entries ('>') as worker of the consumer's group (created on first use from the stream's start), then per entry ONE consumer transaction: insert into the inbox; if new, update the projection; commit; then XACK.",
+		consumeOutcomes, runConsume)
+	Define("claim", "Take over pending entries idle at least `idle` (XPENDING + XCLAIM) and handle them exactly as consume does.",
+		consumeOutcomes, runClaim)
+}
+
+func runConsume(ctx context.Context, env *Env, p *ConsumeParams) (Result, error) {
+	opt := p.options(env, p.Worker, p.Count)
+	opt.Block = p.Block
+	res, err := (&pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}).Consume(ctx, opt)
+	env.conflicts += int64(res.Count(pipeline.Conflict))
+	return consumeResult(res, p.Consumer, p.SkipAck), err
+}
+
+func runClaim(ctx context.Context, env *Env, p *ClaimParams) (Result, error) {
+	opt := p.options(env, p.Worker, p.Count)
+	opt.Idle, opt.Auto = p.Idle, p.Auto
+	res, err := (&pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}).Claim(ctx, opt)
+	env.conflicts += int64(res.Count(pipeline.Conflict))
+	return consumeResult(res, p.Consumer, p.SkipAck), err
+}
+
+// seenStore is the broker's SETNX store when dedupe is setnx.
+func seenStore(env *Env, dedupe string) pipeline.SeenStore {
+	if s, ok := env.Broker.(pipeline.SeenStore); ok && dedupe == "setnx" {
+		return s
+	}
+	return nil
+}
+
+func consumeResult(res pipeline.ConsumeResult, consumer string, skipAck bool) Result {
+	r := Result{Outcome: map[string]int64{
+		"delivered":     int64(len(res.Handled)),
+		"applied":       int64(res.Count(pipeline.Applied)),
+		"duplicate":     int64(res.Count(pipeline.Duplicate)),
+		"conflict":      int64(res.Count(pipeline.Conflict)),
+		"failed":        int64(res.Count(pipeline.Failed)),
+		"acked":         int64(res.Acked()),
+		"dead_lettered": int64(res.DeadLettered()),
+		"deferred":      int64(res.Count(pipeline.Deferred)),
+		"redelivered":   int64(res.Redelivered()),
+	}}
+	for _, h := range res.Handled {
+		r.Entries = append(r.Entries, Entry{EntryID: h.ID, EventID: h.EventID, Outcome: string(h.Outcome), Consumer: consumer, Payload: h.Payload, Acked: h.Acked, DeadLettered: h.DeadLettered})
+		line := fmt.Sprintf("entry %s (%s): %s", h.ID, h.EventID, h.Outcome)
+		switch {
+		case h.DeadLettered && h.Acked:
+			line += fmt.Sprintf(", dead-lettered after %d deliveries and acked", h.Deliveries)
+		case h.Acked:
+			line += ", acked"
+		case skipAck && (h.Outcome == pipeline.Applied || h.Outcome == pipeline.Duplicate):
+			line += ", skip_ack: crashed before XACK, stays pending"
+		default:
+			line += ", not acked: stays pending"
+		}
+		if h.Reason != "" {
+			line += " — " + h.Reason
+		}
+		if h.Outcome == pipeline.Conflict {
+			state := "not acked"
+			if h.DeadLettered {
+				state = "dead-lettered and acked"
+			}
+			r.Alerts = append(r.Alerts, h.Reason+" (entry "+h.ID+", "+state+")")
+		}
+		r.Details = append(r.Details, line)
+	}
+	return r
+}
+
+
+// Consumes: the consumer id the step reads as and the read model it writes.
+func (h *Handling) Consumes() Consumption {
+	return Consumption{Consumer: h.Consumer, Model: h.Project}
+}
+
+// Needs: dedupe by SETNX needs the broker's side store.
+func (h *Handling) Needs() []broker.Capability {
+	if h.Dedupe == "setnx" {
+		return []broker.Capability{broker.SideStore}
+	}
+	return nil
+}
+
+func (*Handling) FaultSite() Participant { return ConsumerDB }
+
+func (*ConsumeParams) Draw(d Diagram, r Result) { drawDeliveries(d, "XREADGROUP", r) }
+
+func (p *ClaimParams) Consumes() Consumption {
+	c := p.Handling.Consumes()
+	c.TakesOver = true
+	return c
+}
+
+// Needs: a real idle time or XAUTOCLAIM needs the broker to track idleness.
+func (p *ClaimParams) Needs() []broker.Capability {
+	needs := p.Handling.Needs()
+	if p.Idle > 0 || p.Auto {
+		needs = append(needs, broker.ClaimByIdle)
+	}
+	return needs
+}
+
+func (*ClaimParams) Draw(d Diagram, r Result) { drawDeliveries(d, "XCLAIM", r) }
+
+// drawDeliveries draws each delivery: the entry handed over, its outcome,
+// a dead-lettering and the ack.
+func drawDeliveries(d Diagram, verb string, r Result) {
+	for _, e := range r.Entries {
+		d.Msg(BrokerP, ConsumerDB, "->>", fmt.Sprintf("%s %s (%s)", verb, e.EntryID, e.EventID))
+		d.Note(e.Outcome, ConsumerDB)
+		if e.DeadLettered {
+			d.Note("to the dead-letter stream: "+e.EventID, BrokerP)
+		}
+		if e.Acked {
+			d.Msg(ConsumerDB, BrokerP, "-->>", "XACK "+e.EntryID)
+		}
+	}
+	if len(r.Entries) == 0 {
+		d.Note(verb+": nothing delivered", BrokerP)
+	}
+}

@@ -1,0 +1,179 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+
+	"outboxdrill/broker"
+)
+
+// ProcessParams are the process faults of a server the runner manages.
+type ProcessParams struct {
+	Kill    bool `param:"kill" fault:"yes" doc:"SIGKILL the server process (a crash); needs the runner's own server, else the scenario is skipped"`
+	Stop    bool `param:"stop" fault:"yes" doc:"stop the server cleanly"`
+	Start   bool `param:"start" doc:"start the stopped or killed server again, same address, same data directory (after a kill: crash recovery)"`
+	Restart bool `param:"restart" fault:"yes" doc:"kill, then start"`
+}
+
+// Action is the one process action asked for, or "".
+func (p *ProcessParams) Action() string {
+	for _, a := range []struct {
+		on   bool
+		name string
+	}{{p.Kill, "kill"}, {p.Stop, "stop"}, {p.Start, "start"}, {p.Restart, "restart"}} {
+		if a.on {
+			return a.name
+		}
+	}
+	return ""
+}
+
+// actions counts the actions asked for.
+func (p *ProcessParams) actions() int {
+	n := 0
+	for _, on := range []bool{p.Kill, p.Stop, p.Start, p.Restart} {
+		if on {
+			n++
+		}
+	}
+	return n
+}
+
+func (p *ProcessParams) Validate() error {
+	switch p.actions() {
+	case 0:
+		return fmt.Errorf("needs an action: kill, stop, start or restart")
+	case 1:
+		return nil
+	}
+	return fmt.Errorf("takes one action at a time (kill, stop, start or restart)")
+}
+
+// BrokerParams are the parameters of the broker step.
+type BrokerParams struct {
+	Trim *int `param:"trim" doc:"keep only the newest N entries (XTRIM MAXLEN): the broker loses published entries, as a retention limit or a restart without AOF would"`
+	ProcessParams
+}
+
+func (p *BrokerParams) Validate() error {
+	n := p.actions()
+	if p.Trim != nil {
+		n++
+	}
+	switch {
+	case n == 0:
+		return fmt.Errorf("broker needs an action, e.g. broker(trim=0) or broker(kill)")
+	case n > 1:
+		return fmt.Errorf("broker takes one action at a time (trim, kill, stop, start or restart)")
+	case p.Trim != nil && *p.Trim < 0:
+		return fmt.Errorf("trim: keep 0 or more entries, got %d", *p.Trim)
+	}
+	return nil
+}
+
+// DBParams are the parameters of producer_db and consumer_db: a process
+// fault of one side's PostgreSQL server.
+type DBParams[S dbSide] struct{ ProcessParams }
+
+// dbSide names the side a DBParams acts on, as a type, so that each of the
+// two steps knows its side from its parameters alone.
+type dbSide interface{ side() string }
+
+type producerSide struct{}
+type consumerSide struct{}
+
+func (producerSide) side() string { return "producer" }
+func (consumerSide) side() string { return "consumer" }
+
+// Isolation: a PostgreSQL server is shared by the run's scenarios, and a
+// fault of one side needs the other side on a server of its own.
+func (*DBParams[S]) Isolation() Isolation { return Isolation{Alone: true, SplitDBs: true} }
+
+func (*DBParams[S]) FaultSite() Participant {
+	var s S
+	if s.side() == "producer" {
+		return ProducerDB
+	}
+	return ConsumerDB
+}
+
+func (p *DBParams[S]) Draw(d Diagram, _ Result) {
+	var s S
+	d.Note(s.side()+"'s PostgreSQL "+p.Action(), p.FaultSite())
+}
+
+// Isolation: killing, stopping or starting the broker hits every scenario
+// that shares it; trimming touches only this scenario's stream.
+func (p *BrokerParams) Isolation() Isolation { return Isolation{Alone: p.Action() != ""} }
+
+func (p *BrokerParams) Needs() []broker.Capability {
+	if p.Trim != nil {
+		return []broker.Capability{broker.Retention}
+	}
+	return nil
+}
+
+func (*BrokerParams) FaultSite() Participant { return BrokerP }
+
+func (p *BrokerParams) Draw(d Diagram, r Result) {
+	if p.Trim != nil {
+		d.Note(fmt.Sprintf("trim to %d: %d entries dropped", *p.Trim, r.Outcome["trimmed"]), BrokerP)
+		return
+	}
+	d.Note("broker "+p.Action(), BrokerP)
+}
+
+func init() {
+	Define("broker", "Act on the broker itself. trim: drop all but the newest N entries — published events the broker no longer holds.",
+		[]Key{{"trimmed", "entries dropped"}}, runBroker)
+	Define("producer_db", "Act on the producer's PostgreSQL server process (kill, stop, start, restart). After kill + start the server runs crash recovery: what was committed is there, what was not is gone. Skipped on a server given with --pg.",
+		nil, runPostgres[producerSide])
+	Define("consumer_db", "Act on the consumer's PostgreSQL server process (kill, stop, start, restart), a server of its own: the producer's keeps running. Skipped on a server given with --pg.",
+		nil, runPostgres[consumerSide])
+}
+
+// cannot is the skip of a process fault the runner cannot apply here.
+func cannot(env *Env, step, action string) error {
+	why := "the runner controls no server process here"
+	if env.Control != nil {
+		why = env.Control.Cannot(step)
+	}
+	if why == "" {
+		return nil
+	}
+	return &SkipError{Reason: fmt.Sprintf("%s(%s): %s", step, action, why)}
+}
+
+func runBroker(ctx context.Context, env *Env, p *BrokerParams) (Result, error) {
+	if a := p.Action(); a != "" {
+		if err := cannot(env, "broker", a); err != nil {
+			return Result{}, err
+		}
+		if err := env.Control.Broker(ctx, a); err != nil {
+			return Result{}, err
+		}
+		return Result{Details: []string{"broker " + a}}, nil
+	}
+	n, err := env.Broker.Trim(ctx, *p.Trim)
+	return Result{Outcome: map[string]int64{"trimmed": n}, Details: []string{fmt.Sprintf("XTRIM MAXLEN %d: %d entries dropped", *p.Trim, n)}}, err
+}
+
+// runPostgres is the producer_db and consumer_db steps.
+func runPostgres[S dbSide](ctx context.Context, env *Env, p *DBParams[S]) (Result, error) {
+	var s S
+	side, a := s.side(), p.Action()
+	if err := cannot(env, side+"_db", a); err != nil {
+		return Result{}, err
+	}
+	if err := env.Control.Postgres(ctx, side, a); err != nil {
+		return Result{}, err
+	}
+	// Connections to the old process are dead: the pool starts afresh,
+	// so later steps see the server as it is now (down, or recovered).
+	pool := env.Producer
+	if side == "consumer" {
+		pool = env.Consumer
+	}
+	pool.Reset()
+	return Result{Details: []string{side + "'s PostgreSQL " + a}}, nil
+}

@@ -1,0 +1,64 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+
+	"outboxdrill/broker"
+	"outboxdrill/pipeline"
+)
+
+// PublishParams are the parameters of the publish step.
+type PublishParams struct {
+	Event    *string `param:"event" doc:"business event id; default the last event produce committed (bus-1 before any)"`
+	Amount   *int64  `param:"amount" min:"1" doc:"default: as produced for this event, else 100"`
+	Currency *string `param:"currency" doc:"default: as produced for this event, else USD"`
+	From     *string `param:"from" doc:"default: as produced for this event, else alice"`
+	To       *string `param:"to" doc:"default: as produced for this event, else bob"`
+}
+
+func init() {
+	Define("publish", "XADD a raw entry, bypassing the outbox: a replayed or forged delivery. The payload is built exactly as produce builds it, so the same values make a duplicate and another amount an identity conflict.",
+		[]Key{{"published", "entries XADDed (1)"}},
+		runPublish)
+}
+
+func runPublish(ctx context.Context, env *Env, p *PublishParams) (Result, error) {
+	event := env.last
+	if event == "" {
+		event = "bus-1"
+	}
+	event = deref(p.Event, event)
+	t, ok := env.transfers[event]
+	if !ok {
+		t = pipeline.Transfer{EventID: event, From: "alice", To: "bob", Amount: 100, Currency: "USD"}
+	}
+	t.Amount, t.Currency = deref(p.Amount, t.Amount), deref(p.Currency, t.Currency)
+	t.From, t.To = deref(p.From, t.From), deref(p.To, t.To)
+	ids, err := env.Broker.Publish(ctx, []broker.Message{{EventID: t.EventID, Payload: t.Payload(), Republish: true}})
+	r := Result{Outcome: map[string]int64{"published": int64(len(ids))}}
+	for _, id := range ids {
+		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s, payload %s", t.EventID, id, t.Payload()))
+		r.Entries = append(r.Entries, Entry{EntryID: id, EventID: t.EventID, Outcome: "published", Payload: t.Payload()})
+	}
+	return r, err
+}
+
+
+func deref[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+func (*PublishParams) FaultSite() Participant { return BrokerP }
+
+func (*PublishParams) Draw(d Diagram, r Result) { drawPublished(d, "raw XADD", r) }
+
+// drawPublished notes each entry a step put on the broker directly.
+func drawPublished(d Diagram, verb string, r Result) {
+	for _, e := range r.Entries {
+		d.Note(fmt.Sprintf("%s %s → %s", verb, e.EventID, e.EntryID), BrokerP)
+	}
+}

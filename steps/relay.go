@@ -1,0 +1,91 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+
+	"outboxdrill/pipeline"
+)
+
+// RelayParams are the parameters of the relay step.
+type RelayParams struct {
+	Limit    int    `param:"limit" min:"1" doc:"rows to relay (per relay); default all unpublished rows"`
+	SkipMark bool   `param:"skip_mark" fault:"yes" doc:"fault: XADD, then crash before marking the rows published"`
+	Workers  int    `param:"workers" default:"1" min:"1" doc:"relays running at once (at most 4); all read before any publishes, so their race is deterministic"`
+	Lease    string `param:"lease" default:"skip_locked" enum:"skip_locked|flag" doc:"how concurrent relays claim rows: FOR UPDATE SKIP LOCKED, or the anti-pattern of published=true as the only claim"`
+	Mode     string `param:"mode" default:"publish_first" enum:"publish_first|mark_first" doc:"mark_first is the anti-pattern: mark the rows published, then XADD"`
+	SkipPub  bool   `param:"skip_publish" fault:"yes" doc:"fault with mode mark_first: crash after marking, before XADD (the events are lost)"`
+}
+
+func (p *RelayParams) Validate() error {
+	markFirst := p.Mode == "mark_first"
+	switch {
+	case p.SkipPub && !markFirst:
+		return fmt.Errorf("skip_publish is the crash window of mode: mark_first")
+	case p.SkipMark && markFirst:
+		return fmt.Errorf("skip_mark is the crash window of mode: publish_first; mark_first has skip_publish")
+	case p.Workers > 1 && markFirst:
+		return fmt.Errorf("mode: mark_first runs as one relay (workers: 1)")
+	case p.Workers > maxRelays:
+		return fmt.Errorf("workers: at most %d relays at once, got %d", maxRelays, p.Workers)
+	case p.Workers > 1 && p.SkipMark:
+		return fmt.Errorf("skip_mark is a fault of one relay: use it with workers: 1")
+	}
+	return nil
+}
+
+// maxRelays stays below the scenario's connection pool (4 per database):
+// each concurrent relay holds a connection across the barrier.
+const maxRelays = 4
+
+func init() {
+	Define("relay", "Publish unpublished outbox rows in order (one XADD each, fields event_id and payload), then mark them published.",
+		[]Key{{"published", "entries XADDed"}, {"marked", "outbox rows marked published"}},
+		runRelay)
+}
+
+func runRelay(ctx context.Context, env *Env, p *RelayParams) (Result, error) {
+	relay := &pipeline.Relay{DB: env.Producer, Broker: env.Broker}
+	var results []pipeline.RelayResult
+	var err error
+	if p.Workers > 1 {
+		results, err = relay.RelayConcurrently(ctx, p.Workers, pipeline.Lease(p.Lease), p.Limit)
+	} else {
+		var res pipeline.RelayResult
+		res, err = relay.Relay(ctx, pipeline.RelayOptions{Limit: p.Limit, SkipMark: p.SkipMark, MarkFirst: p.Mode == "mark_first", SkipPublish: p.SkipPub})
+		results = []pipeline.RelayResult{res}
+	}
+	r := Result{Outcome: map[string]int64{"published": 0, "marked": 0}}
+	for w, res := range results {
+		r.Outcome["published"] += int64(len(res.Published))
+		r.Outcome["marked"] += int64(res.Marked)
+		for _, pub := range res.Published {
+			line := fmt.Sprintf("XADD %s → entry %s", pub.EventID, pub.EntryID)
+			if len(results) > 1 {
+				line = fmt.Sprintf("relay %d: %s", w+1, line)
+			}
+			r.Details = append(r.Details, line)
+			r.Entries = append(r.Entries, Entry{EntryID: pub.EntryID, EventID: pub.EventID, Outcome: "published", Payload: pub.Payload})
+		}
+	}
+	if p.SkipMark && r.Outcome["published"] > 0 {
+		r.Details = append(r.Details, "skip_mark: crashed before marking; the rows stay unpublished")
+	}
+	if p.SkipPub && r.Outcome["marked"] > 0 {
+		r.Details = append(r.Details, "mark_first + skip_publish: marked published, crashed before XADD; no relay will read these rows again")
+	}
+	return r, err
+}
+
+
+func (*RelayParams) FaultSite() Participant { return RelayP }
+
+func (*RelayParams) Draw(d Diagram, r Result) {
+	d.Msg(RelayP, ProducerDB, "->>", "SELECT unpublished outbox rows")
+	for _, e := range r.Entries {
+		d.Msg(RelayP, BrokerP, "->>", fmt.Sprintf("XADD %s → %s", e.EventID, e.EntryID))
+	}
+	if n := r.Outcome["marked"]; n > 0 {
+		d.Msg(RelayP, ProducerDB, "->>", fmt.Sprintf("mark %d row(s) published", n))
+	}
+}

@@ -1,0 +1,42 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// SleepParams are the parameters of the sleep step.
+type SleepParams struct {
+	For time.Duration `param:"for" doc:"how long; time passes for real (idle times grow, within: waits)"`
+}
+
+func (p *SleepParams) Validate() error {
+	if p.For <= 0 {
+		return fmt.Errorf("sleep needs a duration, e.g. sleep(for=500ms)")
+	}
+	return nil
+}
+
+func init() {
+	Define("sleep", "Let real time pass: pending entries grow idle, a worker that stopped looks dead. Cancelled by the scenario timeout.",
+		nil, runSleep)
+}
+
+func runSleep(ctx context.Context, _ *Env, p *SleepParams) (Result, error) {
+	t := time.NewTimer(p.For)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return Result{Details: []string{"slept " + p.For.String()}}, nil
+	case <-ctx.Done():
+		return Result{}, context.Cause(ctx)
+	}
+}
+
+
+func (*SleepParams) FaultSite() Participant { return ConsumerDB }
+
+func (p *SleepParams) Draw(d Diagram, _ Result) {
+	d.Note(fmt.Sprintf("sleep(for=%s)", p.For), ProducerDB, ConsumerDB)
+}
