@@ -143,6 +143,7 @@ func (d *diagram) Note(text string, over ...steps.Participant) {
 	}
 	d.line("  Note over %s: %s", strings.Join(ids, ","), mermaidText(text))
 }
+
 // mermaidText keeps a label on one line and away from Mermaid's syntax:
 // ";" ends a statement, "#" starts an entity, "<" ">" are read as HTML.
 func mermaidText(s string) string {

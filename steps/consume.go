@@ -132,7 +132,6 @@ func consumeResult(res pipeline.ConsumeResult, consumer string, skipAck bool) Re
 	return r
 }
 
-
 // Consumes: the consumer id the step reads as and the read model it writes.
 func (h *Handling) Consumes() Consumption {
 	return Consumption{Consumer: h.Consumer, Model: h.Project}

@@ -25,7 +25,6 @@ func (p *ProduceParams) Validate() error {
 	return nil
 }
 
-
 func init() {
 	Define("produce", "Commit one transfer in ONE producer transaction: journal row, debit and credit ledger entries, balances and the outbox row.",
 		[]Key{{"committed", "1 if the transaction committed"}, {"failed", "1 if the injected fault rolled it back"}},
@@ -58,7 +57,6 @@ func runProduce(ctx context.Context, env *Env, p *ProduceParams) (Result, error)
 	}
 	return r, nil
 }
-
 
 func (*ProduceParams) FaultSite() Participant { return ProducerDB }
 

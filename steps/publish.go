@@ -44,7 +44,6 @@ func runPublish(ctx context.Context, env *Env, p *PublishParams) (Result, error)
 	return r, err
 }
 
-
 func deref[T any](p *T, def T) T {
 	if p == nil {
 		return def

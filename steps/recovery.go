@@ -68,7 +68,6 @@ func runPurge(ctx context.Context, env *Env, p *PurgeParams) (Result, error) {
 		Entries: []Entry{{Outcome: "purged", Consumer: p.Consumer}}}, nil
 }
 
-
 func (*ReplayDLQParams) FaultSite() Participant { return BrokerP }
 
 func (*ReplayDLQParams) Draw(d Diagram, r Result) {

@@ -77,7 +77,6 @@ func runRelay(ctx context.Context, env *Env, p *RelayParams) (Result, error) {
 	return r, err
 }
 
-
 func (*RelayParams) FaultSite() Participant { return RelayP }
 
 func (*RelayParams) Draw(d Diagram, r Result) {

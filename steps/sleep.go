@@ -34,7 +34,6 @@ func runSleep(ctx context.Context, _ *Env, p *SleepParams) (Result, error) {
 	}
 }
 
-
 func (*SleepParams) FaultSite() Participant { return ConsumerDB }
 
 func (p *SleepParams) Draw(d Diagram, _ Result) {
