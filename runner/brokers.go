@@ -200,7 +200,7 @@ func openRabbitMQ(ctx context.Context, w *World, url string, p *Params) (brokerC
 // New declares a queue per consumer id the scenario names, before anything
 // is published, as infrastructure-as-code would.
 func (c rabbitConn) New(ctx context.Context, key string, sc *Scenario) (broker.Broker, error) {
-	ids, _ := consumerIDs(sc)
+	ids := sc.Consumers()
 	if len(ids) == 0 {
 		ids = []string{"accounting"}
 	}
@@ -226,9 +226,9 @@ func (w *World) newBroker(ctx context.Context, b, key string, sc *Scenario) (bro
 	return conn.New(ctx, key, sc)
 }
 
-// needs lists what scenario sc asks of a broker b, from its steps'
+// Needs lists what the scenario asks of broker b, from its steps'
 // parameters and the checks that apply on b, in a stable order.
-func needs(sc *Scenario, b string) []broker.Capability {
+func (sc *Scenario) Needs(b string) []broker.Capability {
 	set := map[broker.Capability]bool{}
 	for _, c := range sc.Steps {
 		for _, n := range c.Needs(b) {
@@ -251,7 +251,7 @@ func needs(sc *Scenario, b string) []broker.Capability {
 // lacking is the skip reason of a scenario whose needs broker b lacks, or "".
 func lacking(sc *Scenario, b string, caps broker.Capabilities) string {
 	var miss []string
-	for _, c := range needs(sc, b) {
+	for _, c := range sc.Needs(b) {
 		if !caps.Has(c) {
 			miss = append(miss, string(c))
 		}

@@ -62,6 +62,12 @@ func judgeHistory(ctx context.Context, env *steps.Env, res *Result) error {
 	return nil
 }
 
+// Consumers are the consumer ids the scenario's consuming steps name, sorted.
+func (sc *Scenario) Consumers() []string {
+	ids, _ := consumerIDs(sc)
+	return ids
+}
+
 // consumerIDs are the consumer ids the scenario's consume and claim steps
 // name, sorted (a consumer that received nothing is judged too), and the
 // read models they write with their writers.
