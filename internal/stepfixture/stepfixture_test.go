@@ -49,9 +49,9 @@ func TestStepTraitsReachTheRunner(t *testing.T) {
 
 func TestStepIsValidated(t *testing.T) {
 	for src, want := range map[string]string{
-		"name: x\nsteps:\n  - fixture_poll(idel=1s)\n":  `fixture.yaml:3:18: unknown parameter "idel" (did you mean "idle"?)`,
+		"name: x\nsteps:\n  - fixture_poll(idel=1s)\n":       `fixture.yaml:3:18: unknown parameter "idel" (did you mean "idle"?)`,
 		"name: x\nsteps:\n  - fixture_poll(idle=1s, halt)\n": "fixture.yaml:3:5: halt polls nothing: drop idle",
-		"name: x\nsteps:\n  - fixture_pol\n":            `(did you mean "fixture_poll"?)`,
+		"name: x\nsteps:\n  - fixture_pol\n":                 `(did you mean "fixture_poll"?)`,
 	} {
 		_, errs := runner.Parse("fixture.yaml", []byte(src))
 		if len(errs) == 0 || !strings.Contains(errs.Error(), want) {
