@@ -51,6 +51,37 @@ type Handling struct {
 	Ordering string `param:"ordering" default:"none" enum:"none|strict" doc:"strict: apply an aggregate's events in version order; a later one is held back (deferred, not acked) until its predecessor is applied"`
 }
 
+// Validate rejects handling parameters that cannot all hold: the consumer
+// would have to ignore one of them, and a silently ignored fault or mode is
+// a wrong verdict.
+func (h *Handling) Validate() error {
+	type knob struct {
+		param, value string
+		on           bool
+	}
+	strict := knob{"ordering", "strict", h.Ordering == "strict"}
+	split := knob{"mode", "split_tx", h.Mode == "split_tx"}
+	ackFirst := knob{"mode", "ack_first", h.Mode == "ack_first"}
+	setnx := knob{"dedupe", "setnx", h.Dedupe == "setnx"}
+	skipAck := knob{"skip_ack", "true", h.SkipAck}
+	maxDeliv := knob{"max_deliveries", fmt.Sprint(h.MaxDeliv), h.MaxDeliv > 0}
+	for _, c := range []struct {
+		a, b knob
+		why  string
+	}{
+		{strict, split, "strict ordering applies the event, its aggregate version and the projection in ONE transaction; split_tx needs two"},
+		{strict, setnx, "strict ordering dedupes in the inbox inside its transaction; setnx dedupes before it, in the broker's store"},
+		{setnx, split, "setnx dedupes with a key outside the database: there is no inbox transaction left to split"},
+		{ackFirst, skipAck, "ack_first XACKs before the transaction: there is no ack after the commit to skip"},
+		{ackFirst, maxDeliv, "ack_first XACKs every entry on delivery: none comes back to count deliveries of"},
+	} {
+		if c.a.on && c.b.on {
+			return ParamErrorf(c.b.param, "%s: %s and %s: %s cannot both hold: %s", c.a.param, c.a.value, c.b.param, c.b.value, c.why)
+		}
+	}
+	return nil
+}
+
 // options turns the shared parameters into the pipeline's options.
 func (h Handling) options(env *Env, worker string, count int) pipeline.ConsumeOptions {
 	return pipeline.ConsumeOptions{

@@ -1,6 +1,7 @@
 package steps
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -132,10 +133,36 @@ func decodeParams(t reflect.Type, specs []Param, args []Arg, stepPos Pos) (any, 
 	}
 	if vd, ok := ptr.Interface().(interface{ Validate() error }); ok && len(errs) == 0 {
 		if err := vd.Validate(); err != nil {
-			errs = append(errs, Errorf(stepPos, "%v", err))
+			errs = append(errs, Errorf(validatePos(err, args, stepPos), "%v", err))
 		}
 	}
 	return ptr.Interface(), errs
+}
+
+// ParamError is a Validate error about one parameter: it is reported at
+// that parameter's key when the step names it, else at the step.
+type ParamError struct {
+	Param string
+	Msg   string
+}
+
+func (e *ParamError) Error() string { return e.Msg }
+
+// ParamErrorf returns a ParamError about param.
+func ParamErrorf(param, format string, args ...any) error {
+	return &ParamError{Param: param, Msg: fmt.Sprintf(format, args...)}
+}
+
+func validatePos(err error, args []Arg, stepPos Pos) Pos {
+	var pe *ParamError
+	if errors.As(err, &pe) {
+		for _, a := range args {
+			if a.Key == pe.Param {
+				return a.KeyPos
+			}
+		}
+	}
+	return stepPos
 }
 
 func findParam(specs []Param, name string) (Param, bool) {
