@@ -153,7 +153,7 @@ func openNATS(ctx context.Context, w *World, url string, p *Params) (brokerConn,
 }
 
 func (c natsConn) New(ctx context.Context, key string, sc *Scenario) (broker.Broker, error) {
-	return jsbroker.New(ctx, c.js, key, sc.NATS)
+	return jsbroker.New(ctx, c.js, key, natsOptions(sc))
 }
 
 func (c natsConn) Server() (proc, string) {

@@ -19,18 +19,7 @@ func Reference() string {
 
 A scenario file holds one scenario, a YAML map:
 
-| key | | meaning |
-|---|---|---|
-| ` + "`name`" + ` | required | the scenario's name, unique across the files of a run |
-| ` + "`description`" + ` | | plain words: which window it opens, what must hold |
-| ` + "`tags`" + ` | | a list of words, e.g. ` + "`[seed, outbox]`" + ` |
-| ` + "`expect_violations`" + ` | | the history invariants this scenario breaks on purpose (an anti-pattern showing its damage), e.g. ` + "`[lost]`" + `, or a map broker → list with ` + "`default`" + ` for the others; each must occur (see [History checker](#history-checker)) |
-| ` + "`nats`" + ` | | this scenario's JetStream stream: ` + "`msg_id`" + ` (relay publishes carry Nats-Msg-Id = event id; default true), ` + "`dedupe_window`" + ` (default 2m), ` + "`ack_wait`" + ` (redelivery after, default 1s) |
-| ` + "`vars`" + ` | | a map of name → value; ` + "`${name}`" + ` in any step (params, expectations, even keys) is replaced |
-| ` + "`matrix`" + ` | | a map of name → list of values: one variant per combination, named ` + "`name [amount=5 currency=EUR]`" + ` |
-| ` + "`steps`" + ` | required | the list of steps, run in order; the first failing step ends the scenario |
-| ` + "`x-…`" + ` | | ignored: a place for YAML anchors (` + "`x-base: &base {amount: 5}`" + `, then ` + "`produce: {<<: *base}`" + `) and notes |
-
+` + topKeysReference() + `
 Variables are substituted on the parsed YAML, so every error still points at the file's own line and
 column; an undefined ` + "`${name}`" + ` is an error before anything runs. A value that is exactly
 ` + "`\"${name}\"`" + ` takes the type of the variable's value (inside a flow map ` + "`{...}`" + ` YAML needs those

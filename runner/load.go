@@ -20,7 +20,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"outboxdrill/broker"
-	jsbroker "outboxdrill/broker/jetstream"
 	"outboxdrill/history"
 
 	"outboxdrill/steps"
@@ -43,15 +42,13 @@ type Scenario struct {
 	// Exclusive: a step kills, stops or starts a server every scenario of the
 	// run shares, so the scenario runs alone.
 	Exclusive bool
-	// NATS tunes the scenario's JetStream stream (top-level nats: key).
-	NATS jsbroker.Options
+	// BrokerOptions tune the scenario's stream or queues per broker kind,
+	// from a broker's own top-level key (nats:).
+	BrokerOptions map[string]any
 	// DBFaults: a step kills or stops a PostgreSQL server, so the producer's
 	// and the consumer's databases must live on two servers.
 	DBFaults bool
 }
-
-// topKeys are the keys of a scenario file, in the order the reference lists them.
-var topKeys = []string{"name", "description", "tags", "expect_violations", "nats", "vars", "matrix", "steps"}
 
 // ExpandPaths turns files and directories into the sorted list of scenario
 // files (directories are searched recursively for *.yaml and *.yml).
@@ -262,33 +259,19 @@ func parseScenario(file string, root *yaml.Node) ([]*Scenario, steps.Errors) {
 }
 
 func parseHeader(file string, root *yaml.Node) (header, steps.Errors) {
-	h := header{Scenario: Scenario{File: file, Pos: steps.NodePos(file, root), NATS: jsbroker.Options{Dedupe: true}}, vars: map[string]string{}}
+	h := header{Scenario: Scenario{File: file, Pos: steps.NodePos(file, root), BrokerOptions: map[string]any{}}, vars: map[string]string{}}
 	var errs steps.Errors
 	for _, kv := range pairs(file, root, &errs) {
 		if strings.HasPrefix(kv.Key, "x-") {
 			continue // free for anchors (x-base: &base {...}) and notes, as in compose files
 		}
-		switch kv.Key {
-		case "name":
-			h.Name, h.Pos = scalarString(file, kv, &errs), steps.NodePos(file, kv.Value)
-		case "description":
-			h.Description = scalarString(file, kv, &errs)
-		case "tags":
-			h.Tags = parseTags(file, kv.Value, &errs)
-		case "expect_violations":
-			h.ExpectViolations, h.ViolationsPos = parseViolations(file, kv.Value, &errs), steps.NodePos(file, kv.Value)
-		case "nats":
-			h.NATS = parseNATS(file, kv.Value, &errs)
-		case "vars":
-			h.vars = parseVars(file, kv.Value, &errs)
-		case "matrix":
-			h.axes = parseMatrix(file, kv.Value, &errs)
-		case "steps":
-			h.stepsNode = kv.Value
-		default:
+		k, ok := lookupTopKey(kv.Key)
+		if !ok {
 			errs = append(errs, steps.Errorf(kv.KeyPos, "unknown key %q%s; a scenario has: %s",
-				kv.Key, steps.Suggest(kv.Key, topKeys), strings.Join(topKeys, ", ")))
+				kv.Key, steps.Suggest(kv.Key, topKeyNames()), strings.Join(topKeyNames(), ", ")))
+			continue
 		}
+		k.parse(file, kv, &h, &errs)
 	}
 	if variantCount(h.axes) > maxVariants {
 		errs = append(errs, steps.Errorf(h.Pos, "matrix: more than %d combinations; split the file", maxVariants))
@@ -329,40 +312,6 @@ func parseTags(file string, n *yaml.Node, errs *steps.Errors) []string {
 		tags = append(tags, t.Value)
 	}
 	return tags
-}
-
-// natsKeys are the keys of the top-level nats: map.
-var natsKeys = []string{"msg_id", "dedupe_window", "ack_wait"}
-
-// parseNATS reads nats: {msg_id: false, dedupe_window: 1s, ack_wait: 500ms}.
-func parseNATS(file string, n *yaml.Node, errs *steps.Errors) jsbroker.Options {
-	opt := jsbroker.Options{Dedupe: true}
-	if n.Kind != yaml.MappingNode {
-		*errs = append(*errs, steps.Errorf(steps.NodePos(file, n), "nats: want a map with %s", strings.Join(natsKeys, ", ")))
-		return opt
-	}
-	for _, kv := range pairs(file, n, errs) {
-		pos := steps.NodePos(file, kv.Value)
-		var err error
-		switch kv.Key {
-		case "msg_id":
-			err = kv.Value.Decode(&opt.Dedupe)
-			if kv.Value.ShortTag() != "!!bool" {
-				err = fmt.Errorf("want true or false, got %s", steps.Describe(kv.Value))
-			}
-		case "dedupe_window":
-			opt.DedupeWindow, err = steps.Duration(kv.Value)
-		case "ack_wait":
-			opt.AckWait, err = steps.Duration(kv.Value)
-		default:
-			*errs = append(*errs, steps.Errorf(kv.KeyPos, "nats: unknown key %q%s; known: %s", kv.Key, steps.Suggest(kv.Key, natsKeys), strings.Join(natsKeys, ", ")))
-			continue
-		}
-		if err != nil {
-			*errs = append(*errs, steps.Errorf(pos, "nats: %s: %v", kv.Key, err))
-		}
-	}
-	return opt
 }
 
 // HasOverrides reports whether any of the scenario's expectations or its

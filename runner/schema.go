@@ -17,11 +17,9 @@ const SchemaID = "https://github.com/outboxdrill/runner/docs/scenario.schema.jso
 // step and check registries, for editors (yaml-language-server) and tests.
 func Schema() []byte {
 	defs := map[string]any{}
-	var stepRefs []any
 	var names []string
 	for _, d := range steps.Defs() {
 		names = append(names, d.Name)
-		stepRefs = append(stepRefs, ref("step."+d.Name))
 		defs["step."+d.Name] = stepSchema(d, defs)
 	}
 	for _, c := range steps.Checks() {
@@ -35,40 +33,36 @@ func Schema() []byte {
 		"pattern":     `^\s*(` + strings.Join(names, "|") + `)\s*(\(.*\))?\s*$`,
 	}
 	defs["checks"] = checksSchema(nil, defs)
-	scalar := map[string]any{"type": []string{"string", "number", "boolean"}}
+	props := map[string]any{}
+	var required []string
+	for _, k := range topKeys {
+		props[k.Name] = k.schema()
+		if k.Required {
+			required = append(required, k.Name)
+		}
+	}
 	doc := map[string]any{
-		"$schema":  "https://json-schema.org/draft/2020-12/schema",
-		"$id":      SchemaID,
-		"title":    "outbox drill scenario",
-		"type":     "object",
-		"required": []string{"name", "steps"},
-		"properties": map[string]any{
-			"name":        map[string]any{"type": "string", "minLength": 1, "description": "the scenario's name, unique across the files of a run"},
-			"description": map[string]any{"type": "string"},
-			"tags": map[string]any{"anyOf": []any{
-				map[string]any{"type": "string", "pattern": "^[^ ,]+$"},
-				map[string]any{"type": "array", "items": map[string]any{"type": "string", "pattern": "^[^ ,]+$"}},
-			}},
-			"expect_violations": map[string]any{"description": "history invariants this scenario breaks on purpose; each must occur. A list for every broker, or a map broker → list with default for the others",
-				"anyOf": []any{violations(1), map[string]any{"type": "object", "additionalProperties": false, "properties": brokerLists()}}},
-			"nats": map[string]any{"type": "object", "additionalProperties": false, "description": "this scenario's JetStream stream",
-				"properties": map[string]any{
-					"msg_id":        map[string]any{"type": "boolean", "description": "relay publishes carry Nats-Msg-Id = event id (default true)"},
-					"dedupe_window": steps.DurationSchema(),
-					"ack_wait":      steps.DurationSchema(),
-				}},
-			"vars":   map[string]any{"type": "object", "additionalProperties": scalar, "propertyNames": map[string]any{"pattern": varName.String()}},
-			"matrix": map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "array", "minItems": 1, "items": scalar}, "propertyNames": map[string]any{"pattern": varName.String()}},
-			"steps": map[string]any{"type": "array", "minItems": 1, "items": map[string]any{
-				"anyOf": append([]any{ref("shorthand")}, stepRefs...),
-			}},
-		},
+		"$schema":              "https://json-schema.org/draft/2020-12/schema",
+		"$id":                  SchemaID,
+		"title":                "outbox drill scenario",
+		"type":                 "object",
+		"required":             required,
+		"properties":           props,
 		"patternProperties":    map[string]any{"^x-": map[string]any{}},
 		"additionalProperties": false,
 		"$defs":                defs,
 	}
 	b, _ := json.MarshalIndent(doc, "", "  ") // maps of strings and numbers: cannot fail
 	return append(b, '\n')
+}
+
+// stepRefs refer to every step's schema.
+func stepRefs() []any {
+	var refs []any
+	for _, d := range steps.Defs() {
+		refs = append(refs, ref("step."+d.Name))
+	}
+	return refs
 }
 
 // violations is a list of invariant names.

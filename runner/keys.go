@@ -1,0 +1,114 @@
+package runner
+
+import (
+	"slices"
+	"strings"
+
+	"outboxdrill/steps"
+)
+
+// topKey is one top-level key of a scenario file: how it is read into the
+// file's header, its JSON Schema and its line in the reference. The loader,
+// the schema and the reference all read topKeys, so they cannot disagree.
+type topKey struct {
+	Name     string
+	Required bool
+	Doc      string // reference text (Markdown)
+	parse    func(file string, kv steps.Arg, h *header, errs *steps.Errors)
+	schema   func() map[string]any
+}
+
+// topKeys are the keys of a scenario file, in the order the reference lists
+// them. A broker's own key (nats:) is added beside its broker kind.
+var topKeys = []*topKey{
+	{Name: "name", Required: true, Doc: "the scenario's name, unique across the files of a run",
+		parse: func(file string, kv steps.Arg, h *header, errs *steps.Errors) {
+			h.Name, h.Pos = scalarString(file, kv, errs), steps.NodePos(file, kv.Value)
+		},
+		schema: func() map[string]any {
+			return map[string]any{"type": "string", "minLength": 1, "description": "the scenario's name, unique across the files of a run"}
+		}},
+	{Name: "description", Doc: "plain words: which window it opens, what must hold",
+		parse: func(file string, kv steps.Arg, h *header, errs *steps.Errors) {
+			h.Description = scalarString(file, kv, errs)
+		},
+		schema: func() map[string]any { return map[string]any{"type": "string"} }},
+	{Name: "tags", Doc: "a list of words, e.g. `[seed, outbox]`",
+		parse: func(file string, kv steps.Arg, h *header, errs *steps.Errors) {
+			h.Tags = parseTags(file, kv.Value, errs)
+		},
+		schema: func() map[string]any {
+			word := map[string]any{"type": "string", "pattern": "^[^ ,]+$"}
+			return map[string]any{"anyOf": []any{word, map[string]any{"type": "array", "items": word}}}
+		}},
+	{Name: "expect_violations", Doc: "the history invariants this scenario breaks on purpose (an anti-pattern showing its damage), e.g. `[lost]`, or a map broker → list with `default` for the others; each must occur (see [History checker](#history-checker))",
+		parse: func(file string, kv steps.Arg, h *header, errs *steps.Errors) {
+			h.ExpectViolations, h.ViolationsPos = parseViolations(file, kv.Value, errs), steps.NodePos(file, kv.Value)
+		},
+		schema: func() map[string]any {
+			return map[string]any{"description": "history invariants this scenario breaks on purpose; each must occur. A list for every broker, or a map broker → list with default for the others",
+				"anyOf": []any{violations(1), map[string]any{"type": "object", "additionalProperties": false, "properties": brokerLists()}}}
+		}},
+	{Name: "vars", Doc: "a map of name → value; `${name}` in any step (params, expectations, even keys) is replaced",
+		parse: func(file string, kv steps.Arg, h *header, errs *steps.Errors) {
+			h.vars = parseVars(file, kv.Value, errs)
+		},
+		schema: func() map[string]any {
+			return map[string]any{"type": "object", "additionalProperties": scalarSchema(), "propertyNames": map[string]any{"pattern": varName.String()}}
+		}},
+	{Name: "matrix", Doc: "a map of name → list of values: one variant per combination, named `name [amount=5 currency=EUR]`",
+		parse: func(file string, kv steps.Arg, h *header, errs *steps.Errors) {
+			h.axes = parseMatrix(file, kv.Value, errs)
+		},
+		schema: func() map[string]any {
+			return map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "array", "minItems": 1, "items": scalarSchema()}, "propertyNames": map[string]any{"pattern": varName.String()}}
+		}},
+	{Name: "steps", Required: true, Doc: "the list of steps, run in order; the first failing step ends the scenario",
+		parse: func(_ string, kv steps.Arg, h *header, _ *steps.Errors) { h.stepsNode = kv.Value },
+		schema: func() map[string]any {
+			return map[string]any{"type": "array", "minItems": 1, "items": map[string]any{"anyOf": append([]any{ref("shorthand")}, stepRefs()...)}}
+		}},
+}
+
+// defineTopKey adds a top-level key before steps (which the reference
+// lists last).
+func defineTopKey(k *topKey) {
+	i := slices.IndexFunc(topKeys, func(k *topKey) bool { return k.Name == "steps" })
+	topKeys = slices.Insert(topKeys, i, k)
+}
+
+func lookupTopKey(name string) (*topKey, bool) {
+	i := slices.IndexFunc(topKeys, func(k *topKey) bool { return k.Name == name })
+	if i < 0 {
+		return nil, false
+	}
+	return topKeys[i], true
+}
+
+func topKeyNames() []string {
+	names := make([]string, len(topKeys))
+	for i, k := range topKeys {
+		names[i] = k.Name
+	}
+	return names
+}
+
+// scalarSchema is a variable's value: any scalar.
+func scalarSchema() map[string]any {
+	return map[string]any{"type": []string{"string", "number", "boolean"}}
+}
+
+// topKeysReference is the reference's table of top-level keys.
+func topKeysReference() string {
+	var b strings.Builder
+	b.WriteString("| key | | meaning |\n|---|---|---|\n")
+	for _, k := range topKeys {
+		req := " |"
+		if k.Required {
+			req = " required |"
+		}
+		b.WriteString("| `" + k.Name + "` |" + req + " " + k.Doc + " |\n")
+	}
+	b.WriteString("| `x-…` | | ignored: a place for YAML anchors (`x-base: &base {amount: 5}`, then `produce: {<<: *base}`) and notes |\n")
+	return b.String()
+}
