@@ -8,17 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	amqp "github.com/rabbitmq/amqp091-go"
-	"github.com/redis/go-redis/v9"
-
 	"outboxdrill/broker"
-	jsbroker "outboxdrill/broker/jetstream"
-	"outboxdrill/broker/rabbitmq"
-	"outboxdrill/broker/redisstream"
 	"outboxdrill/history"
-	"outboxdrill/servers"
 	"outboxdrill/steps"
 )
 
@@ -54,14 +45,14 @@ type brokerConn interface {
 	Server() (proc, string)
 	// Ready returns once the connection works again after a (re)start.
 	Ready(ctx context.Context) error
+	// Hints tell how to inspect the stream or queues named key (--keep).
+	Hints(key string) []string
 }
 
 // brokerKinds connect to a broker's server at url, or start a throwaway one
-// when url is "". Redis is opened with PostgreSQL (startServers).
-var brokerKinds = map[string]func(ctx context.Context, w *World, url string, p *Params) (brokerConn, error){
-	broker.NATS:     openNATS,
-	broker.RabbitMQ: openRabbitMQ,
-}
+// when url is "". Each broker kind adds itself from its own file
+// (broker_redis.go, broker_nats.go, broker_rabbitmq.go).
+var brokerKinds = map[string]func(ctx context.Context, w *World, url string, p *Params) (brokerConn, error){}
 
 // brokerURL is the server a flag names for broker b ("" for the runner's own).
 func brokerURL(p *Params, b string) string {
@@ -71,11 +62,7 @@ func brokerURL(p *Params, b string) string {
 // AllGiven reports whether every server of the run is given by URL, none
 // the runner's own (what --keep needs: its own servers go when it exits).
 func AllGiven(p *Params) bool {
-	brokers := p.Brokers
-	if len(brokers) == 0 {
-		brokers = []string{broker.Redis}
-	}
-	for _, b := range brokers {
+	for _, b := range p.brokers() {
 		if brokerURL(p, b) == "" {
 			return false
 		}
@@ -83,139 +70,21 @@ func AllGiven(p *Params) bool {
 	return p.PGURL != ""
 }
 
-// startBrokers connects to (or starts) every selected broker but Redis.
-func (w *World) startBrokers(ctx context.Context, p *Params) error {
-	for _, b := range p.Brokers {
-		open, ok := brokerKinds[b]
-		if !ok {
-			continue
-		}
-		conn, err := open(ctx, w, brokerURL(p, b), p)
-		if err != nil {
-			return fmt.Errorf("%s: %w", b, err)
-		}
-		w.connsMu.Lock()
-		w.conns[b] = conn
-		w.connsMu.Unlock()
+// openBroker connects to (or starts) broker b of the run.
+func (w *World) openBroker(ctx context.Context, p *Params, b string) error {
+	open, ok := brokerKinds[b]
+	if !ok {
+		return fmt.Errorf("unknown broker %q", b)
 	}
+	conn, err := open(ctx, w, brokerURL(p, b), p)
+	if err != nil {
+		return fmt.Errorf("%s: %w", b, err)
+	}
+	w.connsMu.Lock()
+	w.conns[b] = conn
+	w.connsMu.Unlock()
 	return nil
 }
-
-// redisConn is the run's Redis client, and its server when the runner's own.
-type redisConn struct {
-	rdb *redis.Client
-	srv *servers.Redis
-}
-
-func (c redisConn) New(_ context.Context, key string, _ *Scenario) (broker.Broker, error) {
-	return redisstream.New(c.rdb, key), nil
-}
-
-func (c redisConn) Server() (proc, string) {
-	if c.srv == nil {
-		return nil, notOurs("Redis", "--redis")
-	}
-	return c.srv, ""
-}
-
-func (c redisConn) Ready(context.Context) error { return nil } // go-redis dials anew
-
-// natsConn is the run's NATS connection, and its server when the runner's own.
-type natsConn struct {
-	nc  *nats.Conn
-	js  jetstream.JetStream
-	srv *servers.NATS
-}
-
-// openNATS connects for drills: a server a step killed is the answer, not a
-// blip to wait out, so nothing is buffered while disconnected and
-// reconnects are quick.
-func openNATS(ctx context.Context, w *World, url string, p *Params) (brokerConn, error) {
-	var c natsConn
-	if url == "" {
-		srv, err := servers.StartNATS(ctx, servers.NATSOptions{})
-		if err != nil {
-			return nil, err
-		}
-		w.undo.add(srv.Discard)
-		c.srv, url = srv, srv.URL()
-		p.logf("started NATS pid %d at %s in %s", srv.PID(), url, srv.Dir)
-	}
-	nc, err := nats.Connect(url, nats.Name("outboxdrill"), nats.MaxReconnects(-1),
-		nats.ReconnectWait(20*time.Millisecond), nats.ReconnectBufSize(-1), nats.Timeout(2*time.Second))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", url, err)
-	}
-	w.undo.add(func(context.Context) error { nc.Close(); return nil })
-	c.nc = nc
-	c.js, err = jetstream.New(nc)
-	return c, err
-}
-
-func (c natsConn) New(ctx context.Context, key string, sc *Scenario) (broker.Broker, error) {
-	return jsbroker.New(ctx, c.js, key, natsOptions(sc))
-}
-
-func (c natsConn) Server() (proc, string) {
-	if c.srv == nil {
-		return nil, notOurs("NATS", "--nats")
-	}
-	return c.srv, ""
-}
-
-// Ready waits for the client's own reconnect.
-func (c natsConn) Ready(ctx context.Context) error {
-	for !c.nc.IsConnected() {
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	return nil
-}
-
-// rabbitConn is the run's AMQP connection.
-type rabbitConn struct{ conn *amqp.Connection }
-
-func openRabbitMQ(ctx context.Context, w *World, url string, p *Params) (brokerConn, error) {
-	if url == "" {
-		// A RabbitMQ node boots in 6–13 s here: give --rabbitmq to skip that.
-		srv, err := servers.StartRabbitMQ(ctx, servers.RabbitMQOptions{})
-		if err != nil {
-			return nil, err
-		}
-		w.undo.add(srv.Discard)
-		url = srv.URL()
-		p.logf("started RabbitMQ pid %d at %s in %s", srv.PID(), url, srv.Dir)
-	}
-	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", redact(url), err)
-	}
-	w.undo.add(func(context.Context) error { return conn.Close() })
-	return rabbitConn{conn}, nil
-}
-
-// New declares a queue per consumer id the scenario names, before anything
-// is published, as infrastructure-as-code would.
-func (c rabbitConn) New(ctx context.Context, key string, sc *Scenario) (broker.Broker, error) {
-	ids := sc.Consumers()
-	if len(ids) == 0 {
-		ids = []string{"accounting"}
-	}
-	return rabbitmq.New(ctx, c.conn, key, ids)
-}
-
-// Server: none, even the runner's own node. Killed within ~0.5 s of
-// declaring a quorum queue, RabbitMQ 3.10 loses the queue's registration and
-// hangs reads on it for 60 s (rabbitmq/ra PR #443, fixed in 2024): a drill
-// would test that bug, not the pipeline.
-func (c rabbitConn) Server() (proc, string) {
-	return nil, "process faults on RabbitMQ are not run: a 3.10 node killed within ~0.5 s of declaring a quorum queue loses it (rabbitmq/ra#443)"
-}
-
-func (c rabbitConn) Ready(context.Context) error { return nil }
 
 // newBroker is scenario sc's own stream (or queues) on broker b, named key.
 func (w *World) newBroker(ctx context.Context, b, key string, sc *Scenario) (broker.Broker, error) {

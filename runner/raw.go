@@ -26,10 +26,10 @@ func rawBaseline(ctx context.Context, w *World, events, workers, batch int) (flo
 		return 0, err
 	}
 	defer w.recycle(ctx, iso, false)
-	if err := w.rdb.XGroupCreateMkStream(ctx, iso.streamKey, "raw", "0").Err(); err != nil {
+	if err := w.redisClient().XGroupCreateMkStream(ctx, iso.streamKey, "raw", "0").Err(); err != nil {
 		return 0, err
 	}
-	r := rawRun{prod: iso.pools[0], cons: iso.pools[1], rdb: w.rdb, stream: iso.streamKey}
+	r := rawRun{prod: iso.pools[0], cons: iso.pools[1], rdb: w.redisClient(), stream: iso.streamKey}
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)

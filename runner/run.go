@@ -54,10 +54,14 @@ type Params struct {
 	Progress bool
 	// Out receives the console report; Log, if set, progress messages.
 	Out, Log io.Writer
+}
 
-	// twoServers: a scenario of the run crashes one side's PostgreSQL, so
-	// the runner starts one server per side (else one serves both: faster).
-	twoServers bool
+// brokers are the brokers every scenario runs on: p.Brokers, else Redis.
+func (p *Params) brokers() []string {
+	if len(p.Brokers) == 0 {
+		return []string{broker.Redis}
+	}
+	return p.Brokers
 }
 
 func (p *Params) logf(format string, args ...any) {
@@ -137,23 +141,21 @@ func Run(ctx context.Context, p Params, scs []*Scenario) (rep *Report, err error
 		p.Timeout = time.Minute
 	}
 	p.Parallel = max(1, p.Parallel)
-	if len(p.Brokers) == 0 {
-		p.Brokers = []string{broker.Redis}
-	}
+	sh := shape{brokers: p.brokers()}
 	var jobs []job
 	for _, sc := range scs {
-		p.twoServers = p.twoServers || sc.DBFaults
-		for _, b := range p.Brokers {
+		sh.splitDBs = sh.splitDBs || sc.DBFaults
+		for _, b := range sh.brokers {
 			jobs = append(jobs, job{sc, b})
 		}
 	}
-	w, err := OpenWorld(ctx, &p)
+	w, err := openWorld(ctx, &p, sh)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, w.Close()) }()
 	results, err := schedule(ctx, &p, w, jobs)
-	rep = &Report{RunID: w.RunID, Duration: time.Since(start), Brokers: p.Brokers}
+	rep = &Report{RunID: w.RunID, Duration: time.Since(start), Brokers: sh.brokers}
 	for i, r := range results {
 		if r != nil {
 			rep.Results = append(rep.Results, r)
@@ -231,7 +233,7 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*Result, erro
 	iso, err := w.acquire(ctx, j.broker, sc)
 	var be *brokerError
 	if errors.As(err, &be) {
-		return &Result{Scenario: sc, Broker: j.broker, matrix: len(p.Brokers) > 1 || j.broker != broker.Redis, Duration: time.Since(start),
+		return &Result{Scenario: sc, Broker: j.broker, matrix: len(p.brokers()) > 1 || j.broker != broker.Redis, Duration: time.Since(start),
 			Failures: []steps.Failure{{Pos: sc.Pos, Key: "broker", Msg: "cannot set up the scenario's broker: " + be.Error()}}}, nil
 	}
 	if err != nil {
@@ -242,7 +244,7 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*Result, erro
 	// The timeout bounds the scenario's own steps, not the isolation around them.
 	ctx, cancel := context.WithTimeoutCause(ctx, p.Timeout, fmt.Errorf("scenario timed out after %s", p.Timeout))
 	defer cancel()
-	res := &Result{Scenario: sc, Broker: j.broker, matrix: len(p.Brokers) > 1 || j.broker != broker.Redis,
+	res := &Result{Scenario: sc, Broker: j.broker, matrix: len(p.brokers()) > 1 || j.broker != broker.Redis,
 		Setup: time.Since(start), Where: where}
 	res.Caps = env.Broker.Capabilities()
 	// A scenario is never passed on a broker that cannot do what it asks.
@@ -283,7 +285,7 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*Result, erro
 	}
 	keep := p.Keep == KeepAll || p.Keep == KeepFailed && !res.Passed()
 	if keep {
-		res.Kept = w.inspect(iso)
+		res.Kept = w.inspect(iso, j.broker)
 	}
 	err = w.recycle(ctx, iso, keep)
 	res.Duration = time.Since(start)

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,7 +61,7 @@ const (
 )
 
 // World is what one run shares: the servers, an admin pool per PostgreSQL
-// server, one Redis client, and the pool of database pairs scenarios run in.
+// server, one connection per broker, and the pool of database pairs scenarios run in.
 type World struct {
 	RunID string
 	PGURL string // the producer's server (with --pg, the only one)
@@ -75,11 +74,9 @@ type World struct {
 	pgs    [2]*servers.Postgres // nil with --pg
 	pgGen  atomic.Int64         // counts restarts of a PostgreSQL server
 
-	rdb     *redis.Client
 	undo    cleanups
 	pairs   pairPool
-	managed bool           // the runner started PostgreSQL: it goes with all its databases
-	redis   *servers.Redis // the runner's own Redis, for process faults; nil with --redis
+	managed bool // the runner started PostgreSQL: it goes with all its databases
 
 	// conns are the run's brokers by name; written only while opening.
 	conns   map[string]brokerConn
@@ -125,21 +122,31 @@ func (w *World) startPG(ctx context.Context, i int) error {
 	return nil
 }
 
-// OpenWorld connects to (or starts) the servers.
-// Close undoes all of it, also when OpenWorld fails half-way.
+// OpenWorld connects to (or starts) the servers p names, with one server
+// for both database sides and the brokers of p (default Redis). Close undoes
+// all of it, also when OpenWorld fails half-way.
 func OpenWorld(ctx context.Context, p *Params) (*World, error) {
-	if len(p.Brokers) == 0 {
-		p.Brokers = []string{broker.Redis}
-	}
+	return openWorld(ctx, p, shape{brokers: p.brokers()})
+}
+
+// shape is what a run's scenarios ask of its world: never a user setting.
+type shape struct {
+	brokers []string
+	// splitDBs: a scenario crashes one side's PostgreSQL, so each side gets
+	// a server of its own (else one serves both: faster).
+	splitDBs bool
+}
+
+func openWorld(ctx context.Context, p *Params, sh shape) (*World, error) {
 	w := &World{RunID: newRunID(), conns: map[string]brokerConn{}}
-	if err := w.open(ctx, p); err != nil {
+	if err := w.open(ctx, p, sh); err != nil {
 		return nil, errors.Join(err, w.Close())
 	}
 	return w, nil
 }
 
-func (w *World) open(ctx context.Context, p *Params) (err error) {
-	if err := w.startServers(ctx, p); err != nil {
+func (w *World) open(ctx context.Context, p *Params, sh shape) (err error) {
+	if err := w.startServers(ctx, p, sh); err != nil {
 		return err
 	}
 	for i, url := range w.pgURLs {
@@ -157,27 +164,22 @@ func (w *World) open(ctx context.Context, p *Params) (err error) {
 			return fmt.Errorf("PostgreSQL %s: %w", redact(url), err)
 		}
 	}
-	if w.rdb != nil {
-		if err := w.rdb.Ping(ctx).Err(); err != nil {
-			return fmt.Errorf("redis: %w", err)
-		}
-	}
 	w.pairs.init(p.Parallel)
 	w.undo.add(w.pairs.shutdown)
 	return nil
 }
 
-// startServers uses the given URLs, or starts managed servers concurrently.
-func (w *World) startServers(ctx context.Context, p *Params) error {
-	var pgErrs [2]error
-	var rdErr, brErr error
+// startServers uses the given URLs, or starts managed servers, all at once:
+// each PostgreSQL side and each broker in a goroutine of its own.
+func (w *World) startServers(ctx context.Context, p *Params, sh shape) error {
+	errs := make([]error, 2+len(sh.brokers))
 	var wg sync.WaitGroup
-	wg.Go(func() { brErr = w.startBrokers(ctx, p) })
-	useRedis := slices.Contains(p.Brokers, broker.Redis)
+	for i, b := range sh.brokers {
+		wg.Go(func() { errs[2+i] = w.openBroker(ctx, p, b) })
+	}
 	w.pgURLs = [2]string{p.PGURL, p.PGURL}
-	redisURL := p.RedisURL
 	sides := []string{"producer", "consumer"}
-	if !p.twoServers {
+	if !sh.splitDBs {
 		sides = []string{"producer and consumer"}
 	}
 	for i, side := range sides {
@@ -186,25 +188,15 @@ func (w *World) startServers(ctx context.Context, p *Params) error {
 		}
 		wg.Go(func() {
 			pg, err := servers.StartPostgres(ctx, servers.PostgresOptions{})
-			if pgErrs[i] = err; err == nil {
+			if errs[i] = err; err == nil {
 				w.pgURLs[i], w.pgs[i] = pg.URL, pg
 				w.undo.add(pg.Discard) // its data goes with it: no shutdown checkpoint
 				p.logf("started PostgreSQL (%s) pid %d on port %d in %s", side, pg.PID(), pg.Port, pg.Dir)
 			}
 		})
 	}
-	if redisURL == "" && useRedis {
-		wg.Go(func() {
-			rd, err := servers.StartRedis(ctx, servers.RedisOptions{})
-			if rdErr = err; err == nil {
-				redisURL, w.redis = rd.URL, rd
-				w.undo.add(rd.Discard)
-				p.logf("started Redis pid %d on port %d in %s", rd.PID(), rd.Port, rd.Dir)
-			}
-		})
-	}
 	wg.Wait()
-	if err := errors.Join(pgErrs[0], pgErrs[1], rdErr, brErr); err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return err
 	}
 	w.managed = w.pgs[producerSide] != nil
@@ -212,24 +204,6 @@ func (w *World) startServers(ctx context.Context, p *Params) error {
 		w.pgURLs[consumerSide] = w.pgURLs[producerSide] // one server, both sides
 	}
 	w.PGURL = w.pgURLs[producerSide]
-	if !useRedis {
-		return nil
-	}
-	opt, err := redis.ParseURL(redisURL)
-	if err != nil {
-		return fmt.Errorf("--redis %s: %w", redisURL, err)
-	}
-	if w.redis != nil {
-		// Our own broker is only ever down because a step made it so: a
-		// refused dial is the answer, not a blip to retry for seconds
-		// (go-redis: 5 dial attempts 100 ms apart, per command retry).
-		opt.DialerRetries, opt.DialerRetryTimeout, opt.MaxRetries = 1, 10*time.Millisecond, 1
-	}
-	w.rdb = redis.NewClient(opt)
-	w.undo.add(func(context.Context) error { return w.rdb.Close() })
-	w.connsMu.Lock()
-	w.conns[broker.Redis] = redisConn{w.rdb, w.redis}
-	w.connsMu.Unlock()
 	return nil
 }
 
@@ -268,25 +242,25 @@ func (w *World) pool(ctx context.Context, side int, db string) (*pgxpool.Pool, e
 }
 
 // inspect tells how to look at a kept scenario's databases and stream.
-func (w *World) inspect(iso *isolation) []string {
+func (w *World) inspect(iso *isolation, b string) []string {
 	psql := func(side int, db string) string {
 		cfg, _ := pgx.ParseConfig(w.pgURLs[side])
 		return fmt.Sprintf("psql 'postgres://%s@%s:%d/%s'", cfg.User, cfg.Host, cfg.Port, db)
 	}
-	if w.rdb == nil {
-		return []string{"producer DB: " + psql(producerSide, iso.producer) + " -c 'TABLE outbox'",
-			"consumer DB: " + psql(consumerSide, iso.consumer) + " -c 'TABLE inbox' -c 'TABLE projection'"}
+	hints := []string{"producer DB: " + psql(producerSide, iso.producer) + " -c 'TABLE outbox'",
+		"consumer DB: " + psql(consumerSide, iso.consumer) + " -c 'TABLE inbox' -c 'TABLE projection'"}
+	if conn, ok := w.conns[b]; ok {
+		hints = append(hints, conn.Hints(iso.streamKey)...)
 	}
-	rc := w.rdb.Options()
-	host, port, _ := strings.Cut(rc.Addr, ":")
-	cli := fmt.Sprintf("redis-cli -h %s -p %s -n %d", host, port, rc.DB)
-	return []string{
-		"producer DB: " + psql(producerSide, iso.producer) + " -c 'TABLE outbox'",
-		"consumer DB: " + psql(consumerSide, iso.consumer) + " -c 'TABLE inbox' -c 'TABLE projection'",
-		"stream:      " + cli + " XRANGE " + iso.streamKey + " - +",
-		"groups:      " + cli + " XINFO GROUPS " + iso.streamKey,
-		"pending:     " + cli + " XPENDING " + iso.streamKey + " <consumer-id>",
+	return hints
+}
+
+// redisClient is the run's Redis client (raw bench), or nil.
+func (w *World) redisClient() *redis.Client {
+	if c, ok := w.conns[broker.Redis].(redisConn); ok {
+		return c.rdb
 	}
+	return nil
 }
 
 func newRunID() string {
