@@ -15,17 +15,17 @@ var consumeOutcomes = []Key{
 	{"delivered", "entries handed to this worker"},
 	{"applied", "new in the inbox; projection updated"},
 	{"duplicate", "same event id and payload already in the inbox: no effect, acked"},
-	{"conflict", "same event id, different payload: identity conflict, no effect, not acked"},
-	{"failed", "the consumer transaction rolled back: the entry stays pending"},
-	{"acked", "entries XACKed after their commit (dead-lettered ones too)"},
-	{"dead_lettered", "entries moved to the dead-letter stream (with max_deliveries)"},
+	{"conflict", "same event id, different payload: identity conflict, no effect, not acked (unless dead-lettered)"},
+	{"failed", "the consumer transaction rolled back: the entry stays pending (unless dead-lettered)"},
+	{"acked", "entries XACKed after their commit, and dead-lettered ones (with mode: ack_first every entry, before its transaction)"},
+	{"dead_lettered", "entries moved to the dead-letter stream (with max_deliveries); each also counts under its own outcome, failed or conflict, and (without skip_ack) as acked"},
 	{"deferred", "entries held back by strict ordering: no effect, not acked"},
 	{"redelivered", "entries this worker got that the broker had delivered before (a reclaim, a redelivery after AckWait, RabbitMQ's Redelivered after a channel loss)"},
 }
 
 // ProduceParams are the parameters of the produce step.
 type ProduceParams struct {
-	Event    string `param:"event" doc:"business event id; default the first of bus-1, bus-2, … not yet used in this scenario"`
+	Event    string `param:"event" doc:"business event id; default the first of bus-1, bus-2, … not yet used in this scenario (a produce that rolled back has used its id too)"`
 	Amount   int64  `param:"amount" default:"100" min:"1" doc:"atomic units moved"`
 	Currency string `param:"currency" default:"USD" doc:"currency of the amount"`
 	From     string `param:"from" default:"alice" doc:"account debited"`
@@ -217,7 +217,7 @@ func init() {
 		[]Key{{"committed", "1 if the transaction committed"}, {"failed", "1 if the injected fault rolled it back"}},
 		runProduce)
 	define("relay", "Publish unpublished outbox rows in order (one XADD each, fields event_id and payload), then mark them published.",
-		[]Key{{"published", "entries XADDed"}, {"marked", "outbox rows marked published"}},
+		[]Key{{"published", "entries XADDed (with workers: N, summed over the relays)"}, {"marked", "outbox rows marked published (with workers: N, summed over the relays)"}},
 		runRelay)
 	define("publish", "XADD a raw entry, bypassing the outbox: a replayed or forged delivery. The payload is built exactly as produce builds it, so the same values make a duplicate and another amount an identity conflict.",
 		[]Key{{"published", "entries XADDed (1)"}},
