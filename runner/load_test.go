@@ -98,7 +98,7 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:3:16: idle: "5" needs a unit (did you mean "5ms" or "5s"?)`,
 		}},
 		{"sleep without a duration", "name: x\nsteps:\n  - sleep\n", []string{
-			`t.yaml:3:5: sleep needs a duration, e.g. sleep(for=500ms)`,
+			`t.yaml:3:5: missing parameter "for": how long`,
 		}},
 		{"too many relays", "name: x\nsteps:\n  - relay(workers=5)\n", []string{
 			`t.yaml:3:5: workers: at most 4 relays at once, got 5`,

@@ -89,16 +89,20 @@ func stepSchema(d *steps.Def, defs map[string]any) map[string]any {
 		props[d.Name] = ref("checks")
 	} else {
 		params := map[string]any{}
+		var required []string
 		for _, p := range d.Params {
 			params[p.Name] = p.Schema()
+			if p.Required {
+				required = append(required, p.Name)
+			}
 		}
-		props[d.Name] = map[string]any{
-			"description": d.Doc,
-			"anyOf": []any{
-				map[string]any{"type": "null"},
-				map[string]any{"type": "object", "properties": params, "additionalProperties": false},
-			},
+		obj := map[string]any{"type": "object", "properties": params, "additionalProperties": false}
+		alts := []any{map[string]any{"type": "null"}, obj}
+		if len(required) > 0 {
+			obj["required"] = required
+			alts = alts[1:] // no parameters at all is not enough
 		}
+		props[d.Name] = map[string]any{"description": d.Doc, "anyOf": alts}
 		props[keyExpect] = checksSchema(d, defs)
 	}
 	return map[string]any{"type": "object", "required": []string{d.Name}, "properties": props, "additionalProperties": false}

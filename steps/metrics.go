@@ -113,12 +113,12 @@ func init() {
 		err := env.Producer.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE NOT published`).Scan(&n)
 		return n, err
 	})
-	metric("outbox_oldest_age", "age of the oldest unpublished outbox row (0 when none)", KindDurationMetric, func(ctx context.Context, env *Env) (any, error) {
+	metric("outbox_oldest_age", "age of the oldest unpublished outbox row (0 when none), on the producer PostgreSQL's clock: now() minus the row's created_at, the start of the transaction that produced it", KindDurationMetric, func(ctx context.Context, env *Env) (any, error) {
 		var us int64
 		err := env.Producer.QueryRow(ctx, `SELECT coalesce((extract(epoch FROM now() - min(created_at)) * 1e6)::bigint, 0) FROM outbox WHERE NOT published`).Scan(&us)
 		return time.Duration(us) * time.Microsecond, err
 	})
-	metric("pel_oldest_idle", "longest idle time of a pending entry, any group (0 when none)", KindDurationMetric, func(ctx context.Context, env *Env) (any, error) {
+	metric("pel_oldest_idle", "longest idle time of a pending entry, any group (0 when none), as the broker counts it: Redis XPENDING's idle time since the entry was last delivered (by a read or a claim), on the Redis server's clock", KindDurationMetric, func(ctx context.Context, env *Env) (any, error) {
 		st, err := env.Broker.PendingStats(ctx)
 		return st.OldestIdle, err
 	}, broker.PendingList)
@@ -129,11 +129,11 @@ func init() {
 	metric("inbox_conflicts", "identity conflicts consume and claim reported in this scenario", KindCountMetric, func(_ context.Context, env *Env) (any, error) {
 		return env.conflicts, nil
 	})
-	metric("projection_lag", "committed events the most-behind consumer id has not applied yet (its inbox lacks them); 0 when every projection is caught up", KindCountMetric, func(ctx context.Context, env *Env) (any, error) {
+	metric("projection_lag", "committed events the most-behind consumer id has not applied yet (its inbox lacks them); 0 when every projection is caught up. Consumer ids are those with an inbox row (accounting before any has one)", KindCountMetric, func(ctx context.Context, env *Env) (any, error) {
 		lag, _, err := projectionLag(ctx, env)
 		return lag, err
 	})
-	metric("projection_watermark_age", "the projection's staleness: age of the oldest committed event some consumer id has not applied (0 when caught up)", KindDurationMetric, func(ctx context.Context, env *Env) (any, error) {
+	metric("projection_watermark_age", "the projection's staleness: age of the oldest committed event some consumer id has not applied (0 when caught up), on the producer PostgreSQL's clock: now() minus its outbox row's created_at", KindDurationMetric, func(ctx context.Context, env *Env) (any, error) {
 		_, age, err := projectionLag(ctx, env)
 		return age, err
 	})

@@ -29,13 +29,15 @@ type Arg struct {
 //	enum:"a|b"       the allowed values of a string
 //	min:"1"          the smallest allowed integer
 //	fault:"yes"      the parameter injects a fault (reports mark it)
+//	required:"yes"   the step cannot run without it
 type Param struct {
-	Name    string
-	Doc     string
-	Default string
-	Enum    []string
-	Min     *int64
-	Fault   bool
+	Name     string
+	Doc      string
+	Default  string
+	Enum     []string
+	Min      *int64
+	Fault    bool
+	Required bool
 	index   []int // field path: embedded structs share their parameters
 	typ     reflect.Type
 }
@@ -81,7 +83,7 @@ func paramsOf(t reflect.Type) []Param {
 		if name == "" {
 			continue
 		}
-		p := Param{Name: name, Doc: f.Tag.Get("doc"), Default: f.Tag.Get("default"), Fault: f.Tag.Get("fault") == "yes", index: []int{i}, typ: f.Type}
+		p := Param{Name: name, Doc: f.Tag.Get("doc"), Default: f.Tag.Get("default"), Fault: f.Tag.Get("fault") == "yes", Required: f.Tag.Get("required") == "yes", index: []int{i}, typ: f.Type}
 		if e := f.Tag.Get("enum"); e != "" {
 			p.Enum = strings.Split(e, "|")
 		}
@@ -129,6 +131,11 @@ func decodeParams(t reflect.Type, specs []Param, args []Arg, stepPos Pos) (any, 
 			if err := setField(v.FieldByIndex(p.index), p, a.Value); err != nil {
 				errs = append(errs, Errorf(NodePos(stepPos.File, a.Value), "%s: %v", a.Key, err))
 			}
+		}
+	}
+	for _, p := range specs {
+		if p.Required && !seen[p.Name] {
+			errs = append(errs, Errorf(stepPos, "missing parameter %q: %s", p.Name, p.Doc))
 		}
 	}
 	if vd, ok := ptr.Interface().(interface{ Validate() error }); ok && len(errs) == 0 {

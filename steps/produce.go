@@ -9,7 +9,7 @@ import (
 
 // ProduceParams are the parameters of the produce step.
 type ProduceParams struct {
-	Event    string `param:"event" doc:"business event id; default the first of bus-1, bus-2, … not yet used in this scenario"`
+	Event    string `param:"event" doc:"business event id; default the first of bus-1, bus-2, … not yet used in this scenario (a produce that rolled back has used its id too)"`
 	Amount   int64  `param:"amount" default:"100" min:"1" doc:"atomic units moved"`
 	Currency string `param:"currency" default:"USD" doc:"currency of the amount"`
 	From     string `param:"from" default:"alice" doc:"account debited"`

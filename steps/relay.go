@@ -40,7 +40,7 @@ const maxRelays = 4
 
 func init() {
 	Define("relay", "Publish unpublished outbox rows in order (one XADD each, fields event_id and payload), then mark them published.",
-		[]Key{{"published", "entries XADDed"}, {"marked", "outbox rows marked published"}},
+		[]Key{{"published", "entries XADDed (with workers: N, summed over the relays)"}, {"marked", "outbox rows marked published (with workers: N, summed over the relays)"}},
 		runRelay)
 }
 

@@ -8,7 +8,7 @@ import (
 
 // SleepParams are the parameters of the sleep step.
 type SleepParams struct {
-	For time.Duration `param:"for" doc:"how long; time passes for real (idle times grow, within: waits)"`
+	For time.Duration `param:"for" required:"yes" doc:"how long; time passes for real (idle times grow, within: waits)"`
 }
 
 func (p *SleepParams) Validate() error {
