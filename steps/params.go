@@ -38,8 +38,8 @@ type Param struct {
 	Min      *int64
 	Fault    bool
 	Required bool
-	index   []int // field path: embedded structs share their parameters
-	typ     reflect.Type
+	index    []int // field path: embedded structs share their parameters
+	typ      reflect.Type
 }
 
 var durationType = reflect.TypeOf(time.Duration(0))
