@@ -249,8 +249,8 @@ func stranded(c string, mine []Op, cs *Consumer) []Violation {
 		switch {
 		case op.Kind == Pass:
 			for _, o := range pending {
-				o.readOn = o.readOn || op.StepName == "consume"
-				o.claimed = o.claimed || op.StepName == "claim"
+				o.readOn = o.readOn || !op.TakesOver
+				o.claimed = o.claimed || op.TakesOver
 			}
 		case !isDelivery(op):
 		case op.Acked:
@@ -285,7 +285,7 @@ func doublePublished(ops []Op) []Violation {
 	pubs := map[key][]Op{}
 	var order []key
 	for _, op := range ops {
-		if op.Kind != Publish || op.StepName != "relay" {
+		if op.Kind != Publish || op.Republish {
 			continue
 		}
 		k := key{op.StepN, op.EventID}

@@ -141,7 +141,7 @@ func TestPurgeIsNotAProjectionMismatch(t *testing.T) {
 func TestReplayedDeadLetterCanBeLost(t *testing.T) {
 	ops, st := clean()
 	ops[2].Kind, ops[2].DLQ = "failed", true
-	ops = append(ops, Op{Step: "s:4", StepName: "replay_dlq", Kind: Publish, EventID: "e1", EntryID: "2-0", Payload: pay})
+	ops = append(ops, Op{Step: "s:4", StepName: "replay_dlq", Kind: Publish, Republish: true, EventID: "e1", EntryID: "2-0", Payload: pay})
 	st.Stream = map[string]int{} // the broker lost the replay
 	noEffect(&st)
 	vs := check(ops, st)
@@ -155,7 +155,7 @@ func TestReplayedDeadLetterCanBeLost(t *testing.T) {
 func TestTrimKeepsAnUnreadEntry(t *testing.T) {
 	ops, st := clean()
 	ops[2].Kind = "failed" // acked without effect (ack first), then ...
-	ops = append(ops, Op{Step: "s:4", StepName: "publish", Kind: Publish, EventID: "e1", EntryID: "2-0", Payload: pay})
+	ops = append(ops, Op{Step: "s:4", StepName: "publish", Kind: Publish, Republish: true, EventID: "e1", EntryID: "2-0", Payload: pay})
 	st.Stream = map[string]int{"e1": 1} // trim kept the newest entry, 2-0
 	noEffect(&st)
 	for _, v := range check(ops, st) {

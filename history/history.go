@@ -35,6 +35,12 @@ type Op struct {
 	Payload  string // commits, publishes and deliveries
 	Acked    bool   // deliveries: XACKed after handling
 	DLQ      bool   // deliveries: moved to the dead-letter stream
+	// TakesOver: a pass that takes over entries delivered before (a claim),
+	// not one that reads new entries.
+	TakesOver bool
+	// Republish: a publish on purpose (a replay, a reconcile, a raw
+	// publish), not a relay's.
+	Republish bool
 }
 
 // Sum is a projection row or the inbox's sum for one currency.

@@ -39,7 +39,7 @@ func runPublish(ctx context.Context, env *Env, p *PublishParams) (Result, error)
 	r := Result{Outcome: map[string]int64{"published": int64(len(ids))}}
 	for _, id := range ids {
 		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s, payload %s", t.EventID, id, t.Payload()))
-		r.Entries = append(r.Entries, Entry{EntryID: id, EventID: t.EventID, Outcome: "published", Payload: t.Payload()})
+		r.Entries = append(r.Entries, Entry{EntryID: id, EventID: t.EventID, Outcome: "published", Payload: t.Payload(), Republish: true})
 	}
 	return r, err
 }

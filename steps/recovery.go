@@ -43,7 +43,7 @@ func runReplayDLQ(ctx context.Context, env *Env, _ *ReplayDLQParams) (Result, er
 	r := Result{Outcome: map[string]int64{"replayed": int64(len(ids))}}
 	for i, id := range ids {
 		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s (was %s, dead-lettered: %s)", dls[i].EventID, id, dls[i].EntryID, dls[i].Reason))
-		r.Entries = append(r.Entries, Entry{EntryID: id, EventID: dls[i].EventID, Outcome: "published", Payload: dls[i].Payload})
+		r.Entries = append(r.Entries, Entry{EntryID: id, EventID: dls[i].EventID, Outcome: "published", Payload: dls[i].Payload, Republish: true})
 	}
 	return r, err
 }
@@ -54,7 +54,7 @@ func runReconcile(ctx context.Context, env *Env, p *ReconcileParams) (Result, er
 	r := Result{Outcome: map[string]int64{"republished": int64(len(res.Published))}}
 	for _, pub := range res.Published {
 		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s (not applied by %s)", pub.EventID, pub.EntryID, p.Consumer))
-		r.Entries = append(r.Entries, Entry{EntryID: pub.EntryID, EventID: pub.EventID, Outcome: "published", Payload: pub.Payload})
+		r.Entries = append(r.Entries, Entry{EntryID: pub.EntryID, EventID: pub.EventID, Outcome: "published", Payload: pub.Payload, Republish: true})
 	}
 	return r, err
 }

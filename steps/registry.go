@@ -65,6 +65,9 @@ type Entry struct {
 	Acked   bool   `json:"acked,omitempty"`
 	// DeadLettered: moved to the dead-letter stream.
 	DeadLettered bool `json:"dead_lettered,omitempty"`
+	// Republish: published on purpose again (a replay, a reconcile, a raw
+	// publish), not by a relay.
+	Republish bool `json:"republish,omitempty"`
 }
 
 // Env is one scenario's world: its own producer and consumer databases and
