@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -12,7 +13,8 @@ import (
 )
 
 // FuzzParse feeds the loader arbitrary files: it must never panic, and every
-// problem must come with a position in the file.
+// problem, YAML syntax errors included, must come with a line and column
+// inside the file.
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob("../scenarios/*/*.yaml")
 	for _, file := range files {
@@ -22,11 +24,16 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte("name: x\nvars: {a: 1}\nmatrix: {b: [1, 2]}\nsteps:\n  - produce: {amount: \"${a}\"}\n  - expect: {within: 1s, stream.entries: 1}\n"))
 	f.Add([]byte("name: x\nx-b: &b {amount: 5}\nsteps:\n  - produce: {<<: *b}\n  - relay(limit=1, skip_mark)\n"))
+	f.Add([]byte("name: x\nsteps:\n  - produce: {amount: 5\n  - relay\n"))
+	f.Add([]byte("name: x\nsteps:\n  - consume:\n      consumer: a\n     expect: {applied: 1}\n"))
+	f.Add([]byte("name: x\nsteps:\n  - relay\n\t- produce\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		scs, errs := Parse("f.yaml", data)
+		lines := strings.Split(strings.TrimSuffix(strings.ReplaceAll(string(data), "\r\n", "\n"), "\n"), "\n")
 		for _, e := range errs {
-			if e.Pos.File != "f.yaml" || e.Pos.Line < 1 || e.Msg == "" {
-				t.Fatalf("problem without a position or text: %#v", e)
+			if e.Pos.File != "f.yaml" || e.Pos.Line < 1 || e.Pos.Line > len(lines) || e.Pos.Col < 1 ||
+				e.Pos.Col > utf8.RuneCountInString(lines[e.Pos.Line-1])+1 || e.Msg == "" {
+				t.Fatalf("problem without a position in the file, or without text: %#v", e)
 			}
 		}
 		if len(errs) == 0 {

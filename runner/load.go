@@ -11,15 +11,14 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
 	"outboxdrill/broker"
+	"outboxdrill/diag"
 	"outboxdrill/history"
 
 	"outboxdrill/steps"
@@ -107,8 +106,6 @@ func LoadFiles(files []string) ([]*Scenario, steps.Errors) {
 	return scs, errs
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
 // Parse decodes one scenario file into its scenarios: one, or one per matrix
 // variant. It returns every problem it finds; no scenario only when the file
 // is not a YAML map at all.
@@ -119,11 +116,13 @@ func Parse(file string, data []byte) ([]*Scenario, steps.Errors) {
 		if errors.Is(err, io.EOF) {
 			return nil, steps.Errors{steps.Errorf(steps.Pos{File: file, Line: 1, Col: 1}, "empty file: a scenario needs name and steps")}
 		}
-		return nil, steps.Errors{yamlError(file, err)}
+		return nil, steps.Errors{yamlError(file, data, err)}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		return nil, steps.Errors{steps.Errorf(steps.Pos{File: file, Line: extra.Line, Col: extra.Column}, "a second YAML document: a file holds one scenario")}
+	} else if !errors.Is(err, io.EOF) {
+		return nil, steps.Errors{yamlError(file, data, err)} // invalid YAML after ---
 	}
 	budget := maxNodes
 	root, err := resolveAliases(doc.Content[0], 0, &budget)
@@ -191,15 +190,11 @@ func resolveAliases(n *yaml.Node, depth int, budget *int) (*yaml.Node, error) {
 	return &c, nil
 }
 
-// yamlError puts yaml.v3's "yaml: line N: msg" at file:N:1; the parser
-// reports no column.
-func yamlError(file string, err error) *steps.Error {
-	msg := err.Error()
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return steps.Errorf(steps.Pos{File: file, Line: line, Col: 1}, "invalid YAML: %s", m[2])
-	}
-	return steps.Errorf(steps.Pos{File: file, Line: 1, Col: 1}, "invalid YAML: %s", strings.TrimPrefix(msg, "yaml: "))
+// yamlError points at the token that makes the file invalid YAML: yaml.v3
+// gives only a line, often the enclosing block's.
+func yamlError(file string, data []byte, err error) *steps.Error {
+	p := diag.Locate(data, err)
+	return steps.Errorf(steps.Pos{File: file, Line: p.Line, Col: p.Col}, "%s", p.Msg)
 }
 
 // header is a scenario file's top-level keys, before variants are expanded.

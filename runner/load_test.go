@@ -137,7 +137,7 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:3:45: projection: a projection row needs both amount and events`,
 		}},
 		{"invalid yaml", "name: x\nsteps:\n  - relay\n   bad: [\n", []string{
-			`t.yaml:4:1: invalid YAML:`,
+			`t.yaml:4:4: "bad:" is indented too deep: the list item before it already has a value`,
 		}},
 		{"not a map", "- relay\n", []string{
 			`t.yaml:1:1: a scenario is a map with name and steps, got a list`,

@@ -1,11 +1,18 @@
 // Command runner runs declarative outbox/inbox fault-drill scenarios against
-// real PostgreSQL and Redis Streams.
+// real PostgreSQL and a real broker: Redis Streams, NATS JetStream or
+// RabbitMQ (--broker redis|nats|rabbitmq|all).
 //
-//	runner run [flags] [files or dirs...]   run scenarios (default dir: scenarios)
-//	runner validate [files or dirs...]      check scenarios without running them
-//	runner list [files or dirs...]          list scenarios: file, name, tags
-//	runner docs                             print the scenario-language reference
-//	runner schema                           print the JSON Schema of scenario files
+//	runner run [flags] [files or dirs...]       run scenarios (default dir: scenarios)
+//	runner validate [files or dirs...]          check scenarios without running them
+//	runner list [flags] [files or dirs...]      list scenarios: file, name, tags
+//	runner docs                                 print the scenario-language reference
+//	runner schema                               print the JSON Schema of scenario files
+//	runner soak [flags]                         drive N events with random faults, check the history
+//	runner bench [flags] [files or dirs...]     measure start, isolation, growth and throughput
+//	runner clean [--pg URL] [--redis URL]       remove what earlier runs left behind
+//	runner help [command]                       print the usage of runner or of one command
+//
+// Every command takes -h or --help.
 //
 // Exit status: 0 all passed, 1 a scenario failed, 2 invalid scenario or usage,
 // 3 the run itself could not proceed (servers), 130 interrupted.
@@ -63,31 +70,43 @@ func main() {
 	os.Exit(Main(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-type command struct {
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+// help is what each command's usage says: its arguments and one line on
+// what it does. Kept apart from commands, whose functions print it.
+var help = map[string]struct{ args, summary string }{
+	"bench":    {"[flags] [files or dirs...]", "measure start, isolation, library wall time, growth and soak throughput; print a table"},
+	"clean":    {"[--pg URL] [--redis URL]", "remove what earlier runs left: databases and stream keys (--keep, killed runs), dead servers' temp dirs"},
+	"docs":     {"", "print the scenario-language reference (Markdown)"},
+	"help":     {"[command]", "print the usage of runner, or of one command"},
+	"list":     {"[flags] [files or dirs...]", "list scenarios: file, name, tags"},
+	"run":      {"[flags] [files or dirs...]", "run scenarios against real PostgreSQL and Redis Streams, NATS JetStream or RabbitMQ (--broker)"},
+	"schema":   {"", "print the JSON Schema of scenario files (draft 2020-12)"},
+	"soak":     {"[flags]", "drive N events through the pipeline with random faults, then check the history"},
+	"validate": {"[files or dirs...]", "check scenarios without running anything"},
 }
 
-// commands maps each subcommand to its implementation; one sorted place.
+type command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+
+// commands maps each subcommand to its implementation; one sorted place
+// (help, which refers to commands, is Main's).
 var commands = map[string]command{
-	"bench":    {"measure start, isolation, library wall time, growth and soak throughput; print a table", cmdBench},
-	"clean":    {"remove what earlier runs left: databases and stream keys (--keep, killed runs), dead servers' temp dirs", cmdClean},
-	"docs":     {"print the scenario-language reference (Markdown)", cmdDocs},
-	"list":     {"list scenarios: file, name, tags", cmdList},
-	"run":      {"run scenarios against real PostgreSQL and Redis", cmdRun},
-	"schema":   {"print the JSON Schema of scenario files (draft 2020-12)", cmdSchema},
-	"soak":     {"drive N events through the pipeline with random faults, then check the history", cmdSoak},
-	"validate": {"check scenarios without running anything", cmdValidate},
+	"bench":    cmdBench,
+	"clean":    cmdClean,
+	"docs":     cmdDocs,
+	"list":     cmdList,
+	"run":      cmdRun,
+	"schema":   cmdSchema,
+	"soak":     cmdSoak,
+	"validate": cmdValidate,
 }
 
 // Main is the whole CLI, callable from tests.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(stderr)
-		if len(args) == 0 {
-			return exitInvalid
-		}
-		return exitOK
+		return exitInvalid
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
+		return cmdHelp(ctx, args[1:], stdout, stderr)
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
@@ -95,12 +114,34 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return exitInvalid
 	}
-	return cmd.run(ctx, args[1:], stdout, stderr)
+	return cmd(ctx, args[1:], stdout, stderr)
+}
+
+// cmdHelp prints the usage of runner, or of the command named.
+func cmdHelp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) == 0:
+		usage(stdout)
+		return exitOK
+	case len(args) > 1:
+		fmt.Fprintln(stderr, "usage: runner help [command]")
+		return exitInvalid
+	case args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help":
+		fmt.Fprintf(stdout, "usage: runner help %s\n\n%s\n", help["help"].args, help["help"].summary)
+		return exitOK
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "runner help: unknown command %q%s\n", args[0], steps.Suggest(args[0], commandNames()))
+		usage(stderr)
+		return exitInvalid
+	}
+	return cmd(ctx, []string{"--help"}, stdout, stderr)
 }
 
 func commandNames() []string {
 	var names []string
-	for n := range commands {
+	for n := range help {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -111,25 +152,96 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: runner <command> [flags] [files or dirs...]")
 	fmt.Fprintln(w, "commands:")
 	for _, n := range commandNames() {
-		fmt.Fprintf(w, "  %-9s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-9s %s\n", n, help[n].summary)
 	}
+	fmt.Fprintln(w, "run 'runner help <command>' (or 'runner <command> --help') for a command's flags")
 	fmt.Fprintln(w, "exit status: 0 passed, 1 a scenario failed, 2 invalid scenario or usage, 3 servers unavailable, 130 interrupted")
 }
 
-// parseInterspersed lets flags follow the paths (`runner run scenarios/ -v`).
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var paths []string
+// newFlags makes the flag set of a command; parseArgs prints its usage.
+func newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // parseArgs reports errors itself
+	fs.Usage = func() {}
+	return fs
+}
+
+// commandUsage prints "usage: runner NAME ARGS", what the command does, and
+// its flags.
+func commandUsage(w io.Writer, fs *flag.FlagSet) {
+	h := help[fs.Name()]
+	fmt.Fprintf(w, "usage: runner %s %s\n\n%s\n", fs.Name(), h.args, h.summary)
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprintln(w, "\nflags:")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+}
+
+// parseArgs parses a command's flags, which may follow the paths (`runner
+// run scenarios/ -v`), and returns the paths. With -h or --help it prints
+// the usage to stdout: done, exit 0. A bad flag or flag value is a usage
+// error: said on stderr, exit 2.
+func parseArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (paths []string, code int, done bool) {
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			if errors.Is(err, flag.ErrHelp) {
+				commandUsage(stdout, fs)
+				return nil, exitOK, true
+			}
+			fmt.Fprintf(stderr, "runner %s: %s\n", fs.Name(), flagError(fs, err))
+			fmt.Fprintf(stderr, "usage: runner %s %s (runner help %s: every flag)\n", fs.Name(), help[fs.Name()].args, fs.Name())
+			return nil, exitInvalid, true
 		}
 		args = fs.Args()
 		if len(args) == 0 {
-			return paths, nil
+			return paths, exitOK, false
 		}
 		paths = append(paths, args[0])
 		args = args[1:]
 	}
+}
+
+var (
+	undefinedFlag = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`)
+	badFlagValue  = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-+([^:]*): `)
+)
+
+// flagError rewords the flag package's errors: a did-you-mean for an
+// unknown flag, what a bad value should look like.
+func flagError(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if m := undefinedFlag.FindStringSubmatch(msg); m != nil {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		return msg + steps.Suggest(m[1], names)
+	}
+	m := badFlagValue.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	f := fs.Lookup(m[2])
+	if f == nil {
+		return msg
+	}
+	want := map[string]string{
+		"*flag.durationValue": "a duration such as 30s, 2m or 1h30m",
+		"*flag.intValue":      "a whole number",
+		"*flag.uint64Value":   "a whole number, 0 or more",
+		"*flag.float64Value":  "a number such as 0.1",
+		"*flag.boolValue":     "true or false",
+	}[fmt.Sprintf("%T", f.Value)]
+	if want == "" {
+		return msg
+	}
+	dash := "--"
+	if len(m[2]) == 1 {
+		dash = "-"
+	}
+	return fmt.Sprintf("%s%s %q: want %s", dash, m[2], m[1], want)
 }
 
 // load expands paths and loads every scenario, printing every problem.
@@ -162,8 +274,7 @@ func load(paths []string, stderr io.Writer) ([]*runner.Scenario, bool) {
 }
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("run")
 	p := runner.Params{Out: stdout, Log: stderr}
 	serverFlags(fs, &p.PGURL, &p.RedisURL)
 	brokers := fs.String("broker", "redis", "run every scenario on `redis|nats|rabbitmq|all` (or a list: redis,nats): one result per scenario and broker")
@@ -180,10 +291,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&reports[2], "markdown", "", "write a Markdown report with sequence diagrams of failures to `FILE`")
 	fs.StringVar(&reports[3], "guarantees", "", "write what each broker guaranteed, per fault window, to `FILE` (use with --broker all: docs/broker-guarantees.md)")
 	keep := fs.String("keep", "", "leave the databases and stream of `failed|all` scenarios for inspection (needs --pg and --redis)")
-	paths, err := parseInterspersed(fs, args)
-	if err != nil {
-		return exitInvalid
+	paths, code, done := parseArgs(fs, args, stdout, stderr)
+	if done {
+		return code
 	}
+	var err error
 	if p.Brokers, err = runner.ParseBrokers(*brokers); err != nil {
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return exitInvalid
@@ -342,11 +454,9 @@ func closeAll(files []*os.File) {
 }
 
 func cmdValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	paths, err := parseInterspersed(fs, args)
-	if err != nil {
-		return exitInvalid
+	paths, code, done := parseArgs(newFlags("validate"), args, stdout, stderr)
+	if done {
+		return code
 	}
 	scs, ok := load(paths, stderr)
 	if !ok {
@@ -357,13 +467,12 @@ func cmdValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 func cmdList(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("list", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("list")
 	var p runner.Params
 	sel := selectionFlags(fs, &p)
-	paths, err := parseInterspersed(fs, args)
-	if err != nil {
-		return exitInvalid
+	paths, code, done := parseArgs(fs, args, stdout, stderr)
+	if done {
+		return code
 	}
 	scs, ok := loadSelected(paths, sel, &p, stderr)
 	if !ok {
@@ -379,22 +488,19 @@ func cmdList(_ context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func cmdDocs(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		fmt.Fprintln(stderr, "usage: runner docs > docs/scenario-language.md")
-		return exitInvalid
+	if code, done := noArgs(newFlags("docs"), args, stdout, stderr, "runner docs > docs/scenario-language.md"); done {
+		return code
 	}
 	fmt.Fprint(stdout, runner.Reference())
 	return exitOK
 }
 
 func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("clean", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("clean")
 	var pg, rd string
 	serverFlags(fs, &pg, &rd)
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: runner clean [--pg URL] [--redis URL]")
-		return exitInvalid
+	if code, done := noArgs(fs, args, stdout, stderr, "runner clean [--pg URL] [--redis URL]"); done {
+		return code
 	}
 	dirs, err := runner.CleanTempDirs()
 	for _, d := range dirs {
@@ -421,8 +527,7 @@ func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 }
 
 func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("soak")
 	var p runner.SoakParams
 	fs.IntVar(&p.Events, "events", 10000, "events to drive through the pipeline")
 	fs.Float64Var(&p.Faults, "faults", 0.1, "probability of a fault at each decision point (0..1)")
@@ -431,8 +536,12 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&p.Batch, "batch", 100, "relay and consume batch size")
 	fs.BoolVar(&p.Baseline, "baseline", false, "first measure the raw baseline (bare transactions and XADD/XACK) on the same servers")
 	serverFlags(fs, &p.PGURL, &p.Redis)
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || p.Events < 1 || p.Faults < 0 || p.Faults > 1 {
-		fmt.Fprintln(stderr, "usage: runner soak --events N --faults RATE (0..1) --seed S [--parallel W] [--baseline]")
+	const soakUsage = "runner soak --events N --faults RATE (0..1) --seed S [--parallel W] [--baseline]"
+	if code, done := noArgs(fs, args, stdout, stderr, soakUsage); done {
+		return code
+	}
+	if p.Events < 1 || p.Faults < 0 || p.Faults > 1 {
+		fmt.Fprintln(stderr, "usage: "+soakUsage)
 		return exitInvalid
 	}
 	rep, err := runner.Soak(ctx, p)
@@ -451,16 +560,15 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("bench")
 	var p runner.BenchParams
 	fs.IntVar(&p.SoakEvents, "soak-events", 2000, "events for the soak and raw baseline figures (0: skip)")
 	growth := fs.String("growth", "10,100,1000", "generated scenario counts for the growth figures")
 	fs.IntVar(&p.Repeat, "repeat", 3, "runs per start and library figure; the median is printed")
 	serverFlags(fs, &p.PGURL, &p.Redis)
-	paths, err := parseInterspersed(fs, args)
-	if err != nil {
-		return exitInvalid
+	paths, code, done := parseArgs(fs, args, stdout, stderr)
+	if done {
+		return code
 	}
 	for _, n := range runner.SplitList(*growth) {
 		var k int
@@ -488,12 +596,21 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 }
 
 func cmdSchema(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		fmt.Fprintln(stderr, "usage: runner schema > docs/scenario.schema.json")
-		return exitInvalid
+	if code, done := noArgs(newFlags("schema"), args, stdout, stderr, "runner schema > docs/scenario.schema.json"); done {
+		return code
 	}
 	_, _ = stdout.Write(runner.Schema())
 	return exitOK
+}
+
+// noArgs parses the flags of a command that takes no file arguments.
+func noArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, use string) (code int, done bool) {
+	paths, code, done := parseArgs(fs, args, stdout, stderr)
+	if !done && len(paths) > 0 {
+		fmt.Fprintf(stderr, "runner %s: unexpected argument %q\nusage: %s\n", fs.Name(), paths[0], use)
+		return exitInvalid, true
+	}
+	return code, done
 }
 
 // isTerminal reports whether w is a character device (a terminal), where a

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"gopkg.in/yaml.v3"
 
+	"outboxdrill/broker"
 	"outboxdrill/internal/testservers"
 	"outboxdrill/internal/testutil"
 )
@@ -395,5 +396,121 @@ func TestUnknownBrokerIsUsageError(t *testing.T) {
 	code := Main(context.Background(), []string{"run", "--broker", "redis,nast", f}, &out, &errb)
 	if code != 2 || !strings.Contains(errb.String(), `unknown broker "nast" (did you mean "nats"?)`) {
 		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+}
+
+// run0 runs Main without servers: for usage and help, which need none.
+func run0(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = Main(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestEveryCommandHasHelp(t *testing.T) {
+	for name := range commands {
+		if help[name].summary == "" {
+			t.Errorf("command %s has no one-line description in help", name)
+		}
+	}
+	for name := range help {
+		if _, ok := commands[name]; !ok && name != "help" {
+			t.Errorf("help describes %s, which is no command", name)
+		}
+	}
+	for _, name := range commandNames() {
+		for _, args := range [][]string{{name, "--help"}, {name, "-h"}, {"help", name}} {
+			code, out, errs := run0(args...)
+			want := "usage: runner " + name + " "
+			if code != 0 || !strings.HasPrefix(out, want) || !strings.Contains(out, help[name].summary) || errs != "" {
+				t.Errorf("%v: exit %d, stdout %q, stderr %q; want 0 and stdout starting %q", args, code, out, errs, want)
+			}
+		}
+	}
+	// Flags are listed: run's, and soak's.
+	if _, out, _ := run0("help", "run"); !strings.Contains(out, "-broker") || !strings.Contains(out, "-timeout") {
+		t.Errorf("help run lists no flags:\n%s", out)
+	}
+}
+
+func TestTopLevelUsage(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"--help"}, {"-h"}} {
+		code, out, errs := run0(args...)
+		if code != 0 || errs != "" || !strings.HasPrefix(out, "usage: runner <command>") {
+			t.Errorf("%v: exit %d, stderr %q, stdout %q", args, code, errs, out)
+		}
+		for _, name := range commandNames() {
+			if !regexp.MustCompile(`(?m)^  ` + name + ` +` + regexp.QuoteMeta(help[name].summary) + `$`).MatchString(out) {
+				t.Errorf("%v: usage lacks %s and its description:\n%s", args, name, out)
+			}
+		}
+	}
+	// No command at all is a usage error: usage on stderr, exit 2.
+	if code, out, errs := run0(); code != 2 || out != "" || !strings.HasPrefix(errs, "usage: runner <command>") {
+		t.Errorf("no args: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+func TestHelpUnknownCommand(t *testing.T) {
+	code, out, errs := run0("help", "rnu")
+	if code != 2 || out != "" || !strings.Contains(errs, `runner help: unknown command "rnu" (did you mean "run"?)`) {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if code, _, errs := run0("help", "run", "list"); code != 2 || !strings.Contains(errs, "usage: runner help [command]") {
+		t.Errorf("help with two commands: exit %d, stderr %q", code, errs)
+	}
+}
+
+// TestHeaderCommentIsComplete: main.go's doc comment names every command
+// and every broker.
+func TestHeaderCommentIsComplete(t *testing.T) {
+	src, err := os.ReadFile("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	header, _, _ := strings.Cut(string(src), "package main")
+	for _, name := range commandNames() {
+		if !strings.Contains(header, "//\trunner "+name+" ") {
+			t.Errorf("main.go's header comment lacks the %s command", name)
+		}
+	}
+	for _, b := range broker.Names {
+		if !strings.Contains(header, b) {
+			t.Errorf("main.go's header comment lacks the %s broker", b)
+		}
+	}
+}
+
+func TestBadFlagValuesAreUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--timeout", "soon"}, `runner run: --timeout "soon": want a duration such as 30s, 2m or 1h30m`},
+		{[]string{"run", "--parallel", "two"}, `runner run: --parallel "two": want a whole number`},
+		{[]string{"run", "-v=maybe"}, `runner run: -v "maybe": want true or false`},
+		{[]string{"soak", "--seed", "-1"}, `runner soak: --seed "-1": want a whole number, 0 or more`},
+		{[]string{"soak", "--faults", "lots"}, `runner soak: --faults "lots": want a number such as 0.1`},
+		{[]string{"bench", "--repeat", "3x"}, `runner bench: --repeat "3x": want a whole number`},
+		{[]string{"list", "--tgas", "x"}, `runner list: flag provided but not defined: -tgas (did you mean "tags"?)`},
+		{[]string{"run", "--timeout"}, `runner run: flag needs an argument: -timeout`},
+		{[]string{"docs", "extra"}, `runner docs: unexpected argument "extra"`},
+		{[]string{"clean", "extra"}, `runner clean: unexpected argument "extra"`},
+	} {
+		code, out, errs := run0(tc.args...)
+		if code != 2 || out != "" || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and %q", tc.args, code, out, errs, tc.want)
+		}
+	}
+}
+
+// TestSyntaxErrorExitsTwo: a file that is not valid YAML is an invalid
+// scenario, reported at the offending token.
+func TestSyntaxErrorExitsTwo(t *testing.T) {
+	f := scenarioFile(t, "tab.yaml", "name: x\nsteps:\n  - produce\n\t- relay\n")
+	for _, cmd := range []string{"validate", "run", "list"} {
+		code, out, errs := run0(cmd, f)
+		if code != 2 || strings.Contains(out, "PASS") || !strings.Contains(errs, f+":4:1: a tab in indentation; YAML indents with spaces") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", cmd, code, out, errs)
+		}
 	}
 }
