@@ -372,8 +372,7 @@ func TestLostPortRaceDetected(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := t.TempDir()
-		r := &Redis{Dir: dir, binary: bin, logPath: filepath.Join(dir, "redis.log")}
-		if err := r.launch(ctx, occupy(t)); !lostPortRace(err) {
+		if _, err := newRedis(bin, dir).launch(ctx, occupy(t)); !lostPortRace(err) {
 			t.Fatalf("launch on a busy port: %v; want a lost port race", err)
 		}
 	})
@@ -386,9 +385,10 @@ func TestLostPortRaceDetected(t *testing.T) {
 		defer pg.Stop(ctx)
 		// A second postmaster on the same cluster would trip over the lock
 		// file, so stop ours first and then try to launch it on a busy port.
-		c := pg.proc
-		c.stop(ctx, syscall.SIGINT, stopGrace)
-		if err := pg.launch(ctx, occupy(t)); !lostPortRace(err) {
+		if err := pg.Halt(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pg.launch(ctx, occupy(t)); !lostPortRace(err) {
 			t.Fatalf("launch on a busy port: %v; want a lost port race", err)
 		}
 		if !strings.Contains(echo.String(), "Address already in use") {
@@ -571,7 +571,7 @@ func TestKilledPostmasterLeavesNoSharedMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid, dir := pg.PID(), pg.Dir
-	if err := pg.shutdown(context.Background(), 0); err != nil {
+	if err := pg.Discard(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	assertGone(t, pid, dir)
@@ -628,9 +628,9 @@ func TestPostgresFromCachedDataDir(t *testing.T) {
 		}
 		conn.Close(ctx)
 		pg.Stop(ctx)
-		matches, _ := filepath.Glob(filepath.Join(os.Getenv("XDG_CACHE_HOME"), "outboxdrill", "pgdata-*", "PG_VERSION"))
-		if len(matches) != 1 {
-			t.Fatalf("%s: want one cached data dir, got %v", want, matches)
+		matches, _ := filepath.Glob(filepath.Join(os.Getenv("XDG_CACHE_HOME"), "outboxdrill", "*"))
+		if len(matches) != 1 || !strings.HasSuffix(matches[0], ".tar") {
+			t.Fatalf("%s: want one cached data dir (a tar file), got %v", want, matches)
 		}
 	}
 }
