@@ -1,7 +1,9 @@
-// Package testservers gives integration tests real PostgreSQL and Redis
-// servers, started exactly as the runner starts them, at most once per test
-// binary and only when a test asks (loader tests and fuzzing start none).
-// RUNNER_PG_URL / RUNNER_REDIS_URL make the tests use existing servers.
+// Package testservers gives integration tests real PostgreSQL, Redis, NATS
+// and RabbitMQ servers, started exactly as the runner starts them, at most
+// once per test binary and only when a test asks (loader tests and fuzzing
+// start none). The runner's own variables make the tests use existing
+// servers instead, one name per server: RUNNER_PG_URL, RUNNER_REDIS_URL,
+// RUNNER_NATS_URL, RUNNER_RABBITMQ_URL.
 package testservers
 
 import (
@@ -108,7 +110,7 @@ func NATS(t testing.TB) string {
 		natsURL = n.URL()
 		stopFuncs = append(stopFuncs, n.Stop)
 	})
-	absent(t, natsErr)
+	Absent(t, natsErr)
 	return natsURL
 }
 
@@ -137,13 +139,13 @@ func RabbitMQ(t testing.TB) string {
 		rabbitURL = r.URL()
 		stopFuncs = append(stopFuncs, r.Stop)
 	})
-	absent(t, rabbitErr)
+	Absent(t, rabbitErr)
 	return rabbitURL
 }
 
-// absent fails the test with the reason a broker is missing, or skips it
-// when OUTBOXDRILL_SKIP_ABSENT=1.
-func absent(t testing.TB, err error) {
+// Absent fails the test with err, the reason a broker is missing, or skips
+// it when OUTBOXDRILL_SKIP_ABSENT=1. A nil err does nothing.
+func Absent(t testing.TB, err error) {
 	t.Helper()
 	if err == nil {
 		return
