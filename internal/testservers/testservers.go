@@ -28,8 +28,9 @@ var (
 	stopFuncs []func(context.Context) error
 )
 
-// Main runs the tests, then stops the servers if a test started them. Use it
-// as the body of TestMain.
+// Main runs the tests, then discards the servers if a test started them
+// (killed and removed: a clean shutdown would only write data about to be
+// deleted). Use it as the body of TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
 	for _, stop := range stopFuncs {
@@ -68,11 +69,11 @@ func start() {
 	wg.Wait()
 	if pg != nil {
 		pgURL = pg.URL
-		stopFuncs = append(stopFuncs, pg.Stop)
+		stopFuncs = append(stopFuncs, pg.Discard)
 	}
 	if rd != nil {
 		redisURL = rd.URL
-		stopFuncs = append(stopFuncs, rd.Stop)
+		stopFuncs = append(stopFuncs, rd.Discard)
 	}
 	startErr = errors.Join(pgErr, rdErr)
 }
@@ -108,7 +109,7 @@ func NATS(t testing.TB) string {
 			return
 		}
 		natsURL = n.URL()
-		stopFuncs = append(stopFuncs, n.Stop)
+		stopFuncs = append(stopFuncs, n.Discard)
 	})
 	Absent(t, natsErr)
 	return natsURL
@@ -137,7 +138,7 @@ func RabbitMQ(t testing.TB) string {
 			return
 		}
 		rabbitURL = r.URL()
-		stopFuncs = append(stopFuncs, r.Stop)
+		stopFuncs = append(stopFuncs, r.Discard)
 	})
 	Absent(t, rabbitErr)
 	return rabbitURL
