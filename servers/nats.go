@@ -4,31 +4,31 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // NATS is a throwaway nats-server with JetStream, owned by this process.
+// Stop and Halt send SIGTERM: it shuts JetStream down cleanly (flushing the
+// store) and exits. Kill keeps Dir and its store, so Start brings back what
+// the server had written to its files.
 type NATS struct {
 	Dir string // temp dir holding the JetStream store (Dir/jetstream) and nats.log
 
-	binary  string
-	logPath string
-	name    string // server name, so a probe knows the server on the port is ours
+	binary     string
+	logPath    string
+	serverName string // so a probe knows the server on the port is ours
 
-	process
-	port int // guarded by mu
+	lifecycle[int]
 }
 
 // NATSOptions configure StartNATS.
@@ -43,131 +43,44 @@ func StartNATS(ctx context.Context, opts NATSOptions) (*NATS, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "drill-nats-*")
+	dir, err := makeDir("nats")
 	if err != nil {
-		return nil, fmt.Errorf("nats temp dir: %w", err)
+		return nil, err
 	}
-	n := &NATS{
-		Dir: dir, binary: bin, logPath: filepath.Join(dir, "nats.log"),
-		name: "outboxdrill-" + filepath.Base(dir),
-	}
-	if err := n.start(ctx); err != nil {
-		n.shutdown(ctx, 0)
+	n := newNATS(bin, dir, "outboxdrill-"+filepath.Base(dir))
+	if err := n.start(ctx, nil); err != nil {
 		return nil, err
 	}
 	return n, nil
+}
+
+func newNATS(bin, dir, serverName string) *NATS {
+	n := &NATS{Dir: dir, binary: bin, logPath: filepath.Join(dir, "nats.log"), serverName: serverName}
+	n.lifecycle = lifecycle[int]{
+		name: "nats-server", dir: dir, stopSignal: syscall.SIGTERM,
+		freePorts: freePort, launch: n.launch,
+	}
+	return n
 }
 
 // URL is nats://127.0.0.1:PORT; it stays the same across Kill and Start.
 func (n *NATS) URL() string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return "nats://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port))
+	return "nats://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(n.ports))
 }
 
-// PID is the process id of nats-server, 0 while it is down.
-func (n *NATS) PID() int { return n.pid() }
-
-// Stop sends SIGTERM (nats-server shuts JetStream down cleanly and exits)
-// and removes Dir, killing the server if it is not gone within 10s (and
-// saying so) or when ctx is done (quietly). Idempotent, like Redis.Stop.
-func (n *NATS) Stop(ctx context.Context) error {
-	return n.once(func() error { return n.shutdown(ctx, stopGrace) })
-}
-
-// Discard kills the server at once and removes Dir.
-func (n *NATS) Discard(ctx context.Context) error {
-	return n.once(func() error { return n.shutdown(ctx, 0) })
-}
-
-// Kill SIGKILLs the server, as a crash would; Dir and its store stay, so
-// Start brings back what the server had written to its files.
-func (n *NATS) Kill(ctx context.Context) error { return n.halt(ctx, 0) }
-
-// Halt stops the server cleanly (SIGTERM: it flushes the store and exits);
-// Start brings it back.
-func (n *NATS) Halt(ctx context.Context) error { return n.halt(ctx, stopGrace) }
-
-func (n *NATS) halt(ctx context.Context, grace time.Duration) error {
-	if c := n.take(); c != nil {
-		c.stop(ctx, syscall.SIGTERM, grace)
-	}
-	return nil
-}
-
-// Start relaunches a killed or halted server on the same port and store, so
-// clients reconnect to the same URL and find the streams it recovers.
-func (n *NATS) Start(ctx context.Context) error {
-	return relaunch(ctx, &n.process, &n.port, n.launch)
-}
-
-// shutdown stops the server (grace 0: kill at once) and removes Dir.
-func (n *NATS) shutdown(ctx context.Context, grace time.Duration) error {
-	var errs []error
-	if c := n.take(); c != nil && c.stop(ctx, syscall.SIGTERM, grace) && grace > 0 && ctx.Err() == nil {
-		errs = append(errs, fmt.Errorf("nats-server did not shut down within %v; killed it", grace))
-	}
-	if err := os.RemoveAll(n.Dir); err != nil {
-		errs = append(errs, fmt.Errorf("remove nats dir: %w", err))
-	}
-	return errors.Join(errs...)
-}
-
-// start launches the server, on a new port if another process takes the one
-// picked first.
-func (n *NATS) start(ctx context.Context) error {
-	for attempt := 1; ; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			return err
-		}
-		err = n.launch(ctx, port)
-		if err == nil || attempt == bindAttempts || !natsLostPort(err) {
-			return err
-		}
-	}
-}
-
-// natsLostPort is lostPortRace for nats-server, which logs Go's lower-case
-// "bind: address already in use".
-func natsLostPort(err error) bool {
-	var se *startError
-	return errors.As(err, &se) && strings.Contains(strings.ToLower(se.output), strings.ToLower(addrInUse))
-}
-
-// command builds the nats-server command for port: JetStream on, its store
-// in Dir, the log on stderr (launch sends that to nats.log).
-func (n *NATS) command(port int, out *os.File) *exec.Cmd {
-	args := []string{
-		"-js",
-		"-a", "127.0.0.1",
-		"-p", strconv.Itoa(port),
-		"-sd", n.Dir,
-		"-n", n.name,
-	}
-	return newCmd(n.binary, args, n.Dir, out, nil)
-}
-
-// launch starts nats-server on port and waits until JetStream answers. On
-// failure the process is gone when launch returns.
-func (n *NATS) launch(ctx context.Context, port int) error {
-	f, _, err := openLog(n.logPath, nil)
-	if err != nil {
-		return fmt.Errorf("nats log: %w", err)
-	}
-	offset := logSize(n.logPath)
-	c, err := startChild("nats-server", n.command(port, f), f)
-	if err != nil {
-		return err
-	}
+// launch starts nats-server on port, JetStream on and its store in Dir, and
+// waits until JetStream answers. Its log goes to stderr, which goes to
+// nats.log.
+func (n *NATS) launch(ctx context.Context, port int) (*child, error) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	probe := func(ctx context.Context) error { return probeNATS(ctx, addr, n.name) }
-	if err := waitReady(ctx, c, n.logPath, offset, probe); err != nil {
-		c.stop(ctx, syscall.SIGKILL, 0)
-		return err
-	}
-	n.set(c, func() { n.port = port })
-	return nil
+	args := []string{"-js", "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-sd", n.Dir, "-n", n.serverName}
+	return launchSpec{
+		name: "nats-server", logPath: n.logPath,
+		command: func(out io.Writer) *exec.Cmd { return newCmd(n.binary, args, n.Dir, out, nil) },
+		probe:   func(ctx context.Context, _ *child) error { return probeNATS(ctx, addr, n.serverName) },
+	}.run(ctx, (*child).kill)
 }
 
 // probeNATS succeeds once the server at addr is ours (its INFO carries
@@ -193,14 +106,11 @@ func probeNATS(ctx context.Context, addr, name string) error {
 // checkNATSInfo reads the INFO line a NATS server greets with and checks the
 // server's name and that JetStream is on.
 func checkNATSInfo(ctx context.Context, addr, name string) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, stop, err := dialProbe(ctx, addr)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	// A stranger that won the port may accept and never answer.
-	defer context.AfterFunc(ctx, func() { conn.Close() })()
+	defer stop()
 	line, err := bufio.NewReader(conn).ReadString('\n')
 	if err != nil {
 		return fmt.Errorf("read INFO from %s: %w", addr, err)
@@ -224,21 +134,6 @@ func checkNATSInfo(ctx context.Context, addr, name string) error {
 
 // findNATS resolves the nats-server binary.
 func findNATS(binary string) (string, error) {
-	if binary == "" {
-		binary = "nats-server"
-	}
-	path, err := exec.LookPath(binary)
-	if err == nil {
-		return path, nil
-	}
-	searched := []string{"PATH"}
-	if strings.ContainsRune(binary, filepath.Separator) {
-		searched = []string{binary}
-	}
-	return "", &MissingBinaryError{
-		Binary:   binary,
-		Searched: searched,
-		Hint:     `install the Debian package "nats-server" (apt-get install nats-server), or use a running server with JetStream enabled`,
-		what:     "NATS server binary (" + filepath.Base(binary) + ")",
-	}
+	return findProgram(binary, "nats-server", "NATS server binary",
+		`install the Debian package "nats-server" (apt-get install nats-server), or use a running server with JetStream enabled`)
 }

@@ -127,10 +127,10 @@ func TestNATSMissingBinary(t *testing.T) {
 func TestNATSLostPortDetected(t *testing.T) {
 	// The real log line of nats-server 2.9 when the port is taken.
 	se := &startError{what: "nats-server exited while starting", output: `[FTL] Error listening on port: 127.0.0.1:4222, "listen tcp 127.0.0.1:4222: bind: address already in use"`}
-	if !natsLostPort(se) {
+	if !lostPortRace(se) {
 		t.Error("bind failure not recognised")
 	}
-	if natsLostPort(&startError{output: "[FTL] bad flag"}) || natsLostPort(errors.New("address already in use")) {
+	if lostPortRace(&startError{output: "[FTL] bad flag"}) || lostPortRace(errors.New("address already in use")) {
 		t.Error("other failures taken for a lost port")
 	}
 }
@@ -144,13 +144,13 @@ func TestNATSStartOnTakenPortFails(t *testing.T) {
 	t.Cleanup(func() { n.Stop(context.Background()) })
 	// Another server on the same port: the probe must not take it for ours.
 	dir := t.TempDir()
-	other := &NATS{Dir: dir, binary: n.binary, logPath: dir + "/nats.log", name: "other"}
-	err = other.launch(ctx, n.port)
+	other := newNATS(n.binary, dir, "other")
+	c, err := other.launch(ctx, n.ports)
 	if err == nil {
-		other.Discard(ctx)
+		c.kill()
 		t.Fatal("second server on a taken port started")
 	}
-	if !natsLostPort(err) {
+	if !lostPortRace(err) {
 		t.Errorf("error %v not recognised as a lost port", err)
 	}
 	if _, serr := os.Stat(n.Dir); serr != nil || n.PID() == 0 {

@@ -2,13 +2,10 @@ package servers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -35,17 +32,27 @@ var initdbArgs = []string{
 	"--wal-segsize=1",
 }
 
-// serverSettings are test-friendly, none of them weakens durability
-// (fsync, synchronous_commit and full_page_writes keep their defaults).
+// serverSettings are test-friendly; none of them changes what a drill
+// proves. fsync, synchronous_commit and full_page_writes keep their
+// defaults: a commit is acknowledged only after its WAL is written, which is
+// what a killed server's crash recovery replays (and a SIGKILL may tear an
+// 8 kB page write at 4 kB, which full page images repair).
 var serverSettings = []string{
 	"listen_addresses=127.0.0.1",
 	"shared_buffers=32MB",
 	"max_connections=200",
 	"huge_pages=off", // skip trying huge pages on every start
 	"log_min_messages=warning",
+	// Dynamic shared memory as files in the data dir instead of POSIX
+	// segments in /dev/shm: a killed server's segments then go with its
+	// dir, where otherwise every SIGKILL leaves 1 MB in RAM until reboot.
+	"dynamic_shared_memory_type=mmap",
 }
 
-// Postgres is a throwaway PostgreSQL server owned by this process.
+// Postgres is a throwaway PostgreSQL server owned by this process. Stop and
+// Halt shut it down fast (SIGINT: abort transactions, checkpoint, exit).
+// Kill SIGKILLs the postmaster and every backend, as a crash would; the
+// data dir stays, so Start runs crash recovery from the WAL.
 type Postgres struct {
 	URL  string // admin URL: postgres://postgres@127.0.0.1:PORT/postgres?sslmode=disable
 	Port int
@@ -55,12 +62,11 @@ type Postgres struct {
 	dataDir string              // Dir/data
 	sockDir string              // Dir/sock: Unix socket, kept out of /var/run/postgresql
 	logPath string              // Dir/postgres.log
-	name    string              // cluster_name, tells our server from a stranger on the port
+	cluster string              // cluster_name, tells our server from a stranger on the port
 	cred    *syscall.Credential // run as this user (nil: as ourselves)
 	echo    io.Writer           // PostgresOptions.Log
-	noCache bool
 
-	process
+	lifecycle[int]
 }
 
 // PostgresOptions configure StartPostgres.
@@ -87,139 +93,84 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "drill-pg-*")
+	dir, err := makeDir("pg")
 	if err != nil {
-		return nil, fmt.Errorf("postgres temp dir: %w", err)
+		return nil, err
 	}
+	p := newPostgres(binDir, dir, cred, opts.Log)
+	if err := p.start(ctx, func() error { return p.initdb(ctx, !opts.NoCache) }); err != nil {
+		return nil, err
+	}
+	p.Port = p.ports
+	p.URL = postgresURL(p.Port)
+	return p, nil
+}
+
+func newPostgres(binDir, dir string, cred *syscall.Credential, echo io.Writer) *Postgres {
 	p := &Postgres{
 		Dir:     dir,
 		binDir:  binDir,
 		dataDir: filepath.Join(dir, "data"),
 		sockDir: filepath.Join(dir, "sock"),
 		logPath: filepath.Join(dir, "postgres.log"),
-		name:    filepath.Base(dir),
+		cluster: filepath.Base(dir),
 		cred:    cred,
-		echo:    opts.Log,
-		noCache: opts.NoCache,
+		echo:    echo,
 	}
-	if err := p.start(ctx); err != nil {
-		p.shutdown(ctx, 0)
-		return nil, err
+	p.lifecycle = lifecycle[int]{
+		name: "postgres", dir: dir, stopSignal: syscall.SIGINT,
+		freePorts: freePort, launch: p.launch, kill: p.kill,
 	}
-	return p, nil
+	return p
 }
 
-// PID is the process id of the postmaster.
-func (p *Postgres) PID() int { return p.pid() }
-
-// Stop shuts the server down fast (SIGINT: abort transactions, checkpoint,
-// exit) and removes Dir. If the server is not gone within 10s it is
-// SIGKILLed and Stop says so in its error; if ctx is done first it is
-// SIGKILLed quietly (the caller asked to hurry). Dir is removed either way.
-// Stop is idempotent; concurrent calls wait for the first and share its result.
-func (p *Postgres) Stop(ctx context.Context) error {
-	return p.once(func() error { return p.shutdown(ctx, stopGrace) })
+func postgresURL(port int) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 }
 
-// Discard kills the server and its process group at once and removes Dir:
-// for a caller that throws the data away, a clean shutdown's checkpoint is
-// wasted time. It shares Stop's once: whichever comes first wins.
-func (p *Postgres) Discard(ctx context.Context) error {
-	return p.once(func() error { return p.shutdown(ctx, 0) })
-}
-
-// Kill SIGKILLs the postmaster and every backend (its process group), as a
-// crash would; the data dir stays, so Start runs crash recovery from the WAL.
-func (p *Postgres) Kill(ctx context.Context) error { return p.halt(ctx, 0) }
-
-// Halt shuts the server down fast (SIGINT: abort transactions, checkpoint,
-// exit); Start brings it back.
-func (p *Postgres) Halt(ctx context.Context) error { return p.halt(ctx, stopGrace) }
-
-func (p *Postgres) halt(ctx context.Context, grace time.Duration) error {
-	c := p.take()
-	if c == nil {
-		return nil
-	}
+// kill SIGKILLs the postmaster and all its children. Every child calls
+// setsid(), so killing the postmaster's process group misses them: freeze
+// the postmaster (no new forks), then kill its children with it, as a crash
+// of the whole server would. The postmaster is not reaped yet (we reap it),
+// so its pid and its children's parent pid are still its own.
+func (p *Postgres) kill(c *child) {
 	var kids []int
-	if grace == 0 && !c.exited() {
-		// Every backend calls setsid(), so killing the postmaster's process
-		// group misses them: freeze the postmaster (no new forks), then kill
-		// its children with it, as a crash of the whole server would. The
-		// postmaster is not reaped (we reap it), so its pid and its
-		// children's parent pid are still its own.
+	if !c.exited() {
 		_ = c.cmd.Process.Signal(syscall.SIGSTOP)
 		kids = childrenOf(c.pid())
 		for _, k := range kids {
 			_ = syscall.Kill(k, syscall.SIGKILL)
 		}
 	}
-	c.stop(ctx, syscall.SIGINT, grace)
-	// A restart on this data dir refuses to run while a killed backend is
+	c.kill()
+	// A restart on this data dir refuses to run while a killed child is
 	// still attached to the old shared memory.
 	for deadline := time.Now().Add(stopGrace); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		if !slices.ContainsFunc(kids, running) {
 			break
 		}
 	}
-	return nil
 }
 
-// Start relaunches a killed or halted server on the same port and data dir:
-// clients reconnect to the same URL, and after a kill the server first
-// replays its WAL (crash recovery).
-func (p *Postgres) Start(ctx context.Context) error {
-	return relaunch(ctx, &p.process, &p.Port, p.launch)
-}
-
-// shutdown stops the server (grace 0: kill at once) and removes Dir.
-func (p *Postgres) shutdown(ctx context.Context, grace time.Duration) error {
-	var errs []error
-	if c := p.current(); c != nil && c.stop(ctx, syscall.SIGINT, grace) && grace > 0 && ctx.Err() == nil {
-		errs = append(errs, fmt.Errorf("postgres did not shut down within %v; killed it", grace))
-	}
-	if err := os.RemoveAll(p.Dir); err != nil {
-		errs = append(errs, fmt.Errorf("remove postgres dir: %w", err))
-	}
-	return errors.Join(errs...)
-}
-
-// start creates the cluster and launches the server, on a new port if
-// another process takes the one picked first.
-func (p *Postgres) start(ctx context.Context) error {
-	if err := p.initdb(ctx); err != nil {
-		return err
-	}
-	for attempt := 1; ; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			return err
-		}
-		err = p.launch(ctx, port)
-		if err == nil || attempt == bindAttempts || !lostPortRace(err) {
-			return err
-		}
-	}
-}
-
-// initdb prepares Dir for the server user and creates the cluster in it.
-func (p *Postgres) initdb(ctx context.Context) error {
+// initdb prepares Dir for the server user and creates the cluster in it:
+// from the cache if useCache and there is one, else by running initdb (and
+// then filling the cache).
+func (p *Postgres) initdb(ctx context.Context, useCache bool) error {
 	if err := os.Mkdir(p.sockDir, 0o700); err != nil {
 		return fmt.Errorf("postgres socket dir: %w", err)
 	}
+	uid, gid := -1, -1
 	if p.cred != nil {
-		if err := chownTree(p.Dir, int(p.cred.Uid), int(p.cred.Gid)); err != nil {
+		uid, gid = int(p.cred.Uid), int(p.cred.Gid)
+		if err := chownTree(p.Dir, uid, gid); err != nil {
 			return fmt.Errorf("hand %s to the postgres user: %w", p.Dir, err)
 		}
 	}
 	cache := ""
-	if !p.noCache {
-		cache = cacheDir(p.binDir)
+	if useCache {
+		cache = cacheFile(p.binDir)
 	}
-	if restoreCache(cache, p.dataDir) {
-		if p.cred != nil {
-			return chownTree(p.dataDir, int(p.cred.Uid), int(p.cred.Gid))
-		}
+	if restoreCache(cache, p.dataDir, uid, gid) {
 		return nil
 	}
 	// initdb's chatter goes to the log file only; a failure quotes its tail.
@@ -237,7 +188,7 @@ func (p *Postgres) initdb(ctx context.Context) error {
 	select {
 	case <-c.done:
 	case <-ctx.Done():
-		c.stop(ctx, syscall.SIGKILL, 0)
+		c.kill()
 		return fmt.Errorf("initdb: %w", ctx.Err())
 	}
 	if c.err != nil {
@@ -247,42 +198,25 @@ func (p *Postgres) initdb(ctx context.Context) error {
 	return nil
 }
 
-// command builds the postmaster command for port.
-func (p *Postgres) command(port int, out io.Writer) *exec.Cmd {
-	args := []string{"-D", p.dataDir, "-p", strconv.Itoa(port), "-k", p.sockDir,
-		"-c", "cluster_name=" + p.name}
+// launch starts the postmaster on port and waits until it accepts
+// connections.
+func (p *Postgres) launch(ctx context.Context, port int) (*child, error) {
+	cfg, err := pgx.ParseConfig(postgresURL(port))
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnectTimeout = probeTimeout
+	args := []string{"-D", p.dataDir, "-p", strconv.Itoa(port), "-k", p.sockDir, "-c", "cluster_name=" + p.cluster}
 	for _, s := range serverSettings {
 		args = append(args, "-c", s)
 	}
-	return newCmd(filepath.Join(p.binDir, "postgres"), args, p.Dir, out, p.cred)
-}
-
-// launch starts the postmaster on port and waits until it accepts
-// connections. On failure the process is gone when launch returns.
-func (p *Postgres) launch(ctx context.Context, port int) error {
-	f, out, err := openLog(p.logPath, p.echo)
-	if err != nil {
-		return fmt.Errorf("postgres log: %w", err)
-	}
-	offset := logSize(p.logPath)
-	c, err := startChild("postgres", p.command(port, out), f)
-	if err != nil {
-		return err
-	}
-	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		c.stop(ctx, syscall.SIGKILL, 0)
-		return err
-	}
-	cfg.ConnectTimeout = probeTimeout
-	probe := func(ctx context.Context) error { return p.probe(ctx, cfg) }
-	if err := waitReady(ctx, c, p.logPath, offset, probe); err != nil {
-		c.stop(ctx, syscall.SIGKILL, 0)
-		return err
-	}
-	p.set(c, func() { p.Port, p.URL = port, url })
-	return nil
+	return launchSpec{
+		name: "postgres", logPath: p.logPath, echo: p.echo,
+		command: func(out io.Writer) *exec.Cmd {
+			return newCmd(filepath.Join(p.binDir, "postgres"), args, p.Dir, out, p.cred)
+		},
+		probe: func(ctx context.Context, _ *child) error { return p.probe(ctx, cfg) },
+	}.run(ctx, p.kill)
 }
 
 // probe succeeds once our server answers a query. It checks cluster_name so a
@@ -297,7 +231,7 @@ func (p *Postgres) probe(ctx context.Context, cfg *pgx.ConnConfig) error {
 	if err := conn.QueryRow(ctx, "SELECT current_setting('cluster_name')").Scan(&name); err != nil {
 		return err
 	}
-	if name != p.name {
+	if name != p.cluster {
 		return fmt.Errorf("port %d is served by another PostgreSQL (cluster %q)", cfg.Port, name)
 	}
 	return nil
@@ -370,25 +304,9 @@ func postgresCredential() (*syscall.Credential, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
-	u, err := user.Lookup("postgres")
+	cred, err := systemUser("postgres")
 	if err != nil {
 		return nil, fmt.Errorf("PostgreSQL refuses to run as root and there is no postgres user to run it as (%v): create it (useradd --system postgres) or run as a non-root user", err)
 	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err := errors.Join(err1, err2); err != nil {
-		return nil, fmt.Errorf("postgres user ids: %w", err)
-	}
-	// Groups empty (not NoSetGroups): drop root's supplementary groups too.
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
-}
-
-// chownTree gives dir and everything in it to uid:gid.
-func chownTree(dir string, uid, gid int) error {
-	return filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(path, uid, gid)
-	})
+	return cred, nil
 }

@@ -3,16 +3,16 @@ package servers
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,7 +38,11 @@ const rabbitmqSweepTimeout = 5 * time.Second
 
 // RabbitMQ is a throwaway RabbitMQ node owned by this process. It has its
 // own epmd on a port of its own, its own node name, config and data dir,
-// so it shares nothing with a system RabbitMQ on the same host.
+// so it shares nothing with a system RabbitMQ on the same host. Stop and
+// Halt shut the node down cleanly (SIGTERM). Kill SIGKILLs the node and
+// every process it started, as a crash would; Dir and epmd stay, so Start
+// brings back what the node had written: durable queues and their
+// persistent messages. Stop and Discard also stop its epmd.
 type RabbitMQ struct {
 	Dir string // temp dir: config files, mnesia/ (all node data), rabbitmq.log, epmd.log
 
@@ -49,9 +53,8 @@ type RabbitMQ struct {
 	node    string // node name, also the cluster_name a probe checks
 	cred    *syscall.Credential
 
-	process               // the node: the script execs erl, which execs beam.smp
-	epmd    *child        // the node's epmd, run in the foreground; guarded by mu
-	ports   rabbitmqPorts // guarded by mu
+	lifecycle[rabbitmqPorts]                       // the node: the script execs erl, which execs beam.smp
+	epmd                     atomic.Pointer[child] // the node's epmd, run in the foreground
 }
 
 type rabbitmqPorts struct{ amqp, dist, epmd int }
@@ -75,21 +78,30 @@ func StartRabbitMQ(ctx context.Context, opts RabbitMQOptions) (*RabbitMQ, error)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "drill-rabbitmq-*")
+	dir, err := makeDir("rabbitmq")
 	if err != nil {
-		return nil, fmt.Errorf("rabbitmq temp dir: %w", err)
+		return nil, err
 	}
+	r := newRabbitMQ(bin, epmd, dir, cred)
+	if err := r.start(ctx, r.prepare); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func newRabbitMQ(bin, epmd, dir string, cred *syscall.Credential) *RabbitMQ {
 	r := &RabbitMQ{
 		Dir: dir, binary: bin, epmdBin: epmd, cred: cred,
 		logPath: filepath.Join(dir, "rabbitmq.log"),
 		epmdLog: filepath.Join(dir, "epmd.log"),
 		node:    filepath.Base(dir) + "@localhost",
 	}
-	if err := r.start(ctx); err != nil {
-		r.shutdown(ctx, 0)
-		return nil, err
+	r.lifecycle = lifecycle[rabbitmqPorts]{
+		name: "rabbitmq", dir: dir, stopSignal: syscall.SIGTERM,
+		freePorts: rabbitmqFreePorts, launch: r.launch,
+		afterStop: r.sweep, release: r.stopEPMD,
 	}
-	return r, nil
+	return r
 }
 
 // URL is amqp://guest:guest@127.0.0.1:PORT/; it stays the same across Kill
@@ -101,73 +113,11 @@ func (r *RabbitMQ) URL() string {
 	return "amqp://guest:guest@" + net.JoinHostPort("127.0.0.1", strconv.Itoa(r.ports.amqp)) + "/"
 }
 
-// PID is the process id of the node (beam.smp), 0 while it is down.
-func (r *RabbitMQ) PID() int { return r.pid() }
-
-// Stop shuts the node down cleanly (SIGTERM), stops its epmd and removes
-// Dir. If the node is not gone within 10s it is SIGKILLed and Stop says so
-// in its error; if ctx is done first it is SIGKILLed quietly. Stop is
-// idempotent; concurrent calls wait for the first and share its result.
-func (r *RabbitMQ) Stop(ctx context.Context) error {
-	return r.once(func() error { return r.shutdown(ctx, stopGrace) })
-}
-
-// Discard kills the node, every process it started and its epmd at once,
-// and removes Dir. It shares Stop's once: whichever comes first wins.
-func (r *RabbitMQ) Discard(ctx context.Context) error {
-	return r.once(func() error { return r.shutdown(ctx, 0) })
-}
-
-// Kill SIGKILLs the node and every process it started, as a crash would;
-// Dir and epmd stay, so Start brings back what the node had written:
-// durable queues and their persistent messages.
-func (r *RabbitMQ) Kill(ctx context.Context) error { return r.halt(ctx, 0) }
-
-// Halt shuts the node down cleanly (SIGTERM); Start brings it back.
-func (r *RabbitMQ) Halt(ctx context.Context) error { return r.halt(ctx, stopGrace) }
-
-func (r *RabbitMQ) halt(ctx context.Context, grace time.Duration) error {
-	if c := r.take(); c != nil {
-		r.stopNode(ctx, c, grace)
+// stopEPMD stops the node's epmd, which outlives the node's restarts.
+func (r *RabbitMQ) stopEPMD() {
+	if e := r.epmd.Swap(nil); e != nil {
+		e.kill()
 	}
-	return nil
-}
-
-// Start relaunches a killed or halted node with the same name, ports and
-// data dir, so clients reconnect to the same URL and find its durable
-// queues again.
-func (r *RabbitMQ) Start(ctx context.Context) error {
-	return relaunch(ctx, &r.process, &r.ports, r.launch)
-}
-
-// shutdown stops the node (grace 0: kill at once) and its epmd, and removes
-// Dir.
-func (r *RabbitMQ) shutdown(ctx context.Context, grace time.Duration) error {
-	var errs []error
-	r.mu.Lock()
-	c, e := r.proc, r.epmd
-	r.proc, r.epmd = nil, nil
-	r.mu.Unlock()
-	if c != nil && c.stop(ctx, syscall.SIGTERM, grace) && grace > 0 && ctx.Err() == nil {
-		errs = append(errs, fmt.Errorf("rabbitmq did not shut down within %v; killed it", grace))
-	}
-	r.sweep()
-	if e != nil {
-		e.stop(ctx, syscall.SIGTERM, 0)
-	}
-	if err := os.RemoveAll(r.Dir); err != nil {
-		errs = append(errs, fmt.Errorf("remove rabbitmq dir: %w", err))
-	}
-	return errors.Join(errs...)
-}
-
-// stopNode stops the node like child.stop and then kills whatever it
-// started that is still around. It reports whether the node had to be
-// killed.
-func (r *RabbitMQ) stopNode(ctx context.Context, c *child, grace time.Duration) bool {
-	killed := c.stop(ctx, syscall.SIGTERM, grace)
-	r.sweep()
-	return killed
 }
 
 // sweep SIGKILLs every process that carries this node's marker in its
@@ -221,9 +171,9 @@ func rabbitmqMarked(marker []byte) []rabbitmqProc {
 	return out
 }
 
-// start launches epmd and the node, on new ports if another process takes
-// one of those picked first.
-func (r *RabbitMQ) start(ctx context.Context) error {
+// prepare writes the files the node reads at every start and hands Dir to
+// the node's user.
+func (r *RabbitMQ) prepare() error {
 	if err := os.WriteFile(filepath.Join(r.Dir, "enabled_plugins"), []byte("[].\n"), 0o644); err != nil {
 		return fmt.Errorf("rabbitmq enabled_plugins: %w", err)
 	}
@@ -232,16 +182,7 @@ func (r *RabbitMQ) start(ctx context.Context) error {
 			return fmt.Errorf("hand %s to the rabbitmq user: %w", r.Dir, err)
 		}
 	}
-	for attempt := 1; ; attempt++ {
-		ports, err := rabbitmqFreePorts()
-		if err != nil {
-			return err
-		}
-		err = r.launch(ctx, ports)
-		if err == nil || attempt == bindAttempts || !rabbitmqLostPort(err) {
-			return err
-		}
-	}
+	return nil
 }
 
 // rabbitmqFreePorts picks three different free ports.
@@ -259,79 +200,46 @@ func rabbitmqFreePorts() (rabbitmqPorts, error) {
 	return rabbitmqPorts{amqp: got[0], dist: got[1], epmd: got[2]}, nil
 }
 
-// rabbitmqLostPort is lostPortRace for the node (Erlang says eaddrinuse)
-// and its epmd.
-func rabbitmqLostPort(err error) bool {
-	var se *startError
-	if !errors.As(err, &se) {
-		return false
-	}
-	out := strings.ToLower(se.output)
-	return strings.Contains(out, "eaddrinuse") || strings.Contains(out, strings.ToLower(addrInUse)) ||
-		strings.Contains(out, "there is already a epmd running")
-}
-
 // launch starts epmd (unless it runs) and the node on ports and waits until
 // the node answers. On failure the processes launch started are gone when
 // it returns.
-func (r *RabbitMQ) launch(ctx context.Context, ports rabbitmqPorts) error {
-	r.mu.Lock()
-	e := r.epmd
-	r.mu.Unlock()
-	startedEPMD := false
-	if e == nil || rabbitmqExited(e) {
+func (r *RabbitMQ) launch(ctx context.Context, ports rabbitmqPorts) (*child, error) {
+	e := r.epmd.Load()
+	startedEPMD := e == nil || e.exited()
+	if startedEPMD {
 		var err error
 		if e, err = r.launchEPMD(ctx, ports.epmd); err != nil {
-			return err
+			return nil, err
 		}
-		startedEPMD = true
 	}
 	c, err := r.launchNode(ctx, ports)
 	if err != nil {
 		if startedEPMD {
-			e.stop(ctx, syscall.SIGKILL, 0)
+			e.kill()
 		}
-		return err
+		return nil, err
 	}
-	r.set(c, func() { r.epmd, r.ports = e, ports })
-	return nil
-}
-
-// rabbitmqExited reports whether c has exited (and been reaped).
-func rabbitmqExited(c *child) bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
+	r.epmd.Store(e)
+	return c, nil
 }
 
 // launchEPMD runs epmd in the foreground as our child: a node that starts
 // epmd itself starts it as a daemon, which outlives the node.
 func (r *RabbitMQ) launchEPMD(ctx context.Context, port int) (*child, error) {
-	f, _, err := openLog(r.epmdLog, nil)
-	if err != nil {
-		return nil, fmt.Errorf("epmd log: %w", err)
-	}
-	offset := logSize(r.epmdLog)
 	// -d logs why epmd gives up (it exits 0 if the port is taken), plus a
 	// line per request: a few per node start.
 	args := []string{"-d", "-port", strconv.Itoa(port), "-address", "127.0.0.1"}
-	cmd := newCmd(r.epmdBin, args, r.Dir, f, r.cred)
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + r.Dir}
-	c, err := startChild("epmd", cmd, f)
-	if err != nil {
-		return nil, err
-	}
-	// epmd first connects to the port to see whether another epmd is there,
-	// so a probe must check that ours holds the listening socket.
-	probe := func(context.Context) error { return rabbitmqListens(c.pid(), port) }
-	if err := waitReady(ctx, c, r.epmdLog, offset, probe); err != nil {
-		c.stop(ctx, syscall.SIGKILL, 0)
-		return nil, err
-	}
-	return c, nil
+	return launchSpec{
+		name: "epmd", logPath: r.epmdLog,
+		command: func(out io.Writer) *exec.Cmd {
+			cmd := newCmd(r.epmdBin, args, r.Dir, out, r.cred)
+			cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + r.Dir}
+			return cmd
+		},
+		// epmd first connects to the port to see whether another epmd is
+		// there, so a probe must check that ours holds the listening socket.
+		probe: func(_ context.Context, c *child) error { return rabbitmqListens(c.pid(), port) },
+	}.run(ctx, (*child).kill)
 }
 
 // rabbitmqListens succeeds if process pid holds a socket listening on
@@ -414,49 +322,29 @@ func (r *RabbitMQ) launchNode(ctx context.Context, ports rabbitmqPorts) (*child,
 			return nil, fmt.Errorf("rabbitmq config: %w", err)
 		}
 	}
-	f, _, err := openLog(r.logPath, nil)
-	if err != nil {
-		return nil, fmt.Errorf("rabbitmq log: %w", err)
-	}
-	offset := logSize(r.logPath)
-	cmd := newCmd(r.binary, nil, r.Dir, f, r.cred)
-	cmd.Env = r.nodeEnv(ports)
-	c, err := startChild("rabbitmq-server", cmd, f)
-	if err != nil {
-		return nil, err
-	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports.amqp))
-	probe := func(ctx context.Context) error { return probeRabbitMQ(ctx, addr, r.node) }
-	// A node boots in 6-11s on two idle CPUs, more than the other servers'
-	// readyTimeout allows on a busy machine; give it rabbitmqReadyTimeout.
-	deadline := time.Now().Add(rabbitmqReadyTimeout)
-	for {
-		err := waitReady(ctx, c, r.logPath, offset, probe)
-		if err == nil {
-			return c, nil
-		}
-		if rabbitmqExited(c) || ctx.Err() != nil || !time.Now().Before(deadline) {
-			r.stopNode(ctx, c, 0)
-			return nil, err
-		}
-	}
+	return launchSpec{
+		name: "rabbitmq-server", logPath: r.logPath,
+		command: func(out io.Writer) *exec.Cmd {
+			cmd := newCmd(r.binary, nil, r.Dir, out, r.cred)
+			cmd.Env = r.nodeEnv(ports)
+			return cmd
+		},
+		probe: func(ctx context.Context, _ *child) error { return probeRabbitMQ(ctx, addr, r.node) },
+		// A node boots in 6-11s on two idle CPUs, more than the other
+		// servers' readyTimeout allows on a busy machine.
+		timeout: rabbitmqReadyTimeout,
+	}.run(ctx, func(c *child) { c.kill(); r.sweep() })
 }
 
 // probeRabbitMQ succeeds once the node at addr is ours (its cluster_name is
 // node) and lets a client declare and delete a queue.
 func probeRabbitMQ(ctx context.Context, addr, node string) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, stop, err := dialProbe(ctx, addr)
 	if err != nil {
 		return err
 	}
-	defer conn.Close() // in case the client never takes it
-	// A stranger that won the port may accept and never answer; the client
-	// only honours deadlines, and only during the handshake.
-	defer context.AfterFunc(ctx, func() { conn.Close() })()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl)
-	}
+	defer stop()
 	c, err := amqp.DialConfig("amqp://guest:guest@"+addr+"/", amqp.Config{
 		Dial: func(string, string) (net.Conn, error) { return conn, nil },
 	})
@@ -494,14 +382,10 @@ func findRabbitMQ(binary string) (server, epmd string, err error) {
 			what:     "RabbitMQ server script (" + filepath.Base(binary) + ")",
 		}
 	}
-	epmd, err = exec.LookPath("epmd")
+	epmd, err = findProgram("", "epmd", "Erlang port mapper daemon",
+		`install the Debian package "erlang-base" (apt-get install erlang-base), which rabbitmq-server depends on`)
 	if err != nil {
-		return "", "", &MissingBinaryError{
-			Binary:   "epmd",
-			Searched: []string{"PATH"},
-			Hint:     `install the Debian package "erlang-base" (apt-get install erlang-base), which rabbitmq-server depends on`,
-			what:     "Erlang port mapper daemon (epmd)",
-		}
+		return "", "", err
 	}
 	return binary, epmd, nil
 }
@@ -512,20 +396,9 @@ func rabbitmqCredential() (*syscall.Credential, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
-	var errs []error
-	for _, name := range []string{"rabbitmq", "nobody"} {
-		u, err := user.Lookup(name)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-		gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-		if err := errors.Join(err1, err2); err != nil {
-			return nil, fmt.Errorf("%s user ids: %w", name, err)
-		}
-		// Groups empty (not NoSetGroups): drop root's supplementary groups too.
-		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
+	cred, err := systemUser("rabbitmq", "nobody")
+	if err != nil {
+		return nil, fmt.Errorf("no unprivileged user to run RabbitMQ as (%v): create one (useradd --system rabbitmq) or run as a non-root user", err)
 	}
-	return nil, fmt.Errorf("no unprivileged user to run RabbitMQ as (%v): create one (useradd --system rabbitmq) or run as a non-root user", errors.Join(errs...))
+	return cred, nil
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -165,7 +164,7 @@ func TestRabbitMQ(t *testing.T) {
 	if alive(pid) || r.PID() != 0 {
 		t.Fatalf("pid %d runs after Kill (PID() = %d)", pid, r.PID())
 	}
-	epmd := r.epmd.pid()
+	epmd := r.epmd.Load().pid()
 	for _, p := range procsMentioning(dir) {
 		if !strings.HasPrefix(p, strconv.Itoa(epmd)+" ") {
 			t.Errorf("after Kill, only epmd (%d) should be left; found %s", epmd, p)
@@ -238,10 +237,7 @@ func unstartedRabbitMQ(t *testing.T) *RabbitMQ {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &RabbitMQ{
-		Dir: dir, binary: bin, epmdBin: epmd, cred: cred, node: filepath.Base(dir) + "@localhost",
-		logPath: filepath.Join(dir, "rabbitmq.log"), epmdLog: filepath.Join(dir, "epmd.log"),
-	}
+	r := newRabbitMQ(bin, epmd, dir, cred)
 	t.Cleanup(func() {
 		if err := r.Discard(context.Background()); err != nil {
 			t.Error(err)
@@ -271,8 +267,8 @@ func TestRabbitMQLostPort(t *testing.T) {
 			t.Fatal(err)
 		}
 		ports.epmd = occupy(t) // a stranger that accepts and never answers
-		err = r.launch(ctx, ports)
-		if !rabbitmqLostPort(err) {
+		_, err = r.launch(ctx, ports)
+		if !lostPortRace(err) {
 			t.Fatalf("launch with a busy epmd port: %v; want a lost port race", err)
 		}
 		t.Logf("%.300s", err)
@@ -285,8 +281,8 @@ func TestRabbitMQLostPort(t *testing.T) {
 		}
 		ports.amqp = occupy(t)
 		start := time.Now()
-		err = r.launch(ctx, ports)
-		if !rabbitmqLostPort(err) {
+		_, err = r.launch(ctx, ports)
+		if !lostPortRace(err) {
 			t.Fatalf("launch with a busy AMQP port: %v; want a lost port race", err)
 		}
 		var se *startError
@@ -318,11 +314,11 @@ func TestRabbitMQLostPortDetected(t *testing.T) {
 		"epmd: there is already a epmd running at port 4369 on ipaddr 127.0.0.1",
 		"{error,{listen_error,eaddrinuse}}",
 	} {
-		if !rabbitmqLostPort(&startError{output: out}) {
+		if !lostPortRace(&startError{output: out}) {
 			t.Errorf("%q not recognised", out)
 		}
 	}
-	if rabbitmqLostPort(&startError{output: "BOOT FAILED"}) || rabbitmqLostPort(errors.New("eaddrinuse")) {
+	if lostPortRace(&startError{output: "BOOT FAILED"}) || lostPortRace(errors.New("eaddrinuse")) {
 		t.Error("other failures taken for a lost port")
 	}
 }

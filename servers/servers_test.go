@@ -307,47 +307,75 @@ func TestCompareVersions(t *testing.T) {
 }
 
 // BenchmarkStartPostgres measures a start from the cached initdb output
-// (warm-cache) and with initdb (no-cache).
+// (warm-cache) and with initdb (no-cache), and the Discard after it.
 func BenchmarkStartPostgres(b *testing.B) {
-	b.Run("warm-cache", func(b *testing.B) { benchStartPostgres(b, PostgresOptions{}) })
-	b.Run("no-cache", func(b *testing.B) { benchStartPostgres(b, PostgresOptions{NoCache: true}) })
-}
-
-func benchStartPostgres(b *testing.B, opts PostgresOptions) {
 	ctx := testCtx(b)
 	if pg, err := StartPostgres(ctx, PostgresOptions{}); err == nil { // fills the cache
 		pg.Discard(ctx)
 	}
-	var startTotal time.Duration
-	for b.Loop() {
-		t0 := time.Now()
-		pg, err := StartPostgres(ctx, opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		startTotal += time.Since(t0)
-		if err := pg.Stop(ctx); err != nil {
-			b.Fatal(err)
-		}
+	for name, opts := range map[string]PostgresOptions{"warm-cache": {}, "no-cache": {NoCache: true}} {
+		b.Run(name, func(b *testing.B) {
+			benchStartDiscard(b, func() (discarder, error) { return StartPostgres(ctx, opts) })
+		})
 	}
-	b.ReportMetric(float64(startTotal.Milliseconds())/float64(b.N), "start-ms/op")
 }
 
 func BenchmarkStartRedis(b *testing.B) {
 	ctx := testCtx(b)
-	var startTotal time.Duration
+	benchStartDiscard(b, func() (discarder, error) { return StartRedis(ctx, RedisOptions{}) })
+}
+
+// BenchmarkManaged starts PostgreSQL (warm cache) and Redis concurrently
+// and discards them, as the runner does around a run on managed servers.
+func BenchmarkManaged(b *testing.B) {
+	ctx := testCtx(b)
+	benchStartDiscard(b, func() (discarder, error) {
+		var pg *Postgres
+		var pgErr error
+		var wg sync.WaitGroup
+		wg.Go(func() { pg, pgErr = StartPostgres(ctx, PostgresOptions{}) })
+		r, err := StartRedis(ctx, RedisOptions{})
+		wg.Wait()
+		if err = errors.Join(err, pgErr); err != nil {
+			return nil, err
+		}
+		return both{pg, r}, nil
+	})
+}
+
+type discarder interface {
+	Discard(context.Context) error
+}
+
+type both [2]discarder
+
+func (s both) Discard(ctx context.Context) error {
+	var wg sync.WaitGroup
+	var errs [2]error
+	for i, d := range s {
+		wg.Go(func() { errs[i] = d.Discard(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs[:]...)
+}
+
+// benchStartDiscard reports how long start and Discard take apiece.
+func benchStartDiscard(b *testing.B, start func() (discarder, error)) {
+	var up, down time.Duration
 	for b.Loop() {
 		t0 := time.Now()
-		r, err := StartRedis(ctx, RedisOptions{})
+		s, err := start()
 		if err != nil {
 			b.Fatal(err)
 		}
-		startTotal += time.Since(t0)
-		if err := r.Stop(ctx); err != nil {
+		t1 := time.Now()
+		if err := s.Discard(context.Background()); err != nil {
 			b.Fatal(err)
 		}
+		up, down = up+t1.Sub(t0), down+time.Since(t1)
 	}
-	b.ReportMetric(float64(startTotal.Microseconds())/1000/float64(b.N), "start-ms/op")
+	b.ReportMetric(float64(up.Microseconds())/1000/float64(b.N), "start-ms/op")
+	b.ReportMetric(float64(down.Microseconds())/1000/float64(b.N), "discard-ms/op")
 }
 
 // occupy holds a loopback port, standing in for a process that wins the race
@@ -372,8 +400,7 @@ func TestLostPortRaceDetected(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := t.TempDir()
-		r := &Redis{Dir: dir, binary: bin, logPath: filepath.Join(dir, "redis.log")}
-		if err := r.launch(ctx, occupy(t)); !lostPortRace(err) {
+		if _, err := newRedis(bin, dir).launch(ctx, occupy(t)); !lostPortRace(err) {
 			t.Fatalf("launch on a busy port: %v; want a lost port race", err)
 		}
 	})
@@ -386,9 +413,10 @@ func TestLostPortRaceDetected(t *testing.T) {
 		defer pg.Stop(ctx)
 		// A second postmaster on the same cluster would trip over the lock
 		// file, so stop ours first and then try to launch it on a busy port.
-		c := pg.proc
-		c.stop(ctx, syscall.SIGINT, stopGrace)
-		if err := pg.launch(ctx, occupy(t)); !lostPortRace(err) {
+		if err := pg.Halt(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pg.launch(ctx, occupy(t)); !lostPortRace(err) {
 			t.Fatalf("launch on a busy port: %v; want a lost port race", err)
 		}
 		if !strings.Contains(echo.String(), "Address already in use") {
@@ -571,7 +599,7 @@ func TestKilledPostmasterLeavesNoSharedMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid, dir := pg.PID(), pg.Dir
-	if err := pg.shutdown(context.Background(), 0); err != nil {
+	if err := pg.Discard(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	assertGone(t, pid, dir)
@@ -628,9 +656,90 @@ func TestPostgresFromCachedDataDir(t *testing.T) {
 		}
 		conn.Close(ctx)
 		pg.Stop(ctx)
-		matches, _ := filepath.Glob(filepath.Join(os.Getenv("XDG_CACHE_HOME"), "outboxdrill", "pgdata-*", "PG_VERSION"))
-		if len(matches) != 1 {
-			t.Fatalf("%s: want one cached data dir, got %v", want, matches)
+		matches, _ := filepath.Glob(filepath.Join(os.Getenv("XDG_CACHE_HOME"), "outboxdrill", "*"))
+		if len(matches) != 1 || !strings.HasSuffix(matches[0], ".tar") {
+			t.Fatalf("%s: want one cached data dir (a tar file), got %v", want, matches)
 		}
+	}
+}
+
+// TestPostgresKillKeepsCommits kills a server with a committed row and an
+// open backend, and checks no process of it survives, its dynamic shared
+// memory lived in its data dir, and Start recovers the row.
+func TestPostgresKillKeepsCommits(t *testing.T) {
+	ctx := testCtx(t)
+	pg, err := StartPostgres(ctx, PostgresOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Discard(context.Background()) })
+	conn, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var dsm string
+	if err := conn.QueryRow(ctx, "SHOW dynamic_shared_memory_type").Scan(&dsm); err != nil || dsm != "mmap" {
+		t.Errorf("dynamic_shared_memory_type = %q, %v; want mmap (segments in the data dir)", dsm, err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE t AS SELECT 42 AS i"); err != nil {
+		t.Fatal(err)
+	}
+	pid := pg.PID()
+	kids := childrenOf(pid)
+	if len(kids) == 0 {
+		t.Fatal("postmaster has no children")
+	}
+	if err := pg.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range append(kids, pid) {
+		if running(k) {
+			t.Errorf("process %d of the killed server still runs", k)
+		}
+	}
+	if err := pg.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn2, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close(context.Background())
+	var i int
+	if err := conn2.QueryRow(ctx, "SELECT i FROM t").Scan(&i); err != nil || i != 42 {
+		t.Errorf("after Kill and Start: %d, %v; want the committed 42", i, err)
+	}
+}
+
+// TestStartAfterStop checks a stopped server stays stopped: Start refuses
+// instead of launching a process nobody would stop.
+func TestStartAfterStop(t *testing.T) {
+	ctx := testCtx(t)
+	r, err := StartRedis(ctx, RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Discard(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx); err == nil || r.PID() != 0 {
+		t.Errorf("Start after Discard: %v, pid %d; want an error and nothing running", err, r.PID())
+	}
+}
+
+func TestTempRoot(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("TMPDIR", dir)
+	if got := TempRoot(); got != dir {
+		t.Errorf("with TMPDIR=%s: TempRoot() = %s", dir, got)
+	}
+	t.Setenv("TMPDIR", "")
+	var st syscall.Statfs_t
+	if syscall.Statfs(shmDir, &st) != nil || st.Bavail*uint64(st.Bsize) < minShmFree {
+		t.Skipf("%s absent or small", shmDir)
+	}
+	if got := TempRoot(); got != shmDir {
+		t.Errorf("without TMPDIR: TempRoot() = %s; want %s", got, shmDir)
 	}
 }

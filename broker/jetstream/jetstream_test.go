@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,21 +22,13 @@ import (
 
 func TestMain(m *testing.M) { testservers.Main(m) }
 
-// connect reaches the server at NATS_URL, or the one on the default port.
-// A missing server fails the test unless OUTBOXDRILL_SKIP_ABSENT=1.
+// connect reaches the NATS server of the tests (testservers.NATS).
 func connect(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	url := os.Getenv("NATS_URL")
-	if url == "" {
-		url = testservers.NATS(t) // RUNNER_NATS_URL, or the tests' own nats-server
-	}
+	url := testservers.NATS(t)
 	absent := func(err error) {
 		t.Helper()
-		msg := fmt.Sprintf("no NATS server with JetStream at %s (set NATS_URL, or OUTBOXDRILL_SKIP_ABSENT=1 to skip): %v", url, err)
-		if os.Getenv("OUTBOXDRILL_SKIP_ABSENT") == "1" {
-			t.Skip(msg)
-		}
-		t.Fatal(msg)
+		testservers.Absent(t, fmt.Errorf("no NATS server with JetStream at %s: %w", url, err))
 	}
 	nc, err := nats.Connect(url, nats.Timeout(2*time.Second))
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -22,25 +21,17 @@ import (
 
 func TestMain(m *testing.M) { testservers.Main(m) }
 
-// dial reaches the server at RABBITMQ_URL, or the one on the default port.
-// A missing server fails the test unless OUTBOXDRILL_SKIP_ABSENT=1.
+// dial reaches the RabbitMQ server of the tests (testservers.RabbitMQ).
 func dial(t *testing.T) *amqp.Connection {
 	t.Helper()
-	addr := os.Getenv("RABBITMQ_URL")
-	if addr == "" {
-		addr = testservers.RabbitMQ(t) // RUNNER_RABBITMQ_URL, 127.0.0.1:5672, or the tests' own node
-	}
+	addr := testservers.RabbitMQ(t)
 	conn, err := amqp.DialConfig(addr, amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
 	if err != nil {
 		shown := addr
 		if u, perr := url.Parse(addr); perr == nil {
 			shown = u.Redacted()
 		}
-		msg := fmt.Sprintf("no RabbitMQ server at %s (set RABBITMQ_URL, or OUTBOXDRILL_SKIP_ABSENT=1 to skip): %v", shown, err)
-		if os.Getenv("OUTBOXDRILL_SKIP_ABSENT") == "1" {
-			t.Skip(msg)
-		}
-		t.Fatal(msg)
+		testservers.Absent(t, fmt.Errorf("no RabbitMQ server at %s: %w", shown, err))
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return conn

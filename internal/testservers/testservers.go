@@ -1,7 +1,9 @@
-// Package testservers gives integration tests real PostgreSQL and Redis
-// servers, started exactly as the runner starts them, at most once per test
-// binary and only when a test asks (loader tests and fuzzing start none).
-// RUNNER_PG_URL / RUNNER_REDIS_URL make the tests use existing servers.
+// Package testservers gives integration tests real PostgreSQL, Redis, NATS
+// and RabbitMQ servers, started exactly as the runner starts them, at most
+// once per test binary and only when a test asks (loader tests and fuzzing
+// start none). The runner's own variables make the tests use existing
+// servers instead, one name per server: RUNNER_PG_URL, RUNNER_REDIS_URL,
+// RUNNER_NATS_URL, RUNNER_RABBITMQ_URL.
 package testservers
 
 import (
@@ -26,8 +28,9 @@ var (
 	stopFuncs []func(context.Context) error
 )
 
-// Main runs the tests, then stops the servers if a test started them. Use it
-// as the body of TestMain.
+// Main runs the tests, then discards the servers if a test started them
+// (killed and removed: a clean shutdown would only write data about to be
+// deleted). Use it as the body of TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
 	for _, stop := range stopFuncs {
@@ -66,11 +69,11 @@ func start() {
 	wg.Wait()
 	if pg != nil {
 		pgURL = pg.URL
-		stopFuncs = append(stopFuncs, pg.Stop)
+		stopFuncs = append(stopFuncs, pg.Discard)
 	}
 	if rd != nil {
 		redisURL = rd.URL
-		stopFuncs = append(stopFuncs, rd.Stop)
+		stopFuncs = append(stopFuncs, rd.Discard)
 	}
 	startErr = errors.Join(pgErr, rdErr)
 }
@@ -106,9 +109,9 @@ func NATS(t testing.TB) string {
 			return
 		}
 		natsURL = n.URL()
-		stopFuncs = append(stopFuncs, n.Stop)
+		stopFuncs = append(stopFuncs, n.Discard)
 	})
-	absent(t, natsErr)
+	Absent(t, natsErr)
 	return natsURL
 }
 
@@ -135,15 +138,15 @@ func RabbitMQ(t testing.TB) string {
 			return
 		}
 		rabbitURL = r.URL()
-		stopFuncs = append(stopFuncs, r.Stop)
+		stopFuncs = append(stopFuncs, r.Discard)
 	})
-	absent(t, rabbitErr)
+	Absent(t, rabbitErr)
 	return rabbitURL
 }
 
-// absent fails the test with the reason a broker is missing, or skips it
-// when OUTBOXDRILL_SKIP_ABSENT=1.
-func absent(t testing.TB, err error) {
+// Absent fails the test with err, the reason a broker is missing, or skips
+// it when OUTBOXDRILL_SKIP_ABSENT=1. A nil err does nothing.
+func Absent(t testing.TB, err error) {
 	t.Helper()
 	if err == nil {
 		return
