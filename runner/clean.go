@@ -7,12 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redis/go-redis/v9"
+
+	"outboxdrill/servers"
 )
 
 // What the runner names, and nothing else: prefix, 8-hex run id, counter.
@@ -26,16 +29,19 @@ var (
 const minStaleAge = 2 * time.Minute
 
 // CleanTempDirs removes the temp dirs of managed servers whose runner was
-// killed (SIGKILL leaves no time to clean up): a drill-pg-* or drill-redis-*
-// dir in the temp dir that no live process works in.
+// killed (SIGKILL leaves no time to clean up): a drill-pg-*, drill-redis-*,
+// drill-nats-* or drill-rabbitmq-* dir in the temp dir or the servers' tmpfs
+// root that no live process works in.
 func CleanTempDirs() (removed []string, err error) {
 	var dirs []string
-	for _, pattern := range []string{"drill-pg-*", "drill-redis-*"} {
-		m, err := filepath.Glob(filepath.Join(os.TempDir(), pattern))
-		if err != nil {
-			return nil, err
+	for _, root := range slices.Compact([]string{os.TempDir(), servers.TempRoot()}) {
+		for _, pattern := range []string{"drill-pg-*", "drill-redis-*", "drill-nats-*", "drill-rabbitmq-*"} {
+			m, err := filepath.Glob(filepath.Join(root, pattern))
+			if err != nil {
+				return nil, err
+			}
+			dirs = append(dirs, m...)
 		}
-		dirs = append(dirs, m...)
 	}
 	busy := busyDirs()
 	for _, d := range dirs {
