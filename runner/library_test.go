@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,7 +82,7 @@ func TestLibraryAndGuarantees(t *testing.T) {
 		golden(t, "docs/broker-guarantees.md", doc.Bytes())
 	})
 
-	var exclusive sync.RWMutex
+	var g gate
 	for i, sc := range scs {
 		t.Run(strings.TrimSuffix(filepath.Base(sc.File), ".yaml")+sc.Variant, func(t *testing.T) {
 			t.Parallel()
@@ -94,7 +95,7 @@ func TestLibraryAndGuarantees(t *testing.T) {
 					mu.Lock()
 					ran++
 					mu.Unlock()
-					r := runAlone(t, p, w, &exclusive, job{sc, b})
+					r := g.run(t, p, w, job{sc, b})
 					results[i*len(p.Brokers)+j] = r
 					switch {
 					case !r.Passed():
@@ -110,18 +111,29 @@ func TestLibraryAndGuarantees(t *testing.T) {
 	}
 }
 
-// runAlone runs one job on w as a run's workers do (schedule): a scenario
-// the runner marks Exclusive holds lock alone, every other one shares it.
-// It fails t when the job leaves no result.
-func runAlone(t *testing.T, p *Params, w *World, lock *sync.RWMutex, j job) *Result {
+// gate lets the library's subtests share the servers as a run's workers do
+// (schedule): a scenario the runner marks Exclusive runs alone, every other
+// one alongside the others.
+type gate struct {
+	mu      sync.RWMutex
+	running atomic.Int32 // jobs inside
+}
+
+// run runs one job on w through the runner's own scheduler, and fails t when
+// the job leaves no result.
+func (g *gate) run(t *testing.T, p *Params, w *World, j job) *Result {
 	t.Helper()
 	if j.sc.Exclusive {
-		lock.Lock()
-		defer lock.Unlock()
+		g.mu.Lock()
+		defer g.mu.Unlock()
 	} else {
-		lock.RLock()
-		defer lock.RUnlock()
+		g.mu.RLock()
+		defer g.mu.RUnlock()
 	}
+	if n := g.running.Add(1); j.sc.Exclusive && n != 1 {
+		t.Errorf("%s is Exclusive, yet %d other scenarios ran alongside", j.sc.File, n-1)
+	}
+	defer g.running.Add(-1)
 	res, err := schedule(t.Context(), p, w, []job{j})
 	if err != nil {
 		t.Errorf("run: %v", err)
