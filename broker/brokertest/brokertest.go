@@ -21,7 +21,7 @@ import (
 // the test ends.
 type Factory func(t *testing.T, groups ...string) broker.Broker
 
-// Run runs the suite, each case a subtest of t named by Cases, so that one
+// Run runs the suite, each case a subtest of t, so that one
 // case runs alone:
 //
 //	go test ./broker/redisstream/ -run 'Conformance/claim'
@@ -46,15 +46,6 @@ var cases = []struct {
 	{"claim-takes-over-an-unacked-entry", claim},
 	{"dead-letters-round-trip", deadLetters},
 	{"unsupported-says-so", unsupported},
-}
-
-// Cases are the names of the suite's subtests, in order.
-func Cases() []string {
-	names := make([]string, len(cases))
-	for i, tc := range cases {
-		names[i] = tc.name
-	}
-	return names
 }
 
 func ctx(t *testing.T) context.Context {
