@@ -23,8 +23,8 @@ import (
 // Each passes, or is skipped with its reason — never on redis, which with the
 // runner's own servers can run them all. The servers are the runner's own
 // (so the process faults run too), started once for the whole test. The
-// subtests run in parallel (-parallel), except that a scenario the runner
-// marks Exclusive runs alone, as in a run.
+// subtests run in parallel (-parallel), except those of a scenario the
+// runner marks Exclusive (a process fault), which run first, alone.
 //
 // When the whole library ran, docs/broker-guarantees.md must be what this
 // run generates (-update rewrites it) and the broker-specific scenarios
@@ -82,32 +82,44 @@ func TestLibraryAndGuarantees(t *testing.T) {
 		golden(t, "docs/broker-guarantees.md", doc.Bytes())
 	})
 
+	// The Exclusive scenarios first, one at a time while the parallel
+	// subtests wait for this function to return: the servers drain once,
+	// not once per process fault.
 	var g gate
-	for i, sc := range scs {
-		t.Run(strings.TrimSuffix(filepath.Base(sc.File), ".yaml")+sc.Variant, func(t *testing.T) {
-			t.Parallel()
-			if sc.Description == "" {
-				t.Errorf("%s: the library's scenarios say in words what they prove; description is empty", sc.File)
+	for _, exclusive := range []bool{true, false} {
+		for i, sc := range scs {
+			if sc.Exclusive != exclusive {
+				continue
 			}
-			for j, b := range p.Brokers {
-				t.Run(b, func(t *testing.T) {
+			t.Run(strings.TrimSuffix(filepath.Base(sc.File), ".yaml")+sc.Variant, func(t *testing.T) {
+				if !sc.Exclusive {
 					t.Parallel()
-					mu.Lock()
-					ran++
-					mu.Unlock()
-					r := g.run(t, p, w, job{sc, b})
-					results[i*len(p.Brokers)+j] = r
-					switch {
-					case !r.Passed():
-						t.Errorf("%s failed:\n%s", r.Name(), formatResult(r, true))
-					case r.Skipped != "" && b == broker.Redis:
-						t.Errorf("%s: skipped on the reference broker with its own servers: %s", r.Name(), r.Skipped)
-					case r.Skipped != "":
-						t.Skipf("skipped at %s", r.Skipped)
-					}
-				})
-			}
-		})
+				}
+				if sc.Description == "" {
+					t.Errorf("%s: the library's scenarios say in words what they prove; description is empty", sc.File)
+				}
+				for j, b := range p.Brokers {
+					t.Run(b, func(t *testing.T) {
+						if !sc.Exclusive {
+							t.Parallel()
+						}
+						mu.Lock()
+						ran++
+						mu.Unlock()
+						r := g.run(t, p, w, job{sc, b})
+						results[i*len(p.Brokers)+j] = r
+						switch {
+						case !r.Passed():
+							t.Errorf("%s failed:\n%s", r.Name(), formatResult(r, true))
+						case r.Skipped != "" && b == broker.Redis:
+							t.Errorf("%s: skipped on the reference broker with its own servers: %s", r.Name(), r.Skipped)
+						case r.Skipped != "":
+							t.Skipf("skipped at %s", r.Skipped)
+						}
+					})
+				}
+			})
+		}
 	}
 }
 
