@@ -2,11 +2,13 @@ package runner
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -14,13 +16,23 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"outboxdrill/broker"
 	"outboxdrill/internal/testservers"
 	"outboxdrill/internal/testutil"
 	"outboxdrill/steps"
 )
 
-func TestMain(m *testing.M) { testservers.Main(m) }
+func TestMain(m *testing.M) {
+	flag.Parse()
+	// The library's subtests wait on servers, not on the CPU: without an
+	// explicit -parallel, run 4 at once (as the library test always did)
+	// even where GOMAXPROCS is smaller.
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit && runtime.GOMAXPROCS(0) < 4 {
+		_ = flag.Set("test.parallel", "4")
+	}
+	testservers.Main(m)
+}
 
 func testParams(t testing.TB) Params {
 	return Params{PGURL: testservers.PG(t), RedisURL: testservers.Redis(t), Parallel: 4}
@@ -41,83 +53,6 @@ func runAll(t *testing.T, p Params, scs []*Scenario) (*Report, map[string]*Resul
 		t.Fatalf("ran %d of %d scenarios", len(byName), len(scs))
 	}
 	return rep, byName
-}
-
-func TestScenarioLibraryPasses(t *testing.T) {
-	files, err := ExpandPaths([]string{"../scenarios"})
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios: %v", err)
-	}
-	scs, errs := LoadFiles(files)
-	if len(errs) > 0 {
-		t.Fatalf("invalid scenarios:\n%v", errs)
-	}
-	if testing.Short() {
-		t.Skip("starts its own servers and runs the library on every broker")
-	}
-	// The runner's own PostgreSQL, Redis and NATS, so that the process-fault
-	// scenarios run too; RabbitMQ as the tests find it.
-	_, rabbit := testservers.Brokers(t)
-	p := Params{Parallel: 4, Brokers: broker.Names, RabbitMQURL: rabbit}
-	rep, err := Run(t.Context(), p, scs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Results) != len(scs)*len(broker.Names) {
-		t.Fatalf("%d results for %d scenarios on %d brokers", len(rep.Results), len(scs), len(broker.Names))
-	}
-	for _, r := range rep.Results {
-		if !r.Passed() {
-			t.Errorf("%s failed:\n%s", r.Name(), formatResult(r, true))
-		}
-		if r.Broker == broker.Redis && r.Skipped != "" {
-			t.Errorf("%s: skipped on the reference broker with its own servers: %s", r.Name(), r.Skipped)
-		}
-		if r.Scenario.Description == "" {
-			t.Errorf("%s: the library's scenarios say in words what they prove; description is empty", r.Scenario.File)
-		}
-	}
-	var doc strings.Builder
-	if err := WriteGuarantees(&doc, rep); err != nil {
-		t.Fatal(err)
-	}
-	if want, _ := os.ReadFile("../docs/broker-guarantees.md"); string(want) != doc.String() {
-		t.Errorf("docs/broker-guarantees.md is out of date: run\n  go run ./cmd/runner run --broker all --guarantees docs/broker-guarantees.md scenarios/")
-	}
-	brokerScenariosDiffer(t, rep)
-}
-
-// brokerScenariosDiffer checks that the broker-specific scenarios show what
-// they pin: different outcomes on different brokers, not one result thrice.
-func brokerScenariosDiffer(t *testing.T, rep *Report) {
-	t.Helper()
-	outcome := func(file, b string, step int, key string) (int64, string) {
-		for _, r := range rep.Results {
-			if strings.HasSuffix(r.Scenario.File, file) && r.Broker == b {
-				if r.Skipped != "" {
-					return -1, r.Skipped
-				}
-				return r.Steps[step].Result.Outcome[key], ""
-			}
-		}
-		return -1, "no result"
-	}
-	for _, c := range []struct {
-		file string
-		step int
-		key  string
-		want map[string]int64 // -1: skipped
-	}{
-		{"jetstream-dedupe-window.yaml", 9, "duplicate", map[string]int64{broker.Redis: 2, broker.NATS: 1, broker.RabbitMQ: 2}},
-		{"rabbitmq-channel-loss-requeues-everything.yaml", 5, "redelivered", map[string]int64{broker.Redis: 0, broker.NATS: 0, broker.RabbitMQ: 1}},
-		{"redis-pel-survives-consumer-crash.yaml", 5, "redelivered", map[string]int64{broker.Redis: 1, broker.NATS: -1, broker.RabbitMQ: -1}},
-	} {
-		for b, want := range c.want {
-			if got, why := outcome(c.file, b, c.step, c.key); got != want {
-				t.Errorf("%s on %s: step %d %s = %d (%s), want %d", c.file, b, c.step+1, c.key, got, why, want)
-			}
-		}
-	}
 }
 
 // step is one step of the every-key scenario: its YAML head and its

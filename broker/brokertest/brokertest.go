@@ -21,23 +21,31 @@ import (
 // the test ends.
 type Factory func(t *testing.T, groups ...string) broker.Broker
 
-// Run runs the suite. Claims may take as long as the broker's redelivery
-// delay (JetStream's AckWait); everything is bounded.
+// Run runs the suite, each case a subtest of t, so that one
+// case runs alone:
+//
+//	go test ./broker/redisstream/ -run 'Conformance/claim'
+//
+// Claims may take as long as the broker's redelivery delay (JetStream's
+// AckWait); everything is bounded.
 func Run(t *testing.T, newBroker Factory) {
-	for _, tc := range []struct {
-		name string
-		run  func(*testing.T, Factory)
-	}{
-		{"PublishReadAck", publishReadAck},
-		{"EveryGroupGetsEveryMessage", everyGroup},
-		{"ReadWaitsAtMostBlock", readBlock},
-		{"EntryLogCountsEveryPublish", entryLog},
-		{"ClaimTakesOverAnUnackedEntry", claim},
-		{"DeadLettersRoundTrip", deadLetters},
-		{"UnsupportedSaysSo", unsupported},
-	} {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, newBroker) })
 	}
+}
+
+// cases are the suite, in the order Run runs them.
+var cases = []struct {
+	name string
+	run  func(*testing.T, Factory)
+}{
+	{"publish-read-ack", publishReadAck},
+	{"every-group-gets-every-message", everyGroup},
+	{"read-waits-at-most-block", readBlock},
+	{"entry-log-counts-every-publish", entryLog},
+	{"claim-takes-over-an-unacked-entry", claim},
+	{"dead-letters-round-trip", deadLetters},
+	{"unsupported-says-so", unsupported},
 }
 
 func ctx(t *testing.T) context.Context {

@@ -1,0 +1,200 @@
+package runner
+
+import (
+	"bytes"
+	"flag"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"outboxdrill/broker"
+	"outboxdrill/internal/testservers"
+)
+
+// TestLibraryAndGuarantees runs every scenario of scenarios/ on every broker,
+// each a subtest named <file name without .yaml>/<broker> (a matrix
+// variant's name adds its values), so one runs alone:
+//
+//	go test ./runner/ -run 'Library/seed-1.*/nats'
+//
+// Each passes, or is skipped with its reason — never on redis, which with the
+// runner's own servers can run them all. The servers are the runner's own
+// (so the process faults run too), started once for the whole test. The
+// subtests run in parallel (-parallel), except those of a scenario the
+// runner marks Exclusive (a process fault), which run first, alone.
+//
+// When the whole library ran, docs/broker-guarantees.md must be what this
+// run generates (-update rewrites it) and the broker-specific scenarios
+// must show their differences.
+func TestLibraryAndGuarantees(t *testing.T) {
+	files, err := ExpandPaths([]string{"../scenarios"})
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	scs, errs := LoadFiles(files)
+	if len(errs) > 0 {
+		t.Fatalf("invalid scenarios:\n%v", errs)
+	}
+	if testing.Short() {
+		t.Skip("starts its own servers and runs the library on every broker")
+	}
+	// The runner's own PostgreSQL, Redis and NATS, so that the process-fault
+	// scenarios run too; RabbitMQ as the tests find it.
+	_, rabbit := testservers.Brokers(t)
+	p := &Params{Parallel: testParallel(), Brokers: broker.Names, RabbitMQURL: rabbit, Timeout: time.Minute}
+	for _, sc := range scs {
+		p.twoServers = p.twoServers || sc.DBFaults
+	}
+	w, err := OpenWorld(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := w.Close(); err != nil {
+			t.Errorf("close the servers: %v", err)
+		}
+	})
+
+	rep := &Report{RunID: w.RunID, Brokers: p.Brokers}
+	results := make([]*Result, len(scs)*len(p.Brokers)) // in Run's order
+	var mu sync.Mutex                                   // ran
+	ran := 0
+	// After every subtest: the checks that need the whole library.
+	t.Cleanup(func() {
+		if ran < len(results) {
+			t.Logf("%d of %d scenario runs selected: docs/broker-guarantees.md and the broker differences not checked", ran, len(results))
+			return
+		}
+		for _, r := range results {
+			if r == nil {
+				return // that subtest failed for it
+			}
+		}
+		rep.Results = results
+		brokerScenariosDiffer(t, rep)
+		var doc bytes.Buffer
+		if err := WriteGuarantees(&doc, rep); err != nil {
+			t.Fatal(err)
+		}
+		golden(t, "docs/broker-guarantees.md", doc.Bytes())
+	})
+
+	// The Exclusive scenarios first, one at a time while the parallel
+	// subtests wait for this function to return: the servers drain once,
+	// not once per process fault.
+	var g gate
+	for _, exclusive := range []bool{true, false} {
+		for i, sc := range scs {
+			if sc.Exclusive != exclusive {
+				continue
+			}
+			t.Run(strings.TrimSuffix(filepath.Base(sc.File), ".yaml")+sc.Variant, func(t *testing.T) {
+				if !sc.Exclusive {
+					t.Parallel()
+				}
+				if sc.Description == "" {
+					t.Errorf("%s: the library's scenarios say in words what they prove; description is empty", sc.File)
+				}
+				for j, b := range p.Brokers {
+					t.Run(b, func(t *testing.T) {
+						if !sc.Exclusive {
+							t.Parallel()
+						}
+						mu.Lock()
+						ran++
+						mu.Unlock()
+						r := g.run(t, p, w, job{sc, b})
+						results[i*len(p.Brokers)+j] = r
+						switch {
+						case !r.Passed():
+							t.Errorf("%s failed:\n%s", r.Name(), formatResult(r, true))
+						case r.Skipped != "" && b == broker.Redis:
+							t.Errorf("%s: skipped on the reference broker with its own servers: %s", r.Name(), r.Skipped)
+						case r.Skipped != "":
+							t.Skipf("skipped at %s", r.Skipped)
+						}
+					})
+				}
+			})
+		}
+	}
+}
+
+// gate lets the library's subtests share the servers as a run's workers do
+// (schedule): a scenario the runner marks Exclusive runs alone, every other
+// one alongside the others.
+type gate struct {
+	mu      sync.RWMutex
+	running atomic.Int32 // jobs inside
+}
+
+// run runs one job on w through the runner's own scheduler, and fails t when
+// the job leaves no result.
+func (g *gate) run(t *testing.T, p *Params, w *World, j job) *Result {
+	t.Helper()
+	if j.sc.Exclusive {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+	} else {
+		g.mu.RLock()
+		defer g.mu.RUnlock()
+	}
+	if n := g.running.Add(1); j.sc.Exclusive && n != 1 {
+		t.Errorf("%s is Exclusive, yet %d other scenarios ran alongside", j.sc.File, n-1)
+	}
+	defer g.running.Add(-1)
+	res, err := schedule(t.Context(), p, w, []job{j})
+	if err != nil {
+		t.Errorf("run: %v", err)
+	}
+	if res[0] == nil {
+		t.FailNow()
+	}
+	return res[0]
+}
+
+// testParallel is -parallel: how many subtests run at once.
+func testParallel() int {
+	if f := flag.Lookup("test.parallel"); f != nil {
+		if n, ok := f.Value.(flag.Getter).Get().(int); ok {
+			return n
+		}
+	}
+	return 4
+}
+
+// brokerScenariosDiffer checks that the broker-specific scenarios show what
+// they pin: different outcomes on different brokers, not one result thrice.
+func brokerScenariosDiffer(t *testing.T, rep *Report) {
+	t.Helper()
+	outcome := func(file, b string, step int, key string) (int64, string) {
+		for _, r := range rep.Results {
+			if strings.HasSuffix(r.Scenario.File, file) && r.Broker == b {
+				if r.Skipped != "" {
+					return -1, r.Skipped
+				}
+				return r.Steps[step].Result.Outcome[key], ""
+			}
+		}
+		return -1, "no result"
+	}
+	for _, c := range []struct {
+		file string
+		step int
+		key  string
+		want map[string]int64 // -1: skipped
+	}{
+		{"jetstream-dedupe-window.yaml", 9, "duplicate", map[string]int64{broker.Redis: 2, broker.NATS: 1, broker.RabbitMQ: 2}},
+		{"rabbitmq-channel-loss-requeues-everything.yaml", 5, "redelivered", map[string]int64{broker.Redis: 0, broker.NATS: 0, broker.RabbitMQ: 1}},
+		{"redis-pel-survives-consumer-crash.yaml", 5, "redelivered", map[string]int64{broker.Redis: 1, broker.NATS: -1, broker.RabbitMQ: -1}},
+	} {
+		for b, want := range c.want {
+			if got, why := outcome(c.file, b, c.step, c.key); got != want {
+				t.Errorf("%s on %s: step %d %s = %d (%s), want %d", c.file, b, c.step+1, c.key, got, why, want)
+			}
+		}
+	}
+}
