@@ -45,10 +45,11 @@ func TestLibraryAndGuarantees(t *testing.T) {
 	// scenarios run too; RabbitMQ as the tests find it.
 	_, rabbit := testservers.Brokers(t)
 	p := &Params{Parallel: testParallel(), Brokers: broker.Names, RabbitMQURL: rabbit, Timeout: time.Minute}
+	sh := shape{brokers: p.brokers()}
 	for _, sc := range scs {
-		p.twoServers = p.twoServers || sc.DBFaults
+		sh.splitDBs = sh.splitDBs || sc.DBFaults
 	}
-	w, err := OpenWorld(t.Context(), p)
+	w, err := openWorld(t.Context(), p, sh)
 	if err != nil {
 		t.Fatal(err)
 	}
