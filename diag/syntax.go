@@ -184,27 +184,6 @@ func suggest(name string, anchors []string) string {
 	return fmt.Sprintf(" (did you mean &%s?)", best)
 }
 
-func distance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur := make([]int, len(rb)+1)
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(rb)]
-}
-
 // Scan returns the syntax problems it recognises in src, in file order. It
 // models only what it needs to point at a token; on a file yaml.v3 rejects,
 // the first problem at or after yaml.v3's line is the one to report.

@@ -12,6 +12,7 @@ import (
 
 	"outboxdrill/broker"
 	jsbroker "outboxdrill/broker/jetstream"
+	"outboxdrill/diag"
 	"outboxdrill/servers"
 	"outboxdrill/steps"
 )
@@ -22,7 +23,7 @@ func init() {
 	brokerKinds[broker.NATS] = openNATS
 	defineTopKey(&topKey{Name: "nats",
 		Doc: "this scenario's JetStream stream: `msg_id` (relay publishes carry Nats-Msg-Id = event id; default true), `dedupe_window` (default 2m), `ack_wait` (redelivery after, default 1s)",
-		parse: func(file string, kv steps.Arg, h *header, errs *steps.Errors) {
+		parse: func(file string, kv steps.Arg, h *header, errs *diag.Errors) {
 			h.BrokerOptions["nats"] = parseNATS(file, kv.Value, errs)
 		},
 		schema: func() map[string]any {
@@ -47,31 +48,31 @@ func natsOptions(sc *Scenario) jsbroker.Options {
 var natsKeys = []string{"msg_id", "dedupe_window", "ack_wait"}
 
 // parseNATS reads nats: {msg_id: false, dedupe_window: 1s, ack_wait: 500ms}.
-func parseNATS(file string, n *yaml.Node, errs *steps.Errors) jsbroker.Options {
+func parseNATS(file string, n *yaml.Node, errs *diag.Errors) jsbroker.Options {
 	opt := jsbroker.Options{Dedupe: true}
 	if n.Kind != yaml.MappingNode {
-		*errs = append(*errs, steps.Errorf(steps.NodePos(file, n), "nats: want a map with %s", strings.Join(natsKeys, ", ")))
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "nats: want a map with %s", strings.Join(natsKeys, ", ")))
 		return opt
 	}
 	for _, kv := range pairs(file, n, errs) {
-		pos := steps.NodePos(file, kv.Value)
+		pos := diag.NodePos(file, kv.Value)
 		var err error
 		switch kv.Key {
 		case "msg_id":
 			err = kv.Value.Decode(&opt.Dedupe)
 			if kv.Value.ShortTag() != "!!bool" {
-				err = fmt.Errorf("want true or false, got %s", steps.Describe(kv.Value))
+				err = fmt.Errorf("want true or false, got %s", diag.Describe(kv.Value))
 			}
 		case "dedupe_window":
 			opt.DedupeWindow, err = steps.Duration(kv.Value)
 		case "ack_wait":
 			opt.AckWait, err = steps.Duration(kv.Value)
 		default:
-			*errs = append(*errs, steps.Errorf(kv.KeyPos, "nats: unknown key %q%s; known: %s", kv.Key, steps.Suggest(kv.Key, natsKeys), strings.Join(natsKeys, ", ")))
+			*errs = append(*errs, diag.Errorf(kv.KeyPos, "nats: unknown key %q%s; known: %s", kv.Key, diag.Suggest(kv.Key, natsKeys), strings.Join(natsKeys, ", ")))
 			continue
 		}
 		if err != nil {
-			*errs = append(*errs, steps.Errorf(pos, "nats: %s: %v", kv.Key, err))
+			*errs = append(*errs, diag.Errorf(pos, "nats: %s: %v", kv.Key, err))
 		}
 	}
 	return opt

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"outboxdrill/broker"
+	"outboxdrill/diag"
 	"outboxdrill/history"
-	"outboxdrill/steps"
 )
 
 // ParseBrokers reads --broker: a name, a comma-separated list, or "all".
@@ -25,7 +25,7 @@ func ParseBrokers(s string) ([]string, error) {
 	for _, b := range strings.Split(s, ",") {
 		b = strings.TrimSpace(b)
 		if !slices.Contains(broker.Names, b) {
-			return nil, fmt.Errorf("--broker: unknown broker %q%s; one of: %s, or all", b, steps.Suggest(b, broker.Names), strings.Join(broker.Names, ", "))
+			return nil, fmt.Errorf("--broker: unknown broker %q%s; one of: %s, or all", b, diag.Suggest(b, broker.Names), strings.Join(broker.Names, ", "))
 		}
 		if !slices.Contains(out, b) {
 			out = append(out, b)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"outboxdrill/diag"
 	"outboxdrill/history"
 	"outboxdrill/steps"
 )
@@ -74,7 +75,7 @@ parameters says so under its table.
 		fmt.Fprintf(&b, "\n### `%s`\n\n%s\n", d.Name, d.Doc)
 		// A step that needs one of several parameters says so in its
 		// Validate: ask it about a call without any.
-		_, refused := d.DecodeParams(nil, steps.Pos{})
+		_, refused := d.DecodeParams(nil, diag.Pos{})
 		if len(d.Params) > 0 {
 			b.WriteString("\n| parameter | type | default | meaning |\n|---|---|---|---|\n")
 			for _, p := range d.Params {

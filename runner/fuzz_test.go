@@ -2,14 +2,13 @@ package runner
 
 import (
 	"os"
+	"outboxdrill/diag"
 	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
-
-	"outboxdrill/steps"
 )
 
 // FuzzParse feeds the loader arbitrary files: it must never panic, and every
@@ -72,6 +71,6 @@ func FuzzShorthand(f *testing.F) {
 			}
 		}
 		// Whatever it parsed, building the step must not panic either.
-		_, _ = buildCall("f.yaml", steps.NodePos("f.yaml", n), name, args, nil, "")
+		_, _ = buildCall("f.yaml", diag.NodePos("f.yaml", n), name, args, nil, "")
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"outboxdrill/diag"
 	"outboxdrill/steps"
 )
 
@@ -14,7 +15,7 @@ type topKey struct {
 	Name     string
 	Required bool
 	Doc      string // reference text (Markdown)
-	parse    func(file string, kv steps.Arg, h *header, errs *steps.Errors)
+	parse    func(file string, kv steps.Arg, h *header, errs *diag.Errors)
 	schema   func() map[string]any
 }
 
@@ -22,19 +23,19 @@ type topKey struct {
 // them. A broker's own key (nats:) is added beside its broker kind.
 var topKeys = []*topKey{
 	{Name: "name", Required: true, Doc: "the scenario's name, unique across the files of a run",
-		parse: func(file string, kv steps.Arg, h *header, errs *steps.Errors) {
-			h.Name, h.Pos = scalarString(file, kv, errs), steps.NodePos(file, kv.Value)
+		parse: func(file string, kv steps.Arg, h *header, errs *diag.Errors) {
+			h.Name, h.Pos = scalarString(file, kv, errs), diag.NodePos(file, kv.Value)
 		},
 		schema: func() map[string]any {
 			return map[string]any{"type": "string", "minLength": 1, "description": "the scenario's name, unique across the files of a run"}
 		}},
 	{Name: "description", Doc: "plain words: which window it opens, what must hold",
-		parse: func(file string, kv steps.Arg, h *header, errs *steps.Errors) {
+		parse: func(file string, kv steps.Arg, h *header, errs *diag.Errors) {
 			h.Description = scalarString(file, kv, errs)
 		},
 		schema: func() map[string]any { return map[string]any{"type": "string"} }},
 	{Name: "tags", Doc: "a list of words, e.g. `[seed, outbox]`",
-		parse: func(file string, kv steps.Arg, h *header, errs *steps.Errors) {
+		parse: func(file string, kv steps.Arg, h *header, errs *diag.Errors) {
 			h.Tags = parseTags(file, kv.Value, errs)
 		},
 		schema: func() map[string]any {
@@ -42,29 +43,29 @@ var topKeys = []*topKey{
 			return map[string]any{"anyOf": []any{word, map[string]any{"type": "array", "items": word}}}
 		}},
 	{Name: "expect_violations", Doc: "the history invariants this scenario breaks on purpose (an anti-pattern showing its damage), e.g. `[lost]`, or a map broker → list with `default` for the others; each must occur (see [History checker](#history-checker))",
-		parse: func(file string, kv steps.Arg, h *header, errs *steps.Errors) {
-			h.ExpectViolations, h.ViolationsPos = parseViolations(file, kv.Value, errs), steps.NodePos(file, kv.Value)
+		parse: func(file string, kv steps.Arg, h *header, errs *diag.Errors) {
+			h.ExpectViolations, h.ViolationsPos = parseViolations(file, kv.Value, errs), diag.NodePos(file, kv.Value)
 		},
 		schema: func() map[string]any {
 			return map[string]any{"description": "history invariants this scenario breaks on purpose; each must occur. A list for every broker, or a map broker → list with default for the others",
 				"anyOf": []any{violations(1), map[string]any{"type": "object", "additionalProperties": false, "properties": brokerLists()}}}
 		}},
 	{Name: "vars", Doc: "a map of name → value; `${name}` in any step (params, expectations, even keys) is replaced",
-		parse: func(file string, kv steps.Arg, h *header, errs *steps.Errors) {
+		parse: func(file string, kv steps.Arg, h *header, errs *diag.Errors) {
 			h.vars = parseVars(file, kv.Value, errs)
 		},
 		schema: func() map[string]any {
 			return map[string]any{"type": "object", "additionalProperties": scalarSchema(), "propertyNames": map[string]any{"pattern": varName.String()}}
 		}},
 	{Name: "matrix", Doc: "a map of name → list of values: one variant per combination, named `name [amount=5 currency=EUR]`",
-		parse: func(file string, kv steps.Arg, h *header, errs *steps.Errors) {
+		parse: func(file string, kv steps.Arg, h *header, errs *diag.Errors) {
 			h.axes = parseMatrix(file, kv.Value, errs)
 		},
 		schema: func() map[string]any {
 			return map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "array", "minItems": 1, "items": scalarSchema()}, "propertyNames": map[string]any{"pattern": varName.String()}}
 		}},
 	{Name: "steps", Required: true, Doc: "the list of steps, run in order; the first failing step ends the scenario",
-		parse: func(_ string, kv steps.Arg, h *header, _ *steps.Errors) { h.stepsNode = kv.Value },
+		parse: func(_ string, kv steps.Arg, h *header, _ *diag.Errors) { h.stepsNode = kv.Value },
 		schema: func() map[string]any {
 			return map[string]any{"type": "array", "minItems": 1, "items": map[string]any{"anyOf": append([]any{ref("shorthand")}, stepRefs()...)}}
 		}},

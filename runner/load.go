@@ -28,7 +28,7 @@ import (
 type Scenario struct {
 	File        string
 	Name        string
-	Pos         steps.Pos // of the name
+	Pos         diag.Pos // of the name
 	Description string
 	Tags        []string
 	Variant     string // "[amount=5 currency=EUR]" for a matrix variant, else ""
@@ -37,7 +37,7 @@ type Scenario struct {
 	// breaks (an anti-pattern shows its damage); each must occur. Key
 	// "default" holds the list for every broker not named.
 	ExpectViolations map[string][]string
-	ViolationsPos    steps.Pos
+	ViolationsPos    diag.Pos
 	// Exclusive: a step kills, stops or starts a server every scenario of the
 	// run shares, so the scenario runs alone.
 	Exclusive bool
@@ -79,14 +79,14 @@ func ExpandPaths(paths []string) ([]string, error) {
 
 // LoadFiles parses every file and reports every problem in every file, plus
 // scenario names used twice.
-func LoadFiles(files []string) ([]*Scenario, steps.Errors) {
+func LoadFiles(files []string) ([]*Scenario, diag.Errors) {
 	var scs []*Scenario
-	var errs steps.Errors
+	var errs diag.Errors
 	byName := map[string]*Scenario{}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
-			errs = append(errs, steps.Errorf(steps.Pos{File: f}, "%v", err))
+			errs = append(errs, diag.Errorf(diag.Pos{File: f}, "%v", err))
 			continue
 		}
 		fscs, ferrs := Parse(f, data)
@@ -96,7 +96,7 @@ func LoadFiles(files []string) ([]*Scenario, steps.Errors) {
 				continue // already reported as missing
 			}
 			if prev, dup := byName[sc.Name]; dup {
-				errs = append(errs, steps.Errorf(sc.Pos, "scenario name %q is already used at %s", sc.Name, prev.Pos))
+				errs = append(errs, diag.Errorf(sc.Pos, "scenario name %q is already used at %s", sc.Name, prev.Pos))
 			}
 			byName[sc.Name] = sc
 			scs = append(scs, sc)
@@ -109,28 +109,28 @@ func LoadFiles(files []string) ([]*Scenario, steps.Errors) {
 // Parse decodes one scenario file into its scenarios: one, or one per matrix
 // variant. It returns every problem it finds; no scenario only when the file
 // is not a YAML map at all.
-func Parse(file string, data []byte) ([]*Scenario, steps.Errors) {
+func Parse(file string, data []byte) ([]*Scenario, diag.Errors) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, steps.Errors{steps.Errorf(steps.Pos{File: file, Line: 1, Col: 1}, "empty file: a scenario needs name and steps")}
+			return nil, diag.Errors{diag.Errorf(diag.Pos{File: file, Line: 1, Col: 1}, "empty file: a scenario needs name and steps")}
 		}
-		return nil, steps.Errors{yamlError(file, data, err)}
+		return nil, diag.Errors{yamlError(file, data, err)}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
-		return nil, steps.Errors{steps.Errorf(steps.Pos{File: file, Line: extra.Line, Col: extra.Column}, "a second YAML document: a file holds one scenario")}
+		return nil, diag.Errors{diag.Errorf(diag.Pos{File: file, Line: extra.Line, Col: extra.Column}, "a second YAML document: a file holds one scenario")}
 	} else if !errors.Is(err, io.EOF) {
-		return nil, steps.Errors{yamlError(file, data, err)} // invalid YAML after ---
+		return nil, diag.Errors{yamlError(file, data, err)} // invalid YAML after ---
 	}
 	budget := maxNodes
 	root, err := resolveAliases(doc.Content[0], 0, &budget)
 	if err != nil {
-		return nil, steps.Errors{steps.Errorf(steps.NodePos(file, doc.Content[0]), "%v", err)}
+		return nil, diag.Errors{diag.Errorf(diag.NodePos(file, doc.Content[0]), "%v", err)}
 	}
 	if root.Kind != yaml.MappingNode {
-		return nil, steps.Errors{steps.Errorf(steps.NodePos(file, root), "a scenario is a map with name and steps, got a %s", steps.KindName(root))}
+		return nil, diag.Errors{diag.Errorf(diag.NodePos(file, root), "a scenario is a map with name and steps, got a %s", diag.KindName(root))}
 	}
 	return parseScenario(file, root)
 }
@@ -192,9 +192,9 @@ func resolveAliases(n *yaml.Node, depth int, budget *int) (*yaml.Node, error) {
 
 // yamlError points at the token that makes the file invalid YAML: yaml.v3
 // gives only a line, often the enclosing block's.
-func yamlError(file string, data []byte, err error) *steps.Error {
+func yamlError(file string, data []byte, err error) *diag.Error {
 	p := diag.Locate(data, err)
-	return steps.Errorf(steps.Pos{File: file, Line: p.Line, Col: p.Col}, "%s", p.Msg)
+	return diag.Errorf(diag.Pos{File: file, Line: p.Line, Col: p.Col}, "%s", p.Msg)
 }
 
 // header is a scenario file's top-level keys, before variants are expanded.
@@ -205,7 +205,7 @@ type header struct {
 	stepsNode *yaml.Node
 }
 
-func parseScenario(file string, root *yaml.Node) ([]*Scenario, steps.Errors) {
+func parseScenario(file string, root *yaml.Node) ([]*Scenario, diag.Errors) {
 	h, errs := parseHeader(file, root)
 	if h.stepsNode == nil || h.stepsNode.Kind != yaml.SequenceNode || len(h.stepsNode.Content) == 0 {
 		sc := h.Scenario
@@ -225,7 +225,7 @@ func parseScenario(file string, root *yaml.Node) ([]*Scenario, steps.Errors) {
 			sc.Name += " " + v.Label()
 			sc.Variant = v.Label()
 		}
-		var verrs steps.Errors
+		var verrs diag.Errors
 		for _, n := range h.stepsNode.Content {
 			before := len(verrs)
 			n = substitute(file, n, vars, &verrs)
@@ -253,55 +253,55 @@ func parseScenario(file string, root *yaml.Node) ([]*Scenario, steps.Errors) {
 	return scs, errs
 }
 
-func parseHeader(file string, root *yaml.Node) (header, steps.Errors) {
-	h := header{Scenario: Scenario{File: file, Pos: steps.NodePos(file, root), BrokerOptions: map[string]any{}}, vars: map[string]string{}}
-	var errs steps.Errors
+func parseHeader(file string, root *yaml.Node) (header, diag.Errors) {
+	h := header{Scenario: Scenario{File: file, Pos: diag.NodePos(file, root), BrokerOptions: map[string]any{}}, vars: map[string]string{}}
+	var errs diag.Errors
 	for _, kv := range pairs(file, root, &errs) {
 		if strings.HasPrefix(kv.Key, "x-") {
 			continue // free for anchors (x-base: &base {...}) and notes, as in compose files
 		}
 		k, ok := lookupTopKey(kv.Key)
 		if !ok {
-			errs = append(errs, steps.Errorf(kv.KeyPos, "unknown key %q%s; a scenario has: %s",
-				kv.Key, steps.Suggest(kv.Key, topKeyNames()), strings.Join(topKeyNames(), ", ")))
+			errs = append(errs, diag.Errorf(kv.KeyPos, "unknown key %q%s; a scenario has: %s",
+				kv.Key, diag.Suggest(kv.Key, topKeyNames()), strings.Join(topKeyNames(), ", ")))
 			continue
 		}
 		k.parse(file, kv, &h, &errs)
 	}
 	if variantCount(h.axes) > maxVariants {
-		errs = append(errs, steps.Errorf(h.Pos, "matrix: more than %d combinations; split the file", maxVariants))
+		errs = append(errs, diag.Errorf(h.Pos, "matrix: more than %d combinations; split the file", maxVariants))
 	}
 	for _, a := range h.axes {
 		if _, both := h.vars[a.name]; both {
-			errs = append(errs, steps.Errorf(h.Pos, "variable %q is in both vars and matrix; keep one", a.name))
+			errs = append(errs, diag.Errorf(h.Pos, "variable %q is in both vars and matrix; keep one", a.name))
 		}
 	}
 	if h.Name == "" && !hasKey(root, "name") {
-		errs = append(errs, steps.Errorf(steps.NodePos(file, root), "missing name: every scenario needs a name"))
+		errs = append(errs, diag.Errorf(diag.NodePos(file, root), "missing name: every scenario needs a name"))
 	}
 	switch n := h.stepsNode; {
 	case n == nil:
-		errs = append(errs, steps.Errorf(steps.NodePos(file, root), "missing steps: a scenario needs at least one step"))
+		errs = append(errs, diag.Errorf(diag.NodePos(file, root), "missing steps: a scenario needs at least one step"))
 	case n.Kind != yaml.SequenceNode && n.ShortTag() != "!!null":
-		errs = append(errs, steps.Errorf(steps.NodePos(file, n), "steps: want a list of steps, got a %s", steps.KindName(n)))
+		errs = append(errs, diag.Errorf(diag.NodePos(file, n), "steps: want a list of steps, got a %s", diag.KindName(n)))
 	case len(n.Content) == 0:
-		errs = append(errs, steps.Errorf(steps.NodePos(file, n), "steps: the list is empty"))
+		errs = append(errs, diag.Errorf(diag.NodePos(file, n), "steps: the list is empty"))
 	}
 	return h, errs
 }
 
-func parseTags(file string, n *yaml.Node, errs *steps.Errors) []string {
+func parseTags(file string, n *yaml.Node, errs *diag.Errors) []string {
 	items := n.Content
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
 		items = []*yaml.Node{n} // tags: seed
 	} else if n.Kind != yaml.SequenceNode {
-		*errs = append(*errs, steps.Errorf(steps.NodePos(file, n), "tags: want a list of words, e.g. [seed, outbox]"))
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "tags: want a list of words, e.g. [seed, outbox]"))
 		return nil
 	}
 	var tags []string
 	for _, t := range items {
 		if t.Kind != yaml.ScalarNode || t.Value == "" || strings.ContainsAny(t.Value, " ,") {
-			*errs = append(*errs, steps.Errorf(steps.NodePos(file, t), "tags: want a single word, got %s", steps.Describe(t)))
+			*errs = append(*errs, diag.Errorf(diag.NodePos(file, t), "tags: want a single word, got %s", diag.Describe(t)))
 			continue
 		}
 		tags = append(tags, t.Value)
@@ -340,7 +340,7 @@ func (sc *Scenario) Violations(b string) []string {
 
 // parseViolations reads expect_violations: a list of invariant names for
 // every broker, or a map broker → list with "default" for the others.
-func parseViolations(file string, n *yaml.Node, errs *steps.Errors) map[string][]string {
+func parseViolations(file string, n *yaml.Node, errs *diag.Errors) map[string][]string {
 	if n.Kind != yaml.MappingNode {
 		return map[string][]string{"default": violationList(file, n, errs, false)}
 	}
@@ -348,7 +348,7 @@ func parseViolations(file string, n *yaml.Node, errs *steps.Errors) map[string][
 	out := map[string][]string{}
 	for _, kv := range pairs(file, n, errs) {
 		if !slices.Contains(keys, kv.Key) {
-			*errs = append(*errs, steps.Errorf(kv.KeyPos, "expect_violations: unknown broker %q%s; keys: %s", kv.Key, steps.Suggest(kv.Key, keys), strings.Join(keys, ", ")))
+			*errs = append(*errs, diag.Errorf(kv.KeyPos, "expect_violations: unknown broker %q%s; keys: %s", kv.Key, diag.Suggest(kv.Key, keys), strings.Join(keys, ", ")))
 			continue
 		}
 		out[kv.Key] = violationList(file, kv.Value, errs, kv.Key != "default")
@@ -358,21 +358,21 @@ func parseViolations(file string, n *yaml.Node, errs *steps.Errors) map[string][
 
 // violationList reads a list of invariant names; empty only if allowed (a
 // broker on which the damage does not occur).
-func violationList(file string, n *yaml.Node, errs *steps.Errors, emptyOK bool) []string {
+func violationList(file string, n *yaml.Node, errs *diag.Errors, emptyOK bool) []string {
 	names := history.InvariantNames()
 	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 && !emptyOK {
-		*errs = append(*errs, steps.Errorf(steps.NodePos(file, n), "expect_violations: want a list of invariants, e.g. [lost], or a map broker → list; one of: %s", strings.Join(names, ", ")))
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "expect_violations: want a list of invariants, e.g. [lost], or a map broker → list; one of: %s", strings.Join(names, ", ")))
 		return nil
 	}
 	out := []string{}
 	for _, v := range n.Content {
 		if v.Kind == yaml.ScalarNode && slices.Contains(out, v.Value) {
-			*errs = append(*errs, steps.Errorf(steps.NodePos(file, v), "expect_violations: %s given twice", v.Value))
+			*errs = append(*errs, diag.Errorf(diag.NodePos(file, v), "expect_violations: %s given twice", v.Value))
 			continue
 		}
 		if _, ok := history.Invariants[v.Value]; v.Kind != yaml.ScalarNode || !ok {
-			*errs = append(*errs, steps.Errorf(steps.NodePos(file, v), "expect_violations: unknown invariant %s%s; one of: %s",
-				steps.Describe(v), steps.Suggest(v.Value, names), strings.Join(names, ", ")))
+			*errs = append(*errs, diag.Errorf(diag.NodePos(file, v), "expect_violations: unknown invariant %s%s; one of: %s",
+				diag.Describe(v), diag.Suggest(v.Value, names), strings.Join(names, ", ")))
 			continue
 		}
 		out = append(out, v.Value)
@@ -380,10 +380,10 @@ func violationList(file string, n *yaml.Node, errs *steps.Errors, emptyOK bool) 
 	return out
 }
 
-func scalarString(file string, kv steps.Arg, errs *steps.Errors) string {
+func scalarString(file string, kv steps.Arg, errs *diag.Errors) string {
 	n := kv.Value
 	if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" || strings.TrimSpace(n.Value) == "" {
-		*errs = append(*errs, steps.Errorf(steps.NodePos(file, n), "%s: want text, got %s", kv.Key, steps.Describe(n)))
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "%s: want text, got %s", kv.Key, diag.Describe(n)))
 		return ""
 	}
 	return n.Value
@@ -391,18 +391,18 @@ func scalarString(file string, kv steps.Arg, errs *steps.Errors) string {
 
 // pairs lists a mapping's keys with their values, reporting keys given twice
 // (yaml.v3 only does that when decoding into Go values).
-func pairs(file string, m *yaml.Node, errs *steps.Errors) []steps.Arg {
+func pairs(file string, m *yaml.Node, errs *diag.Errors) []steps.Arg {
 	var out []steps.Arg
-	seen := map[string]steps.Pos{}
+	seen := map[string]diag.Pos{}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
-		p := steps.NodePos(file, k)
+		p := diag.NodePos(file, k)
 		if k.Kind != yaml.ScalarNode {
-			*errs = append(*errs, steps.Errorf(p, "a key must be a plain word, got a %s", steps.KindName(k)))
+			*errs = append(*errs, diag.Errorf(p, "a key must be a plain word, got a %s", diag.KindName(k)))
 			continue
 		}
 		if prev, dup := seen[k.Value]; dup {
-			*errs = append(*errs, steps.Errorf(p, "key %q given twice (first at line %d)", k.Value, prev.Line))
+			*errs = append(*errs, diag.Errorf(p, "key %q given twice (first at line %d)", k.Value, prev.Line))
 			continue
 		}
 		seen[k.Value] = p

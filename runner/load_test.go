@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"outboxdrill/diag"
 	"outboxdrill/steps"
 )
 
@@ -59,7 +60,7 @@ steps:
 	if last.Label != "bare" || len(last.Expect.Outcomes) != 2 || !last.Expect.Outcomes[0].IsBool {
 		t.Errorf("expect on consume: %+v", last.Expect)
 	}
-	if got := sc.Steps[6].Pos; got != (steps.Pos{File: "t.yaml", Line: 11, Col: 5}) {
+	if got := sc.Steps[6].Pos; got != (diag.Pos{File: "t.yaml", Line: 11, Col: 5}) {
 		t.Errorf("position of step 7: %v", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"outboxdrill/diag"
 	"outboxdrill/steps"
 )
 
@@ -18,24 +19,24 @@ const (
 
 // parseStep decodes one item of `steps:`: a shorthand string or a map with
 // exactly one step key plus optional name and expect.
-func parseStep(file string, n *yaml.Node) (*steps.Call, steps.Errors) {
+func parseStep(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
 	switch n.Kind {
 	case yaml.ScalarNode:
 		name, args, errs := parseShorthand(file, n)
 		if errs != nil {
 			return nil, errs
 		}
-		return buildCall(file, steps.NodePos(file, n), name, args, nil, "")
+		return buildCall(file, diag.NodePos(file, n), name, args, nil, "")
 	case yaml.MappingNode:
 		return parseStepMap(file, n)
 	}
-	return nil, steps.Errors{steps.Errorf(steps.NodePos(file, n), "a step is a map such as {relay: {limit: 1}} or a string such as relay(skip_mark), got a %s", steps.KindName(n))}
+	return nil, diag.Errors{diag.Errorf(diag.NodePos(file, n), "a step is a map such as {relay: {limit: 1}} or a string such as relay(skip_mark), got a %s", diag.KindName(n))}
 }
 
 // parseStepMap decodes a step map. It goes on after a problem so that every
 // problem of the step is reported at once.
-func parseStepMap(file string, n *yaml.Node) (*steps.Call, steps.Errors) {
-	var errs steps.Errors
+func parseStepMap(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
+	var errs diag.Errors
 	kvs := pairs(file, n, &errs)
 	var stepKV, expectKV *steps.Arg
 	label := ""
@@ -49,24 +50,24 @@ func parseStepMap(file string, n *yaml.Node) (*steps.Call, steps.Errors) {
 		case !isStep:
 			unknown = append(unknown, kv)
 		case stepKV != nil:
-			errs = append(errs, steps.Errorf(kv.KeyPos, "a step holds exactly one step key: %q and %q are two steps; write them as two list items", stepKV.Key, kv.Key))
+			errs = append(errs, diag.Errorf(kv.KeyPos, "a step holds exactly one step key: %q and %q are two steps; write them as two list items", stepKV.Key, kv.Key))
 		default:
 			stepKV = &kv
 		}
 	}
 	for _, kv := range unknown {
 		if stepKV != nil { // beside a step key, a typo is most likely of name or expect
-			errs = append(errs, steps.Errorf(kv.KeyPos, "unknown key %q beside step %q%s; a step map holds one step key plus name and expect",
-				kv.Key, stepKV.Key, steps.Suggest(kv.Key, append([]string{keyName, keyExpect}, steps.Names()...))))
+			errs = append(errs, diag.Errorf(kv.KeyPos, "unknown key %q beside step %q%s; a step map holds one step key plus name and expect",
+				kv.Key, stepKV.Key, diag.Suggest(kv.Key, append([]string{keyName, keyExpect}, steps.Names()...))))
 			continue
 		}
-		errs = append(errs, steps.Errorf(kv.KeyPos, "unknown step %q%s; steps: %s",
-			kv.Key, steps.Suggest(kv.Key, append(steps.Names(), keyName, keyExpect)), strings.Join(steps.Names(), ", ")))
+		errs = append(errs, diag.Errorf(kv.KeyPos, "unknown step %q%s; steps: %s",
+			kv.Key, diag.Suggest(kv.Key, append(steps.Names(), keyName, keyExpect)), strings.Join(steps.Names(), ", ")))
 	}
 	if stepKV == nil {
 		if expectKV == nil {
 			if len(unknown) == 0 {
-				errs = append(errs, steps.Errorf(steps.NodePos(file, n), "this step has no step key; steps: %s", strings.Join(steps.Names(), ", ")))
+				errs = append(errs, diag.Errorf(diag.NodePos(file, n), "this step has no step key; steps: %s", strings.Join(steps.Names(), ", ")))
 			}
 			return nil, errs
 		}
@@ -79,17 +80,17 @@ func parseStepMap(file string, n *yaml.Node) (*steps.Call, steps.Errors) {
 		args = pairs(file, v, &errs)
 	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null":
 	case stepKV.Key == keyExpect:
-		errs = append(errs, steps.Errorf(steps.NodePos(file, v), "expect: want a map of checks such as {stream.entries: 1}, got %s", steps.Describe(v)))
+		errs = append(errs, diag.Errorf(diag.NodePos(file, v), "expect: want a map of checks such as {stream.entries: 1}, got %s", diag.Describe(v)))
 	default:
-		errs = append(errs, steps.Errorf(steps.NodePos(file, v), "%s: want a map of parameters such as {%s}, got %s; or write the shorthand %s(key=value)",
-			stepKV.Key, exampleParam(stepKV.Key), steps.Describe(v), stepKV.Key))
+		errs = append(errs, diag.Errorf(diag.NodePos(file, v), "%s: want a map of parameters such as {%s}, got %s; or write the shorthand %s(key=value)",
+			stepKV.Key, exampleParam(stepKV.Key), diag.Describe(v), stepKV.Key))
 	}
 	var expect []steps.Arg
 	if expectKV != nil {
 		if v := expectKV.Value; v.Kind == yaml.MappingNode {
 			expect = pairs(file, v, &errs)
 		} else {
-			errs = append(errs, steps.Errorf(steps.NodePos(file, v), "expect: want a map of outcome keys and checks, got %s", steps.Describe(v)))
+			errs = append(errs, diag.Errorf(diag.NodePos(file, v), "expect: want a map of outcome keys and checks, got %s", diag.Describe(v)))
 		}
 	}
 	call, cerrs := buildCall(file, stepKV.KeyPos, stepKV.Key, args, expect, label)
@@ -105,16 +106,16 @@ func exampleParam(step string) string {
 
 // buildCall decodes args as the step's parameters (or, for expect, as its
 // checks) and expect as the step's expectations.
-func buildCall(file string, at steps.Pos, name string, args, expect []steps.Arg, label string) (*steps.Call, steps.Errors) {
+func buildCall(file string, at diag.Pos, name string, args, expect []steps.Arg, label string) (*steps.Call, diag.Errors) {
 	d, ok := steps.Lookup(name)
 	if !ok {
-		return nil, steps.Errors{steps.Errorf(at, "unknown step %q%s; steps: %s", name, steps.Suggest(name, steps.Names()), strings.Join(steps.Names(), ", "))}
+		return nil, diag.Errors{diag.Errorf(at, "unknown step %q%s; steps: %s", name, diag.Suggest(name, steps.Names()), strings.Join(steps.Names(), ", "))}
 	}
 	call := &steps.Call{Def: d, Args: args, Label: label, Pos: at}
-	var errs steps.Errors
+	var errs diag.Errors
 	if d.IsExpect() {
 		if len(args) == 0 {
-			errs = append(errs, steps.Errorf(at, "expect: give at least one check, e.g. {stream.entries: 1}"))
+			errs = append(errs, diag.Errorf(at, "expect: give at least one check, e.g. {stream.entries: 1}"))
 		}
 		exp, eerrs := steps.CompileExpect(d, file, args)
 		call.Expect, call.Args = exp, nil
@@ -137,17 +138,17 @@ var shorthandName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*`)
 // value becomes a scalar node whose column points into the string, so errors
 // name the exact argument. Values may be quoted with "…" or '…' to hold
 // commas or parentheses.
-func parseShorthand(file string, n *yaml.Node) (string, []steps.Arg, steps.Errors) {
+func parseShorthand(file string, n *yaml.Node) (string, []steps.Arg, diag.Errors) {
 	base := n.Column
 	if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
 		base++
 	}
 	lead := len(n.Value) - len(strings.TrimLeft(n.Value, " \t\r\n"))
 	s := strings.TrimSpace(n.Value)
-	at := func(off int) steps.Pos { return steps.Pos{File: file, Line: n.Line, Col: base + lead + off} }
+	at := func(off int) diag.Pos { return diag.Pos{File: file, Line: n.Line, Col: base + lead + off} }
 	name := shorthandName.FindString(s)
 	if name == "" {
-		return "", nil, steps.Errors{steps.Errorf(at(0), "want a step such as relay or consume(fail=divzero), got %q", s)}
+		return "", nil, diag.Errors{diag.Errorf(at(0), "want a step such as relay or consume(fail=divzero), got %q", s)}
 	}
 	rest := strings.TrimLeft(s[len(name):], " ")
 	open := len(s) - len(rest) // offset of "(" in s
@@ -155,7 +156,7 @@ func parseShorthand(file string, n *yaml.Node) (string, []steps.Arg, steps.Error
 		return name, nil, nil
 	}
 	if rest[0] != '(' || rest[len(rest)-1] != ')' {
-		return "", nil, steps.Errors{steps.Errorf(at(len(name)), "after %q want (key=value, ...), got %q", name, rest)}
+		return "", nil, diag.Errors{diag.Errorf(at(len(name)), "after %q want (key=value, ...), got %q", name, rest)}
 	}
 	inner := rest[1 : len(rest)-1]
 	if strings.TrimSpace(inner) == "" {
@@ -163,23 +164,23 @@ func parseShorthand(file string, n *yaml.Node) (string, []steps.Arg, steps.Error
 	}
 	parts, err := splitArgs(inner)
 	if err != nil {
-		return "", nil, steps.Errors{steps.Errorf(at(open+1), "%v in %q", err, s)}
+		return "", nil, diag.Errors{diag.Errorf(at(open+1), "%v in %q", err, s)}
 	}
 	var args []steps.Arg
-	var errs steps.Errors
+	var errs diag.Errors
 	off := open + 1
 	for _, part := range parts {
 		start := off + len(part) - len(strings.TrimLeft(part, " "))
 		off += len(part) + 1
 		p := strings.TrimSpace(part)
 		if p == "" {
-			errs = append(errs, steps.Errorf(at(start), "empty argument in %q", s))
+			errs = append(errs, diag.Errorf(at(start), "empty argument in %q", s))
 			continue
 		}
 		key, val, hasVal := strings.Cut(p, "=")
 		key = strings.TrimSpace(key)
 		if key == "" {
-			errs = append(errs, steps.Errorf(at(start), "a parameter name is missing before %q in %q", "="+val, s))
+			errs = append(errs, diag.Errorf(at(start), "a parameter name is missing before %q in %q", "="+val, s))
 			continue
 		}
 		v := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: n.Line, Column: at(start).Col}

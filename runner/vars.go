@@ -8,6 +8,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"outboxdrill/diag"
 	"outboxdrill/steps"
 )
 
@@ -23,10 +24,10 @@ type axis struct {
 }
 
 // parseVars reads `vars:`, a map of name → scalar.
-func parseVars(file string, n *yaml.Node, errs *steps.Errors) map[string]string {
+func parseVars(file string, n *yaml.Node, errs *diag.Errors) map[string]string {
 	vars := map[string]string{}
 	if n.Kind != yaml.MappingNode {
-		*errs = append(*errs, steps.Errorf(steps.NodePos(file, n), "vars: want a map of name → value, e.g. {amount: 5}"))
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "vars: want a map of name → value, e.g. {amount: 5}"))
 		return vars
 	}
 	for _, kv := range pairs(file, n, errs) {
@@ -38,9 +39,9 @@ func parseVars(file string, n *yaml.Node, errs *steps.Errors) map[string]string 
 }
 
 // parseMatrix reads `matrix:`, a map of name → list of scalars, in file order.
-func parseMatrix(file string, n *yaml.Node, errs *steps.Errors) []axis {
+func parseMatrix(file string, n *yaml.Node, errs *diag.Errors) []axis {
 	if n.Kind != yaml.MappingNode {
-		*errs = append(*errs, steps.Errorf(steps.NodePos(file, n), "matrix: want a map of name → list, e.g. {amount: [1, 5]}"))
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "matrix: want a map of name → list, e.g. {amount: [1, 5]}"))
 		return nil
 	}
 	var axes []axis
@@ -49,7 +50,7 @@ func parseMatrix(file string, n *yaml.Node, errs *steps.Errors) []axis {
 			continue
 		}
 		if kv.Value.Kind != yaml.SequenceNode || len(kv.Value.Content) == 0 {
-			*errs = append(*errs, steps.Errorf(steps.NodePos(file, kv.Value), "matrix: %s: want a non-empty list of values, e.g. [1, 5]", kv.Key))
+			*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "matrix: %s: want a non-empty list of values, e.g. [1, 5]", kv.Key))
 			continue
 		}
 		a := axis{name: kv.Key}
@@ -63,17 +64,17 @@ func parseMatrix(file string, n *yaml.Node, errs *steps.Errors) []axis {
 	return axes
 }
 
-func checkVarName(kv steps.Arg, errs *steps.Errors) bool {
+func checkVarName(kv steps.Arg, errs *diag.Errors) bool {
 	if !varName.MatchString(kv.Key) {
-		*errs = append(*errs, steps.Errorf(kv.KeyPos, "variable name %q: use letters, digits and _", kv.Key))
+		*errs = append(*errs, diag.Errorf(kv.KeyPos, "variable name %q: use letters, digits and _", kv.Key))
 		return false
 	}
 	return true
 }
 
-func scalarValue(file string, kv steps.Arg, errs *steps.Errors) bool {
+func scalarValue(file string, kv steps.Arg, errs *diag.Errors) bool {
 	if kv.Value.Kind != yaml.ScalarNode || kv.Value.ShortTag() == "!!null" {
-		*errs = append(*errs, steps.Errorf(steps.NodePos(file, kv.Value), "%s: want a single value, got %s", kv.Key, steps.Describe(kv.Value)))
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "%s: want a single value, got %s", kv.Key, diag.Describe(kv.Value)))
 		return false
 	}
 	return true
@@ -127,7 +128,7 @@ func combinations(axes []axis) []variant {
 
 // substitute returns a deep copy of n with ${name} replaced in every scalar
 // (keys too). Line and column stay those of the file.
-func substitute(file string, n *yaml.Node, vars map[string]string, errs *steps.Errors) *yaml.Node {
+func substitute(file string, n *yaml.Node, vars map[string]string, errs *diag.Errors) *yaml.Node {
 	c := *n
 	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${") {
 		c.Value = varRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
@@ -138,8 +139,8 @@ func substitute(file string, n *yaml.Node, vars map[string]string, errs *steps.E
 				if len(vars) > 0 {
 					defined = "defined: " + strings.Join(slices.Sorted(maps.Keys(vars)), ", ")
 				}
-				*errs = append(*errs, steps.Errorf(steps.NodePos(file, n), "undefined variable %q%s; %s",
-					name, steps.Suggest(name, slices.Sorted(maps.Keys(vars))), defined))
+				*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "undefined variable %q%s; %s",
+					name, diag.Suggest(name, slices.Sorted(maps.Keys(vars))), defined))
 			}
 			return v
 		})

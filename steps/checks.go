@@ -2,7 +2,6 @@ package steps
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"outboxdrill/broker"
+	"outboxdrill/diag"
 )
 
 // Check defines one state check of an expect map: how its wanted value is
@@ -31,14 +31,14 @@ type Check struct {
 // text, its parser and its JSON Schema, kept together.
 type ValueKind struct {
 	Doc    string
-	parse  func(file string, n *yaml.Node) (any, Errors)
+	parse  func(file string, n *yaml.Node) (any, diag.Errors)
 	Schema func() map[string]any
 }
 
 // Type is how the value is written, for the reference.
 func (c *Check) Type() string { return c.Value.Doc }
 
-func (c *Check) parse(file string, n *yaml.Node) (any, Errors) { return c.Value.parse(file, n) }
+func (c *Check) parse(file string, n *yaml.Node) (any, diag.Errors) { return c.Value.parse(file, n) }
 
 // The value kinds of the state checks. VarRef lets a ${variable} stand
 // where a number goes.
@@ -236,20 +236,20 @@ func observeBalances(ctx context.Context, env *Env, _ any) (any, error) {
 
 // --- parsing wanted values ---
 
-func parseCount(file string, n *yaml.Node) (any, Errors) {
+func parseCount(file string, n *yaml.Node) (any, diag.Errors) {
 	i, err := scalarInt(file, n, false)
 	if err != nil {
-		return nil, Errors{err}
+		return nil, diag.Errors{err}
 	}
 	return i, nil
 }
 
-func parseCountOrMap(file string, n *yaml.Node) (any, Errors) {
+func parseCountOrMap(file string, n *yaml.Node) (any, diag.Errors) {
 	if n.Kind != yaml.MappingNode {
 		return parseCount(file, n)
 	}
 	out := map[string]int64{}
-	errs := eachPair(file, n, func(k string, v *yaml.Node) *Error {
+	errs := eachPair(file, n, func(k string, v *yaml.Node) *diag.Error {
 		i, err := scalarInt(file, v, false)
 		if err == nil && i != 0 {
 			out[k] = i
@@ -259,11 +259,11 @@ func parseCountOrMap(file string, n *yaml.Node) (any, Errors) {
 	return out, errs
 }
 
-func parseBalances(file string, n *yaml.Node) (any, Errors) {
+func parseBalances(file string, n *yaml.Node) (any, diag.Errors) {
 	out := map[string]map[string]int64{}
-	errs := eachPair(file, n, func(account string, v *yaml.Node) *Error {
+	errs := eachPair(file, n, func(account string, v *yaml.Node) *diag.Error {
 		cur := map[string]int64{}
-		inner := eachPair(file, v, func(c string, v *yaml.Node) *Error {
+		inner := eachPair(file, v, func(c string, v *yaml.Node) *diag.Error {
 			i, err := scalarInt(file, v, true)
 			if err == nil && i != 0 {
 				cur[c] = i
@@ -278,11 +278,11 @@ func parseBalances(file string, n *yaml.Node) (any, Errors) {
 	return out, errs
 }
 
-func parseProjection(file string, n *yaml.Node) (any, Errors) {
+func parseProjection(file string, n *yaml.Node) (any, diag.Errors) {
 	out := map[string]map[string]ProjectionRow{}
-	errs := eachPair(file, n, func(consumer string, v *yaml.Node) *Error {
+	errs := eachPair(file, n, func(consumer string, v *yaml.Node) *diag.Error {
 		rows := map[string]ProjectionRow{}
-		inner := eachPair(file, v, func(cur string, v *yaml.Node) *Error {
+		inner := eachPair(file, v, func(cur string, v *yaml.Node) *diag.Error {
 			r, err := parseRow(file, v)
 			rows[cur] = r
 			return err
@@ -295,10 +295,10 @@ func parseProjection(file string, n *yaml.Node) (any, Errors) {
 	return out, errs
 }
 
-func parseRow(file string, n *yaml.Node) (ProjectionRow, *Error) {
+func parseRow(file string, n *yaml.Node) (ProjectionRow, *diag.Error) {
 	var r ProjectionRow
 	seen := map[string]bool{}
-	err := first(eachPair(file, n, func(k string, v *yaml.Node) *Error {
+	err := first(eachPair(file, n, func(k string, v *yaml.Node) *diag.Error {
 		var dst *int64
 		switch k {
 		case "amount":
@@ -306,7 +306,7 @@ func parseRow(file string, n *yaml.Node) (ProjectionRow, *Error) {
 		case "events":
 			dst = &r.Events
 		default:
-			return Errorf(NodePos(file, v), "unknown projection field %q%s; a row is {amount, events}", k, Suggest(k, []string{"amount", "events"}))
+			return diag.Errorf(diag.NodePos(file, v), "unknown projection field %q%s; a row is {amount, events}", k, diag.Suggest(k, []string{"amount", "events"}))
 		}
 		seen[k] = true
 		i, err := scalarInt(file, v, false)
@@ -314,22 +314,22 @@ func parseRow(file string, n *yaml.Node) (ProjectionRow, *Error) {
 		return err
 	}))
 	if err == nil && (!seen["amount"] || !seen["events"]) {
-		err = Errorf(NodePos(file, n), "a projection row needs both amount and events, e.g. {amount: 100, events: 1}")
+		err = diag.Errorf(diag.NodePos(file, n), "a projection row needs both amount and events, e.g. {amount: 100, events: 1}")
 	}
 	return r, err
 }
 
 // eachPair walks a mapping node, rejecting anything else and duplicate keys.
-func eachPair(file string, n *yaml.Node, fn func(key string, v *yaml.Node) *Error) Errors {
+func eachPair(file string, n *yaml.Node, fn func(key string, v *yaml.Node) *diag.Error) diag.Errors {
 	if n.Kind != yaml.MappingNode {
-		return Errors{Errorf(NodePos(file, n), "want a map, got a %s", KindName(n))}
+		return diag.Errors{diag.Errorf(diag.NodePos(file, n), "want a map, got a %s", diag.KindName(n))}
 	}
-	var errs Errors
+	var errs diag.Errors
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if seen[k.Value] {
-			errs = append(errs, Errorf(NodePos(file, k), "key %q given twice", k.Value))
+			errs = append(errs, diag.Errorf(diag.NodePos(file, k), "key %q given twice", k.Value))
 			continue
 		}
 		seen[k.Value] = true
@@ -342,35 +342,21 @@ func eachPair(file string, n *yaml.Node, fn func(key string, v *yaml.Node) *Erro
 
 // scalarInt reads an integer from a scalar's text, quoted or not, as
 // parameters do.
-func scalarInt(file string, n *yaml.Node, negative bool) (int64, *Error) {
+func scalarInt(file string, n *yaml.Node, negative bool) (int64, *diag.Error) {
 	if n.Kind != yaml.ScalarNode {
-		return 0, Errorf(NodePos(file, n), "want an integer, got %s", Describe(n))
+		return 0, diag.Errorf(diag.NodePos(file, n), "want an integer, got %s", diag.Describe(n))
 	}
 	i, err := strconv.ParseInt(strings.TrimSpace(n.Value), 10, 64)
 	if err != nil {
-		return 0, Errorf(NodePos(file, n), "want an integer, got %s", Describe(n))
+		return 0, diag.Errorf(diag.NodePos(file, n), "want an integer, got %s", diag.Describe(n))
 	}
 	if i < 0 && !negative {
-		return 0, Errorf(NodePos(file, n), "want a count (0 or more), got %d", i)
+		return 0, diag.Errorf(diag.NodePos(file, n), "want a count (0 or more), got %d", i)
 	}
 	return i, nil
 }
 
-// Describe shows a node in a message: a scalar quoted, else its kind.
-func Describe(n *yaml.Node) string {
-	if n.Kind == yaml.ScalarNode {
-		if n.ShortTag() == "!!null" {
-			return "nothing"
-		}
-		return fmt.Sprintf("%q", n.Value)
-	}
-	if n.Kind == yaml.AliasNode {
-		return "an alias"
-	}
-	return "a " + KindName(n)
-}
-
-func first(es Errors) *Error {
+func first(es diag.Errors) *diag.Error {
 	if len(es) == 0 {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"outboxdrill/broker"
+	"outboxdrill/diag"
 )
 
 // ErrorKey is the expect key that makes a step's failure the expected outcome.
@@ -44,7 +45,7 @@ type OutcomeWant struct {
 	Key    string
 	Want   int64
 	IsBool bool
-	Pos    Pos
+	Pos    diag.Pos
 	Broker string // "" for every broker, else only on that one (it overrides)
 }
 
@@ -52,14 +53,14 @@ type OutcomeWant struct {
 type CheckWant struct {
 	Check  *Check
 	Want   any
-	Pos    Pos
+	Pos    diag.Pos
 	Broker string // "" for every broker, else only on that one (it overrides)
 }
 
 // ErrorWant wants the step to fail with an error containing Substr.
 type ErrorWant struct {
 	Substr string
-	Pos    Pos
+	Pos    diag.Pos
 }
 
 // Empty reports whether nothing is expected.
@@ -67,7 +68,7 @@ func (e Expect) Empty() bool { return len(e.Outcomes)+len(e.Checks) == 0 && e.Er
 
 // CompileExpect decodes an expect map of step d. For the expect step it holds
 // state checks only; for any other step also d's outcome keys and `error`.
-func CompileExpect(d *Def, file string, pairs []Arg) (Expect, Errors) {
+func CompileExpect(d *Def, file string, pairs []Arg) (Expect, diag.Errors) {
 	e, errs := compileExpect(d, file, pairs, "")
 	if e.Within > 0 && e.Every == 0 {
 		e.Every = defaultEvery
@@ -77,20 +78,20 @@ func CompileExpect(d *Def, file string, pairs []Arg) (Expect, Errors) {
 
 // compileExpect compiles pairs; inside a broker's override map, broker names
 // it and only outcomes and checks are allowed.
-func compileExpect(d *Def, file string, pairs []Arg, broker string) (Expect, Errors) {
+func compileExpect(d *Def, file string, pairs []Arg, broker string) (Expect, diag.Errors) {
 	var e Expect
-	var errs Errors
+	var errs diag.Errors
 	seen := map[string]bool{}
 	for _, a := range pairs {
 		if seen[a.Key] {
-			errs = append(errs, Errorf(a.KeyPos, "expect key %q given twice", a.Key))
+			errs = append(errs, diag.Errorf(a.KeyPos, "expect key %q given twice", a.Key))
 			continue
 		}
 		seen[a.Key] = true
-		pos := NodePos(file, a.Value)
+		pos := diag.NodePos(file, a.Value)
 		if slices.Contains(brokerNames, a.Key) {
 			if broker != "" {
-				errs = append(errs, Errorf(a.KeyPos, "%s: broker overrides do not nest (inside %s)", a.Key, broker))
+				errs = append(errs, diag.Errorf(a.KeyPos, "%s: broker overrides do not nest (inside %s)", a.Key, broker))
 				continue
 			}
 			o, oerrs := compileOverride(d, file, a)
@@ -100,13 +101,13 @@ func compileExpect(d *Def, file string, pairs []Arg, broker string) (Expect, Err
 			continue
 		}
 		if broker != "" && (a.Key == WithinKey || a.Key == EveryKey || a.Key == ErrorKey) {
-			errs = append(errs, Errorf(a.KeyPos, "%s: not allowed in a broker override; put it beside %s", a.Key, broker))
+			errs = append(errs, diag.Errorf(a.KeyPos, "%s: not allowed in a broker override; put it beside %s", a.Key, broker))
 			continue
 		}
 		if d.IsExpect() && (a.Key == WithinKey || a.Key == EveryKey) {
 			dur, err := Duration(a.Value)
 			if err != nil {
-				errs = append(errs, Errorf(pos, "%s: %v", a.Key, err))
+				errs = append(errs, diag.Errorf(pos, "%s: %v", a.Key, err))
 			}
 			if a.Key == WithinKey {
 				e.Within = dur
@@ -127,23 +128,23 @@ func compileExpect(d *Def, file string, pairs []Arg, broker string) (Expect, Err
 		if c, ok := checks[a.Key]; ok {
 			want, perrs := c.parse(file, a.Value)
 			for _, e := range perrs {
-				errs = append(errs, Errorf(e.Pos, "%s: %s", a.Key, e.Msg))
+				errs = append(errs, diag.Errorf(e.Pos, "%s: %s", a.Key, e.Msg))
 			}
 			e.Checks = append(e.Checks, CheckWant{Check: c, Want: want, Pos: a.KeyPos, Broker: broker})
 			continue
 		}
 		if a.Key == ErrorKey && !d.IsExpect() {
 			if a.Value.Kind != yaml.ScalarNode || a.Value.ShortTag() == "!!null" || a.Value.Value == "" {
-				errs = append(errs, Errorf(pos, "error: want the text the error must contain"))
+				errs = append(errs, diag.Errorf(pos, "error: want the text the error must contain"))
 			}
 			e.Error = &ErrorWant{Substr: a.Value.Value, Pos: a.KeyPos}
 			continue
 		}
-		errs = append(errs, Errorf(a.KeyPos, "unknown expect key %q for %s%s; known: %s",
-			a.Key, d.Name, Suggest(a.Key, expectKeys(d)), strings.Join(expectKeys(d), ", ")))
+		errs = append(errs, diag.Errorf(a.KeyPos, "unknown expect key %q for %s%s; known: %s",
+			a.Key, d.Name, diag.Suggest(a.Key, expectKeys(d)), strings.Join(expectKeys(d), ", ")))
 	}
 	if seen[EveryKey] && !seen[WithinKey] {
-		errs = append(errs, Errorf(pairs[0].KeyPos, "every: polls only together with within, e.g. {within: 2s, every: 50ms}"))
+		errs = append(errs, diag.Errorf(pairs[0].KeyPos, "every: polls only together with within, e.g. {within: 2s, every: 50ms}"))
 	}
 	return e, errs
 }
@@ -153,14 +154,14 @@ var brokerNames = broker.Names
 
 // compileOverride compiles `nats: {stream.entries: 1}`: wants that apply on
 // that broker only, in place of the common ones with the same key.
-func compileOverride(d *Def, file string, a Arg) (Expect, Errors) {
+func compileOverride(d *Def, file string, a Arg) (Expect, diag.Errors) {
 	if a.Value.Kind != yaml.MappingNode || len(a.Value.Content) == 0 {
-		return Expect{}, Errors{Errorf(NodePos(file, a.Value), "%s: want a map of what differs on %s, e.g. %s: {stream.entries: 1}", a.Key, a.Key, a.Key)}
+		return Expect{}, diag.Errors{diag.Errorf(diag.NodePos(file, a.Value), "%s: want a map of what differs on %s, e.g. %s: {stream.entries: 1}", a.Key, a.Key, a.Key)}
 	}
 	var pairs []Arg
 	for i := 0; i+1 < len(a.Value.Content); i += 2 {
 		k := a.Value.Content[i]
-		pairs = append(pairs, Arg{Key: k.Value, KeyPos: NodePos(file, k), Value: a.Value.Content[i+1]})
+		pairs = append(pairs, Arg{Key: k.Value, KeyPos: diag.NodePos(file, k), Value: a.Value.Content[i+1]})
 	}
 	return compileExpect(d, file, pairs, a.Key)
 }
@@ -197,7 +198,7 @@ func (e Expect) For(broker string) Expect {
 // Duration reads a duration node (500ms, 2s, 0).
 func Duration(n *yaml.Node) (time.Duration, error) {
 	if n.Kind != yaml.ScalarNode {
-		return 0, fmt.Errorf("want a duration such as 500ms, got %s", Describe(n))
+		return 0, fmt.Errorf("want a duration such as 500ms, got %s", diag.Describe(n))
 	}
 	return parseDuration(n.Value)
 }
@@ -210,7 +211,7 @@ func expectKeys(d *Def) []string {
 	return append(keys, CheckNames()...)
 }
 
-func outcomeWant(a Arg, pos Pos) (OutcomeWant, *Error) {
+func outcomeWant(a Arg, pos diag.Pos) (OutcomeWant, *diag.Error) {
 	ow := OutcomeWant{Key: a.Key, Pos: a.KeyPos}
 	if a.Value.Kind == yaml.ScalarNode {
 		if a.Value.ShortTag() == "!!bool" && a.Value.Decode(&ow.IsBool) == nil {
@@ -224,12 +225,12 @@ func outcomeWant(a Arg, pos Pos) (OutcomeWant, *Error) {
 			return ow, nil
 		}
 	}
-	return ow, Errorf(pos, "%s: want a count (0 or more) or true/false, got %s", a.Key, Describe(a.Value))
+	return ow, diag.Errorf(pos, "%s: want a count (0 or more) or true/false, got %s", a.Key, diag.Describe(a.Value))
 }
 
 // Failure is one way a step did not do what its scenario said.
 type Failure struct {
-	Pos Pos
+	Pos diag.Pos
 	Key string // the outcome or check key, or "error"
 	Msg string // want/got, or a -want +got diff
 }

@@ -10,8 +10,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"gopkg.in/yaml.v3"
 	"outboxdrill/broker"
+	"outboxdrill/diag"
+
+	"gopkg.in/yaml.v3"
 )
 
 // Comparison is a wanted value written as "< 5s", ">= 1", "== 0": for
@@ -53,9 +55,9 @@ var comparison = regexp.MustCompile(`^\s*(<=|>=|==|!=|<|>)\s*(\S+)\s*$`)
 
 // parseMetric reads an exact value or a comparison; dur says whether the
 // metric is a duration.
-func parseMetric(file string, n *yaml.Node, dur bool) (any, Errors) {
+func parseMetric(file string, n *yaml.Node, dur bool) (any, diag.Errors) {
 	if n.Kind != yaml.ScalarNode {
-		return nil, Errors{Errorf(NodePos(file, n), "want a value or a comparison such as \"< 5s\", got %s", Describe(n))}
+		return nil, diag.Errors{diag.Errorf(diag.NodePos(file, n), "want a value or a comparison such as \"< 5s\", got %s", diag.Describe(n))}
 	}
 	op, text := "==", strings.TrimSpace(n.Value)
 	if m := comparison.FindStringSubmatch(n.Value); m != nil {
@@ -65,13 +67,13 @@ func parseMetric(file string, n *yaml.Node, dur bool) (any, Errors) {
 	if dur {
 		d, err := parseDuration(text)
 		if err != nil {
-			return nil, Errors{Errorf(NodePos(file, n), "%v", err)}
+			return nil, diag.Errors{diag.Errorf(diag.NodePos(file, n), "%v", err)}
 		}
 		v = d
 	} else {
 		i, err := strconv.ParseInt(text, 10, 64)
 		if err != nil || i < 0 {
-			return nil, Errors{Errorf(NodePos(file, n), "want a count or a comparison such as \">= 1\", got %s", Describe(n))}
+			return nil, diag.Errors{diag.Errorf(diag.NodePos(file, n), "want a count or a comparison such as \">= 1\", got %s", diag.Describe(n))}
 		}
 		v = i
 	}
@@ -86,13 +88,13 @@ const comparisonPattern = `^\s*(<=|>=|==|!=|<|>)?\s*`
 // Value kinds of the metrics: a count or a duration, exact or compared.
 var (
 	KindCountMetric = ValueKind{"count, or a comparison such as \">= 1\"",
-		func(file string, n *yaml.Node) (any, Errors) { return parseMetric(file, n, false) },
+		func(file string, n *yaml.Node) (any, diag.Errors) { return parseMetric(file, n, false) },
 		func() map[string]any {
 			return anyOf(map[string]any{"type": "integer", "minimum": 0},
 				map[string]any{"type": "string", "pattern": comparisonPattern + `[0-9]+\s*$`}, VarRef())
 		}}
 	KindDurationMetric = ValueKind{"duration, or a comparison such as \"< 5s\"",
-		func(file string, n *yaml.Node) (any, Errors) { return parseMetric(file, n, true) },
+		func(file string, n *yaml.Node) (any, diag.Errors) { return parseMetric(file, n, true) },
 		func() map[string]any {
 			return anyOf(map[string]any{"const": 0},
 				map[string]any{"type": "string", "pattern": comparisonPattern + `(0|([0-9]+(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+)\s*$`}, VarRef())

@@ -3,6 +3,7 @@ package steps
 import (
 	"errors"
 	"fmt"
+	"outboxdrill/diag"
 	"reflect"
 	"strconv"
 	"strings"
@@ -16,7 +17,7 @@ import (
 // scalar node carrying the column inside the string).
 type Arg struct {
 	Key    string
-	KeyPos Pos
+	KeyPos diag.Pos
 	Value  *yaml.Node
 }
 
@@ -101,7 +102,7 @@ func paramsOf(t reflect.Type) []Param {
 
 // decodeParams fills a new parameter struct: defaults first, then args.
 // Every problem is returned, each at its own position.
-func decodeParams(t reflect.Type, specs []Param, args []Arg, stepPos Pos) (any, Errors) {
+func decodeParams(t reflect.Type, specs []Param, args []Arg, stepPos diag.Pos) (any, diag.Errors) {
 	ptr := reflect.New(t)
 	v := ptr.Elem()
 	for _, p := range specs {
@@ -113,7 +114,7 @@ func decodeParams(t reflect.Type, specs []Param, args []Arg, stepPos Pos) (any, 
 			panic(fmt.Sprintf("%s: default of %s: %v", t.Name(), p.Name, err)) // a bug in our tags
 		}
 	}
-	var errs Errors
+	var errs diag.Errors
 	seen := map[string]bool{}
 	names := make([]string, len(specs))
 	for i, p := range specs {
@@ -123,24 +124,24 @@ func decodeParams(t reflect.Type, specs []Param, args []Arg, stepPos Pos) (any, 
 		p, ok := findParam(specs, a.Key)
 		switch {
 		case !ok:
-			errs = append(errs, Errorf(a.KeyPos, "unknown parameter %q%s; known: %s", a.Key, Suggest(a.Key, names), strings.Join(names, ", ")))
+			errs = append(errs, diag.Errorf(a.KeyPos, "unknown parameter %q%s; known: %s", a.Key, diag.Suggest(a.Key, names), strings.Join(names, ", ")))
 		case seen[a.Key]:
-			errs = append(errs, Errorf(a.KeyPos, "parameter %q given twice", a.Key))
+			errs = append(errs, diag.Errorf(a.KeyPos, "parameter %q given twice", a.Key))
 		default:
 			seen[a.Key] = true
 			if err := setField(v.FieldByIndex(p.index), p, a.Value); err != nil {
-				errs = append(errs, Errorf(NodePos(stepPos.File, a.Value), "%s: %v", a.Key, err))
+				errs = append(errs, diag.Errorf(diag.NodePos(stepPos.File, a.Value), "%s: %v", a.Key, err))
 			}
 		}
 	}
 	for _, p := range specs {
 		if p.Required && !seen[p.Name] {
-			errs = append(errs, Errorf(stepPos, "missing parameter %q: %s", p.Name, p.Doc))
+			errs = append(errs, diag.Errorf(stepPos, "missing parameter %q: %s", p.Name, p.Doc))
 		}
 	}
 	if vd, ok := ptr.Interface().(interface{ Validate() error }); ok && len(errs) == 0 {
 		if err := vd.Validate(); err != nil {
-			errs = append(errs, Errorf(validatePos(err, args, stepPos), "%v", err))
+			errs = append(errs, diag.Errorf(validatePos(err, args, stepPos), "%v", err))
 		}
 	}
 	return ptr.Interface(), errs
@@ -160,7 +161,7 @@ func ParamErrorf(param, format string, args ...any) error {
 	return &ParamError{Param: param, Msg: fmt.Sprintf(format, args...)}
 }
 
-func validatePos(err error, args []Arg, stepPos Pos) Pos {
+func validatePos(err error, args []Arg, stepPos diag.Pos) diag.Pos {
 	var pe *ParamError
 	if errors.As(err, &pe) {
 		for _, a := range args {
@@ -189,7 +190,7 @@ func setField(f reflect.Value, p Param, n *yaml.Node) error {
 		f = f.Elem()
 	}
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("want a single %s value, got a %s", p.Type(), KindName(n))
+		return fmt.Errorf("want a single %s value, got a %s", p.Type(), diag.KindName(n))
 	}
 	isNull := n.ShortTag() == "!!null"
 	switch {
@@ -222,7 +223,7 @@ func setField(f reflect.Value, p Param, n *yaml.Node) error {
 		f.SetInt(i)
 	case f.Kind() == reflect.String:
 		if len(p.Enum) > 0 && !contains(p.Enum, n.Value) {
-			return fmt.Errorf("unknown value %q%s; allowed: %s", n.Value, Suggest(n.Value, p.Enum), strings.Join(p.Enum, ", "))
+			return fmt.Errorf("unknown value %q%s; allowed: %s", n.Value, diag.Suggest(n.Value, p.Enum), strings.Join(p.Enum, ", "))
 		}
 		if n.Value == "" {
 			return fmt.Errorf("must not be empty")
@@ -260,24 +261,6 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// KindName names a node's kind for messages: map, list, scalar or alias.
-func KindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "map"
-	case yaml.SequenceNode:
-		return "list"
-	case yaml.AliasNode:
-		return "alias"
-	}
-	return "scalar"
-}
-
-// NodePos is the position of n in file.
-func NodePos(file string, n *yaml.Node) Pos {
-	return Pos{File: file, Line: n.Line, Col: n.Column}
 }
 
 // durationPattern is what parseDuration accepts, as a JSON Schema pattern.

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"outboxdrill/broker"
+	"outboxdrill/diag"
 	"outboxdrill/pipeline"
 )
 
@@ -163,7 +164,7 @@ func Defs() []*Def {
 }
 
 // DecodeParams turns args into the step's typed parameters.
-func (d *Def) DecodeParams(args []Arg, pos Pos) (any, Errors) {
+func (d *Def) DecodeParams(args []Arg, pos diag.Pos) (any, diag.Errors) {
 	return decodeParams(d.paramsType, d.Params, args, pos)
 }
 
@@ -239,7 +240,7 @@ type Call struct {
 	Params any
 	Args   []Arg // as written, for display
 	Label  string
-	Pos    Pos
+	Pos    diag.Pos
 	Expect Expect
 }
 

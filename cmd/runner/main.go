@@ -36,8 +36,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"outboxdrill/diag"
 	"outboxdrill/runner"
-	"outboxdrill/steps"
 )
 
 // Exit codes.
@@ -110,7 +110,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "runner: unknown command %q%s\n", args[0], steps.Suggest(args[0], commandNames()))
+		fmt.Fprintf(stderr, "runner: unknown command %q%s\n", args[0], diag.Suggest(args[0], commandNames()))
 		usage(stderr)
 		return exitInvalid
 	}
@@ -132,7 +132,7 @@ func cmdHelp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "runner help: unknown command %q%s\n", args[0], steps.Suggest(args[0], commandNames()))
+		fmt.Fprintf(stderr, "runner help: unknown command %q%s\n", args[0], diag.Suggest(args[0], commandNames()))
 		usage(stderr)
 		return exitInvalid
 	}
@@ -217,7 +217,7 @@ func flagError(fs *flag.FlagSet, err error) string {
 	if m := undefinedFlag.FindStringSubmatch(msg); m != nil {
 		var names []string
 		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-		return msg + steps.Suggest(m[1], names)
+		return msg + diag.Suggest(m[1], names)
 	}
 	m := badFlagValue.FindStringSubmatch(msg)
 	if m == nil {
@@ -624,7 +624,7 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-func countFiles(errs steps.Errors) int {
+func countFiles(errs diag.Errors) int {
 	files := map[string]bool{}
 	for _, e := range errs {
 		files[e.Pos.File] = true

@@ -1,4 +1,8 @@
-package steps
+// Package diag holds what every problem report about a scenario file is
+// made of: a position (file:line:col) kept from the YAML node at load time,
+// errors at positions, did-you-mean suggestions, the words for YAML nodes in
+// messages, and the locator of YAML syntax errors.
+package diag
 
 import (
 	"fmt"
