@@ -2,6 +2,7 @@ package runner
 
 import (
 	"os"
+	"outboxdrill/scenario"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -28,7 +29,7 @@ func TestAntipatternsShowTheirDamage(t *testing.T) {
 	if len(files) != len(fixes) {
 		t.Fatalf("%d anti-pattern scenarios, %d fixes: every anti-pattern needs its correct twin here", len(files), len(fixes))
 	}
-	var scs, undeclared []*Scenario
+	var scs, undeclared []*scenario.Scenario
 	for _, f := range files {
 		fix, ok := fixes[filepath.Base(f)]
 		if !ok {
@@ -41,7 +42,7 @@ func TestAntipatternsShowTheirDamage(t *testing.T) {
 		if !strings.Contains(string(src), fix[0]) {
 			t.Fatalf("%s no longer contains %q", f, fix[0])
 		}
-		fixed, errs := Parse(f, []byte(strings.Replace(string(src), fix[0], fix[1], 1)))
+		fixed, errs := scenario.Parse(f, []byte(strings.Replace(string(src), fix[0], fix[1], 1)))
 		if len(errs) > 0 {
 			t.Fatalf("%s in the correct mode: %v", f, errs)
 		}
@@ -52,7 +53,7 @@ func TestAntipatternsShowTheirDamage(t *testing.T) {
 		if !decl.Match(src) {
 			t.Fatalf("%s declares no expect_violations", f)
 		}
-		bare, errs := Parse(f, decl.ReplaceAll(src, nil))
+		bare, errs := scenario.Parse(f, decl.ReplaceAll(src, nil))
 		if len(errs) > 0 {
 			t.Fatalf("%s without expect_violations: %v", f, errs)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"outboxdrill/broker"
+	"outboxdrill/scenario"
 	"runtime"
 	"strings"
 	"sync"
@@ -21,7 +22,7 @@ var ErrScenariosFailed = errors.New("scenarios failed")
 
 // BenchParams configures `runner bench`.
 type BenchParams struct {
-	Scenarios    []*Scenario // the library, for wall times
+	Scenarios    []*scenario.Scenario // the library, for wall times
 	SoakEvents   int
 	Growth       []int // generated scenario counts
 	Repeat       int   // runs per figure; the median is reported
@@ -154,7 +155,7 @@ func isolationCost(ctx context.Context, p BenchParams) (setup, teardown, first t
 	return median(ups), median(downs), first, nil
 }
 
-func wallTime(ctx context.Context, p Params, scs []*Scenario) (time.Duration, error) {
+func wallTime(ctx context.Context, p Params, scs []*scenario.Scenario) (time.Duration, error) {
 	start := time.Now()
 	rep, err := Run(ctx, p, scs)
 	if err == nil && rep.Failed() > 0 {
@@ -181,7 +182,7 @@ steps:
     # applied and duplicate
   - expect: {projection: {accounting: {USD: {amount: "${n}", events: 1}}}, stream.pending: 0}
 `
-	scs, errs := Parse("generated.yaml", []byte(src))
+	scs, errs := scenario.Parse("generated.yaml", []byte(src))
 	if len(errs) > 0 {
 		return 0, 0, errs
 	}
@@ -219,7 +220,7 @@ steps:
   - consume: {block: 300ms}
     expect: {delivered: 0}
 `
-	scs, errs := Parse("waiting.yaml", []byte(src))
+	scs, errs := scenario.Parse("waiting.yaml", []byte(src))
 	if len(errs) > 0 {
 		return 0, errs
 	}

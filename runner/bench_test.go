@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"outboxdrill/broker"
+	"outboxdrill/scenario"
 	"testing"
 	"time"
 
@@ -27,8 +28,8 @@ func openBenchWorld(b *testing.B) (*World, *Params) {
 // each one's cost into isolation (two databases and a stream) and the
 // scenario's own steps.
 func BenchmarkScenario(b *testing.B) {
-	files, _ := ExpandPaths([]string{"../scenarios"})
-	scs, errs := LoadFiles(files)
+	files, _ := scenario.ExpandPaths([]string{"../scenarios"})
+	scs, errs := scenario.LoadFiles(files)
 	if len(errs) > 0 {
 		b.Fatal(errs)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"outboxdrill/broker"
 	"outboxdrill/broker/rabbitmq"
+	"outboxdrill/scenario"
 	"outboxdrill/servers"
 )
 
@@ -38,7 +39,7 @@ func openRabbitMQ(ctx context.Context, w *World, url string, p *Params) (brokerC
 
 // New declares a queue per consumer id the scenario names, before anything
 // is published, as infrastructure-as-code would.
-func (c rabbitConn) New(ctx context.Context, key string, sc *Scenario) (broker.Broker, error) {
+func (c rabbitConn) New(ctx context.Context, key string, sc *scenario.Scenario) (broker.Broker, error) {
 	ids := sc.Consumers()
 	if len(ids) == 0 {
 		ids = []string{"accounting"}

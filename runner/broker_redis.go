@@ -10,6 +10,7 @@ import (
 
 	"outboxdrill/broker"
 	"outboxdrill/broker/redisstream"
+	"outboxdrill/scenario"
 	"outboxdrill/servers"
 )
 
@@ -21,7 +22,7 @@ type redisConn struct {
 	srv *servers.Redis
 }
 
-func (c redisConn) New(_ context.Context, key string, _ *Scenario) (broker.Broker, error) {
+func (c redisConn) New(_ context.Context, key string, _ *scenario.Scenario) (broker.Broker, error) {
 	return redisstream.New(c.rdb, key), nil
 }
 

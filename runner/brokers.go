@@ -10,7 +10,7 @@ import (
 
 	"outboxdrill/broker"
 	"outboxdrill/diag"
-	"outboxdrill/history"
+	"outboxdrill/scenario"
 )
 
 // ParseBrokers reads --broker: a name, a comma-separated list, or "all".
@@ -39,7 +39,7 @@ func ParseBrokers(s string) ([]string, error) {
 // one brokerConn, registered in brokerKinds.
 type brokerConn interface {
 	// New is scenario sc's own stream or queues, named key.
-	New(ctx context.Context, key string, sc *Scenario) (broker.Broker, error)
+	New(ctx context.Context, key string, sc *scenario.Scenario) (broker.Broker, error)
 	// Server is the runner's own server process, for process faults; nil,
 	// with the reason, when there is none the runner may crash.
 	Server() (proc, string)
@@ -87,7 +87,7 @@ func (w *World) openBroker(ctx context.Context, p *Params, b string) error {
 }
 
 // newBroker is scenario sc's own stream (or queues) on broker b, named key.
-func (w *World) newBroker(ctx context.Context, b, key string, sc *Scenario) (broker.Broker, error) {
+func (w *World) newBroker(ctx context.Context, b, key string, sc *scenario.Scenario) (broker.Broker, error) {
 	conn, ok := w.conns[b]
 	if !ok {
 		return nil, fmt.Errorf("broker %s was not opened for this run", b)
@@ -95,30 +95,8 @@ func (w *World) newBroker(ctx context.Context, b, key string, sc *Scenario) (bro
 	return conn.New(ctx, key, sc)
 }
 
-// Needs lists what the scenario asks of broker b, from its steps'
-// parameters and the checks that apply on b, in a stable order.
-func (sc *Scenario) Needs(b string) []broker.Capability {
-	set := map[broker.Capability]bool{}
-	for _, c := range sc.Steps {
-		for _, n := range c.Needs(b) {
-			set[n] = true
-		}
-	}
-	// Loss is judged on what the broker still holds: without its entry log
-	// a declared loss could not be shown, and must not fail for that.
-	set[broker.EntryLog] = set[broker.EntryLog] || slices.Contains(sc.Violations(b), history.Lost)
-	var out []broker.Capability
-	for c, on := range set {
-		if on {
-			out = append(out, c)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // lacking is the skip reason of a scenario whose needs broker b lacks, or "".
-func lacking(sc *Scenario, b string, caps broker.Capabilities) string {
+func lacking(sc *scenario.Scenario, b string, caps broker.Capabilities) string {
 	var miss []string
 	for _, c := range sc.Needs(b) {
 		if !caps.Has(c) {

@@ -33,7 +33,7 @@ func ops(recs []StepRecord) []history.Op {
 // occur fails it too, so an anti-pattern scenario must show its damage.
 func judgeHistory(ctx context.Context, env *steps.Env, res *Result) error {
 	hist := ops(res.Steps)
-	consumers, models := consumerIDs(res.Scenario)
+	consumers, models := res.Scenario.Consumers(), res.Scenario.ReadModels()
 	st, err := history.LoadState(ctx, env.Producer, env.Consumer, env.Broker, consumers, slices.Sorted(maps.Keys(models)))
 	if err != nil {
 		return fmt.Errorf("history check: %w", err)
@@ -60,33 +60,4 @@ func judgeHistory(ctx context.Context, env *steps.Env, res *Result) error {
 		}
 	}
 	return nil
-}
-
-// Consumers are the consumer ids the scenario's consuming steps name, sorted.
-func (sc *Scenario) Consumers() []string {
-	ids, _ := consumerIDs(sc)
-	return ids
-}
-
-// consumerIDs are the consumer ids the scenario's consume and claim steps
-// name, sorted (a consumer that received nothing is judged too), and the
-// read models they write with their writers.
-func consumerIDs(sc *Scenario) ([]string, map[string][]string) {
-	var ids []string
-	models := map[string][]string{}
-	for _, c := range sc.Steps {
-		cons, ok := c.Consumes()
-		if !ok {
-			continue
-		}
-		id, model := cons.Consumer, cons.Model
-		if !slices.Contains(ids, id) {
-			ids = append(ids, id)
-		}
-		if !slices.Contains(models[model], id) {
-			models[model] = append(models[model], id)
-		}
-	}
-	slices.Sort(ids)
-	return ids, models
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"outboxdrill/scenario"
 	schema "outboxdrill/sql"
 	"outboxdrill/steps"
 )
@@ -76,7 +77,7 @@ func (pp *pairPool) next() int {
 
 // acquire hands out a reset database pair with a new stream (or queues) on
 // broker b for scenario sc.
-func (w *World) acquire(ctx context.Context, b string, sc *Scenario) (*isolation, error) {
+func (w *World) acquire(ctx context.Context, b string, sc *scenario.Scenario) (*isolation, error) {
 	pp := &w.pairs
 	iso, err := pp.take(ctx, growAfter)
 	if iso == nil && err == nil {

@@ -12,6 +12,8 @@ import (
 
 	"outboxdrill/broker"
 	"outboxdrill/internal/testservers"
+	"outboxdrill/internal/testutil"
+	"outboxdrill/scenario"
 )
 
 // TestLibraryAndGuarantees runs every scenario of scenarios/ on every broker,
@@ -30,11 +32,11 @@ import (
 // run generates (-update rewrites it) and the broker-specific scenarios
 // must show their differences.
 func TestLibraryAndGuarantees(t *testing.T) {
-	files, err := ExpandPaths([]string{"../scenarios"})
+	files, err := scenario.ExpandPaths([]string{"../scenarios"})
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scenarios: %v", err)
 	}
-	scs, errs := LoadFiles(files)
+	scs, errs := scenario.LoadFiles(files)
 	if len(errs) > 0 {
 		t.Fatalf("invalid scenarios:\n%v", errs)
 	}
@@ -80,7 +82,7 @@ func TestLibraryAndGuarantees(t *testing.T) {
 		if err := WriteGuarantees(&doc, rep); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, "docs/broker-guarantees.md", doc.Bytes())
+		testutil.Golden(t, "docs/broker-guarantees.md", doc.Bytes())
 	})
 
 	// The Exclusive scenarios first, one at a time while the parallel

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"outboxdrill/scenario"
 	"outboxdrill/steps"
 )
 
@@ -59,11 +60,11 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 // expectations applied instead of the common ones.
 func writeMatrix(b *strings.Builder, rep *Report) {
 	type row struct {
-		sc    *Scenario
+		sc    *scenario.Scenario
 		cells map[string]string
 	}
 	var rows []*row
-	byScenario := map[*Scenario]*row{}
+	byScenario := map[*scenario.Scenario]*row{}
 	for _, r := range rep.Results {
 		rw := byScenario[r.Scenario]
 		if rw == nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"os"
 	"os/exec"
+	"outboxdrill/scenario"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -31,7 +32,7 @@ steps:
   - consume: {skip_ack: true}
   - expect: {stream.entries: 6, projection: {accounting: {USD: {amount: 1, events: 1}}}}
 `)
-	rep, err := Run(t.Context(), testParams(t), []*Scenario{pass, fail})
+	rep, err := Run(t.Context(), testParams(t), []*scenario.Scenario{pass, fail})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,4 +150,13 @@ func checkWithMermaid(t *testing.T, md string) {
 	if err != nil {
 		t.Fatalf("Mermaid rejects the diagram: %v\n%s\n%s", err, out, md)
 	}
+}
+
+func parseOK(t *testing.T, src string) *scenario.Scenario {
+	t.Helper()
+	scs, errs := scenario.Parse("t.yaml", []byte(src))
+	if len(errs) > 0 || len(scs) != 1 {
+		t.Fatalf("unexpected errors:\n%v", errs)
+	}
+	return scs[0]
 }

@@ -15,6 +15,7 @@ import (
 
 	"outboxdrill/broker"
 	"outboxdrill/history"
+	"outboxdrill/scenario"
 	"outboxdrill/steps"
 )
 
@@ -81,7 +82,7 @@ const (
 
 // Result is what happened to one scenario.
 type Result struct {
-	Scenario *Scenario
+	Scenario *scenario.Scenario
 	Broker   string // the broker it ran on
 	Caps     broker.Capabilities
 	// matrix: the run had several brokers (or not the default one), so the
@@ -112,9 +113,9 @@ func (r *Result) Passed() bool { return len(r.Failures) == 0 }
 
 // Report is the outcome of a run.
 type Report struct {
-	RunID    string      // names every database and stream key of the run
-	Brokers  []string    // the brokers of the run, in --broker order
-	NotRun   []*Scenario // not started: --fail-fast, Ctrl-C or a setup error
+	RunID    string               // names every database and stream key of the run
+	Brokers  []string             // the brokers of the run, in --broker order
+	NotRun   []*scenario.Scenario // not started: --fail-fast, Ctrl-C or a setup error
 	Results  []*Result
 	Duration time.Duration
 }
@@ -135,7 +136,7 @@ func (r *Report) Failed() int {
 // scs. The error is for the run itself (servers, setup); failed scenarios are
 // in the report. Everything created is removed before Run returns, also when
 // ctx is cancelled.
-func Run(ctx context.Context, p Params, scs []*Scenario) (rep *Report, err error) {
+func Run(ctx context.Context, p Params, scs []*scenario.Scenario) (rep *Report, err error) {
 	start := time.Now()
 	if p.Timeout <= 0 {
 		p.Timeout = time.Minute
@@ -168,7 +169,7 @@ func Run(ctx context.Context, p Params, scs []*Scenario) (rep *Report, err error
 
 // job is one scenario on one broker: one result.
 type job struct {
-	sc     *Scenario
+	sc     *scenario.Scenario
 	broker string
 }
 

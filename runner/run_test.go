@@ -18,6 +18,7 @@ import (
 
 	"outboxdrill/internal/testservers"
 	"outboxdrill/internal/testutil"
+	"outboxdrill/scenario"
 	"outboxdrill/steps"
 )
 
@@ -39,7 +40,7 @@ func testParams(t testing.TB) Params {
 }
 
 // runAll runs scenarios on the test servers and returns results by name.
-func runAll(t *testing.T, p Params, scs []*Scenario) (*Report, map[string]*Result) {
+func runAll(t *testing.T, p Params, scs []*scenario.Scenario) (*Report, map[string]*Result) {
 	t.Helper()
 	rep, err := Run(context.Background(), p, scs)
 	if err != nil {
@@ -57,53 +58,6 @@ func runAll(t *testing.T, p Params, scs []*Scenario) (*Report, map[string]*Resul
 
 // step is one step of the every-key scenario: its YAML head and its
 // expectations (key → value as YAML), all correct.
-type step struct {
-	head   string
-	expect [][2]string
-}
-
-// everyKey exercises every outcome key of every step and every state check,
-// each with its correct value.
-var everyKey = []step{
-	{"produce: {event: bus-1, amount: 100}", [][2]string{{"committed", "1"}, {"failed", "0"}}},
-	{"produce: {event: bus-2, amount: 5, currency: EUR, fail: divzero}", [][2]string{{"committed", "0"}, {"failed", "1"}}},
-	{"relay: {skip_mark: true}", [][2]string{{"published", "1"}, {"marked", "0"}}},
-	{"relay:", [][2]string{{"published", "1"}, {"marked", "1"}}},
-	{"consume: {count: 1}", [][2]string{{"delivered", "1"}, {"applied", "1"}, {"duplicate", "0"}, {"conflict", "0"}, {"failed", "0"}, {"acked", "1"}, {"deferred", "0"}, {"redelivered", "0"}}},
-	{"consume: {fail: divzero}", [][2]string{{"delivered", "1"}, {"failed", "1"}, {"duplicate", "0"}, {"acked", "0"}}},
-	{"claim: {idle: 0}", [][2]string{{"delivered", "1"}, {"applied", "0"}, {"duplicate", "1"}, {"conflict", "0"}, {"failed", "0"}, {"acked", "1"}, {"deferred", "0"}, {"redelivered", "1"}}},
-	{"publish: {event: bus-1, amount: 7}", [][2]string{{"published", "1"}}},
-	{"consume: {consumer: audit, skip_ack: true}", [][2]string{{"delivered", "3"}, {"applied", "1"}, {"duplicate", "1"}, {"conflict", "1"}, {"acked", "0"}}},
-	{"expect:", [][2]string{
-		{"stream.entries", "3"},
-		{"stream.events", "1"},
-		{"stream.pending", "{audit: 3}"},
-		{"outbox.rows", "1"},
-		{"outbox.unpublished", "0"},
-		{"journal.rows", "1"},
-		{"ledger.rows", "2"},
-		{"inbox.rows", "{accounting: 1, audit: 1}"},
-		{"projection", "{accounting: {USD: {amount: 100, events: 1}}, audit: {USD: {amount: 100, events: 1}}}"},
-		{"balances", "{alice: {USD: -100}, bob: {USD: 100}}"},
-		{"metrics.unpublished", "0"},
-		{"metrics.outbox_oldest_age", "0"},
-		{"metrics.pel_oldest_idle", `"< 1m"`},
-		{"metrics.redeliveries", "0"},
-		{"metrics.inbox_conflicts", "1"},
-		{"metrics.dlq", `"== 0"`},
-		{"metrics.projection_lag", "0"},
-		{"metrics.projection_watermark_age", "0"},
-		{"ordering.gaps", "0"},
-	}},
-	{"publish: {event: bus-1, amount: 8}", [][2]string{{"published", "1"}}},
-	{"consume: {max_deliveries: 1}", [][2]string{{"delivered", "2"}, {"conflict", "2"}, {"dead_lettered", "2"}, {"acked", "2"}}},
-	{"claim: {max_deliveries: 1, auto: true}", [][2]string{{"delivered", "0"}, {"dead_lettered", "0"}}},
-	{"expect:", [][2]string{{"dlq.entries", "2"}}},
-	{"replay_dlq:", [][2]string{{"replayed", "2"}}},
-	{"inbox.purge: {consumer: audit}", [][2]string{{"purged", "1"}}},
-	{"broker: {trim: 1}", [][2]string{{"trimmed", "5"}}},
-	{"reconcile: {consumer: audit}", [][2]string{{"republished", "1"}}},
-}
 
 // wrongValue is a deliberately wrong expectation for each state check, and
 // the text its failure must contain.
@@ -130,44 +84,27 @@ var wrongValue = map[string][2]string{
 	"metrics.dlq":                      {`">= 1"`, "want >= 1, got 0"},
 }
 
-func renderEveryKey(name string, mutate func(step, key int, val string) string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "name: %q\nsteps:\n", name)
-	for si, s := range everyKey {
-		fmt.Fprintf(&b, "  - %s\n", s.head)
-		indent := "    expect:\n"
-		if s.head == "expect:" {
-			indent = ""
-		}
-		b.WriteString(indent)
-		for ki, kv := range s.expect {
-			fmt.Fprintf(&b, "      %s: %s\n", kv[0], mutate(si, ki, kv[1]))
-		}
-	}
-	return b.String()
-}
-
 // TestEveryKeyCanFail runs the every-key scenario once as written (it must
 // pass: the values are right) and once per key with that key's value wrong
 // (it must fail, at that key, with a want/got diff).
 func TestEveryKeyCanFail(t *testing.T) {
 	type variant struct{ key, wantMsg string }
 	variants := map[string]variant{}
-	var scs []*Scenario
+	var scs []*scenario.Scenario
 	add := func(name, src string, v variant) {
-		sc, errs := Parse(name+".yaml", []byte(src))
+		sc, errs := scenario.Parse(name+".yaml", []byte(src))
 		if len(errs) > 0 {
 			t.Fatalf("%s:\n%v\n%s", name, errs, src)
 		}
 		scs = append(scs, sc...)
 		variants[name] = v
 	}
-	add("correct", renderEveryKey("correct", func(_, _ int, v string) string { return v }), variant{})
+	add("correct", testutil.RenderEveryKey("correct", func(_, _ int, v string) string { return v }), variant{})
 
 	covered := map[string]bool{}
-	for si, s := range everyKey {
-		stepName := strings.Fields(strings.TrimSuffix(strings.Fields(s.head)[0], ":"))[0]
-		for ki, kv := range s.expect {
+	for si, s := range testutil.EveryKey {
+		stepName := strings.Fields(strings.TrimSuffix(strings.Fields(s.Head)[0], ":"))[0]
+		for ki, kv := range s.Expect {
 			name := fmt.Sprintf("step %d %s wrong", si+1, kv[0])
 			var wrong, msg string
 			if stepName == "expect" {
@@ -179,7 +116,7 @@ func TestEveryKeyCanFail(t *testing.T) {
 				wrong, msg = fmt.Sprint(n+1), fmt.Sprintf("want %d, got %d", n+1, n)
 				covered[stepName+" "+kv[0]] = true
 			}
-			src := renderEveryKey(name, func(s2, k2 int, v string) string {
+			src := testutil.RenderEveryKey(name, func(s2, k2 int, v string) string {
 				if s2 == si && k2 == ki {
 					return wrong
 				}
@@ -230,14 +167,14 @@ func TestEveryKeyCanFail(t *testing.T) {
 }
 
 func TestStepErrors(t *testing.T) {
-	src := func(name, tail string) *Scenario {
-		scs, errs := Parse(name+".yaml", []byte("name: "+name+"\nsteps:\n  - produce(event=bus-1)\n"+tail))
+	src := func(name, tail string) *scenario.Scenario {
+		scs, errs := scenario.Parse(name+".yaml", []byte("name: "+name+"\nsteps:\n  - produce(event=bus-1)\n"+tail))
 		if len(errs) > 0 {
 			t.Fatal(errs)
 		}
 		return scs[0]
 	}
-	_, res := runAll(t, testParams(t), []*Scenario{
+	_, res := runAll(t, testParams(t), []*scenario.Scenario{
 		src("unexpected", "  - produce: {event: bus-1}\n"),
 		src("expected", "  - produce: {event: bus-1}\n    expect: {error: already produced}\n"),
 		src("wrong text", "  - produce: {event: bus-1}\n    expect: {error: no such text}\n"),
@@ -263,7 +200,7 @@ func TestStepErrors(t *testing.T) {
 }
 
 func TestTimeoutCancelsHungStep(t *testing.T) {
-	scs, errs := Parse("hang.yaml", []byte("name: hang\nsteps:\n  - consume(block=1m)\n"))
+	scs, errs := scenario.Parse("hang.yaml", []byte("name: hang\nsteps:\n  - consume(block=1m)\n"))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -271,7 +208,7 @@ func TestTimeoutCancelsHungStep(t *testing.T) {
 	p := testParams(t)
 	p.Timeout = 300 * time.Millisecond
 	start := time.Now()
-	_, res := runAll(t, p, []*Scenario{sc})
+	_, res := runAll(t, p, []*scenario.Scenario{sc})
 	r := res["hang"]
 	if r.Passed() || !strings.Contains(r.Failures[0].String(), "hang.yaml:3:5: error: step cancelled: scenario timed out after 300ms") {
 		t.Fatalf("got %v", r.Failures)
@@ -300,7 +237,7 @@ func TestRunDropsOnlyWhatItCreated(t *testing.T) {
 	defer rdb.Del(ctx, "drill:bystander:1")
 
 	sc := parseOK(t, "name: leaves nothing\nsteps:\n  - produce\n  - relay\n  - consume(skip_ack)\n")
-	rep, _ := runAll(t, testParams(t), []*Scenario{sc})
+	rep, _ := runAll(t, testParams(t), []*scenario.Scenario{sc})
 
 	var n int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_database WHERE datname LIKE $1`, "drill_"+rep.RunID+"%").Scan(&n); err != nil || n != 0 {
@@ -318,7 +255,7 @@ func TestRunDropsOnlyWhatItCreated(t *testing.T) {
 }
 
 func TestParallelRunKeepsBlocksWholeAndOrderStable(t *testing.T) {
-	var scs []*Scenario
+	var scs []*scenario.Scenario
 	for i := range 6 {
 		scs = append(scs, parseOK(t, fmt.Sprintf("name: p%d\nsteps:\n  - produce: {amount: %d}\n  - relay\n  - consume\n  - expect: {projection: {accounting: {USD: {amount: %d, events: 1}}}}\n", i, i+1, i+1)))
 	}
@@ -338,7 +275,7 @@ func TestParallelRunKeepsBlocksWholeAndOrderStable(t *testing.T) {
 }
 
 func TestFailFastStartsNothingAfterAFailure(t *testing.T) {
-	scs := []*Scenario{
+	scs := []*scenario.Scenario{
 		parseOK(t, "name: fails\nsteps:\n  - expect: {outbox.rows: 1}\n"),
 		parseOK(t, "name: second\nsteps: [produce]\n"),
 		parseOK(t, "name: third\nsteps: [produce]\n"),
@@ -371,7 +308,7 @@ func TestSetupFailureIsAnErrorNotAPanic(t *testing.T) {
 			if tc.path != "" {
 				t.Setenv("PATH", tc.path)
 			}
-			rep, err := Run(ctx, tc.p, []*Scenario{sc})
+			rep, err := Run(ctx, tc.p, []*scenario.Scenario{sc})
 			if err == nil || rep != nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, %v; want an error containing %q", rep, err, tc.want)
 			}
@@ -380,7 +317,7 @@ func TestSetupFailureIsAnErrorNotAPanic(t *testing.T) {
 }
 
 func TestProgressLineIsErasedBeforeEachBlock(t *testing.T) {
-	scs := []*Scenario{parseOK(t, "name: one\nsteps: [produce]\n"), parseOK(t, "name: two\nsteps: [produce]\n")}
+	scs := []*scenario.Scenario{parseOK(t, "name: one\nsteps: [produce]\n"), parseOK(t, "name: two\nsteps: [produce]\n")}
 	var out testutil.SyncBuffer
 	p := testParams(t)
 	p.Parallel, p.Out, p.Progress = 1, &out, true
@@ -421,7 +358,7 @@ steps:
 `)
 	p := testParams(t)
 	p.Parallel = 1
-	rep, _ := runAll(t, p, []*Scenario{dirty, clean})
+	rep, _ := runAll(t, p, []*scenario.Scenario{dirty, clean})
 	a, b := rep.Results[0], rep.Results[1]
 	if !a.Passed() || !b.Passed() {
 		t.Fatalf("%v\n%s", a.Failures, formatResult(b, true))
@@ -435,7 +372,7 @@ func TestTimeoutWhileWaitingWithin(t *testing.T) {
 	sc := parseOK(t, "name: waits\nsteps:\n  - produce\n  - expect: {within: 1m, stream.entries: 1}\n")
 	p := testParams(t)
 	p.Timeout = 300 * time.Millisecond
-	_, res := runAll(t, p, []*Scenario{sc})
+	_, res := runAll(t, p, []*scenario.Scenario{sc})
 	if f := res["waits"].Failures; len(f) != 1 || f[0].String() != "t.yaml:4:5: error: step cancelled: scenario timed out after 300ms" {
 		t.Fatalf("got %v", f)
 	}
@@ -477,14 +414,14 @@ func TestCleanTempDirsTakesOnlyDeadOnes(t *testing.T) {
 	}
 }
 
-func processFaultScenarios(t *testing.T) []*Scenario {
+func processFaultScenarios(t *testing.T) []*scenario.Scenario {
 	t.Helper()
 	files, _ := filepath.Glob("../scenarios/production/*.yaml")
-	all, errs := LoadFiles(files)
+	all, errs := scenario.LoadFiles(files)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	var scs []*Scenario
+	var scs []*scenario.Scenario
 	for _, sc := range all {
 		if sc.Exclusive {
 			scs = append(scs, sc)
@@ -538,7 +475,7 @@ func TestProcessFaultsSkipOnExternalServers(t *testing.T) {
 // any other: a correct pipeline that declares a violation fails, naming it.
 func TestDeclaredViolationMustOccur(t *testing.T) {
 	sc := parseOK(t, "name: clean but declares loss\nexpect_violations: [lost]\nsteps: [produce, relay, consume]\n")
-	_, byName := runAll(t, testParams(t), []*Scenario{sc})
+	_, byName := runAll(t, testParams(t), []*scenario.Scenario{sc})
 	r := byName[sc.Name]
 	if r.Passed() || len(r.Failures) != 1 || r.Failures[0].Key != "expect_violations" ||
 		!strings.Contains(r.Failures[0].Msg, "declared lost, but the history shows none") {

@@ -3,6 +3,7 @@ package runner
 import (
 	"fmt"
 	"hash/fnv"
+	"outboxdrill/scenario"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,8 +37,8 @@ func (s Shard) has(name string) bool {
 
 // Select keeps the scenarios p selects (--run, --tags, --skip-tags,
 // --shard), in order.
-func Select(p *Params, scs []*Scenario) []*Scenario {
-	var out []*Scenario
+func Select(p *Params, scs []*scenario.Scenario) []*scenario.Scenario {
+	var out []*scenario.Scenario
 	for _, sc := range Matching(p, scs) {
 		if p.Shard.has(sc.Name) {
 			out = append(out, sc)
@@ -48,8 +49,8 @@ func Select(p *Params, scs []*Scenario) []*Scenario {
 
 // Matching keeps the scenarios --run, --tags and --skip-tags select, before
 // sharding: when it is empty the selection is wrong, whatever the shard.
-func Matching(p *Params, scs []*Scenario) []*Scenario {
-	var out []*Scenario
+func Matching(p *Params, scs []*scenario.Scenario) []*scenario.Scenario {
+	var out []*scenario.Scenario
 	for _, sc := range scs {
 		switch {
 		case p.Run != nil && !p.Run.MatchString(sc.Name):

@@ -3,14 +3,15 @@ package runner
 import (
 	"fmt"
 	"math/rand/v2"
+	"outboxdrill/scenario"
 	"regexp"
 	"testing"
 )
 
-func named(names ...string) []*Scenario {
-	var scs []*Scenario
+func named(names ...string) []*scenario.Scenario {
+	var scs []*scenario.Scenario
 	for _, n := range names {
-		scs = append(scs, &Scenario{Name: n})
+		scs = append(scs, &scenario.Scenario{Name: n})
 	}
 	return scs
 }
@@ -58,7 +59,7 @@ func TestParseShard(t *testing.T) {
 }
 
 func TestSelectTagsAndRun(t *testing.T) {
-	scs := []*Scenario{
+	scs := []*scenario.Scenario{
 		{Name: "a", Tags: []string{"seed", "outbox"}},
 		{Name: "b", Tags: []string{"seed", "inbox"}},
 		{Name: "c", Tags: []string{"slow"}},

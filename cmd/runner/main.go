@@ -38,6 +38,7 @@ import (
 
 	"outboxdrill/diag"
 	"outboxdrill/runner"
+	"outboxdrill/scenario"
 )
 
 // Exit codes.
@@ -245,11 +246,11 @@ func flagError(fs *flag.FlagSet, err error) string {
 }
 
 // load expands paths and loads every scenario, printing every problem.
-func load(paths []string, stderr io.Writer) ([]*runner.Scenario, bool) {
+func load(paths []string, stderr io.Writer) ([]*scenario.Scenario, bool) {
 	if len(paths) == 0 {
 		paths = []string{defaultDir}
 	}
-	files, err := runner.ExpandPaths(paths)
+	files, err := scenario.ExpandPaths(paths)
 	if err != nil {
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return nil, false
@@ -258,7 +259,7 @@ func load(paths []string, stderr io.Writer) ([]*runner.Scenario, bool) {
 		fmt.Fprintf(stderr, "runner: no scenario files (*.yaml) in %s\n", strings.Join(paths, ", "))
 		return nil, false
 	}
-	scs, errs := runner.LoadFiles(files)
+	scs, errs := scenario.LoadFiles(files)
 	for i, e := range errs {
 		if i == maxErrors {
 			fmt.Fprintf(stderr, "... and %d more\n", len(errs)-maxErrors)
@@ -377,7 +378,7 @@ func selectionFlags(fs *flag.FlagSet, p *runner.Params) *selection {
 }
 
 // loadSelected loads the scenarios and applies the selection flags.
-func loadSelected(paths []string, sel *selection, p *runner.Params, stderr io.Writer) ([]*runner.Scenario, bool) {
+func loadSelected(paths []string, sel *selection, p *runner.Params, stderr io.Writer) ([]*scenario.Scenario, bool) {
 	var err error
 	if sel.run != "" {
 		if p.Run, err = regexp.Compile(sel.run); err != nil {
@@ -491,7 +492,7 @@ func cmdDocs(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, done := noArgs(newFlags("docs"), args, stdout, stderr, "runner docs > docs/scenario-language.md"); done {
 		return code
 	}
-	fmt.Fprint(stdout, runner.Reference())
+	fmt.Fprint(stdout, scenario.Reference())
 	return exitOK
 }
 
@@ -599,7 +600,7 @@ func cmdSchema(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, done := noArgs(newFlags("schema"), args, stdout, stderr, "runner schema > docs/scenario.schema.json"); done {
 		return code
 	}
-	_, _ = stdout.Write(runner.Schema())
+	_, _ = stdout.Write(scenario.Schema())
 	return exitOK
 }
 

@@ -19,7 +19,7 @@ import (
 	"outboxdrill/broker"
 	"outboxdrill/internal/testservers"
 	"outboxdrill/internal/testutil"
-	"outboxdrill/runner"
+	"outboxdrill/scenario"
 )
 
 func TestMain(m *testing.M) { testservers.Main(m) }
@@ -138,11 +138,11 @@ func TestRunFilterAndFlagsAfterPaths(t *testing.T) {
 // The docs and schema commands print what the registries generate (the
 // files in docs/ are kept equal to it by the runner package's golden tests).
 func TestDocsAndSchemaCommands(t *testing.T) {
-	if code, out, _ := cli(t, "docs"); code != 0 || out != runner.Reference() {
-		t.Errorf("runner docs: exit %d, output differs from runner.Reference()", code)
+	if code, out, _ := cli(t, "docs"); code != 0 || out != scenario.Reference() {
+		t.Errorf("runner docs: exit %d, output differs from scenario.Reference()", code)
 	}
-	if code, out, _ := cli(t, "schema"); code != 0 || out != string(runner.Schema()) {
-		t.Errorf("runner schema: exit %d, output differs from runner.Schema()", code)
+	if code, out, _ := cli(t, "schema"); code != 0 || out != string(scenario.Schema()) {
+		t.Errorf("runner schema: exit %d, output differs from scenario.Schema()", code)
 	}
 }
 

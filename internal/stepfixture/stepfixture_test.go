@@ -9,19 +9,20 @@ import (
 	"outboxdrill/broker"
 	"outboxdrill/internal/stepfixture"
 	"outboxdrill/runner"
+	"outboxdrill/scenario"
 	"outboxdrill/steps"
 )
 
-const scenario = `name: a team's own step
+const src = `name: a team's own step
 steps:
   - fixture_poll(consumer=ledger, idle=5s)
   - fixture_poll(halt)
   - consume: {consumer: accounting}
 `
 
-func load(t *testing.T, src string) *runner.Scenario {
+func load(t *testing.T, src string) *scenario.Scenario {
 	t.Helper()
-	scs, errs := runner.Parse("fixture.yaml", []byte(src))
+	scs, errs := scenario.Parse("fixture.yaml", []byte(src))
 	if len(errs) > 0 {
 		t.Fatalf("parse: %v", errs)
 	}
@@ -31,7 +32,7 @@ func load(t *testing.T, src string) *runner.Scenario {
 // The step's own interfaces reach scheduling, capability derivation and
 // the consumer ids the history checker judges.
 func TestStepTraitsReachTheRunner(t *testing.T) {
-	sc := load(t, scenario)
+	sc := load(t, src)
 	if !slices.Contains(sc.Needs("redis"), broker.ClaimByIdle) {
 		t.Errorf("Needs = %v, want %s from the fixture's idle", sc.Needs("redis"), broker.ClaimByIdle)
 	}
@@ -53,7 +54,7 @@ func TestStepIsValidated(t *testing.T) {
 		"name: x\nsteps:\n  - fixture_poll(idle=1s, halt)\n": "fixture.yaml:3:5: halt polls nothing: drop idle",
 		"name: x\nsteps:\n  - fixture_pol\n":                 `(did you mean "fixture_poll"?)`,
 	} {
-		_, errs := runner.Parse("fixture.yaml", []byte(src))
+		_, errs := scenario.Parse("fixture.yaml", []byte(src))
 		if len(errs) == 0 || !strings.Contains(errs.Error(), want) {
 			t.Errorf("%q: got %v, want an error containing %q", src, errs, want)
 		}
@@ -61,23 +62,23 @@ func TestStepIsValidated(t *testing.T) {
 }
 
 func TestStepIsInTheReferenceAndSchema(t *testing.T) {
-	ref := runner.Reference()
+	ref := scenario.Reference()
 	for _, want := range []string{stepfixture.Name, "A fixture step defined outside package steps.", "consumer id the fixture polls as", "polled"} {
 		if !strings.Contains(ref, want) {
 			t.Errorf("reference lacks %q", want)
 		}
 	}
 	var schema map[string]any
-	if err := json.Unmarshal(runner.Schema(), &schema); err != nil {
+	if err := json.Unmarshal(scenario.Schema(), &schema); err != nil {
 		t.Fatal(err)
 	}
-	if s := string(runner.Schema()); !strings.Contains(s, `"`+stepfixture.Name+`"`) || !strings.Contains(s, "consumer id the fixture polls as") {
+	if s := string(scenario.Schema()); !strings.Contains(s, `"`+stepfixture.Name+`"`) || !strings.Contains(s, "consumer id the fixture polls as") {
 		t.Errorf("schema lacks the fixture step or its parameter")
 	}
 }
 
 func TestStepDrawsItself(t *testing.T) {
-	sc := load(t, scenario)
+	sc := load(t, src)
 	r := &runner.Result{Scenario: sc, Steps: []runner.StepRecord{{Call: sc.Steps[0]}, {Call: sc.Steps[1], Result: steps.Result{}}}}
 	d := runner.SequenceDiagram(r)
 	for _, want := range []string{"B->>CPG: FIXTURE POLL as ledger", "Note over B: FAULT halt (fixture.yaml:4:5)"} {

@@ -1,9 +1,10 @@
-package runner
+package scenario
 
 import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"outboxdrill/internal/testutil"
 	"strings"
 	"testing"
 
@@ -56,7 +57,7 @@ func TestShippedScenariosMatchTheSchema(t *testing.T) {
 		}
 	}
 	// The every-key scenario uses every step, outcome and check.
-	if err := validateYAML(s, renderEveryKey("every", func(_, _ int, v string) string { return v })); err != nil {
+	if err := validateYAML(s, testutil.RenderEveryKey("every", func(_, _ int, v string) string { return v })); err != nil {
 		t.Errorf("every-key scenario: %v", err)
 	}
 	override := "name: o\nexpect_violations: {default: [lost], nats: []}\nnats: {msg_id: false, dedupe_window: 1s}\nsteps:\n  - consume:\n    expect: {applied: 1, nats: {applied: 0, stream.entries: 1}}\n  - expect: {within: 1s, rabbitmq: {stream.events: 1}}\n"
@@ -103,11 +104,11 @@ func TestSchemaFileUpToDate(t *testing.T) {
 	if !strings.Contains(string(s), `"$schema": "https://json-schema.org/draft/2020-12/schema"`) {
 		t.Error("not draft 2020-12")
 	}
-	golden(t, "docs/scenario.schema.json", s)
+	testutil.Golden(t, "docs/scenario.schema.json", s)
 }
 
 // TestDocsScenarioLanguageUpToDate: docs/scenario-language.md is
 // Reference() (-update rewrites it).
 func TestDocsScenarioLanguageUpToDate(t *testing.T) {
-	golden(t, "docs/scenario-language.md", []byte(Reference()))
+	testutil.Golden(t, "docs/scenario-language.md", []byte(Reference()))
 }

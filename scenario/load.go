@@ -1,6 +1,8 @@
-// Package runner loads scenario files, runs them against real servers, each
-// scenario in its own databases and stream, and reports the results.
-package runner
+// Package scenario is the scenario language: it loads scenario files (every
+// problem at file:line:col), expands their variables and matrix, and
+// describes the language as a reference and a JSON Schema, all from the
+// step, check and top-level key registries.
+package scenario
 
 import (
 	"bytes"
@@ -41,9 +43,8 @@ type Scenario struct {
 	// Exclusive: a step kills, stops or starts a server every scenario of the
 	// run shares, so the scenario runs alone.
 	Exclusive bool
-	// BrokerOptions tune the scenario's stream or queues per broker kind,
-	// from a broker's own top-level key (nats:).
-	BrokerOptions map[string]any
+	// NATS tunes the scenario's JetStream stream (its nats: key).
+	NATS NATSOptions
 	// DBFaults: a step kills or stops a PostgreSQL server, so the producer's
 	// and the consumer's databases must live on two servers.
 	DBFaults bool
@@ -254,7 +255,7 @@ func parseScenario(file string, root *yaml.Node) ([]*Scenario, diag.Errors) {
 }
 
 func parseHeader(file string, root *yaml.Node) (header, diag.Errors) {
-	h := header{Scenario: Scenario{File: file, Pos: diag.NodePos(file, root), BrokerOptions: map[string]any{}}, vars: map[string]string{}}
+	h := header{Scenario: Scenario{File: file, Pos: diag.NodePos(file, root), NATS: NATSOptions{MsgID: true}}, vars: map[string]string{}}
 	var errs diag.Errors
 	for _, kv := range pairs(file, root, &errs) {
 		if strings.HasPrefix(kv.Key, "x-") {
