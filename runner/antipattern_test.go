@@ -2,6 +2,7 @@ package runner
 
 import (
 	"os"
+	"outboxdrill/report"
 	"outboxdrill/scenario"
 	"path/filepath"
 	"regexp"
@@ -74,7 +75,7 @@ func TestAntipatternsShowTheirDamage(t *testing.T) {
 	}
 }
 
-func failureKeys(r *Result) map[string]bool {
+func failureKeys(r *report.Result) map[string]bool {
 	keys := map[string]bool{}
 	for _, f := range r.Failures {
 		keys[f.Key] = true

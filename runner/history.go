@@ -8,11 +8,12 @@ import (
 	"strings"
 
 	"outboxdrill/history"
+	"outboxdrill/report"
 	"outboxdrill/steps"
 )
 
 // ops turns what the steps reported into the history the checker judges.
-func ops(recs []StepRecord) []history.Op {
+func ops(recs []report.StepRecord) []history.Op {
 	var out []history.Op
 	for i, st := range recs {
 		where := fmt.Sprintf("%s (%s)", st.Call.Pos, st.Call)
@@ -31,7 +32,7 @@ func ops(recs []StepRecord) []history.Op {
 // judgeHistory checks a scenario that ran to its end as a whole. A violation
 // fails it unless declared in expect_violations; a declared one that did not
 // occur fails it too, so an anti-pattern scenario must show its damage.
-func judgeHistory(ctx context.Context, env *steps.Env, res *Result) error {
+func judgeHistory(ctx context.Context, env *steps.Env, res *report.Result) error {
 	hist := ops(res.Steps)
 	consumers, models := res.Scenario.Consumers(), res.Scenario.ReadModels()
 	st, err := history.LoadState(ctx, env.Producer, env.Consumer, env.Broker, consumers, slices.Sorted(maps.Keys(models)))

@@ -13,6 +13,7 @@ import (
 	"outboxdrill/broker"
 	"outboxdrill/internal/testservers"
 	"outboxdrill/internal/testutil"
+	"outboxdrill/report"
 	"outboxdrill/scenario"
 )
 
@@ -61,9 +62,9 @@ func TestLibraryAndGuarantees(t *testing.T) {
 		}
 	})
 
-	rep := &Report{RunID: w.RunID, Brokers: p.Brokers}
-	results := make([]*Result, len(scs)*len(p.Brokers)) // in Run's order
-	var mu sync.Mutex                                   // ran
+	rep := &report.Report{RunID: w.RunID, Brokers: p.Brokers}
+	results := make([]*report.Result, len(scs)*len(p.Brokers)) // in Run's order
+	var mu sync.Mutex                                          // ran
 	ran := 0
 	// After every subtest: the checks that need the whole library.
 	t.Cleanup(func() {
@@ -79,7 +80,7 @@ func TestLibraryAndGuarantees(t *testing.T) {
 		rep.Results = results
 		brokerScenariosDiffer(t, rep)
 		var doc bytes.Buffer
-		if err := WriteGuarantees(&doc, rep); err != nil {
+		if err := report.WriteGuarantees(&doc, rep); err != nil {
 			t.Fatal(err)
 		}
 		testutil.Golden(t, "docs/broker-guarantees.md", doc.Bytes())
@@ -113,7 +114,7 @@ func TestLibraryAndGuarantees(t *testing.T) {
 						results[i*len(p.Brokers)+j] = r
 						switch {
 						case !r.Passed():
-							t.Errorf("%s failed:\n%s", r.Name(), formatResult(r, true))
+							t.Errorf("%s failed:\n%s", r.Name(), report.FormatResult(r, true))
 						case r.Skipped != "" && b == broker.Redis:
 							t.Errorf("%s: skipped on the reference broker with its own servers: %s", r.Name(), r.Skipped)
 						case r.Skipped != "":
@@ -136,7 +137,7 @@ type gate struct {
 
 // run runs one job on w through the runner's own scheduler, and fails t when
 // the job leaves no result.
-func (g *gate) run(t *testing.T, p *Params, w *World, j job) *Result {
+func (g *gate) run(t *testing.T, p *Params, w *World, j job) *report.Result {
 	t.Helper()
 	if j.sc.Exclusive {
 		g.mu.Lock()
@@ -171,7 +172,7 @@ func testParallel() int {
 
 // brokerScenariosDiffer checks that the broker-specific scenarios show what
 // they pin: different outcomes on different brokers, not one result thrice.
-func brokerScenariosDiffer(t *testing.T, rep *Report) {
+func brokerScenariosDiffer(t *testing.T, rep *report.Report) {
 	t.Helper()
 	outcome := func(file, b string, step int, key string) (int64, string) {
 		for _, r := range rep.Results {

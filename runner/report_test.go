@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"os"
 	"os/exec"
+	"outboxdrill/report"
 	"outboxdrill/scenario"
 	"path/filepath"
 	"regexp"
@@ -15,7 +16,7 @@ import (
 
 // reportRun runs one passing and one failing scenario that together use
 // every shape the diagrams draw, including text Mermaid would choke on.
-func reportRun(t *testing.T) *Report {
+func reportRun(t *testing.T) *report.Report {
 	t.Helper()
 	pass := parseOK(t, "name: passes\ntags: [a]\nsteps:\n  - produce\n  - relay\n  - consume\n  - expect: {inbox.rows: 1}\n")
 	fail := parseOK(t, `name: fails | with a pipe
@@ -45,10 +46,25 @@ steps:
 func TestJUnitReport(t *testing.T) {
 	rep := reportRun(t)
 	var buf bytes.Buffer
-	if err := WriteJUnit(&buf, rep); err != nil {
+	if err := report.WriteJUnit(&buf, rep); err != nil {
 		t.Fatal(err)
 	}
-	var doc junitSuites
+	// Read back with the JUnit shape CI tools read, not the writer's types.
+	var doc struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+		Suites   []struct {
+			Cases []struct {
+				Name      string `xml:"name,attr"`
+				Classname string `xml:"classname,attr"`
+				Time      string `xml:"time,attr"`
+				Failure   *struct {
+					Message string `xml:"message,attr"`
+					Text    string `xml:",chardata"`
+				} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
 	if err := xml.Unmarshal(buf.Bytes(), &doc); err != nil {
 		t.Fatalf("JUnit does not parse: %v\n%s", err, buf.String())
 	}
@@ -69,10 +85,10 @@ func TestJUnitReport(t *testing.T) {
 func TestJSONReport(t *testing.T) {
 	rep := reportRun(t)
 	var buf bytes.Buffer
-	if err := WriteJSON(&buf, rep); err != nil {
+	if err := report.WriteJSON(&buf, rep); err != nil {
 		t.Fatal(err)
 	}
-	var doc jsonReport
+	var doc report.JSONReport
 	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +117,7 @@ var mermaidLine = regexp.MustCompile(`^(sequenceDiagram|  participant (PPG|R|B|C
 func TestMarkdownReportAndDiagrams(t *testing.T) {
 	rep := reportRun(t)
 	var buf bytes.Buffer
-	if err := WriteMarkdown(&buf, rep); err != nil {
+	if err := report.WriteMarkdown(&buf, rep); err != nil {
 		t.Fatal(err)
 	}
 	md := buf.String()

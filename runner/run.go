@@ -1,20 +1,17 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"regexp"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"outboxdrill/broker"
-	"outboxdrill/history"
+	"outboxdrill/report"
 	"outboxdrill/scenario"
 	"outboxdrill/steps"
 )
@@ -80,63 +77,12 @@ const (
 	KeepAll    Keep = "all"
 )
 
-// Result is what happened to one scenario.
-type Result struct {
-	Scenario *scenario.Scenario
-	Broker   string // the broker it ran on
-	Caps     broker.Capabilities
-	// matrix: the run had several brokers (or not the default one), so the
-	// broker is part of the result's name.
-	matrix   bool
-	Failures []steps.Failure // empty: passed
-	Steps    []StepRecord    // the steps that ran, the failing one last
-	Alerts   []string        // shown even for a passing scenario: identity conflicts
-	// Violations are what the history checker found, declared or not.
-	Violations []history.Violation
-	Kept       []string      // with --keep: commands to inspect what was left in place
-	Skipped    string        // why the scenario could not run to its end here (not a pass)
-	Where      [3]string     // producer and consumer database, stream key
-	Setup      time.Duration // isolation: creating databases and the stream
-	Duration   time.Duration // all of it, setup and cleanup included
-}
-
-// Name is the scenario's name, with " [broker]" in a broker matrix.
-func (r *Result) Name() string {
-	if r.matrix {
-		return r.Scenario.Name + " [" + r.Broker + "]"
-	}
-	return r.Scenario.Name
-}
-
-// Passed reports whether the scenario did everything it said.
-func (r *Result) Passed() bool { return len(r.Failures) == 0 }
-
-// Report is the outcome of a run.
-type Report struct {
-	RunID    string               // names every database and stream key of the run
-	Brokers  []string             // the brokers of the run, in --broker order
-	NotRun   []*scenario.Scenario // not started: --fail-fast, Ctrl-C or a setup error
-	Results  []*Result
-	Duration time.Duration
-}
-
-// Failed counts failed scenarios.
-func (r *Report) Failed() int {
-	n := 0
-	for _, res := range r.Results {
-		if !res.Passed() {
-			n++
-		}
-	}
-	return n
-}
-
 // Run executes scenarios, p.Parallel at a time, each isolated, and prints
 // each result as one block as it completes. Report.Results keep the order of
 // scs. The error is for the run itself (servers, setup); failed scenarios are
 // in the report. Everything created is removed before Run returns, also when
 // ctx is cancelled.
-func Run(ctx context.Context, p Params, scs []*scenario.Scenario) (rep *Report, err error) {
+func Run(ctx context.Context, p Params, scs []*scenario.Scenario) (rep *report.Report, err error) {
 	start := time.Now()
 	if p.Timeout <= 0 {
 		p.Timeout = time.Minute
@@ -156,7 +102,7 @@ func Run(ctx context.Context, p Params, scs []*scenario.Scenario) (rep *Report, 
 	}
 	defer func() { err = errors.Join(err, w.Close()) }()
 	results, err := schedule(ctx, &p, w, jobs)
-	rep = &Report{RunID: w.RunID, Duration: time.Since(start), Brokers: sh.brokers}
+	rep = &report.Report{RunID: w.RunID, Duration: time.Since(start), Brokers: sh.brokers}
 	for i, r := range results {
 		if r != nil {
 			rep.Results = append(rep.Results, r)
@@ -175,15 +121,15 @@ type job struct {
 
 // schedule runs jobs on p.Parallel workers. With FailFast, a failure stops
 // new jobs from starting; the ones running finish.
-func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*Result, error) {
-	results := make([]*Result, len(jobs))
+func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*report.Result, error) {
+	results := make([]*report.Result, len(jobs))
 	var next atomic.Int64 // index of the next scenario to start
 	var stop atomic.Bool
 	var mu sync.Mutex // errs, results
 	var exclusive sync.RWMutex
 	var errs []error
-	out := newConsole(p, len(jobs))
-	defer out.close()
+	out := report.NewConsole(p.Out, p.Verbose, p.Progress, len(jobs))
+	defer out.Close()
 	var wg sync.WaitGroup
 	for range min(p.Parallel, len(jobs)) {
 		wg.Go(func() {
@@ -219,7 +165,7 @@ func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*Result, 
 				}
 				mu.Unlock()
 				if res != nil {
-					out.result(res)
+					out.Result(res)
 				}
 			}
 		})
@@ -228,13 +174,13 @@ func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*Result, 
 	return results, errors.Join(errs...)
 }
 
-func runScenario(ctx context.Context, p *Params, w *World, j job) (*Result, error) {
+func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Result, error) {
 	start := time.Now()
 	sc := j.sc
 	iso, err := w.acquire(ctx, j.broker, sc)
 	var be *brokerError
 	if errors.As(err, &be) {
-		return &Result{Scenario: sc, Broker: j.broker, matrix: len(p.brokers()) > 1 || j.broker != broker.Redis, Duration: time.Since(start),
+		return &report.Result{Scenario: sc, Broker: j.broker, Matrix: len(p.brokers()) > 1 || j.broker != broker.Redis, Duration: time.Since(start),
 			Failures: []steps.Failure{{Pos: sc.Pos, Key: "broker", Msg: "cannot set up the scenario's broker: " + be.Error()}}}, nil
 	}
 	if err != nil {
@@ -245,7 +191,7 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*Result, erro
 	// The timeout bounds the scenario's own steps, not the isolation around them.
 	ctx, cancel := context.WithTimeoutCause(ctx, p.Timeout, fmt.Errorf("scenario timed out after %s", p.Timeout))
 	defer cancel()
-	res := &Result{Scenario: sc, Broker: j.broker, matrix: len(p.brokers()) > 1 || j.broker != broker.Redis,
+	res := &report.Result{Scenario: sc, Broker: j.broker, Matrix: len(p.brokers()) > 1 || j.broker != broker.Redis,
 		Setup: time.Since(start), Where: where}
 	res.Caps = env.Broker.Capabilities()
 	// A scenario is never passed on a broker that cannot do what it asks.
@@ -258,7 +204,7 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*Result, erro
 		}
 		stepStart := time.Now()
 		out, fails := call.Exec(ctx, env)
-		res.Steps = append(res.Steps, StepRecord{Call: call, Result: out, Failures: fails, Duration: time.Since(stepStart)})
+		res.Steps = append(res.Steps, report.StepRecord{Call: call, Result: out, Failures: fails, Duration: time.Since(stepStart)})
 		if out.Skipped != "" {
 			res.Skipped = fmt.Sprintf("%s: %s", call.Pos, out.Skipped)
 			break
@@ -295,121 +241,4 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*Result, erro
 		err = fmt.Errorf("cleanup of %s: %w", sc.File, err)
 	}
 	return res, errors.Join(restoreErr, err)
-}
-
-// StepRecord is one executed step: the call as loaded and what it did.
-type StepRecord struct {
-	Call     *steps.Call
-	Result   steps.Result
-	Failures []steps.Failure
-	Duration time.Duration
-}
-
-// traceLines is the step as the console shows it: position, shorthand,
-// outcome, then indented details.
-func (st StepRecord) traceLines() []string {
-	line := fmt.Sprintf("%s: %s", st.Call.Pos, st.Call)
-	if st.Call.Label != "" {
-		line += " # " + st.Call.Label
-	}
-	if len(st.Result.Outcome) > 0 {
-		line += " → " + formatOutcome(st.Call.Def, st.Result.Outcome)
-	}
-	lines := []string{line}
-	for _, d := range st.Result.Details {
-		lines = append(lines, "    "+d)
-	}
-	return lines
-}
-
-func formatOutcome(d *steps.Def, o map[string]int64) string {
-	var parts []string
-	for _, k := range d.Outcomes {
-		parts = append(parts, fmt.Sprintf("%s=%d", k.Name, o[k.Name]))
-	}
-	return strings.Join(parts, " ")
-}
-
-// formatResult renders one scenario's result as one block of text, so that
-// results never interleave.
-func formatResult(r *Result, verbose bool) []byte {
-	var b bytes.Buffer
-	status := "PASS"
-	switch {
-	case !r.Passed():
-		status = "FAIL"
-	case r.Skipped != "":
-		status = "SKIP"
-	}
-	fmt.Fprintf(&b, "--- %s: %s (%s, %s)\n", status, r.Name(), r.Scenario.File, r.Duration.Round(time.Millisecond))
-	if verbose || !r.Passed() {
-		for _, st := range r.Steps {
-			for _, t := range st.traceLines() {
-				fmt.Fprintf(&b, "    %s\n", t)
-			}
-		}
-	} else {
-		for _, a := range r.Alerts {
-			fmt.Fprintf(&b, "    reported %s\n", a)
-		}
-	}
-	if verbose {
-		for _, v := range r.Violations {
-			if slices.Contains(r.Scenario.Violations(r.Broker), v.Invariant) {
-				fmt.Fprintf(&b, "    history (declared): %s\n", strings.ReplaceAll(v.String(), "\n", "\n    "))
-			}
-		}
-		if r.Passed() && r.Skipped == "" && len(r.Violations) == 0 {
-			fmt.Fprintf(&b, "    history: no violation (%s)\n", strings.Join(history.InvariantNames(), ", "))
-		}
-	}
-	if r.Skipped != "" {
-		fmt.Fprintf(&b, "    skipped at %s\n", r.Skipped)
-	}
-	for _, k := range r.Kept {
-		fmt.Fprintf(&b, "    kept %s\n", k)
-	}
-	for _, f := range r.Failures {
-		if !strings.Contains(f.Msg, "\n") {
-			fmt.Fprintf(&b, "    FAIL %s\n", f)
-			continue
-		}
-		fmt.Fprintf(&b, "    FAIL %s: %s:\n", f.Pos, f.Key)
-		for _, line := range strings.Split(f.Msg, "\n") {
-			fmt.Fprintf(&b, "        %s\n", line)
-		}
-	}
-	return b.Bytes()
-}
-
-// Summary is the last line of a run.
-func (r *Report) Summary() string {
-	failed := r.Failed()
-	word := "ok"
-	switch {
-	case failed > 0:
-		word = "FAIL"
-	case len(r.NotRun) > 0:
-		word = "INCOMPLETE" // interrupted or stopped by a setup error: not ok
-	}
-	extra := ""
-	if n := r.Skipped(); n > 0 {
-		extra += fmt.Sprintf(", %d skipped", n)
-	}
-	if len(r.NotRun) > 0 {
-		extra += fmt.Sprintf(", %d not run", len(r.NotRun))
-	}
-	return fmt.Sprintf("%s: %d passed, %d failed%s, %d scenarios in %s",
-		word, len(r.Results)-failed-r.Skipped(), failed, extra, len(r.Results)+len(r.NotRun), r.Duration.Round(time.Millisecond))
-}
-
-// Skipped counts scenarios that could not run here (not failed, not passed).
-func (r *Report) Skipped() int {
-	n := 0
-	for _, res := range r.Results {
-		if res.Skipped != "" && res.Passed() {
-			n++
-		}
-	}
-	return n
 }

@@ -18,6 +18,7 @@ import (
 
 	"outboxdrill/internal/testservers"
 	"outboxdrill/internal/testutil"
+	"outboxdrill/report"
 	"outboxdrill/scenario"
 	"outboxdrill/steps"
 )
@@ -40,13 +41,13 @@ func testParams(t testing.TB) Params {
 }
 
 // runAll runs scenarios on the test servers and returns results by name.
-func runAll(t *testing.T, p Params, scs []*scenario.Scenario) (*Report, map[string]*Result) {
+func runAll(t *testing.T, p Params, scs []*scenario.Scenario) (*report.Report, map[string]*report.Result) {
 	t.Helper()
 	rep, err := Run(context.Background(), p, scs)
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	byName := map[string]*Result{}
+	byName := map[string]*report.Result{}
 	for _, r := range rep.Results {
 		byName[r.Scenario.Name] = r
 	}
@@ -144,10 +145,10 @@ func TestEveryKeyCanFail(t *testing.T) {
 		r := results[name]
 		if v.key == "" {
 			if !r.Passed() {
-				t.Fatalf("the correct every-key scenario failed:\n%s", formatResult(r, true))
+				t.Fatalf("the correct every-key scenario failed:\n%s", report.FormatResult(r, true))
 			}
 			if len(r.Alerts) != 3 || !strings.Contains(r.Alerts[0], "identity conflict: event bus-1 is in the inbox of audit") ||
-				!regexp.MustCompile(`reported correct\.yaml:\d+:5: identity conflict`).MatchString(string(formatResult(r, false))) {
+				!regexp.MustCompile(`reported correct\.yaml:\d+:5: identity conflict`).MatchString(string(report.FormatResult(r, false))) {
 				t.Errorf("the identity conflict was not reported: %q", r.Alerts)
 			}
 			continue
@@ -158,7 +159,7 @@ func TestEveryKeyCanFail(t *testing.T) {
 		}
 		f := r.Failures[0]
 		if len(r.Failures) != 1 || f.Key != v.key || !strings.Contains(f.Msg, v.wantMsg) {
-			t.Errorf("%s: want one failure at %s containing %q, got:\n%s", name, v.key, v.wantMsg, formatResult(r, false))
+			t.Errorf("%s: want one failure at %s containing %q, got:\n%s", name, v.key, v.wantMsg, report.FormatResult(r, false))
 		}
 		if !regexp.MustCompile(`^` + regexp.QuoteMeta(name) + `\.yaml:\d+:\d+$`).MatchString(f.Pos.String()) {
 			t.Errorf("%s: failure position %q is not file:line:col", name, f.Pos)
@@ -268,7 +269,7 @@ func TestParallelRunKeepsBlocksWholeAndOrderStable(t *testing.T) {
 			t.Fatalf("result %d: %s passed=%v, want p%d in input order, passing", i, r.Scenario.Name, r.Passed(), i)
 		}
 		// Each block is printed whole: it appears verbatim in the output.
-		if !strings.Contains(out.String(), string(formatResult(r, true))) {
+		if !strings.Contains(out.String(), string(report.FormatResult(r, true))) {
 			t.Errorf("block of %s is not contiguous in:\n%s", r.Scenario.Name, out.String())
 		}
 	}
@@ -361,7 +362,7 @@ steps:
 	rep, _ := runAll(t, p, []*scenario.Scenario{dirty, clean})
 	a, b := rep.Results[0], rep.Results[1]
 	if !a.Passed() || !b.Passed() {
-		t.Fatalf("%v\n%s", a.Failures, formatResult(b, true))
+		t.Fatalf("%v\n%s", a.Failures, report.FormatResult(b, true))
 	}
 	if a.Where[0] != b.Where[0] || a.Where[1] != b.Where[1] || a.Where[2] == b.Where[2] {
 		t.Errorf("want the same databases and a new stream: %v then %v", a.Where, b.Where)
@@ -451,7 +452,7 @@ func TestProcessFaultsRunOnManagedServers(t *testing.T) {
 	}
 	for _, r := range rep.Results {
 		if !r.Passed() || r.Skipped != "" {
-			t.Errorf("%s: skipped %q\n%s", r.Scenario.Name, r.Skipped, formatResult(r, true))
+			t.Errorf("%s: skipped %q\n%s", r.Scenario.Name, r.Skipped, report.FormatResult(r, true))
 		}
 	}
 }

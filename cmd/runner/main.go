@@ -37,6 +37,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"outboxdrill/diag"
+	"outboxdrill/report"
 	"outboxdrill/runner"
 	"outboxdrill/scenario"
 )
@@ -424,7 +425,7 @@ func openReports(paths []string) ([]*os.File, error) {
 }
 
 // writeReports writes rep into the open report files and closes them.
-func writeReports(files []*os.File, rep *runner.Report) error {
+func writeReports(files []*os.File, rep *report.Report) error {
 	defer closeAll(files)
 	if rep == nil { // the run never started: no report rather than an empty one
 		for _, f := range files {
@@ -435,7 +436,7 @@ func writeReports(files []*os.File, rep *runner.Report) error {
 		return nil
 	}
 	var errs []error
-	for i, write := range []func(io.Writer, *runner.Report) error{runner.WriteJUnit, runner.WriteJSON, runner.WriteMarkdown, runner.WriteGuarantees} {
+	for i, write := range []func(io.Writer, *report.Report) error{report.WriteJUnit, report.WriteJSON, report.WriteMarkdown, report.WriteGuarantees} {
 		if files[i] == nil {
 			continue
 		}

@@ -8,7 +8,7 @@ import (
 
 	"outboxdrill/broker"
 	"outboxdrill/internal/stepfixture"
-	"outboxdrill/runner"
+	"outboxdrill/report"
 	"outboxdrill/scenario"
 	"outboxdrill/steps"
 )
@@ -79,8 +79,8 @@ func TestStepIsInTheReferenceAndSchema(t *testing.T) {
 
 func TestStepDrawsItself(t *testing.T) {
 	sc := load(t, src)
-	r := &runner.Result{Scenario: sc, Steps: []runner.StepRecord{{Call: sc.Steps[0]}, {Call: sc.Steps[1], Result: steps.Result{}}}}
-	d := runner.SequenceDiagram(r)
+	r := &report.Result{Scenario: sc, Steps: []report.StepRecord{{Call: sc.Steps[0]}, {Call: sc.Steps[1], Result: steps.Result{}}}}
+	d := report.SequenceDiagram(r)
 	for _, want := range []string{"B->>CPG: FIXTURE POLL as ledger", "Note over B: FAULT halt (fixture.yaml:4:5)"} {
 		if !strings.Contains(d, want) {
 			t.Errorf("diagram lacks %q:\n%s", want, d)

@@ -1,4 +1,4 @@
-package runner
+package report
 
 import (
 	"fmt"
@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// console serialises what a run prints: whole result blocks and, on a
+// Console serialises what a run prints: whole result blocks and, on a
 // terminal, one live progress line that each block first erases.
-type console struct {
+type Console struct {
 	mu       sync.Mutex
 	out      io.Writer
 	verbose  bool
@@ -22,16 +22,19 @@ type console struct {
 	stopTick chan struct{}
 }
 
-func newConsole(p *Params, total int) *console {
-	c := &console{out: p.Out, verbose: p.Verbose, live: p.Progress && p.Out != nil, total: total, start: time.Now(), stopTick: make(chan struct{})}
+// NewConsole prints to out the results of a run of total scenarios: each
+// result's block (every step's trace when verbose), and with progress a live
+// progress line.
+func NewConsole(out io.Writer, verbose, progress bool, total int) *Console {
+	c := &Console{out: out, verbose: verbose, live: progress && out != nil, total: total, start: time.Now(), stopTick: make(chan struct{})}
 	if c.live {
 		go c.tick()
 	}
 	return c
 }
 
-// result prints one scenario's block and updates the progress line.
-func (c *console) result(r *Result) {
+// Result prints one scenario's block and updates the progress line.
+func (c *Console) Result(r *Result) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.done++
@@ -42,12 +45,12 @@ func (c *console) result(r *Result) {
 		return
 	}
 	c.erase()
-	_, _ = c.out.Write(formatResult(r, c.verbose))
+	_, _ = c.out.Write(FormatResult(r, c.verbose))
 	c.draw()
 }
 
 // tick keeps the elapsed time moving while long scenarios run.
-func (c *console) tick() {
+func (c *Console) tick() {
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -63,14 +66,14 @@ func (c *console) tick() {
 	}
 }
 
-func (c *console) erase() {
+func (c *Console) erase() {
 	if c.drawn {
 		fmt.Fprint(c.out, "\r\x1b[K")
 		c.drawn = false
 	}
 }
 
-func (c *console) draw() {
+func (c *Console) draw() {
 	if !c.live {
 		return
 	}
@@ -78,8 +81,8 @@ func (c *console) draw() {
 	c.drawn = true
 }
 
-// close erases the progress line for good.
-func (c *console) close() {
+// Close erases the progress line for good.
+func (c *Console) Close() {
 	if c.live {
 		close(c.stopTick)
 	}

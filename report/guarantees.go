@@ -1,4 +1,4 @@
-package runner
+package report
 
 import (
 	"fmt"
@@ -108,7 +108,7 @@ poison message blocks its partition unless the application dead-letters it.
 func writeCapabilities(b *strings.Builder, rep *Report) {
 	caps := map[string]broker.Capabilities{}
 	for _, r := range rep.Results {
-		if caps[r.Broker] == nil && r.Caps != nil && natsOptions(r.Scenario).Dedupe {
+		if caps[r.Broker] == nil && r.Caps != nil && r.Scenario.NATS.MsgID {
 			caps[r.Broker] = r.Caps // with the default settings
 		}
 	}

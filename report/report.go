@@ -1,4 +1,4 @@
-package runner
+package report
 
 import (
 	"encoding/json"
@@ -111,16 +111,18 @@ func firstLine(s string) string {
 
 // --- JSON: every step with params, outcome and the state its checks read ---
 
-type jsonReport struct {
+// JSONReport is the document WriteJSON writes (--json): the run and every scenario.
+type JSONReport struct {
 	RunID      string         `json:"run_id"`
 	DurationMS int64          `json:"duration_ms"`
 	Passed     int            `json:"passed"`
 	Failed     int            `json:"failed"`
 	NotRun     []string       `json:"not_run"`
-	Scenarios  []jsonScenario `json:"scenarios"`
+	Scenarios  []JSONScenario `json:"scenarios"`
 }
 
-type jsonScenario struct {
+// JSONScenario is one scenario on one broker.
+type JSONScenario struct {
 	Name       string        `json:"name"`
 	Broker     string        `json:"broker"`
 	File       string        `json:"file"`
@@ -133,14 +135,15 @@ type jsonScenario struct {
 	SetupMS    int64         `json:"setup_ms"`
 	Databases  [2]string     `json:"databases"`
 	Stream     string        `json:"stream"`
-	Failures   []jsonFailure `json:"failures"`
+	Failures   []JSONFailure `json:"failures"`
 	Alerts     []string      `json:"alerts"`
 	// Violations the history checker found; declared ones are expected.
-	Violations []jsonViolation `json:"violations"`
-	Steps      []jsonStep      `json:"steps"`
+	Violations []JSONViolation `json:"violations"`
+	Steps      []JSONStep      `json:"steps"`
 }
 
-type jsonViolation struct {
+// JSONViolation is one violation the history checker found.
+type JSONViolation struct {
 	Invariant string   `json:"invariant"`
 	Declared  bool     `json:"declared"`
 	Consumer  string   `json:"consumer,omitempty"`
@@ -149,13 +152,15 @@ type jsonViolation struct {
 	Witness   []string `json:"witness,omitempty"`
 }
 
-type jsonFailure struct {
+// JSONFailure is one failed expectation, at its position.
+type JSONFailure struct {
 	Pos     string `json:"pos"`
 	Key     string `json:"key"`
 	Message string `json:"message"`
 }
 
-type jsonStep struct {
+// JSONStep is one executed step: its parameters, faults, outcome and what its checks read.
+type JSONStep struct {
 	Pos        string              `json:"pos"`
 	Step       string              `json:"step"`
 	Label      string              `json:"label,omitempty"`
@@ -165,32 +170,32 @@ type jsonStep struct {
 	Entries    []steps.Entry       `json:"entries,omitempty"`
 	Observed   []steps.Observation `json:"observed,omitempty"`
 	Details    []string            `json:"details,omitempty"`
-	Failures   []jsonFailure       `json:"failures,omitempty"`
+	Failures   []JSONFailure       `json:"failures,omitempty"`
 	DurationMS float64             `json:"duration_ms"`
 }
 
-func jsonFailures(fs []steps.Failure) []jsonFailure {
-	out := []jsonFailure{}
+func jsonFailures(fs []steps.Failure) []JSONFailure {
+	out := []JSONFailure{}
 	for _, f := range fs {
-		out = append(out, jsonFailure{Pos: f.Pos.String(), Key: f.Key, Message: f.Msg})
+		out = append(out, JSONFailure{Pos: f.Pos.String(), Key: f.Key, Message: f.Msg})
 	}
 	return out
 }
 
 // WriteJSON writes the report as one JSON document.
 func WriteJSON(w io.Writer, rep *Report) error {
-	out := jsonReport{RunID: rep.RunID, DurationMS: rep.Duration.Milliseconds(), Failed: rep.Failed(), NotRun: []string{}}
+	out := JSONReport{RunID: rep.RunID, DurationMS: rep.Duration.Milliseconds(), Failed: rep.Failed(), NotRun: []string{}}
 	out.Passed = len(rep.Results) - out.Failed - rep.Skipped()
 	for _, sc := range rep.NotRun {
 		out.NotRun = append(out.NotRun, sc.Name)
 	}
 	for _, r := range rep.Results {
-		js := jsonScenario{Name: r.Scenario.Name, Broker: r.Broker, File: r.Scenario.File, Line: r.Scenario.Pos.Line, Variant: r.Scenario.Variant,
+		js := JSONScenario{Name: r.Scenario.Name, Broker: r.Broker, File: r.Scenario.File, Line: r.Scenario.Pos.Line, Variant: r.Scenario.Variant,
 			Tags: append([]string{}, r.Scenario.Tags...), Passed: r.Passed(), Skipped: r.Skipped, DurationMS: r.Duration.Milliseconds(),
 			SetupMS: r.Setup.Milliseconds(), Databases: [2]string{r.Where[0], r.Where[1]}, Stream: r.Where[2],
-			Failures: jsonFailures(r.Failures), Alerts: append([]string{}, r.Alerts...), Violations: []jsonViolation{}}
+			Failures: jsonFailures(r.Failures), Alerts: append([]string{}, r.Alerts...), Violations: []JSONViolation{}}
 		for _, v := range r.Violations {
-			jv := jsonViolation{Invariant: v.Invariant, Declared: slices.Contains(r.Scenario.Violations(r.Broker), v.Invariant),
+			jv := JSONViolation{Invariant: v.Invariant, Declared: slices.Contains(r.Scenario.Violations(r.Broker), v.Invariant),
 				Consumer: v.Consumer, EventID: v.EventID, Detail: v.Detail}
 			for _, op := range v.Witness {
 				jv.Witness = append(jv.Witness, op.String())
@@ -198,7 +203,7 @@ func WriteJSON(w io.Writer, rep *Report) error {
 			js.Violations = append(js.Violations, jv)
 		}
 		for _, st := range r.Steps {
-			js.Steps = append(js.Steps, jsonStep{
+			js.Steps = append(js.Steps, JSONStep{
 				Pos: st.Call.Pos.String(), Step: st.Call.Def.Name, Label: st.Call.Label,
 				Params: st.Call.ParamValues(), Faults: st.Call.Faults(), Outcome: st.Result.Outcome,
 				Entries: st.Result.Entries, Observed: st.Result.Observed, Details: st.Result.Details,

@@ -1,0 +1,185 @@
+// Package report holds what a run found — one Result per scenario and
+// broker, the Report of a run — and every way of showing it: the console
+// blocks and progress line, JUnit XML, JSON, Markdown with sequence diagrams,
+// and the broker guarantees document.
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"outboxdrill/broker"
+	"outboxdrill/history"
+	"outboxdrill/scenario"
+	"outboxdrill/steps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Result is what happened to one scenario.
+type Result struct {
+	Scenario *scenario.Scenario
+	Broker   string // the broker it ran on
+	Caps     broker.Capabilities
+	// Matrix: the run had several brokers (or not the default one), so the
+	// broker is part of the result's name.
+	Matrix   bool
+	Failures []steps.Failure // empty: passed
+	Steps    []StepRecord    // the steps that ran, the failing one last
+	Alerts   []string        // shown even for a passing scenario: identity conflicts
+	// Violations are what the history checker found, declared or not.
+	Violations []history.Violation
+	Kept       []string      // with --keep: commands to inspect what was left in place
+	Skipped    string        // why the scenario could not run to its end here (not a pass)
+	Where      [3]string     // producer and consumer database, stream key
+	Setup      time.Duration // isolation: creating databases and the stream
+	Duration   time.Duration // all of it, setup and cleanup included
+}
+
+// Name is the scenario's name, with " [broker]" in a broker matrix.
+func (r *Result) Name() string {
+	if r.Matrix {
+		return r.Scenario.Name + " [" + r.Broker + "]"
+	}
+	return r.Scenario.Name
+}
+
+// Passed reports whether the scenario did everything it said.
+func (r *Result) Passed() bool { return len(r.Failures) == 0 }
+
+// Report is the outcome of a run.
+type Report struct {
+	RunID    string               // names every database and stream key of the run
+	Brokers  []string             // the brokers of the run, in --broker order
+	NotRun   []*scenario.Scenario // not started: --fail-fast, Ctrl-C or a setup error
+	Results  []*Result
+	Duration time.Duration
+}
+
+// Failed counts failed scenarios.
+func (r *Report) Failed() int {
+	n := 0
+	for _, res := range r.Results {
+		if !res.Passed() {
+			n++
+		}
+	}
+	return n
+}
+
+// StepRecord is one executed step: the call as loaded and what it did.
+type StepRecord struct {
+	Call     *steps.Call
+	Result   steps.Result
+	Failures []steps.Failure
+	Duration time.Duration
+}
+
+// traceLines is the step as the console shows it: position, shorthand,
+// outcome, then indented details.
+func (st StepRecord) traceLines() []string {
+	line := fmt.Sprintf("%s: %s", st.Call.Pos, st.Call)
+	if st.Call.Label != "" {
+		line += " # " + st.Call.Label
+	}
+	if len(st.Result.Outcome) > 0 {
+		line += " → " + formatOutcome(st.Call.Def, st.Result.Outcome)
+	}
+	lines := []string{line}
+	for _, d := range st.Result.Details {
+		lines = append(lines, "    "+d)
+	}
+	return lines
+}
+
+func formatOutcome(d *steps.Def, o map[string]int64) string {
+	var parts []string
+	for _, k := range d.Outcomes {
+		parts = append(parts, fmt.Sprintf("%s=%d", k.Name, o[k.Name]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// FormatResult renders one scenario's result as one block of text, so that
+// results never interleave.
+func FormatResult(r *Result, verbose bool) []byte {
+	var b bytes.Buffer
+	status := "PASS"
+	switch {
+	case !r.Passed():
+		status = "FAIL"
+	case r.Skipped != "":
+		status = "SKIP"
+	}
+	fmt.Fprintf(&b, "--- %s: %s (%s, %s)\n", status, r.Name(), r.Scenario.File, r.Duration.Round(time.Millisecond))
+	if verbose || !r.Passed() {
+		for _, st := range r.Steps {
+			for _, t := range st.traceLines() {
+				fmt.Fprintf(&b, "    %s\n", t)
+			}
+		}
+	} else {
+		for _, a := range r.Alerts {
+			fmt.Fprintf(&b, "    reported %s\n", a)
+		}
+	}
+	if verbose {
+		for _, v := range r.Violations {
+			if slices.Contains(r.Scenario.Violations(r.Broker), v.Invariant) {
+				fmt.Fprintf(&b, "    history (declared): %s\n", strings.ReplaceAll(v.String(), "\n", "\n    "))
+			}
+		}
+		if r.Passed() && r.Skipped == "" && len(r.Violations) == 0 {
+			fmt.Fprintf(&b, "    history: no violation (%s)\n", strings.Join(history.InvariantNames(), ", "))
+		}
+	}
+	if r.Skipped != "" {
+		fmt.Fprintf(&b, "    skipped at %s\n", r.Skipped)
+	}
+	for _, k := range r.Kept {
+		fmt.Fprintf(&b, "    kept %s\n", k)
+	}
+	for _, f := range r.Failures {
+		if !strings.Contains(f.Msg, "\n") {
+			fmt.Fprintf(&b, "    FAIL %s\n", f)
+			continue
+		}
+		fmt.Fprintf(&b, "    FAIL %s: %s:\n", f.Pos, f.Key)
+		for _, line := range strings.Split(f.Msg, "\n") {
+			fmt.Fprintf(&b, "        %s\n", line)
+		}
+	}
+	return b.Bytes()
+}
+
+// Summary is the last line of a run.
+func (r *Report) Summary() string {
+	failed := r.Failed()
+	word := "ok"
+	switch {
+	case failed > 0:
+		word = "FAIL"
+	case len(r.NotRun) > 0:
+		word = "INCOMPLETE" // interrupted or stopped by a setup error: not ok
+	}
+	extra := ""
+	if n := r.Skipped(); n > 0 {
+		extra += fmt.Sprintf(", %d skipped", n)
+	}
+	if len(r.NotRun) > 0 {
+		extra += fmt.Sprintf(", %d not run", len(r.NotRun))
+	}
+	return fmt.Sprintf("%s: %d passed, %d failed%s, %d scenarios in %s",
+		word, len(r.Results)-failed-r.Skipped(), failed, extra, len(r.Results)+len(r.NotRun), r.Duration.Round(time.Millisecond))
+}
+
+// Skipped counts scenarios that could not run here (not failed, not passed).
+func (r *Report) Skipped() int {
+	n := 0
+	for _, res := range r.Results {
+		if res.Skipped != "" && res.Passed() {
+			n++
+		}
+	}
+	return n
+}
