@@ -20,8 +20,8 @@ import (
 
 // What the runner names, and nothing else: prefix, 8-hex run id, counter.
 var (
-	leftoverDB  = regexp.MustCompile(`^` + NamePrefix + `_[0-9a-f]{8}_[0-9]+_[pc]$`)
-	leftoverKey = regexp.MustCompile(`^` + NamePrefix + `:[0-9a-f]{8}:[0-9]+(:dlq|:seen)?$`)
+	leftoverDB  = regexp.MustCompile(`^` + namePrefix + `_[0-9a-f]{8}_[0-9]+_[pc]$`)
+	leftoverKey = regexp.MustCompile(`^` + namePrefix + `:[0-9a-f]{8}:[0-9]+(:dlq|:seen)?$`)
 )
 
 // minStaleAge is how old a managed server's dir must be before clean may
@@ -105,7 +105,7 @@ func cleanDatabases(ctx context.Context, pgURL string, c *Cleaned) error {
 		return fmt.Errorf("PostgreSQL %s: %w", redact(pgURL), err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE $1 ORDER BY datname`, NamePrefix+`\_%`)
+	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE $1 ORDER BY datname`, namePrefix+`\_%`)
 	if err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func cleanStreams(ctx context.Context, redisURL string, c *Cleaned) error {
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	iter := rdb.Scan(ctx, 0, NamePrefix+":*", 1000).Iterator()
+	iter := rdb.Scan(ctx, 0, namePrefix+":*", 1000).Iterator()
 	for iter.Next(ctx) {
 		key := iter.Val()
 		if !leftoverKey.MatchString(key) {

@@ -96,7 +96,7 @@ func (w *World) acquire(ctx context.Context, b string, sc *scenario.Scenario) (*
 		return nil, err
 	}
 	n := pp.next()
-	iso.streamKey = fmt.Sprintf("%s:%s:%d", NamePrefix, w.RunID, n)
+	iso.streamKey = fmt.Sprintf("%s:%s:%d", namePrefix, w.RunID, n)
 	if g := w.pgGen.Load(); iso.pgGen != g {
 		// A PostgreSQL server was restarted since this pair last ran: its
 		// pooled connections are to the dead process.
@@ -157,7 +157,7 @@ func (w *World) createPair(n int) {
 	pp := &w.pairs
 	pp.creating.Lock()
 	defer pp.creating.Unlock()
-	base := fmt.Sprintf("%s_%s_%d", NamePrefix, w.RunID, n)
+	base := fmt.Sprintf("%s_%s_%d", namePrefix, w.RunID, n)
 	iso := &isolation{producer: base + "_p", consumer: base + "_c"}
 	for i, db := range []struct{ name, ddl string }{{iso.producer, schema.Producer}, {iso.consumer, schema.Consumer}} {
 		err := w.createDB(pp.bg, i, db.name, &iso.drop)

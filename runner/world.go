@@ -19,9 +19,9 @@ import (
 	"outboxdrill/servers"
 )
 
-// NamePrefix starts every database name and stream key the runner creates;
+// namePrefix starts every database name and stream key the runner creates;
 // the run id follows it, so the runner can only ever drop its own objects.
-const NamePrefix = "drill"
+const namePrefix = "drill"
 
 // cleanupTimeout bounds each cleanup action; cleanup runs even after Ctrl-C,
 // on a context of its own.

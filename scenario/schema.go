@@ -10,8 +10,8 @@ import (
 	"outboxdrill/steps"
 )
 
-// SchemaID names the scenario schema.
-const SchemaID = "https://github.com/outboxdrill/runner/docs/scenario.schema.json"
+// schemaID names the scenario schema.
+const schemaID = "https://github.com/outboxdrill/runner/docs/scenario.schema.json"
 
 // Schema renders the JSON Schema (draft 2020-12) of a scenario file from the
 // step and check registries, for editors (yaml-language-server) and tests.
@@ -43,7 +43,7 @@ func Schema() []byte {
 	}
 	doc := map[string]any{
 		"$schema":              "https://json-schema.org/draft/2020-12/schema",
-		"$id":                  SchemaID,
+		"$id":                  schemaID,
 		"title":                "outbox drill scenario",
 		"type":                 "object",
 		"required":             required,
