@@ -131,11 +131,11 @@ func init() {
 	metric("inbox_conflicts", "identity conflicts consume and claim reported in this scenario", KindCountMetric, func(_ context.Context, env *Env) (any, error) {
 		return env.conflicts, nil
 	})
-	metric("projection_lag", "committed events the most-behind consumer id has not applied yet (its inbox lacks them); 0 when every projection is caught up. Consumer ids are those with an inbox row (accounting before any has one)", KindCountMetric, func(ctx context.Context, env *Env) (any, error) {
+	metric("projection_lag", "committed events the most-behind consumer id has not applied yet (its inbox lacks them); 0 when every projection is caught up. Consumer ids are those the scenario's consume and claim steps name, and any with an inbox row", KindCountMetric, func(ctx context.Context, env *Env) (any, error) {
 		lag, _, err := projectionLag(ctx, env)
 		return lag, err
 	})
-	metric("projection_watermark_age", "the projection's staleness: age of the oldest committed event some consumer id has not applied (0 when caught up), on the producer PostgreSQL's clock: now() minus its outbox row's created_at", KindDurationMetric, func(ctx context.Context, env *Env) (any, error) {
+	metric("projection_watermark_age", "the projection's staleness: age of the oldest committed event some consumer id has not applied (0 when caught up), on the producer PostgreSQL's clock: now() minus its outbox row's created_at. Consumer ids as for projection_lag", KindDurationMetric, func(ctx context.Context, env *Env) (any, error) {
 		_, age, err := projectionLag(ctx, env)
 		return age, err
 	})
@@ -149,8 +149,10 @@ func init() {
 const defaultConsumer = "accounting"
 
 // projectionLag compares the producer's committed events with each consumer
-// id's inbox (two databases: no join). Consumer ids are those with an inbox
-// row, or the default one before any has applied anything.
+// id's inbox (two databases: no join). Consumer ids are those the scenario
+// names (env.Consumers) and those with an inbox row; with neither, the
+// default one. A named id with no row yet is the most behind of all, which
+// counting only ids with rows would hide.
 func projectionLag(ctx context.Context, env *Env) (int64, time.Duration, error) {
 	type event struct {
 		id  string
@@ -184,6 +186,11 @@ func projectionLag(ctx context.Context, env *Env) (int64, time.Duration, error) 
 		applied[c][id] = true
 		return nil
 	})
+	for _, c := range env.Consumers {
+		if applied[c] == nil {
+			applied[c] = map[string]bool{}
+		}
+	}
 	if len(applied) == 0 {
 		applied[defaultConsumer] = map[string]bool{}
 	}
