@@ -110,7 +110,9 @@ func (w *World) acquire(ctx context.Context, b string, sc *Scenario) (*isolation
 	}
 	iso.env = steps.NewEnv(iso.pools[0], iso.pools[1], br)
 	iso.env.BrokerName, iso.env.Control = b, control{w, b}
-	iso.env.Consumers = sc.Consumers()
+	if sc != nil { // soak and bench acquire a pair without a scenario
+		iso.env.Consumers = sc.Consumers()
+	}
 	return iso, nil
 }
 
