@@ -221,35 +221,27 @@ func (c *Consumer) handle(ctx context.Context, opt ConsumeOptions, d broker.Deli
 		return c.handleFast(ctx, opt, d)
 	}
 	h := Handled{Delivery: d}
-	fail := func(err error) (Handled, error) { return failed(h, err) }
-	tx, err := c.DB.Begin(ctx)
-	if err != nil {
-		return h, err
-	}
-	defer rollback(ctx, tx)
-
-	tag, err := tx.Exec(ctx, sqlInbox, opt.Consumer, dedupeKey(opt, d), d.Payload)
-	if err != nil {
-		return fail(err)
-	}
-	if opt.Fault == DivZero {
-		if _, err := tx.Exec(ctx, sqlDivZero); err != nil {
-			return fail(err)
+	err := pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, sqlInbox, opt.Consumer, dedupeKey(opt, d), d.Payload)
+		if err != nil {
+			return err
 		}
-	}
-	if tag.RowsAffected() == 0 {
-		if h, err = classify(ctx, tx, opt, d); err != nil {
-			return fail(err)
+		if opt.Fault == DivZero { // after the inbox insert: it must roll back too
+			if _, err := tx.Exec(ctx, sqlDivZero); err != nil {
+				return err
+			}
 		}
-		return h, tx.Commit(ctx)
+		if tag.RowsAffected() == 0 {
+			h, err = classify(ctx, tx, opt, d)
+			return err
+		}
+		h.Outcome = Applied
+		_, err = tx.Exec(ctx, sqlProjection, opt.projection(), d.Payload)
+		return err
+	})
+	if err != nil {
+		return failed(Handled{Delivery: d}, err)
 	}
-	if _, err := tx.Exec(ctx, sqlProjection, opt.projection(), d.Payload); err != nil {
-		return fail(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return h, err
-	}
-	h.Outcome = Applied
 	return h, nil
 }
 
