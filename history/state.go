@@ -43,6 +43,9 @@ func LoadState(ctx context.Context, producer, consumer *pgxpool.Pool, b broker.B
 	if err != nil {
 		return st, fmt.Errorf("read the outbox: %w", err)
 	}
+	if st.Books, err = loadBooks(ctx, producer); err != nil {
+		return st, err
+	}
 	caps := b.Capabilities()
 	if caps.Has(broker.EntryLog) {
 		ids, err := b.Events(ctx)
@@ -112,4 +115,39 @@ func loadConsumer(ctx context.Context, db *pgxpool.Pool, c string) (*Consumer, e
 		return nil, fmt.Errorf("sum the inbox of %s: %w", c, err)
 	}
 	return cs, nil
+}
+
+// The double-entry checks: currencies whose balances do not cancel out, and
+// accounts whose balance is not what their ledger entries add up to.
+const (
+	sqlUnbalanced = `SELECT currency FROM accounts GROUP BY currency HAVING sum(balance) <> 0 ORDER BY 1`
+	sqlDrift      = `SELECT a.account || '/' || a.currency FROM accounts a
+WHERE a.balance <> (SELECT coalesce(sum(CASE e.direction WHEN 'credit' THEN e.amount ELSE -e.amount END), 0)
+    FROM ledger_entries e WHERE e.account = a.account AND e.currency = a.currency)
+ORDER BY 1`
+)
+
+func loadBooks(ctx context.Context, db *pgxpool.Pool) (*Books, error) {
+	bk := &Books{Journal: map[string]bool{}}
+	rows, err := db.Query(ctx, `SELECT event_id FROM journal`)
+	if err != nil {
+		return nil, fmt.Errorf("read the journal: %w", err)
+	}
+	var ev string
+	if _, err := pgx.ForEachRow(rows, []any{&ev}, func() error { bk.Journal[ev] = true; return nil }); err != nil {
+		return nil, fmt.Errorf("read the journal: %w", err)
+	}
+	for _, q := range []struct {
+		sql  string
+		into *[]string
+	}{{sqlUnbalanced, &bk.Unbalanced}, {sqlDrift, &bk.Drift}} {
+		rows, err := db.Query(ctx, q.sql)
+		if err != nil {
+			return nil, fmt.Errorf("check the balances: %w", err)
+		}
+		if *q.into, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return nil, fmt.Errorf("check the balances: %w", err)
+		}
+	}
+	return bk, nil
 }
