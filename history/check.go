@@ -138,7 +138,7 @@ func projection(model string, writers []string, ops []Op, st State) []Violation 
 	for _, c := range writers {
 		if cs := st.Consumers[c]; cs != nil {
 			for cur, s := range cs.InboxSums {
-				want[cur] = Sum{want[cur].Amount + s.Amount, want[cur].Events + s.Events}
+				want[cur] = Sum{Amount: want[cur].Amount + s.Amount, Events: want[cur].Events + s.Events}
 			}
 		}
 	}
@@ -327,7 +327,7 @@ func purgedEffects(model string, ops []Op) map[string]Sum {
 					Currency string `json:"currency"`
 				}
 				if json.Unmarshal([]byte(e.payload), &t) == nil {
-					out[t.Currency] = Sum{out[t.Currency].Amount + t.Amount, out[t.Currency].Events + 1}
+					out[t.Currency] = Sum{Amount: out[t.Currency].Amount + t.Amount, Events: out[t.Currency].Events + 1}
 				}
 				return true
 			})

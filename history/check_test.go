@@ -18,8 +18,8 @@ func clean() ([]Op, State) {
 		Outbox: map[string]string{"e1": pay}, Unpublished: map[string]bool{}, Stream: map[string]int{"e1": 1}, HasStream: true,
 		DeadLetters: map[string]bool{},
 		Consumers: map[string]*Consumer{"c": {Inbox: map[string]string{"e1": pay},
-			InboxSums: map[string]Sum{"USD": {100, 1}}, HasPending: true}},
-		Projections: map[string]map[string]Sum{"c": {"USD": {100, 1}}},
+			InboxSums: map[string]Sum{"USD": {Amount: 100, Events: 1}}, HasPending: true}},
+		Projections: map[string]map[string]Sum{"c": {"USD": {Amount: 100, Events: 1}}},
 		Books:       &Books{Journal: map[string]bool{"e1": true}},
 	}
 	return ops, st
@@ -56,8 +56,8 @@ func TestEachInvariantCanFail(t *testing.T) {
 		DoubleApplied: func(ops []Op, st *State) []Op {
 			again := ops[2]
 			again.EntryID, again.Step = "2-0", "s:4"
-			st.Projections["c"]["USD"] = Sum{200, 2}
-			st.Consumers["c"].InboxSums["USD"] = Sum{200, 2}
+			st.Projections["c"]["USD"] = Sum{Amount: 200, Events: 2}
+			st.Consumers["c"].InboxSums["USD"] = Sum{Amount: 200, Events: 2}
 			return append(ops, again)
 		},
 		Phantom: func(ops []Op, st *State) []Op {
@@ -71,7 +71,7 @@ func TestEachInvariantCanFail(t *testing.T) {
 			return ops
 		},
 		ProjectionMismatch: func(ops []Op, st *State) []Op {
-			st.Projections["c"]["USD"] = Sum{0, 0}
+			st.Projections["c"]["USD"] = Sum{Amount: 0, Events: 0}
 			return ops
 		},
 		Stranded: func(ops []Op, st *State) []Op {

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"outboxdrill/state"
 )
 
 // Kinds of Op.
@@ -44,7 +46,7 @@ type Op struct {
 }
 
 // Sum is a projection row or the inbox's sum for one currency.
-type Sum struct{ Amount, Events int64 }
+type Sum = state.Sum
 
 // Consumer is the final state of one consumer id.
 type Consumer struct {
