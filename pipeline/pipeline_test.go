@@ -192,4 +192,3 @@ func TestDuplicateAndConflict(t *testing.T) {
 		}
 	}
 }
-
