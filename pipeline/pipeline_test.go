@@ -1,9 +1,11 @@
 package pipeline_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -190,5 +192,54 @@ func TestDuplicateAndConflict(t *testing.T) {
 		if got := w.consumerState(t); got != c.state {
 			t.Errorf("after the %s: inbox, amount, events, pending = %v, want %v", c.want, got, c.state)
 		}
+	}
+}
+
+type seenNowhere struct{}
+
+func (seenNowhere) MarkSeen(context.Context, string) (bool, error) { return true, nil }
+
+// TestClashingOptionsAreRejected: options handle would have to choose
+// between are an error, each alone is fine; Consume and Claim refuse them
+// before taking any entry.
+func TestClashingOptionsAreRejected(t *testing.T) {
+	on := map[string]func(*pipeline.ConsumeOptions){
+		"Strict":        func(o *pipeline.ConsumeOptions) { o.Strict = true },
+		"SplitTx":       func(o *pipeline.ConsumeOptions) { o.SplitTx = true },
+		"Seen":          func(o *pipeline.ConsumeOptions) { o.Seen = seenNowhere{} },
+		"AckFirst":      func(o *pipeline.ConsumeOptions) { o.AckFirst = true },
+		"SkipAck":       func(o *pipeline.ConsumeOptions) { o.SkipAck = true },
+		"MaxDeliveries": func(o *pipeline.ConsumeOptions) { o.MaxDeliveries = 2 },
+	}
+	clashes := [][2]string{{"Strict", "SplitTx"}, {"Strict", "Seen"}, {"Seen", "SplitTx"}, {"AckFirst", "SkipAck"}, {"AckFirst", "MaxDeliveries"}}
+	for a := range on {
+		for b := range on {
+			if a >= b {
+				continue
+			}
+			opt := consumeOpt
+			on[a](&opt)
+			on[b](&opt)
+			clash := slices.ContainsFunc(clashes, func(c [2]string) bool { return c == [2]string{a, b} || c == [2]string{b, a} })
+			err := opt.Validate()
+			if clash != errors.Is(err, pipeline.ErrClash) || clash != (err != nil) {
+				t.Errorf("%s + %s: clash %v, Validate says %v", a, b, clash, err)
+			} else if clash && !(strings.Contains(err.Error(), a) && strings.Contains(err.Error(), b)) {
+				t.Errorf("%s + %s: the error does not name both: %v", a, b, err)
+			}
+		}
+	}
+
+	w, ctx := newWorld(t), t.Context()
+	w.produceAndRelay(t, transfer("e1", 100))
+	bad := consumeOpt
+	bad.Strict, bad.SplitTx = true, true
+	for name, pass := range map[string]func(context.Context, pipeline.ConsumeOptions) (pipeline.ConsumeResult, error){"consume": w.cons.Consume, "claim": w.cons.Claim} {
+		if res, err := pass(ctx, bad); !errors.Is(err, pipeline.ErrClash) || len(res.Handled) != 0 {
+			t.Errorf("%s with clashing options: %+v, %v", name, res, err)
+		}
+	}
+	if res, err := w.cons.Consume(ctx, consumeOpt); err != nil || res.Count(pipeline.Applied) != 1 || res.Redelivered() != 0 {
+		t.Errorf("the entry was taken by a refused pass: %+v, %v", res, err)
 	}
 }
