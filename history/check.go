@@ -13,6 +13,7 @@ import (
 // models maps each read model to the consumer ids that write it.
 func Check(ops []Op, st State, consumers []string, models map[string][]string) []Violation {
 	vs := doublePublished(ops)
+	vs = append(vs, unbalanced(ops, st)...)
 	for _, m := range sortedKeys(models) {
 		vs = append(vs, doubleApplied(m, ops)...)
 		vs = append(vs, projection(m, models[m], ops, st)...)
@@ -137,7 +138,7 @@ func projection(model string, writers []string, ops []Op, st State) []Violation 
 	for _, c := range writers {
 		if cs := st.Consumers[c]; cs != nil {
 			for cur, s := range cs.InboxSums {
-				want[cur] = Sum{want[cur].Amount + s.Amount, want[cur].Events + s.Events}
+				want[cur] = Sum{Amount: want[cur].Amount + s.Amount, Events: want[cur].Events + s.Events}
 			}
 		}
 	}
@@ -326,11 +327,39 @@ func purgedEffects(model string, ops []Op) map[string]Sum {
 					Currency string `json:"currency"`
 				}
 				if json.Unmarshal([]byte(e.payload), &t) == nil {
-					out[t.Currency] = Sum{out[t.Currency].Amount + t.Amount, out[t.Currency].Events + 1}
+					out[t.Currency] = Sum{Amount: out[t.Currency].Amount + t.Amount, Events: out[t.Currency].Events + 1}
 				}
 				return true
 			})
 		}
 	}
 	return out
+}
+
+// unbalanced judges the producer's own atomicity: every transfer writes its
+// journal row, ledger entries, balances and outbox row together or not at
+// all, so the final books must agree with the outbox and with themselves.
+func unbalanced(ops []Op, st State) []Violation {
+	bk := st.Books
+	if bk == nil {
+		return nil
+	}
+	var vs []Violation
+	for _, ev := range sortedKeys(st.Outbox) {
+		if !bk.Journal[ev] {
+			vs = append(vs, Violation{Unbalanced, "", ev, "in the outbox, but the journal has no transfer for it", trail(ops, ev)})
+		}
+	}
+	for _, ev := range sortedKeys(bk.Journal) {
+		if _, ok := st.Outbox[ev]; !ok {
+			vs = append(vs, Violation{Unbalanced, "", ev, "in the journal, but the outbox has no row for it", trail(ops, ev)})
+		}
+	}
+	for _, cur := range bk.Unbalanced {
+		vs = append(vs, Violation{Unbalanced, "", "", fmt.Sprintf("%s: the balances do not sum to zero", cur), nil})
+	}
+	for _, acct := range bk.Drift {
+		vs = append(vs, Violation{Unbalanced, "", "", fmt.Sprintf("%s: the balance differs from the sum of its ledger entries", acct), nil})
+	}
+	return vs
 }

@@ -18,8 +18,9 @@ func clean() ([]Op, State) {
 		Outbox: map[string]string{"e1": pay}, Unpublished: map[string]bool{}, Stream: map[string]int{"e1": 1}, HasStream: true,
 		DeadLetters: map[string]bool{},
 		Consumers: map[string]*Consumer{"c": {Inbox: map[string]string{"e1": pay},
-			InboxSums: map[string]Sum{"USD": {100, 1}}, HasPending: true}},
-		Projections: map[string]map[string]Sum{"c": {"USD": {100, 1}}},
+			InboxSums: map[string]Sum{"USD": {Amount: 100, Events: 1}}, HasPending: true}},
+		Projections: map[string]map[string]Sum{"c": {"USD": {Amount: 100, Events: 1}}},
+		Books:       &Books{Journal: map[string]bool{"e1": true}},
 	}
 	return ops, st
 }
@@ -55,8 +56,8 @@ func TestEachInvariantCanFail(t *testing.T) {
 		DoubleApplied: func(ops []Op, st *State) []Op {
 			again := ops[2]
 			again.EntryID, again.Step = "2-0", "s:4"
-			st.Projections["c"]["USD"] = Sum{200, 2}
-			st.Consumers["c"].InboxSums["USD"] = Sum{200, 2}
+			st.Projections["c"]["USD"] = Sum{Amount: 200, Events: 2}
+			st.Consumers["c"].InboxSums["USD"] = Sum{Amount: 200, Events: 2}
 			return append(ops, again)
 		},
 		Phantom: func(ops []Op, st *State) []Op {
@@ -70,7 +71,7 @@ func TestEachInvariantCanFail(t *testing.T) {
 			return ops
 		},
 		ProjectionMismatch: func(ops []Op, st *State) []Op {
-			st.Projections["c"]["USD"] = Sum{0, 0}
+			st.Projections["c"]["USD"] = Sum{Amount: 0, Events: 0}
 			return ops
 		},
 		Stranded: func(ops []Op, st *State) []Op {
@@ -78,6 +79,10 @@ func TestEachInvariantCanFail(t *testing.T) {
 			ops = append(ops, Op{Step: "s:4", StepName: "consume", Kind: Pass, Consumer: "c"})
 			noEffect(st)
 			st.Consumers["c"].Pending = 1
+			return ops
+		},
+		Unbalanced: func(ops []Op, st *State) []Op {
+			delete(st.Books.Journal, "e1") // the outbox row committed without its transfer
 			return ops
 		},
 		DoublePublished: func(ops []Op, st *State) []Op {
@@ -162,5 +167,23 @@ func TestTrimKeepsAnUnreadEntry(t *testing.T) {
 		if v.Invariant == Lost {
 			t.Fatalf("entry 2-0 is unread and held: %v", v)
 		}
+	}
+}
+
+// TestEachWayTheBooksBreak: besides a torn produce, books whose balances do
+// not cancel out or do not match their ledger are unbalanced.
+func TestEachWayTheBooksBreak(t *testing.T) {
+	for name, breakIt := range map[string]func(*Books){
+		"journal without outbox": func(b *Books) { b.Journal["e2"] = true },
+		"currency":               func(b *Books) { b.Unbalanced = []string{"USD"} },
+		"drift":                  func(b *Books) { b.Drift = []string{"bob/USD"} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			ops, st := clean()
+			breakIt(st.Books)
+			if vs := check(ops, st); len(vs) != 1 || vs[0].Invariant != Unbalanced {
+				t.Fatalf("want one unbalanced violation, got %v", vs)
+			}
+		})
 	}
 }

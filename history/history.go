@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"outboxdrill/state"
 )
 
 // Kinds of Op.
@@ -44,7 +46,7 @@ type Op struct {
 }
 
 // Sum is a projection row or the inbox's sum for one currency.
-type Sum struct{ Amount, Events int64 }
+type Sum = state.Sum
 
 // Consumer is the final state of one consumer id.
 type Consumer struct {
@@ -65,6 +67,17 @@ type State struct {
 	Consumers   map[string]*Consumer
 	// Projections are the read models: name → currency → projection row.
 	Projections map[string]map[string]Sum
+	// Books are the producer's own records beside the outbox; nil when not
+	// read, and then unbalanced is not judged.
+	Books *Books
+}
+
+// Books is what the producer's transaction writes besides the outbox row:
+// one journal row, two ledger entries and two balance updates per transfer.
+type Books struct {
+	Journal    map[string]bool // event ids with a journal row
+	Unbalanced []string        // currencies whose balances do not sum to zero
+	Drift      []string        // "account/currency" whose balance is not the sum of its ledger entries
 }
 
 // The invariants, by the name a scenario uses in expect_violations.
@@ -76,6 +89,7 @@ const (
 	ProjectionMismatch = "projection_mismatch"
 	Stranded           = "stranded"
 	DoublePublished    = "double_published"
+	Unbalanced         = "unbalanced"
 )
 
 // Invariants documents every invariant, for validation and the reference.
@@ -86,6 +100,7 @@ var Invariants = map[string]string{
 	AckedWithoutEffect: "an entry was acked while the consumer holds no durable effect of its event (no inbox row, not dead-lettered)",
 	ProjectionMismatch: "a read model differs from the sum over the inbox of the consumer(s) writing it",
 	DoublePublished:    "one relay step (all its concurrent relays together) published the same event more than once: two relays raced for one outbox row",
+	Unbalanced:         "the producer's books do not hold together: a journal row without its event's outbox row or the reverse (a produce committed in part), a currency whose balances do not sum to zero, or a balance that differs from its ledger entries",
 	Stranded:           "an entry left pending at the end whose event the consumer never applied, although the consumer read on afterwards and never claimed: only a claim would deliver it again",
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"outboxdrill/broker"
+	"outboxdrill/state"
 )
 
 // SamePayload compares two JSON payloads by value, not by spelling.
@@ -21,33 +22,46 @@ func SamePayload(a, b string) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-// LoadState reads the end of a scenario: the producer's outbox, each
-// consumer's inbox and projection, and what the broker still holds. What the
-// broker cannot tell (see its capabilities) is left unknown, never guessed.
+// LoadState reads the end of a scenario: the producer's outbox and books,
+// each consumer's inbox and projection, and what the broker still holds.
+// What the broker cannot tell (see its capabilities) is left unknown, never
+// guessed.
 func LoadState(ctx context.Context, producer, consumer *pgxpool.Pool, b broker.Broker, consumers, models []string) (State, error) {
 	st := State{Outbox: map[string]string{}, Unpublished: map[string]bool{}, Stream: map[string]int{},
 		DeadLetters: map[string]bool{}, Consumers: map[string]*Consumer{}, Projections: map[string]map[string]Sum{}}
-	rows, err := producer.Query(ctx, `SELECT event_id, payload::text, published FROM outbox`)
-	if err != nil {
-		return st, fmt.Errorf("read the outbox: %w", err)
+	if err := st.loadProducer(ctx, producer); err != nil {
+		return st, err
 	}
-	var ev, payload string
-	var published bool
-	_, err = pgx.ForEachRow(rows, []any{&ev, &payload, &published}, func() error {
-		st.Outbox[ev] = payload
-		if !published {
-			st.Unpublished[ev] = true
+	pending, err := st.loadBroker(ctx, b)
+	if err != nil {
+		return st, err
+	}
+	return st, st.loadConsumers(ctx, consumer, consumers, models, pending)
+}
+
+func (st *State) loadProducer(ctx context.Context, producer *pgxpool.Pool) error {
+	outbox, err := state.Outbox(ctx, producer)
+	if err != nil {
+		return err
+	}
+	for _, r := range outbox {
+		st.Outbox[r.EventID] = r.Payload
+		if !r.Published {
+			st.Unpublished[r.EventID] = true
 		}
-		return nil
-	})
-	if err != nil {
-		return st, fmt.Errorf("read the outbox: %w", err)
 	}
+	st.Books, err = loadBooks(ctx, producer)
+	return err
+}
+
+// loadBroker reads the stream and the dead letters, and returns the pending
+// counts per consumer id (nil when the broker cannot count them).
+func (st *State) loadBroker(ctx context.Context, b broker.Broker) (map[string]int64, error) {
 	caps := b.Capabilities()
 	if caps.Has(broker.EntryLog) {
 		ids, err := b.Events(ctx)
 		if err != nil {
-			return st, fmt.Errorf("list the stream: %w", err)
+			return nil, fmt.Errorf("list the stream: %w", err)
 		}
 		for _, id := range ids {
 			st.Stream[id]++
@@ -56,33 +70,47 @@ func LoadState(ctx context.Context, producer, consumer *pgxpool.Pool, b broker.B
 	}
 	dls, err := b.DeadLetters(ctx)
 	if err != nil {
-		return st, fmt.Errorf("list the dead letters: %w", err)
+		return nil, fmt.Errorf("list the dead letters: %w", err)
 	}
 	for _, dl := range dls {
 		st.DeadLetters[dl.EventID] = true
 	}
-	var pending map[string]int64
-	if caps.Has(broker.PendingCount) {
-		if pending, err = b.Pending(ctx); err != nil {
-			return st, fmt.Errorf("count pending entries: %w", err)
-		}
+	if !caps.Has(broker.PendingCount) {
+		return nil, nil
+	}
+	pending, err := b.Pending(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("count pending entries: %w", err)
+	}
+	return pending, nil
+}
+
+func (st *State) loadConsumers(ctx context.Context, db *pgxpool.Pool, consumers, models []string, pending map[string]int64) error {
+	inboxes, err := state.Inboxes(ctx, db)
+	if err != nil {
+		return err
 	}
 	for _, c := range consumers {
-		cs, err := loadConsumer(ctx, consumer, c)
+		cs, err := loadConsumer(ctx, db, c, inboxes[c])
 		if err != nil {
-			return st, err
+			return err
 		}
 		cs.Pending, cs.HasPending = pending[c], pending != nil
 		st.Consumers[c] = cs
 	}
-	for _, m := range models {
-		p, err := sums(ctx, consumer, `SELECT currency, amount, events FROM projection WHERE consumer_id = $1 AND events <> 0`, m)
-		if err != nil {
-			return st, fmt.Errorf("read the projection %s: %w", m, err)
-		}
-		st.Projections[m] = p
+	projections, err := state.Projections(ctx, db)
+	if err != nil {
+		return err
 	}
-	return st, nil
+	for _, m := range models {
+		st.Projections[m] = map[string]Sum{}
+		for cur, p := range projections[m] {
+			if p.Events != 0 { // a row at zero is the same as none
+				st.Projections[m][cur] = p
+			}
+		}
+	}
+	return nil
 }
 
 func sums(ctx context.Context, db *pgxpool.Pool, query, arg string) (map[string]Sum, error) {
@@ -97,19 +125,49 @@ func sums(ctx context.Context, db *pgxpool.Pool, query, arg string) (map[string]
 	return out, err
 }
 
-func loadConsumer(ctx context.Context, db *pgxpool.Pool, c string) (*Consumer, error) {
-	cs := &Consumer{Inbox: map[string]string{}}
-	rows, err := db.Query(ctx, `SELECT coalesce(payload->>'event_id', event_id), payload::text FROM inbox WHERE consumer_id = $1`, c)
-	if err != nil {
-		return nil, fmt.Errorf("read the inbox of %s: %w", c, err)
+// loadConsumer completes consumer c's inbox with its sums per currency.
+func loadConsumer(ctx context.Context, db *pgxpool.Pool, c string, inbox map[string]string) (*Consumer, error) {
+	if inbox == nil {
+		inbox = map[string]string{}
 	}
-	var ev, payload string
-	if _, err = pgx.ForEachRow(rows, []any{&ev, &payload}, func() error { cs.Inbox[ev] = payload; return nil }); err != nil {
-		return nil, fmt.Errorf("read the inbox of %s: %w", c, err)
-	}
-	cs.InboxSums, err = sums(ctx, db, `SELECT payload->>'currency', sum((payload->>'amount')::bigint), count(*) FROM inbox WHERE consumer_id = $1 GROUP BY 1`, c)
+	sums, err := sums(ctx, db, `SELECT payload->>'currency', sum((payload->>'amount')::bigint), count(*) FROM inbox WHERE consumer_id = $1 GROUP BY 1`, c)
 	if err != nil {
 		return nil, fmt.Errorf("sum the inbox of %s: %w", c, err)
 	}
-	return cs, nil
+	return &Consumer{Inbox: inbox, InboxSums: sums}, nil
+}
+
+// The double-entry checks: currencies whose balances do not cancel out, and
+// accounts whose balance is not what their ledger entries add up to.
+const (
+	sqlUnbalanced = `SELECT currency FROM accounts GROUP BY currency HAVING sum(balance) <> 0 ORDER BY 1`
+	sqlDrift      = `SELECT a.account || '/' || a.currency FROM accounts a
+WHERE a.balance <> (SELECT coalesce(sum(CASE e.direction WHEN 'credit' THEN e.amount ELSE -e.amount END), 0)
+    FROM ledger_entries e WHERE e.account = a.account AND e.currency = a.currency)
+ORDER BY 1`
+)
+
+func loadBooks(ctx context.Context, db *pgxpool.Pool) (*Books, error) {
+	bk := &Books{Journal: map[string]bool{}}
+	rows, err := db.Query(ctx, `SELECT event_id FROM journal`)
+	if err != nil {
+		return nil, fmt.Errorf("read the journal: %w", err)
+	}
+	var ev string
+	if _, err := pgx.ForEachRow(rows, []any{&ev}, func() error { bk.Journal[ev] = true; return nil }); err != nil {
+		return nil, fmt.Errorf("read the journal: %w", err)
+	}
+	for _, q := range []struct {
+		sql  string
+		into *[]string
+	}{{sqlUnbalanced, &bk.Unbalanced}, {sqlDrift, &bk.Drift}} {
+		rows, err := db.Query(ctx, q.sql)
+		if err != nil {
+			return nil, fmt.Errorf("check the balances: %w", err)
+		}
+		if *q.into, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return nil, fmt.Errorf("check the balances: %w", err)
+		}
+	}
+	return bk, nil
 }

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -113,8 +114,38 @@ func (r ConsumeResult) countIf(pred func(Handled) bool) int {
 	return n
 }
 
+// ErrClash is what Validate (and so Consume and Claim) returns for options
+// that cannot all hold.
+var ErrClash = errors.New("consume options clash")
+
+// Validate rejects options that cannot all hold. handle would otherwise
+// pick one of them (strict, then setnx, then split_tx) and silently ignore
+// the other, and an ignored fault or mode is a wrong verdict. These are the
+// clashes the scenario language rejects at load time (steps.Handling).
+func (o ConsumeOptions) Validate() error {
+	for _, c := range []struct {
+		a, b string
+		both bool
+		why  string
+	}{
+		{"Strict", "SplitTx", o.Strict && o.SplitTx, "strict ordering applies the event, its aggregate version and the projection in ONE transaction; SplitTx needs two"},
+		{"Strict", "Seen", o.Strict && o.Seen != nil, "strict ordering dedupes in the inbox inside its transaction; Seen dedupes before it, in another store"},
+		{"Seen", "SplitTx", o.Seen != nil && o.SplitTx, "Seen dedupes with a key outside the database: there is no inbox transaction left to split"},
+		{"AckFirst", "SkipAck", o.AckFirst && o.SkipAck, "AckFirst XACKs before the transaction: there is no ack after the commit to skip"},
+		{"AckFirst", "MaxDeliveries", o.AckFirst && o.MaxDeliveries > 0, "AckFirst XACKs every entry on delivery: none comes back to count deliveries of"},
+	} {
+		if c.both {
+			return fmt.Errorf("%w: %s and %s cannot both hold: %s", ErrClash, c.a, c.b, c.why)
+		}
+	}
+	return nil
+}
+
 // Consume reads new entries (">") and handles each.
 func (c *Consumer) Consume(ctx context.Context, opt ConsumeOptions) (ConsumeResult, error) {
+	if err := opt.Validate(); err != nil {
+		return ConsumeResult{}, err // before reading: nothing is delivered
+	}
 	ds, err := c.Broker.Read(ctx, opt.Consumer, opt.Worker, opt.Count, opt.Block)
 	if err != nil {
 		return ConsumeResult{}, err
@@ -124,6 +155,9 @@ func (c *Consumer) Consume(ctx context.Context, opt ConsumeOptions) (ConsumeResu
 
 // Claim takes over pending entries idle for at least opt.Idle and handles each.
 func (c *Consumer) Claim(ctx context.Context, opt ConsumeOptions) (ConsumeResult, error) {
+	if err := opt.Validate(); err != nil {
+		return ConsumeResult{}, err // before claiming: no entry changes hands
+	}
 	claim := c.Broker.Claim
 	if opt.Auto {
 		claim = c.Broker.AutoClaim
@@ -221,35 +255,27 @@ func (c *Consumer) handle(ctx context.Context, opt ConsumeOptions, d broker.Deli
 		return c.handleFast(ctx, opt, d)
 	}
 	h := Handled{Delivery: d}
-	fail := func(err error) (Handled, error) { return failed(h, err) }
-	tx, err := c.DB.Begin(ctx)
-	if err != nil {
-		return h, err
-	}
-	defer rollback(ctx, tx)
-
-	tag, err := tx.Exec(ctx, sqlInbox, opt.Consumer, dedupeKey(opt, d), d.Payload)
-	if err != nil {
-		return fail(err)
-	}
-	if opt.Fault == DivZero {
-		if _, err := tx.Exec(ctx, sqlDivZero); err != nil {
-			return fail(err)
+	err := pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, sqlInbox, opt.Consumer, dedupeKey(opt, d), d.Payload)
+		if err != nil {
+			return err
 		}
-	}
-	if tag.RowsAffected() == 0 {
-		if h, err = classify(ctx, tx, opt, d); err != nil {
-			return fail(err)
+		if opt.Fault == DivZero { // after the inbox insert: it must roll back too
+			if _, err := tx.Exec(ctx, sqlDivZero); err != nil {
+				return err
+			}
 		}
-		return h, tx.Commit(ctx)
+		if tag.RowsAffected() == 0 {
+			h, err = classify(ctx, tx, opt, d)
+			return err
+		}
+		h.Outcome = Applied
+		_, err = tx.Exec(ctx, sqlProjection, opt.projection(), d.Payload)
+		return err
+	})
+	if err != nil {
+		return failed(Handled{Delivery: d}, err)
 	}
-	if _, err := tx.Exec(ctx, sqlProjection, opt.projection(), d.Payload); err != nil {
-		return fail(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return h, err
-	}
-	h.Outcome = Applied
 	return h, nil
 }
 

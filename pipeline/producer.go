@@ -46,44 +46,29 @@ func (p *Producer) Produce(ctx context.Context, t Transfer, fault Fault) (Produc
 	if t.From == t.To {
 		return ProduceResult{}, fmt.Errorf("transfer %s: from and to are both %q", t.EventID, t.From)
 	}
-	tx, err := p.DB.Begin(ctx)
-	if err != nil {
-		return ProduceResult{}, err
-	}
-	defer rollback(ctx, tx)
-	if t.Aggregate != "" { // the version is part of the payload: it comes first
-		if err := tx.QueryRow(ctx, sqlNextVersion, t.Aggregate).Scan(&t.Version); err != nil {
-			return ProduceResult{}, err
+	err := pgx.BeginFunc(ctx, p.DB, func(tx pgx.Tx) error {
+		if t.Aggregate != "" { // the version is part of the payload: it comes first
+			if err := tx.QueryRow(ctx, sqlNextVersion, t.Aggregate).Scan(&t.Version); err != nil {
+				return err
+			}
 		}
-	}
-
-	b := &pgx.Batch{}
-	b.Queue(sqlJournal, t.EventID, t.From, t.To, t.Amount, t.Currency)
-	b.Queue(sqlBalances, t.From, t.To, t.Currency, t.Amount)
-	b.Queue(sqlOutbox, t.EventID, t.Payload())
-	if fault == DivZero {
-		b.Queue(sqlDivZero)
-	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		if fault == DivZero && IsDivZero(err) {
-			return ProduceResult{Failed: true, Reason: "division by zero (SQLSTATE 22012): transaction rolled back", Transfer: t}, nil
+		b := &pgx.Batch{}
+		b.Queue(sqlJournal, t.EventID, t.From, t.To, t.Amount, t.Currency)
+		b.Queue(sqlBalances, t.From, t.To, t.Currency, t.Amount)
+		b.Queue(sqlOutbox, t.EventID, t.Payload())
+		if fault == DivZero {
+			b.Queue(sqlDivZero) // last: it rolls back every write above
 		}
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-			return ProduceResult{}, fmt.Errorf("event %s was already produced (%s)", t.EventID, pgErr.ConstraintName)
-		}
-		return ProduceResult{}, err
+		return tx.SendBatch(ctx, b).Close()
+	})
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		return ProduceResult{Committed: true, Transfer: t}, nil
+	case fault == DivZero && IsDivZero(err):
+		return ProduceResult{Failed: true, Reason: "division by zero (SQLSTATE 22012): transaction rolled back", Transfer: t}, nil
+	case errors.As(err, &pgErr) && pgErr.Code == "23505":
+		return ProduceResult{}, fmt.Errorf("event %s was already produced (%s)", t.EventID, pgErr.ConstraintName)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return ProduceResult{}, err
-	}
-	return ProduceResult{Committed: true, Transfer: t}, nil
-}
-
-// rollback ends tx if it is still open. After a commit it is a no-op
-// (pgx.ErrTxClosed), which is why it can always be deferred.
-func rollback(ctx context.Context, tx pgx.Tx) {
-	if err := tx.Rollback(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
-		_ = err // the connection is broken; the pool discards it
-	}
+	return ProduceResult{}, err
 }

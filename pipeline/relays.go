@@ -53,23 +53,25 @@ func (r *Relay) flagPass(ctx context.Context, limit int, read *sync.WaitGroup) (
 	return r.publishAndMark(ctx, r.DB, ids, msgs, false)
 }
 
+// lockedPass holds its rows' locks in one transaction from the read to the
+// mark. Whatever happens, it arrives at the barrier exactly once.
 func (r *Relay) lockedPass(ctx context.Context, limit int, read *sync.WaitGroup) (res RelayResult, err error) {
-	tx, err := r.DB.Begin(ctx)
-	if err != nil {
+	arrived := false
+	err = pgx.BeginFunc(ctx, r.DB, func(tx pgx.Tx) error {
+		ids, msgs, err := readUnpublished(ctx, tx, sqlUnpublishedLocked, limit)
+		arrived = true
 		read.Done()
-		return res, err
+		read.Wait() // the rows stay locked while the others read
+		if err != nil {
+			return err
+		}
+		res, err = r.publishAndMark(ctx, tx, ids, msgs, false)
+		return err
+	})
+	if !arrived { // BEGIN failed: the others must not wait for this pass
+		read.Done()
 	}
-	defer rollback(ctx, tx)
-	ids, msgs, err := readUnpublished(ctx, tx, sqlUnpublishedLocked, limit)
-	read.Done()
-	read.Wait() // the rows stay locked while the others read
-	if err != nil {
-		return res, err
-	}
-	if res, err = r.publishAndMark(ctx, tx, ids, msgs, false); err != nil {
-		return res, err
-	}
-	return res, tx.Commit(ctx)
+	return res, err
 }
 
 var _ db = pgx.Tx(nil)

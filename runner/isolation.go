@@ -111,6 +111,9 @@ func (w *World) acquire(ctx context.Context, b string, sc *scenario.Scenario) (*
 	}
 	iso.env = steps.NewEnv(iso.pools[0], iso.pools[1], br)
 	iso.env.BrokerName, iso.env.Control = b, control{w, b}
+	if sc != nil { // soak and bench acquire a pair without a scenario
+		iso.env.Consumers = sc.Consumers()
+	}
 	return iso, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"outboxdrill/broker"
+	"outboxdrill/history"
 	"outboxdrill/pipeline"
 )
 
@@ -39,8 +40,9 @@ type SoakReport struct {
 	Outcomes   map[pipeline.Outcome]int64
 	RelayFirst time.Duration // median relay batch latency, first tenth of the run
 	RelayLast  time.Duration // and last tenth
-	History    pipeline.History
-	Violations []pipeline.Violation
+	History    SoakTotals
+	// Violations are what history.Check found in the soak's history.
+	Violations []history.Violation
 	RawPerSec  float64 // the raw baseline's events/s, when measured
 }
 
@@ -58,14 +60,7 @@ type soak struct {
 	outs    map[pipeline.Outcome]int64
 	relayMu sync.Mutex
 	relayNs []time.Duration
-	vMu     sync.Mutex
-	own     []pipeline.Violation // seen while running, not in the final state
-}
-
-func (s *soak) violate(inv, format string, args ...any) {
-	s.vMu.Lock()
-	defer s.vMu.Unlock()
-	s.own = append(s.own, pipeline.Violation{Invariant: inv, Detail: fmt.Sprintf(format, args...)})
+	hist    soakHistory
 }
 
 type pipelineEnv struct {
@@ -107,8 +102,7 @@ func Soak(ctx context.Context, p SoakParams) (*SoakReport, error) {
 	}
 	rep := &SoakReport{Params: p, Duration: time.Since(start), Faults: s.faultCounts(), Outcomes: s.outs, RawPerSec: raw}
 	rep.RelayFirst, rep.RelayLast = s.relayTrend()
-	rep.History, rep.Violations, err = pipeline.CheckHistory(ctx, iso.env.Producer, iso.env.Consumer, iso.env.Broker, soakConsumer)
-	rep.Violations = append(s.own, rep.Violations...)
+	rep.History, rep.Violations, err = s.hist.judge(ctx, s.env)
 	return rep, err
 }
 
@@ -248,11 +242,13 @@ func (s *soak) produce(ctx context.Context, i int) error {
 		if err != nil {
 			return err
 		}
-		if !res.Failed {
-			s.violate("atomic produce", "produce %s with divzero committed instead of rolling back", t.EventID)
+		if !res.Failed { // the retry below could only fail: say why
+			s.hist.committed(res)
+			return fmt.Errorf("produce %s with divzero committed instead of rolling back", t.EventID)
 		}
 	}
-	_, err := s.env.prod.Produce(ctx, t, pipeline.NoFault) // the business retries
+	res, err := s.env.prod.Produce(ctx, t, pipeline.NoFault) // the business retries
+	s.hist.committed(res)
 	return err
 }
 
@@ -261,6 +257,7 @@ func (s *soak) produce(ctx context.Context, i int) error {
 func (s *soak) relayPass(ctx context.Context, n int) (int, error) {
 	start := time.Now()
 	res, err := s.env.relay.Relay(ctx, pipeline.RelayOptions{Limit: s.p.Batch, SkipMark: s.fault("relay.skip_mark", n)})
+	s.hist.published("relay", false, res.Published...)
 	if err != nil || len(res.Published) == 0 {
 		return 0, err
 	}
@@ -282,7 +279,10 @@ func (s *soak) replay(ctx context.Context, eventID string) error {
 	if err := s.env.prod.DB.QueryRow(ctx, `SELECT payload::text FROM outbox WHERE event_id = $1`, eventID).Scan(&payload); err != nil {
 		return err
 	}
-	_, err := s.env.b.Publish(ctx, []broker.Message{{EventID: eventID, Payload: payload}})
+	ids, err := s.env.b.Publish(ctx, []broker.Message{{EventID: eventID, Payload: payload}})
+	for _, id := range ids {
+		s.hist.published("replay", true, pipeline.Published{EventID: eventID, EntryID: id, Payload: payload})
+	}
 	return err
 }
 
@@ -297,17 +297,31 @@ func (s *soak) consumePass(ctx context.Context, wk, n int) (int, error) {
 	case s.fault("consume.skip_ack", key):
 		opt.SkipAck = true
 	}
-	res, err := s.env.cons.Consume(ctx, opt)
-	s.count(res)
+	res, err := s.consume(ctx, opt)
 	return len(res.Handled), err
 }
 
 // reclaimPass takes over entries left pending by failed or crashed passes, as
 // a restarted worker would, once they have been idle that long.
 func (s *soak) reclaimPass(ctx context.Context, idle time.Duration) (int, error) {
-	res, err := s.env.cons.Claim(ctx, pipeline.ConsumeOptions{Consumer: soakConsumer, Worker: "reclaimer", Idle: idle, Count: s.p.Batch})
-	s.count(res)
+	res, err := s.claim(ctx, pipeline.ConsumeOptions{Consumer: soakConsumer, Worker: "reclaimer", Idle: idle, Count: s.p.Batch})
 	return len(res.Handled), err
+}
+
+// consume and claim run a pass, counting and recording what it handled
+// (also when it failed part way).
+func (s *soak) consume(ctx context.Context, opt pipeline.ConsumeOptions) (pipeline.ConsumeResult, error) {
+	res, err := s.env.cons.Consume(ctx, opt)
+	s.count(res)
+	s.hist.handled("consume", opt, false, res)
+	return res, err
+}
+
+func (s *soak) claim(ctx context.Context, opt pipeline.ConsumeOptions) (pipeline.ConsumeResult, error) {
+	res, err := s.env.cons.Claim(ctx, opt)
+	s.count(res)
+	s.hist.handled("claim", opt, true, res)
+	return res, err
 }
 
 // drain relays what is left and handles every new and pending entry, with no
@@ -315,19 +329,18 @@ func (s *soak) reclaimPass(ctx context.Context, idle time.Duration) (int, error)
 func (s *soak) drain(ctx context.Context) error {
 	for range 1000 {
 		res, err := s.env.relay.Relay(ctx, pipeline.RelayOptions{})
+		s.hist.published("relay", false, res.Published...)
 		if err != nil {
 			return err
 		}
-		read, err := s.env.cons.Consume(ctx, pipeline.ConsumeOptions{Consumer: soakConsumer, Worker: "drainer", Block: time.Millisecond})
+		read, err := s.consume(ctx, pipeline.ConsumeOptions{Consumer: soakConsumer, Worker: "drainer", Block: time.Millisecond})
 		if err != nil {
 			return err
 		}
-		claimed, err := s.env.cons.Claim(ctx, pipeline.ConsumeOptions{Consumer: soakConsumer, Worker: "drainer"})
+		claimed, err := s.claim(ctx, pipeline.ConsumeOptions{Consumer: soakConsumer, Worker: "drainer"})
 		if err != nil {
 			return err
 		}
-		s.count(read)
-		s.count(claimed)
 		if len(res.Published)+len(read.Handled)+len(claimed.Handled) == 0 {
 			return nil
 		}
@@ -389,7 +402,7 @@ func (r *SoakReport) Format() string {
 		r.History.Committed, r.History.StreamEntries, r.History.Applied, r.History.Pending)
 	fmt.Fprintf(&b, "  relay batch  median %s in the first tenth, %s in the last\n", r.RelayFirst.Round(10*time.Microsecond), r.RelayLast.Round(10*time.Microsecond))
 	if len(r.Violations) == 0 {
-		b.WriteString("  verdict      OK: no loss, no phantom, exactly-once effect, double entry, nothing stranded\n")
+		fmt.Fprintf(&b, "  verdict      OK: none of %s\n", strings.Join(history.InvariantNames(), ", "))
 		return b.String()
 	}
 	fmt.Fprintf(&b, "  verdict      %d VIOLATION(S)\n", len(r.Violations))

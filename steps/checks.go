@@ -10,6 +10,7 @@ import (
 
 	"outboxdrill/broker"
 	"outboxdrill/diag"
+	"outboxdrill/state"
 )
 
 // Check defines one state check of an expect map: how its wanted value is
@@ -69,10 +70,7 @@ func mapOf(values map[string]any) map[string]any {
 }
 
 // ProjectionRow is one (consumer, currency) row of the projection.
-type ProjectionRow struct {
-	Amount int64 `yaml:"amount"`
-	Events int64 `yaml:"events"`
-}
+type ProjectionRow = state.Sum
 
 var checks = map[string]*Check{}
 
@@ -111,6 +109,10 @@ func countSQL(name, doc, query string, consumerDB bool) *Check {
 		}}
 }
 
+// sqlCountUnpublished counts the outbox rows the relay has yet to publish:
+// outbox.unpublished and metrics.unpublished are one number.
+const sqlCountUnpublished = `SELECT count(*) FROM outbox WHERE NOT published`
+
 func init() {
 	defineCheck(&Check{Name: "stream.entries", Needs: broker.EntryLog, Doc: "entries in the stream (XLEN): every publish counts, duplicates too",
 		Value:   KindCount,
@@ -138,7 +140,7 @@ func init() {
 		}})
 	defineCheck(countSQL("ordering.gaps", "events held back by strict ordering, waiting for a predecessor", `SELECT count(*) FROM held`, true))
 	defineCheck(countSQL("outbox.rows", "rows in the outbox, published or not", `SELECT count(*) FROM outbox`, false))
-	defineCheck(countSQL("outbox.unpublished", "outbox rows not yet marked published", `SELECT count(*) FROM outbox WHERE NOT published`, false))
+	defineCheck(countSQL("outbox.unpublished", "outbox rows not yet marked published", sqlCountUnpublished, false))
 	defineCheck(countSQL("journal.rows", "committed transfers in the producer's journal", `SELECT count(*) FROM journal`, false))
 	defineCheck(countSQL("ledger.rows", "ledger entries (two per committed transfer)", `SELECT count(*) FROM ledger_entries`, false))
 	defineCheck(&Check{Name: "inbox.rows", Doc: "rows in the consumer's inbox: a total, or a map consumer → count",
@@ -193,24 +195,7 @@ func shapeCounts(m map[string]int64, want any) any {
 }
 
 func observeProjection(ctx context.Context, env *Env, _ any) (any, error) {
-	rows, err := env.Consumer.Query(ctx, `SELECT consumer_id, currency, amount, events FROM projection`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]map[string]ProjectionRow{}
-	for rows.Next() {
-		var c, cur string
-		var r ProjectionRow
-		if err := rows.Scan(&c, &cur, &r.Amount, &r.Events); err != nil {
-			return nil, err
-		}
-		if out[c] == nil {
-			out[c] = map[string]ProjectionRow{}
-		}
-		out[c][cur] = r
-	}
-	return out, rows.Err()
+	return state.Projections(ctx, env.Consumer)
 }
 
 func observeBalances(ctx context.Context, env *Env, _ any) (any, error) {

@@ -8,10 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"outboxdrill/broker"
 	"outboxdrill/diag"
+	"outboxdrill/state"
 
 	"gopkg.in/yaml.v3"
 )
@@ -112,7 +111,7 @@ func init() {
 	}
 	metric("unpublished", "outbox rows waiting for the relay", KindCountMetric, func(ctx context.Context, env *Env) (any, error) {
 		var n int64
-		err := env.Producer.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE NOT published`).Scan(&n)
+		err := env.Producer.QueryRow(ctx, sqlCountUnpublished).Scan(&n)
 		return n, err
 	})
 	metric("outbox_oldest_age", "age of the oldest unpublished outbox row (0 when none), on the producer PostgreSQL's clock: now() minus the row's created_at, the start of the transaction that produced it", KindDurationMetric, func(ctx context.Context, env *Env) (any, error) {
@@ -131,11 +130,11 @@ func init() {
 	metric("inbox_conflicts", "identity conflicts consume and claim reported in this scenario", KindCountMetric, func(_ context.Context, env *Env) (any, error) {
 		return env.conflicts, nil
 	})
-	metric("projection_lag", "committed events the most-behind consumer id has not applied yet (its inbox lacks them); 0 when every projection is caught up. Consumer ids are those with an inbox row (accounting before any has one)", KindCountMetric, func(ctx context.Context, env *Env) (any, error) {
+	metric("projection_lag", "committed events the most-behind consumer id has not applied yet (its inbox lacks them); 0 when every projection is caught up. Consumer ids are those the scenario's consume and claim steps name, and any with an inbox row", KindCountMetric, func(ctx context.Context, env *Env) (any, error) {
 		lag, _, err := projectionLag(ctx, env)
 		return lag, err
 	})
-	metric("projection_watermark_age", "the projection's staleness: age of the oldest committed event some consumer id has not applied (0 when caught up), on the producer PostgreSQL's clock: now() minus its outbox row's created_at", KindDurationMetric, func(ctx context.Context, env *Env) (any, error) {
+	metric("projection_watermark_age", "the projection's staleness: age of the oldest committed event some consumer id has not applied (0 when caught up), on the producer PostgreSQL's clock: now() minus its outbox row's created_at. Consumer ids as for projection_lag", KindDurationMetric, func(ctx context.Context, env *Env) (any, error) {
 		_, age, err := projectionLag(ctx, env)
 		return age, err
 	})
@@ -149,55 +148,38 @@ func init() {
 const defaultConsumer = "accounting"
 
 // projectionLag compares the producer's committed events with each consumer
-// id's inbox (two databases: no join). Consumer ids are those with an inbox
-// row, or the default one before any has applied anything.
+// id's inbox (two databases: no join). Consumer ids are those the scenario
+// names (env.Consumers) and those with an inbox row; with neither, the
+// default one. A named id with no row yet is the most behind of all, which
+// counting only ids with rows would hide.
 func projectionLag(ctx context.Context, env *Env) (int64, time.Duration, error) {
-	type event struct {
-		id  string
-		age time.Duration
-	}
-	rows, err := env.Producer.Query(ctx, `SELECT event_id, (extract(epoch FROM now() - created_at) * 1e6)::bigint FROM outbox`)
+	outbox, err := state.Outbox(ctx, env.Producer)
 	if err != nil {
 		return 0, 0, err
 	}
-	var events []event
-	var e event
-	var us int64
-	_, err = pgx.ForEachRow(rows, []any{&e.id, &us}, func() error {
-		e.age = time.Duration(us) * time.Microsecond
-		events = append(events, e)
-		return nil
-	})
+	applied, err := state.Inboxes(ctx, env.Consumer)
 	if err != nil {
 		return 0, 0, err
 	}
-	applied := map[string]map[string]bool{}
-	rows, err = env.Consumer.Query(ctx, `SELECT consumer_id, coalesce(payload->>'event_id', event_id) FROM inbox`)
-	if err != nil {
-		return 0, 0, err
-	}
-	var c, id string
-	_, err = pgx.ForEachRow(rows, []any{&c, &id}, func() error {
+	for _, c := range env.Consumers {
 		if applied[c] == nil {
-			applied[c] = map[string]bool{}
+			applied[c] = map[string]string{}
 		}
-		applied[c][id] = true
-		return nil
-	})
+	}
 	if len(applied) == 0 {
-		applied[defaultConsumer] = map[string]bool{}
+		applied[defaultConsumer] = map[string]string{}
 	}
 	var lag int64
 	var age time.Duration
 	for _, seen := range applied {
 		var n int64
-		for _, e := range events {
-			if !seen[e.id] {
+		for _, e := range outbox {
+			if _, ok := seen[e.EventID]; !ok {
 				n++
-				age = max(age, e.age)
+				age = max(age, e.Age)
 			}
 		}
 		lag = max(lag, n)
 	}
-	return lag, age, err
+	return lag, age, nil
 }

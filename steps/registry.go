@@ -79,6 +79,11 @@ type Env struct {
 	Broker   broker.Broker
 	// BrokerName selects the per-broker overrides of expectations.
 	BrokerName string
+	// Consumers are the consumer ids the scenario's consuming steps name,
+	// known before any of them runs: projection metrics judge each of them,
+	// so a consumer stuck on its first event (no inbox row yet) still
+	// counts as behind. Empty when the caller does not know them.
+	Consumers []string
 
 	auto      int                          // the last N given out as an auto id bus-N
 	used      map[string]bool              // event ids produce was asked for

@@ -1,0 +1,95 @@
+// Package state reads the final state of a scenario's databases: the reads
+// that both the history checker (history.LoadState) and the scenarios'
+// state checks and metrics (steps) need, written once so that the two never
+// disagree about what a table holds.
+package state
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DB is a pool or a connection.
+type DB interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Sum is one projection row, or an inbox's sum for one currency.
+type Sum struct {
+	Amount int64 `yaml:"amount"`
+	Events int64 `yaml:"events"`
+}
+
+// OutboxRow is one committed event in the producer's outbox.
+type OutboxRow struct {
+	EventID   string
+	Payload   string // as PostgreSQL renders the jsonb
+	Published bool
+	// Age is now() minus created_at, both on the producer PostgreSQL's
+	// clock: the start of the transaction that produced the row.
+	Age time.Duration
+}
+
+// Outbox reads every outbox row, in outbox order.
+func Outbox(ctx context.Context, db DB) ([]OutboxRow, error) {
+	rows, err := db.Query(ctx, `SELECT event_id, payload::text, published, (extract(epoch FROM now() - created_at) * 1e6)::bigint FROM outbox ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("read the outbox: %w", err)
+	}
+	var out []OutboxRow
+	var r OutboxRow
+	var us int64
+	_, err = pgx.ForEachRow(rows, []any{&r.EventID, &r.Payload, &r.Published, &us}, func() error {
+		r.Age = time.Duration(us) * time.Microsecond
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the outbox: %w", err)
+	}
+	return out, nil
+}
+
+// Inboxes reads every consumer's inbox: consumer id → business event id →
+// payload. The event id is the payload's, so that an inbox keyed by broker
+// entry id (the dedupe_by_entry anti-pattern) still names events.
+func Inboxes(ctx context.Context, db DB) (map[string]map[string]string, error) {
+	rows, err := db.Query(ctx, `SELECT consumer_id, coalesce(payload->>'event_id', event_id), payload::text FROM inbox`)
+	if err != nil {
+		return nil, fmt.Errorf("read the inbox: %w", err)
+	}
+	out := map[string]map[string]string{}
+	var c, ev, payload string
+	_, err = pgx.ForEachRow(rows, []any{&c, &ev, &payload}, func() error { put(out, c, ev, payload); return nil })
+	if err != nil {
+		return nil, fmt.Errorf("read the inbox: %w", err)
+	}
+	return out, nil
+}
+
+// Projections reads every read model: name → currency → row.
+func Projections(ctx context.Context, db DB) (map[string]map[string]Sum, error) {
+	rows, err := db.Query(ctx, `SELECT consumer_id, currency, amount, events FROM projection`)
+	if err != nil {
+		return nil, fmt.Errorf("read the projection: %w", err)
+	}
+	out := map[string]map[string]Sum{}
+	var m, cur string
+	var s Sum
+	_, err = pgx.ForEachRow(rows, []any{&m, &cur, &s.Amount, &s.Events}, func() error { put(out, m, cur, s); return nil })
+	if err != nil {
+		return nil, fmt.Errorf("read the projection: %w", err)
+	}
+	return out, nil
+}
+
+// put sets m[a][b], making the inner map on first use.
+func put[V any](m map[string]map[string]V, a, b string, v V) {
+	if m[a] == nil {
+		m[a] = map[string]V{}
+	}
+	m[a][b] = v
+}
