@@ -115,27 +115,37 @@ func (r ConsumeResult) countIf(pred func(Handled) bool) int {
 }
 
 // ErrClash is what Validate (and so Consume and Claim) returns for options
-// that cannot all hold.
+// that cannot all hold: errors.Is(err, ErrClash), and errors.As a *Clash
+// for which two.
 var ErrClash = errors.New("consume options clash")
+
+// Clash is two options that cannot both hold, named as ConsumeOptions
+// fields.
+type Clash struct{ A, B, Why string }
+
+func (c *Clash) Error() string {
+	return fmt.Sprintf("%v: %s and %s cannot both hold: %s", ErrClash, c.A, c.B, c.Why)
+}
+
+func (c *Clash) Is(target error) bool { return target == ErrClash }
 
 // Validate rejects options that cannot all hold. handle would otherwise
 // pick one of them (strict, then setnx, then split_tx) and silently ignore
-// the other, and an ignored fault or mode is a wrong verdict. These are the
-// clashes the scenario language rejects at load time (steps.Handling).
+// the other, and an ignored fault or mode is a wrong verdict. The scenario
+// language reports the same clashes at load time (steps.Handling).
 func (o ConsumeOptions) Validate() error {
 	for _, c := range []struct {
-		a, b string
+		Clash
 		both bool
-		why  string
 	}{
-		{"Strict", "SplitTx", o.Strict && o.SplitTx, "strict ordering applies the event, its aggregate version and the projection in ONE transaction; SplitTx needs two"},
-		{"Strict", "Seen", o.Strict && o.Seen != nil, "strict ordering dedupes in the inbox inside its transaction; Seen dedupes before it, in another store"},
-		{"Seen", "SplitTx", o.Seen != nil && o.SplitTx, "Seen dedupes with a key outside the database: there is no inbox transaction left to split"},
-		{"AckFirst", "SkipAck", o.AckFirst && o.SkipAck, "AckFirst XACKs before the transaction: there is no ack after the commit to skip"},
-		{"AckFirst", "MaxDeliveries", o.AckFirst && o.MaxDeliveries > 0, "AckFirst XACKs every entry on delivery: none comes back to count deliveries of"},
+		{Clash{"Strict", "SplitTx", "strict ordering applies the event, its aggregate version and the projection in ONE transaction; a split transaction needs two"}, o.Strict && o.SplitTx},
+		{Clash{"Strict", "Seen", "strict ordering dedupes in the inbox inside its transaction; a side store dedupes before it"}, o.Strict && o.Seen != nil},
+		{Clash{"Seen", "SplitTx", "a side store dedupes with a key outside the database: there is no inbox transaction left to split"}, o.Seen != nil && o.SplitTx},
+		{Clash{"AckFirst", "SkipAck", "acking first acks before the transaction: there is no ack after the commit to skip"}, o.AckFirst && o.SkipAck},
+		{Clash{"AckFirst", "MaxDeliveries", "acking first acks every entry on delivery: none comes back to count deliveries of"}, o.AckFirst && o.MaxDeliveries > 0},
 	} {
 		if c.both {
-			return fmt.Errorf("%w: %s and %s cannot both hold: %s", ErrClash, c.a, c.b, c.why)
+			return &c.Clash
 		}
 	}
 	return nil

@@ -1,6 +1,9 @@
 package runner
 
-import "testing"
+import (
+	"outboxdrill/scenario"
+	"testing"
+)
 
 // TestProjectionLagCountsAConsumerWithNoInboxRow: a consumer id the
 // scenario names but that has applied nothing yet (stuck on its first
@@ -21,7 +24,7 @@ steps:
     expect: {applied: 2}
   - expect: {metrics.projection_lag: 0, metrics.projection_watermark_age: 0}
 `)
-	_, byName := runAll(t, testParams(t), []*Scenario{sc})
+	_, byName := runAll(t, testParams(t), []*scenario.Scenario{sc})
 	if r := byName[sc.Name]; !r.Passed() {
 		t.Fatalf("want the scenario to pass, got %v (skipped %q)", r.Failures, r.Skipped)
 	}

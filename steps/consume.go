@@ -2,6 +2,7 @@ package steps
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -51,44 +52,57 @@ type Handling struct {
 	Ordering string `param:"ordering" default:"none" enum:"none|strict" doc:"strict: apply an aggregate's events in version order; a later one is held back (deferred, not acked) until its predecessor is applied"`
 }
 
-// Validate rejects handling parameters that cannot all hold: the consumer
-// would have to ignore one of them, and a silently ignored fault or mode is
-// a wrong verdict.
+// Validate rejects handling parameters that cannot all hold, by the
+// pipeline's own rule (pipeline.ConsumeOptions.Validate): the consumer would
+// have to ignore one of them, and a silently ignored fault or mode is a
+// wrong verdict. The clash is reported at the second parameter, both named
+// as the scenario writes them.
 func (h *Handling) Validate() error {
-	type knob struct {
-		param, value string
-		on           bool
+	var seen pipeline.SeenStore
+	if h.Dedupe == "setnx" {
+		seen = loadTimeSeen{} // the broker's store comes with the run
 	}
-	strict := knob{"ordering", "strict", h.Ordering == "strict"}
-	split := knob{"mode", "split_tx", h.Mode == "split_tx"}
-	ackFirst := knob{"mode", "ack_first", h.Mode == "ack_first"}
-	setnx := knob{"dedupe", "setnx", h.Dedupe == "setnx"}
-	skipAck := knob{"skip_ack", "true", h.SkipAck}
-	maxDeliv := knob{"max_deliveries", fmt.Sprint(h.MaxDeliv), h.MaxDeliv > 0}
-	for _, c := range []struct {
-		a, b knob
-		why  string
-	}{
-		{strict, split, "strict ordering applies the event, its aggregate version and the projection in ONE transaction; split_tx needs two"},
-		{strict, setnx, "strict ordering dedupes in the inbox inside its transaction; setnx dedupes before it, in the broker's store"},
-		{setnx, split, "setnx dedupes with a key outside the database: there is no inbox transaction left to split"},
-		{ackFirst, skipAck, "ack_first XACKs before the transaction: there is no ack after the commit to skip"},
-		{ackFirst, maxDeliv, "ack_first XACKs every entry on delivery: none comes back to count deliveries of"},
-	} {
-		if c.a.on && c.b.on {
-			return ParamErrorf(c.b.param, "%s: %s and %s: %s cannot both hold: %s", c.a.param, c.a.value, c.b.param, c.b.value, c.why)
-		}
+	var clash *pipeline.Clash
+	if !errors.As(h.options(seen, "", 0).Validate(), &clash) {
+		return nil
 	}
-	return nil
+	a, b := h.written(clash.A), h.written(clash.B)
+	return ParamErrorf(b.param, "%s: %s and %s: %s cannot both hold: %s", a.param, a.value, b.param, b.value, clash.Why)
 }
 
+// writtenParam is a handling parameter as a scenario writes it.
+type writtenParam struct{ param, value string }
+
+// written names the parameter behind a pipeline.ConsumeOptions field.
+func (h *Handling) written(option string) writtenParam {
+	switch option {
+	case "Strict":
+		return writtenParam{"ordering", h.Ordering}
+	case "SplitTx", "AckFirst":
+		return writtenParam{"mode", h.Mode}
+	case "Seen":
+		return writtenParam{"dedupe", h.Dedupe}
+	case "SkipAck":
+		return writtenParam{"skip_ack", "true"}
+	case "MaxDeliveries":
+		return writtenParam{"max_deliveries", fmt.Sprint(h.MaxDeliv)}
+	}
+	return writtenParam{option, "?"}
+}
+
+// loadTimeSeen stands for the broker's side store when options are checked
+// before the run: only whether there is one matters.
+type loadTimeSeen struct{}
+
+func (loadTimeSeen) MarkSeen(context.Context, string) (bool, error) { return false, nil }
+
 // options turns the shared parameters into the pipeline's options.
-func (h Handling) options(env *Env, worker string, count int) pipeline.ConsumeOptions {
+func (h Handling) options(seen pipeline.SeenStore, worker string, count int) pipeline.ConsumeOptions {
 	return pipeline.ConsumeOptions{
 		Consumer: h.Consumer, Projection: h.Project, Worker: worker, Count: count,
 		Fault: pipeline.Fault(h.Fail), SkipAck: h.SkipAck, MaxDeliveries: h.MaxDeliv,
 		AckFirst: h.Mode == "ack_first", SplitTx: h.Mode == "split_tx", DedupeByEntry: h.Dedupe == "entry_id",
-		Seen: seenStore(env, h.Dedupe), Strict: h.Ordering == "strict",
+		Seen: seen, Strict: h.Ordering == "strict",
 	}
 }
 
@@ -100,7 +114,7 @@ func init() {
 }
 
 func runConsume(ctx context.Context, env *Env, p *ConsumeParams) (Result, error) {
-	opt := p.options(env, p.Worker, p.Count)
+	opt := p.options(seenStore(env, p.Dedupe), p.Worker, p.Count)
 	opt.Block = p.Block
 	res, err := (&pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}).Consume(ctx, opt)
 	env.conflicts += int64(res.Count(pipeline.Conflict))
@@ -108,7 +122,7 @@ func runConsume(ctx context.Context, env *Env, p *ConsumeParams) (Result, error)
 }
 
 func runClaim(ctx context.Context, env *Env, p *ClaimParams) (Result, error) {
-	opt := p.options(env, p.Worker, p.Count)
+	opt := p.options(seenStore(env, p.Dedupe), p.Worker, p.Count)
 	opt.Idle, opt.Auto = p.Idle, p.Auto
 	res, err := (&pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}).Claim(ctx, opt)
 	env.conflicts += int64(res.Count(pipeline.Conflict))
