@@ -2,27 +2,11 @@ package runner
 
 import (
 	"context"
-	"fmt"
 	"outboxdrill/broker"
 	"outboxdrill/scenario"
 	"testing"
 	"time"
-
-	"outboxdrill/pipeline"
 )
-
-// openBenchWorld opens a World on the test servers for the whole benchmark.
-func openBenchWorld(b *testing.B) (*World, *Params) {
-	b.Helper()
-	p := testParams(b)
-	p.Timeout = time.Minute
-	w, err := OpenWorld(context.Background(), &p)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = w.Close() })
-	return w, &p
-}
 
 // BenchmarkScenario runs the seed scenarios, one per iteration, and splits
 // each one's cost into isolation (two databases and a stream) and the
@@ -33,11 +17,17 @@ func BenchmarkScenario(b *testing.B) {
 	if len(errs) > 0 {
 		b.Fatal(errs)
 	}
-	w, p := openBenchWorld(b)
+	p := testParams(b)
+	p.Timeout = time.Minute
+	w, err := OpenWorld(context.Background(), &p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = w.Close() })
 	var setup, total time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		res, err := runScenario(context.Background(), p, w, job{scs[i%len(scs)], broker.Redis})
+		res, err := runScenario(context.Background(), &p, w, job{scs[i%len(scs)], broker.Redis})
 		if err != nil || !res.Passed() {
 			b.Fatalf("%v %v", err, res.Failures)
 		}
@@ -46,87 +36,4 @@ func BenchmarkScenario(b *testing.B) {
 	}
 	b.ReportMetric(float64(setup.Microseconds())/float64(b.N)/1000, "setup-ms/op")
 	b.ReportMetric(float64((total-setup).Microseconds())/float64(b.N)/1000, "steps+cleanup-ms/op")
-}
-
-// BenchmarkPipeline measures one event through the reference pipeline, stage
-// by stage: the producer transaction, the relay (XADD + mark), the consumer
-// transaction + XACK.
-func BenchmarkPipeline(b *testing.B) {
-	w, _ := openBenchWorld(b)
-	ctx := context.Background()
-	iso, err := w.acquire(ctx, broker.Redis, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = w.recycle(ctx, iso, false) })
-	env := iso.env
-	prod := &pipeline.Producer{DB: env.Producer}
-	relay := &pipeline.Relay{DB: env.Producer, Broker: env.Broker}
-	cons := &pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}
-	n := 0
-	b.Run("produce", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			n++
-			t := pipeline.Transfer{EventID: fmt.Sprintf("e-%d", n), From: "alice", To: "bob", Amount: 1, Currency: "USD"}
-			if _, err := prod.Produce(ctx, t, pipeline.NoFault); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("relay-1", func(b *testing.B) {
-		b.StopTimer()
-		for i := 0; i < b.N; i++ {
-			n++
-			t := pipeline.Transfer{EventID: fmt.Sprintf("e-%d", n), From: "alice", To: "bob", Amount: 1, Currency: "USD"}
-			_, _ = prod.Produce(ctx, t, pipeline.NoFault)
-			b.StartTimer()
-			if _, err := relay.Relay(ctx, pipeline.RelayOptions{}); err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
-		}
-	})
-	b.Run("consume-1", func(b *testing.B) {
-		opt := pipeline.ConsumeOptions{Consumer: "bench", Worker: "w", Count: 1}
-		for i := 0; i < b.N; i++ {
-			res, err := cons.Consume(ctx, opt)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if len(res.Handled) == 0 { // ran out: make more entries outside the timer
-				b.StopTimer()
-				n++
-				t := pipeline.Transfer{EventID: fmt.Sprintf("e-%d", n), From: "alice", To: "bob", Amount: 1, Currency: "USD"}
-				_, _ = prod.Produce(ctx, t, pipeline.NoFault)
-				_, _ = relay.Relay(ctx, pipeline.RelayOptions{})
-				b.StartTimer()
-				i--
-			}
-		}
-	})
-}
-
-// BenchmarkIsolation is the per-scenario overhead: take a reset database pair
-// with a new stream, write a row, give it back (delete rows and stream).
-func BenchmarkIsolation(b *testing.B) {
-	w, _ := openBenchWorld(b)
-	ctx := context.Background()
-	iso, err := w.acquire(ctx, broker.Redis, nil) // the first pair is created once per run
-	if err != nil {
-		b.Fatal(err)
-	}
-	_ = w.recycle(ctx, iso, false)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		iso, err := w.acquire(ctx, broker.Redis, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := iso.pools[0].Exec(ctx, `INSERT INTO accounts VALUES ('a', 'USD', 1)`); err != nil {
-			b.Fatal(err)
-		}
-		if err := w.recycle(ctx, iso, false); err != nil {
-			b.Fatal(err)
-		}
-	}
 }

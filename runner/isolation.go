@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"outboxdrill/scenario"
 	schema "outboxdrill/sql"
@@ -242,3 +243,30 @@ type brokerError struct{ err error }
 
 func (e *brokerError) Error() string { return e.err.Error() }
 func (e *brokerError) Unwrap() error { return e.err }
+
+// Pair is a database pair and a broker stream of the run, taken from the
+// run's pool as a scenario's would be: for tools that drive the pipeline
+// themselves (soak, bench). Give it back with ReturnPair.
+type Pair struct {
+	// Env holds the producer's and the consumer's pools and the broker.
+	Env *steps.Env
+	// Stream is the broker's stream key (Redis) or the scenario key.
+	Stream string
+	iso    *isolation
+}
+
+// TakePair hands out a reset database pair with a new stream on broker b.
+func (w *World) TakePair(ctx context.Context, b string) (*Pair, error) {
+	iso, err := w.acquire(ctx, b, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Pair{Env: iso.env, Stream: iso.streamKey, iso: iso}, nil
+}
+
+// ReturnPair resets the pair for the next user.
+func (w *World) ReturnPair(ctx context.Context, p *Pair) error { return w.recycle(ctx, p.iso, false) }
+
+// RedisClient is the run's Redis client, or nil when Redis is not one of
+// its brokers.
+func (w *World) RedisClient() *redis.Client { return w.redisClient() }

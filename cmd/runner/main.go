@@ -36,10 +36,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"outboxdrill/bench"
 	"outboxdrill/diag"
 	"outboxdrill/report"
 	"outboxdrill/runner"
 	"outboxdrill/scenario"
+	"outboxdrill/soak"
 )
 
 // Exit codes.
@@ -530,7 +532,7 @@ func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("soak")
-	var p runner.SoakParams
+	var p soak.Params
 	fs.IntVar(&p.Events, "events", 10000, "events to drive through the pipeline")
 	fs.Float64Var(&p.Faults, "faults", 0.1, "probability of a fault at each decision point (0..1)")
 	fs.Uint64Var(&p.Seed, "seed", uint64(time.Now().UnixNano()%1_000_000), "seed of the fault choices: the same seed injects the same faults")
@@ -546,7 +548,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: "+soakUsage)
 		return exitInvalid
 	}
-	rep, err := runner.Soak(ctx, p)
+	rep, err := soak.Soak(ctx, p)
 	switch {
 	case ctx.Err() != nil:
 		return interrupted(stderr, false)
@@ -563,7 +565,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("bench")
-	var p runner.BenchParams
+	var p bench.Params
 	fs.IntVar(&p.SoakEvents, "soak-events", 2000, "events for the soak and raw baseline figures (0: skip)")
 	growth := fs.String("growth", "10,100,1000", "generated scenario counts for the growth figures")
 	fs.IntVar(&p.Repeat, "repeat", 3, "runs per start and library figure; the median is printed")
@@ -584,12 +586,12 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if p.Scenarios, ok = load(paths, stderr); !ok {
 		return exitInvalid
 	}
-	if err := runner.Bench(ctx, p, stdout); err != nil {
+	if err := bench.Run(ctx, p, stdout); err != nil {
 		fmt.Fprintf(stderr, "runner: bench: %v\n", err)
 		switch {
 		case ctx.Err() != nil:
 			return exitInterrupted
-		case errors.Is(err, runner.ErrScenariosFailed):
+		case errors.Is(err, bench.ErrScenariosFailed):
 			return exitFailed
 		}
 		return exitEnvironment

@@ -1,4 +1,4 @@
-package runner
+package soak
 
 import (
 	"context"
@@ -8,12 +8,14 @@ import (
 
 	"outboxdrill/broker"
 	"outboxdrill/history"
+	"outboxdrill/internal/testservers"
 	"outboxdrill/pipeline"
+	"outboxdrill/runner"
 )
 
 func TestSoakHoldsItsInvariants(t *testing.T) {
 	tp := testParams(t)
-	rep, err := Soak(t.Context(), SoakParams{Events: 300, Faults: 0.2, Seed: 1, Workers: 2, Batch: 20,
+	rep, err := Soak(t.Context(), Params{Events: 300, Faults: 0.2, Seed: 1, Workers: 2, Batch: 20,
 		PGURL: tp.PGURL, Redis: tp.RedisURL, Baseline: true})
 	if err != nil {
 		t.Fatal(err)
@@ -46,16 +48,16 @@ func TestCheckHistoryCatchesEachViolation(t *testing.T) {
 		return err
 	}
 	opt := pipeline.ConsumeOptions{Consumer: soakConsumer, Worker: "w"}
-	cases := map[string]func(ctx context.Context, s *soak, iso *isolation) error{
-		"": func(context.Context, *soak, *isolation) error { return nil },
-		history.Lost: func(ctx context.Context, s *soak, iso *isolation) error {
+	cases := map[string]func(ctx context.Context, s *soak, iso *runner.Pair) error{
+		"": func(context.Context, *soak, *runner.Pair) error { return nil },
+		history.Lost: func(ctx context.Context, s *soak, iso *runner.Pair) error {
 			if err := s.produce(ctx, 2); err != nil {
 				return err
 			}
-			_, err := iso.pools[0].Exec(ctx, `UPDATE outbox SET published = true WHERE event_id = 'e-2'`) // marked, never published
+			_, err := iso.Env.Producer.Exec(ctx, `UPDATE outbox SET published = true WHERE event_id = 'e-2'`) // marked, never published
 			return err
 		},
-		history.DoubleApplied: func(ctx context.Context, s *soak, _ *isolation) error {
+		history.DoubleApplied: func(ctx context.Context, s *soak, _ *runner.Pair) error {
 			if err := s.replay(ctx, "e-1"); err != nil {
 				return err
 			}
@@ -64,15 +66,15 @@ func TestCheckHistoryCatchesEachViolation(t *testing.T) {
 			_, err := s.consume(ctx, o)
 			return err
 		},
-		history.Phantom: func(ctx context.Context, s *soak, iso *isolation) error {
+		history.Phantom: func(ctx context.Context, s *soak, iso *runner.Pair) error {
 			forged := broker.Message{EventID: "forged", Payload: `{"event_id":"forged","amount":1,"currency":"USD"}`}
-			if _, err := iso.env.Broker.Publish(ctx, []broker.Message{forged}); err != nil {
+			if _, err := iso.Env.Broker.Publish(ctx, []broker.Message{forged}); err != nil {
 				return err
 			}
 			_, err := s.consume(ctx, opt)
 			return err
 		},
-		history.AckedWithoutEffect: func(ctx context.Context, s *soak, _ *isolation) error {
+		history.AckedWithoutEffect: func(ctx context.Context, s *soak, _ *runner.Pair) error {
 			if err := newEvent(ctx, s); err != nil {
 				return err
 			}
@@ -83,11 +85,11 @@ func TestCheckHistoryCatchesEachViolation(t *testing.T) {
 			}
 			return s.replay(ctx, "e-2") // an entry waits: not lost, only acked without effect
 		},
-		history.ProjectionMismatch: func(ctx context.Context, _ *soak, iso *isolation) error {
-			_, err := iso.pools[1].Exec(ctx, `UPDATE projection SET amount = amount * 2`)
+		history.ProjectionMismatch: func(ctx context.Context, _ *soak, iso *runner.Pair) error {
+			_, err := iso.Env.Consumer.Exec(ctx, `UPDATE projection SET amount = amount * 2`)
 			return err
 		},
-		history.Stranded: func(ctx context.Context, s *soak, _ *isolation) error {
+		history.Stranded: func(ctx context.Context, s *soak, _ *runner.Pair) error {
 			if err := newEvent(ctx, s); err != nil {
 				return err
 			}
@@ -99,7 +101,7 @@ func TestCheckHistoryCatchesEachViolation(t *testing.T) {
 			_, err := s.consume(ctx, opt) // ... and the consumer reads on, never claims
 			return err
 		},
-		history.DoublePublished: func(ctx context.Context, s *soak, _ *isolation) error {
+		history.DoublePublished: func(ctx context.Context, s *soak, _ *runner.Pair) error {
 			if err := s.produce(ctx, 2); err != nil {
 				return err
 			}
@@ -115,8 +117,8 @@ func TestCheckHistoryCatchesEachViolation(t *testing.T) {
 			_, err = s.consume(ctx, opt)
 			return err
 		},
-		history.Unbalanced: func(ctx context.Context, _ *soak, iso *isolation) error {
-			_, err := iso.pools[0].Exec(ctx, `UPDATE accounts SET balance = balance + 1 WHERE account = 'acct-3'`)
+		history.Unbalanced: func(ctx context.Context, _ *soak, iso *runner.Pair) error {
+			_, err := iso.Env.Producer.Exec(ctx, `UPDATE accounts SET balance = balance + 1 WHERE account = 'acct-3'`)
 			return err
 		},
 	}
@@ -159,24 +161,24 @@ func TestCheckHistoryCatchesEachViolation(t *testing.T) {
 
 // cleanSoak is a soak without faults that produced, relayed and consumed
 // e-0 and e-1, on a pair of its own.
-func cleanSoak(t *testing.T) (*soak, *isolation) {
+func cleanSoak(t *testing.T) (*soak, *runner.Pair) {
 	ctx := t.Context()
 	p := testParams(t)
-	w, err := OpenWorld(ctx, &p)
+	w, err := runner.OpenWorld(ctx, &p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = w.Close() })
-	iso, err := w.acquire(ctx, broker.Redis, nil)
+	iso, err := w.TakePair(ctx, broker.Redis)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = w.recycle(context.WithoutCancel(ctx), iso, false) })
-	s := &soak{p: SoakParams{Batch: 100}, outs: map[pipeline.Outcome]int64{}, env: pipelineEnv{
-		prod:  &pipeline.Producer{DB: iso.env.Producer},
-		relay: &pipeline.Relay{DB: iso.env.Producer, Broker: iso.env.Broker},
-		cons:  &pipeline.Consumer{DB: iso.env.Consumer, Broker: iso.env.Broker},
-		b:     iso.env.Broker,
+	t.Cleanup(func() { _ = w.ReturnPair(context.WithoutCancel(ctx), iso) })
+	s := &soak{p: Params{Batch: 100}, outs: map[pipeline.Outcome]int64{}, env: pipelineEnv{
+		prod:  &pipeline.Producer{DB: iso.Env.Producer},
+		relay: &pipeline.Relay{DB: iso.Env.Producer, Broker: iso.Env.Broker},
+		cons:  &pipeline.Consumer{DB: iso.Env.Consumer, Broker: iso.Env.Broker},
+		b:     iso.Env.Broker,
 	}}
 	for i := range 2 {
 		if err := s.produce(ctx, i); err != nil {
@@ -196,8 +198,8 @@ func cleanSoak(t *testing.T) (*soak, *isolation) {
 // and the run takes the same course.
 func TestSoakReplaysExactlyWithOneWorker(t *testing.T) {
 	tp := testParams(t)
-	run := func() *SoakReport {
-		rep, err := Soak(t.Context(), SoakParams{Events: 200, Faults: 0.3, Seed: 5, Workers: 1, Batch: 10, PGURL: tp.PGURL, Redis: tp.RedisURL})
+	run := func() *Report {
+		rep, err := Soak(t.Context(), Params{Events: 200, Faults: 0.3, Seed: 5, Workers: 1, Batch: 10, PGURL: tp.PGURL, Redis: tp.RedisURL})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,4 +217,8 @@ func TestSoakReplaysExactlyWithOneWorker(t *testing.T) {
 			t.Errorf("no %s fault in:\n%s", kind, a.Format())
 		}
 	}
+}
+
+func testParams(t testing.TB) runner.Params {
+	return runner.Params{PGURL: testservers.PG(t), RedisURL: testservers.Redis(t), Parallel: 4}
 }

@@ -1,4 +1,7 @@
-package runner
+// Package soak drives many events through the reference pipeline with faults
+// in every window the steps know, drains it and judges the whole history with
+// the same checker as the scenarios (runner soak).
+package soak
 
 import (
 	"context"
@@ -16,11 +19,12 @@ import (
 	"outboxdrill/broker"
 	"outboxdrill/history"
 	"outboxdrill/pipeline"
+	"outboxdrill/runner"
 )
 
-// SoakParams configures a soak run: N events through the real pipeline with
+// Params configures a soak run: N events through the real pipeline with
 // faults chosen at random from every window the steps know.
-type SoakParams struct {
+type Params struct {
 	Events  int
 	Faults  float64 // probability per decision point, 0..1
 	Seed    uint64
@@ -32,28 +36,28 @@ type SoakParams struct {
 	Baseline bool
 }
 
-// SoakReport is what a soak run measured and judged.
-type SoakReport struct {
-	Params     SoakParams
+// Report is what a soak run measured and judged.
+type Report struct {
+	Params     Params
 	Duration   time.Duration
 	Faults     map[string]int64
 	Outcomes   map[pipeline.Outcome]int64
 	RelayFirst time.Duration // median relay batch latency, first tenth of the run
 	RelayLast  time.Duration // and last tenth
-	History    SoakTotals
+	History    Totals
 	// Violations are what history.Check found in the soak's history.
 	Violations []history.Violation
 	RawPerSec  float64 // the raw baseline's events/s, when measured
 }
 
 // EventsPerSec is the soak's throughput, faults and recovery included.
-func (r *SoakReport) EventsPerSec() float64 { return float64(r.Params.Events) / r.Duration.Seconds() }
+func (r *Report) EventsPerSec() float64 { return float64(r.Params.Events) / r.Duration.Seconds() }
 
 const soakConsumer = "accounting"
 
 // soak is one soak run's shared state.
 type soak struct {
-	p       SoakParams
+	p       Params
 	env     pipelineEnv
 	faults  sync.Map // kind → *atomic.Int64
 	outMu   sync.Mutex
@@ -72,9 +76,9 @@ type pipelineEnv struct {
 
 // Soak drives p.Events events through producer, relay and consumer with
 // random faults, drains the pipeline, then judges the whole history.
-func Soak(ctx context.Context, p SoakParams) (*SoakReport, error) {
+func Soak(ctx context.Context, p Params) (*Report, error) {
 	p.Workers, p.Batch = max(1, p.Workers), cmpOr(p.Batch, 100)
-	w, err := OpenWorld(ctx, &Params{PGURL: p.PGURL, RedisURL: p.Redis, Parallel: 1})
+	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, RedisURL: p.Redis, Parallel: 1})
 	if err != nil {
 		return nil, err
 	}
@@ -85,22 +89,22 @@ func Soak(ctx context.Context, p SoakParams) (*SoakReport, error) {
 			return nil, fmt.Errorf("raw baseline: %w", err)
 		}
 	}
-	iso, err := w.acquire(ctx, broker.Redis, nil)
+	iso, err := w.TakePair(ctx, broker.Redis)
 	if err != nil {
 		return nil, err
 	}
-	defer w.recycle(ctx, iso, false)
+	defer w.ReturnPair(ctx, iso)
 	s := &soak{p: p, outs: map[pipeline.Outcome]int64{}, env: pipelineEnv{
-		prod:  &pipeline.Producer{DB: iso.env.Producer},
-		relay: &pipeline.Relay{DB: iso.env.Producer, Broker: iso.env.Broker},
-		cons:  &pipeline.Consumer{DB: iso.env.Consumer, Broker: iso.env.Broker},
-		b:     iso.env.Broker,
+		prod:  &pipeline.Producer{DB: iso.Env.Producer},
+		relay: &pipeline.Relay{DB: iso.Env.Producer, Broker: iso.Env.Broker},
+		cons:  &pipeline.Consumer{DB: iso.Env.Consumer, Broker: iso.Env.Broker},
+		b:     iso.Env.Broker,
 	}}
 	start := time.Now()
 	if err := s.run(ctx); err != nil {
 		return nil, err
 	}
-	rep := &SoakReport{Params: p, Duration: time.Since(start), Faults: s.faultCounts(), Outcomes: s.outs, RawPerSec: raw}
+	rep := &Report{Params: p, Duration: time.Since(start), Faults: s.faultCounts(), Outcomes: s.outs, RawPerSec: raw}
 	rep.RelayFirst, rep.RelayLast = s.relayTrend()
 	rep.History, rep.Violations, err = s.hist.judge(ctx, s.env)
 	return rep, err
@@ -382,7 +386,7 @@ func hashInt(s string) int {
 }
 
 // Format renders the report for the console.
-func (r *SoakReport) Format() string {
+func (r *Report) Format() string {
 	var b strings.Builder
 	p := r.Params
 	fmt.Fprintf(&b, "soak: %d events, faults %.2f, seed %d, parallel %d\n", p.Events, p.Faults, p.Seed, p.Workers)

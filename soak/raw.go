@@ -1,10 +1,11 @@
-package runner
+package soak
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"outboxdrill/broker"
+	"outboxdrill/runner"
 	"sync"
 	"time"
 
@@ -20,16 +21,16 @@ import (
 // consumer statement per entry (inbox and projection) and one XACK of the
 // batch. No faults, no dedupe decisions, no reclaim: the yardstick the soak's
 // throughput is compared with.
-func rawBaseline(ctx context.Context, w *World, events, workers, batch int) (float64, error) {
-	iso, err := w.acquire(ctx, broker.Redis, nil)
+func rawBaseline(ctx context.Context, w *runner.World, events, workers, batch int) (float64, error) {
+	iso, err := w.TakePair(ctx, broker.Redis)
 	if err != nil {
 		return 0, err
 	}
-	defer w.recycle(ctx, iso, false)
-	if err := w.redisClient().XGroupCreateMkStream(ctx, iso.streamKey, "raw", "0").Err(); err != nil {
+	defer w.ReturnPair(ctx, iso)
+	if err := w.RedisClient().XGroupCreateMkStream(ctx, iso.Stream, "raw", "0").Err(); err != nil {
 		return 0, err
 	}
-	r := rawRun{prod: iso.pools[0], cons: iso.pools[1], rdb: w.redisClient(), stream: iso.streamKey}
+	r := rawRun{prod: iso.Env.Producer, cons: iso.Env.Consumer, rdb: w.RedisClient(), stream: iso.Stream}
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)

@@ -1,4 +1,4 @@
-package runner
+package soak
 
 import (
 	"context"
@@ -71,8 +71,8 @@ func (h *soakHistory) snapshot() []history.Op {
 	return append([]history.Op(nil), h.ops...)
 }
 
-// SoakTotals are the drained pipeline's counts, for the report.
-type SoakTotals struct {
+// Totals are the drained pipeline's counts, for the report.
+type Totals struct {
 	Committed     int   // events in the outbox
 	StreamEntries int   // entries the broker holds (duplicates included)
 	Applied       int   // events in the consumer's inbox
@@ -81,15 +81,15 @@ type SoakTotals struct {
 
 // judge reads the final state and checks the recorded history against it
 // with history.Check, the checker the scenarios use.
-func (h *soakHistory) judge(ctx context.Context, env pipelineEnv) (SoakTotals, []history.Violation, error) {
+func (h *soakHistory) judge(ctx context.Context, env pipelineEnv) (Totals, []history.Violation, error) {
 	ids := []string{soakConsumer}
 	st, err := history.LoadState(ctx, env.prod.DB, env.cons.DB, env.b, ids, ids)
 	if err != nil {
-		return SoakTotals{}, nil, err
+		return Totals{}, nil, err
 	}
 	vs := history.Check(h.snapshot(), st, ids, map[string][]string{soakConsumer: ids})
 	cs := st.Consumers[soakConsumer]
-	tot := SoakTotals{Committed: len(st.Outbox), Applied: len(cs.Inbox), Pending: cs.Pending}
+	tot := Totals{Committed: len(st.Outbox), Applied: len(cs.Inbox), Pending: cs.Pending}
 	for _, n := range st.Stream {
 		tot.StreamEntries += n
 	}

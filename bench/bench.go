@@ -1,4 +1,7 @@
-package runner
+// Package bench measures what the README's Speed table reports: managed
+// start, isolation, the library at several --parallel, generated scenario
+// counts, and a soak against a raw baseline (runner bench).
+package bench
 
 import (
 	"context"
@@ -6,8 +9,11 @@ import (
 	"fmt"
 	"io"
 	"outboxdrill/broker"
+	"outboxdrill/runner"
 	"outboxdrill/scenario"
+	"outboxdrill/soak"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -20,8 +26,8 @@ import (
 // would measure something else.
 var ErrScenariosFailed = errors.New("scenarios failed")
 
-// BenchParams configures `runner bench`.
-type BenchParams struct {
+// Params configures `runner bench`.
+type Params struct {
 	Scenarios    []*scenario.Scenario // the library, for wall times
 	SoakEvents   int
 	Growth       []int // generated scenario counts
@@ -29,8 +35,8 @@ type BenchParams struct {
 	PGURL, Redis string
 }
 
-// Bench measures what the speed targets speak of and prints one table.
-func Bench(ctx context.Context, p BenchParams, out io.Writer) error {
+// Run measures what the speed targets speak of and prints one table.
+func Run(ctx context.Context, p Params, out io.Writer) error {
 	p.Repeat = max(1, p.Repeat)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	defer tw.Flush()
@@ -52,7 +58,7 @@ func Bench(ctx context.Context, p BenchParams, out io.Writer) error {
 	row("isolation tear-down", ms(teardown), "median: delete the rows and the stream")
 	row("first database pair", ms(first), "once per run: 2 × CREATE DATABASE + schemas")
 	for _, par := range []int{1, 2, 4} {
-		d, err := medianOf(p.Repeat, func() (time.Duration, error) { return wallTime(ctx, Params{Parallel: par}, p.Scenarios) })
+		d, err := medianOf(p.Repeat, func() (time.Duration, error) { return wallTime(ctx, runner.Params{Parallel: par}, p.Scenarios) })
 		if err != nil {
 			return err
 		}
@@ -73,7 +79,7 @@ func Bench(ctx context.Context, p BenchParams, out io.Writer) error {
 		row(fmt.Sprintf("%d generated scenarios, --parallel 2", n), ms(d), fmt.Sprintf("%.1f ms/scenario, peak heap %.1f MB", float64(d.Microseconds())/1000/float64(n), float64(heap)/1e6))
 	}
 	if p.SoakEvents > 0 {
-		rep, err := Soak(ctx, SoakParams{Events: p.SoakEvents, Faults: 0.1, Seed: 1, Workers: 2, PGURL: p.PGURL, Redis: p.Redis, Baseline: true})
+		rep, err := soak.Soak(ctx, soak.Params{Events: p.SoakEvents, Faults: 0.1, Seed: 1, Workers: 2, PGURL: p.PGURL, Redis: p.Redis, Baseline: true})
 		if err != nil {
 			return err
 		}
@@ -125,8 +131,8 @@ func managedStart(ctx context.Context, empty bool) (time.Duration, error) {
 }
 
 // isolationCost times acquire and recycle on a warm pool.
-func isolationCost(ctx context.Context, p BenchParams) (setup, teardown, first time.Duration, err error) {
-	w, err := OpenWorld(ctx, &Params{PGURL: p.PGURL, RedisURL: p.Redis, Parallel: 1})
+func isolationCost(ctx context.Context, p Params) (setup, teardown, first time.Duration, err error) {
+	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, RedisURL: p.Redis, Parallel: 1})
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -134,16 +140,16 @@ func isolationCost(ctx context.Context, p BenchParams) (setup, teardown, first t
 	var ups, downs []time.Duration
 	for i := range 51 {
 		t0 := time.Now()
-		iso, err := w.acquire(ctx, broker.Redis, nil)
+		iso, err := w.TakePair(ctx, broker.Redis)
 		if err != nil {
 			return 0, 0, 0, err
 		}
 		t1 := time.Now()
-		if _, err := iso.pools[0].Exec(ctx, `INSERT INTO accounts VALUES ('a', 'USD', 1)`); err != nil {
-			return 0, 0, 0, errors.Join(err, w.recycle(ctx, iso, false))
+		if _, err := iso.Env.Producer.Exec(ctx, `INSERT INTO accounts VALUES ('a', 'USD', 1)`); err != nil {
+			return 0, 0, 0, errors.Join(err, w.ReturnPair(ctx, iso))
 		}
 		t2 := time.Now()
-		if err := w.recycle(ctx, iso, false); err != nil {
+		if err := w.ReturnPair(ctx, iso); err != nil {
 			return 0, 0, 0, err
 		}
 		if i == 0 {
@@ -155,9 +161,9 @@ func isolationCost(ctx context.Context, p BenchParams) (setup, teardown, first t
 	return median(ups), median(downs), first, nil
 }
 
-func wallTime(ctx context.Context, p Params, scs []*scenario.Scenario) (time.Duration, error) {
+func wallTime(ctx context.Context, p runner.Params, scs []*scenario.Scenario) (time.Duration, error) {
 	start := time.Now()
-	rep, err := Run(ctx, p, scs)
+	rep, err := runner.Run(ctx, p, scs)
 	if err == nil && rep.Failed() > 0 {
 		err = fmt.Errorf("%w: %d of %d", ErrScenariosFailed, rep.Failed(), len(rep.Results))
 	}
@@ -166,7 +172,7 @@ func wallTime(ctx context.Context, p Params, scs []*scenario.Scenario) (time.Dur
 
 // growth runs n generated seed-style scenarios (one matrix file) and samples
 // the heap while they run.
-func growth(ctx context.Context, p BenchParams, n int) (time.Duration, uint64, error) {
+func growth(ctx context.Context, p Params, n int) (time.Duration, uint64, error) {
 	var vals []string
 	for i := range n {
 		vals = append(vals, fmt.Sprint(i+1))
@@ -202,7 +208,7 @@ steps:
 			}
 		}
 	})
-	d, err := wallTime(ctx, Params{PGURL: p.PGURL, RedisURL: p.Redis, Parallel: 2}, scs)
+	d, err := wallTime(ctx, runner.Params{PGURL: p.PGURL, RedisURL: p.Redis, Parallel: 2}, scs)
 	close(stop)
 	wg.Wait()
 	return d, peak, err
@@ -210,7 +216,7 @@ steps:
 
 // waiting runs 20 generated scenarios that each poll an empty stream for
 // 300 ms, as a slow consumer would.
-func waiting(ctx context.Context, p BenchParams, par int) (time.Duration, error) {
+func waiting(ctx context.Context, p Params, par int) (time.Duration, error) {
 	src := `name: waits
 matrix: {n: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]}
 steps:
@@ -224,5 +230,12 @@ steps:
 	if len(errs) > 0 {
 		return 0, errs
 	}
-	return wallTime(ctx, Params{PGURL: p.PGURL, RedisURL: p.Redis, Parallel: par}, scs)
+	return wallTime(ctx, runner.Params{PGURL: p.PGURL, RedisURL: p.Redis, Parallel: par}, scs)
+}
+
+// median is the middle of ds (upper middle for an even count).
+func median(ds []time.Duration) time.Duration {
+	c := slices.Clone(ds)
+	slices.Sort(c)
+	return c[len(c)/2]
 }
