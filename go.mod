@@ -1,4 +1,4 @@
-module outboxdrill
+module github.com/outboxdrill/runner
 
 go 1.26.8
 

@@ -8,10 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"outboxdrill/broker"
-	"outboxdrill/runner"
-	"outboxdrill/scenario"
-	"outboxdrill/soak"
 	"runtime"
 	"slices"
 	"strings"
@@ -19,7 +15,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"outboxdrill/servers"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/runner"
+	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/soak"
+
+	"github.com/outboxdrill/runner/servers"
 )
 
 // ErrScenariosFailed says a benchmark's scenarios did not pass: its figure

@@ -3,13 +3,14 @@ package bench
 import (
 	"context"
 	"fmt"
-	"outboxdrill/broker"
-	"outboxdrill/internal/testservers"
-	"outboxdrill/runner"
 	"testing"
 	"time"
 
-	"outboxdrill/pipeline"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/testservers"
+	"github.com/outboxdrill/runner/runner"
+
+	"github.com/outboxdrill/runner/pipeline"
 )
 
 // openBenchWorld opens a World on the test servers for the whole benchmark.

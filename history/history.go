@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"outboxdrill/state"
+	"github.com/outboxdrill/runner/state"
 )
 
 // Kinds of Op.

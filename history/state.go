@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"outboxdrill/broker"
-	"outboxdrill/state"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/state"
 )
 
 // SamePayload compares two JSON payloads by value, not by spelling.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"outboxdrill/broker"
-	"outboxdrill/pipeline"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/pipeline"
 )
 
 var producerTables = []string{"journal", "ledger_entries", "accounts", "outbox"}

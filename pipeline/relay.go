@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"outboxdrill/broker"
+	"github.com/outboxdrill/runner/broker"
 )
 
 // Relay moves unpublished outbox rows to the broker.

@@ -10,11 +10,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"outboxdrill/broker"
-	"outboxdrill/broker/redisstream"
-	"outboxdrill/internal/testservers"
-	"outboxdrill/pipeline"
-	schema "outboxdrill/sql"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/redisstream"
+	"github.com/outboxdrill/runner/internal/testservers"
+	"github.com/outboxdrill/runner/pipeline"
+	schema "github.com/outboxdrill/runner/sql"
 )
 
 func TestMain(m *testing.M) { testservers.Main(m) }

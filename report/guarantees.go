@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"outboxdrill/broker"
+	"github.com/outboxdrill/runner/broker"
 )
 
 // window is one fault window of the guarantees document: the scenarios

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"outboxdrill/scenario"
-	"outboxdrill/steps"
+	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/steps"
 )
 
 // WriteMarkdown writes a summary table, then for each failed scenario its

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"outboxdrill/steps"
+	"github.com/outboxdrill/runner/steps"
 )
 
 // --- JUnit XML: one testcase per scenario or variant ---

@@ -7,13 +7,14 @@ package report
 import (
 	"bytes"
 	"fmt"
-	"outboxdrill/broker"
-	"outboxdrill/history"
-	"outboxdrill/scenario"
-	"outboxdrill/steps"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/history"
+	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/steps"
 )
 
 // Result is what happened to one scenario.

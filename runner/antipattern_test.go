@@ -2,12 +2,13 @@ package runner
 
 import (
 	"os"
-	"outboxdrill/report"
-	"outboxdrill/scenario"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/outboxdrill/runner/report"
+	"github.com/outboxdrill/runner/scenario"
 )
 
 // TestAntipatternsShowTheirDamage runs each anti-pattern scenario once more

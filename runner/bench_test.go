@@ -2,10 +2,11 @@ package runner
 
 import (
 	"context"
-	"outboxdrill/broker"
-	"outboxdrill/scenario"
 	"testing"
 	"time"
+
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/scenario"
 )
 
 // BenchmarkScenario runs the seed scenarios, one per iteration, and splits

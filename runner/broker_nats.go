@@ -8,10 +8,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"outboxdrill/broker"
-	jsbroker "outboxdrill/broker/jetstream"
-	"outboxdrill/scenario"
-	"outboxdrill/servers"
+	"github.com/outboxdrill/runner/broker"
+	jsbroker "github.com/outboxdrill/runner/broker/jetstream"
+	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/servers"
 )
 
 func init() { brokerKinds[broker.NATS] = openNATS }

@@ -7,10 +7,10 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"outboxdrill/broker"
-	"outboxdrill/broker/rabbitmq"
-	"outboxdrill/scenario"
-	"outboxdrill/servers"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/rabbitmq"
+	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/servers"
 )
 
 func init() { brokerKinds[broker.RabbitMQ] = openRabbitMQ }

@@ -8,10 +8,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"outboxdrill/broker"
-	"outboxdrill/broker/redisstream"
-	"outboxdrill/scenario"
-	"outboxdrill/servers"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/redisstream"
+	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/servers"
 )
 
 func init() { brokerKinds[broker.Redis] = openRedis }

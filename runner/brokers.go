@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"outboxdrill/broker"
-	"outboxdrill/diag"
-	"outboxdrill/scenario"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/scenario"
 )
 
 // ParseBrokers reads --broker: a name, a comma-separated list, or "all".

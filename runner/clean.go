@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redis/go-redis/v9"
 
-	"outboxdrill/servers"
+	"github.com/outboxdrill/runner/servers"
 )
 
 // What the runner names, and nothing else: prefix, 8-hex run id, counter.

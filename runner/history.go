@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"outboxdrill/history"
-	"outboxdrill/report"
-	"outboxdrill/steps"
+	"github.com/outboxdrill/runner/history"
+	"github.com/outboxdrill/runner/report"
+	"github.com/outboxdrill/runner/steps"
 )
 
 // ops turns what the steps reported into the history the checker judges.

@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"outboxdrill/scenario"
-	schema "outboxdrill/sql"
-	"outboxdrill/steps"
+	"github.com/outboxdrill/runner/scenario"
+	schema "github.com/outboxdrill/runner/sql"
+	"github.com/outboxdrill/runner/steps"
 )
 
 // isolation is one scenario's own world: a producer and a consumer database

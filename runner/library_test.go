@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"outboxdrill/broker"
-	"outboxdrill/internal/testservers"
-	"outboxdrill/internal/testutil"
-	"outboxdrill/report"
-	"outboxdrill/scenario"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/testservers"
+	"github.com/outboxdrill/runner/internal/testutil"
+	"github.com/outboxdrill/runner/report"
+	"github.com/outboxdrill/runner/scenario"
 )
 
 // TestLibraryAndGuarantees runs every scenario of scenarios/ on every broker,

@@ -1,8 +1,9 @@
 package runner
 
 import (
-	"outboxdrill/scenario"
 	"testing"
+
+	"github.com/outboxdrill/runner/scenario"
 )
 
 // TestProjectionLagCountsAConsumerWithNoInboxRow: a consumer id the

@@ -6,12 +6,13 @@ import (
 	"encoding/xml"
 	"os"
 	"os/exec"
-	"outboxdrill/report"
-	"outboxdrill/scenario"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/outboxdrill/runner/report"
+	"github.com/outboxdrill/runner/scenario"
 )
 
 // reportRun runs one passing and one failing scenario that together use

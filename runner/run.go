@@ -10,10 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"outboxdrill/broker"
-	"outboxdrill/report"
-	"outboxdrill/scenario"
-	"outboxdrill/steps"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/report"
+	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/steps"
 )
 
 // Params configures a run. The zero value starts managed servers, runs every

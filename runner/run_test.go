@@ -16,11 +16,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"outboxdrill/internal/testservers"
-	"outboxdrill/internal/testutil"
-	"outboxdrill/report"
-	"outboxdrill/scenario"
-	"outboxdrill/steps"
+	"github.com/outboxdrill/runner/internal/testservers"
+	"github.com/outboxdrill/runner/internal/testutil"
+	"github.com/outboxdrill/runner/report"
+	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/steps"
 )
 
 func TestMain(m *testing.M) {

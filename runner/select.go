@@ -3,10 +3,11 @@ package runner
 import (
 	"fmt"
 	"hash/fnv"
-	"outboxdrill/scenario"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/outboxdrill/runner/scenario"
 )
 
 // Shard is the K-th of N shards (Index 1..Of).

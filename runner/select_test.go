@@ -3,9 +3,10 @@ package runner
 import (
 	"fmt"
 	"math/rand/v2"
-	"outboxdrill/scenario"
 	"regexp"
 	"testing"
+
+	"github.com/outboxdrill/runner/scenario"
 )
 
 func named(names ...string) []*scenario.Scenario {

@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"outboxdrill/broker"
-	"outboxdrill/servers"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/servers"
 )
 
 // namePrefix starts every database name and stream key the runner creates;

@@ -5,9 +5,9 @@ import (
 	"slices"
 	"strings"
 
-	"outboxdrill/diag"
-	"outboxdrill/history"
-	"outboxdrill/steps"
+	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/history"
+	"github.com/outboxdrill/runner/steps"
 )
 
 // Reference renders the scenario-language reference from the step and check

@@ -2,11 +2,12 @@ package scenario
 
 import (
 	"os"
-	"outboxdrill/diag"
 	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/outboxdrill/runner/diag"
 
 	"gopkg.in/yaml.v3"
 )

@@ -4,8 +4,8 @@ import (
 	"slices"
 	"strings"
 
-	"outboxdrill/diag"
-	"outboxdrill/steps"
+	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/steps"
 )
 
 // topKey is one top-level key of a scenario file: how it is read into the

@@ -19,11 +19,11 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"outboxdrill/broker"
-	"outboxdrill/diag"
-	"outboxdrill/history"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/history"
 
-	"outboxdrill/steps"
+	"github.com/outboxdrill/runner/steps"
 )
 
 // Scenario is one scenario file, fully decoded and validated.

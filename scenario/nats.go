@@ -7,8 +7,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"outboxdrill/diag"
-	"outboxdrill/steps"
+	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/steps"
 )
 
 // NATSOptions tune a scenario's JetStream stream (the nats: key).

@@ -1,9 +1,10 @@
 package scenario
 
 import (
-	"outboxdrill/broker"
-	"outboxdrill/history"
 	"slices"
+
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/history"
 )
 
 // Needs lists what the scenario asks of broker b, from its steps'

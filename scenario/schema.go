@@ -5,9 +5,9 @@ import (
 	"maps"
 	"strings"
 
-	"outboxdrill/broker"
-	"outboxdrill/history"
-	"outboxdrill/steps"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/history"
+	"github.com/outboxdrill/runner/steps"
 )
 
 // schemaID names the scenario schema.

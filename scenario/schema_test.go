@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"outboxdrill/internal/testutil"
 	"strings"
 	"testing"
+
+	"github.com/outboxdrill/runner/internal/testutil"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"gopkg.in/yaml.v3"

@@ -7,8 +7,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"outboxdrill/diag"
-	"outboxdrill/steps"
+	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/steps"
 )
 
 // Keys a step map may hold besides its one step key.

@@ -8,8 +8,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"outboxdrill/diag"
-	"outboxdrill/steps"
+	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/steps"
 )
 
 // varRef matches ${name} in a scalar.

@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"outboxdrill/internal/testutil"
+	"github.com/outboxdrill/runner/internal/testutil"
 )
 
 func testCtx(t testing.TB) context.Context {

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sync"
 
-	"outboxdrill/history"
-	"outboxdrill/pipeline"
+	"github.com/outboxdrill/runner/history"
+	"github.com/outboxdrill/runner/pipeline"
 )
 
 // soakHistory records, as history ops, every commit, publish, delivery and

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"outboxdrill/broker"
-	"outboxdrill/runner"
 	"sync"
 	"time"
+
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/runner"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"

@@ -16,10 +16,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"outboxdrill/broker"
-	"outboxdrill/history"
-	"outboxdrill/pipeline"
-	"outboxdrill/runner"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/history"
+	"github.com/outboxdrill/runner/pipeline"
+	"github.com/outboxdrill/runner/runner"
 )
 
 // Params configures a soak run: N events through the real pipeline with

@@ -6,11 +6,11 @@ import (
 	"slices"
 	"testing"
 
-	"outboxdrill/broker"
-	"outboxdrill/history"
-	"outboxdrill/internal/testservers"
-	"outboxdrill/pipeline"
-	"outboxdrill/runner"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/history"
+	"github.com/outboxdrill/runner/internal/testservers"
+	"github.com/outboxdrill/runner/pipeline"
+	"github.com/outboxdrill/runner/runner"
 )
 
 func TestSoakHoldsItsInvariants(t *testing.T) {

@@ -8,9 +8,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"outboxdrill/broker"
-	"outboxdrill/diag"
-	"outboxdrill/state"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/state"
 )
 
 // Check defines one state check of an expect map: how its wanted value is

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"outboxdrill/broker"
-	"outboxdrill/pipeline"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/pipeline"
 )
 
 var consumeOutcomes = []Key{

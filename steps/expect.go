@@ -12,8 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"gopkg.in/yaml.v3"
 
-	"outboxdrill/broker"
-	"outboxdrill/diag"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/diag"
 )
 
 // ErrorKey is the expect key that makes a step's failure the expected outcome.

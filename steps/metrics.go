@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"outboxdrill/broker"
-	"outboxdrill/diag"
-	"outboxdrill/state"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/state"
 
 	"gopkg.in/yaml.v3"
 )

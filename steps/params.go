@@ -3,11 +3,12 @@ package steps
 import (
 	"errors"
 	"fmt"
-	"outboxdrill/diag"
 	"reflect"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/outboxdrill/runner/diag"
 
 	"gopkg.in/yaml.v3"
 )

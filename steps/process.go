@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"outboxdrill/broker"
+	"github.com/outboxdrill/runner/broker"
 )
 
 // ProcessParams are the process faults of a server the runner manages.

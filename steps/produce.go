@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"outboxdrill/pipeline"
+	"github.com/outboxdrill/runner/pipeline"
 )
 
 // ProduceParams are the parameters of the produce step.

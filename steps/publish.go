@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"outboxdrill/broker"
-	"outboxdrill/pipeline"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/pipeline"
 )
 
 // PublishParams are the parameters of the publish step.

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"outboxdrill/broker"
-	"outboxdrill/pipeline"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/pipeline"
 )
 
 // PurgeParams are the parameters of the inbox.purge step.

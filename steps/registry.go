@@ -14,9 +14,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"outboxdrill/broker"
-	"outboxdrill/diag"
-	"outboxdrill/pipeline"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/pipeline"
 )
 
 // Key documents an outcome key of a step.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"outboxdrill/pipeline"
+	"github.com/outboxdrill/runner/pipeline"
 )
 
 // RelayParams are the parameters of the relay step.

@@ -3,7 +3,7 @@ package steps
 import (
 	"slices"
 
-	"outboxdrill/broker"
+	"github.com/outboxdrill/runner/broker"
 )
 
 // A step's parameter struct says everything the runner must know about the

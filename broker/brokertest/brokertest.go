@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"outboxdrill/broker"
+	"github.com/outboxdrill/runner/broker"
 )
 
 // Factory makes a fresh, empty broker whose consumer groups include groups

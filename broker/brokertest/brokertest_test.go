@@ -14,9 +14,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"outboxdrill/broker"
-	"outboxdrill/broker/redisstream"
-	"outboxdrill/internal/testservers"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/redisstream"
+	"github.com/outboxdrill/runner/internal/testservers"
 )
 
 func TestMain(m *testing.M) { testservers.Main(m) }

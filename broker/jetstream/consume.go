@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"outboxdrill/broker"
+	"github.com/outboxdrill/runner/broker"
 )
 
 const (

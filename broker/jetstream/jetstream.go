@@ -30,7 +30,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"outboxdrill/broker"
+	"github.com/outboxdrill/runner/broker"
 )
 
 // Header names of a stream message. Nats-Msg-Id is JetStream's own dedupe key.

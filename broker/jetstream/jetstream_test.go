@@ -15,9 +15,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"outboxdrill/broker"
-	"outboxdrill/broker/brokertest"
-	"outboxdrill/internal/testservers"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/brokertest"
+	"github.com/outboxdrill/runner/internal/testservers"
 )
 
 func TestMain(m *testing.M) { testservers.Main(m) }

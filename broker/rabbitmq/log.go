@@ -7,7 +7,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"outboxdrill/broker"
+	"github.com/outboxdrill/runner/broker"
 )
 
 // Entries counts the entry log's messages: one per publish, duplicates

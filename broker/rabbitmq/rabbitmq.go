@@ -20,7 +20,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"outboxdrill/broker"
+	"github.com/outboxdrill/runner/broker"
 )
 
 // HeaderEntryID carries the broker entry id: new on every publish, kept by

@@ -14,9 +14,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"outboxdrill/broker"
-	"outboxdrill/broker/brokertest"
-	"outboxdrill/internal/testservers"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/brokertest"
+	"github.com/outboxdrill/runner/internal/testservers"
 )
 
 func TestMain(m *testing.M) { testservers.Main(m) }

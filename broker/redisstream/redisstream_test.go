@@ -7,9 +7,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"outboxdrill/broker"
-	"outboxdrill/broker/brokertest"
-	"outboxdrill/internal/testservers"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/brokertest"
+	"github.com/outboxdrill/runner/internal/testservers"
 )
 
 func TestMain(m *testing.M) { testservers.Main(m) }

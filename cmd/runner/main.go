@@ -36,12 +36,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"outboxdrill/bench"
-	"outboxdrill/diag"
-	"outboxdrill/report"
-	"outboxdrill/runner"
-	"outboxdrill/scenario"
-	"outboxdrill/soak"
+	"github.com/outboxdrill/runner/bench"
+	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/report"
+	"github.com/outboxdrill/runner/runner"
+	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/soak"
 )
 
 // Exit codes.

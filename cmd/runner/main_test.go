@@ -16,10 +16,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"gopkg.in/yaml.v3"
 
-	"outboxdrill/broker"
-	"outboxdrill/internal/testservers"
-	"outboxdrill/internal/testutil"
-	"outboxdrill/scenario"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/testservers"
+	"github.com/outboxdrill/runner/internal/testutil"
+	"github.com/outboxdrill/runner/scenario"
 )
 
 func TestMain(m *testing.M) { testservers.Main(m) }

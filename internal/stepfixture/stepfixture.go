@@ -9,8 +9,8 @@ import (
 	"errors"
 	"time"
 
-	"outboxdrill/broker"
-	"outboxdrill/steps"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/steps"
 )
 
 // Name is the fixture step's name.

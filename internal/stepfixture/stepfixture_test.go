@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"outboxdrill/broker"
-	"outboxdrill/internal/stepfixture"
-	"outboxdrill/report"
-	"outboxdrill/scenario"
-	"outboxdrill/steps"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/stepfixture"
+	"github.com/outboxdrill/runner/report"
+	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/steps"
 )
 
 const src = `name: a team's own step

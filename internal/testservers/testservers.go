@@ -17,7 +17,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"outboxdrill/servers"
+	"github.com/outboxdrill/runner/servers"
 )
 
 var (
