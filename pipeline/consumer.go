@@ -266,17 +266,8 @@ func (c *Consumer) handle(ctx context.Context, opt ConsumeOptions, d broker.Deli
 	}
 	h := Handled{Delivery: d}
 	err := pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, sqlInbox, opt.Consumer, dedupeKey(opt, d), d.Payload)
-		if err != nil {
-			return err
-		}
-		if opt.Fault == DivZero { // after the inbox insert: it must roll back too
-			if _, err := tx.Exec(ctx, sqlDivZero); err != nil {
-				return err
-			}
-		}
-		if tag.RowsAffected() == 0 {
-			h, err = classify(ctx, tx, opt, d)
+		isNew, err := c.insertInbox(ctx, tx, opt, d, &h)
+		if err != nil || !isNew {
 			return err
 		}
 		h.Outcome = Applied
@@ -287,6 +278,27 @@ func (c *Consumer) handle(ctx context.Context, opt ConsumeOptions, d broker.Deli
 		return failed(Handled{Delivery: d}, err)
 	}
 	return h, nil
+}
+
+// insertInbox inserts the delivery into the inbox inside tx, then strikes
+// the injected fault (after the insert: it must roll back too). A row that
+// was there already classifies the delivery into *h (duplicate or
+// conflict); isNew says the projection is to be applied.
+func (c *Consumer) insertInbox(ctx context.Context, tx pgx.Tx, opt ConsumeOptions, d broker.Delivery, h *Handled) (isNew bool, err error) {
+	tag, err := tx.Exec(ctx, sqlInbox, opt.Consumer, dedupeKey(opt, d), d.Payload)
+	if err != nil {
+		return false, err
+	}
+	if opt.Fault == DivZero {
+		if _, err := tx.Exec(ctx, sqlDivZero); err != nil {
+			return false, err
+		}
+	}
+	if tag.RowsAffected() == 0 {
+		*h, err = classify(ctx, tx, opt, d)
+		return false, err
+	}
+	return true, nil
 }
 
 // handleFast is handle without an injected fault: the inbox insert and the
@@ -443,17 +455,8 @@ func (c *Consumer) handleStrict(ctx context.Context, opt ConsumeOptions, d broke
 			_, err := tx.Exec(ctx, sqlHold, opt.Consumer, d.EventID, ev.Aggregate, ev.Version)
 			return err
 		}
-		tag, err := tx.Exec(ctx, sqlInbox, opt.Consumer, dedupeKey(opt, d), d.Payload)
-		if err != nil {
-			return err
-		}
-		if opt.Fault == DivZero {
-			if _, err := tx.Exec(ctx, sqlDivZero); err != nil {
-				return err
-			}
-		}
-		if tag.RowsAffected() == 0 {
-			h, err = classify(ctx, tx, opt, d)
+		isNew, err := c.insertInbox(ctx, tx, opt, d, &h)
+		if err != nil || !isNew {
 			return err
 		}
 		h.Outcome = Applied
