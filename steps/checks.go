@@ -44,15 +44,15 @@ func (c *Check) parse(file string, n *yaml.Node) (any, diag.Errors) { return c.V
 // The value kinds of the state checks. VarRef lets a ${variable} stand
 // where a number goes.
 var (
-	KindCount = ValueKind{"integer", parseCount, func() map[string]any {
+	kindCount = ValueKind{"integer", parseCount, func() map[string]any {
 		return anyOf(map[string]any{"type": "integer", "minimum": 0}, VarRef())
 	}}
 	KindCountOrMap = ValueKind{"integer, or map consumer → integer", parseCountOrMap, func() map[string]any {
-		return anyOf(KindCount.Schema(), mapOf(KindCount.Schema()))
+		return anyOf(kindCount.Schema(), mapOf(kindCount.Schema()))
 	}}
 	KindProjection = ValueKind{"map consumer → currency → {amount: integer, events: integer}", parseProjection, func() map[string]any {
 		row := map[string]any{"type": "object", "required": []string{"amount", "events"}, "additionalProperties": false,
-			"properties": map[string]any{"amount": anyOf(map[string]any{"type": "integer"}, VarRef()), "events": KindCount.Schema()}}
+			"properties": map[string]any{"amount": anyOf(map[string]any{"type": "integer"}, VarRef()), "events": kindCount.Schema()}}
 		return mapOf(mapOf(row))
 	}}
 	KindBalances = ValueKind{"map account → currency → integer", parseBalances, func() map[string]any {
@@ -97,7 +97,7 @@ func CheckNames() []string {
 
 // countSQL makes a check that counts rows with a query on one database.
 func countSQL(name, doc, query string, consumerDB bool) *Check {
-	return &Check{Name: name, Doc: doc, Value: KindCount,
+	return &Check{Name: name, Doc: doc, Value: kindCount,
 		observe: func(ctx context.Context, env *Env, _ any) (any, error) {
 			db := env.Producer
 			if consumerDB {
@@ -115,10 +115,10 @@ const sqlCountUnpublished = `SELECT count(*) FROM outbox WHERE NOT published`
 
 func init() {
 	defineCheck(&Check{Name: "stream.entries", Needs: broker.EntryLog, Doc: "entries in the stream (XLEN): every publish counts, duplicates too",
-		Value:   KindCount,
+		Value:   kindCount,
 		observe: func(ctx context.Context, env *Env, _ any) (any, error) { return env.Broker.Entries(ctx) }})
 	defineCheck(&Check{Name: "stream.events", Needs: broker.EntryLog, Doc: "distinct business event ids among the stream's entries",
-		Value: KindCount,
+		Value: kindCount,
 		observe: func(ctx context.Context, env *Env, _ any) (any, error) {
 			ids, err := env.Broker.Events(ctx)
 			distinct := map[string]bool{}
@@ -133,7 +133,7 @@ func init() {
 			m, err := env.Broker.Pending(ctx)
 			return shapeCounts(m, want), err
 		}})
-	defineCheck(&Check{Name: "dlq.entries", Doc: "entries in the dead-letter stream", Value: KindCount,
+	defineCheck(&Check{Name: "dlq.entries", Doc: "entries in the dead-letter stream", Value: kindCount,
 		observe: func(ctx context.Context, env *Env, _ any) (any, error) {
 			dls, err := env.Broker.DeadLetters(ctx)
 			return int64(len(dls)), err

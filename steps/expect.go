@@ -274,7 +274,7 @@ func (c *Call) Exec(ctx context.Context, env *Env) (Result, []Failure) {
 			if o.Broker != "" {
 				key += " (" + o.Broker + ")"
 			}
-			res.Details = append(res.Details, fmt.Sprintf("ok %s: %s", key, FormatValue(o.Got)))
+			res.Details = append(res.Details, fmt.Sprintf("ok %s: %s", key, showValue(o.Got)))
 		}
 	}
 	if want.Within > 0 && len(cfails) == 0 {
@@ -338,7 +338,7 @@ func (e Expect) judgeChecks(ctx context.Context, env *Env) (fails []Failure, obs
 			obs = append(obs, Observation{Key: cw.Check.Name, Broker: cw.Broker, Want: cw.Want, Got: err.Error()})
 			continue
 		}
-		msg, bad := Diff(cw.Want, got)
+		msg, bad := diffValues(cw.Want, got)
 		if bad {
 			fails = append(fails, Failure{cw.Pos, cw.Check.Name, msg})
 		}
@@ -347,11 +347,11 @@ func (e Expect) judgeChecks(ctx context.Context, env *Env) (fails []Failure, obs
 	return fails, obs
 }
 
-// Diff compares a wanted and an observed value: "want 2, got 1" for numbers;
+// diffValues compares a wanted and an observed value: "want 2, got 1" for numbers;
 // for maps both values as YAML and a -want +got diff. Empty and missing maps
 // are equal.
-func Diff(want, got any) (string, bool) {
-	if c, ok := want.(Comparison); ok {
+func diffValues(want, got any) (string, bool) {
+	if c, ok := want.(comparison); ok {
 		if c.holds(got) {
 			return "", false
 		}
@@ -365,6 +365,6 @@ func Diff(want, got any) (string, bool) {
 	if wok && gok {
 		return fmt.Sprintf("want %d, got %d", w, g), true
 	}
-	return fmt.Sprintf("want %s\n got %s\n(-want +got)\n%s", FormatValue(want), FormatValue(got),
+	return fmt.Sprintf("want %s\n got %s\n(-want +got)\n%s", showValue(want), showValue(got),
 		strings.TrimRight(cmp.Diff(want, got, cmpopts.EquateEmpty()), "\n")), true
 }

@@ -12,7 +12,7 @@ import (
 // counter is a state check whose value grows by one on every read.
 func counter() *Check {
 	n := int64(0)
-	return &Check{Name: "counter", Value: KindCount,
+	return &Check{Name: "counter", Value: kindCount,
 		observe: func(context.Context, *Env, any) (any, error) { n++; return n, nil }}
 }
 
@@ -89,14 +89,14 @@ func TestWithinErrors(t *testing.T) {
 func TestDiffShowsValuesAsYAML(t *testing.T) {
 	want := map[string]map[string]ProjectionRow{"accounting": {"USD": {Amount: 200, Events: 1}}}
 	got := map[string]map[string]ProjectionRow{"accounting": {"USD": {Amount: 100, Events: 1}}, "audit": {}}
-	msg, bad := Diff(want, got)
+	msg, bad := diffValues(want, got)
 	if !bad || !strings.HasPrefix(msg, "want {accounting: {USD: {amount: 200, events: 1}}}\n got {accounting: {USD: {amount: 100, events: 1}}, audit: {}}\n(-want +got)\n") {
 		t.Errorf("got %q", msg)
 	}
-	if _, bad := Diff(int64(2), int64(2)); bad {
+	if _, bad := diffValues(int64(2), int64(2)); bad {
 		t.Error("equal numbers differ")
 	}
-	if msg, _ := Diff(int64(2), int64(1)); msg != "want 2, got 1" {
+	if msg, _ := diffValues(int64(2), int64(1)); msg != "want 2, got 1" {
 		t.Errorf("numbers: %q", msg)
 	}
 }
@@ -121,7 +121,7 @@ func TestMetricComparisons(t *testing.T) {
 		if len(errs) > 0 {
 			t.Fatalf("%s: %v", tc.src, errs)
 		}
-		msg, bad := Diff(want, tc.got)
+		msg, bad := diffValues(want, tc.got)
 		if bad != (tc.want != "") || msg != tc.want {
 			t.Errorf("%s against %v: got %q, want %q", tc.src, tc.got, msg, tc.want)
 		}

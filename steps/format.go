@@ -7,9 +7,9 @@ import (
 	"strings"
 )
 
-// FormatValue shows a wanted or observed value the way a scenario writes
+// showValue shows a wanted or observed value the way a scenario writes
 // it: YAML flow style with sorted keys, e.g. {accounting: {USD: {amount: 100, events: 1}}}.
-func FormatValue(v any) string {
+func showValue(v any) string {
 	var b strings.Builder
 	formatValue(&b, reflect.ValueOf(v))
 	return b.String()

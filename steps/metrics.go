@@ -15,17 +15,17 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Comparison is a wanted value written as "< 5s", ">= 1", "== 0": for
+// comparison is a wanted value written as "< 5s", ">= 1", "== 0": for
 // metrics whose exact value depends on timing.
-type Comparison struct {
+type comparison struct {
 	Op    string
 	Value any // int64 or time.Duration, like the metric
 }
 
-func (c Comparison) String() string { return fmt.Sprintf("%s %v", c.Op, c.Value) }
+func (c comparison) String() string { return fmt.Sprintf("%s %v", c.Op, c.Value) }
 
 // holds reports whether got satisfies the comparison.
-func (c Comparison) holds(got any) bool {
+func (c comparison) holds(got any) bool {
 	var a, b int64
 	switch g := got.(type) {
 	case int64:
@@ -50,7 +50,7 @@ func (c Comparison) holds(got any) bool {
 	return a == b
 }
 
-var comparison = regexp.MustCompile(`^\s*(<=|>=|==|!=|<|>)\s*(\S+)\s*$`)
+var comparisonRe = regexp.MustCompile(`^\s*(<=|>=|==|!=|<|>)\s*(\S+)\s*$`)
 
 // parseMetric reads an exact value or a comparison; dur says whether the
 // metric is a duration.
@@ -59,7 +59,7 @@ func parseMetric(file string, n *yaml.Node, dur bool) (any, diag.Errors) {
 		return nil, diag.Errors{diag.Errorf(diag.NodePos(file, n), "want a value or a comparison such as \"< 5s\", got %s", diag.Describe(n))}
 	}
 	op, text := "==", strings.TrimSpace(n.Value)
-	if m := comparison.FindStringSubmatch(n.Value); m != nil {
+	if m := comparisonRe.FindStringSubmatch(n.Value); m != nil {
 		op, text = m[1], m[2]
 	}
 	var v any
@@ -79,14 +79,14 @@ func parseMetric(file string, n *yaml.Node, dur bool) (any, diag.Errors) {
 	if op == "==" {
 		return v, nil
 	}
-	return Comparison{Op: op, Value: v}, nil
+	return comparison{Op: op, Value: v}, nil
 }
 
 const comparisonPattern = `^\s*(<=|>=|==|!=|<|>)?\s*`
 
 // Value kinds of the metrics: a count or a duration, exact or compared.
 var (
-	KindCountMetric = ValueKind{"count, or a comparison such as \">= 1\"",
+	kindCountMetric = ValueKind{"count, or a comparison such as \">= 1\"",
 		func(file string, n *yaml.Node) (any, diag.Errors) { return parseMetric(file, n, false) },
 		func() map[string]any {
 			return anyOf(map[string]any{"type": "integer", "minimum": 0},
@@ -109,7 +109,7 @@ func init() {
 		defineCheck(&Check{Name: "metrics." + name, Doc: doc, Value: kind, Needs: need,
 			observe: func(ctx context.Context, env *Env, _ any) (any, error) { return observe(ctx, env) }})
 	}
-	metric("unpublished", "outbox rows waiting for the relay", KindCountMetric, func(ctx context.Context, env *Env) (any, error) {
+	metric("unpublished", "outbox rows waiting for the relay", kindCountMetric, func(ctx context.Context, env *Env) (any, error) {
 		var n int64
 		err := env.Producer.QueryRow(ctx, sqlCountUnpublished).Scan(&n)
 		return n, err
@@ -123,14 +123,14 @@ func init() {
 		st, err := env.Broker.PendingStats(ctx)
 		return st.OldestIdle, err
 	}, broker.PendingList)
-	metric("redeliveries", "deliveries beyond the first of the entries still pending, all groups", KindCountMetric, func(ctx context.Context, env *Env) (any, error) {
+	metric("redeliveries", "deliveries beyond the first of the entries still pending, all groups", kindCountMetric, func(ctx context.Context, env *Env) (any, error) {
 		st, err := env.Broker.PendingStats(ctx)
 		return st.Redeliveries, err
 	}, broker.PendingCount)
-	metric("inbox_conflicts", "identity conflicts consume and claim reported in this scenario", KindCountMetric, func(_ context.Context, env *Env) (any, error) {
+	metric("inbox_conflicts", "identity conflicts consume and claim reported in this scenario", kindCountMetric, func(_ context.Context, env *Env) (any, error) {
 		return env.conflicts, nil
 	})
-	metric("projection_lag", "committed events the most-behind consumer id has not applied yet (its inbox lacks them); 0 when every projection is caught up. Consumer ids are those the scenario's consume and claim steps name, and any with an inbox row", KindCountMetric, func(ctx context.Context, env *Env) (any, error) {
+	metric("projection_lag", "committed events the most-behind consumer id has not applied yet (its inbox lacks them); 0 when every projection is caught up. Consumer ids are those the scenario's consume and claim steps name, and any with an inbox row", kindCountMetric, func(ctx context.Context, env *Env) (any, error) {
 		lag, _, err := projectionLag(ctx, env)
 		return lag, err
 	})
@@ -138,7 +138,7 @@ func init() {
 		_, age, err := projectionLag(ctx, env)
 		return age, err
 	})
-	metric("dlq", "entries in the dead-letter stream", KindCountMetric, func(ctx context.Context, env *Env) (any, error) {
+	metric("dlq", "entries in the dead-letter stream", kindCountMetric, func(ctx context.Context, env *Env) (any, error) {
 		dls, err := env.Broker.DeadLetters(ctx)
 		return int64(len(dls)), err
 	})

@@ -148,22 +148,22 @@ func decodeParams(t reflect.Type, specs []Param, args []Arg, stepPos diag.Pos) (
 	return ptr.Interface(), errs
 }
 
-// ParamError is a Validate error about one parameter: it is reported at
+// paramError is a Validate error about one parameter: it is reported at
 // that parameter's key when the step names it, else at the step.
-type ParamError struct {
+type paramError struct {
 	Param string
 	Msg   string
 }
 
-func (e *ParamError) Error() string { return e.Msg }
+func (e *paramError) Error() string { return e.Msg }
 
-// ParamErrorf returns a ParamError about param.
+// ParamErrorf returns a paramError about param.
 func ParamErrorf(param, format string, args ...any) error {
-	return &ParamError{Param: param, Msg: fmt.Sprintf(format, args...)}
+	return &paramError{Param: param, Msg: fmt.Sprintf(format, args...)}
 }
 
 func validatePos(err error, args []Arg, stepPos diag.Pos) diag.Pos {
-	var pe *ParamError
+	var pe *paramError
 	if errors.As(err, &pe) {
 		for _, a := range args {
 			if a.Key == pe.Param {
