@@ -486,3 +486,12 @@ func TestDeclaredViolationMustOccur(t *testing.T) {
 		t.Errorf("failure at %s, want the declaration t.yaml:2:20", got)
 	}
 }
+
+func parseOK(t *testing.T, src string) *scenario.Scenario {
+	t.Helper()
+	scs, errs := scenario.Parse("t.yaml", []byte(src))
+	if len(errs) > 0 || len(scs) != 1 {
+		t.Fatalf("unexpected errors:\n%v", errs)
+	}
+	return scs[0]
+}

@@ -1,4 +1,4 @@
-package runner
+package report_test
 
 import (
 	"bytes"
@@ -11,7 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/report"
+	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
 )
 
@@ -34,7 +36,7 @@ steps:
   - consume: {skip_ack: true}
   - expect: {stream.entries: 6, projection: {accounting: {USD: {amount: 1, events: 1}}}}
 `)
-	rep, err := Run(t.Context(), testParams(t), []*scenario.Scenario{pass, fail})
+	rep, err := runner.Run(t.Context(), runner.Params{PGURL: testservers.PG(t), RedisURL: testservers.Redis(t), Parallel: 4}, []*scenario.Scenario{pass, fail})
 	if err != nil {
 		t.Fatal(err)
 	}
