@@ -46,9 +46,10 @@ any state check below, and ` + "`error: \"text\"`" + `: the step must fail with 
 An injected fault (` + "`fail`, `skip_mark`, `skip_ack`" + `) is an outcome, not an error; an unexpected step error
 fails the scenario.
 
-In the step trace (` + "`run -v`" + `, and always for a failing scenario) each state check that held shows as an
-` + "`ok key: value`" + ` line under its step. Outcome checks get no line of their own: the step's line already shows
-every outcome (` + "`produce → committed=1 failed=0`" + `), and one that does not hold prints
+In the step trace (` + "`run -v`" + `, and always for a failing scenario) every expectation that held — an
+outcome key or a state check — shows as an ` + "`ok key: value`" + ` line under its step (outcomes first, with the
+broker when its override applied: ` + "`ok stream.entries (nats): 1`" + `); the step's own line shows every outcome
+(` + "`produce → committed=1 failed=0`" + `), and an expectation that does not hold prints
 ` + "`FAIL file:line:col: key: want …, got …`" + `.
 
 Where a broker legitimately behaves otherwise, an expect map may hold the broker's name with what

@@ -261,7 +261,9 @@ func (c *Call) Exec(ctx context.Context, env *Env) (Result, []Failure) {
 	for _, o := range want.Outcomes {
 		if f, bad := o.judge(res.Outcome[o.Key]); bad {
 			fails = append(fails, f)
+			continue
 		}
+		res.Details = append(res.Details, "ok "+brokerKey(o.Key, o.Broker)+": "+o.wanted())
 	}
 	cfails, obs, attempts := want.poll(ctx, env)
 	if ctx.Err() != nil { // the deadline fell while reading or polling the state
@@ -270,17 +272,30 @@ func (c *Call) Exec(ctx context.Context, env *Env) (Result, []Failure) {
 	res.Observed = obs
 	for _, o := range obs {
 		if o.OK {
-			key := o.Key
-			if o.Broker != "" {
-				key += " (" + o.Broker + ")"
-			}
-			res.Details = append(res.Details, fmt.Sprintf("ok %s: %s", key, showValue(o.Got)))
+			res.Details = append(res.Details, fmt.Sprintf("ok %s: %s", brokerKey(o.Key, o.Broker), showValue(o.Got)))
 		}
 	}
 	if want.Within > 0 && len(cfails) == 0 {
 		res.Details = append(res.Details, fmt.Sprintf("held after %d attempt(s)", attempts))
 	}
 	return res, append(fails, cfails...)
+}
+
+// brokerKey is a key as the trace shows it: with the broker whose override
+// applied.
+func brokerKey(key, broker string) string {
+	if broker != "" {
+		return key + " (" + broker + ")"
+	}
+	return key
+}
+
+// wanted is the outcome's wanted value as written.
+func (o OutcomeWant) wanted() string {
+	if o.IsBool {
+		return fmt.Sprint(o.Want != 0)
+	}
+	return fmt.Sprint(o.Want)
 }
 
 // poll judges the checks once, or with Within until they all hold. A failure
