@@ -10,9 +10,9 @@ const pay = `{"event_id":"e1","amount":100,"currency":"USD"}`
 // clean is a drained history with one event applied once.
 func clean() ([]Op, State) {
 	ops := []Op{
-		{Step: "s:1", StepN: 0, StepName: "produce", Kind: Commit, EventID: "e1", Payload: pay},
-		{Step: "s:2", StepN: 1, StepName: "relay", Kind: Publish, EventID: "e1", EntryID: "1-0", Payload: pay},
-		{Step: "s:3", StepN: 2, StepName: "consume", Kind: Applied, EventID: "e1", EntryID: "1-0", Consumer: "c", Model: "c", Payload: pay, Acked: true},
+		{Step: "s:1", StepN: 0, Kind: Commit, EventID: "e1", Payload: pay},
+		{Step: "s:2", StepN: 1, Kind: Publish, EventID: "e1", EntryID: "1-0", Payload: pay},
+		{Step: "s:3", StepN: 2, Kind: Applied, EventID: "e1", EntryID: "1-0", Consumer: "c", Model: "c", Payload: pay, Acked: true},
 	}
 	st := State{
 		Outbox: map[string]string{"e1": pay}, Unpublished: map[string]bool{}, Stream: map[string]int{"e1": 1}, HasStream: true,
@@ -76,7 +76,7 @@ func TestEachInvariantCanFail(t *testing.T) {
 		},
 		Stranded: func(ops []Op, st *State) []Op {
 			ops[2].Kind, ops[2].Acked = "failed", false
-			ops = append(ops, Op{Step: "s:4", StepName: "consume", Kind: Pass, Consumer: "c"})
+			ops = append(ops, Op{Step: "s:4", Kind: Pass, Consumer: "c"})
 			noEffect(st)
 			st.Consumers["c"].Pending = 1
 			return ops
@@ -146,7 +146,7 @@ func TestPurgeIsNotAProjectionMismatch(t *testing.T) {
 func TestReplayedDeadLetterCanBeLost(t *testing.T) {
 	ops, st := clean()
 	ops[2].Kind, ops[2].DLQ = "failed", true
-	ops = append(ops, Op{Step: "s:4", StepName: "replay_dlq", Kind: Publish, Republish: true, EventID: "e1", EntryID: "2-0", Payload: pay})
+	ops = append(ops, Op{Step: "s:4", Kind: Publish, Republish: true, EventID: "e1", EntryID: "2-0", Payload: pay})
 	st.Stream = map[string]int{} // the broker lost the replay
 	noEffect(&st)
 	vs := check(ops, st)
@@ -160,7 +160,7 @@ func TestReplayedDeadLetterCanBeLost(t *testing.T) {
 func TestTrimKeepsAnUnreadEntry(t *testing.T) {
 	ops, st := clean()
 	ops[2].Kind = "failed" // acked without effect (ack first), then ...
-	ops = append(ops, Op{Step: "s:4", StepName: "publish", Kind: Publish, Republish: true, EventID: "e1", EntryID: "2-0", Payload: pay})
+	ops = append(ops, Op{Step: "s:4", Kind: Publish, Republish: true, EventID: "e1", EntryID: "2-0", Payload: pay})
 	st.Stream = map[string]int{"e1": 1} // trim kept the newest entry, 2-0
 	noEffect(&st)
 	for _, v := range check(ops, st) {

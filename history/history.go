@@ -18,7 +18,7 @@ const (
 	Commit  = "committed" // the producer committed the event (journal + outbox)
 	Publish = "published" // an entry of the event reached the broker
 	Purge   = "purged"    // a consumer's inbox rows were deleted
-	Pass    = "pass"      // a consume or claim step of a consumer began (StepName says which)
+	Pass    = "pass"      // a consume or claim step of a consumer began (TakesOver says which)
 	// Any other Kind is the outcome of one delivery: applied, duplicate,
 	// conflict, failed, deferred.
 	Applied = "applied"
@@ -28,7 +28,6 @@ const (
 type Op struct {
 	Step     string // where: "file:line:col (step)"
 	StepN    int    // index of the step in the scenario
-	StepName string // relay, consume, …
 	Kind     string
 	EventID  string
 	EntryID  string

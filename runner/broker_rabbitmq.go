@@ -11,6 +11,7 @@ import (
 	"github.com/outboxdrill/runner/broker/rabbitmq"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/servers"
+	"github.com/outboxdrill/runner/steps"
 )
 
 func init() { brokerKinds[broker.RabbitMQ] = openRabbitMQ }
@@ -27,7 +28,7 @@ func openRabbitMQ(ctx context.Context, w *World, url string, p *Params) (brokerC
 		}
 		w.undo.add(srv.Discard)
 		url = srv.URL()
-		p.logf("started RabbitMQ pid %d at %s in %s", srv.PID(), url, srv.Dir)
+		p.logf("started RabbitMQ pid %d at %s in %s", srv.PID(), redact(url), srv.Dir)
 	}
 	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
 	if err != nil {
@@ -42,7 +43,7 @@ func openRabbitMQ(ctx context.Context, w *World, url string, p *Params) (brokerC
 func (c rabbitConn) New(ctx context.Context, key string, sc *scenario.Scenario) (broker.Broker, error) {
 	ids := sc.Consumers()
 	if len(ids) == 0 {
-		ids = []string{"accounting"}
+		ids = []string{steps.DefaultConsumer}
 	}
 	return rabbitmq.New(ctx, c.conn, key, ids)
 }

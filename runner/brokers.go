@@ -11,6 +11,7 @@ import (
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/steps"
 )
 
 // ParseBrokers reads --broker: a name, a comma-separated list, or "all".
@@ -116,15 +117,26 @@ type control struct {
 	broker string
 }
 
-func (c control) Cannot(step string) string {
-	switch {
-	case step == "producer_db" && c.w.pgs[producerSide] == nil, step == "consumer_db" && c.w.pgs[consumerSide] == nil:
-		return notOurs("PostgreSQL", "--pg")
-	case step != "broker":
+func (c control) Cannot(s steps.Server) string {
+	switch s {
+	case steps.ProducerServer, steps.ConsumerServer:
+		if c.w.pgs[pgSide(s)] == nil {
+			return notOurs("PostgreSQL", "--pg")
+		}
 		return ""
+	case steps.BrokerServer:
+		_, why := c.w.conns[c.broker].Server()
+		return why
 	}
-	_, why := c.w.conns[c.broker].Server()
-	return why
+	return fmt.Sprintf("the runner knows no server %q", s)
+}
+
+// pgSide is the index of a PostgreSQL server in World.pgs.
+func pgSide(s steps.Server) int {
+	if s == steps.ConsumerServer {
+		return consumerSide
+	}
+	return producerSide
 }
 
 // notOurs is why a process fault cannot run on a server given by flag.
@@ -144,8 +156,8 @@ func (c control) Broker(ctx context.Context, action string) error {
 	return conn.Ready(ctx)
 }
 
-func (c control) Postgres(ctx context.Context, side, action string) error {
-	return c.w.Postgres(ctx, side, action)
+func (c control) Postgres(ctx context.Context, s steps.Server, action string) error {
+	return c.w.Postgres(ctx, s, action)
 }
 
 // proc is a server process the runner can crash and start.

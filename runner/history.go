@@ -19,10 +19,10 @@ func ops(recs []report.StepRecord) []history.Op {
 		where := fmt.Sprintf("%s (%s)", st.Call.Pos, st.Call)
 		cons, consumes := st.Call.Consumes()
 		if consumes {
-			out = append(out, history.Op{Step: where, StepN: i, StepName: st.Call.Def.Name, Kind: history.Pass, Consumer: cons.Consumer, TakesOver: cons.TakesOver})
+			out = append(out, history.Op{Step: where, StepN: i, Kind: history.Pass, Consumer: cons.Consumer, TakesOver: cons.TakesOver})
 		}
 		for _, e := range st.Result.Entries {
-			out = append(out, history.Op{Step: where, StepN: i, StepName: st.Call.Def.Name, Kind: e.Outcome, EventID: e.EventID, EntryID: e.EntryID,
+			out = append(out, history.Op{Step: where, StepN: i, Kind: e.Outcome, EventID: e.EventID, EntryID: e.EntryID,
 				Consumer: e.Consumer, Model: cons.Model, Payload: e.Payload, Acked: e.Acked, DLQ: e.DeadLettered, Republish: e.Republish})
 		}
 	}

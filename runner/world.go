@@ -17,6 +17,7 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/servers"
+	"github.com/outboxdrill/runner/steps"
 )
 
 // namePrefix starts every database name and stream key the runner creates;
@@ -86,11 +87,8 @@ type World struct {
 // Postgres applies a process fault to the runner's own producer or consumer
 // PostgreSQL (steps.ProcessControl). Killed, its data dir stays: start runs
 // crash recovery.
-func (w *World) Postgres(ctx context.Context, side, action string) error {
-	i := producerSide
-	if side == "consumer" {
-		i = consumerSide
-	}
+func (w *World) Postgres(ctx context.Context, s steps.Server, action string) error {
+	i := pgSide(s)
 	pg := w.pgs[i]
 	switch action {
 	case "kill":
@@ -105,7 +103,7 @@ func (w *World) Postgres(ctx context.Context, side, action string) error {
 		}
 		return w.startPG(ctx, i)
 	}
-	return fmt.Errorf("unknown %s action %q", side, action)
+	return fmt.Errorf("unknown %s action %q", s, action)
 }
 
 // startPG starts a side's server again and drops the admin pool's dead

@@ -255,7 +255,7 @@ func parseScenario(file string, root *yaml.Node) ([]*Scenario, diag.Errors) {
 }
 
 func parseHeader(file string, root *yaml.Node) (header, diag.Errors) {
-	h := header{Scenario: Scenario{File: file, Pos: diag.NodePos(file, root), NATS: NATSOptions{MsgID: true}}, vars: map[string]string{}}
+	h := header{Scenario: Scenario{File: file, Pos: diag.NodePos(file, root), NATS: defaultNATS}, vars: map[string]string{}}
 	var errs diag.Errors
 	for _, kv := range pairs(file, root, &errs) {
 		if strings.HasPrefix(kv.Key, "x-") {

@@ -23,6 +23,9 @@ type NATSOptions struct {
 	AckWait time.Duration
 }
 
+// defaultNATS is a scenario's JetStream stream without a nats: key.
+var defaultNATS = NATSOptions{MsgID: true}
+
 func init() {
 	defineTopKey(&topKey{Name: "nats",
 		Doc: "this scenario's JetStream stream: `msg_id` (relay publishes carry Nats-Msg-Id = event id; default true), `dedupe_window` (default 2m), `ack_wait` (redelivery after, default 1s)",
@@ -44,7 +47,7 @@ var natsKeys = []string{"msg_id", "dedupe_window", "ack_wait"}
 
 // parseNATS reads nats: {msg_id: false, dedupe_window: 1s, ack_wait: 500ms}.
 func parseNATS(file string, n *yaml.Node, errs *diag.Errors) NATSOptions {
-	opt := NATSOptions{MsgID: true}
+	opt := defaultNATS
 	if n.Kind != yaml.MappingNode {
 		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "nats: want a map with %s", strings.Join(natsKeys, ", ")))
 		return opt

@@ -25,7 +25,7 @@ func (h *soakHistory) add(name string, ops ...history.Op) {
 	defer h.mu.Unlock()
 	h.step++
 	for _, op := range ops {
-		op.Step, op.StepN, op.StepName = fmt.Sprintf("soak step %d (%s)", h.step, name), h.step, name
+		op.Step, op.StepN = fmt.Sprintf("soak step %d (%s)", h.step, name), h.step
 		h.ops = append(h.ops, op)
 	}
 }

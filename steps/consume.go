@@ -22,6 +22,10 @@ var consumeOutcomes = []Key{
 	{"redelivered", "entries this worker got that the broker had delivered before (a reclaim, a redelivery after AckWait, RabbitMQ's Redelivered after a channel loss)"},
 }
 
+// DefaultConsumer is the consumer id of a step that names none (the
+// consumer parameters' default tag, checked equal by a test).
+const DefaultConsumer = "accounting"
+
 // ConsumeParams are the parameters of the consume step.
 type ConsumeParams struct {
 	Handling

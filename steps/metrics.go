@@ -144,9 +144,6 @@ func init() {
 	})
 }
 
-// defaultConsumer is the consumer id steps use when none is given.
-const defaultConsumer = "accounting"
-
 // projectionLag compares the producer's committed events with each consumer
 // id's inbox (two databases: no join). Consumer ids are those the scenario
 // names (env.Consumers) and those with an inbox row; with neither, the
@@ -167,7 +164,7 @@ func projectionLag(ctx context.Context, env *Env) (int64, time.Duration, error) 
 		}
 	}
 	if len(applied) == 0 {
-		applied[defaultConsumer] = map[string]string{}
+		applied[DefaultConsumer] = map[string]string{}
 	}
 	var lag int64
 	var age time.Duration

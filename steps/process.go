@@ -97,9 +97,12 @@ func (*DBParams[S]) FaultSite() Participant {
 	return ConsumerDB
 }
 
+// Draw notes a start; kill, stop and restart are faults, noted as such.
 func (p *DBParams[S]) Draw(d Diagram, _ Result) {
 	var s S
-	d.Note(s.side()+"'s PostgreSQL "+p.Action(), p.FaultSite())
+	if p.Start {
+		d.Note(s.side()+"'s PostgreSQL start", p.FaultSite())
+	}
 }
 
 // Isolation: killing, stopping or starting the broker hits every scenario
@@ -120,7 +123,9 @@ func (p *BrokerParams) Draw(d Diagram, r Result) {
 		d.Note(fmt.Sprintf("trim to %d: %d entries dropped", *p.Trim, r.Outcome["trimmed"]), BrokerP)
 		return
 	}
-	d.Note("broker "+p.Action(), BrokerP)
+	if p.Start { // kill, stop and restart are faults, noted as such
+		d.Note("broker start", BrokerP)
+	}
 }
 
 func init() {
@@ -133,10 +138,10 @@ func init() {
 }
 
 // cannot is the skip of a process fault the runner cannot apply here.
-func cannot(env *Env, step, action string) error {
+func cannot(env *Env, s Server, step, action string) error {
 	why := "the runner controls no server process here"
 	if env.Control != nil {
-		why = env.Control.Cannot(step)
+		why = env.Control.Cannot(s)
 	}
 	if why == "" {
 		return nil
@@ -146,7 +151,7 @@ func cannot(env *Env, step, action string) error {
 
 func runBroker(ctx context.Context, env *Env, p *BrokerParams) (Result, error) {
 	if a := p.Action(); a != "" {
-		if err := cannot(env, "broker", a); err != nil {
+		if err := cannot(env, BrokerServer, "broker", a); err != nil {
 			return Result{}, err
 		}
 		if err := env.Control.Broker(ctx, a); err != nil {
@@ -162,10 +167,10 @@ func runBroker(ctx context.Context, env *Env, p *BrokerParams) (Result, error) {
 func runPostgres[S dbSide](ctx context.Context, env *Env, p *DBParams[S]) (Result, error) {
 	var s S
 	side, a := s.side(), p.Action()
-	if err := cannot(env, side+"_db", a); err != nil {
+	if err := cannot(env, Server(side), side+"_db", a); err != nil {
 		return Result{}, err
 	}
-	if err := env.Control.Postgres(ctx, side, a); err != nil {
+	if err := env.Control.Postgres(ctx, Server(side), a); err != nil {
 		return Result{}, err
 	}
 	// Connections to the old process are dead: the pool starts afresh,

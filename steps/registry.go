@@ -96,16 +96,25 @@ type Env struct {
 	Control ProcessControl
 }
 
+// Server is a server a process-fault step acts on.
+type Server string
+
+// The servers a scenario can fault.
+const (
+	BrokerServer   Server = "broker"
+	ProducerServer Server = "producer"
+	ConsumerServer Server = "consumer"
+)
+
 // ProcessControl kills, stops and starts the servers the runner manages.
 type ProcessControl interface {
-	// Cannot says why the runner cannot fault the server a
-	// process-fault step ("broker", "producer_db", "consumer_db") acts on, or
-	// "" when it can: the scenario is then skipped with that reason.
-	Cannot(step string) string
+	// Cannot says why the runner cannot fault server s, or "" when it can:
+	// the scenario is then skipped with that reason.
+	Cannot(s Server) string
 	// Broker applies action (kill, stop, start, restart) to the broker.
 	Broker(ctx context.Context, action string) error
 	// Postgres applies action to the producer's or the consumer's server.
-	Postgres(ctx context.Context, side, action string) error
+	Postgres(ctx context.Context, s Server, action string) error
 }
 
 // SkipError ends a scenario as skipped: it cannot prove anything here.

@@ -294,7 +294,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&reports[1], "json", "", "write a JSON report (every step, params, outcome, observed state) to `FILE`")
 	fs.StringVar(&reports[2], "markdown", "", "write a Markdown report with sequence diagrams of failures to `FILE`")
 	fs.StringVar(&reports[3], "guarantees", "", "write what each broker guaranteed, per fault window, to `FILE` (use with --broker all: docs/broker-guarantees.md)")
-	keep := fs.String("keep", "", "leave the databases and stream of `failed|all` scenarios for inspection (needs --pg and --redis)")
+	keep := fs.String("keep", "", "leave the databases and stream of `failed|all` scenarios for inspection (needs the URL of PostgreSQL and of every broker of the run: --pg, --redis, --nats, --rabbitmq)")
 	paths, code, done := parseArgs(fs, args, stdout, stderr)
 	if done {
 		return code
