@@ -518,3 +518,27 @@ func TestSyntaxErrorExitsTwo(t *testing.T) {
 		}
 	}
 }
+
+// TestFIFOIsAnErrorAtOnce: validate and run on a FIFO used to block forever
+// in the read; now they name the file and what it is, exit 2, at once.
+func TestFIFOIsAnErrorAtOnce(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "pipe.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip("no mkfifo:", err)
+	}
+	for _, cmd := range []string{"validate", "run", "list"} {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			code, _, errs := run0(cmd, fifo)
+			if code != 2 || !strings.Contains(errs, fifo+": a FIFO (named pipe), not a regular file") {
+				t.Errorf("%s: exit %d, stderr %q", cmd, code, errs)
+			}
+		}()
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+			t.Fatalf("%s on a FIFO still blocks", cmd)
+		}
+	}
+}
