@@ -15,7 +15,9 @@
 // Every command takes -h or --help.
 //
 // Exit status: 0 all passed, 1 a scenario failed, 2 invalid scenario or usage,
-// 3 the run itself could not proceed (servers), 130 interrupted.
+// 3 the run itself could not proceed (servers), 130 interrupted (SIGINT),
+// 143 terminated (SIGTERM). Either signal cleans up first, as 128+signal
+// says to a shell; a second one kills at once.
 package main
 
 import (
@@ -30,6 +32,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -50,7 +53,8 @@ const (
 	exitFailed      = 1
 	exitInvalid     = 2
 	exitEnvironment = 3
-	exitInterrupted = 130
+	exitInterrupted = 130 // 128+SIGINT
+	exitTerminated  = 143 // 128+SIGTERM: the same cleanup, told apart for the caller
 )
 
 const defaultDir = "scenarios"
@@ -66,12 +70,21 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 
 func main() {
 	redis.SetLogger(quietRedis{})
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	var terminated atomic.Bool
 	go func() {
-		<-ctx.Done()
-		stop() // a second Ctrl-C kills at once; the first one cleans up
+		s := <-sigs
+		terminated.Store(s == syscall.SIGTERM)
+		signal.Stop(sigs) // a second signal kills at once; the first one cleans up
+		cancel()
 	}()
-	os.Exit(Main(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	if code == exitInterrupted && terminated.Load() {
+		code = exitTerminated
+	}
+	os.Exit(code)
 }
 
 // help is what each command's usage says: its arguments and one line on
@@ -159,7 +172,7 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-9s %s\n", n, help[n].summary)
 	}
 	fmt.Fprintln(w, "run 'runner help <command>' (or 'runner <command> --help') for a command's flags")
-	fmt.Fprintln(w, "exit status: 0 passed, 1 a scenario failed, 2 invalid scenario or usage, 3 servers unavailable, 130 interrupted")
+	fmt.Fprintln(w, "exit status: 0 passed, 1 a scenario failed, 2 invalid scenario or usage, 3 servers unavailable, 130 interrupted (SIGINT), 143 terminated (SIGTERM)")
 }
 
 // newFlags makes the flag set of a command; parseArgs prints its usage.

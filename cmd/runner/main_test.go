@@ -149,7 +149,8 @@ func TestDocsAndSchemaCommands(t *testing.T) {
 // TestInterruptCleansUp sends Ctrl-C (SIGINT) to a real runner process with
 // managed servers — while it prepares the templates, while it isolates a
 // scenario, and in the middle of a step — and checks that it exits 130 and
-// leaves no server process and no temp dir behind.
+// leaves no server process and no temp dir behind. SIGTERM (a CI job
+// cancelled, docker stop) does the same and exits 143.
 func TestInterruptCleansUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts its own servers")
@@ -157,11 +158,14 @@ func TestInterruptCleansUp(t *testing.T) {
 	bin := buildRunner(t)
 	f := scenarioFile(t, "hang.yaml", "name: hang\nsteps:\n  - produce\n  - consume(block=1m)\n")
 	for _, delay := range []time.Duration{0, 150 * time.Millisecond, 1500 * time.Millisecond} {
-		t.Run(delay.String(), func(t *testing.T) { interruptManaged(t, bin, f, delay) })
+		t.Run(delay.String(), func(t *testing.T) { interruptManaged(t, bin, f, delay, syscall.SIGINT) })
+	}
+	for _, delay := range []time.Duration{150 * time.Millisecond, 1500 * time.Millisecond} {
+		t.Run("SIGTERM/"+delay.String(), func(t *testing.T) { interruptManaged(t, bin, f, delay, syscall.SIGTERM) })
 	}
 }
 
-func interruptManaged(t *testing.T, bin, f string, delay time.Duration) {
+func interruptManaged(t *testing.T, bin, f string, delay time.Duration, sig syscall.Signal) {
 	cmd := exec.Command(bin, "run", "-v", f)
 	cmd.Env = append(os.Environ(), "RUNNER_PG_URL=", "RUNNER_REDIS_URL=")
 	var stderr, stdout testutil.SyncBuffer
@@ -176,12 +180,13 @@ func interruptManaged(t *testing.T, bin, f string, delay time.Duration) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	time.Sleep(delay) // 1.5s reaches the blocking consume
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+	if err := cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	err := cmd.Wait()
-	if code := cmd.ProcessState.ExitCode(); code != 130 {
-		t.Fatalf("exit %d (%v), want 130\nstdout:\n%s\nstderr:\n%s", code, err, stdout.String(), stderr.String())
+	want := map[syscall.Signal]int{syscall.SIGINT: 130, syscall.SIGTERM: 143}[sig]
+	if code := cmd.ProcessState.ExitCode(); code != want {
+		t.Fatalf("exit %d (%v), want %d\nstdout:\n%s\nstderr:\n%s", code, err, want, stdout.String(), stderr.String())
 	}
 	ms := started.FindAllStringSubmatch(stderr.String(), -1)
 	if len(ms) != servers {
@@ -191,10 +196,10 @@ func interruptManaged(t *testing.T, bin, f string, delay time.Duration) {
 		var pid int
 		_, _ = fmt.Sscan(m[2], &pid)
 		if syscall.Kill(pid, 0) == nil {
-			t.Errorf("%s pid %d still runs after Ctrl-C", m[1], pid)
+			t.Errorf("%s pid %d still runs after %v", m[1], pid, sig)
 		}
 		if _, err := os.Stat(m[3]); !os.IsNotExist(err) {
-			t.Errorf("%s dir %s still exists after Ctrl-C", m[1], m[3])
+			t.Errorf("%s dir %s still exists after %v", m[1], m[3], sig)
 		}
 	}
 	if !strings.Contains(stderr.String(), "interrupted") {
