@@ -494,11 +494,11 @@ func TestBadFlagValuesAreUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"run", "--timeout", "soon"}, `runner run: --timeout "soon": want a duration such as 30s, 2m or 1h30m`},
+		{[]string{"run", "--timeout", "soon"}, `runner run: --timeout "soon": want a duration > 0 such as 30s, 2m or 1h30m`},
 		{[]string{"run", "--parallel", "two"}, `runner run: --parallel "two": want a whole number`},
 		{[]string{"run", "-v=maybe"}, `runner run: -v "maybe": want true or false`},
 		{[]string{"soak", "--seed", "-1"}, `runner soak: --seed "-1": want a whole number, 0 or more`},
-		{[]string{"soak", "--faults", "lots"}, `runner soak: --faults "lots": want a number such as 0.1`},
+		{[]string{"soak", "--faults", "lots"}, `runner soak: --faults "lots": want a number from 0 to 1 such as 0.1`},
 		{[]string{"bench", "--repeat", "3x"}, `runner bench: --repeat "3x": want a whole number`},
 		{[]string{"list", "--tgas", "x"}, `runner list: flag provided but not defined: -tgas (did you mean "tags"?)`},
 		{[]string{"run", "--timeout"}, `runner run: flag needs an argument: -timeout`},
@@ -545,5 +545,53 @@ func TestFIFOIsAnErrorAtOnce(t *testing.T) {
 		case <-time.After(time.Second):
 			t.Fatalf("%s on a FIFO still blocks", cmd)
 		}
+	}
+}
+
+// TestNumericFlagsAreChecked: every count and duration of every command is
+// checked when parsed, exit 2 with what is wanted; nothing runs (run0 has
+// no servers, and the messages come before any load).
+func TestNumericFlagsAreChecked(t *testing.T) {
+	const (
+		dur   = "want a duration > 0 such as 30s, 2m or 1h30m"
+		count = "want a whole number, 1 or more"
+	)
+	for _, tc := range []struct {
+		cmd, flag string
+		bad       []string
+		want      string
+	}{
+		{"run", "timeout", []string{"0", "-1s", "0s"}, dur},
+		{"run", "parallel", []string{"0", "-5"}, count},
+		{"soak", "events", []string{"0", "-1"}, count},
+		{"soak", "faults", []string{"-0.1", "1.5", "NaN"}, "want a number from 0 to 1 such as 0.1"},
+		{"soak", "parallel", []string{"0", "-2"}, count},
+		{"soak", "batch", []string{"0", "-1"}, count},
+		{"bench", "soak-events", []string{"-1"}, "want a whole number, 0 or more"},
+		{"bench", "repeat", []string{"0", "-3"}, count},
+	} {
+		for _, v := range tc.bad {
+			for _, args := range [][]string{{tc.cmd, "--" + tc.flag, v}, {tc.cmd, "--" + tc.flag + "=" + v}} {
+				code, out, errs := run0(args...)
+				want := fmt.Sprintf("runner %s: --%s %q: %s\n", tc.cmd, tc.flag, v, tc.want)
+				if code != 2 || out != "" || !strings.HasPrefix(errs, want) {
+					t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and %q", args, code, out, errs, want)
+				}
+			}
+		}
+	}
+	// The edges are accepted: help still parses with them.
+	for _, args := range [][]string{
+		{"run", "--timeout", "1ns", "--parallel", "1", "-h"},
+		{"soak", "--faults", "0", "--faults", "1", "--batch", "1", "--events", "1", "-h"},
+		{"bench", "--soak-events", "0", "--repeat", "1", "-h"},
+	} {
+		if code, _, errs := run0(args...); code != 0 {
+			t.Errorf("%v: exit %d: %s", args, code, errs)
+		}
+	}
+	// Help shows each flag's type and default as before.
+	if _, out, _ := run0("help", "run"); !strings.Contains(out, "-timeout DURATION") || !strings.Contains(out, "(default 1m0s)") || strings.Contains(out, "panic") {
+		t.Errorf("help run:\n%s", out)
 	}
 }
