@@ -32,6 +32,8 @@ type Params struct {
 	Batch   int // relay and consume batch size (default 100)
 	PGURL   string
 	Redis   string
+	// ConnectTimeout bounds the wait for a given server (runner.Params).
+	ConnectTimeout time.Duration
 	// Baseline also measures the raw baseline on the same servers first.
 	Baseline bool
 }
@@ -97,7 +99,7 @@ func Soak(ctx context.Context, p Params) (*Report, error) {
 		return nil, err
 	}
 	p.Workers, p.Batch = max(1, p.Workers), cmpOr(p.Batch, 100)
-	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, RedisURL: p.Redis, Parallel: 1})
+	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, RedisURL: p.Redis, Parallel: 1, ConnectTimeout: p.ConnectTimeout})
 	if err != nil {
 		return nil, err
 	}

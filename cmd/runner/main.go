@@ -40,6 +40,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outboxdrill/runner/bench"
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/runner"
@@ -308,6 +309,11 @@ func countFlag(fs *flag.FlagSet, p *int, name string, value, least int, usage st
 	check(fs, name, fmt.Sprintf("a whole number, %d or more", least), func() bool { return *p >= least })
 }
 
+// connectTimeoutFlag is --connect-timeout of every command that connects.
+func connectTimeoutFlag(fs *flag.FlagSet, p *time.Duration) {
+	durationFlag(fs, p, "connect-timeout", runner.DefaultConnectTimeout, "give up on a server that does not answer within `DURATION` (each of --pg, --redis, --nats, --rabbitmq)")
+}
+
 // load expands paths and loads every scenario, printing every problem.
 func load(paths []string, stderr io.Writer) ([]*scenario.Scenario, bool) {
 	if len(paths) == 0 {
@@ -348,6 +354,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	durationFlag(fs, &p.Timeout, "timeout", time.Minute, "cancel a scenario that runs longer than `DURATION`")
 	fs.BoolVar(&p.Verbose, "v", false, "print every scenario's step trace")
 	countFlag(fs, &p.Parallel, "parallel", runtime.NumCPU(), 1, "run `N` scenarios at once")
+	connectTimeoutFlag(fs, &p.ConnectTimeout)
 	fs.BoolVar(&p.FailFast, "fail-fast", false, "start no new scenario after one failed")
 	var reports [4]string
 	fs.StringVar(&reports[0], "junit", "", "write a JUnit XML report to `FILE`")
@@ -563,8 +570,20 @@ func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := newFlags("clean")
 	var pg, rd string
 	serverFlags(fs, &pg, &rd)
+	var connectTimeout time.Duration
+	connectTimeoutFlag(fs, &connectTimeout)
 	if code, done := noArgs(fs, args, stdout, stderr, "runner clean [--pg URL] [--redis URL]"); done {
 		return code
+	}
+	// A wrong server is named in seconds, before anything is removed.
+	for _, s := range []struct{ kind, url string }{{runner.Postgres, pg}, {broker.Redis, rd}} {
+		if s.url == "" {
+			continue
+		}
+		if err := runner.Probe(ctx, s.kind, s.url, connectTimeout); err != nil {
+			fmt.Fprintf(stderr, "runner: %v\n", err)
+			return exitEnvironment
+		}
 	}
 	dirs, err := runner.CleanTempDirs()
 	for _, d := range dirs {
@@ -599,6 +618,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Uint64Var(&p.Seed, "seed", uint64(time.Now().UnixNano()%1_000_000), "seed of the fault choices: the same seed injects the same faults")
 	countFlag(fs, &p.Workers, "parallel", 2, 1, "`N` concurrent producers and consumers")
 	countFlag(fs, &p.Batch, "batch", 100, 1, "relay and consume batch size (`N` events)")
+	connectTimeoutFlag(fs, &p.ConnectTimeout)
 	fs.BoolVar(&p.Baseline, "baseline", false, "first measure the raw baseline (bare transactions and XADD/XACK) on the same servers")
 	serverFlags(fs, &p.PGURL, &p.Redis)
 	const soakUsage = "runner soak --events N --faults RATE (0..1) --seed S [--parallel W] [--baseline]"
@@ -630,6 +650,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	countFlag(fs, &p.SoakEvents, "soak-events", 2000, 0, "`N` events for the soak and raw baseline figures (0: skip)")
 	growth := fs.String("growth", "10,100,1000", "generated scenario counts for the growth figures")
 	countFlag(fs, &p.Repeat, "repeat", 3, 1, "`N` runs per start and library figure; the median is printed")
+	connectTimeoutFlag(fs, &p.ConnectTimeout)
 	serverFlags(fs, &p.PGURL, &p.Redis)
 	paths, code, done := parseArgs(fs, args, stdout, stderr)
 	if done {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -569,6 +570,10 @@ func TestNumericFlagsAreChecked(t *testing.T) {
 		{"soak", "batch", []string{"0", "-1"}, count},
 		{"bench", "soak-events", []string{"-1"}, "want a whole number, 0 or more"},
 		{"bench", "repeat", []string{"0", "-3"}, count},
+		{"run", "connect-timeout", []string{"0", "-1s"}, dur},
+		{"soak", "connect-timeout", []string{"0"}, dur},
+		{"bench", "connect-timeout", []string{"0"}, dur},
+		{"clean", "connect-timeout", []string{"-5s"}, dur},
 	} {
 		for _, v := range tc.bad {
 			for _, args := range [][]string{{tc.cmd, "--" + tc.flag, v}, {tc.cmd, "--" + tc.flag + "=" + v}} {
@@ -593,5 +598,58 @@ func TestNumericFlagsAreChecked(t *testing.T) {
 	// Help shows each flag's type and default as before.
 	if _, out, _ := run0("help", "run"); !strings.Contains(out, "-timeout DURATION") || !strings.Contains(out, "(default 1m0s)") || strings.Contains(out, "panic") {
 		t.Errorf("help run:\n%s", out)
+	}
+}
+
+// tcpListener is a throwaway TCP server that says hello (nil: nothing) to
+// each connection and keeps it open.
+func tcpListener(t *testing.T, hello []byte) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if hello != nil {
+					_, _ = c.Write(hello)
+				}
+				time.Sleep(10 * time.Second)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestConnectTimeout: --pg or --redis at a port that says nothing, or
+// something else, is exit 3 within --connect-timeout (it hung ~120 s),
+// naming the address and what answered; for run, soak and clean.
+func TestConnectTimeout(t *testing.T) {
+	silent, garbage := tcpListener(t, nil), tcpListener(t, []byte("garbage\r\n"))
+	f := scenarioFile(t, "a.yaml", "name: a\nsteps: [produce]\n")
+	noAnswer := " gave no answer within 1s; is a PostgreSQL server there?"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--connect-timeout", "1s", "--pg", "postgres://u:pw@" + silent + "/db", f}, silent + noAnswer},
+		{[]string{"run", "--connect-timeout", "1s", "--pg", "postgres://u:pw@" + garbage + "/db", f}, garbage + ` does not speak the PostgreSQL protocol: it answered "garbage\r\n"`},
+		{[]string{"run", "--connect-timeout", "1s", "--redis", "redis://" + silent, f}, silent + " gave no answer within 1s; is a Redis server there?"},
+		{[]string{"soak", "--connect-timeout", "1s", "--events", "1", "--pg", "postgres://u:pw@" + silent + "/db"}, silent + noAnswer},
+		{[]string{"clean", "--connect-timeout", "1s", "--pg", "postgres://u:pw@" + silent + "/db"}, silent + noAnswer},
+		{[]string{"clean", "--connect-timeout", "1s", "--redis", "redis://" + garbage}, garbage + ` does not speak the Redis protocol: it answered "garbage\r\n"`},
+	} {
+		start := time.Now()
+		code, _, errs := cli(t, tc.args...)
+		if took := time.Since(start); code != 3 || !strings.Contains(errs, tc.want) || took > 5*time.Second {
+			t.Errorf("%v: exit %d after %s, stderr %q; want 3 and %q", tc.args, code, took, errs, tc.want)
+		}
 	}
 }
