@@ -116,3 +116,20 @@ func TestOpenWorldConnectTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeRabbitMQ: a real RabbitMQ passes; a NATS server at --rabbitmq
+// is named.
+func TestProbeRabbitMQ(t *testing.T) {
+	ctx := context.Background()
+	if err := Probe(ctx, broker.RabbitMQ, testservers.RabbitMQ(t), time.Second); err != nil {
+		t.Errorf("the real RabbitMQ fails the probe: %v", err)
+	}
+	nats := testservers.NATS(t)
+	err := Probe(ctx, broker.RabbitMQ, "amqp://"+hostPort(nats)+"/", time.Second)
+	if err == nil || !strings.Contains(err.Error(), `(a NATS server?)`) {
+		t.Errorf("NATS at --rabbitmq: %v", err)
+	}
+	if err := Probe(ctx, Postgres, "postgres://"+hostPort(testservers.RabbitMQ(t))+"/db", time.Second); err == nil || !strings.Contains(err.Error(), "does not speak the PostgreSQL protocol") {
+		t.Errorf("RabbitMQ at --pg: %v", err)
+	}
+}
