@@ -29,11 +29,12 @@ var ErrScenariosFailed = errors.New("scenarios failed")
 
 // Params configures `runner bench`.
 type Params struct {
-	Scenarios    []*scenario.Scenario // the library, for wall times
-	SoakEvents   int
-	Growth       []int // generated scenario counts
-	Repeat       int   // runs per figure; the median is reported
-	PGURL, Redis string
+	Scenarios      []*scenario.Scenario // the library, for wall times
+	SoakEvents     int
+	Growth         []int // generated scenario counts
+	Repeat         int   // runs per figure; the median is reported
+	PGURL, Redis   string
+	ConnectTimeout time.Duration // for the servers given (runner.Params)
 }
 
 // Run measures what the speed targets speak of and prints one table.
@@ -133,7 +134,7 @@ func managedStart(ctx context.Context, empty bool) (time.Duration, error) {
 
 // isolationCost times acquire and recycle on a warm pool.
 func isolationCost(ctx context.Context, p Params) (setup, teardown, first time.Duration, err error) {
-	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, RedisURL: p.Redis, Parallel: 1})
+	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, RedisURL: p.Redis, ConnectTimeout: p.ConnectTimeout, Parallel: 1})
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -209,7 +210,7 @@ steps:
 			}
 		}
 	})
-	d, err := wallTime(ctx, runner.Params{PGURL: p.PGURL, RedisURL: p.Redis, Parallel: 2}, scs)
+	d, err := wallTime(ctx, runner.Params{PGURL: p.PGURL, RedisURL: p.Redis, ConnectTimeout: p.ConnectTimeout, Parallel: 2}, scs)
 	close(stop)
 	wg.Wait()
 	return d, peak, err
@@ -231,7 +232,7 @@ steps:
 	if len(errs) > 0 {
 		return 0, errs
 	}
-	return wallTime(ctx, runner.Params{PGURL: p.PGURL, RedisURL: p.Redis, Parallel: par}, scs)
+	return wallTime(ctx, runner.Params{PGURL: p.PGURL, RedisURL: p.Redis, ConnectTimeout: p.ConnectTimeout, Parallel: par}, scs)
 }
 
 // median is the middle of ds (upper middle for an even count).

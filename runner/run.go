@@ -30,6 +30,9 @@ type Params struct {
 	// RedisURL is an existing Redis server; the runner uses and deletes its
 	// own stream keys there. Empty: start a throwaway server.
 	RedisURL string
+	// ConnectTimeout bounds how long a server given by URL may take to
+	// answer (default DefaultConnectTimeout); a wrong one is named at once.
+	ConnectTimeout time.Duration
 	// Run selects scenarios whose name matches.
 	Run *regexp.Regexp
 	// Timeout bounds one scenario (default 1m); a hung step is cancelled.

@@ -152,7 +152,14 @@ func (w *World) open(ctx context.Context, p *Params, sh shape) (err error) {
 			w.admins[i] = w.admins[0]
 			continue
 		}
-		admin, err := pgxpool.New(ctx, url)
+		cfg, err := pgxpool.ParseConfig(url)
+		if err != nil {
+			return fmt.Errorf("PostgreSQL %s: %w", redact(url), err)
+		}
+		if cfg.ConnConfig.ConnectTimeout == 0 { // the URL's connect_timeout wins
+			cfg.ConnConfig.ConnectTimeout = p.connectTimeout()
+		}
+		admin, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {
 			return fmt.Errorf("PostgreSQL %s: %w", redact(url), err)
 		}
@@ -170,6 +177,9 @@ func (w *World) open(ctx context.Context, p *Params, sh shape) (err error) {
 // startServers uses the given URLs, or starts managed servers, all at once:
 // each PostgreSQL side and each broker in a goroutine of its own.
 func (w *World) startServers(ctx context.Context, p *Params, sh shape) error {
+	if err := probeGiven(ctx, p, sh); err != nil {
+		return err
+	}
 	errs := make([]error, 2+len(sh.brokers))
 	var wg sync.WaitGroup
 	for i, b := range sh.brokers {
@@ -203,6 +213,32 @@ func (w *World) startServers(ctx context.Context, p *Params, sh shape) error {
 	}
 	w.PGURL = w.pgURLs[producerSide]
 	return nil
+}
+
+// probeGiven checks every server given by URL at once, within
+// p.ConnectTimeout: a wrong port (a Redis at --pg, a silent listener) is an
+// error naming it and what answered, not a client hanging for minutes.
+func probeGiven(ctx context.Context, p *Params, sh shape) error {
+	kinds, urls := []string{Postgres}, []string{p.PGURL}
+	for _, b := range sh.brokers {
+		kinds, urls = append(kinds, b), append(urls, brokerURL(p, b))
+	}
+	errs := make([]error, len(urls))
+	var wg sync.WaitGroup
+	for i, url := range urls {
+		if url != "" {
+			wg.Go(func() { errs[i] = Probe(ctx, kinds[i], url, p.connectTimeout()) })
+		}
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (p *Params) connectTimeout() time.Duration {
+	if p.ConnectTimeout <= 0 {
+		return DefaultConnectTimeout
+	}
+	return p.ConnectTimeout
 }
 
 // Close drops what the run created and stops what it started.

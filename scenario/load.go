@@ -51,7 +51,10 @@ type Scenario struct {
 }
 
 // ExpandPaths turns files and directories into the sorted list of scenario
-// files (directories are searched recursively for *.yaml and *.yml).
+// files (directories are searched recursively for *.yaml and *.yml). Only
+// regular files are loaded: a FIFO, device or socket named explicitly is an
+// error at once (reading a FIFO would block forever); one met in a directory
+// walk is skipped.
 func ExpandPaths(paths []string) ([]string, error) {
 	var files []string
 	for _, p := range paths {
@@ -60,14 +63,24 @@ func ExpandPaths(paths []string) ([]string, error) {
 			return nil, err
 		}
 		if !info.IsDir() {
+			if !info.Mode().IsRegular() {
+				return nil, fmt.Errorf("%s: %s, not a regular file", p, fileKind(info.Mode()))
+			}
 			files = append(files, filepath.Clean(p))
 			continue
 		}
 		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() && (strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
-				files = append(files, path)
+			if err != nil || d.IsDir() || !(strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
+				return err
 			}
-			return err
+			if !d.Type().IsRegular() {
+				// A symlink counts if it leads to a regular file.
+				if info, err := os.Stat(path); err != nil || !info.Mode().IsRegular() {
+					return nil
+				}
+			}
+			files = append(files, path)
+			return nil
 		})
 		if err != nil {
 			return nil, err
@@ -78,6 +91,35 @@ func ExpandPaths(paths []string) ([]string, error) {
 	return slices.Compact(files), nil
 }
 
+// fileKind names what a non-regular file is, for messages.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO (named pipe)"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "a special file (" + m.Type().String() + ")"
+}
+
+// readRegular reads file f, which must be a regular file: a FIFO would block.
+func readRegular(f string) ([]byte, error) {
+	info, err := os.Stat(f)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s, not a regular file", fileKind(info.Mode()))
+	}
+	return os.ReadFile(f)
+}
+
 // LoadFiles parses every file and reports every problem in every file, plus
 // scenario names used twice.
 func LoadFiles(files []string) ([]*Scenario, diag.Errors) {
@@ -85,7 +127,7 @@ func LoadFiles(files []string) ([]*Scenario, diag.Errors) {
 	var errs diag.Errors
 	byName := map[string]*Scenario{}
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := readRegular(f)
 		if err != nil {
 			errs = append(errs, diag.Errorf(diag.Pos{File: f}, "%v", err))
 			continue

@@ -3,6 +3,7 @@ package scenario
 import (
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -327,5 +328,39 @@ func TestSameFileTwiceRunsOnce(t *testing.T) {
 	scs, errs := LoadFiles(files)
 	if len(files) != 3 || len(scs) != 1 || len(errs) != 2 {
 		t.Fatalf("files %v; %d scenarios; errors (want only the two missing names):\n%v", files, len(scs), errs)
+	}
+}
+
+// TestOnlyRegularFiles: a FIFO named explicitly is an error at once (reading
+// it would block forever); one in a directory walk is skipped; LoadFiles
+// refuses one too.
+func TestOnlyRegularFiles(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir+"/a.yaml", "name: a\nsteps: [relay]\n")
+	fifo := dir + "/pipe.yaml"
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip("no mkfifo:", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if _, err := ExpandPaths([]string{fifo}); err == nil || !strings.Contains(err.Error(), fifo+": a FIFO (named pipe), not a regular file") {
+			t.Errorf("explicit FIFO: err %v", err)
+		}
+		files, err := ExpandPaths([]string{dir})
+		if err != nil || len(files) != 1 || files[0] != dir+"/a.yaml" {
+			t.Errorf("walk: files %v, err %v; want only a.yaml", files, err)
+		}
+		if _, errs := LoadFiles([]string{fifo}); len(errs) != 1 || !strings.Contains(errs[0].Error(), "a FIFO (named pipe), not a regular file") {
+			t.Errorf("LoadFiles on a FIFO: %v", errs)
+		}
+		if _, err := ExpandPaths([]string{"/dev/null"}); err == nil || !strings.Contains(err.Error(), "/dev/null: a character device") {
+			t.Errorf("/dev/null: err %v", err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		t.Fatal("loading a FIFO still blocks")
 	}
 }

@@ -32,8 +32,26 @@ type Params struct {
 	Batch   int // relay and consume batch size (default 100)
 	PGURL   string
 	Redis   string
+	// ConnectTimeout bounds the wait for a given server (runner.Params).
+	ConnectTimeout time.Duration
 	// Baseline also measures the raw baseline on the same servers first.
 	Baseline bool
+}
+
+// Validate says what is wrong with p, if anything: a soak needs events, a
+// fault rate from 0 to 1, and no negative workers or batch (0: the default).
+func (p Params) Validate() error {
+	switch {
+	case p.Events < 1:
+		return fmt.Errorf("events: want 1 or more, got %d", p.Events)
+	case !(p.Faults >= 0 && p.Faults <= 1): // NaN too
+		return fmt.Errorf("faults: want a rate from 0 to 1, got %g", p.Faults)
+	case p.Workers < 0:
+		return fmt.Errorf("workers: want 1 or more (0: 1), got %d", p.Workers)
+	case p.Batch < 0:
+		return fmt.Errorf("batch: want 1 or more (0: 100), got %d", p.Batch)
+	}
+	return nil
 }
 
 // Report is what a soak run measured and judged.
@@ -77,8 +95,11 @@ type pipelineEnv struct {
 // Soak drives p.Events events through producer, relay and consumer with
 // random faults, drains the pipeline, then judges the whole history.
 func Soak(ctx context.Context, p Params) (*Report, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	p.Workers, p.Batch = max(1, p.Workers), cmpOr(p.Batch, 100)
-	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, RedisURL: p.Redis, Parallel: 1})
+	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, RedisURL: p.Redis, Parallel: 1, ConnectTimeout: p.ConnectTimeout})
 	if err != nil {
 		return nil, err
 	}

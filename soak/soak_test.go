@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/outboxdrill/runner/broker"
@@ -221,4 +222,30 @@ func TestSoakReplaysExactlyWithOneWorker(t *testing.T) {
 
 func testParams(t testing.TB) runner.Params {
 	return runner.Params{PGURL: testservers.PG(t), RedisURL: testservers.Redis(t), Parallel: 4}
+}
+
+// TestParamsValidate: a library caller's bad counts are an error, not a
+// soak of nothing or a negative batch.
+func TestParamsValidate(t *testing.T) {
+	ok := Params{Events: 1, Faults: 0.1}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		p    Params
+		want string
+	}{
+		{Params{Events: 0}, "events: want 1 or more, got 0"},
+		{Params{Events: 1, Faults: 1.5}, "faults: want a rate from 0 to 1, got 1.5"},
+		{Params{Events: 1, Faults: -0.1}, "faults: want a rate from 0 to 1"},
+		{Params{Events: 1, Workers: -1}, "workers: want 1 or more"},
+		{Params{Events: 1, Batch: -1}, "batch: want 1 or more (0: 100), got -1"},
+	} {
+		if err := tc.p.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err %v, want %q", tc.p, err, tc.want)
+		}
+		if _, err := Soak(context.Background(), tc.p); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Soak(%+v): err %v, want %q before any server", tc.p, err, tc.want)
+		}
+	}
 }

@@ -15,7 +15,9 @@
 // Every command takes -h or --help.
 //
 // Exit status: 0 all passed, 1 a scenario failed, 2 invalid scenario or usage,
-// 3 the run itself could not proceed (servers), 130 interrupted.
+// 3 the run itself could not proceed (servers), 130 interrupted (SIGINT),
+// 143 terminated (SIGTERM). Either signal cleans up first, as 128+signal
+// says to a shell; a second one kills at once.
 package main
 
 import (
@@ -30,6 +32,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -37,6 +40,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outboxdrill/runner/bench"
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/runner"
@@ -50,7 +54,8 @@ const (
 	exitFailed      = 1
 	exitInvalid     = 2
 	exitEnvironment = 3
-	exitInterrupted = 130
+	exitInterrupted = 130 // 128+SIGINT
+	exitTerminated  = 143 // 128+SIGTERM: the same cleanup, told apart for the caller
 )
 
 const defaultDir = "scenarios"
@@ -66,12 +71,21 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 
 func main() {
 	redis.SetLogger(quietRedis{})
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	var terminated atomic.Bool
 	go func() {
-		<-ctx.Done()
-		stop() // a second Ctrl-C kills at once; the first one cleans up
+		s := <-sigs
+		terminated.Store(s == syscall.SIGTERM)
+		signal.Stop(sigs) // a second signal kills at once; the first one cleans up
+		cancel()
 	}()
-	os.Exit(Main(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	if code == exitInterrupted && terminated.Load() {
+		code = exitTerminated
+	}
+	os.Exit(code)
 }
 
 // help is what each command's usage says: its arguments and one line on
@@ -159,7 +173,7 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-9s %s\n", n, help[n].summary)
 	}
 	fmt.Fprintln(w, "run 'runner help <command>' (or 'runner <command> --help') for a command's flags")
-	fmt.Fprintln(w, "exit status: 0 passed, 1 a scenario failed, 2 invalid scenario or usage, 3 servers unavailable, 130 interrupted")
+	fmt.Fprintln(w, "exit status: 0 passed, 1 a scenario failed, 2 invalid scenario or usage, 3 servers unavailable, 130 interrupted (SIGINT), 143 terminated (SIGTERM)")
 }
 
 // newFlags makes the flag set of a command; parseArgs prints its usage.
@@ -232,12 +246,16 @@ func flagError(fs *flag.FlagSet, err error) string {
 		return msg
 	}
 	want := map[string]string{
+		"*main.checked":       "",
 		"*flag.durationValue": "a duration such as 30s, 2m or 1h30m",
 		"*flag.intValue":      "a whole number",
 		"*flag.uint64Value":   "a whole number, 0 or more",
 		"*flag.float64Value":  "a number such as 0.1",
 		"*flag.boolValue":     "true or false",
 	}[fmt.Sprintf("%T", f.Value)]
+	if c, ok := f.Value.(*checked); ok {
+		want = c.want
+	}
 	if want == "" {
 		return msg
 	}
@@ -246,6 +264,54 @@ func flagError(fs *flag.FlagSet, err error) string {
 		dash = "-"
 	}
 	return fmt.Sprintf("%s%s %q: want %s", dash, m[2], m[1], want)
+}
+
+// checked is a flag whose value must also meet a condition (a count of at
+// least 1, a duration > 0): want says what is wanted, for the message.
+type checked struct {
+	flag.Value
+	ok   func() bool
+	want string
+}
+
+func (c *checked) Set(s string) error {
+	if err := c.Value.Set(s); err != nil {
+		return err
+	}
+	if !c.ok() {
+		return errors.New("out of range")
+	}
+	return nil
+}
+
+func (c *checked) String() string {
+	if c == nil || c.Value == nil { // flag.PrintDefaults asks a zero value
+		return ""
+	}
+	return c.Value.String()
+}
+
+// check puts a condition on the flag name, already defined.
+func check(fs *flag.FlagSet, name, want string, ok func() bool) {
+	f := fs.Lookup(name)
+	f.Value = &checked{f.Value, ok, want}
+}
+
+// durationFlag defines a duration flag that must be > 0.
+func durationFlag(fs *flag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	fs.DurationVar(p, name, value, usage)
+	check(fs, name, "a duration > 0 such as 30s, 2m or 1h30m", func() bool { return *p > 0 })
+}
+
+// countFlag defines a whole-number flag that must be at least least.
+func countFlag(fs *flag.FlagSet, p *int, name string, value, least int, usage string) {
+	fs.IntVar(p, name, value, usage)
+	check(fs, name, fmt.Sprintf("a whole number, %d or more", least), func() bool { return *p >= least })
+}
+
+// connectTimeoutFlag is --connect-timeout of every command that connects.
+func connectTimeoutFlag(fs *flag.FlagSet, p *time.Duration) {
+	durationFlag(fs, p, "connect-timeout", runner.DefaultConnectTimeout, "give up on a server that does not answer within `DURATION` (each of --pg, --redis, --nats, --rabbitmq)")
 }
 
 // load expands paths and loads every scenario, printing every problem.
@@ -285,9 +351,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&p.NATSURL, "nats", os.Getenv("RUNNER_NATS_URL"), "use the NATS server (JetStream on) at `URL` instead of starting one (env RUNNER_NATS_URL)")
 	fs.StringVar(&p.RabbitMQURL, "rabbitmq", os.Getenv("RUNNER_RABBITMQ_URL"), "use the RabbitMQ server at `URL`, e.g. amqp://guest:guest@127.0.0.1:5672/ (env RUNNER_RABBITMQ_URL)")
 	sel := selectionFlags(fs, &p)
-	fs.DurationVar(&p.Timeout, "timeout", time.Minute, "cancel a scenario that runs longer than this")
+	durationFlag(fs, &p.Timeout, "timeout", time.Minute, "cancel a scenario that runs longer than `DURATION`")
 	fs.BoolVar(&p.Verbose, "v", false, "print every scenario's step trace")
-	fs.IntVar(&p.Parallel, "parallel", runtime.NumCPU(), "run `N` scenarios at once")
+	countFlag(fs, &p.Parallel, "parallel", runtime.NumCPU(), 1, "run `N` scenarios at once")
+	connectTimeoutFlag(fs, &p.ConnectTimeout)
 	fs.BoolVar(&p.FailFast, "fail-fast", false, "start no new scenario after one failed")
 	var reports [4]string
 	fs.StringVar(&reports[0], "junit", "", "write a JUnit XML report to `FILE`")
@@ -503,8 +570,20 @@ func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := newFlags("clean")
 	var pg, rd string
 	serverFlags(fs, &pg, &rd)
+	var connectTimeout time.Duration
+	connectTimeoutFlag(fs, &connectTimeout)
 	if code, done := noArgs(fs, args, stdout, stderr, "runner clean [--pg URL] [--redis URL]"); done {
 		return code
+	}
+	// A wrong server is named in seconds, before anything is removed.
+	for _, s := range []struct{ kind, url string }{{runner.Postgres, pg}, {broker.Redis, rd}} {
+		if s.url == "" {
+			continue
+		}
+		if err := runner.Probe(ctx, s.kind, s.url, connectTimeout); err != nil {
+			fmt.Fprintf(stderr, "runner: %v\n", err)
+			return exitEnvironment
+		}
 	}
 	dirs, err := runner.CleanTempDirs()
 	for _, d := range dirs {
@@ -533,19 +612,21 @@ func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("soak")
 	var p soak.Params
-	fs.IntVar(&p.Events, "events", 10000, "events to drive through the pipeline")
-	fs.Float64Var(&p.Faults, "faults", 0.1, "probability of a fault at each decision point (0..1)")
+	countFlag(fs, &p.Events, "events", 10000, 1, "drive `N` events through the pipeline")
+	fs.Float64Var(&p.Faults, "faults", 0.1, "probability of a fault at each decision point (`RATE`, 0..1)")
+	check(fs, "faults", "a number from 0 to 1 such as 0.1", func() bool { return p.Faults >= 0 && p.Faults <= 1 })
 	fs.Uint64Var(&p.Seed, "seed", uint64(time.Now().UnixNano()%1_000_000), "seed of the fault choices: the same seed injects the same faults")
-	fs.IntVar(&p.Workers, "parallel", 2, "concurrent producers and consumers")
-	fs.IntVar(&p.Batch, "batch", 100, "relay and consume batch size")
+	countFlag(fs, &p.Workers, "parallel", 2, 1, "`N` concurrent producers and consumers")
+	countFlag(fs, &p.Batch, "batch", 100, 1, "relay and consume batch size (`N` events)")
+	connectTimeoutFlag(fs, &p.ConnectTimeout)
 	fs.BoolVar(&p.Baseline, "baseline", false, "first measure the raw baseline (bare transactions and XADD/XACK) on the same servers")
 	serverFlags(fs, &p.PGURL, &p.Redis)
 	const soakUsage = "runner soak --events N --faults RATE (0..1) --seed S [--parallel W] [--baseline]"
 	if code, done := noArgs(fs, args, stdout, stderr, soakUsage); done {
 		return code
 	}
-	if p.Events < 1 || p.Faults < 0 || p.Faults > 1 {
-		fmt.Fprintln(stderr, "usage: "+soakUsage)
+	if err := p.Validate(); err != nil { // the flags checked each value already
+		fmt.Fprintf(stderr, "runner soak: %v\nusage: %s\n", err, soakUsage)
 		return exitInvalid
 	}
 	rep, err := soak.Soak(ctx, p)
@@ -566,9 +647,10 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("bench")
 	var p bench.Params
-	fs.IntVar(&p.SoakEvents, "soak-events", 2000, "events for the soak and raw baseline figures (0: skip)")
+	countFlag(fs, &p.SoakEvents, "soak-events", 2000, 0, "`N` events for the soak and raw baseline figures (0: skip)")
 	growth := fs.String("growth", "10,100,1000", "generated scenario counts for the growth figures")
-	fs.IntVar(&p.Repeat, "repeat", 3, "runs per start and library figure; the median is printed")
+	countFlag(fs, &p.Repeat, "repeat", 3, 1, "`N` runs per start and library figure; the median is printed")
+	connectTimeoutFlag(fs, &p.ConnectTimeout)
 	serverFlags(fs, &p.PGURL, &p.Redis)
 	paths, code, done := parseArgs(fs, args, stdout, stderr)
 	if done {

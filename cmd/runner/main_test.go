@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -149,7 +150,8 @@ func TestDocsAndSchemaCommands(t *testing.T) {
 // TestInterruptCleansUp sends Ctrl-C (SIGINT) to a real runner process with
 // managed servers — while it prepares the templates, while it isolates a
 // scenario, and in the middle of a step — and checks that it exits 130 and
-// leaves no server process and no temp dir behind.
+// leaves no server process and no temp dir behind. SIGTERM (a CI job
+// cancelled, docker stop) does the same and exits 143.
 func TestInterruptCleansUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and starts its own servers")
@@ -157,11 +159,14 @@ func TestInterruptCleansUp(t *testing.T) {
 	bin := buildRunner(t)
 	f := scenarioFile(t, "hang.yaml", "name: hang\nsteps:\n  - produce\n  - consume(block=1m)\n")
 	for _, delay := range []time.Duration{0, 150 * time.Millisecond, 1500 * time.Millisecond} {
-		t.Run(delay.String(), func(t *testing.T) { interruptManaged(t, bin, f, delay) })
+		t.Run(delay.String(), func(t *testing.T) { interruptManaged(t, bin, f, delay, syscall.SIGINT) })
+	}
+	for _, delay := range []time.Duration{150 * time.Millisecond, 1500 * time.Millisecond} {
+		t.Run("SIGTERM/"+delay.String(), func(t *testing.T) { interruptManaged(t, bin, f, delay, syscall.SIGTERM) })
 	}
 }
 
-func interruptManaged(t *testing.T, bin, f string, delay time.Duration) {
+func interruptManaged(t *testing.T, bin, f string, delay time.Duration, sig syscall.Signal) {
 	cmd := exec.Command(bin, "run", "-v", f)
 	cmd.Env = append(os.Environ(), "RUNNER_PG_URL=", "RUNNER_REDIS_URL=")
 	var stderr, stdout testutil.SyncBuffer
@@ -176,12 +181,13 @@ func interruptManaged(t *testing.T, bin, f string, delay time.Duration) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	time.Sleep(delay) // 1.5s reaches the blocking consume
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+	if err := cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	err := cmd.Wait()
-	if code := cmd.ProcessState.ExitCode(); code != 130 {
-		t.Fatalf("exit %d (%v), want 130\nstdout:\n%s\nstderr:\n%s", code, err, stdout.String(), stderr.String())
+	want := map[syscall.Signal]int{syscall.SIGINT: 130, syscall.SIGTERM: 143}[sig]
+	if code := cmd.ProcessState.ExitCode(); code != want {
+		t.Fatalf("exit %d (%v), want %d\nstdout:\n%s\nstderr:\n%s", code, err, want, stdout.String(), stderr.String())
 	}
 	ms := started.FindAllStringSubmatch(stderr.String(), -1)
 	if len(ms) != servers {
@@ -191,10 +197,10 @@ func interruptManaged(t *testing.T, bin, f string, delay time.Duration) {
 		var pid int
 		_, _ = fmt.Sscan(m[2], &pid)
 		if syscall.Kill(pid, 0) == nil {
-			t.Errorf("%s pid %d still runs after Ctrl-C", m[1], pid)
+			t.Errorf("%s pid %d still runs after %v", m[1], pid, sig)
 		}
 		if _, err := os.Stat(m[3]); !os.IsNotExist(err) {
-			t.Errorf("%s dir %s still exists after Ctrl-C", m[1], m[3])
+			t.Errorf("%s dir %s still exists after %v", m[1], m[3], sig)
 		}
 	}
 	if !strings.Contains(stderr.String(), "interrupted") {
@@ -489,11 +495,11 @@ func TestBadFlagValuesAreUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"run", "--timeout", "soon"}, `runner run: --timeout "soon": want a duration such as 30s, 2m or 1h30m`},
+		{[]string{"run", "--timeout", "soon"}, `runner run: --timeout "soon": want a duration > 0 such as 30s, 2m or 1h30m`},
 		{[]string{"run", "--parallel", "two"}, `runner run: --parallel "two": want a whole number`},
 		{[]string{"run", "-v=maybe"}, `runner run: -v "maybe": want true or false`},
 		{[]string{"soak", "--seed", "-1"}, `runner soak: --seed "-1": want a whole number, 0 or more`},
-		{[]string{"soak", "--faults", "lots"}, `runner soak: --faults "lots": want a number such as 0.1`},
+		{[]string{"soak", "--faults", "lots"}, `runner soak: --faults "lots": want a number from 0 to 1 such as 0.1`},
 		{[]string{"bench", "--repeat", "3x"}, `runner bench: --repeat "3x": want a whole number`},
 		{[]string{"list", "--tgas", "x"}, `runner list: flag provided but not defined: -tgas (did you mean "tags"?)`},
 		{[]string{"run", "--timeout"}, `runner run: flag needs an argument: -timeout`},
@@ -515,6 +521,135 @@ func TestSyntaxErrorExitsTwo(t *testing.T) {
 		code, out, errs := run0(cmd, f)
 		if code != 2 || strings.Contains(out, "PASS") || !strings.Contains(errs, f+":4:1: a tab in indentation; YAML indents with spaces") {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q", cmd, code, out, errs)
+		}
+	}
+}
+
+// TestFIFOIsAnErrorAtOnce: validate and run on a FIFO used to block forever
+// in the read; now they name the file and what it is, exit 2, at once.
+func TestFIFOIsAnErrorAtOnce(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "pipe.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip("no mkfifo:", err)
+	}
+	for _, cmd := range []string{"validate", "run", "list"} {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			code, _, errs := run0(cmd, fifo)
+			if code != 2 || !strings.Contains(errs, fifo+": a FIFO (named pipe), not a regular file") {
+				t.Errorf("%s: exit %d, stderr %q", cmd, code, errs)
+			}
+		}()
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+			t.Fatalf("%s on a FIFO still blocks", cmd)
+		}
+	}
+}
+
+// TestNumericFlagsAreChecked: every count and duration of every command is
+// checked when parsed, exit 2 with what is wanted; nothing runs (run0 has
+// no servers, and the messages come before any load).
+func TestNumericFlagsAreChecked(t *testing.T) {
+	const (
+		dur   = "want a duration > 0 such as 30s, 2m or 1h30m"
+		count = "want a whole number, 1 or more"
+	)
+	for _, tc := range []struct {
+		cmd, flag string
+		bad       []string
+		want      string
+	}{
+		{"run", "timeout", []string{"0", "-1s", "0s"}, dur},
+		{"run", "parallel", []string{"0", "-5"}, count},
+		{"soak", "events", []string{"0", "-1"}, count},
+		{"soak", "faults", []string{"-0.1", "1.5", "NaN"}, "want a number from 0 to 1 such as 0.1"},
+		{"soak", "parallel", []string{"0", "-2"}, count},
+		{"soak", "batch", []string{"0", "-1"}, count},
+		{"bench", "soak-events", []string{"-1"}, "want a whole number, 0 or more"},
+		{"bench", "repeat", []string{"0", "-3"}, count},
+		{"run", "connect-timeout", []string{"0", "-1s"}, dur},
+		{"soak", "connect-timeout", []string{"0"}, dur},
+		{"bench", "connect-timeout", []string{"0"}, dur},
+		{"clean", "connect-timeout", []string{"-5s"}, dur},
+	} {
+		for _, v := range tc.bad {
+			for _, args := range [][]string{{tc.cmd, "--" + tc.flag, v}, {tc.cmd, "--" + tc.flag + "=" + v}} {
+				code, out, errs := run0(args...)
+				want := fmt.Sprintf("runner %s: --%s %q: %s\n", tc.cmd, tc.flag, v, tc.want)
+				if code != 2 || out != "" || !strings.HasPrefix(errs, want) {
+					t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and %q", args, code, out, errs, want)
+				}
+			}
+		}
+	}
+	// The edges are accepted: help still parses with them.
+	for _, args := range [][]string{
+		{"run", "--timeout", "1ns", "--parallel", "1", "-h"},
+		{"soak", "--faults", "0", "--faults", "1", "--batch", "1", "--events", "1", "-h"},
+		{"bench", "--soak-events", "0", "--repeat", "1", "-h"},
+	} {
+		if code, _, errs := run0(args...); code != 0 {
+			t.Errorf("%v: exit %d: %s", args, code, errs)
+		}
+	}
+	// Help shows each flag's type and default as before.
+	if _, out, _ := run0("help", "run"); !strings.Contains(out, "-timeout DURATION") || !strings.Contains(out, "(default 1m0s)") || strings.Contains(out, "panic") {
+		t.Errorf("help run:\n%s", out)
+	}
+}
+
+// tcpListener is a throwaway TCP server that says hello (nil: nothing) to
+// each connection and keeps it open.
+func tcpListener(t *testing.T, hello []byte) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if hello != nil {
+					_, _ = c.Write(hello)
+				}
+				time.Sleep(10 * time.Second)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestConnectTimeout: --pg or --redis at a port that says nothing, or
+// something else, is exit 3 within --connect-timeout (it hung ~120 s),
+// naming the address and what answered; for run, soak and clean.
+func TestConnectTimeout(t *testing.T) {
+	silent, garbage := tcpListener(t, nil), tcpListener(t, []byte("garbage\r\n"))
+	f := scenarioFile(t, "a.yaml", "name: a\nsteps: [produce]\n")
+	noAnswer := " gave no answer within 1s; is a PostgreSQL server there?"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--connect-timeout", "1s", "--pg", "postgres://u:pw@" + silent + "/db", f}, silent + noAnswer},
+		{[]string{"run", "--connect-timeout", "1s", "--pg", "postgres://u:pw@" + garbage + "/db", f}, garbage + ` does not speak the PostgreSQL protocol: it answered "garbage\r\n"`},
+		{[]string{"run", "--connect-timeout", "1s", "--redis", "redis://" + silent, f}, silent + " gave no answer within 1s; is a Redis server there?"},
+		{[]string{"soak", "--connect-timeout", "1s", "--events", "1", "--pg", "postgres://u:pw@" + silent + "/db"}, silent + noAnswer},
+		{[]string{"clean", "--connect-timeout", "1s", "--pg", "postgres://u:pw@" + silent + "/db"}, silent + noAnswer},
+		{[]string{"clean", "--connect-timeout", "1s", "--redis", "redis://" + garbage}, garbage + ` does not speak the Redis protocol: it answered "garbage\r\n"`},
+	} {
+		start := time.Now()
+		code, _, errs := cli(t, tc.args...)
+		if took := time.Since(start); code != 3 || !strings.Contains(errs, tc.want) || took > 5*time.Second {
+			t.Errorf("%v: exit %d after %s, stderr %q; want 3 and %q", tc.args, code, took, errs, tc.want)
 		}
 	}
 }
