@@ -77,8 +77,9 @@ func (c rabbitConn) Hints(key string) []string {
 // management plugin can, and a server need not have it). So every run
 // records the names of its exchange and queues, before declaring them, in
 // one durable queue, registryQueue: a message per scenario (and per group
-// queue declared later). Clean takes every record: a live run's goes back,
-// a dead run's objects are deleted and its record with them.
+// queue declared later). A run that ends takes back its records whose
+// objects are gone (forget). Clean takes every record: a live run's goes
+// back, a dead run's objects are deleted and its record with them.
 const registryQueue = namePrefix + ".leftovers"
 
 // rabbitNote is what clean says about RabbitMQ: what it cannot see.
@@ -140,12 +141,13 @@ func (c rabbitConn) Lease(ctx context.Context, runID string) (func(context.Conte
 	c.reg.mu.Lock()
 	c.reg.ch = ch
 	c.reg.mu.Unlock()
-	return func(context.Context) error {
+	return func(ctx context.Context) error {
 		c.reg.mu.Lock()
 		c.reg.ch = nil
 		c.reg.mu.Unlock()
+		err := c.forget(ctx, runID)
 		_, _ = ch.QueueDelete(lease, false, false, false) // the connection's close deletes it anyway
-		return ch.Close()
+		return errors.Join(err, ch.Close())
 	}, nil
 }
 
@@ -193,6 +195,55 @@ func (c rabbitConn) remove(name string, exchange bool) (bool, error) {
 	return err == nil, err
 }
 
+// takeRecords takes every record of the registry, each held unacknowledged
+// until the caller acks or nacks it (or the channel closes), so none comes
+// twice.
+func takeRecords(ctx context.Context, ch *amqp.Channel) ([]amqp.Delivery, error) {
+	var held []amqp.Delivery
+	for ctx.Err() == nil {
+		d, ok, err := ch.Get(registryQueue, false)
+		if err != nil || !ok {
+			return held, err
+		}
+		held = append(held, d)
+	}
+	return held, context.Cause(ctx)
+}
+
+// forget takes the run's own records out of the registry once none of their
+// objects is left (a kept scenario's stay, for clean), so that a run that
+// ends well leaves no record.
+func (c rabbitConn) forget(ctx context.Context, runID string) error {
+	ch, err := c.conn.Channel()
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	held, err := takeRecords(ctx, ch)
+	errs := []error{err}
+	for _, d := range held {
+		done := true
+		for _, name := range strings.Split(string(d.Body), "\n") {
+			exchange := leftoverExchange.MatchString(name)
+			if !exchange && !leftoverQueue.MatchString(name) || runOf(name) != runID {
+				done = false // not this run's record
+				break
+			}
+			if there, err := c.exists(name, exchange); there || err != nil {
+				done = false
+				errs = append(errs, err)
+				break
+			}
+		}
+		if done {
+			errs = append(errs, d.Ack(false))
+		} else {
+			errs = append(errs, d.Nack(false, true))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Clean takes every record of the registry, deletes the objects of runs
 // whose lease queue is gone, and puts back the records of live runs (and of
 // objects it failed to delete).
@@ -206,17 +257,9 @@ func (c rabbitConn) Clean(ctx context.Context) (Cleaned, error) {
 		return out, err
 	}
 	defer ch.Close()
-	// Every record is held unacknowledged until the end, so none comes twice.
-	var held []amqp.Delivery
-	for ctx.Err() == nil {
-		d, ok, err := ch.Get(registryQueue, false)
-		if err != nil {
-			return out, err
-		}
-		if !ok {
-			break
-		}
-		held = append(held, d)
+	held, err := takeRecords(ctx, ch)
+	if err != nil {
+		return out, err
 	}
 	live := map[string]bool{}
 	var errs []error

@@ -195,6 +195,17 @@ func TestCleanSparesLiveRunTakesKilledOnes(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatalf("the live run failed to close after a clean: %v", err)
 	}
+	// Its records went with it: the registry holds none of this run's.
+	held, err := takeRecords(ctx, ach)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range held {
+		if strings.Contains(string(d.Body), w.RunID) {
+			t.Errorf("a run that ended well left its record %q", d.Body)
+		}
+		d.Nack(false, true)
+	}
 	c, err = Clean(ctx, p.PGURL, urls)
 	if err != nil {
 		t.Fatal(err)
