@@ -2,7 +2,11 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"regexp"
+	"strings"
+	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -17,7 +21,10 @@ import (
 func init() { brokerKinds[broker.RabbitMQ] = openRabbitMQ }
 
 // rabbitConn is the run's AMQP connection.
-type rabbitConn struct{ conn *amqp.Connection }
+type rabbitConn struct {
+	conn *amqp.Connection
+	reg  *registry
+}
 
 func openRabbitMQ(ctx context.Context, w *World, url string, p *Params) (brokerConn, error) {
 	if url == "" {
@@ -35,17 +42,20 @@ func openRabbitMQ(ctx context.Context, w *World, url string, p *Params) (brokerC
 		return nil, fmt.Errorf("%s: %w", redact(url), err)
 	}
 	w.undo.add(func(context.Context) error { return conn.Close() })
-	return rabbitConn{conn}, nil
+	return rabbitConn{conn, &registry{}}, nil
 }
 
 // New declares a queue per consumer id the scenario names, before anything
 // is published, as infrastructure-as-code would.
 func (c rabbitConn) New(ctx context.Context, key string, sc *scenario.Scenario) (broker.Broker, error) {
-	ids := sc.Consumers()
+	var ids []string
+	if sc != nil { // TakePair: no scenario, the default consumer
+		ids = sc.Consumers()
+	}
 	if len(ids) == 0 {
 		ids = []string{steps.DefaultConsumer}
 	}
-	return rabbitmq.New(ctx, c.conn, key, ids)
+	return rabbitmq.NewRecorded(ctx, c.conn, key, ids, c.reg.record)
 }
 
 // Server: none, even the runner's own node. Killed within ~0.5 s of
@@ -61,4 +71,233 @@ func (c rabbitConn) Ready(context.Context) error { return nil }
 // Hints tell how to look at a kept scenario's queues.
 func (c rabbitConn) Hints(key string) []string {
 	return []string{"queues:      rabbitmqctl list_queues name messages messages_unacknowledged | grep " + key}
+}
+
+// AMQP 0-9-1 cannot list a server's queues and exchanges (only the
+// management plugin can, and a server need not have it). So every run
+// records the names of its exchange and queues, before declaring them, in
+// one durable queue, registryQueue: a message per scenario (and per group
+// queue declared later). A run that ends takes back its records whose
+// objects are gone (forget). Clean takes every record: a live run's goes
+// back, a dead run's objects are deleted and its record with them.
+const registryQueue = namePrefix + ".leftovers"
+
+// rabbitNote is what clean says about RabbitMQ: what it cannot see.
+const rabbitNote = "RabbitMQ: AMQP cannot list queues, so clean removes what runs recorded in queue " + registryQueue +
+	"; objects no run recorded (runners older than the record) are listed by " +
+	`rabbitmqctl list_queues name | grep -E '^drill:[0-9a-f]{8}:[0-9]+\.' and rabbitmqctl list_exchanges name | grep -E '^drill:[0-9a-f]{8}:[0-9]+$', ` +
+	"and removed by rabbitmqctl delete_queue NAME (an exchange: rabbitmqadmin delete exchange name=NAME)"
+
+// The runner's RabbitMQ names: the exchange drill:ID:N and its queues
+// drill:ID:N.<log, dlq or group>.
+var (
+	leftoverExchange = regexp.MustCompile(`^` + namePrefix + `:[0-9a-f]{8}:[0-9]+$`)
+	leftoverQueue    = regexp.MustCompile(`^` + namePrefix + `:[0-9a-f]{8}:[0-9]+\..+$`)
+)
+
+// registry publishes the run's records, each confirmed before the names it
+// holds are declared.
+type registry struct {
+	mu sync.Mutex
+	ch *amqp.Channel // confirm mode; nil until the lease is taken
+}
+
+func (r *registry) record(names []string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ch == nil {
+		return errors.New("no lease taken: names would go unrecorded")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dc, err := r.ch.PublishWithDeferredConfirmWithContext(ctx, "", registryQueue, true, false,
+		amqp.Publishing{DeliveryMode: amqp.Persistent, ContentType: "text/plain", Body: []byte(strings.Join(names, "\n"))})
+	if err != nil {
+		return err
+	}
+	if ok, err := dc.WaitContext(ctx); err != nil || !ok {
+		return errors.Join(errors.New("the server did not confirm the record"), err)
+	}
+	return nil
+}
+
+// Lease is an exclusive queue drill.lease.ID, which the server deletes with
+// the run's connection. Its channel also records the run's names.
+func (c rabbitConn) Lease(ctx context.Context, runID string) (func(context.Context) error, error) {
+	ch, err := c.conn.Channel()
+	if err != nil {
+		return nil, err
+	}
+	lease := leaseName(".", runID)
+	if _, err := ch.QueueDeclare(lease, false, true, true, false, nil); err != nil {
+		return nil, fmt.Errorf("declare %s: %w", lease, err)
+	}
+	if _, err := ch.QueueDeclare(registryQueue, true, false, false, false, amqp.Table{"x-queue-type": "classic"}); err != nil {
+		return nil, fmt.Errorf("declare %s: %w", registryQueue, err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		return nil, err
+	}
+	c.reg.mu.Lock()
+	c.reg.ch = ch
+	c.reg.mu.Unlock()
+	return func(ctx context.Context) error {
+		c.reg.mu.Lock()
+		c.reg.ch = nil
+		c.reg.mu.Unlock()
+		err := c.forget(ctx, runID)
+		_, _ = ch.QueueDelete(lease, false, false, false) // the connection's close deletes it anyway
+		return errors.Join(err, ch.Close())
+	}, nil
+}
+
+// exists declares name passively on a channel of its own (a miss closes the
+// channel): false when the server has none, or when it is another
+// connection's exclusive queue.
+func (c rabbitConn) exists(name string, exchange bool) (bool, error) {
+	ch, err := c.conn.Channel()
+	if err != nil {
+		return false, err
+	}
+	defer ch.Close()
+	if exchange {
+		err = ch.ExchangeDeclarePassive(name, amqp.ExchangeFanout, true, false, false, false, nil)
+	} else {
+		_, err = ch.QueueDeclarePassive(name, true, false, false, false, nil)
+	}
+	var ae *amqp.Error
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &ae) && ae.Code == amqp.NotFound:
+		return false, nil
+	case errors.As(err, &ae) && ae.Code == amqp.ResourceLocked:
+		return !exchange, nil // only an exclusive queue is locked: it exists
+	}
+	return false, err
+}
+
+// remove deletes the exchange or queue name if it is there.
+func (c rabbitConn) remove(name string, exchange bool) (bool, error) {
+	if ok, err := c.exists(name, exchange); !ok || err != nil {
+		return false, err
+	}
+	ch, err := c.conn.Channel()
+	if err != nil {
+		return false, err
+	}
+	defer ch.Close()
+	if exchange {
+		err = ch.ExchangeDelete(name, false, false)
+	} else {
+		_, err = ch.QueueDelete(name, false, false, false)
+	}
+	return err == nil, err
+}
+
+// takeRecords takes every record of the registry, each held unacknowledged
+// until the caller acks or nacks it (or the channel closes), so none comes
+// twice.
+func takeRecords(ctx context.Context, ch *amqp.Channel) ([]amqp.Delivery, error) {
+	var held []amqp.Delivery
+	for ctx.Err() == nil {
+		d, ok, err := ch.Get(registryQueue, false)
+		if err != nil || !ok {
+			return held, err
+		}
+		held = append(held, d)
+	}
+	return held, context.Cause(ctx)
+}
+
+// forget takes the run's own records out of the registry once none of their
+// objects is left (a kept scenario's stay, for clean), so that a run that
+// ends well leaves no record.
+func (c rabbitConn) forget(ctx context.Context, runID string) error {
+	ch, err := c.conn.Channel()
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	held, err := takeRecords(ctx, ch)
+	errs := []error{err}
+	for _, d := range held {
+		done := true
+		for _, name := range strings.Split(string(d.Body), "\n") {
+			exchange := leftoverExchange.MatchString(name)
+			if !exchange && !leftoverQueue.MatchString(name) || runOf(name) != runID {
+				done = false // not this run's record
+				break
+			}
+			if there, err := c.exists(name, exchange); there || err != nil {
+				done = false
+				errs = append(errs, err)
+				break
+			}
+		}
+		if done {
+			errs = append(errs, d.Ack(false))
+		} else {
+			errs = append(errs, d.Nack(false, true))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Clean takes every record of the registry, deletes the objects of runs
+// whose lease queue is gone, and puts back the records of live runs (and of
+// objects it failed to delete).
+func (c rabbitConn) Clean(ctx context.Context) (Cleaned, error) {
+	out := Cleaned{Notes: []string{rabbitNote}}
+	if ok, err := c.exists(registryQueue, false); !ok || err != nil {
+		return out, err // no run ever recorded anything here
+	}
+	ch, err := c.conn.Channel()
+	if err != nil {
+		return out, err
+	}
+	defer ch.Close()
+	held, err := takeRecords(ctx, ch)
+	if err != nil {
+		return out, err
+	}
+	live := map[string]bool{}
+	var errs []error
+	for _, d := range held {
+		keep := false
+		for _, name := range strings.Split(string(d.Body), "\n") {
+			exchange := leftoverExchange.MatchString(name)
+			if !exchange && !leftoverQueue.MatchString(name) {
+				continue // not a name of the runner's: never deleted
+			}
+			run := runOf(name)
+			l, seen := live[run]
+			if !seen {
+				l, err = c.exists(leaseName(".", run), false)
+				if err != nil {
+					return out, errors.Join(err, ch.Close())
+				}
+				live[run] = l
+			}
+			if l {
+				out.Live = append(out.Live, name)
+				keep = true
+				continue
+			}
+			removed, err := c.remove(name, exchange)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("delete %s: %w", name, err))
+				keep = true
+			}
+			if removed {
+				out.Dropped = append(out.Dropped, name)
+			}
+		}
+		if keep {
+			errs = append(errs, d.Nack(false, true))
+		} else {
+			errs = append(errs, d.Ack(false))
+		}
+	}
+	return out, errors.Join(errs...)
 }

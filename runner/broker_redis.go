@@ -76,3 +76,67 @@ func (c redisConn) Hints(key string) []string {
 		"pending:     " + cli + " XPENDING " + key + " <consumer-id>",
 	}
 }
+
+// Lease is a key (drill:lease:ID) that expires leaseTTL after the run last
+// refreshed it; the runner's own Redis goes with the run and needs none.
+func (c redisConn) Lease(ctx context.Context, runID string) (func(context.Context) error, error) {
+	if c.srv != nil {
+		return func(context.Context) error { return nil }, nil
+	}
+	key := leaseName(":", runID)
+	if err := c.rdb.Set(ctx, key, "1", leaseTTL).Err(); err != nil {
+		return nil, err
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(leaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				ctx, cancel := context.WithTimeout(context.Background(), leaseTTL/3)
+				_ = c.rdb.Set(ctx, key, "1", leaseTTL).Err() // a blip: the next tick tries again
+				cancel()
+			}
+		}
+	}()
+	return func(ctx context.Context) error {
+		close(stop)
+		<-done
+		return c.rdb.Del(ctx, key).Err()
+	}, nil
+}
+
+// Clean deletes the stream keys of runs whose lease key is gone.
+func (c redisConn) Clean(ctx context.Context) (Cleaned, error) {
+	var out Cleaned
+	live := map[string]bool{}
+	iter := c.rdb.Scan(ctx, 0, namePrefix+":*", 1000).Iterator()
+	for iter.Next(ctx) {
+		key := iter.Val()
+		if !leftoverKey.MatchString(key) {
+			continue
+		}
+		run := runOf(key)
+		l, seen := live[run]
+		if !seen {
+			n, err := c.rdb.Exists(ctx, leaseName(":", run)).Result()
+			if err != nil {
+				return out, err
+			}
+			l, live[run] = n > 0, n > 0
+		}
+		if l {
+			out.Live = append(out.Live, key)
+			continue
+		}
+		if err := c.rdb.Del(ctx, key).Err(); err != nil {
+			return out, err
+		}
+		out.Dropped = append(out.Dropped, key)
+	}
+	return out, iter.Err()
+}

@@ -48,6 +48,12 @@ type brokerConn interface {
 	Ready(ctx context.Context) error
 	// Hints tell how to inspect the stream or queues named key (--keep).
 	Hints(key string) []string
+	// Lease marks run runID live on the server until release, or until the
+	// run dies: Clean leaves a live run's objects alone.
+	Lease(ctx context.Context, runID string) (release func(context.Context) error, err error)
+	// Clean removes what runs left on the server: only objects whose names
+	// have the exact shape the runner gives, of runs whose lease is not live.
+	Clean(ctx context.Context) (Cleaned, error)
 }
 
 // brokerKinds connect to a broker's server at url, or start a throwaway one

@@ -13,8 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/redis/go-redis/v9"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/servers"
 )
 
@@ -80,23 +80,107 @@ func busyDirs() func(dir string) bool {
 
 // Cleaned lists what Clean removed and what it left.
 type Cleaned struct {
-	Dropped []string // databases and stream keys removed
+	Dropped []string // databases, stream keys, streams, queues and exchanges removed
 	InUse   []string // databases with open connections: a run in progress?
+	Live    []string // objects of a run whose lease is live: left alone
+	Notes   []string // what clean cannot see on a server, and how to look by hand
 }
 
-// Clean removes every database and stream key the runner ever left on these
-// servers (runs with --keep, or killed runs), recognised by the exact shape of
-// the names it gives. A database still in use is left alone and listed.
-func Clean(ctx context.Context, pgURL, redisURL string) (Cleaned, error) {
+func (c *Cleaned) add(o Cleaned) {
+	c.Dropped = append(c.Dropped, o.Dropped...)
+	c.InUse = append(c.InUse, o.InUse...)
+	c.Live = append(c.Live, o.Live...)
+	c.Notes = append(c.Notes, o.Notes...)
+}
+
+// Leases. A run holds one on every server it uses, from before it creates
+// anything there until it has removed what it created; it goes with the
+// run's connection, or (Redis) expires leaseTTL after the run stopped
+// refreshing it. Clean leaves the objects of a run whose lease is live.
+const (
+	leaseTTL     = 15 * time.Second // Redis: refreshed every leaseTTL/3
+	leaseTimeout = 2 * time.Second  // NATS: a live run answers within it
+)
+
+// leaseName is run id's lease: a PostgreSQL application_name, a Redis key
+// (drill:lease:ID), a NATS subject or a RabbitMQ queue (drill.lease.ID).
+// None has the shape of an object name, so clean never takes a lease.
+func leaseName(sep, runID string) string { return namePrefix + sep + "lease" + sep + runID }
+
+// runOf is the run id in a name of the runner's shape (drill, a separator,
+// 8 hex, ...).
+func runOf(name string) string { return name[len(namePrefix)+1 : len(namePrefix)+9] }
+
+// Clean removes every database, stream, queue and exchange the runner left
+// on these servers (runs with --keep, or killed runs), recognised by the
+// exact shape of the names it gives, except those of a run whose lease is
+// live. pgURL "" skips PostgreSQL; brokerURLs maps a broker name to its
+// server's URL. A database still in use is left alone and listed.
+func Clean(ctx context.Context, pgURL string, brokerURLs map[string]string) (Cleaned, error) {
 	var c Cleaned
 	var errs []error
 	if pgURL != "" {
 		errs = append(errs, cleanDatabases(ctx, pgURL, &c))
 	}
-	if redisURL != "" {
-		errs = append(errs, cleanStreams(ctx, redisURL, &c))
+	for _, b := range broker.Names {
+		url := brokerURLs[b]
+		if url == "" {
+			continue
+		}
+		got, err := cleanBroker(ctx, b, url)
+		c.add(got)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", b, err))
+		}
 	}
 	return c, errors.Join(errs...)
+}
+
+// cleanBroker connects to broker b's server at url as a run would and asks
+// its brokerConn to clean.
+func cleanBroker(ctx context.Context, b, url string) (Cleaned, error) {
+	open, ok := brokerKinds[b]
+	if !ok {
+		return Cleaned{}, fmt.Errorf("unknown broker %q", b)
+	}
+	w := &World{conns: map[string]brokerConn{}}
+	conn, err := open(ctx, w, url, &Params{})
+	if err == nil {
+		var c Cleaned
+		c, err = conn.Clean(ctx)
+		return c, errors.Join(err, w.Close())
+	}
+	return Cleaned{}, errors.Join(err, w.Close())
+}
+
+// lease takes the run's lease on every server given by URL (the runner's own
+// go with the run) before anything is created there. Released last.
+func (w *World) lease(ctx context.Context) error {
+	if !w.managed {
+		for i, url := range w.pgURLs {
+			if i > 0 && url == w.pgURLs[0] {
+				continue
+			}
+			cfg, err := pgx.ParseConfig(url)
+			if err != nil {
+				return fmt.Errorf("PostgreSQL %s: %w", redact(url), err)
+			}
+			cfg.RuntimeParams["application_name"] = leaseName("_", w.RunID)
+			conn, err := pgx.ConnectConfig(ctx, cfg)
+			if err != nil {
+				return fmt.Errorf("PostgreSQL %s: lease: %w", redact(url), err)
+			}
+			w.undo.add(func(ctx context.Context) error { return conn.Close(ctx) })
+		}
+	}
+	for b, conn := range w.conns {
+		release, err := conn.Lease(ctx, w.RunID)
+		if err != nil {
+			return fmt.Errorf("%s: lease: %w", b, err)
+		}
+		w.undo.add(release)
+	}
+	return nil
 }
 
 func cleanDatabases(ctx context.Context, pgURL string, c *Cleaned) error {
@@ -105,7 +189,18 @@ func cleanDatabases(ctx context.Context, pgURL string, c *Cleaned) error {
 		return fmt.Errorf("PostgreSQL %s: %w", redact(pgURL), err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE $1 ORDER BY datname`, namePrefix+`\_%`)
+	// A live run's lease is a session named after it; pg_stat_activity shows
+	// every session's application_name to every role. (Advisory locks would
+	// only be seen from the same database.)
+	rows, err := conn.Query(ctx, `SELECT DISTINCT application_name FROM pg_stat_activity WHERE application_name LIKE $1`, namePrefix+`\_lease\_%`)
+	if err != nil {
+		return err
+	}
+	leases, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	rows, err = conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE $1 ORDER BY datname`, namePrefix+`\_%`)
 	if err != nil {
 		return err
 	}
@@ -115,6 +210,10 @@ func cleanDatabases(ctx context.Context, pgURL string, c *Cleaned) error {
 	}
 	for _, name := range names {
 		if !leftoverDB.MatchString(name) {
+			continue
+		}
+		if slices.Contains(leases, leaseName("_", runOf(name))) {
+			c.Live = append(c.Live, name)
 			continue
 		}
 		// No FORCE: a database someone is connected to is not ours to take.
@@ -130,25 +229,4 @@ func cleanDatabases(ctx context.Context, pgURL string, c *Cleaned) error {
 		}
 	}
 	return nil
-}
-
-func cleanStreams(ctx context.Context, redisURL string, c *Cleaned) error {
-	opt, err := redis.ParseURL(redisURL)
-	if err != nil {
-		return fmt.Errorf("--redis %s: %w", redisURL, err)
-	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
-	iter := rdb.Scan(ctx, 0, namePrefix+":*", 1000).Iterator()
-	for iter.Next(ctx) {
-		key := iter.Val()
-		if !leftoverKey.MatchString(key) {
-			continue
-		}
-		if err := rdb.Del(ctx, key).Err(); err != nil {
-			return err
-		}
-		c.Dropped = append(c.Dropped, key)
-	}
-	return iter.Err()
 }

@@ -169,6 +169,9 @@ func (w *World) open(ctx context.Context, p *Params, sh shape) (err error) {
 			return fmt.Errorf("PostgreSQL %s: %w", redact(url), err)
 		}
 	}
+	if err := w.lease(ctx); err != nil { // before anything is created
+		return err
+	}
 	w.pairs.init(p.Parallel)
 	w.undo.add(w.pairs.shutdown)
 	return nil

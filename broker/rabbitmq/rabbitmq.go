@@ -66,6 +66,10 @@ type Broker struct {
 	// unacked for a moment, so a count taken meanwhile would be short.
 	browseMu sync.Mutex
 
+	// record, if set, is told every name before it is declared (see
+	// NewRecorded).
+	record func(names []string) error
+
 	mu      sync.Mutex
 	groups  map[string]bool // group queues declared
 	queues  []string        // every queue declared, for Delete
@@ -83,6 +87,15 @@ var _ broker.Broker = (*Broker)(nil)
 // queue per group, as infrastructure as code would before anything is
 // published. name (like "outboxdrill:RUNID:7") prefixes every name.
 func New(ctx context.Context, conn *amqp.Connection, name string, groups []string) (*Broker, error) {
+	return NewRecorded(ctx, conn, name, groups, nil)
+}
+
+// NewRecorded is New with record told the names of the exchange and of
+// every queue before they are declared (also a group queue declared later):
+// AMQP 0-9-1 cannot list what a server holds, so whoever must find them
+// again (runner clean, after a killed run) keeps them. A record error fails
+// the declare.
+func NewRecorded(ctx context.Context, conn *amqp.Connection, name string, groups []string, record func(names []string) error) (*Broker, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -90,7 +103,7 @@ func New(ctx context.Context, conn *amqp.Connection, name string, groups []strin
 		return nil, errors.New("rabbitmq: empty broker name")
 	}
 	b := &Broker{
-		conn: conn, name: name, groups: map[string]bool{},
+		conn: conn, name: name, groups: map[string]bool{}, record: record,
 		workers: map[workerKey]*worker{}, held: map[heldKey]holder{}, orphans: map[string]int{},
 	}
 	if err := b.declareBase(); err != nil {
@@ -140,6 +153,9 @@ var (
 
 func (b *Broker) declareBase() error {
 	b.remember(b.logQueue(), b.dlqQueue())
+	if err := b.tell(b.name, b.logQueue(), b.dlqQueue()); err != nil {
+		return err
+	}
 	return b.withAdmin(func(ch *amqp.Channel) error {
 		if err := ch.ExchangeDeclare(b.name, amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
 			return fmt.Errorf("declare exchange %s: %w", b.name, err)
@@ -177,6 +193,17 @@ func (b *Broker) remember(queues ...string) {
 	}
 }
 
+// tell records names with the caller's record, if any.
+func (b *Broker) tell(names ...string) error {
+	if b.record == nil {
+		return nil
+	}
+	if err := b.record(names); err != nil {
+		return fmt.Errorf("rabbitmq %s: record names: %w", b.name, err)
+	}
+	return nil
+}
+
 // ensureGroup declares the group's queue on first use. A queue declared
 // late only receives what is published after it: no history.
 func (b *Broker) ensureGroup(ctx context.Context, group string) error {
@@ -194,6 +221,9 @@ func (b *Broker) ensureGroup(ctx context.Context, group string) error {
 	}
 	q := b.groupQueue(group)
 	b.remember(q)
+	if err := b.tell(q); err != nil {
+		return err
+	}
 	if err := b.withAdmin(func(ch *amqp.Channel) error { return declareBound(ch, q, b.name, quorumArgs) }); err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@
 //	runner schema                               print the JSON Schema of scenario files
 //	runner soak [flags]                         drive N events with random faults, check the history
 //	runner bench [flags] [files or dirs...]     measure start, isolation, growth and throughput
-//	runner clean [--pg URL] [--redis URL]       remove what earlier runs left behind
+//	runner clean [--pg URL] [--redis URL] [--nats URL] [--rabbitmq URL]  remove what earlier runs left behind
 //	runner help [command]                       print the usage of runner or of one command
 //
 // Every command takes -h or --help.
@@ -92,7 +92,7 @@ func main() {
 // what it does. Kept apart from commands, whose functions print it.
 var help = map[string]struct{ args, summary string }{
 	"bench":    {"[flags] [files or dirs...]", "measure start, isolation, library wall time, growth and soak throughput; print a table"},
-	"clean":    {"[--pg URL] [--redis URL]", "remove what earlier runs left: databases and stream keys (--keep, killed runs), dead servers' temp dirs"},
+	"clean":    {"[--pg URL] [--redis URL] [--nats URL] [--rabbitmq URL]", "remove what earlier runs left: databases, streams, queues and exchanges (--keep, killed runs; never a live run's), dead servers' temp dirs"},
 	"docs":     {"", "print the scenario-language reference (Markdown)"},
 	"help":     {"[command]", "print the usage of runner, or of one command"},
 	"list":     {"[flags] [files or dirs...]", "list scenarios: file, name, tags"},
@@ -568,15 +568,17 @@ func cmdDocs(_ context.Context, args []string, stdout, stderr io.Writer) int {
 
 func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("clean")
-	var pg, rd string
+	var pg, rd, nats, rabbit string
 	serverFlags(fs, &pg, &rd)
+	fs.StringVar(&nats, "nats", os.Getenv("RUNNER_NATS_URL"), "clean the NATS server at `URL` (env RUNNER_NATS_URL)")
+	fs.StringVar(&rabbit, "rabbitmq", os.Getenv("RUNNER_RABBITMQ_URL"), "clean the RabbitMQ server at `URL` (env RUNNER_RABBITMQ_URL)")
 	var connectTimeout time.Duration
 	connectTimeoutFlag(fs, &connectTimeout)
-	if code, done := noArgs(fs, args, stdout, stderr, "runner clean [--pg URL] [--redis URL]"); done {
+	if code, done := noArgs(fs, args, stdout, stderr, "runner clean [--pg URL] [--redis URL] [--nats URL] [--rabbitmq URL]"); done {
 		return code
 	}
 	// A wrong server is named in seconds, before anything is removed.
-	for _, s := range []struct{ kind, url string }{{runner.Postgres, pg}, {broker.Redis, rd}} {
+	for _, s := range []struct{ kind, url string }{{runner.Postgres, pg}, {broker.Redis, rd}, {broker.NATS, nats}, {broker.RabbitMQ, rabbit}} {
 		if s.url == "" {
 			continue
 		}
@@ -593,7 +595,7 @@ func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return exitEnvironment
 	}
-	c, err := runner.Clean(ctx, pg, rd)
+	c, err := runner.Clean(ctx, pg, map[string]string{"redis": rd, "nats": nats, "rabbitmq": rabbit})
 	c.Dropped = append(dirs, c.Dropped...)
 	for _, d := range c.Dropped[len(dirs):] {
 		fmt.Fprintln(stdout, "removed", d)
@@ -601,7 +603,13 @@ func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	for _, d := range c.InUse {
 		fmt.Fprintln(stdout, "in use, left alone:", d)
 	}
-	fmt.Fprintf(stdout, "%d removed, %d in use\n", len(c.Dropped), len(c.InUse))
+	for _, d := range c.Live {
+		fmt.Fprintln(stdout, "live run, left alone:", d)
+	}
+	for _, n := range c.Notes {
+		fmt.Fprintln(stdout, "note:", n)
+	}
+	fmt.Fprintf(stdout, "%d removed, %d in use, %d of live runs\n", len(c.Dropped), len(c.InUse), len(c.Live))
 	if err != nil {
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return exitEnvironment

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/outboxdrill/runner/internal/testservers"
+	"github.com/outboxdrill/runner/internal/testutil"
+)
+
+// TestKillThenCleanEveryBroker SIGKILLs a run on every broker mid-scenario,
+// then runs clean: nothing of the run is left on PostgreSQL, Redis, NATS or
+// RabbitMQ.
+func TestKillThenCleanEveryBroker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	ctx := context.Background()
+	natsURL, rabbitURL := testservers.Brokers(t)
+	t.Setenv("RUNNER_NATS_URL", natsURL)
+	t.Setenv("RUNNER_RABBITMQ_URL", rabbitURL)
+	pg, err := pgx.Connect(ctx, testservers.PG(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close(ctx)
+	ro, _ := redis.ParseURL(testservers.Redis(t))
+	rdb := redis.NewClient(ro)
+	defer rdb.Close()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	amq, err := amqp.Dial(rabbitURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer amq.Close()
+
+	bin := buildRunner(t)
+	f := scenarioFile(t, "hang.yaml", "name: hang\nsteps:\n  - produce\n  - consume(block=1m)\n")
+	cmd := exec.Command(bin, "run", "--broker", "all", "--parallel", "3", "--pg", testservers.PG(t), "--redis", testservers.Redis(t), f)
+	var out testutil.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var run string
+	for deadline := time.Now().Add(30 * time.Second); run == "" && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		_ = pg.QueryRow(ctx, `SELECT substring(application_name from '^drill_lease_([0-9a-f]{8})$') FROM pg_stat_activity WHERE application_name ~ '^drill_lease_[0-9a-f]{8}$' AND pid <> pg_backend_pid() ORDER BY backend_start DESC LIMIT 1`).Scan(&run)
+	}
+	if run == "" {
+		t.Fatalf("the run's lease never appeared:\n%s", out.String())
+	}
+
+	// What the run has on each server.
+	count := func() map[string]int {
+		n := map[string]int{}
+		var k int
+		_ = pg.QueryRow(ctx, `SELECT count(*) FROM pg_database WHERE datname LIKE $1`, "drill\\_"+run+"\\_%").Scan(&k)
+		n["postgres"] = k
+		keys, _ := rdb.Keys(ctx, "drill:"+run+":*").Result()
+		n["redis"] = len(keys)
+		for s := range js.StreamNames(ctx).Name() {
+			if strings.HasPrefix(s, "drill_"+run+"_") {
+				n["nats"]++
+			}
+		}
+		for i := 1; i <= 12; i++ { // the counter names streams and databases alike
+			for _, q := range []string{".log", ".dlq", ".accounting", ""} {
+				ch, err := amq.Channel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				name := fmt.Sprintf("drill:%s:%d%s", run, i, q)
+				if q == "" {
+					err = ch.ExchangeDeclarePassive(name, "fanout", true, false, false, false, nil)
+				} else {
+					_, err = ch.QueueDeclarePassive(name, true, false, false, false, nil)
+				}
+				if err == nil {
+					n["rabbitmq"]++
+					ch.Close()
+				}
+			}
+		}
+		return n
+	}
+	var before map[string]int
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		before = count()
+		if before["postgres"] >= 2 && before["redis"] >= 1 && before["nats"] >= 2 && before["rabbitmq"] >= 3 {
+			break
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // into the blocking consume
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	before = count()
+	t.Logf("run %s after SIGKILL: %v", run, before)
+	for _, k := range []string{"postgres", "redis", "nats", "rabbitmq"} {
+		if before[k] == 0 {
+			t.Fatalf("the killed run left nothing on %s: the test proves nothing\n%s", k, out.String())
+		}
+	}
+
+	// A killed run's Redis lease outlives it by up to its TTL.
+	for deadline := time.Now().Add(20 * time.Second); rdb.Exists(ctx, "drill:lease:"+run).Val() == 1 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	code, stdout, stderr := cli(t, "clean")
+	if code != 0 {
+		t.Fatalf("clean: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	after := count()
+	t.Logf("after clean: %v\n%s", after, stdout)
+	for k, v := range after {
+		if v != 0 {
+			t.Errorf("%d objects of the killed run left on %s after clean", v, k)
+		}
+	}
+	if !strings.Contains(stdout, "note: RabbitMQ: AMQP cannot list queues") {
+		t.Errorf("clean does not say what it cannot see on RabbitMQ:\n%s", stdout)
+	}
+}
