@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/servers"
 )
 
@@ -102,7 +103,7 @@ func Clean(ctx context.Context, pgURL, redisURL string) (Cleaned, error) {
 func cleanDatabases(ctx context.Context, pgURL string, c *Cleaned) error {
 	conn, err := pgx.Connect(ctx, pgURL)
 	if err != nil {
-		return fmt.Errorf("PostgreSQL %s: %w", redact(pgURL), err)
+		return fmt.Errorf("PostgreSQL %s: %w", redact.URL(pgURL), redact.Err(pgURL, err))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE $1 ORDER BY datname`, namePrefix+`\_%`)
@@ -135,7 +136,7 @@ func cleanDatabases(ctx context.Context, pgURL string, c *Cleaned) error {
 func cleanStreams(ctx context.Context, redisURL string, c *Cleaned) error {
 	opt, err := redis.ParseURL(redisURL)
 	if err != nil {
-		return fmt.Errorf("--redis %s: %w", redisURL, err)
+		return fmt.Errorf("--redis %s: %w", redact.URL(redisURL), redact.Err(redisURL, err))
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()

@@ -518,3 +518,46 @@ func TestSyntaxErrorExitsTwo(t *testing.T) {
 		}
 	}
 }
+
+// TestNoPasswordInErrors feeds a password through every server flag of run,
+// clean, soak and bench, in every URL and DSN form, parsable or not, and
+// finds it in no output.
+func TestNoPasswordInErrors(t *testing.T) {
+	f := scenarioFile(t, "ok.yaml", contractExample)
+	pgs := []string{
+		"postgres://u:s3cr3t@127.0.0.1:1/x",
+		"postgres://u:s3cr3t@127.0.0.1:1/x?application_name=a@b",
+		"postgresql://u:s3cr3t:x@127.0.0.1:1/x",
+		"postgres://u:s3cr3t@x@127.0.0.1:1/x",
+		"postgres://u:s3cr3t@[bad",
+		"postgres://u@127.0.0.1:1/x?password=s3cr3t",
+		"host=127.0.0.1 port=1 password=s3cr3t",
+		"host=127.0.0.1 port=1 password='s3cr3t x'",
+		"host=127.0.0.1 port=1 password='s3cr3t",
+	}
+	redises := []string{"redis://:s3cr3t@127.0.0.1:1", "redis://u:s3cr3t@127.0.0.1:1/0", "redis://u:s3cr3t@[bad", "redis://u:s3cr3t@127.0.0.1:x"}
+	natses := []string{"nats://u:s3cr3t@127.0.0.1:1", "nats://s3cr3t@127.0.0.1:1", "nats://u:s3cr3t@[bad"}
+	rabbits := []string{"amqp://u:s3cr3t@127.0.0.1:1/", "amqp://u:s3cr3t@[bad", "amqp://u:s3cr3t@127.0.0.1:x/"}
+	var cases [][]string
+	for _, u := range pgs {
+		cases = append(cases, []string{"run", "--pg", u, f}, []string{"clean", "--pg", u}, []string{"soak", "--events", "1", "--pg", u})
+	}
+	for _, u := range redises {
+		cases = append(cases, []string{"run", "--redis", u, f}, []string{"clean", "--redis", u}, []string{"soak", "--events", "1", "--redis", u})
+	}
+	for _, u := range natses {
+		cases = append(cases, []string{"run", "--broker", "nats", "--nats", u, f})
+	}
+	for _, u := range rabbits {
+		cases = append(cases, []string{"run", "--broker", "rabbitmq", "--rabbitmq", u, f})
+	}
+	if !testing.Short() {
+		cases = append(cases, []string{"bench", "--repeat", "1", "--soak-events", "0", "--growth", "1", "--pg", pgs[0], f})
+	}
+	for _, args := range cases {
+		code, out, errs := cli(t, args...)
+		if code == 0 || strings.Contains(out+errs, "s3cr3t") {
+			t.Errorf("%q: exit %d\nstdout: %s\nstderr: %s", args, code, out, errs)
+		}
+	}
+}
