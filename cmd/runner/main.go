@@ -38,6 +38,7 @@ import (
 
 	"github.com/outboxdrill/runner/bench"
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
@@ -255,11 +256,11 @@ func load(paths []string, stderr io.Writer) ([]*scenario.Scenario, bool) {
 	}
 	files, err := scenario.ExpandPaths(paths)
 	if err != nil {
-		fmt.Fprintf(stderr, "runner: %v\n", err)
+		fmt.Fprintf(stderr, "runner: %s\n", safe.Text(err.Error()))
 		return nil, false
 	}
 	if len(files) == 0 {
-		fmt.Fprintf(stderr, "runner: no scenario files (*.yaml) in %s\n", strings.Join(paths, ", "))
+		fmt.Fprintf(stderr, "runner: no scenario files (*.yaml) in %s\n", safe.LongLine(strings.Join(paths, ", ")))
 		return nil, false
 	}
 	scs, errs := scenario.LoadFiles(files)
@@ -268,7 +269,7 @@ func load(paths []string, stderr io.Writer) ([]*scenario.Scenario, bool) {
 			fmt.Fprintf(stderr, "... and %d more\n", len(errs)-maxErrors)
 			break
 		}
-		fmt.Fprintln(stderr, e)
+		fmt.Fprintln(stderr, safe.LongLine(e.Error()))
 	}
 	if len(errs) > 0 {
 		fmt.Fprintf(stderr, "%d problem(s) in %d file(s); nothing was run\n", len(errs), countFiles(errs))
@@ -343,7 +344,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case ctx.Err() != nil:
 		return interrupted(stderr, p.Keep != runner.KeepNone)
 	case err != nil:
-		fmt.Fprintf(stderr, "runner: %v\n", err)
+		fmt.Fprintf(stderr, "runner: %s\n", safe.Text(err.Error()))
 		return exitEnvironment
 	case rep.Failed() > 0:
 		return exitFailed
@@ -485,7 +486,11 @@ func cmdList(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "FILE\tNAME\tTAGS")
 	for _, sc := range scs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", sc.File, sc.Name, strings.Join(sc.Tags, ","))
+		tags := make([]string, len(sc.Tags))
+		for i, t := range sc.Tags {
+			tags[i] = safe.Line(t)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", safe.Line(sc.File), safe.Line(sc.Name), strings.Join(tags, ","))
 	}
 	_ = tw.Flush()
 	return exitOK

@@ -561,3 +561,49 @@ func TestNoPasswordInErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestControlCharactersEscaped: a scenario's name, tags and values holding
+// ESC, CR, LF and NUL reach the console, list, validate errors, Markdown
+// and the guarantees document escaped, Go %q style: no raw control
+// character, no forged line.
+func TestControlCharactersEscaped(t *testing.T) {
+	evil := `"evil\e[2J\r\nFAKE: ok\0"`
+	f := scenarioFile(t, "evil.yaml", "name: "+evil+"\ntags: [outbox]\nsteps:\n"+
+		"  - produce: {event: "+evil+", amount: 100}\n  - relay\n  - expect: {stream.entries: 2}\n")
+	bad := scenarioFile(t, "bad.yaml", "name: "+evil+"\nsteps:\n  - produce: {event: e, amount: "+evil+"}\n  - "+evil+"\n")
+	md := filepath.Join(t.TempDir(), "r.md")
+	gu := filepath.Join(t.TempDir(), "g.md")
+	check := func(what, out string) {
+		t.Helper()
+		for _, c := range out {
+			if c < 0x20 && c != '\n' || c == 0x7f {
+				t.Errorf("%s: raw control character %q in\n%s", what, c, out)
+				return
+			}
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(strings.TrimLeft(line, " |"), "FAKE") {
+				t.Errorf("%s: forged line %q in\n%s", what, line, out)
+			}
+		}
+		if !strings.Contains(out, `\x1b[`) {
+			t.Errorf("%s: no escaped ESC in\n%s", what, out)
+		}
+	}
+	code, out, errs := cli(t, "run", "-v", "--markdown", md, "--guarantees", gu, f)
+	if code != 1 {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
+	}
+	check("run", out)
+	for _, p := range []string{md, gu} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(p, string(b))
+	}
+	_, out, _ = cli(t, "list", f)
+	check("list", out)
+	_, _, errs = cli(t, "validate", bad)
+	check("validate", errs)
+}
