@@ -607,3 +607,38 @@ func TestControlCharactersEscaped(t *testing.T) {
 	_, _, errs = cli(t, "validate", bad)
 	check("validate", errs)
 }
+
+// TestLongValuesCut: a 2 MB event id (refused by PostgreSQL's index) and a
+// 2,500-byte one (that goes all the way through) leave every report small:
+// each value cut with a marker saying how long it was.
+func TestLongValuesCut(t *testing.T) {
+	const failing = "  - relay\n  - consume\n  - expect: {stream.entries: 2}\n"
+	big := scenarioFile(t, "big.yaml", "name: big\nsteps:\n  - produce: {event: "+strings.Repeat("x", 2_000_000)+", amount: 100}\n"+failing)
+	long := scenarioFile(t, "long.yaml", "name: long\nsteps:\n  - produce: {event: "+strings.Repeat("y", 2500)+", amount: 100}\n"+failing)
+	dir := t.TempDir()
+	reports := map[string]string{"--junit": "r.xml", "--json": "r.json", "--markdown": "r.md"}
+	args := []string{"run", "-v", big, long}
+	for flag, name := range reports {
+		args = append(args, flag, filepath.Join(dir, name))
+	}
+	code, out, errs := cli(t, args...)
+	if code != 1 {
+		t.Fatalf("exit %d\n%.2000s\n%.2000s", code, out, errs)
+	}
+	outputs := map[string]string{"console": out + errs}
+	for _, name := range reports {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		outputs[name] = string(b)
+	}
+	for what, s := range outputs {
+		if len(s) > 32<<10 || strings.Contains(s, strings.Repeat("x", 300)) || strings.Contains(s, strings.Repeat("y", 300)) {
+			t.Errorf("%s: %d bytes, a value not cut:\n%.3000s", what, len(s), s)
+		}
+	}
+	if !strings.Contains(out, "…(2,000,000 bytes)") || !strings.Contains(out, "…(2,500 bytes)") {
+		t.Errorf("console: no marker saying how long the values were:\n%.3000s", out)
+	}
+}

@@ -24,15 +24,17 @@ const (
 func Line(s string) string { return escape(cut(s, Max), false) }
 
 // LongLine is one line of a message or trace built around user values:
-// every control character (newlines too) escaped, cut beyond MaxLine bytes.
-func LongLine(s string) string { return escape(cut(s, MaxLine), false) }
+// every control character (newlines too) escaped, each word (a run of
+// non-blank characters: an event id quoted in it) cut beyond Max bytes,
+// the line beyond MaxLine.
+func LongLine(s string) string { return escape(cut(cutWords(s), MaxLine), false) }
 
 // Text is a message of several lines: its line breaks (and tabs) kept,
 // every other control character escaped, each line cut beyond MaxLine bytes.
 func Text(s string) string {
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
-		lines[i] = escape(cut(l, MaxLine), true)
+		lines[i] = escape(cut(cutWords(l), MaxLine), true)
 	}
 	return strings.Join(lines, "\n")
 }
@@ -41,14 +43,15 @@ func Text(s string) string {
 // encoders escape).
 func Cut(s string) string { return cut(s, Max) }
 
-// CutLines is s with each line cut beyond MaxLine bytes, not escaped.
+// CutLines is s with each word cut beyond Max bytes and each line beyond
+// MaxLine, not escaped.
 func CutLines(s string) string {
-	if len(s) <= MaxLine {
+	if len(s) <= Max {
 		return s
 	}
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
-		lines[i] = cut(l, MaxLine)
+		lines[i] = cut(cutWords(l), MaxLine)
 	}
 	return strings.Join(lines, "\n")
 }
@@ -97,6 +100,37 @@ func cut(s string, max int) string {
 		n--
 	}
 	return s[:n] + "…(" + thousands(len(s)) + " bytes)"
+}
+
+// cutWords cuts each run of non-blank characters of s beyond Max bytes.
+func cutWords(s string) string {
+	if len(s) <= Max {
+		return s
+	}
+	var b strings.Builder
+	start := -1 // of the current word
+	flush := func(end int) {
+		if start < 0 {
+			return
+		}
+		w := s[start:end]
+		if strings.Contains(w, "…(") && len(w) <= 2*Max {
+			b.WriteString(w) // a value cut already, with a few characters around it
+		} else {
+			b.WriteString(cut(w, Max))
+		}
+		start = -1
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == ' ' || c == '\t' || c == '\n' {
+			flush(i)
+			b.WriteByte(c)
+		} else if start < 0 {
+			start = i
+		}
+	}
+	flush(len(s))
+	return b.String()
 }
 
 // thousands writes n with a comma every three digits: 2,000,000.

@@ -45,3 +45,21 @@ func TestCut(t *testing.T) {
 		t.Errorf("thousands = %s", got)
 	}
 }
+
+func TestLongLineCutsLongWords(t *testing.T) {
+	id := strings.Repeat("x", 2500)
+	got := LongLine("committed " + id + ": 100 USD alice → bob")
+	if want := "committed " + strings.Repeat("x", Max) + "…(2,501 bytes) 100 USD alice → bob"; got != want {
+		t.Errorf("LongLine = %q", got)
+	}
+	if got := Text("want " + id + "\n got 1"); got != "want "+strings.Repeat("x", Max)+"…(2,500 bytes)\n got 1" {
+		t.Errorf("Text = %q", got)
+	}
+}
+
+func TestLongLineLeavesCutValues(t *testing.T) {
+	line := "produce(event=" + Cut(strings.Repeat("x", 2500)) + ", amount=100) → committed=1 " + strings.Repeat(" ", 300)
+	if got := LongLine(line); got != line {
+		t.Errorf("LongLine cut a value again: %q", got)
+	}
+}
