@@ -8,6 +8,7 @@ package redact
 import (
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -90,6 +91,11 @@ func Secrets(s string) []string {
 		if r.dsn {
 			add(unquote(raw))
 		}
+	}
+	// Parse errors quote the text (%q): a secret holding '"' or '\\' changes.
+	for _, v := range out {
+		q := strconv.Quote(v)
+		add(q[1 : len(q)-1])
 	}
 	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
 	return out

@@ -48,6 +48,7 @@ func TestErr(t *testing.T) {
 		"postgres://u:s3cr3t@[bad", "postgres://u:s3cr3t@127.0.0.1:1/x?application_name=a@b",
 		"host=127.0.0.1 port=1 password='s3cr3t", "redis://u:s3cr3t@[bad", "redis://:s3cr3t@127.0.0.1:1/x",
 		"nats://u:s3cr3t@[bad", "amqp://u:s3cr3t@[bad", "amqp://u:s3%63r3t@h:x/", "%gg://u:s3cr3t@h",
+		"redis://u:s3cr3t\"x@[bad", "postgres://u:s3cr3t\\x@[bad", "amqp://u:s3cr3t\x1b@[bad",
 	} {
 		var errs []error
 		_, err := pgconn.ParseConfig(u)
