@@ -38,6 +38,7 @@ import (
 
 	"github.com/outboxdrill/runner/bench"
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/runner"
@@ -180,6 +181,8 @@ func commandUsage(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(*flag.Flag) { n++ })
 	if n > 0 {
 		fmt.Fprintln(w, "\nflags:")
+		// A default from RUNNER_PG_URL and friends may hold a password.
+		fs.VisitAll(func(f *flag.Flag) { f.DefValue = redact.URL(f.DefValue) })
 		fs.SetOutput(w)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)

@@ -560,6 +560,15 @@ func TestNoPasswordInErrors(t *testing.T) {
 			t.Errorf("%q: exit %d\nstdout: %s\nstderr: %s", args, code, out, errs)
 		}
 	}
+	// The flags' defaults come from the environment: --help shows them.
+	for env, u := range map[string]string{"RUNNER_PG_URL": pgs[0], "RUNNER_REDIS_URL": redises[0], "RUNNER_NATS_URL": natses[0], "RUNNER_RABBITMQ_URL": rabbits[0]} {
+		t.Setenv(env, u)
+	}
+	for _, cmd := range []string{"run", "clean", "soak", "bench"} {
+		if _, out, errs := run0(cmd, "--help"); strings.Contains(out+errs, "s3cr3t") || !strings.Contains(out, "***") {
+			t.Errorf("%s --help:\n%s%s", cmd, out, errs)
+		}
+	}
 }
 
 // TestControlCharactersEscaped: a scenario's name, tags and values holding
