@@ -147,7 +147,7 @@ func verdict(rep *Report, win window, br string) string {
 		case !r.Passed():
 			failed = append(failed, name)
 		case r.Skipped != "":
-			skipped = append(skipped, name+" ("+mdCell(skipReason(r.Skipped))+")")
+			skipped = append(skipped, name+" ("+mdLine(skipReason(r.Skipped))+")")
 		case r.Scenario.HasOverrides(br):
 			passed = append(passed, name+" †")
 		default:

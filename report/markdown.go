@@ -36,7 +36,7 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 		case !r.Passed():
 			status = "❌ **FAIL**"
 		case r.Skipped != "":
-			status = "⏭ skip: " + mdCell(r.Skipped)
+			status = "⏭ skip: " + mdLine(r.Skipped)
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", status, mdCell(r.Name()), mdCode(r.Scenario.File), r.Duration.Round(time.Millisecond))
 	}
@@ -103,7 +103,7 @@ func matrixCell(r *Result) string {
 	case !r.Passed():
 		return "❌ **FAIL**"
 	case r.Skipped != "":
-		return "⏭ skip: " + mdCell(skipReason(r.Skipped)) // the position is in the detailed table
+		return "⏭ skip: " + mdLine(skipReason(r.Skipped)) // the position is in the detailed table
 	}
 	if r.Scenario.HasOverrides(r.Broker) {
 		cell += " †"
@@ -114,6 +114,10 @@ func matrixCell(r *Result) string {
 // mdCell is a user string for a Markdown table cell or heading: one line,
 // control characters escaped, long values cut, "|" escaped.
 func mdCell(s string) string { return strings.ReplaceAll(safe.Line(s), "|", "\\|") }
+
+// mdLine is a line of the runner's own built around user values (a skip
+// reason) for a table cell: like mdCell, cut only beyond safe.MaxLine.
+func mdLine(s string) string { return strings.ReplaceAll(safe.LongLine(s), "|", "\\|") }
 
 // mdCode is s as inline code, in a table cell.
 func mdCode(s string) string {
