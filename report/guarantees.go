@@ -139,7 +139,7 @@ func verdict(rep *Report, win window, br string) string {
 		if r.Broker != br || !slices.ContainsFunc(r.Scenario.Tags, func(t string) bool { return slices.Contains(win.tags, t) }) {
 			continue
 		}
-		name := "“" + r.Scenario.Name + "”"
+		name := "“" + mdCell(r.Scenario.Name) + "”"
 		if slices.Contains(r.Scenario.Tags, "antipattern") {
 			name += " (anti-pattern: its damage shown)"
 		}
@@ -147,7 +147,7 @@ func verdict(rep *Report, win window, br string) string {
 		case !r.Passed():
 			failed = append(failed, name)
 		case r.Skipped != "":
-			skipped = append(skipped, name+" ("+skipReason(r.Skipped)+")")
+			skipped = append(skipped, name+" ("+mdLine(skipReason(r.Skipped))+")")
 		case r.Scenario.HasOverrides(br):
 			passed = append(passed, name+" †")
 		default:

@@ -5,7 +5,9 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/steps"
 )
@@ -34,22 +36,24 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 		case !r.Passed():
 			status = "❌ **FAIL**"
 		case r.Skipped != "":
-			status = "⏭ skip: " + mdCell(r.Skipped)
+			status = "⏭ skip: " + mdLine(r.Skipped)
 		}
-		fmt.Fprintf(&b, "| %s | %s | `%s` | %s |\n", status, mdCell(r.Name()), r.Scenario.File, r.Duration.Round(time.Millisecond))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", status, mdCell(r.Name()), mdCode(r.Scenario.File), r.Duration.Round(time.Millisecond))
 	}
 	for _, sc := range rep.NotRun {
-		fmt.Fprintf(&b, "| ⏭ not run | %s | `%s` | — |\n", mdCell(sc.Name), sc.File)
+		fmt.Fprintf(&b, "| ⏭ not run | %s | %s | — |\n", mdCell(sc.Name), mdCode(sc.File))
 	}
 	for _, r := range rep.Results {
 		if r.Passed() {
 			continue
 		}
-		fmt.Fprintf(&b, "\n### ❌ %s\n\n```\n", mdCell(r.Name()))
+		var text strings.Builder
 		for _, f := range r.Failures {
-			b.WriteString(f.String() + "\n")
+			text.WriteString(safe.Text(f.String()) + "\n")
 		}
-		b.WriteString("```\n\n```mermaid\n" + SequenceDiagram(r) + "```\n")
+		fence := mdFence(text.String())
+		fmt.Fprintf(&b, "\n### ❌ %s\n\n%s\n%s%s\n", mdCell(r.Name()), fence, text.String(), fence)
+		b.WriteString("\n```mermaid\n" + SequenceDiagram(r) + "```\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -99,7 +103,7 @@ func matrixCell(r *Result) string {
 	case !r.Passed():
 		return "❌ **FAIL**"
 	case r.Skipped != "":
-		return "⏭ skip: " + mdCell(skipReason(r.Skipped)) // the position is in the detailed table
+		return "⏭ skip: " + mdLine(skipReason(r.Skipped)) // the position is in the detailed table
 	}
 	if r.Scenario.HasOverrides(r.Broker) {
 		cell += " †"
@@ -107,7 +111,37 @@ func matrixCell(r *Result) string {
 	return cell
 }
 
-func mdCell(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
+// mdCell is a user string for a Markdown table cell or heading: one line,
+// control characters escaped, long values cut, "|" escaped.
+func mdCell(s string) string { return strings.ReplaceAll(safe.Line(s), "|", "\\|") }
+
+// mdLine is a line of the runner's own built around user values (a skip
+// reason) for a table cell: like mdCell, cut only beyond safe.MaxLine.
+func mdLine(s string) string { return strings.ReplaceAll(safe.LongLine(s), "|", "\\|") }
+
+// mdCode is s as inline code, in a table cell.
+func mdCode(s string) string {
+	s = safe.Line(s)
+	fence := "`"
+	for strings.Contains(s, fence) {
+		fence += "`"
+	}
+	pad := ""
+	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
+		pad = " "
+	}
+	return strings.ReplaceAll(fence+pad+s+pad+fence, "|", "\\|")
+}
+
+// mdFence is a code fence longer than any run of backticks in text, so
+// that text cannot close it.
+func mdFence(text string) string {
+	fence := "```"
+	for strings.Contains(text, fence) {
+		fence += "`"
+	}
+	return fence
+}
 
 // SequenceDiagram draws a scenario's steps as a Mermaid sequenceDiagram:
 // each step draws itself (steps.Drawn); failures are noted after it.
@@ -148,9 +182,14 @@ func (d *diagram) Note(text string, over ...steps.Participant) {
 // mermaidText keeps a label on one line and away from Mermaid's syntax:
 // ";" ends a statement, "#" starts an entity, "<" ">" are read as HTML.
 func mermaidText(s string) string {
-	s = strings.NewReplacer("\n", " ", ";", ",", "#", "no. ", "<", "‹", ">", "›", "%%", "%").Replace(s)
+	s = safe.LongLine(strings.ReplaceAll(s, "\n", " "))
+	s = strings.NewReplacer(";", ",", "#", "no. ", "<", "‹", ">", "›", "%%", "%").Replace(s)
 	if len(s) > 160 {
-		s = s[:157] + "..."
+		n := 157
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n] + "..."
 	}
 	return s
 }

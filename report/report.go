@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/steps"
 )
 
@@ -63,30 +64,30 @@ func seconds(d time.Duration) string { return fmt.Sprintf("%.3f", d.Seconds()) }
 func WriteJUnit(w io.Writer, rep *Report) error {
 	s := junitSuite{Name: "outbox drill", Time: seconds(rep.Duration), Timestamp: time.Now().UTC().Format(time.RFC3339)}
 	for _, r := range rep.Results {
-		c := junitCase{Name: r.Name(), Classname: r.Scenario.File, File: r.Scenario.File, Line: r.Scenario.Pos.Line, Time: seconds(r.Duration)}
+		c := junitCase{Name: safe.Line(r.Name()), Classname: safe.Line(r.Scenario.File), File: safe.Line(r.Scenario.File), Line: r.Scenario.Pos.Line, Time: seconds(r.Duration)}
 		if !r.Passed() {
 			var text strings.Builder
 			for _, f := range r.Failures {
-				text.WriteString(f.String() + "\n")
+				text.WriteString(safe.Text(f.String()) + "\n")
 			}
 			text.WriteString("\ntrace:\n")
 			for _, st := range r.Steps {
 				text.WriteString(strings.Join(st.traceLines(), "\n") + "\n")
 			}
-			c.Failure = &junitFailure{Message: firstLine(r.Failures[0].String()), Type: r.Failures[0].Key, Text: text.String()}
+			c.Failure = &junitFailure{Message: safe.LongLine(firstLine(r.Failures[0].String())), Type: safe.Line(r.Failures[0].Key), Text: text.String()}
 			s.Failures++
 		}
 		if r.Skipped != "" && r.Passed() {
-			c.Skipped = &junitSkipped{Message: r.Skipped}
+			c.Skipped = &junitSkipped{Message: safe.LongLine(r.Skipped)}
 			s.Skipped++
 		}
 		if len(r.Alerts) > 0 {
-			c.SystemOut = strings.Join(r.Alerts, "\n")
+			c.SystemOut = safe.Text(strings.Join(r.Alerts, "\n"))
 		}
 		s.Cases = append(s.Cases, c)
 	}
 	for _, sc := range rep.NotRun {
-		s.Cases = append(s.Cases, junitCase{Name: sc.Name, Classname: sc.File, File: sc.File, Line: sc.Pos.Line, Time: "0",
+		s.Cases = append(s.Cases, junitCase{Name: safe.Line(sc.Name), Classname: safe.Line(sc.File), File: safe.Line(sc.File), Line: sc.Pos.Line, Time: "0",
 			Skipped: &junitSkipped{Message: "not run (--fail-fast, interrupt or setup error)"}})
 		s.Skipped++
 	}
@@ -177,7 +178,34 @@ type JSONStep struct {
 func jsonFailures(fs []steps.Failure) []JSONFailure {
 	out := []JSONFailure{}
 	for _, f := range fs {
-		out = append(out, JSONFailure{Pos: f.Pos.String(), Key: f.Key, Message: f.Msg})
+		out = append(out, JSONFailure{Pos: safe.Cut(f.Pos.String()), Key: safe.Cut(f.Key), Message: safe.CutLines(f.Msg)})
+	}
+	return out
+}
+
+// cutAll is ss with each string cut (safe.CutLines), never nil.
+func cutAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = safe.CutLines(s)
+	}
+	return out
+}
+
+// cutEntries are es with their user values cut (a 2 MB event id).
+func cutEntries(es []steps.Entry) []steps.Entry {
+	out := slices.Clone(es)
+	for i := range out {
+		out[i].EventID, out[i].EntryID, out[i].Consumer = safe.Cut(out[i].EventID), safe.Cut(out[i].EntryID), safe.Cut(out[i].Consumer)
+	}
+	return out
+}
+
+// cutObserved are os with the strings of their values cut.
+func cutObserved(os []steps.Observation) []steps.Observation {
+	out := slices.Clone(os)
+	for i := range out {
+		out[i].Want, out[i].Got = safe.Value(out[i].Want), safe.Value(out[i].Got)
 	}
 	return out
 }
@@ -187,26 +215,26 @@ func WriteJSON(w io.Writer, rep *Report) error {
 	out := JSONReport{RunID: rep.RunID, DurationMS: rep.Duration.Milliseconds(), Failed: rep.Failed(), NotRun: []string{}}
 	out.Passed = len(rep.Results) - out.Failed - rep.Skipped()
 	for _, sc := range rep.NotRun {
-		out.NotRun = append(out.NotRun, sc.Name)
+		out.NotRun = append(out.NotRun, safe.Cut(sc.Name))
 	}
 	for _, r := range rep.Results {
-		js := JSONScenario{Name: r.Scenario.Name, Broker: r.Broker, File: r.Scenario.File, Line: r.Scenario.Pos.Line, Variant: r.Scenario.Variant,
-			Tags: append([]string{}, r.Scenario.Tags...), Passed: r.Passed(), Skipped: r.Skipped, DurationMS: r.Duration.Milliseconds(),
+		js := JSONScenario{Name: safe.Cut(r.Scenario.Name), Broker: r.Broker, File: safe.Cut(r.Scenario.File), Line: r.Scenario.Pos.Line, Variant: safe.Cut(r.Scenario.Variant),
+			Tags: cutAll(r.Scenario.Tags), Passed: r.Passed(), Skipped: safe.CutLines(r.Skipped), DurationMS: r.Duration.Milliseconds(),
 			SetupMS: r.Setup.Milliseconds(), Databases: [2]string{r.Where[0], r.Where[1]}, Stream: r.Where[2],
-			Failures: jsonFailures(r.Failures), Alerts: append([]string{}, r.Alerts...), Violations: []JSONViolation{}}
+			Failures: jsonFailures(r.Failures), Alerts: cutAll(r.Alerts), Violations: []JSONViolation{}}
 		for _, v := range r.Violations {
 			jv := JSONViolation{Invariant: v.Invariant, Declared: slices.Contains(r.Scenario.Violations(r.Broker), v.Invariant),
-				Consumer: v.Consumer, EventID: v.EventID, Detail: v.Detail}
+				Consumer: safe.Cut(v.Consumer), EventID: safe.Cut(v.EventID), Detail: safe.CutLines(v.Detail)}
 			for _, op := range v.Witness {
-				jv.Witness = append(jv.Witness, op.String())
+				jv.Witness = append(jv.Witness, safe.CutLines(op.String()))
 			}
 			js.Violations = append(js.Violations, jv)
 		}
 		for _, st := range r.Steps {
 			js.Steps = append(js.Steps, JSONStep{
-				Pos: st.Call.Pos.String(), Step: st.Call.Def.Name, Label: st.Call.Label,
-				Params: st.Call.ParamValues(), Faults: st.Call.Faults(), Outcome: st.Result.Outcome,
-				Entries: st.Result.Entries, Observed: st.Result.Observed, Details: st.Result.Details,
+				Pos: safe.Cut(st.Call.Pos.String()), Step: st.Call.Def.Name, Label: safe.Cut(st.Call.Label),
+				Params: safe.Value(st.Call.ParamValues()).(map[string]any), Faults: st.Call.Faults(), Outcome: st.Result.Outcome,
+				Entries: cutEntries(st.Result.Entries), Observed: cutObserved(st.Result.Observed), Details: cutAll(st.Result.Details),
 				Failures: jsonFailures(st.Failures), DurationMS: float64(st.Duration.Microseconds()) / 1000,
 			})
 		}

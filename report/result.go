@@ -13,6 +13,7 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/history"
+	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/steps"
 )
@@ -86,9 +87,9 @@ func (st StepRecord) traceLines() []string {
 	if len(st.Result.Outcome) > 0 {
 		line += " → " + formatOutcome(st.Call.Def, st.Result.Outcome)
 	}
-	lines := []string{line}
+	lines := []string{safe.LongLine(line)}
 	for _, d := range st.Result.Details {
-		lines = append(lines, "    "+d)
+		lines = append(lines, "    "+safe.LongLine(d))
 	}
 	return lines
 }
@@ -112,7 +113,7 @@ func FormatResult(r *Result, verbose bool) []byte {
 	case r.Skipped != "":
 		status = "SKIP"
 	}
-	fmt.Fprintf(&b, "--- %s: %s (%s, %s)\n", status, r.Name(), r.Scenario.File, r.Duration.Round(time.Millisecond))
+	fmt.Fprintf(&b, "--- %s: %s (%s, %s)\n", status, safe.Line(r.Name()), safe.Line(r.Scenario.File), r.Duration.Round(time.Millisecond))
 	if verbose || !r.Passed() {
 		for _, st := range r.Steps {
 			for _, t := range st.traceLines() {
@@ -121,13 +122,13 @@ func FormatResult(r *Result, verbose bool) []byte {
 		}
 	} else {
 		for _, a := range r.Alerts {
-			fmt.Fprintf(&b, "    reported %s\n", a)
+			fmt.Fprintf(&b, "    reported %s\n", safe.LongLine(a))
 		}
 	}
 	if verbose {
 		for _, v := range r.Violations {
 			if slices.Contains(r.Scenario.Violations(r.Broker), v.Invariant) {
-				fmt.Fprintf(&b, "    history (declared): %s\n", strings.ReplaceAll(v.String(), "\n", "\n    "))
+				fmt.Fprintf(&b, "    history (declared): %s\n", violationText(v, "\n        "))
 			}
 		}
 		if r.Passed() && r.Skipped == "" && len(r.Violations) == 0 {
@@ -135,22 +136,35 @@ func FormatResult(r *Result, verbose bool) []byte {
 		}
 	}
 	if r.Skipped != "" {
-		fmt.Fprintf(&b, "    skipped at %s\n", r.Skipped)
+		fmt.Fprintf(&b, "    skipped at %s\n", safe.LongLine(r.Skipped))
 	}
 	for _, k := range r.Kept {
-		fmt.Fprintf(&b, "    kept %s\n", k)
+		fmt.Fprintf(&b, "    kept %s\n", safe.LongLine(k))
 	}
 	for _, f := range r.Failures {
 		if !strings.Contains(f.Msg, "\n") {
-			fmt.Fprintf(&b, "    FAIL %s\n", f)
+			fmt.Fprintf(&b, "    FAIL %s\n", safe.LongLine(f.String()))
 			continue
 		}
-		fmt.Fprintf(&b, "    FAIL %s: %s:\n", f.Pos, f.Key)
+		fmt.Fprintf(&b, "    FAIL %s: %s:\n", safe.Line(f.Pos.String()), safe.Line(f.Key))
 		for _, line := range strings.Split(f.Msg, "\n") {
-			fmt.Fprintf(&b, "        %s\n", line)
+			fmt.Fprintf(&b, "        %s\n", safe.LongLine(line))
 		}
 	}
 	return b.Bytes()
+}
+
+// violationText is v for a terminal or Markdown: its first line, then each
+// witness op on a line of its own after sep, every user value escaped.
+func violationText(v history.Violation, sep string) string {
+	ops := v.Witness
+	v.Witness = nil
+	var b strings.Builder
+	b.WriteString(safe.LongLine(v.String()))
+	for _, op := range ops {
+		b.WriteString(sep + safe.LongLine(op.String()))
+	}
+	return b.String()
 }
 
 // Summary is the last line of a run.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	jsbroker "github.com/outboxdrill/runner/broker/jetstream"
+	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/servers"
 )
@@ -38,12 +39,12 @@ func openNATS(ctx context.Context, w *World, url string, p *Params) (brokerConn,
 		}
 		w.undo.add(srv.Discard)
 		c.srv, url = srv, srv.URL()
-		p.logf("started NATS pid %d at %s in %s", srv.PID(), redact(url), srv.Dir)
+		p.logf("started NATS pid %d at %s in %s", srv.PID(), redact.URL(url), srv.Dir)
 	}
 	nc, err := nats.Connect(url, nats.Name("outboxdrill"), nats.MaxReconnects(-1),
 		nats.ReconnectWait(20*time.Millisecond), nats.ReconnectBufSize(-1), nats.Timeout(2*time.Second))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", redact(url), err)
+		return nil, fmt.Errorf("%s: %w", redact.URL(url), redact.Err(url, err))
 	}
 	w.undo.add(func(context.Context) error { nc.Close(); return nil })
 	c.nc = nc

@@ -13,6 +13,7 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/broker/rabbitmq"
+	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/servers"
 	"github.com/outboxdrill/runner/steps"
@@ -35,11 +36,11 @@ func openRabbitMQ(ctx context.Context, w *World, url string, p *Params) (brokerC
 		}
 		w.undo.add(srv.Discard)
 		url = srv.URL()
-		p.logf("started RabbitMQ pid %d at %s in %s", srv.PID(), redact(url), srv.Dir)
+		p.logf("started RabbitMQ pid %d at %s in %s", srv.PID(), redact.URL(url), srv.Dir)
 	}
 	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", redact(url), err)
+		return nil, fmt.Errorf("%s: %w", redact.URL(url), redact.Err(url, err))
 	}
 	w.undo.add(func(context.Context) error { return conn.Close() })
 	return rabbitConn{conn, &registry{}}, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/broker/redisstream"
+	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/servers"
 )
@@ -49,7 +50,7 @@ func openRedis(ctx context.Context, w *World, url string, p *Params) (brokerConn
 	}
 	opt, err := redis.ParseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("--redis %s: %w", redact(url), err)
+		return nil, fmt.Errorf("--redis %s: %w", redact.URL(url), redact.Err(url, err))
 	}
 	if c.srv != nil {
 		// Our own broker is only ever down because a step made it so: a
@@ -60,7 +61,7 @@ func openRedis(ctx context.Context, w *World, url string, p *Params) (brokerConn
 	c.rdb = redis.NewClient(opt)
 	w.undo.add(func(context.Context) error { return c.rdb.Close() })
 	if err := c.rdb.Ping(ctx).Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", redact(url), err)
+		return nil, fmt.Errorf("%s: %w", redact.URL(url), redact.Err(url, err))
 	}
 	return c, nil
 }

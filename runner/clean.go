@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/servers"
 )
 
@@ -163,12 +164,12 @@ func (w *World) lease(ctx context.Context) error {
 			}
 			cfg, err := pgx.ParseConfig(url)
 			if err != nil {
-				return fmt.Errorf("PostgreSQL %s: %w", redact(url), err)
+				return fmt.Errorf("PostgreSQL %s: %w", redact.URL(url), redact.Err(url, err))
 			}
 			cfg.RuntimeParams["application_name"] = leaseName("_", w.RunID)
 			conn, err := pgx.ConnectConfig(ctx, cfg)
 			if err != nil {
-				return fmt.Errorf("PostgreSQL %s: lease: %w", redact(url), err)
+				return fmt.Errorf("PostgreSQL %s: lease: %w", redact.URL(url), redact.Err(url, err))
 			}
 			w.undo.add(func(ctx context.Context) error { return conn.Close(ctx) })
 		}
@@ -186,7 +187,7 @@ func (w *World) lease(ctx context.Context) error {
 func cleanDatabases(ctx context.Context, pgURL string, c *Cleaned) error {
 	conn, err := pgx.Connect(ctx, pgURL)
 	if err != nil {
-		return fmt.Errorf("PostgreSQL %s: %w", redact(pgURL), err)
+		return fmt.Errorf("PostgreSQL %s: %w", redact.URL(pgURL), redact.Err(pgURL, err))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	// A live run's lease is a session named after it; pg_stat_activity shows

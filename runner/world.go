@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/servers"
 	"github.com/outboxdrill/runner/steps"
 )
@@ -154,19 +154,19 @@ func (w *World) open(ctx context.Context, p *Params, sh shape) (err error) {
 		}
 		cfg, err := pgxpool.ParseConfig(url)
 		if err != nil {
-			return fmt.Errorf("PostgreSQL %s: %w", redact(url), err)
+			return fmt.Errorf("PostgreSQL %s: %w", redact.URL(url), redact.Err(url, err))
 		}
 		if cfg.ConnConfig.ConnectTimeout == 0 { // the URL's connect_timeout wins
 			cfg.ConnConfig.ConnectTimeout = p.connectTimeout()
 		}
 		admin, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {
-			return fmt.Errorf("PostgreSQL %s: %w", redact(url), err)
+			return fmt.Errorf("PostgreSQL %s: %w", redact.URL(url), redact.Err(url, err))
 		}
 		w.admins[i] = admin
 		w.undo.add(func(context.Context) error { admin.Close(); return nil })
 		if err := admin.Ping(ctx); err != nil {
-			return fmt.Errorf("PostgreSQL %s: %w", redact(url), err)
+			return fmt.Errorf("PostgreSQL %s: %w", redact.URL(url), redact.Err(url, err))
 		}
 	}
 	if err := w.lease(ctx); err != nil { // before anything is created
@@ -271,7 +271,7 @@ func (w *World) dropDB(ctx context.Context, side int, name string) error {
 func (w *World) pool(ctx context.Context, side int, db string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(w.pgURLs[side])
 	if err != nil {
-		return nil, err
+		return nil, redact.Err(w.pgURLs[side], err)
 	}
 	cfg.ConnConfig.Database = db
 	cfg.MaxConns = 4
@@ -304,14 +304,4 @@ func newRunID() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// redact hides a password in a URL for messages.
-func redact(u string) string {
-	if at := strings.LastIndex(u, "@"); at > 0 {
-		if colon := strings.LastIndex(u[:at], ":"); colon > strings.Index(u, "//")+1 {
-			return u[:colon+1] + "***" + u[at:]
-		}
-	}
-	return u
 }

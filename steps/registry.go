@@ -16,6 +16,7 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/pipeline"
 )
 
@@ -268,7 +269,7 @@ func (c *Call) String() string {
 		if a.Value.ShortTag() == "!!null" {
 			parts[i] = a.Key
 		} else {
-			parts[i] = a.Key + "=" + a.Value.Value
+			parts[i] = a.Key + "=" + safe.Cut(a.Value.Value) // a 2 MB event id: its start
 		}
 	}
 	return c.Def.Name + "(" + strings.Join(parts, ", ") + ")"

@@ -42,6 +42,8 @@ import (
 	"github.com/outboxdrill/runner/bench"
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/redact"
+	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
@@ -193,6 +195,8 @@ func commandUsage(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(*flag.Flag) { n++ })
 	if n > 0 {
 		fmt.Fprintln(w, "\nflags:")
+		// A default from RUNNER_PG_URL and friends may hold a password.
+		fs.VisitAll(func(f *flag.Flag) { f.DefValue = redact.URL(f.DefValue) })
 		fs.SetOutput(w)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
@@ -321,11 +325,11 @@ func load(paths []string, stderr io.Writer) ([]*scenario.Scenario, bool) {
 	}
 	files, err := scenario.ExpandPaths(paths)
 	if err != nil {
-		fmt.Fprintf(stderr, "runner: %v\n", err)
+		fmt.Fprintf(stderr, "runner: %s\n", safe.Text(err.Error()))
 		return nil, false
 	}
 	if len(files) == 0 {
-		fmt.Fprintf(stderr, "runner: no scenario files (*.yaml) in %s\n", strings.Join(paths, ", "))
+		fmt.Fprintf(stderr, "runner: no scenario files (*.yaml) in %s\n", safe.LongLine(strings.Join(paths, ", ")))
 		return nil, false
 	}
 	scs, errs := scenario.LoadFiles(files)
@@ -334,7 +338,7 @@ func load(paths []string, stderr io.Writer) ([]*scenario.Scenario, bool) {
 			fmt.Fprintf(stderr, "... and %d more\n", len(errs)-maxErrors)
 			break
 		}
-		fmt.Fprintln(stderr, e)
+		fmt.Fprintln(stderr, safe.LongLine(e.Error()))
 	}
 	if len(errs) > 0 {
 		fmt.Fprintf(stderr, "%d problem(s) in %d file(s); nothing was run\n", len(errs), countFiles(errs))
@@ -410,7 +414,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case ctx.Err() != nil:
 		return interrupted(stderr, p.Keep != runner.KeepNone)
 	case err != nil:
-		fmt.Fprintf(stderr, "runner: %v\n", err)
+		fmt.Fprintf(stderr, "runner: %s\n", safe.Text(err.Error()))
 		return exitEnvironment
 	case rep.Failed() > 0:
 		return exitFailed
@@ -552,7 +556,11 @@ func cmdList(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "FILE\tNAME\tTAGS")
 	for _, sc := range scs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", sc.File, sc.Name, strings.Join(sc.Tags, ","))
+		tags := make([]string, len(sc.Tags))
+		for i, t := range sc.Tags {
+			tags[i] = safe.Line(t)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", safe.Line(sc.File), safe.Line(sc.Name), strings.Join(tags, ","))
 	}
 	_ = tw.Flush()
 	return exitOK

@@ -653,3 +653,136 @@ func TestConnectTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestNoPasswordInErrors feeds a password through every server flag of run,
+// clean, soak and bench, in every URL and DSN form, parsable or not, and
+// finds it in no output.
+func TestNoPasswordInErrors(t *testing.T) {
+	f := scenarioFile(t, "ok.yaml", contractExample)
+	pgs := []string{
+		"postgres://u:s3cr3t@127.0.0.1:1/x",
+		"postgres://u:s3cr3t@127.0.0.1:1/x?application_name=a@b",
+		"postgresql://u:s3cr3t:x@127.0.0.1:1/x",
+		"postgres://u:s3cr3t@x@127.0.0.1:1/x",
+		"postgres://u:s3cr3t@[bad",
+		"postgres://u@127.0.0.1:1/x?password=s3cr3t",
+		"host=127.0.0.1 port=1 password=s3cr3t",
+		"host=127.0.0.1 port=1 password='s3cr3t x'",
+		"host=127.0.0.1 port=1 password='s3cr3t",
+	}
+	redises := []string{"redis://:s3cr3t@127.0.0.1:1", "redis://u:s3cr3t@127.0.0.1:1/0", "redis://u:s3cr3t@[bad", "redis://u:s3cr3t@127.0.0.1:x"}
+	natses := []string{"nats://u:s3cr3t@127.0.0.1:1", "nats://s3cr3t@127.0.0.1:1", "nats://u:s3cr3t@[bad"}
+	rabbits := []string{"amqp://u:s3cr3t@127.0.0.1:1/", "amqp://u:s3cr3t@[bad", "amqp://u:s3cr3t@127.0.0.1:x/"}
+	var cases [][]string
+	for _, u := range pgs {
+		cases = append(cases, []string{"run", "--pg", u, f}, []string{"clean", "--pg", u}, []string{"soak", "--events", "1", "--pg", u})
+	}
+	for _, u := range redises {
+		cases = append(cases, []string{"run", "--redis", u, f}, []string{"clean", "--redis", u}, []string{"soak", "--events", "1", "--redis", u})
+	}
+	for _, u := range natses {
+		cases = append(cases, []string{"run", "--broker", "nats", "--nats", u, f})
+	}
+	for _, u := range rabbits {
+		cases = append(cases, []string{"run", "--broker", "rabbitmq", "--rabbitmq", u, f})
+	}
+	if !testing.Short() {
+		cases = append(cases, []string{"bench", "--repeat", "1", "--soak-events", "0", "--growth", "1", "--pg", pgs[0], f})
+	}
+	for _, args := range cases {
+		code, out, errs := cli(t, args...)
+		if code == 0 || strings.Contains(out+errs, "s3cr3t") {
+			t.Errorf("%q: exit %d\nstdout: %s\nstderr: %s", args, code, out, errs)
+		}
+	}
+	// The flags' defaults come from the environment: --help shows them.
+	for env, u := range map[string]string{"RUNNER_PG_URL": pgs[0], "RUNNER_REDIS_URL": redises[0], "RUNNER_NATS_URL": natses[0], "RUNNER_RABBITMQ_URL": rabbits[0]} {
+		t.Setenv(env, u)
+	}
+	for _, cmd := range []string{"run", "clean", "soak", "bench"} {
+		if _, out, errs := run0(cmd, "--help"); strings.Contains(out+errs, "s3cr3t") || !strings.Contains(out, "***") {
+			t.Errorf("%s --help:\n%s%s", cmd, out, errs)
+		}
+	}
+}
+
+// TestControlCharactersEscaped: a scenario's name, tags and values holding
+// ESC, CR, LF and NUL reach the console, list, validate errors, Markdown
+// and the guarantees document escaped, Go %q style: no raw control
+// character, no forged line.
+func TestControlCharactersEscaped(t *testing.T) {
+	evil := `"evil\e[2J\r\nFAKE: ok\0"`
+	f := scenarioFile(t, "evil.yaml", "name: "+evil+"\ntags: [outbox]\nsteps:\n"+
+		"  - produce: {event: "+evil+", amount: 100}\n  - relay\n  - expect: {stream.entries: 2}\n")
+	bad := scenarioFile(t, "bad.yaml", "name: "+evil+"\nsteps:\n  - produce: {event: e, amount: "+evil+"}\n  - "+evil+"\n")
+	md := filepath.Join(t.TempDir(), "r.md")
+	gu := filepath.Join(t.TempDir(), "g.md")
+	check := func(what, out string) {
+		t.Helper()
+		for _, c := range out {
+			if c < 0x20 && c != '\n' || c == 0x7f {
+				t.Errorf("%s: raw control character %q in\n%s", what, c, out)
+				return
+			}
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(strings.TrimLeft(line, " |"), "FAKE") {
+				t.Errorf("%s: forged line %q in\n%s", what, line, out)
+			}
+		}
+		if !strings.Contains(out, `\x1b[`) {
+			t.Errorf("%s: no escaped ESC in\n%s", what, out)
+		}
+	}
+	code, out, errs := cli(t, "run", "-v", "--markdown", md, "--guarantees", gu, f)
+	if code != 1 {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errs)
+	}
+	check("run", out)
+	for _, p := range []string{md, gu} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(p, string(b))
+	}
+	_, out, _ = cli(t, "list", f)
+	check("list", out)
+	_, _, errs = cli(t, "validate", bad)
+	check("validate", errs)
+}
+
+// TestLongValuesCut: a 2 MB event id (refused by PostgreSQL's index) and a
+// 2,500-byte one (that goes all the way through) leave every report small:
+// each value cut with a marker saying how long it was.
+func TestLongValuesCut(t *testing.T) {
+	const failing = "  - relay\n  - consume\n  - expect: {stream.entries: 2}\n"
+	big := scenarioFile(t, "big.yaml", "name: big\nsteps:\n  - produce: {event: "+strings.Repeat("x", 2_000_000)+", amount: 100}\n"+failing)
+	long := scenarioFile(t, "long.yaml", "name: long\nsteps:\n  - produce: {event: "+strings.Repeat("y", 2500)+", amount: 100}\n"+failing)
+	dir := t.TempDir()
+	reports := map[string]string{"--junit": "r.xml", "--json": "r.json", "--markdown": "r.md"}
+	args := []string{"run", "-v", big, long}
+	for flag, name := range reports {
+		args = append(args, flag, filepath.Join(dir, name))
+	}
+	code, out, errs := cli(t, args...)
+	if code != 1 {
+		t.Fatalf("exit %d\n%.2000s\n%.2000s", code, out, errs)
+	}
+	outputs := map[string]string{"console": out + errs}
+	for _, name := range reports {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		outputs[name] = string(b)
+	}
+	for what, s := range outputs {
+		if len(s) > 32<<10 || strings.Contains(s, strings.Repeat("x", 300)) || strings.Contains(s, strings.Repeat("y", 300)) {
+			t.Errorf("%s: %d bytes, a value not cut:\n%.3000s", what, len(s), s)
+		}
+	}
+	if !strings.Contains(out, "…(2,000,000 bytes)") || !strings.Contains(out, "…(2,500 bytes)") {
+		t.Errorf("console: no marker saying how long the values were:\n%.3000s", out)
+	}
+}
