@@ -548,6 +548,8 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: "+soakUsage)
 		return exitInvalid
 	}
+	// The verdict is printed once known, before the cleanup.
+	p.Judged = func(rep *soak.Report) { fmt.Fprint(stdout, rep.Format()) }
 	rep, err := soak.Soak(ctx, p)
 	switch {
 	case ctx.Err() != nil:
@@ -556,7 +558,6 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "runner: soak: %v (seed %d)\n", err, p.Seed)
 		return exitEnvironment
 	}
-	fmt.Fprint(stdout, rep.Format())
 	if len(rep.Violations) > 0 {
 		return exitFailed
 	}
