@@ -162,6 +162,9 @@ func (w *World) open(ctx context.Context, p *Params, sh shape) (err error) {
 			return fmt.Errorf("PostgreSQL %s: %w", redact(url), err)
 		}
 	}
+	if err := w.fitBudget(ctx, p); err != nil {
+		return err
+	}
 	w.pairs.init(p.Parallel)
 	w.undo.add(w.pairs.shutdown)
 	return nil
@@ -235,7 +238,7 @@ func (w *World) pool(ctx context.Context, side int, db string) (*pgxpool.Pool, e
 		return nil, err
 	}
 	cfg.ConnConfig.Database = db
-	cfg.MaxConns = 4
+	cfg.MaxConns = pairPoolConns
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 

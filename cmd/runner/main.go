@@ -279,7 +279,7 @@ func load(paths []string, stderr io.Writer) ([]*scenario.Scenario, bool) {
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("run")
-	p := runner.Params{Out: stdout, Log: stderr}
+	p := runner.Params{Out: stdout, Log: stderr, Warn: stderr}
 	serverFlags(fs, &p.PGURL, &p.RedisURL)
 	brokers := fs.String("broker", "redis", "run every scenario on `redis|nats|rabbitmq|all` (or a list: redis,nats): one result per scenario and broker")
 	fs.StringVar(&p.NATSURL, "nats", os.Getenv("RUNNER_NATS_URL"), "use the NATS server (JetStream on) at `URL` instead of starting one (env RUNNER_NATS_URL)")
