@@ -53,8 +53,10 @@ type Params struct {
 	Keep Keep
 	// Progress draws a live progress line on Out (a terminal, not CI).
 	Progress bool
-	// Out receives the console report; Log, if set, progress messages.
-	Out, Log io.Writer
+	// Out receives the console report; Log, if set, progress messages;
+	// Warn, if set, what the user must see even without Log (parallelism
+	// capped by the PostgreSQL connection budget).
+	Out, Log, Warn io.Writer
 }
 
 // brokers are the brokers every scenario runs on: p.Brokers, else Redis.

@@ -169,6 +169,9 @@ func (w *World) open(ctx context.Context, p *Params, sh shape) (err error) {
 			return fmt.Errorf("PostgreSQL %s: %w", redact.URL(url), redact.Err(url, err))
 		}
 	}
+	if err := w.fitBudget(ctx, p); err != nil {
+		return err
+	}
 	if err := w.lease(ctx); err != nil { // before anything is created
 		return err
 	}
@@ -274,7 +277,7 @@ func (w *World) pool(ctx context.Context, side int, db string) (*pgxpool.Pool, e
 		return nil, redact.Err(w.pgURLs[side], err)
 	}
 	cfg.ConnConfig.Database = db
-	cfg.MaxConns = 4
+	cfg.MaxConns = pairPoolConns
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 

@@ -65,6 +65,7 @@ type Postgres struct {
 	cluster string              // cluster_name, tells our server from a stranger on the port
 	cred    *syscall.Credential // run as this user (nil: as ourselves)
 	echo    io.Writer           // PostgresOptions.Log
+	extra   []string            // PostgresOptions.Settings
 
 	lifecycle[int]
 }
@@ -80,6 +81,9 @@ type PostgresOptions struct {
 	// NoCache runs initdb even when an initialised data dir for these
 	// binaries is cached under the user cache dir (outboxdrill/pgdata-*).
 	NoCache bool
+	// Settings are more server settings ("max_connections=30"), given
+	// after the defaults, which they override.
+	Settings []string
 }
 
 // StartPostgres creates a fresh cluster in a temp dir and starts a server on
@@ -98,6 +102,7 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 		return nil, err
 	}
 	p := newPostgres(binDir, dir, cred, opts.Log)
+	p.extra = opts.Settings
 	if err := p.start(ctx, func() error { return p.initdb(ctx, !opts.NoCache) }); err != nil {
 		return nil, err
 	}
@@ -207,7 +212,7 @@ func (p *Postgres) launch(ctx context.Context, port int) (*child, error) {
 	}
 	cfg.ConnectTimeout = probeTimeout
 	args := []string{"-D", p.dataDir, "-p", strconv.Itoa(port), "-k", p.sockDir, "-c", "cluster_name=" + p.cluster}
-	for _, s := range serverSettings {
+	for _, s := range append(slices.Clone(serverSettings), p.extra...) {
 		args = append(args, "-c", s)
 	}
 	return launchSpec{

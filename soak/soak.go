@@ -36,6 +36,10 @@ type Params struct {
 	ConnectTimeout time.Duration
 	// Baseline also measures the raw baseline on the same servers first.
 	Baseline bool
+	// Judged, when set, gets the report as soon as the history is judged:
+	// before the database pair and the servers are cleaned up, which takes
+	// a while after a long soak.
+	Judged func(*Report)
 }
 
 // Validate says what is wrong with p, if anything: a soak needs events, a
@@ -57,6 +61,7 @@ func (p Params) Validate() error {
 // Report is what a soak run measured and judged.
 type Report struct {
 	Params     Params
+	RunID      string // names the run's databases and streams (drill_RUNID_…)
 	Duration   time.Duration
 	Faults     map[string]int64
 	Outcomes   map[pipeline.Outcome]int64
@@ -114,7 +119,8 @@ func Soak(ctx context.Context, p Params) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer w.ReturnPair(ctx, iso)
+	// Nobody takes the pair next: dropped whole, not reset row by row.
+	defer w.DiscardPair(ctx, iso)
 	s := &soak{p: p, outs: map[pipeline.Outcome]int64{}, env: pipelineEnv{
 		prod:  &pipeline.Producer{DB: iso.Env.Producer},
 		relay: &pipeline.Relay{DB: iso.Env.Producer, Broker: iso.Env.Broker},
@@ -125,9 +131,12 @@ func Soak(ctx context.Context, p Params) (*Report, error) {
 	if err := s.run(ctx); err != nil {
 		return nil, err
 	}
-	rep := &Report{Params: p, Duration: time.Since(start), Faults: s.faultCounts(), Outcomes: s.outs, RawPerSec: raw}
+	rep := &Report{Params: p, RunID: w.RunID, Duration: time.Since(start), Faults: s.faultCounts(), Outcomes: s.outs, RawPerSec: raw}
 	rep.RelayFirst, rep.RelayLast = s.relayTrend()
 	rep.History, rep.Violations, err = s.hist.judge(ctx, s.env)
+	if err == nil && p.Judged != nil {
+		p.Judged(rep)
+	}
 	return rep, err
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/history"
 	"github.com/outboxdrill/runner/internal/testservers"
@@ -32,6 +34,42 @@ func TestSoakHoldsItsInvariants(t *testing.T) {
 	}
 	if rep.Outcomes[pipeline.Duplicate] == 0 || rep.RawPerSec <= 0 {
 		t.Errorf("no duplicates delivered or no baseline:\n%s", rep.Format())
+	}
+}
+
+// The verdict is handed over as soon as the history is judged, while the
+// soak's database pair still exists; the pairs (the baseline's and the
+// soak's) are dropped after, none left behind.
+func TestSoakVerdictBeforeCleanup(t *testing.T) {
+	tp := testParams(t)
+	ctx := t.Context()
+	admin, err := pgx.Connect(ctx, tp.PGURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.WithoutCancel(ctx))
+	ours := func(runID string) int { // the run's databases
+		var n int
+		if err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE starts_with(datname, $1)", "drill_"+runID+"_").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	atVerdict := -1
+	var judged *Report
+	rep, err := Soak(ctx, Params{Events: 50, Faults: 0.1, Seed: 1, Workers: 1, Batch: 10, PGURL: tp.PGURL, Redis: tp.RedisURL, Baseline: true,
+		Judged: func(r *Report) { judged, atVerdict = r, ours(r.RunID) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if judged != rep {
+		t.Fatalf("Judged got %p, Soak returned %p", judged, rep)
+	}
+	if atVerdict != 2 {
+		t.Errorf("at the verdict the run has %d databases, want 2 (the soak's pair, not yet dropped; the baseline's already)", atVerdict)
+	}
+	if after := ours(rep.RunID); after != 0 {
+		t.Errorf("after the soak the run left %d databases", after)
 	}
 }
 

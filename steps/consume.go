@@ -46,7 +46,7 @@ type ClaimParams struct {
 // Handling are the parameters consume and claim share: how each delivery
 // is handled once a worker has it.
 type Handling struct {
-	Consumer string `param:"consumer" default:"accounting" doc:"consumer id: the group and the inbox dedupe scope"`
+	Consumer string `param:"consumer" default:"accounting" doc:"consumer id: the group and the inbox dedupe scope. It names broker objects, so A-Z a-z 0-9 _ - only, at most 220 bytes, not log or dlq"`
 	Project  string `param:"projection" doc:"read model the consumer updates; default its consumer id. Naming another consumer's read model is the renamed-consumer anti-pattern"`
 	Fail     string `param:"fail" fault:"yes" enum:"divzero" doc:"divzero: SELECT 1/0 after the inbox insert, inside the consumer transaction"`
 	SkipAck  bool   `param:"skip_ack" fault:"yes" doc:"fault: commit, then crash before XACK"`
@@ -60,8 +60,12 @@ type Handling struct {
 // pipeline's own rule (pipeline.ConsumeOptions.Validate): the consumer would
 // have to ignore one of them, and a silently ignored fault or mode is a
 // wrong verdict. The clash is reported at the second parameter, both named
-// as the scenario writes them.
+// as the scenario writes them. The consumer id must be a name every broker
+// takes (CheckConsumerID).
 func (h *Handling) Validate() error {
+	if err := CheckConsumerID(h.Consumer); err != nil {
+		return ParamErrorf("consumer", "%v", err)
+	}
 	var seen pipeline.SeenStore
 	if h.Dedupe == "setnx" {
 		seen = loadTimeSeen{} // the broker's store comes with the run

@@ -349,7 +349,7 @@ func load(paths []string, stderr io.Writer) ([]*scenario.Scenario, bool) {
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("run")
-	p := runner.Params{Out: stdout, Log: stderr}
+	p := runner.Params{Out: stdout, Log: stderr, Warn: stderr}
 	serverFlags(fs, &p.PGURL, &p.RedisURL)
 	brokers := fs.String("broker", "redis", "run every scenario on `redis|nats|rabbitmq|all` (or a list: redis,nats): one result per scenario and broker")
 	fs.StringVar(&p.NATSURL, "nats", os.Getenv("RUNNER_NATS_URL"), "use the NATS server (JetStream on) at `URL` instead of starting one (env RUNNER_NATS_URL)")
@@ -645,6 +645,8 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "runner soak: %v\nusage: %s\n", err, soakUsage)
 		return exitInvalid
 	}
+	// The verdict is printed once known, before the cleanup.
+	p.Judged = func(rep *soak.Report) { fmt.Fprint(stdout, rep.Format()) }
 	rep, err := soak.Soak(ctx, p)
 	switch {
 	case ctx.Err() != nil:
@@ -653,7 +655,6 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "runner: soak: %v (seed %d)\n", err, p.Seed)
 		return exitEnvironment
 	}
-	fmt.Fprint(stdout, rep.Format())
 	if len(rep.Violations) > 0 {
 		return exitFailed
 	}
