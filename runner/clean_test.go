@@ -23,6 +23,7 @@ import (
 // killed run's (another run id, no lease) go on every server; bystanders
 // with names of almost the runner's shape stay.
 func TestCleanSparesLiveRunTakesKilledOnes(t *testing.T) {
+	testservers.CleanAlone(t)
 	ctx := context.Background()
 	p := testParams(t)
 	p.NATSURL, p.RabbitMQURL = testservers.Brokers(t)

@@ -25,6 +25,7 @@ func TestKillThenCleanEveryBroker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
+	testservers.CleanAlone(t)
 	ctx := context.Background()
 	natsURL, rabbitURL := testservers.Brokers(t)
 	t.Setenv("RUNNER_NATS_URL", natsURL)
