@@ -21,9 +21,11 @@ import (
 
 func init() { brokerKinds[broker.RabbitMQ] = openRabbitMQ }
 
-// rabbitConn is the run's AMQP connection.
+// rabbitConn is the run's AMQP connection (the registry's and clean's);
+// each scenario gets a connection of its own (New).
 type rabbitConn struct {
 	conn *amqp.Connection
+	url  string
 	reg  *registry
 }
 
@@ -43,7 +45,7 @@ func openRabbitMQ(ctx context.Context, w *World, url string, p *Params) (brokerC
 		return nil, fmt.Errorf("%s: %w", redact.URL(url), redact.Err(url, err))
 	}
 	w.undo.add(func(context.Context) error { return conn.Close() })
-	return rabbitConn{conn, &registry{}}, nil
+	return rabbitConn{conn, url, &registry{}}, nil
 }
 
 // New declares a queue per consumer id the scenario names, before anything
@@ -56,7 +58,30 @@ func (c rabbitConn) New(ctx context.Context, key string, sc *scenario.Scenario) 
 	if len(ids) == 0 {
 		ids = []string{steps.DefaultConsumer}
 	}
-	return rabbitmq.NewRecorded(ctx, c.conn, key, ids, c.reg.record)
+	// A connection per scenario: an error the server answers with a
+	// connection close (a frame it refuses) ends this scenario's
+	// connection, never the run's or another scenario's.
+	own, err := amqp.DialConfig(c.url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", redact.URL(c.url), redact.Err(c.url, err))
+	}
+	b, err := rabbitmq.NewRecorded(ctx, own, key, ids, c.reg.record)
+	if err != nil {
+		own.Close()
+		return nil, err
+	}
+	return ownConnBroker{b, own}, nil
+}
+
+// ownConnBroker is a scenario's broker on its own connection, closed with
+// the broker's objects.
+type ownConnBroker struct {
+	*rabbitmq.Broker
+	conn *amqp.Connection
+}
+
+func (b ownConnBroker) Delete(ctx context.Context) error {
+	return errors.Join(b.Broker.Delete(ctx), b.conn.Close())
 }
 
 // Server: none, even the runner's own node. Killed within ~0.5 s of

@@ -132,7 +132,7 @@ func TestCleanSparesLiveRunTakesKilledOnes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kc := rabbitConn{killed, &registry{}}
+	kc := rabbitConn{conn: killed, url: p.RabbitMQURL, reg: &registry{}}
 	if _, err := kc.Lease(ctx, dead); err != nil {
 		t.Fatal(err)
 	}
