@@ -27,6 +27,12 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("name: x\nsteps:\n  - produce: {amount: 5\n  - relay\n"))
 	f.Add([]byte("name: x\nsteps:\n  - consume:\n      consumer: a\n     expect: {applied: 1}\n"))
 	f.Add([]byte("name: x\nsteps:\n  - relay\n\t- produce\n"))
+	// The hardening inputs: control characters in a name, an over-long or
+	// badly-shaped consumer id, a clash of handling modes, a huge event id.
+	f.Add([]byte("name: \"a\\x1b[2J\\r\\nFAKE: ok\\x00\"\nsteps:\n  - produce\n"))
+	f.Add([]byte("name: x\nsteps:\n  - consume: {consumer: " + strings.Repeat("c", 300) + "}\n  - claim(consumer=a.b)\n"))
+	f.Add([]byte("name: x\nsteps:\n  - consume(ordering=strict, mode=split_tx, dedupe=setnx, fail=divzero)\n"))
+	f.Add([]byte("name: x\nsteps:\n  - produce: {event: " + strings.Repeat("e", 5000) + "}\n  - sleep\n  - broker\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		scs, errs := Parse("f.yaml", data)
 		lines := strings.Split(strings.TrimSuffix(strings.ReplaceAll(string(data), "\r\n", "\n"), "\n"), "\n")
