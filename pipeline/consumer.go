@@ -53,8 +53,9 @@ type ConsumeOptions struct {
 	SkipAck       bool  // fault: commit, then "crash" before XACK
 }
 
-// projection is the read model's key in the projection table.
-func (o ConsumeOptions) projection() string {
+// ReadModel is the read model the consumer writes: the projection table key
+// (Projection, else the consumer id).
+func (o ConsumeOptions) ReadModel() string {
 	if o.Projection != "" {
 		return o.Projection
 	}
@@ -271,7 +272,7 @@ func (c *Consumer) handle(ctx context.Context, opt ConsumeOptions, d broker.Deli
 			return err
 		}
 		h.Outcome = Applied
-		_, err = tx.Exec(ctx, sqlProjection, opt.projection(), d.Payload)
+		_, err = tx.Exec(ctx, sqlProjection, opt.ReadModel(), d.Payload)
 		return err
 	})
 	if err != nil {
@@ -304,7 +305,7 @@ func (c *Consumer) insertInbox(ctx context.Context, tx pgx.Tx, opt ConsumeOption
 // handleFast is handle without an injected fault: the inbox insert and the
 // projection update as one statement (its own transaction).
 func (c *Consumer) handleFast(ctx context.Context, opt ConsumeOptions, d broker.Delivery) (Handled, error) {
-	tag, err := c.DB.Exec(ctx, sqlInboxAndProjection, opt.Consumer, dedupeKey(opt, d), d.Payload, opt.projection())
+	tag, err := c.DB.Exec(ctx, sqlInboxAndProjection, opt.Consumer, dedupeKey(opt, d), d.Payload, opt.ReadModel())
 	if err != nil {
 		return failed(Handled{Delivery: d}, err)
 	}
@@ -346,7 +347,7 @@ func (c *Consumer) projectAlone(ctx context.Context, opt ConsumeOptions, h Handl
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, sqlProjection, opt.projection(), h.Payload)
+		_, err := tx.Exec(ctx, sqlProjection, opt.ReadModel(), h.Payload)
 		return err
 	})
 	if err != nil {
@@ -464,7 +465,7 @@ func (c *Consumer) handleStrict(ctx context.Context, opt ConsumeOptions, d broke
 			sql  string
 			args []any
 		}{
-			{sqlProjection, []any{opt.projection(), d.Payload}},
+			{sqlProjection, []any{opt.ReadModel(), d.Payload}},
 			{sqlSetVersion, []any{opt.Consumer, ev.Aggregate, ev.Version}},
 			{sqlRelease, []any{opt.Consumer, d.EventID}},
 		} {

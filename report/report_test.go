@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/outboxdrill/runner/internal/scenariotest"
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/runner"
@@ -21,8 +22,8 @@ import (
 // every shape the diagrams draw, including text Mermaid would choke on.
 func reportRun(t *testing.T) *report.Report {
 	t.Helper()
-	pass := parseOK(t, "name: passes\ntags: [a]\nsteps:\n  - produce\n  - relay\n  - consume\n  - expect: {inbox.rows: 1}\n")
-	fail := parseOK(t, `name: fails | with a pipe
+	pass := scenariotest.ParseOne(t, "name: passes\ntags: [a]\nsteps:\n  - produce\n  - relay\n  - consume\n  - expect: {inbox.rows: 1}\n")
+	fail := scenariotest.ParseOne(t, `name: fails | with a pipe
 steps:
   - produce(event="x#1;<b>", amount=5)
   - produce(fail=divzero)
@@ -169,13 +170,4 @@ func checkWithMermaid(t *testing.T, md string) {
 	if err != nil {
 		t.Fatalf("Mermaid rejects the diagram: %v\n%s\n%s", err, out, md)
 	}
-}
-
-func parseOK(t *testing.T, src string) *scenario.Scenario {
-	t.Helper()
-	scs, errs := scenario.Parse("t.yaml", []byte(src))
-	if len(errs) > 0 || len(scs) != 1 {
-		t.Fatalf("unexpected errors:\n%v", errs)
-	}
-	return scs[0]
 }

@@ -9,27 +9,8 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/internal/testservers"
+	"github.com/outboxdrill/runner/internal/testutil"
 )
-
-// listener is a throwaway TCP server: each connection gets serve.
-func listener(t *testing.T, serve func(net.Conn)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); serve(c) }()
-		}
-	}()
-	return ln.Addr().String()
-}
 
 // silent accepts and says nothing until the client goes.
 func silent(c net.Conn) { _, _ = c.Read(make([]byte, 1<<16)); time.Sleep(10 * time.Second) }
@@ -54,7 +35,7 @@ func hostPort(u string) string {
 // error within the connect timeout that names the address and what
 // answered; the right servers pass.
 func TestProbeNamesAWrongServer(t *testing.T) {
-	silentAddr, garbageAddr, hangUpAddr := listener(t, silent), listener(t, garbage), listener(t, hangUp)
+	silentAddr, garbageAddr, hangUpAddr := testutil.Listener(t, silent), testutil.Listener(t, garbage), testutil.Listener(t, hangUp)
 	pg, rd := testservers.PG(t), testservers.Redis(t)
 	ctx := context.Background()
 	const timeout = time.Second
@@ -100,7 +81,7 @@ func TestProbeNamesAWrongServer(t *testing.T) {
 // TestOpenWorldConnectTimeout: a run whose --pg or --redis is a silent
 // port fails within the connect timeout (it hung ~120 s), naming it.
 func TestOpenWorldConnectTimeout(t *testing.T) {
-	addr := listener(t, silent)
+	addr := testutil.Listener(t, silent)
 	for _, p := range []Params{
 		{PGURL: "postgres://u@" + addr + "/db?sslmode=disable", RedisURL: testservers.Redis(t), ConnectTimeout: time.Second},
 		{PGURL: testservers.PG(t), RedisURL: "redis://" + addr, ConnectTimeout: time.Second},

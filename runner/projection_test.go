@@ -3,6 +3,7 @@ package runner
 import (
 	"testing"
 
+	"github.com/outboxdrill/runner/internal/scenariotest"
 	"github.com/outboxdrill/runner/scenario"
 )
 
@@ -10,7 +11,7 @@ import (
 // scenario names but that has applied nothing yet (stuck on its first
 // event) is the most behind; beside a caught-up one it must not read 0.
 func TestProjectionLagCountsAConsumerWithNoInboxRow(t *testing.T) {
-	sc := parseOK(t, `name: one consumer caught up, one never consumed
+	sc := scenariotest.ParseOne(t, `name: one consumer caught up, one never consumed
 steps:
   - produce
   - produce

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/outboxdrill/runner/internal/scenariotest"
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/internal/testutil"
 	"github.com/outboxdrill/runner/report"
@@ -237,7 +238,7 @@ func TestRunDropsOnlyWhatItCreated(t *testing.T) {
 	rdb.XAdd(ctx, &redis.XAddArgs{Stream: "drill:bystander:1", Values: []any{"k", "v"}})
 	defer rdb.Del(ctx, "drill:bystander:1")
 
-	sc := parseOK(t, "name: leaves nothing\nsteps:\n  - produce\n  - relay\n  - consume(skip_ack)\n")
+	sc := scenariotest.ParseOne(t, "name: leaves nothing\nsteps:\n  - produce\n  - relay\n  - consume(skip_ack)\n")
 	rep, _ := runAll(t, testParams(t), []*scenario.Scenario{sc})
 
 	var n int
@@ -258,7 +259,7 @@ func TestRunDropsOnlyWhatItCreated(t *testing.T) {
 func TestParallelRunKeepsBlocksWholeAndOrderStable(t *testing.T) {
 	var scs []*scenario.Scenario
 	for i := range 6 {
-		scs = append(scs, parseOK(t, fmt.Sprintf("name: p%d\nsteps:\n  - produce: {amount: %d}\n  - relay\n  - consume\n  - expect: {projection: {accounting: {USD: {amount: %d, events: 1}}}}\n", i, i+1, i+1)))
+		scs = append(scs, scenariotest.ParseOne(t, fmt.Sprintf("name: p%d\nsteps:\n  - produce: {amount: %d}\n  - relay\n  - consume\n  - expect: {projection: {accounting: {USD: {amount: %d, events: 1}}}}\n", i, i+1, i+1)))
 	}
 	var out testutil.SyncBuffer
 	p := testParams(t)
@@ -277,9 +278,9 @@ func TestParallelRunKeepsBlocksWholeAndOrderStable(t *testing.T) {
 
 func TestFailFastStartsNothingAfterAFailure(t *testing.T) {
 	scs := []*scenario.Scenario{
-		parseOK(t, "name: fails\nsteps:\n  - expect: {outbox.rows: 1}\n"),
-		parseOK(t, "name: second\nsteps: [produce]\n"),
-		parseOK(t, "name: third\nsteps: [produce]\n"),
+		scenariotest.ParseOne(t, "name: fails\nsteps:\n  - expect: {outbox.rows: 1}\n"),
+		scenariotest.ParseOne(t, "name: second\nsteps: [produce]\n"),
+		scenariotest.ParseOne(t, "name: third\nsteps: [produce]\n"),
 	}
 	p := testParams(t)
 	p.Parallel, p.FailFast = 1, true
@@ -293,7 +294,7 @@ func TestFailFastStartsNothingAfterAFailure(t *testing.T) {
 }
 
 func TestSetupFailureIsAnErrorNotAPanic(t *testing.T) {
-	sc := parseOK(t, "name: s\nsteps: [produce]\n")
+	sc := scenariotest.ParseOne(t, "name: s\nsteps: [produce]\n")
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
@@ -318,7 +319,7 @@ func TestSetupFailureIsAnErrorNotAPanic(t *testing.T) {
 }
 
 func TestProgressLineIsErasedBeforeEachBlock(t *testing.T) {
-	scs := []*scenario.Scenario{parseOK(t, "name: one\nsteps: [produce]\n"), parseOK(t, "name: two\nsteps: [produce]\n")}
+	scs := []*scenario.Scenario{scenariotest.ParseOne(t, "name: one\nsteps: [produce]\n"), scenariotest.ParseOne(t, "name: two\nsteps: [produce]\n")}
 	var out testutil.SyncBuffer
 	p := testParams(t)
 	p.Parallel, p.Out, p.Progress = 1, &out, true
@@ -340,8 +341,8 @@ func TestProgressLineIsErasedBeforeEachBlock(t *testing.T) {
 // a group and pending entries, then one on the same (reset) database pair
 // that must see none of it.
 func TestReusedDatabasesStartEmpty(t *testing.T) {
-	dirty := parseOK(t, "name: dirty\nsteps:\n  - produce\n  - produce(currency=EUR)\n  - relay(skip_mark)\n  - consume(skip_ack)\n  - consume(consumer=audit, fail=divzero)\n")
-	clean := parseOK(t, `name: clean
+	dirty := scenariotest.ParseOne(t, "name: dirty\nsteps:\n  - produce\n  - produce(currency=EUR)\n  - relay(skip_mark)\n  - consume(skip_ack)\n  - consume(consumer=audit, fail=divzero)\n")
+	clean := scenariotest.ParseOne(t, `name: clean
 steps:
   - expect:
       outbox.rows: 0
@@ -370,7 +371,7 @@ steps:
 }
 
 func TestTimeoutWhileWaitingWithin(t *testing.T) {
-	sc := parseOK(t, "name: waits\nsteps:\n  - produce\n  - expect: {within: 1m, stream.entries: 1}\n")
+	sc := scenariotest.ParseOne(t, "name: waits\nsteps:\n  - produce\n  - expect: {within: 1m, stream.entries: 1}\n")
 	p := testParams(t)
 	p.Timeout = 300 * time.Millisecond
 	_, res := runAll(t, p, []*scenario.Scenario{sc})
@@ -444,7 +445,7 @@ func TestProcessFaultsRunOnManagedServers(t *testing.T) {
 	}
 	scs := processFaultScenarios(t)
 	for i := range 4 {
-		scs = append(scs, parseOK(t, fmt.Sprintf("name: bystander %d\nsteps:\n  - produce\n  - relay\n  - consume\n  - expect: {projection: {accounting: {USD: {amount: 100, events: 1}}}}\n", i)))
+		scs = append(scs, scenariotest.ParseOne(t, fmt.Sprintf("name: bystander %d\nsteps:\n  - produce\n  - relay\n  - consume\n  - expect: {projection: {accounting: {USD: {amount: 100, events: 1}}}}\n", i)))
 	}
 	rep, err := Run(t.Context(), Params{Parallel: 4, PGURL: os.Getenv("RUNNER_PG_URL")}, scs)
 	if err != nil {
@@ -475,7 +476,7 @@ func TestProcessFaultsSkipOnExternalServers(t *testing.T) {
 // TestDeclaredViolationMustOccur: expect_violations is an expectation like
 // any other: a correct pipeline that declares a violation fails, naming it.
 func TestDeclaredViolationMustOccur(t *testing.T) {
-	sc := parseOK(t, "name: clean but declares loss\nexpect_violations: [lost]\nsteps: [produce, relay, consume]\n")
+	sc := scenariotest.ParseOne(t, "name: clean but declares loss\nexpect_violations: [lost]\nsteps: [produce, relay, consume]\n")
 	_, byName := runAll(t, testParams(t), []*scenario.Scenario{sc})
 	r := byName[sc.Name]
 	if r.Passed() || len(r.Failures) != 1 || r.Failures[0].Key != "expect_violations" ||
@@ -485,13 +486,4 @@ func TestDeclaredViolationMustOccur(t *testing.T) {
 	if got := r.Failures[0].Pos.String(); got != "t.yaml:2:20" {
 		t.Errorf("failure at %s, want the declaration t.yaml:2:20", got)
 	}
-}
-
-func parseOK(t *testing.T, src string) *scenario.Scenario {
-	t.Helper()
-	scs, errs := scenario.Parse("t.yaml", []byte(src))
-	if len(errs) > 0 || len(scs) != 1 {
-		t.Fatalf("unexpected errors:\n%v", errs)
-	}
-	return scs[0]
 }

@@ -10,23 +10,17 @@ import (
 // Needs lists what the scenario asks of broker b, from its steps'
 // parameters and the checks that apply on b, in a stable order.
 func (sc *Scenario) Needs(b string) []broker.Capability {
-	set := map[broker.Capability]bool{}
+	var out []broker.Capability
 	for _, c := range sc.Steps {
-		for _, n := range c.Needs(b) {
-			set[n] = true
-		}
+		out = append(out, c.Needs(b)...)
 	}
 	// Loss is judged on what the broker still holds: without its entry log
 	// a declared loss could not be shown, and must not fail for that.
-	set[broker.EntryLog] = set[broker.EntryLog] || slices.Contains(sc.Violations(b), history.Lost)
-	var out []broker.Capability
-	for c, on := range set {
-		if on {
-			out = append(out, c)
-		}
+	if slices.Contains(sc.Violations(b), history.Lost) {
+		out = append(out, broker.EntryLog)
 	}
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }
 
 // Consumers are the consumer ids the scenario's consuming steps name, sorted.

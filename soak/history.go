@@ -53,16 +53,9 @@ func (h *soakHistory) handled(name string, opt pipeline.ConsumeOptions, takesOve
 	ops := []history.Op{{Kind: history.Pass, Consumer: opt.Consumer, TakesOver: takesOver}}
 	for _, d := range res.Handled {
 		ops = append(ops, history.Op{Kind: string(d.Outcome), EventID: d.EventID, EntryID: d.ID, Consumer: opt.Consumer,
-			Model: soakModel(opt), Payload: d.Payload, Acked: d.Acked, DLQ: d.DeadLettered})
+			Model: opt.ReadModel(), Payload: d.Payload, Acked: d.Acked, DLQ: d.DeadLettered})
 	}
 	h.add(name, ops...)
-}
-
-func soakModel(opt pipeline.ConsumeOptions) string {
-	if opt.Projection != "" {
-		return opt.Projection
-	}
-	return opt.Consumer
 }
 
 func (h *soakHistory) snapshot() []history.Op {

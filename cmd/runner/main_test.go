@@ -601,38 +601,11 @@ func TestNumericFlagsAreChecked(t *testing.T) {
 	}
 }
 
-// tcpListener is a throwaway TCP server that says hello (nil: nothing) to
-// each connection and keeps it open.
-func tcpListener(t *testing.T, hello []byte) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if hello != nil {
-					_, _ = c.Write(hello)
-				}
-				time.Sleep(10 * time.Second)
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
-
 // TestConnectTimeout: --pg or --redis at a port that says nothing, or
 // something else, is exit 3 within --connect-timeout (it hung ~120 s),
 // naming the address and what answered; for run, soak and clean.
 func TestConnectTimeout(t *testing.T) {
-	silent, garbage := tcpListener(t, nil), tcpListener(t, []byte("garbage\r\n"))
+	silent, garbage := testutil.Listener(t, hello(nil)), testutil.Listener(t, hello([]byte("garbage\r\n")))
 	f := scenarioFile(t, "a.yaml", "name: a\nsteps: [produce]\n")
 	noAnswer := " gave no answer within 1s; is a PostgreSQL server there?"
 	for _, tc := range []struct {
@@ -784,5 +757,15 @@ func TestLongValuesCut(t *testing.T) {
 	}
 	if !strings.Contains(out, "…(2,000,000 bytes)") || !strings.Contains(out, "…(2,500 bytes)") {
 		t.Errorf("console: no marker saying how long the values were:\n%.3000s", out)
+	}
+}
+
+// hello serves a connection by writing msg (nil: nothing) and keeping it open.
+func hello(msg []byte) func(net.Conn) {
+	return func(c net.Conn) {
+		if msg != nil {
+			_, _ = c.Write(msg)
+		}
+		time.Sleep(10 * time.Second)
 	}
 }
