@@ -171,3 +171,5 @@ func checkWithMermaid(t *testing.T, md string) {
 		t.Fatalf("Mermaid rejects the diagram: %v\n%s\n%s", err, out, md)
 	}
 }
+
+func TestMain(m *testing.M) { testservers.Main(m) }

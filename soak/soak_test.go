@@ -287,3 +287,5 @@ func TestParamsValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestMain(m *testing.M) { testservers.Main(m) }

@@ -26,12 +26,16 @@ var (
 	redisURL  string
 	startErr  error
 	stopFuncs []func(context.Context) error
+	// inMain: the test binary runs under Main, which removes what start
+	// started. Without it the servers' dirs would outlive the tests.
+	inMain bool
 )
 
 // Main runs the tests, then discards the servers if a test started them
 // (killed and removed: a clean shutdown would only write data about to be
 // deleted). Use it as the body of TestMain.
 func Main(m *testing.M) {
+	inMain = true
 	code := m.Run()
 	for _, stop := range stopFuncs {
 		_ = stop(context.Background())
@@ -39,9 +43,19 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
+// requireMain fails a test whose binary does not run under Main: the
+// servers it would start would outlive it.
+func requireMain(t testing.TB) {
+	t.Helper()
+	if !inMain {
+		t.Fatal("testservers: this package's TestMain must call testservers.Main(m), which removes the servers it starts")
+	}
+}
+
 // URLs returns the servers' URLs, starting them on first use.
 func URLs(t testing.TB) (pg, redis string) {
 	t.Helper()
+	requireMain(t)
 	once.Do(start)
 	if startErr != nil {
 		t.Fatalf("testservers: %v", startErr)
@@ -99,6 +113,7 @@ func Brokers(t testing.TB) (nats, rabbitmq string) {
 // starts it.
 func NATS(t testing.TB) string {
 	t.Helper()
+	requireMain(t)
 	natsOnce.Do(func() {
 		if natsURL = os.Getenv("RUNNER_NATS_URL"); natsURL != "" {
 			return
@@ -123,6 +138,7 @@ const devRabbitMQ = "amqp://guest:guest@127.0.0.1:5672/"
 // starts it (6–13 s).
 func RabbitMQ(t testing.TB) string {
 	t.Helper()
+	requireMain(t)
 	rabbitOnce.Do(func() {
 		if rabbitURL = os.Getenv("RUNNER_RABBITMQ_URL"); rabbitURL != "" {
 			return
