@@ -57,6 +57,16 @@ type Broker interface {
 	AutoClaim(ctx context.Context, group, worker string, minIdle time.Duration, count int) ([]Delivery, error)
 	// Ack removes entries from the group's pending list.
 	Ack(ctx context.Context, group string, ids ...string) error
+	// Nack gives entries back for redelivery now, as a worker does after its
+	// consumer transaction rolled back (AMQP basic.nack with requeue,
+	// JetStream Nak). A broker without a negative acknowledgement leaves them
+	// pending (Redis Streams: in the PEL, owned by the worker, until claimed).
+	Nack(ctx context.Context, group string, ids ...string) error
+	// Crash drops what worker holds on the client side, as the worker's
+	// process dying would: its channel (RabbitMQ then requeues every
+	// delivery it held unacknowledged), its message handles (JetStream). What
+	// the server keeps stays as the server keeps it.
+	Crash(ctx context.Context, group, worker string) error
 	// DeadLetter appends to the dead-letter stream; the caller acks the entry.
 	DeadLetter(ctx context.Context, dl DeadLetter) error
 	// DeadLetters lists the dead-letter stream; TakeDeadLetters empties it
@@ -118,13 +128,44 @@ const (
 	// SideStore: a key-value store beside the broker (Redis HSETNX), used
 	// only by the setnx dedupe anti-pattern.
 	SideStore Capability = "side_store"
+	// Purge: the broker can drop every entry of the stream at once (trim: 0;
+	// RabbitMQ queue.purge).
+	Purge Capability = "purge"
+	// NativeDeadLetter: the broker itself sets aside an entry delivered too
+	// often (RabbitMQ x-delivery-limit + dead-letter exchange, JetStream
+	// MaxDeliver + its advisory), beside the runner's application-level DLQ.
+	NativeDeadLetter Capability = "native_dlq"
 )
+
+// AllCapabilities lists every capability, in the order documents show them.
+var AllCapabilities = []Capability{EntryLog, PendingCount, PendingList, ClaimByIdle,
+	ReplayHistory, Retention, Purge, BrokerDedupe, NativeDeadLetter, SideStore}
 
 // Capabilities is a broker's declared capability set.
 type Capabilities map[Capability]bool
 
 // Has reports whether c is declared.
 func (cs Capabilities) Has(c Capability) bool { return cs[c] }
+
+// limits holds, per broker, why it lacks each capability it lacks: a
+// sentence that cites the broker's own documentation (a URL). Each broker
+// package documents its own from init.
+var limits = map[string]map[Capability]string{}
+
+// DocumentLimits records why broker name lacks each capability in why. Every
+// reason must cite the broker's documentation; a test holds every broker to it.
+func DocumentLimits(name string, why map[Capability]string) {
+	if limits[name] == nil {
+		limits[name] = map[Capability]string{}
+	}
+	for c, w := range why {
+		limits[name][c] = w
+	}
+}
+
+// WhyNot is why broker name lacks c, citing its documentation, or "" when
+// nobody documented it.
+func WhyNot(name string, c Capability) string { return limits[name][c] }
 
 // ErrUnsupported is wrapped by an operation a broker cannot perform; the
 // message names the missing capability.

@@ -50,7 +50,12 @@ type ConsumeOptions struct {
 	// that a poison message stops coming back.
 	MaxDeliveries int
 	Fault         Fault // DivZero: fail inside the transaction, after the inbox insert
-	SkipAck       bool  // fault: commit, then "crash" before XACK
+	// SkipAck is the fault "commit, then crash before XACK": no ack and no
+	// nack follow, and the worker's client-side state goes (Broker.Crash).
+	SkipAck bool
+	// KeepFailed leaves a failed or held-back entry with the worker instead
+	// of giving it back for redelivery now (Broker.Nack).
+	KeepFailed bool
 }
 
 // ReadModel is the read model the consumer writes: the projection table key
@@ -78,6 +83,7 @@ type Handled struct {
 	broker.Delivery
 	Outcome      Outcome
 	Acked        bool
+	Nacked       bool   // given back to the broker for redelivery now
 	DeadLettered bool   // moved to the dead-letter stream (then acked)
 	Reason       string // for Conflict and Failed
 }
@@ -182,7 +188,7 @@ func (c *Consumer) Claim(ctx context.Context, opt ConsumeOptions) (ConsumeResult
 
 func (c *Consumer) handleAll(ctx context.Context, opt ConsumeOptions, ds []broker.Delivery) (ConsumeResult, error) {
 	var res ConsumeResult
-	var ack []int // indexes into res.Handled
+	var ack, nack []int // indexes into res.Handled
 	for _, d := range ds {
 		if opt.AckFirst { // anti-pattern: the broker forgets the entry before the effect is durable
 			if err := c.Broker.Ack(ctx, opt.Consumer, d.ID); err != nil {
@@ -208,24 +214,42 @@ func (c *Consumer) handleAll(ctx context.Context, opt ConsumeOptions, ds []broke
 			}
 			h.DeadLettered = true
 		}
-		if !opt.SkipAck && (h.Outcome == Applied || h.Outcome == Duplicate || poison) {
+		switch {
+		case opt.SkipAck:
+		case h.Outcome == Applied || h.Outcome == Duplicate || poison:
 			ack = append(ack, len(res.Handled))
+		case (h.Outcome == Failed || h.Outcome == Deferred) && !opt.KeepFailed:
+			nack = append(nack, len(res.Handled))
 		}
 		res.Handled = append(res.Handled, h)
 	}
+	if opt.SkipAck { // the worker died after its commits: nothing is acked
+		return res, c.Broker.Crash(ctx, opt.Consumer, opt.Worker)
+	}
 	// One XACK for the pass, after every commit it covers: a crash before it
 	// leaves committed entries pending, the window skip_ack names.
-	ids := make([]string, len(ack))
-	for i, k := range ack {
-		ids[i] = res.Handled[k].ID
-	}
-	if err := c.Broker.Ack(ctx, opt.Consumer, ids...); err != nil {
+	if err := c.Broker.Ack(ctx, opt.Consumer, res.ids(ack)...); err != nil {
 		return res, err
 	}
 	for _, k := range ack {
 		res.Handled[k].Acked = true
 	}
+	if err := c.Broker.Nack(ctx, opt.Consumer, res.ids(nack)...); err != nil {
+		return res, err
+	}
+	for _, k := range nack {
+		res.Handled[k].Nacked = true
+	}
 	return res, nil
+}
+
+// ids are the entry ids of the handled deliveries at indexes ks.
+func (r ConsumeResult) ids(ks []int) []string {
+	ids := make([]string, len(ks))
+	for i, k := range ks {
+		ids[i] = r.Handled[k].ID
+	}
+	return ids
 }
 
 // The consumer transaction's statements.

@@ -45,6 +45,9 @@ type Scenario struct {
 	Exclusive bool
 	// NATS tunes the scenario's JetStream stream (its nats: key).
 	NATS NATSOptions
+	// BrokerDLQ, when > 0, has the broker itself set aside an entry on its
+	// BrokerDLQ-th delivery (the broker_dlq: key).
+	BrokerDLQ int
 	// DBFaults: a step kills or stops a PostgreSQL server, so the producer's
 	// and the consumer's databases must live on two servers.
 	DBFaults bool

@@ -19,6 +19,9 @@ func (sc *Scenario) Needs(b string) []broker.Capability {
 	if slices.Contains(sc.Violations(b), history.Lost) {
 		out = append(out, broker.EntryLog)
 	}
+	if sc.BrokerDLQ > 0 {
+		out = append(out, broker.NativeDeadLetter)
+	}
 	slices.Sort(out)
 	return slices.Compact(out)
 }

@@ -15,7 +15,7 @@ var consumeOutcomes = []Key{
 	{"applied", "new in the inbox; projection updated"},
 	{"duplicate", "same event id and payload already in the inbox: no effect, acked"},
 	{"conflict", "same event id, different payload: identity conflict, no effect, not acked (unless dead-lettered)"},
-	{"failed", "the consumer transaction rolled back: the entry stays pending (unless dead-lettered)"},
+	{"failed", "the consumer transaction rolled back: the entry is nacked, or stays pending with nack: false (unless dead-lettered)"},
 	{"acked", "entries XACKed after their commit, and dead-lettered ones (with mode: ack_first every entry, before its transaction)"},
 	{"dead_lettered", "entries moved to the dead-letter stream (with max_deliveries); each also counts under its own outcome, failed or conflict, and (without skip_ack) as acked"},
 	{"deferred", "entries held back by strict ordering: no effect, not acked"},
@@ -49,7 +49,8 @@ type Handling struct {
 	Consumer string `param:"consumer" default:"accounting" doc:"consumer id: the group and the inbox dedupe scope. It names broker objects, so A-Z a-z 0-9 _ - only, at most 220 bytes, not log or dlq"`
 	Project  string `param:"projection" doc:"read model the consumer updates; default its consumer id. Naming another consumer's read model is the renamed-consumer anti-pattern"`
 	Fail     string `param:"fail" fault:"yes" enum:"divzero" doc:"divzero: SELECT 1/0 after the inbox insert, inside the consumer transaction"`
-	SkipAck  bool   `param:"skip_ack" fault:"yes" doc:"fault: commit, then crash before XACK"`
+	SkipAck  bool   `param:"skip_ack" fault:"yes" doc:"fault: commit, then crash before XACK: no ack, no nack, and the worker's connection state is gone (RabbitMQ requeues what its channel held)"`
+	Nack     bool   `param:"nack" default:"true" doc:"give a failed or held-back entry back to the broker for redelivery now (RabbitMQ basic.nack with requeue, JetStream Nak; Redis Streams has none: the entry stays pending). false: it stays with the worker"`
 	MaxDeliv int    `param:"max_deliveries" min:"1" doc:"an entry that failed or conflicted on its N-th delivery goes to the dead-letter stream and is acked"`
 	Mode     string `param:"mode" default:"one_tx" enum:"one_tx|ack_first|split_tx" doc:"anti-patterns: ack_first XACKs before the transaction; split_tx commits inbox and projection separately (a fault strikes between)"`
 	Dedupe   string `param:"dedupe" default:"event_id" enum:"event_id|entry_id|setnx" doc:"anti-patterns: entry_id dedupes by broker entry id; setnx dedupes with Redis SETNX before the PostgreSQL transaction"`
@@ -110,7 +111,7 @@ func (h Handling) options(seen pipeline.SeenStore, worker string, count int) pip
 		Consumer: h.Consumer, Projection: h.Project, Worker: worker, Count: count,
 		Fault: pipeline.Fault(h.Fail), SkipAck: h.SkipAck, MaxDeliveries: h.MaxDeliv,
 		AckFirst: h.Mode == "ack_first", SplitTx: h.Mode == "split_tx", DedupeByEntry: h.Dedupe == "entry_id",
-		Seen: seen, Strict: h.Ordering == "strict",
+		Seen: seen, Strict: h.Ordering == "strict", KeepFailed: !h.Nack,
 	}
 }
 
@@ -167,6 +168,8 @@ func consumeResult(res pipeline.ConsumeResult, consumer string, skipAck bool) Re
 			line += ", acked"
 		case skipAck && (h.Outcome == pipeline.Applied || h.Outcome == pipeline.Duplicate):
 			line += ", skip_ack: crashed before XACK, stays pending"
+		case h.Nacked:
+			line += ", nacked: given back for redelivery (on Redis Streams it stays pending)"
 		default:
 			line += ", not acked: stays pending"
 		}

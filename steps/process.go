@@ -110,10 +110,13 @@ func (p *DBParams[S]) Draw(d Diagram, _ Result) {
 func (p *BrokerParams) Isolation() Isolation { return Isolation{Alone: p.Action() != ""} }
 
 func (p *BrokerParams) Needs() []broker.Capability {
-	if p.Trim != nil {
-		return []broker.Capability{broker.Retention}
+	switch {
+	case p.Trim == nil:
+		return nil
+	case *p.Trim == 0: // everything at once: a purge
+		return []broker.Capability{broker.Purge}
 	}
-	return nil
+	return []broker.Capability{broker.Retention}
 }
 
 func (*BrokerParams) FaultSite() Participant { return BrokerP }

@@ -427,3 +427,25 @@ func (s *Stream) forget(g *group, seq uint64) {
 	delete(g.entries, seq)
 	g.acked[seq] = struct{}{}
 }
+
+// Nack asks the server to redeliver ids now (Nak).
+func (s *Stream) Nack(ctx context.Context, group string, ids ...string) error {
+	if len(ids) == 0 {
+		return ctx.Err()
+	}
+	g, err := s.group(ctx, group)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if _, msg, _ := s.lookup(g, id); msg != nil {
+			if err := msg.Nak(); err != nil {
+				return fmt.Errorf("jetstream nak %s %s entry %s: %w", s.name, g.durable, id, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Crash: the server redelivers what the worker held after AckWait.
+func (s *Stream) Crash(ctx context.Context, group, worker string) error { return ctx.Err() }

@@ -145,7 +145,7 @@ func (s *Stream) Name() string { return s.name }
 func (s *Stream) Capabilities() broker.Capabilities {
 	cs := broker.Capabilities{
 		broker.EntryLog: true, broker.PendingCount: true,
-		broker.Retention: true, broker.ReplayHistory: true,
+		broker.Retention: true, broker.ReplayHistory: true, broker.Purge: true,
 	}
 	if s.opt.Dedupe {
 		cs[broker.BrokerDedupe] = true

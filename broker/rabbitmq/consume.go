@@ -405,3 +405,44 @@ func (b *Broker) release(w *worker, refs []ackRef) {
 		}
 	}
 }
+
+// Nack gives ids back to the queue now (basic.nack, requeue), each on the
+// channel that holds it.
+func (b *Broker) Nack(ctx context.Context, group string, ids ...string) error {
+	if err := ctx.Err(); err != nil || len(ids) == 0 {
+		return err
+	}
+	byWorker, err := b.holders(group, ids)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for w, refs := range byWorker {
+		for _, r := range refs {
+			if err := w.ch.Nack(r.tag, false, true); err != nil {
+				errs = append(errs, b.failed(w, fmt.Errorf("nack %s on %s (worker %s): %w", r.id, b.groupQueue(group), w.name, w.cause(err))))
+				break
+			}
+		}
+		b.release(w, refs)
+	}
+	return errors.Join(errs...)
+}
+
+// Crash closes worker's channel, as its process dying would: the broker
+// requeues every delivery it held.
+func (b *Broker) Crash(ctx context.Context, group, worker string) error {
+	b.mu.Lock()
+	w := b.workers[workerKey{group, worker}]
+	if w != nil {
+		b.dropLocked(w)
+	}
+	b.mu.Unlock()
+	if w == nil {
+		return ctx.Err()
+	}
+	if err := w.ch.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {
+		return fmt.Errorf("close channel of worker %s on %s: %w", worker, b.groupQueue(group), err)
+	}
+	return nil
+}

@@ -46,8 +46,16 @@ func (s *Stream) Capabilities() broker.Capabilities {
 	return broker.Capabilities{
 		broker.EntryLog: true, broker.ClaimByIdle: true, broker.PendingList: true,
 		broker.PendingCount: true, broker.Retention: true,
-		broker.ReplayHistory: true, broker.SideStore: true,
+		broker.ReplayHistory: true, broker.SideStore: true, broker.Purge: true,
 	}
+}
+
+func init() {
+	broker.DocumentLimits(broker.Redis, map[broker.Capability]string{
+		broker.BrokerDedupe: "XADD always appends a new entry; Redis Streams keeps no idempotency key (https://redis.io/docs/latest/commands/xadd/)",
+		broker.NativeDeadLetter: "Redis Streams has no dead-letter mechanism: XPENDING's delivery counter is there for the application to move an entry aside itself " +
+			"(https://redis.io/docs/latest/develop/data-types/streams/, \"Claiming and the delivery counter\")",
+	})
 }
 
 // Key is the Redis key of the stream.
@@ -311,6 +319,15 @@ func delivery(m redis.XMessage) broker.Delivery {
 	d.Payload, _ = m.Values[FieldPayload].(string)
 	return d
 }
+
+// Nack leaves ids pending: Redis Streams has no negative acknowledgement.
+// The entry stays in the PEL, owned by the worker, until XCLAIM or
+// XAUTOCLAIM moves it.
+func (s *Stream) Nack(ctx context.Context, group string, ids ...string) error { return ctx.Err() }
+
+// Crash has nothing to drop: a Redis worker keeps no client-side handle. Its
+// entries stay in the PEL under its consumer name, as after a real crash.
+func (s *Stream) Crash(ctx context.Context, group, worker string) error { return ctx.Err() }
 
 // Ack XACKs ids in group.
 func (s *Stream) Ack(ctx context.Context, group string, ids ...string) error {
