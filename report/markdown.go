@@ -37,6 +37,8 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 			status = "❌ **FAIL**"
 		case r.Skipped != "":
 			status = "⏭ skip: " + mdLine(r.Skipped)
+		case len(r.NA) > 0:
+			status += fmt.Sprintf(" (%d n/a)", len(r.NA))
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", status, mdCell(r.Name()), mdCode(r.Scenario.File), r.Duration.Round(time.Millisecond))
 	}
@@ -104,6 +106,9 @@ func matrixCell(r *Result) string {
 		return "❌ **FAIL**"
 	case r.Skipped != "":
 		return "⏭ skip: " + mdLine(skipReason(r.Skipped)) // the position is in the detailed table
+	}
+	if len(r.NA) > 0 {
+		cell = fmt.Sprintf("✅ pass (%d n/a)", len(r.NA))
 	}
 	if r.Scenario.HasOverrides(r.Broker) {
 		cell += " †"

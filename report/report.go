@@ -43,7 +43,18 @@ type junitCase struct {
 	Time      string        `xml:"time,attr"`
 	Failure   *junitFailure `xml:"failure"`
 	Skipped   *junitSkipped `xml:"skipped"`
-	SystemOut string        `xml:"system-out,omitempty"`
+	// Properties hold the checks this broker could not read, one "n/a" each.
+	Properties *junitProperties `xml:"properties"`
+	SystemOut  string           `xml:"system-out,omitempty"`
+}
+
+type junitProperties struct {
+	List []junitProperty `xml:"property"`
+}
+
+type junitProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
 }
 
 type junitFailure struct {
@@ -80,6 +91,12 @@ func WriteJUnit(w io.Writer, rep *Report) error {
 		if r.Skipped != "" && r.Passed() {
 			c.Skipped = &junitSkipped{Message: safe.LongLine(r.Skipped)}
 			s.Skipped++
+		}
+		if len(r.NA) > 0 {
+			c.Properties = &junitProperties{}
+			for _, n := range r.NA {
+				c.Properties.List = append(c.Properties.List, junitProperty{Name: "n/a", Value: safe.LongLine(n.String())})
+			}
 		}
 		if len(r.Alerts) > 0 {
 			c.SystemOut = safe.Text(strings.Join(r.Alerts, "\n"))
@@ -138,6 +155,8 @@ type JSONScenario struct {
 	Stream     string        `json:"stream"`
 	Failures   []JSONFailure `json:"failures"`
 	Alerts     []string      `json:"alerts"`
+	// NA are the checks this broker could not read: reported, not judged.
+	NA []JSONNA `json:"na"`
 	// Violations the history checker found; declared ones are expected.
 	Violations []JSONViolation `json:"violations"`
 	Steps      []JSONStep      `json:"steps"`
@@ -210,6 +229,13 @@ func cutObserved(os []steps.Observation) []steps.Observation {
 	return out
 }
 
+// JSONNA is one state check the scenario's broker could not read.
+type JSONNA struct {
+	Pos    string `json:"pos"`
+	Key    string `json:"key"`
+	Reason string `json:"reason"`
+}
+
 // WriteJSON writes the report as one JSON document.
 func WriteJSON(w io.Writer, rep *Report) error {
 	out := JSONReport{RunID: rep.RunID, DurationMS: rep.Duration.Milliseconds(), Failed: rep.Failed(), NotRun: []string{}}
@@ -221,7 +247,10 @@ func WriteJSON(w io.Writer, rep *Report) error {
 		js := JSONScenario{Name: safe.Cut(r.Scenario.Name), Broker: r.Broker, File: safe.Cut(r.Scenario.File), Line: r.Scenario.Pos.Line, Variant: safe.Cut(r.Scenario.Variant),
 			Tags: cutAll(r.Scenario.Tags), Passed: r.Passed(), Skipped: safe.CutLines(r.Skipped), DurationMS: r.Duration.Milliseconds(),
 			SetupMS: r.Setup.Milliseconds(), Databases: [2]string{r.Where[0], r.Where[1]}, Stream: r.Where[2],
-			Failures: jsonFailures(r.Failures), Alerts: cutAll(r.Alerts), Violations: []JSONViolation{}}
+			Failures: jsonFailures(r.Failures), Alerts: cutAll(r.Alerts), Violations: []JSONViolation{}, NA: []JSONNA{}}
+		for _, n := range r.NA {
+			js.NA = append(js.NA, JSONNA{Pos: safe.Cut(n.Pos.String()), Key: n.Key, Reason: safe.CutLines(n.Reason)})
+		}
 		for _, v := range r.Violations {
 			jv := JSONViolation{Invariant: v.Invariant, Declared: slices.Contains(r.Scenario.Violations(r.Broker), v.Invariant),
 				Consumer: safe.Cut(v.Consumer), EventID: safe.Cut(v.EventID), Detail: safe.CutLines(v.Detail)}

@@ -31,11 +31,14 @@ type Result struct {
 	Alerts   []string        // shown even for a passing scenario: identity conflicts
 	// Violations are what the history checker found, declared or not.
 	Violations []history.Violation
-	Kept       []string      // with --keep: commands to inspect what was left in place
-	Skipped    string        // why the scenario could not run to its end here (not a pass)
-	Where      [3]string     // producer and consumer database, stream key
-	Setup      time.Duration // isolation: creating databases and the stream
-	Duration   time.Duration // all of it, setup and cleanup included
+	Kept       []string // with --keep: commands to inspect what was left in place
+	Skipped    string   // why the scenario could not run to its end here (not a pass)
+	// NA are the state checks this broker could not read: reported, not
+	// judged; the rest of the scenario ran.
+	NA       []steps.NA
+	Where    [3]string     // producer and consumer database, stream key
+	Setup    time.Duration // isolation: creating databases and the stream
+	Duration time.Duration // all of it, setup and cleanup included
 }
 
 // Name is the scenario's name, with " [broker]" in a broker matrix.
@@ -137,6 +140,10 @@ func FormatResult(r *Result, verbose bool) []byte {
 	}
 	if r.Skipped != "" {
 		fmt.Fprintf(&b, "    skipped at %s\n", safe.LongLine(r.Skipped))
+	} else if !verbose {
+		for _, n := range r.NA {
+			fmt.Fprintf(&b, "    n/a %s\n", safe.LongLine(n.String()))
+		}
 	}
 	for _, k := range r.Kept {
 		fmt.Fprintf(&b, "    kept %s\n", safe.LongLine(k))

@@ -102,18 +102,26 @@ func (w *World) newBroker(ctx context.Context, b, key string, sc *scenario.Scena
 	return conn.New(ctx, key, sc)
 }
 
-// lacking is the skip reason of a scenario whose needs broker b lacks, or "".
+// lacking is the skip reason of a scenario whose steps need what broker b
+// lacks, each with the broker's documented reason, or "".
 func lacking(sc *scenario.Scenario, b string, caps broker.Capabilities) string {
-	var miss []string
+	var miss, why []string
 	for _, c := range sc.Needs(b) {
 		if !caps.Has(c) {
 			miss = append(miss, string(c))
+			if w := broker.WhyNot(b, c); w != "" {
+				why = append(why, w)
+			}
 		}
 	}
 	if len(miss) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("needs %s, which %s does not have", strings.Join(miss, ", "), b)
+	s := fmt.Sprintf("needs %s, which %s does not have", strings.Join(miss, ", "), b)
+	if len(why) > 0 {
+		s += ": " + strings.Join(why, "; ")
+	}
+	return s
 }
 
 // control is the process control of one scenario: its broker and the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -83,6 +84,8 @@ func TestLibraryAndGuarantees(t *testing.T) {
 		if err := report.WriteGuarantees(&doc, rep); err != nil {
 			t.Fatal(err)
 		}
+		holdsHaveEvidence(t, rep, doc.String())
+		everyLimitCited(t, rep)
 		testutil.Golden(t, "docs/broker-guarantees.md", doc.Bytes())
 	})
 
@@ -199,6 +202,49 @@ func brokerScenariosDiffer(t *testing.T, rep *report.Report) {
 			if got, why := outcome(c.file, b, c.step, c.key); got != want {
 				t.Errorf("%s on %s: step %d %s = %d (%s), want %d", c.file, b, c.step+1, c.key, got, why, want)
 			}
+		}
+	}
+}
+
+// holdsHaveEvidence fails for a "holds" in the guarantees document without
+// a scenario that executed that window's fault on that broker and passed.
+func holdsHaveEvidence(t *testing.T, rep *report.Report, doc string) {
+	t.Helper()
+	title := ""
+	for _, line := range strings.Split(doc, "\n") {
+		if t, ok := strings.CutPrefix(line, "### "); ok {
+			title = t
+		}
+		for _, b := range rep.Brokers {
+			if !strings.HasPrefix(line, "- **"+b+"**: **holds**") {
+				continue
+			}
+			if !slices.ContainsFunc(rep.Results, func(r *report.Result) bool { return r.Broker == b && report.Shows(title, r) }) {
+				t.Errorf("guarantees: %q holds on %s, but no scenario executed its fault there and passed", title, b)
+			}
+		}
+	}
+}
+
+// everyLimitCited fails for a capability a broker lacks, or a skip or n/a,
+// without a reason that cites the broker's documentation.
+func everyLimitCited(t *testing.T, rep *report.Report) {
+	t.Helper()
+	for b, caps := range report.Capabilities(rep) {
+		for _, c := range broker.AllCapabilities {
+			if why := broker.WhyNot(b, c); !caps.Has(c) && !strings.Contains(why, "https://") {
+				t.Errorf("%s lacks %s without citing its documentation: %q", b, c, why)
+			}
+		}
+	}
+	for _, r := range rep.Results {
+		for _, n := range r.NA {
+			if !strings.Contains(n.Reason, "https://") {
+				t.Errorf("%s: n/a without a citation: %s", r.Name(), n)
+			}
+		}
+		if r.Skipped != "" && !strings.Contains(r.Skipped, "https://") && !strings.Contains(r.Skipped, "runner's own") {
+			t.Errorf("%s: skipped without a citation: %s", r.Name(), r.Skipped)
 		}
 	}
 }

@@ -179,6 +179,21 @@ func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*report.R
 	return results, errors.Join(errs...)
 }
 
+// allNA is the skip reason of a scenario that judged nothing because
+// every check it has is n/a on its broker: never a pass by omission.
+func allNA(res *report.Result) string {
+	if len(res.NA) == 0 {
+		return ""
+	}
+	for _, st := range res.Steps {
+		want := st.Call.Expect.For(res.Broker)
+		if len(want.Outcomes) > 0 || want.Error != nil || len(st.Result.Observed) > 0 {
+			return ""
+		}
+	}
+	return fmt.Sprintf("%s: every check is n/a on %s: %s", res.Scenario.Pos, res.Broker, res.NA[0].Reason)
+}
+
 func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Result, error) {
 	start := time.Now()
 	sc := j.sc
@@ -217,10 +232,14 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 		for _, a := range out.Alerts {
 			res.Alerts = append(res.Alerts, fmt.Sprintf("%s: %s", call.Pos, a))
 		}
+		res.NA = append(res.NA, out.NA...)
 		if len(fails) > 0 {
 			res.Failures = fails
 			break
 		}
+	}
+	if res.Skipped == "" && res.Passed() {
+		res.Skipped = allNA(res)
 	}
 	// The recovered state is what the history is judged on: servers a
 	// process fault left down come back first.

@@ -64,8 +64,10 @@ Where a broker legitimately behaves otherwise, an expect map may hold the broker
 differs there: ` + "`expect: {stream.entries: 2, nats: {stream.entries: 1}}`" + ` wants 2 entries everywhere but 1 on
 NATS JetStream (its Nats-Msg-Id dedupe drops a relay's retry). Keys: ` + "`redis`, `nats`, `rabbitmq`" + `. The trace
 marks a check that used an override (` + "`ok stream.entries (nats): 1`" + `); the Markdown matrix marks the cell with †.
-A scenario whose steps or checks need what its broker cannot do (see docs/broker-guarantees.md) is
-skipped there, naming the missing capability.
+A scenario whose STEPS need what its broker cannot do (see docs/broker-guarantees.md) is skipped
+there, naming the missing capability and citing the broker's documentation. A state CHECK the broker
+cannot read is ` + "`n/a on <broker>: <reason>`" + `: reported in the trace, JSON, JUnit and Markdown, not judged, and the
+rest of the scenario runs. A scenario whose every check is n/a is skipped: never a pass by omission.
 
 An ` + "`expect`" + ` step may carry ` + "`within: <duration>`" + ` (and ` + "`every: <duration>`" + `, default ` + "`10ms`" + `): it reads
 its checks again until they all hold, and otherwise fails showing the last observed values and the
@@ -126,7 +128,7 @@ compares the whole map: what it does not list must not exist; entries whose coun
 A failing check prints ` + "`file:line:col: key: want …, got …`" + `, or a ` + "`-want +got`" + ` diff for maps.
 
 The last column names what a broker must be able to tell for the check; on a broker without it
-(see [broker-guarantees.md](broker-guarantees.md)) a scenario using the check is skipped, never passed.
+(see [broker-guarantees.md](broker-guarantees.md)) the check is n/a, with the broker's documented reason.
 
 | key | value | meaning | needs |
 |---|---|---|---|

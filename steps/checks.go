@@ -22,7 +22,8 @@ type Check struct {
 	Doc   string
 	Value ValueKind // how the wanted value is written
 	// Needs is what the broker must be able to tell for this check ("":
-	// nothing); without it a scenario using the check is skipped there.
+	// nothing); on a broker without it the check is n/a, reported with the
+	// broker's documented reason, and the scenario runs on.
 	Needs broker.Capability
 
 	observe func(ctx context.Context, env *Env, want any) (any, error)

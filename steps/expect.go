@@ -265,6 +265,7 @@ func (c *Call) Exec(ctx context.Context, env *Env) (Result, []Failure) {
 		}
 		res.Details = append(res.Details, "ok "+brokerKey(o.Key, o.Broker)+": "+o.wanted())
 	}
+	want, res.NA = want.applicable(env)
 	cfails, obs, attempts := want.poll(ctx, env)
 	if ctx.Err() != nil { // the deadline fell while reading or polling the state
 		return res, []Failure{{Pos: c.Pos, Key: ErrorKey, Msg: "step cancelled: " + context.Cause(ctx).Error()}}
@@ -275,7 +276,10 @@ func (c *Call) Exec(ctx context.Context, env *Env) (Result, []Failure) {
 			res.Details = append(res.Details, fmt.Sprintf("ok %s: %s", brokerKey(o.Key, o.Broker), showValue(o.Got)))
 		}
 	}
-	if want.Within > 0 && len(cfails) == 0 {
+	for _, n := range res.NA {
+		res.Details = append(res.Details, n.Key+": "+n.Reason)
+	}
+	if want.Within > 0 && len(cfails) == 0 && len(want.Checks) > 0 {
 		res.Details = append(res.Details, fmt.Sprintf("held after %d attempt(s)", attempts))
 	}
 	return res, append(fails, cfails...)
@@ -342,6 +346,45 @@ type Observation struct {
 	Want   any    `json:"want"`
 	Got    any    `json:"got"`
 	OK     bool   `json:"ok"`
+}
+
+// NA is a state check the broker cannot read: it is reported, not judged,
+// and the rest of the scenario runs.
+type NA struct {
+	Pos    diag.Pos `json:"-"`
+	Key    string   `json:"key"`
+	Reason string   `json:"reason"` // "n/a on <broker>: <why, citing the broker's docs>"
+}
+
+func (n NA) String() string { return fmt.Sprintf("%s: %s: %s", n.Pos, n.Key, n.Reason) }
+
+// applicable splits e's checks into those the broker can read and those it
+// cannot (n/a, with the broker's documented reason).
+func (e Expect) applicable(env *Env) (Expect, []NA) {
+	if env.Broker == nil {
+		return e, nil
+	}
+	caps := env.Broker.Capabilities()
+	var na []NA
+	var keep []CheckWant
+	for _, cw := range e.Checks {
+		if need := cw.Check.Needs; need != "" && !caps.Has(need) {
+			na = append(na, NA{Pos: cw.Pos, Key: cw.Check.Name, Reason: NotApplicable(env.BrokerName, need)})
+			continue
+		}
+		keep = append(keep, cw)
+	}
+	e.Checks = keep
+	return e, na
+}
+
+// NotApplicable is the n/a reason of something that needs c on broker b.
+func NotApplicable(b string, c broker.Capability) string {
+	why := broker.WhyNot(b, c)
+	if why == "" {
+		why = "undocumented" // a test holds every broker to documenting it
+	}
+	return fmt.Sprintf("n/a on %s (no %s): %s", b, c, why)
 }
 
 // judgeChecks reads every check's state once.

@@ -47,6 +47,8 @@ type Result struct {
 	Alerts []string
 	// Observed is what the step's state checks read (the last attempt).
 	Observed []Observation
+	// NA are the step's state checks this broker cannot read.
+	NA []NA
 	// Entries are the broker entries the step published or handled, in order.
 	Entries []Entry
 	// Skipped, when set, says why the scenario cannot go on here (it is

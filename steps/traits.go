@@ -101,17 +101,13 @@ func (c *Call) Consumes() (Consumption, bool) {
 	return cons, true
 }
 
-// Needs is what the call asks of broker b: its step's capabilities and
-// those of the state checks that apply on b, sorted.
-func (c *Call) Needs(b string) []broker.Capability {
+// Needs is what the call's step asks of the broker, sorted. A state check
+// the broker cannot read does not count: it is n/a there, and the scenario
+// runs on.
+func (c *Call) Needs() []broker.Capability {
 	var out []broker.Capability
 	if s, ok := c.Params.(Needful); ok {
 		out = append(out, s.Needs()...)
-	}
-	for _, cw := range c.Expect.For(b).Checks {
-		if cw.Check.Needs != "" {
-			out = append(out, cw.Check.Needs)
-		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
