@@ -44,6 +44,8 @@ var cases = []struct {
 	{"read-waits-at-most-block", readBlock},
 	{"entry-log-counts-every-publish", entryLog},
 	{"claim-takes-over-an-unacked-entry", claim},
+	{"nack-gives-the-entry-back", nack},
+	{"crash-gives-back-what-the-worker-held", crash},
 	{"dead-letters-round-trip", deadLetters},
 	{"unsupported-says-so", unsupported},
 }
@@ -158,14 +160,35 @@ func entryLog(t *testing.T, newBroker Factory) {
 }
 
 func claim(t *testing.T, newBroker Factory) {
+	takeBack(t, newBroker, func(broker.Broker, broker.Delivery) error { return nil })
+}
+
+// nack: a nacked entry comes back (at once where the broker redelivers on
+// a nack; Redis Streams keeps it pending for the claim).
+func nack(t *testing.T, newBroker Factory) {
+	takeBack(t, newBroker, func(b broker.Broker, d broker.Delivery) error { return b.Nack(ctx(t), "g", d.ID) })
+}
+
+// crash: what a crashed worker held comes back to another worker.
+func crash(t *testing.T, newBroker Factory) {
+	takeBack(t, newBroker, func(b broker.Broker, _ broker.Delivery) error { return b.Crash(ctx(t), "g", "dead") })
+}
+
+// takeBack: worker "dead" reads e1 and does not ack it; after giveUp,
+// worker "alive" claims it (as often as the broker's redelivery delay
+// needs), a second delivery of the same entry, and acks it.
+func takeBack(t *testing.T, newBroker Factory, giveUp func(broker.Broker, broker.Delivery) error) {
 	b := newBroker(t, "g")
 	Publish(t, b, "e1")
 	first, err := b.Read(ctx(t), "g", "dead", 0, time.Second)
 	if err != nil || len(first) != 1 {
 		t.Fatalf("read: %v, %v", EventIDs(first), err)
 	}
+	if err := giveUp(b, first[0]); err != nil {
+		t.Fatal(err)
+	}
 	var got []broker.Delivery
-	for deadline := time.Now().Add(10 * time.Second); len(got) == 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(5 * time.Second); len(got) == 0 && time.Now().Before(deadline); {
 		got, err = b.Claim(ctx(t), "g", "alive", 0, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -207,7 +230,8 @@ func unsupported(t *testing.T, newBroker Factory) {
 		call  func() error
 	}{
 		{broker.PendingCount, func() error { _, err := b.Pending(ctx(t)); return err }},
-		{broker.Retention, func() error { _, err := b.Trim(ctx(t), 0); return err }},
+		{broker.Purge, func() error { _, err := b.Trim(ctx(t), 0); return err }},
+		{broker.Retention, func() error { _, err := b.Trim(ctx(t), 1); return err }},
 		{broker.EntryLog, func() error { _, err := b.Entries(ctx(t)); return err }},
 	} {
 		err := op.call()

@@ -24,13 +24,15 @@ func TestMain(m *testing.M) { testservers.Main(m) }
 // faults break one promise of a real broker each; the case named must then
 // fail.
 var faults = map[string]string{
-	"publish-read-ack":                  "reversed-reads",
-	"every-group-gets-every-message":    "second-group-starves",
-	"read-waits-at-most-block":          "empty-read-errs",
-	"entry-log-counts-every-publish":    "entries-miss-one",
-	"claim-takes-over-an-unacked-entry": "claim-is-a-first-delivery",
-	"dead-letters-round-trip":           "dead-letters-vanish",
-	"unsupported-says-so":               "pending-count-undeclared",
+	"publish-read-ack":                      "reversed-reads",
+	"every-group-gets-every-message":        "second-group-starves",
+	"read-waits-at-most-block":              "empty-read-errs",
+	"entry-log-counts-every-publish":        "entries-miss-one",
+	"claim-takes-over-an-unacked-entry":     "claim-is-a-first-delivery",
+	"nack-gives-the-entry-back":             "nack-acks",
+	"crash-gives-back-what-the-worker-held": "crash-drops-the-entries",
+	"dead-letters-round-trip":               "dead-letters-vanish",
+	"unsupported-says-so":                   "pending-count-undeclared",
 }
 
 // faulty is Redis Streams with fault.
@@ -76,6 +78,21 @@ func (f faulty) Claim(ctx context.Context, group, worker string, minIdle time.Du
 		}
 	}
 	return ds, err
+}
+
+func (f faulty) Nack(ctx context.Context, group string, ids ...string) error {
+	if f.fault == "nack-acks" {
+		return f.Broker.Ack(ctx, group, ids...)
+	}
+	return f.Broker.Nack(ctx, group, ids...)
+}
+
+func (f faulty) Crash(ctx context.Context, group, worker string) error {
+	if f.fault == "crash-drops-the-entries" { // as if the broker lost what the worker held
+		_, err := f.Broker.Trim(ctx, 0)
+		return err
+	}
+	return f.Broker.Crash(ctx, group, worker)
 }
 
 func (f faulty) DeadLetters(ctx context.Context) ([]broker.DeadLetter, error) {
