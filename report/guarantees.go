@@ -104,18 +104,28 @@ var mechanisms = []struct {
 	}},
 	{"taking over a dead worker's entry", map[string]string{
 		broker.Redis:    "XCLAIM / XAUTOCLAIM with a minimum idle time: per entry, never from a busy worker",
-		broker.NATS:     "redelivery after AckWait, on the next pull: no minimum idle time of your own, no owner",
-		broker.RabbitMQ: "only when the worker's channel closes: ALL its unacked deliveries are requeued, marked Redelivered",
+		broker.NATS:     "the server redelivers after AckWait (counted from the delivery, or from the worker's last InProgress) to whichever client pulls next; a claim is such a pull",
+		broker.RabbitMQ: "none per message: when the worker's channel closes (its crash) the broker requeues ALL its unacked deliveries, marked Redelivered, for whoever reads next",
+	}},
+	{"a delivery whose consumer transaction rolled back", map[string]string{
+		broker.Redis:    "no negative ack: it stays in the PEL with its worker until a claim",
+		broker.NATS:     "Nak: redelivered at once, to the next pull",
+		broker.RabbitMQ: "basic.nack with requeue: back in the queue at once, marked Redelivered (with `nack: false` it stays with the channel until that closes)",
 	}},
 	{"inspecting what is pending", map[string]string{
 		broker.Redis:    "XPENDING: per entry, with owner, idle time and delivery count",
 		broker.NATS:     "counts only: NumAckPending, NumRedelivered",
-		broker.RabbitMQ: "nothing over AMQP (the management HTTP API is a separate plugin)",
+		broker.RabbitMQ: "over AMQP only ready messages (queue.declare-ok); unacked counts need the management plugin, so `stream.pending` is n/a",
 	}},
 	{"dead letters", map[string]string{
-		broker.Redis:    "application-level: a second stream (what the runner does on all three)",
-		broker.NATS:     "MaxDeliver + advisories; the runner keeps application-level DLQ for comparability",
-		broker.RabbitMQ: "DLX / quorum-queue x-delivery-limit; the runner keeps application-level DLQ for comparability",
+		broker.Redis:    "application-level only: a second stream",
+		broker.NATS:     "`broker_dlq`: MaxDeliver + the MAX_DELIVERIES advisory, kept in a stream; beside the application-level DLQ",
+		broker.RabbitMQ: "`broker_dlq`: quorum-queue x-delivery-limit + a dead-letter exchange; beside the application-level DLQ",
+	}},
+	{"durability of an acknowledged publish, as drilled", map[string]string{
+		broker.Redis:    "the managed server runs AOF `appendfsync always`: fsync before the XADD reply; a SIGKILL loses nothing acknowledged",
+		broker.NATS:     "the managed nats-server 2.9 syncs to disk every 2 min (sync_interval needs 2.10); a SIGKILL keeps the page cache, so the drill shows survival of a process crash, not of a power loss",
+		broker.RabbitMQ: "quorum queue: the publisher confirm follows the Raft log's fsync",
 	}},
 }
 
