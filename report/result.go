@@ -191,8 +191,23 @@ func (r *Report) Summary() string {
 	if len(r.NotRun) > 0 {
 		extra += fmt.Sprintf(", %d not run", len(r.NotRun))
 	}
+	if n := r.NA(); n > 0 {
+		extra += fmt.Sprintf(" (n/a checks: %d)", n)
+	}
 	return fmt.Sprintf("%s: %d passed, %d failed%s, %d scenarios in %s",
 		word, len(r.Results)-failed-r.Skipped(), failed, extra, len(r.Results)+len(r.NotRun), r.Duration.Round(time.Millisecond))
+}
+
+// NA counts the state checks that were n/a, over the scenarios that ran
+// (a skipped scenario's are not counted: it judged nothing).
+func (r *Report) NA() int {
+	n := 0
+	for _, res := range r.Results {
+		if res.Skipped == "" {
+			n += len(res.NA)
+		}
+	}
+	return n
 }
 
 // Skipped counts scenarios that could not run here (not failed, not passed).
