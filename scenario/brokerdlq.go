@@ -35,7 +35,7 @@ func parseBrokerDLQ(file string, n *yaml.Node, errs *diag.Errors) int {
 		return 0
 	}
 	max, seen, unknown := 0, false, false
-	for _, kv := range pairs(file, n, errs) {
+	for _, kv := range diag.Pairs(file, n, errs) {
 		if kv.Key != "max_deliveries" {
 			unknown = true
 			*errs = append(*errs, diag.Errorf(kv.KeyPos, "broker_dlq: unknown key %q%s; known: max_deliveries", kv.Key, diag.Suggest(kv.Key, []string{"max_deliveries"})))

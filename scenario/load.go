@@ -302,7 +302,7 @@ func parseScenario(file string, root *yaml.Node) ([]*Scenario, diag.Errors) {
 func parseHeader(file string, root *yaml.Node) (header, diag.Errors) {
 	h := header{Scenario: Scenario{File: file, Pos: diag.NodePos(file, root), NATS: defaultNATS}, vars: map[string]string{}}
 	var errs diag.Errors
-	for _, kv := range pairs(file, root, &errs) {
+	for _, kv := range diag.Pairs(file, root, &errs) {
 		if strings.HasPrefix(kv.Key, "x-") {
 			continue // free for anchors (x-base: &base {...}) and notes, as in compose files
 		}
@@ -392,7 +392,7 @@ func parseViolations(file string, n *yaml.Node, errs *diag.Errors) map[string][]
 	}
 	keys := append([]string{"default"}, broker.Names...)
 	out := map[string][]string{}
-	for _, kv := range pairs(file, n, errs) {
+	for _, kv := range diag.Pairs(file, n, errs) {
 		if !slices.Contains(keys, kv.Key) {
 			*errs = append(*errs, diag.Errorf(kv.KeyPos, "expect_violations: unknown broker %q%s; keys: %s", kv.Key, diag.Suggest(kv.Key, keys), strings.Join(keys, ", ")))
 			continue
@@ -433,28 +433,6 @@ func scalarString(file string, kv steps.Arg, errs *diag.Errors) string {
 		return ""
 	}
 	return n.Value
-}
-
-// pairs lists a mapping's keys with their values, reporting keys given twice
-// (yaml.v3 only does that when decoding into Go values).
-func pairs(file string, m *yaml.Node, errs *diag.Errors) []steps.Arg {
-	var out []steps.Arg
-	seen := map[string]diag.Pos{}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		k, v := m.Content[i], m.Content[i+1]
-		p := diag.NodePos(file, k)
-		if k.Kind != yaml.ScalarNode {
-			*errs = append(*errs, diag.Errorf(p, "a key must be a plain word, got a %s", diag.KindName(k)))
-			continue
-		}
-		if prev, dup := seen[k.Value]; dup {
-			*errs = append(*errs, diag.Errorf(p, "key %q given twice (first at line %d)", k.Value, prev.Line))
-			continue
-		}
-		seen[k.Value] = p
-		out = append(out, steps.Arg{Key: k.Value, KeyPos: p, Value: v})
-	}
-	return out
 }
 
 func hasKey(m *yaml.Node, key string) bool {

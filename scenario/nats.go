@@ -52,7 +52,7 @@ func parseNATS(file string, n *yaml.Node, errs *diag.Errors) NATSOptions {
 		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "nats: want a map with %s", strings.Join(natsKeys, ", ")))
 		return opt
 	}
-	for _, kv := range pairs(file, n, errs) {
+	for _, kv := range diag.Pairs(file, n, errs) {
 		pos := diag.NodePos(file, kv.Value)
 		var err error
 		switch kv.Key {

@@ -37,7 +37,7 @@ func parseStep(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
 // problem of the step is reported at once.
 func parseStepMap(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
 	var errs diag.Errors
-	kvs := pairs(file, n, &errs)
+	kvs := diag.Pairs(file, n, &errs)
 	var stepKV, expectKV *steps.Arg
 	label := ""
 	var unknown []steps.Arg
@@ -77,7 +77,7 @@ func parseStepMap(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
 	var args []steps.Arg
 	switch v := stepKV.Value; {
 	case v.Kind == yaml.MappingNode:
-		args = pairs(file, v, &errs)
+		args = diag.Pairs(file, v, &errs)
 	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null":
 	case stepKV.Key == keyExpect:
 		errs = append(errs, diag.Errorf(diag.NodePos(file, v), "expect: want a map of checks such as {stream.entries: 1}, got %s", diag.Describe(v)))
@@ -88,7 +88,7 @@ func parseStepMap(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
 	var expect []steps.Arg
 	if expectKV != nil {
 		if v := expectKV.Value; v.Kind == yaml.MappingNode {
-			expect = pairs(file, v, &errs)
+			expect = diag.Pairs(file, v, &errs)
 		} else {
 			errs = append(errs, diag.Errorf(diag.NodePos(file, v), "expect: want a map of outcome keys and checks, got %s", diag.Describe(v)))
 		}

@@ -30,7 +30,7 @@ func parseVars(file string, n *yaml.Node, errs *diag.Errors) map[string]string {
 		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "vars: want a map of name → value, e.g. {amount: 5}"))
 		return vars
 	}
-	for _, kv := range pairs(file, n, errs) {
+	for _, kv := range diag.Pairs(file, n, errs) {
 		if checkVarName(kv, errs) && scalarValue(file, kv, errs) {
 			vars[kv.Key] = kv.Value.Value
 		}
@@ -45,7 +45,7 @@ func parseMatrix(file string, n *yaml.Node, errs *diag.Errors) []axis {
 		return nil
 	}
 	var axes []axis
-	for _, kv := range pairs(file, n, errs) {
+	for _, kv := range diag.Pairs(file, n, errs) {
 		if !checkVarName(kv, errs) {
 			continue
 		}

@@ -16,11 +16,7 @@ import (
 // Arg is one parameter as written in a scenario: `key: value` in a map, or
 // `key=value` / a bare flag in the shorthand (then Value is a synthesized
 // scalar node carrying the column inside the string).
-type Arg struct {
-	Key    string
-	KeyPos diag.Pos
-	Value  *yaml.Node
-}
+type Arg = diag.Pair
 
 // Param documents one field of a step's parameter struct. It is read from the
 // struct tags, so decoding, validation and the reference cannot drift apart:
