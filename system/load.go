@@ -1,0 +1,236 @@
+package system
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/outboxdrill/runner/diag"
+)
+
+// Load reads and checks the system file at path. Every problem is reported
+// at its file:line:col, with the closest known key when one is misspelt.
+func Load(path string) (*System, diag.Errors) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, diag.Errors{diag.Errorf(diag.Pos{File: path}, "%v", err)}
+	}
+	return Parse(path, src)
+}
+
+// Parse reads a system file's text; file names it in errors and anchors
+// relative paths.
+func Parse(file string, src []byte) (*System, diag.Errors) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		p := diag.Locate(src, err)
+		return nil, diag.Errors{diag.Errorf(diag.Pos{File: file, Line: p.Line, Col: p.Col}, "%s", p.Msg)}
+	}
+	if len(doc.Content) == 0 {
+		return nil, diag.Errors{diag.Errorf(diag.Pos{File: file, Line: 1, Col: 1}, "empty file: a system file needs %s", strings.Join(required, ", "))}
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, diag.Errors{diag.Errorf(diag.NodePos(file, root), "a system file is a map with %s, got a %s", strings.Join(required, ", "), diag.KindName(root))}
+	}
+	s := &System{File: file, Dir: filepath.Dir(file), Services: map[string]*Service{}}
+	var errs diag.Errors
+	seen := map[string]bool{}
+	for _, kv := range diag.Pairs(file, root, &errs) {
+		read, ok := topKeys[kv.Key]
+		if !ok {
+			errs = append(errs, diag.Errorf(kv.KeyPos, "unknown key %q%s; a system file has: %s", kv.Key, diag.Suggest(kv.Key, keyNames()), strings.Join(keyNames(), ", ")))
+			continue
+		}
+		seen[kv.Key] = true
+		read(s, file, kv, &errs)
+	}
+	for _, k := range required {
+		if !seen[k] {
+			errs = append(errs, diag.Errorf(diag.NodePos(file, root), "missing %s: a system file needs %s", k, strings.Join(required, ", ")))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return s, nil
+}
+
+// required are the keys every system file has.
+var required = []string{"services", "produce", "outbox", "stream", "inbox"}
+
+// topKeys read each top-level key into the System.
+var topKeys = map[string]func(s *System, file string, kv diag.Pair, errs *diag.Errors){
+	"services": readServices,
+	"schema": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
+		f := fields(file, kv, []string{"producer", "consumer"}, nil, errs)
+		s.Schema.Producer = s.path(file, f["producer"], errs)
+		s.Schema.Consumer = s.path(file, f["consumer"], errs)
+	},
+	"produce": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
+		sql := scalar(file, kv.Key, kv.Value, errs)
+		s.ProducePos = diag.NodePos(file, kv.Value)
+		var err error
+		if s.Produce, s.ProduceArgs, err = bindParams(sql); err != nil {
+			*errs = append(*errs, diag.Errorf(s.ProducePos, "produce: %v", err))
+		}
+	},
+	"outbox": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
+		f := fields(file, kv, []string{"table", "event_id", "payload", "unpublished"}, []string{"table", "event_id", "payload", "unpublished"}, errs)
+		s.Outbox = Outbox{ident(file, f["table"], errs), ident(file, f["event_id"], errs), ident(file, f["payload"], errs), text(file, f["unpublished"], errs)}
+	},
+	"stream": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
+		f := fields(file, kv, []string{"event_id", "payload"}, []string{"event_id", "payload"}, errs)
+		s.Stream = Stream{text(file, f["event_id"], errs), text(file, f["payload"], errs)}
+	},
+	"inbox": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
+		f := fields(file, kv, []string{"table", "consumer", "event_id", "payload"}, []string{"table", "consumer", "event_id", "payload"}, errs)
+		s.Inbox = Inbox{ident(file, f["table"], errs), ident(file, f["consumer"], errs), ident(file, f["event_id"], errs), ident(file, f["payload"], errs)}
+	},
+	"projection": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
+		s.Projection = scalar(file, kv.Key, kv.Value, errs)
+	},
+}
+
+func keyNames() []string {
+	return []string{"services", "schema", "produce", "outbox", "stream", "inbox", "projection"}
+}
+
+func readServices(s *System, file string, kv diag.Pair, errs *diag.Errors) {
+	if kv.Value.Kind != yaml.MappingNode || len(kv.Value.Content) == 0 {
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "services: want a map name → {run: [...], env: {...}, ready: {log: ...}} with at least one service"))
+		return
+	}
+	for _, svc := range diag.Pairs(file, kv.Value, errs) {
+		if !serviceName.MatchString(svc.Key) {
+			*errs = append(*errs, diag.Errorf(svc.KeyPos, "service name %q: want letters, digits, _ and -", svc.Key))
+			continue
+		}
+		s.Services[svc.Key] = readService(file, svc, errs)
+	}
+}
+
+var serviceName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,62}$`)
+
+func readService(file string, kv diag.Pair, errs *diag.Errors) *Service {
+	svc := &Service{Name: kv.Key, Pos: kv.KeyPos, Env: map[string]string{}}
+	f := fields(file, kv, []string{"run", "env", "ready"}, []string{"run"}, errs)
+	if n := f["run"]; n != nil {
+		svc.Run = stringList(file, "run", n, errs)
+	}
+	if n := f["env"]; n != nil {
+		svc.Env = stringMap(file, "env", n, errs)
+	}
+	if n := f["ready"]; n != nil {
+		r := fields(file, diag.Pair{Key: "ready", KeyPos: diag.NodePos(file, n), Value: n}, []string{"log"}, []string{"log"}, errs)
+		svc.Ready = text(file, r["log"], errs)
+	}
+	return svc
+}
+
+// fields reads a map whose keys are among known, each once, the required
+// ones present; values by key.
+func fields(file string, kv diag.Pair, known, required []string, errs *diag.Errors) map[string]*yaml.Node {
+	out := map[string]*yaml.Node{}
+	if kv.Value.Kind != yaml.MappingNode {
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "%s: want a map with %s, got %s", kv.Key, strings.Join(known, ", "), diag.Describe(kv.Value)))
+		return out
+	}
+	for _, f := range diag.Pairs(file, kv.Value, errs) {
+		if !slices.Contains(known, f.Key) {
+			*errs = append(*errs, diag.Errorf(f.KeyPos, "%s: unknown key %q%s; known: %s", kv.Key, f.Key, diag.Suggest(f.Key, known), strings.Join(known, ", ")))
+			continue
+		}
+		out[f.Key] = f.Value
+	}
+	for _, r := range required {
+		if out[r] == nil && !hasKey(kv.Value, r) {
+			*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "%s: missing %s", kv.Key, r))
+		}
+	}
+	return out
+}
+
+func hasKey(m *yaml.Node, key string) bool {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
+}
+
+// scalar is a non-empty string value.
+func scalar(file, key string, n *yaml.Node, errs *diag.Errors) string {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" || strings.TrimSpace(n.Value) == "" {
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "%s: want a non-empty string, got %s", key, diag.Describe(n)))
+		return ""
+	}
+	return n.Value
+}
+
+func text(file string, n *yaml.Node, errs *diag.Errors) string {
+	if n == nil {
+		return ""
+	}
+	return scalar(file, "value", n, errs)
+}
+
+// sqlIdent is a table or column name, optionally schema-qualified: the
+// runner quotes it, so nothing else may hide in it.
+var sqlIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,62}(\.[A-Za-z_][A-Za-z0-9_$]{0,62})?$`)
+
+func ident(file string, n *yaml.Node, errs *diag.Errors) string {
+	s := text(file, n, errs)
+	if s != "" && !sqlIdent.MatchString(s) {
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "%q is not a table or column name (letters, digits, _ and $; schema.name allowed)", s))
+	}
+	return s
+}
+
+// path is a file named relative to the system file; it must exist.
+func (s *System) path(file string, n *yaml.Node, errs *diag.Errors) string {
+	p := text(file, n, errs)
+	if p == "" {
+		return ""
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(s.Dir, p)
+	}
+	if _, err := os.Stat(p); err != nil {
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "schema file: %v", err))
+	}
+	return p
+}
+
+func stringList(file, key string, n *yaml.Node, errs *diag.Errors) []string {
+	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "%s: want a non-empty list of words, e.g. [node, relay.js], got %s", key, diag.Describe(n)))
+		return nil
+	}
+	var out []string
+	for _, e := range n.Content {
+		out = append(out, scalar(file, key, e, errs))
+	}
+	return out
+}
+
+func stringMap(file, key string, n *yaml.Node, errs *diag.Errors) map[string]string {
+	out := map[string]string{}
+	if n.Kind != yaml.MappingNode {
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "%s: want a map NAME → value, got %s", key, diag.Describe(n)))
+		return out
+	}
+	for _, kv := range diag.Pairs(file, n, errs) {
+		if kv.Value.Kind != yaml.ScalarNode {
+			*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "%s: %s: want a string, got %s", key, kv.Key, diag.Describe(kv.Value)))
+			continue
+		}
+		out[kv.Key] = kv.Value.Value
+	}
+	return out
+}

@@ -1,0 +1,136 @@
+// Package system reads a team's system file: the services a drill starts
+// (the team's own relay and consumer, in any language, unchanged), the
+// schema applied to each fresh database pair, and how the runner finds the
+// outbox, the stream entries, the inbox and the projection in the team's
+// own tables and fields.
+//
+// A scenario points at one with `system: <path>` (relative to the scenario
+// file), or `runner run --system FILE` applies one to every scenario. The
+// services reach PostgreSQL and the broker only through the runner's fault
+// proxies: ${producer_db.url}, ${consumer_db.url} and ${broker.url} in their
+// env are always proxy addresses.
+package system
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/outboxdrill/runner/diag"
+)
+
+// System is one system file, loaded and checked.
+type System struct {
+	File     string
+	Dir      string // the file's directory: services run there, schema paths start there
+	Services map[string]*Service
+	Schema   Schema
+	// Produce is the team's producer transaction, ${…} turned into bound
+	// parameters ($1, $2, …) named by ProduceArgs in order.
+	Produce     string
+	ProduceArgs []string
+	ProducePos  diag.Pos
+	Outbox      Outbox
+	Stream      Stream
+	Inbox       Inbox
+	Projection  string // a query returning consumer, currency, amount, events
+}
+
+// Service is one process of the team's system.
+type Service struct {
+	Name  string
+	Pos   diag.Pos
+	Run   []string          // argv, run in the system file's directory
+	Env   map[string]string // values may hold ${…} placeholders
+	Ready string            // a line containing it on stdout or stderr means ready; "" = once started
+}
+
+// Schema are the DDL files applied to each fresh producer and consumer database.
+type Schema struct{ Producer, Consumer string }
+
+// Outbox maps the reference outbox onto the team's table.
+type Outbox struct {
+	Table, EventID, Payload string
+	// Unpublished is a SQL condition on the table true for rows the relay
+	// has yet to publish (e.g. "published_at IS NULL").
+	Unpublished string
+}
+
+// Stream names the entry fields that carry the event id and the payload.
+type Stream struct{ EventID, Payload string }
+
+// Inbox maps the reference inbox onto the team's table.
+type Inbox struct{ Table, Consumer, EventID, Payload string }
+
+// Names are the service names, sorted.
+func (s *System) Names() []string {
+	names := make([]string, 0, len(s.Services))
+	for n := range s.Services {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Links are the connections a service's faults can name: its proxies.
+var Links = []string{"broker", "consumer_db", "producer_db"}
+
+// Placeholders are the ${…} a service's env may use besides the step's env
+// and the scenario's vars: the proxy addresses, the stream, the consumer id.
+var Placeholders = []string{"broker.url", "consumer", "consumer_db.url", "producer_db.url", "stream"}
+
+// ProduceParams are the ${…} the produce statement may bind.
+var ProduceParams = []string{"aggregate", "amount", "currency", "event", "from", "payload", "to", "version"}
+
+var placeholder = regexp.MustCompile(`\$\{([^}]*)\}`)
+
+// Expand replaces every ${name} in s with vars[name]. A name vars lacks is
+// an error naming it, with the closest known name.
+func Expand(s string, vars map[string]string) (string, error) {
+	var missing []string
+	out := placeholder.ReplaceAllStringFunc(s, func(m string) string {
+		name := m[2 : len(m)-1]
+		v, ok := vars[name]
+		if !ok {
+			missing = append(missing, name)
+		}
+		return v
+	})
+	if len(missing) > 0 {
+		known := make([]string, 0, len(vars))
+		for k := range vars {
+			known = append(known, k)
+		}
+		slices.Sort(known)
+		return "", fmt.Errorf("unknown ${%s}%s; known: %s", missing[0], diag.Suggest(missing[0], known), strings.Join(known, ", "))
+	}
+	return out, nil
+}
+
+// bindParams turns the ${…} of a produce statement into $1, $2, … (one per
+// distinct name) and returns the names in parameter order.
+func bindParams(sql string) (string, []string, error) {
+	var names []string
+	var bad string
+	out := placeholder.ReplaceAllStringFunc(sql, func(m string) string {
+		name := m[2 : len(m)-1]
+		if !slices.Contains(ProduceParams, name) {
+			if bad == "" {
+				bad = name
+			}
+			return m
+		}
+		i := slices.Index(names, name)
+		if i < 0 {
+			names = append(names, name)
+			i = len(names) - 1
+		}
+		return fmt.Sprintf("$%d", i+1)
+	})
+	if bad != "" {
+		return "", nil, fmt.Errorf("unknown ${%s}%s; produce binds %s", bad, diag.Suggest(bad, ProduceParams), strings.Join(ProduceParams, ", "))
+	}
+	return out, names, nil
+}

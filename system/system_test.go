@@ -1,0 +1,121 @@
+package system
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The issue's own example loads as written: services with argv, env and
+// ready text, schema paths from the file's directory, produce with bound
+// parameters, and every mapping.
+func TestLoadTheContractExample(t *testing.T) {
+	s, errs := Load("testdata/system.yaml")
+	if len(errs) > 0 {
+		t.Fatalf("load: %v", errs)
+	}
+	if got := s.Names(); !slices.Equal(got, []string{"consumer", "relay"}) {
+		t.Errorf("services %v", got)
+	}
+	relay := s.Services["relay"]
+	want := &Service{Name: "relay", Pos: relay.Pos, Run: []string{"node", "relay.js"}, Ready: "ready",
+		Env: map[string]string{"DATABASE_URL": "${producer_db.url}", "REDIS_URL": "${broker.url}", "STREAM": "${stream}"}}
+	if diff := cmp.Diff(want, relay); diff != "" || relay.Pos.Line != 2 || relay.Pos.Col != 3 {
+		t.Errorf("relay at %s (-want +got):\n%s", relay.Pos, diff)
+	}
+	if s.Schema.Producer != filepath.Join("testdata", "producer.sql") || s.Schema.Consumer != filepath.Join("testdata", "consumer.sql") {
+		t.Errorf("schema %+v", s.Schema)
+	}
+	if s.Produce != "INSERT INTO outbox (event_id, payload) VALUES ($1, $2)" || !slices.Equal(s.ProduceArgs, []string{"event", "payload"}) {
+		t.Errorf("produce %q %v", s.Produce, s.ProduceArgs)
+	}
+	if s.Outbox != (Outbox{"outbox", "event_id", "payload", "published_at IS NULL"}) || s.Stream != (Stream{"event_id", "payload"}) ||
+		s.Inbox != (Inbox{"inbox", "consumer_id", "event_id", "payload"}) || !strings.HasPrefix(s.Projection, "SELECT consumer_id") {
+		t.Errorf("mappings %+v %+v %+v %q", s.Outbox, s.Stream, s.Inbox, s.Projection)
+	}
+}
+
+// Every broken system file names the place and what is wrong, with the
+// closest known word when one is misspelt.
+func TestLoadErrors(t *testing.T) {
+	const ok = "services: {relay: {run: [x]}}\nproduce: \"SELECT ${event}\"\noutbox: {table: o, event_id: e, payload: p, unpublished: \"true\"}\nstream: {event_id: e, payload: p}\ninbox: {table: i, consumer: c, event_id: e, payload: p}\n"
+	for _, c := range []struct{ name, src, want string }{
+		{"unknown top key", ok + "projektion: x\n", `f.yaml:6:1: unknown key "projektion" (did you mean "projection"?)`},
+		{"missing key", "services: {relay: {run: [x]}}\n", "f.yaml:1:1: missing produce"},
+		{"unknown service key", strings.Replace(ok, "run: [x]", "run: [x], readyy: {log: a}", 1), `f.yaml:1:30: relay: unknown key "readyy" (did you mean "ready"?)`},
+		{"run missing", strings.Replace(ok, "run: [x]", "env: {A: b}", 1), "f.yaml:1:19: relay: missing run"},
+		{"run not a list", strings.Replace(ok, "run: [x]", "run: x", 1), "f.yaml:1:25: run: want a non-empty list"},
+		{"bad produce param", strings.Replace(ok, "${event}", "${evnt}", 1), `f.yaml:2:10: produce: unknown ${evnt} (did you mean "event"?)`},
+		{"bad table name", strings.Replace(ok, "table: o,", "table: \"o; DROP\",", 1), `f.yaml:3:17: "o; DROP" is not a table or column name`},
+		{"missing mapping field", strings.Replace(ok, "stream: {event_id: e, payload: p}", "stream: {event_id: e}", 1), "f.yaml:4:9: stream: missing payload"},
+		{"missing schema file", ok + "schema: {producer: nope.sql}\n", "f.yaml:6:20: schema file: stat nope.sql"},
+		{"yaml syntax", "services: [\n", "f.yaml:"},
+		{"not a map", "- a\n", "f.yaml:1:1: a system file is a map"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, errs := Parse("f.yaml", []byte(c.src))
+			if len(errs) == 0 || !strings.Contains(errs.Error(), c.want) {
+				t.Errorf("errors:\n%v\nwant one containing %q", errs, c.want)
+			}
+		})
+	}
+	if _, errs := Parse("f.yaml", []byte(ok)); len(errs) > 0 {
+		t.Errorf("the control file has errors: %v", errs)
+	}
+}
+
+func TestParseTrigger(t *testing.T) {
+	for on, want := range map[string]Trigger{
+		"consumer_db.commit(table=inbox)": {"consumer_db", "commit", "inbox"},
+		"producer_db.statement()":         {"producer_db", "statement", ""},
+		"broker.reply(xadd)":              {"broker", "reply", "XADD"},
+		" broker.request(XACK) ":          {"broker", "request", "XACK"},
+	} {
+		got, err := ParseTrigger(on)
+		if err != nil || got != want {
+			t.Errorf("%q: %+v, %v; want %+v", on, got, err, want)
+		}
+		if again, _ := ParseTrigger(got.String()); again != got {
+			t.Errorf("%q does not read back: %q", on, got.String())
+		}
+	}
+	for on, want := range map[string]string{
+		"consumer_db.comit(table=inbox)": `consumer_db has no boundary "comit" (did you mean "commit"?)`,
+		"consumerdb.commit()":            `unknown link "consumerdb" (did you mean "consumer_db"?)`,
+		"broker.reply()":                 "broker.reply needs the command",
+		"consumer_db.commit(inbox)":      "takes (table=NAME) or ()",
+		"commit":                         "want <link>.<boundary>(<filter>)",
+	} {
+		if _, err := ParseTrigger(on); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v; want %q", on, err, want)
+		}
+	}
+}
+
+func TestParseAction(t *testing.T) {
+	if a, err := ParseAction("delay(250ms)"); err != nil || a != (Action{"delay", 250 * time.Millisecond}) {
+		t.Errorf("delay: %+v %v", a, err)
+	}
+	if a, err := ParseAction("kill"); err != nil || a.Do != "kill" {
+		t.Errorf("kill: %+v %v", a, err)
+	}
+	for do, want := range map[string]string{"kil": `unknown action "kil" (did you mean "kill"?)`, "delay(-1s)": "positive duration", "delay(x)": "positive duration"} {
+		if _, err := ParseAction(do); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v; want %q", do, err, want)
+		}
+	}
+}
+
+func TestExpand(t *testing.T) {
+	vars := map[string]string{"stream": "s1", "broker.url": "redis://127.0.0.1:1/0"}
+	if got, err := Expand("${broker.url}#${stream}", vars); err != nil || got != "redis://127.0.0.1:1/0#s1" {
+		t.Errorf("expand: %q %v", got, err)
+	}
+	if _, err := Expand("${strem}", vars); err == nil || !strings.Contains(err.Error(), `unknown ${strem} (did you mean "stream"?)`) {
+		t.Errorf("expand unknown: %v", err)
+	}
+}
