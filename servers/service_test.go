@@ -1,0 +1,92 @@
+package servers
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func startSh(t *testing.T, script, ready string, env ...string) (*Service, error) {
+	t.Helper()
+	return StartService(context.Background(), ServiceSpec{Name: "svc", Argv: []string{"sh", "-c", script}, Dir: t.TempDir(),
+		Env: env, Ready: ready, ReadyTimeout: 3 * time.Second, Secrets: []string{"s3cret"}})
+}
+
+// A service is ready at the first line containing its ready text, sees its
+// env, and its output is kept with secrets hidden.
+func TestServiceReadyOnItsLogLine(t *testing.T) {
+	s, err := startSh(t, `echo starting; echo "url=$DATABASE_URL"; sleep 0.2; echo "listening: ready"; sleep 30`, "ready", "DATABASE_URL=postgres://u:s3cret@127.0.0.1:1/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Kill(context.Background())
+	out := s.Output()
+	if !strings.Contains(out, "listening: ready") || !strings.Contains(out, "url=postgres://u:xxxxx@") || strings.Contains(out, "s3cret") {
+		t.Errorf("output %q: want the ready line and the URL with its password hidden", out)
+	}
+}
+
+// A service that exits, or never says it is ready, is an error quoting its
+// output; one without ready text is ready once started.
+func TestServiceNotReady(t *testing.T) {
+	if _, err := startSh(t, `echo "boom: bad config"; exit 3`, "ready"); err == nil || !strings.Contains(err.Error(), "exited before it was ready") || !strings.Contains(err.Error(), "boom: bad config") {
+		t.Errorf("exit: %v", err)
+	}
+	if _, err := startSh(t, `echo "still booting"; sleep 30`, "ready"); err == nil || !strings.Contains(err.Error(), `no line containing "ready"`) {
+		t.Errorf("timeout: %v", err)
+	}
+	s, err := startSh(t, `sleep 30`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, _ := s.Exited(); done {
+		t.Error("a running service reports exited")
+	}
+	_ = s.Kill(context.Background())
+	if done, _ := s.Exited(); !done {
+		t.Error("a killed service still runs")
+	}
+}
+
+// Kill takes the whole process group: what the service forked dies too.
+func TestServiceKillTakesItsGroup(t *testing.T) {
+	s, err := startSh(t, `sleep 30 & echo "child $!"; echo ready; wait`, "ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	for _, f := range strings.Fields(s.Output()) {
+		if n, err := strconv.Atoi(f); err == nil {
+			pid = n
+		}
+	}
+	if pid == 0 || syscall.Kill(pid, 0) != nil {
+		t.Fatalf("no live forked child in %q", s.Output())
+	}
+	_ = s.Kill(context.Background())
+	if alive(pid) {
+		t.Errorf("forked child %d outlived the kill", pid)
+	}
+}
+
+// Stop asks with SIGTERM first: a service that handles it exits cleanly;
+// one that ignores it is killed after the grace.
+func TestServiceStop(t *testing.T) {
+	s, err := startSh(t, `trap 'echo bye; exit 0' TERM; echo ready; while :; do sleep 0.05; done`, "ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stop(context.Background(), 3*time.Second); err != nil || !strings.Contains(s.Output(), "bye") {
+		t.Errorf("stop: %v; output %q", err, s.Output())
+	}
+	s, err = startSh(t, `trap '' TERM; echo ready; while :; do sleep 0.05; done`, "ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stop(context.Background(), 200*time.Millisecond); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("stop of a service ignoring SIGTERM: %v", err)
+	}
+}
