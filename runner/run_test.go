@@ -84,6 +84,7 @@ var wrongValue = map[string][2]string{
 	"metrics.projection_watermark_age": {`"> 1h"`, "want > 1h0m0s, got 0s"},
 	"metrics.inbox_conflicts":          {"2", "want 2, got 1"},
 	"metrics.dlq":                      {`">= 1"`, "want >= 1, got 0"},
+	"sql":                              {`{db: producer, query: "SELECT count(*) FROM outbox", want: 2}`, "want 2, got 1"},
 }
 
 // TestEveryKeyCanFail runs the every-key scenario once as written (it must

@@ -409,6 +409,9 @@ func (e Expect) judgeChecks(ctx context.Context, env *Env) (fails []Failure, obs
 // for maps both values as YAML and a -want +got diff. Empty and missing maps
 // are equal.
 func diffValues(want, got any) (string, bool) {
+	if w, ok := want.(interface{ wanted() any }); ok { // the value beside what says how to read it
+		want = w.wanted()
+	}
 	if c, ok := want.(comparison); ok {
 		if c.holds(got) {
 			return "", false

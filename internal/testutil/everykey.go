@@ -44,6 +44,7 @@ var EveryKey = []Step{
 		{"metrics.projection_lag", "0"},
 		{"metrics.projection_watermark_age", "0"},
 		{"ordering.gaps", "0"},
+		{"sql", `{db: consumer, query: "SELECT consumer_id, event_id FROM inbox ORDER BY 1", want: [{consumer_id: accounting, event_id: bus-1}, {consumer_id: audit, event_id: bus-1}]}`},
 	}},
 	{"publish: {event: bus-1, amount: 8}", [][2]string{{"published", "1"}}},
 	{"consume: {max_deliveries: 1}", [][2]string{{"delivered", "2"}, {"conflict", "2"}, {"dead_lettered", "2"}, {"acked", "2"}}},
