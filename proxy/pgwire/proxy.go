@@ -1,0 +1,184 @@
+// Package pgwire is a PostgreSQL wire-protocol proxy that strikes a fault at
+// an exact protocol boundary of a service's connections: the reply to the
+// COMMIT of a transaction that wrote a given table, or the reply to a
+// statement that wrote it. The service needs no code change: it connects to
+// the proxy's address instead of the server's.
+//
+// What a transaction wrote is read from the server itself, not guessed from
+// SQL text: right before the client's COMMIT is forwarded, the proxy asks
+// pg_stat_xact_user_tables on the same connection, inside the same
+// transaction, and swallows the answer. It does so only while a trigger is
+// armed, so an unarmed proxy adds one hop and nothing else.
+//
+// A fault is never approximated: where a boundary cannot be attributed
+// exactly (TLS, a COMMIT inside a multi-statement simple query, a batch
+// without Sync), the armed trigger fails with *Unclassifiable and nothing
+// is injected.
+package pgwire
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Proxy listens on a loopback port and relays each client connection to
+// the upstream server.
+type Proxy struct {
+	upstream string
+	ln       net.Listener
+
+	mu     sync.Mutex
+	armed  []*Armed
+	events []Event
+	conns  map[*conn]struct{}
+	nextID int
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// Event is one boundary the proxy saw: a commit with the tables its
+// transaction wrote (nil when nobody asked: no commit trigger was armed),
+// or a statement batch that wrote tables while a statement trigger was
+// armed.
+type Event struct {
+	Conn     int // the proxy's number for the client connection, from 1
+	Boundary Boundary
+	Tables   []string
+	Fault    string // the trigger that struck here, "" for none
+	At       time.Time
+}
+
+// Listen starts a proxy to upstream ("host:port") on 127.0.0.1, on a port
+// of the kernel's choosing.
+func Listen(upstream string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("pgwire proxy: %w", err)
+	}
+	p := &Proxy{upstream: upstream, ln: ln, conns: map[*conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr is the proxy's "host:port".
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			client.Close()
+			return
+		}
+		p.nextID++
+		c := newConn(p, p.nextID, client)
+		p.conns[c] = struct{}{}
+		p.wg.Add(1)
+		p.mu.Unlock()
+		go func() {
+			defer p.wg.Done()
+			c.serve()
+			p.mu.Lock()
+			delete(p.conns, c)
+			p.mu.Unlock()
+		}()
+	}
+}
+
+// Arm adds a trigger; it applies to every connection through this proxy,
+// counting matches across them in the order the proxy sees them.
+func (p *Proxy) Arm(t Trigger) (*Armed, error) {
+	if t.Boundary != Commit && t.Boundary != Statement {
+		return nil, fmt.Errorf("pgwire: unknown boundary %v", t.Boundary)
+	}
+	switch t.Do {
+	case Kill:
+		if t.Kill == nil {
+			return nil, errors.New("pgwire: a kill trigger needs Kill")
+		}
+	case Delay:
+		if t.Delay <= 0 {
+			return nil, errors.New("pgwire: a delay trigger needs a positive Delay")
+		}
+	case Cut, Error:
+	default:
+		return nil, fmt.Errorf("pgwire: unknown action %v", t.Do)
+	}
+	a := &Armed{Trigger: t, done: make(chan struct{})}
+	p.mu.Lock()
+	p.armed = append(p.armed, a)
+	p.mu.Unlock()
+	return a, nil
+}
+
+// Disarm removes a trigger that has not struck; it then never will.
+func (p *Proxy) Disarm(a *Armed) {
+	p.mu.Lock()
+	p.armed = slices.DeleteFunc(p.armed, func(x *Armed) bool { return x == a })
+	p.mu.Unlock()
+}
+
+// waiting returns the armed triggers of a boundary that may still strike.
+func (p *Proxy) waiting(b Boundary) []*Armed {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*Armed
+	for _, a := range p.armed {
+		if a.Boundary == b && !a.Fired() && a.Err() == nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// failWaiting fails every trigger of the boundaries that may still strike.
+func (p *Proxy) failWaiting(err error, bs ...Boundary) {
+	for _, b := range bs {
+		for _, a := range p.waiting(b) {
+			a.fail(err)
+		}
+	}
+}
+
+func (p *Proxy) record(e Event) {
+	e.At = time.Now()
+	p.mu.Lock()
+	p.events = append(p.events, e)
+	p.mu.Unlock()
+}
+
+// Events returns what the proxy saw so far, in order.
+func (p *Proxy) Events() []Event {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.events)
+}
+
+// Close stops listening, closes every relayed connection and waits for
+// them; triggers that never struck are left as they are (Done stays open).
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	conns := make([]*conn, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	p.mu.Unlock()
+	err := p.ln.Close()
+	for _, c := range conns {
+		c.close()
+	}
+	p.wg.Wait()
+	return err
+}

@@ -1,0 +1,442 @@
+package pgwire
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// written lists the tables the current transaction wrote, with their
+// inserted+updated+deleted row counts, as the server counts them.
+const written = `SELECT schemaname || '.' || relname, n_tup_ins + n_tup_upd + n_tup_del
+FROM pg_catalog.pg_stat_xact_user_tables WHERE n_tup_ins + n_tup_upd + n_tup_del > 0`
+
+// fail aborts the open transaction on the server from inside, so that the
+// client's COMMIT really rolls back.
+const fail = `DO $outboxdrill$ BEGIN RAISE EXCEPTION USING ERRCODE = '40001', MESSAGE = 'outboxdrill: the drill fails this transaction'; END $outboxdrill$`
+
+// injected is the error the client gets in place of the reply the fault
+// failed.
+func injected(what string) []byte {
+	b, _ := (&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: InjectedSQLState,
+		Message: "outboxdrill: the drill's fault failed this " + what + "; the server rolled the transaction back"}).Encode(nil)
+	return b
+}
+
+// fromClient reads the client's messages, keeps an extended-protocol batch
+// until its Sync (or Flush), and hands each batch to dispatch.
+func (c *conn) fromClient() {
+	defer c.close()
+	for {
+		msg, err := c.be.Receive()
+		if err != nil {
+			return
+		}
+		b, err := msg.Encode(nil)
+		if err != nil {
+			return
+		}
+		ok := true
+		switch msg := msg.(type) {
+		case *pgproto3.Query:
+			ok = c.dispatch(statements(msg.String), true, b)
+		case *pgproto3.FunctionCall:
+			ok = c.send(&reply{}, b)
+		case *pgproto3.Parse:
+			c.stmts[msg.Name] = msg.Query
+			c.batch = append(c.batch, b...)
+		case *pgproto3.Bind:
+			c.portals[msg.DestinationPortal] = c.stmts[msg.PreparedStatement]
+			c.batch = append(c.batch, b...)
+		case *pgproto3.Execute:
+			c.execs = append(c.execs, c.portals[msg.Portal])
+			c.batch = append(c.batch, b...)
+		case *pgproto3.Close:
+			if msg.ObjectType == 'S' {
+				delete(c.stmts, msg.Name)
+			} else {
+				delete(c.portals, msg.Name)
+			}
+			c.batch = append(c.batch, b...)
+		case *pgproto3.Sync:
+			batch, execs := append(c.batch, b...), c.execs
+			c.batch, c.execs = nil, nil
+			if c.unsync { // its reply is queued already
+				ok = c.send(nil, batch)
+			} else {
+				ok = c.dispatch(execs, false, batch)
+			}
+			c.unsync = false
+		case *pgproto3.Terminate:
+			c.send(nil, b)
+			return
+		case *pgproto3.Flush:
+			// The client wants output before its Sync: send what there
+			// is; the batch can no longer be held whole.
+			ok = c.flushed(append(c.batch, b...))
+		case *pgproto3.CopyData, *pgproto3.CopyDone, *pgproto3.CopyFail:
+			// COPY FROM STDIN: the reply was queued with its query.
+			ok = c.send(nil, append(c.batch, b...))
+			c.batch = nil
+		default: // Describe
+			c.batch = append(c.batch, b...)
+		}
+		if !ok {
+			return
+		}
+	}
+}
+
+// flushed sends the part of an extended batch before a Flush; the reply
+// is queued once per batch, since only its Sync ends it.
+func (c *conn) flushed(b []byte) bool {
+	if slices.ContainsFunc(c.execs, isCommit) {
+		c.p.failWaiting(&Unclassifiable{Reason: "a COMMIT in an extended-protocol batch flushed before its Sync"}, Commit)
+	}
+	if len(c.execs) > 0 {
+		c.p.failWaiting(&Unclassifiable{Reason: "statements in an extended-protocol batch flushed before its Sync: the proxy cannot snapshot around them"}, Statement)
+	}
+	var r *reply
+	if !c.unsync {
+		r = &reply{}
+	}
+	c.batch, c.unsync = nil, true
+	return c.send(r, b)
+}
+
+// dispatch sends one batch (a simple query's statements, or the SQL of an
+// extended batch's Executes) with what the armed triggers need around it.
+func (c *conn) dispatch(sqls []string, simple bool, b []byte) bool {
+	r := &reply{}
+	if !c.flushStats() {
+		return false
+	}
+	commits := 0
+	for _, s := range sqls {
+		if isCommit(s) {
+			commits++
+		}
+	}
+	switch {
+	case commits > 0 && len(sqls) > 1:
+		kind := "an extended-protocol batch"
+		if simple {
+			kind = "a multi-statement simple query"
+		}
+		c.p.failWaiting(&Unclassifiable{Reason: fmt.Sprintf("a COMMIT inside %s of %d statements: its reply cannot be held alone", kind, len(sqls))}, Commit, Statement)
+	case commits == 1:
+		if !c.beforeCommit(r) {
+			return false
+		}
+	default:
+		if c.p.waiting(Statement) != nil {
+			return c.sendHeld(r, b)
+		}
+	}
+	return c.send(r, b)
+}
+
+// flushStats makes the server flush this backend's pending table
+// statistics before a batch that may begin a transaction, while a trigger
+// is armed. pg_stat_xact_user_tables counts what the open transaction
+// wrote PLUS what earlier transactions of the backend wrote and the server
+// has not flushed yet (up to a second's worth); after a forced flush at
+// the idle point before the transaction begins, it counts that transaction
+// alone. pg_stat_force_next_flush is PostgreSQL 15's.
+func (c *conn) flushStats() bool {
+	if c.status.Load() != 'I' || len(c.p.waiting(Commit))+len(c.p.waiting(Statement)) == 0 {
+		return true
+	}
+	if c.major < 15 {
+		c.p.failWaiting(&Unclassifiable{Reason: fmt.Sprintf("PostgreSQL %d cannot tell a transaction's writes from its predecessors' unflushed ones (pg_stat_force_next_flush is 15's)", c.major)}, Commit, Statement)
+		return true
+	}
+	return c.own("SELECT pg_catalog.pg_stat_force_next_flush()") != nil
+}
+
+// sendHeld sends a batch between two snapshots of what the transaction
+// wrote; fromServer holds its reply until the second one is in.
+func (c *conn) sendHeld(r *reply, b []byte) bool {
+	var before *reply // outside a transaction block: nothing written yet
+	if c.status.Load() == 'T' {
+		if before = c.own(written); before == nil {
+			return false
+		}
+	}
+	after := &reply{own: true, ready: make(chan struct{})}
+	r.stmt = &stmtHold{before: before, after: after}
+	q, _ := (&pgproto3.Query{String: written}).Encode(nil)
+	return c.send(r, b) && c.send(after, q)
+}
+
+// beforeCommit asks the server, inside the transaction, what it wrote, and
+// arms the reply to this COMMIT when a trigger matches.
+func (c *conn) beforeCommit(r *reply) bool {
+	waiting := c.p.waiting(Commit)
+	if len(waiting) == 0 {
+		c.p.record(Event{Conn: c.id, Boundary: Commit})
+		return true
+	}
+	snap, ok := c.ask(written)
+	if !ok {
+		return false
+	}
+	if snap.status != 'T' {
+		return true // no transaction block (or a failed one): no commit to strike
+	}
+	tables := names(snap.rows)
+	for _, a := range waiting {
+		if a.matches(tables) && a.take() {
+			r.commit = a
+			break
+		}
+	}
+	e := Event{Conn: c.id, Boundary: Commit, Tables: tables}
+	if r.commit != nil {
+		e.Fault = r.commit.Trigger.String()
+	}
+	c.p.record(e)
+	if r.commit != nil && r.commit.Do == Error {
+		r.rollback = true
+		return c.own(fail) != nil
+	}
+	return true
+}
+
+func names(rows [][]string) []string {
+	out := make([]string, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, r[0])
+	}
+	slices.Sort(out)
+	return out
+}
+
+// grew lists the tables whose write count grew from before to after.
+func grew(before, after [][]string) []string {
+	was := map[string]int64{}
+	for _, r := range before {
+		was[r[0]], _ = strconv.ParseInt(r[1], 10, 64)
+	}
+	var out []string
+	for _, r := range after {
+		if n, _ := strconv.ParseInt(r[1], 10, 64); n > was[r[0]] {
+			out = append(out, r[0])
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// fromServer reads the server's messages and gives each to the reply it
+// belongs to: the proxy's own queries are swallowed, a held reply waits,
+// a struck reply never reaches the client.
+func (c *conn) fromServer() {
+	defer c.close()
+	var cur, held *reply
+	for {
+		msg, err := c.fe.Receive()
+		if err != nil {
+			return
+		}
+		switch msg.(type) {
+		case *pgproto3.ParameterStatus, *pgproto3.NotificationResponse:
+			c.be.Send(msg)
+			if c.flushIfIdle() != nil {
+				return
+			}
+			continue
+		}
+		if cur == nil {
+			select {
+			case cur = <-c.pending:
+			case <-c.done:
+				return
+			}
+		}
+		rfq, isRFQ := msg.(*pgproto3.ReadyForQuery)
+		if isRFQ {
+			c.status.Store(uint32(rfq.TxStatus))
+			cur.status = rfq.TxStatus
+		}
+		var ok bool
+		switch {
+		case cur.own:
+			ok = c.ownReply(cur, msg, &held)
+		case cur.stmt != nil:
+			b, _ := msg.Encode(nil)
+			cur.held, ok = append(cur.held, b), true
+			if isRFQ {
+				held = cur
+			}
+		default:
+			ok = c.clientReply(cur, msg)
+		}
+		if !ok {
+			return
+		}
+		if isRFQ {
+			cur = nil
+		}
+	}
+}
+
+// flushIfIdle sends the client what is buffered once the server has
+// nothing more buffered for us: one write per burst, not per message.
+func (c *conn) flushIfIdle() error {
+	if c.fe.ReadBufferLen() > 0 {
+		return nil
+	}
+	return c.be.Flush()
+}
+
+// ownReply records the proxy's own query's rows; when it is the snapshot
+// a held reply waits for, resolves that reply.
+func (c *conn) ownReply(r *reply, msg pgproto3.BackendMessage, held **reply) bool {
+	switch msg := msg.(type) {
+	case *pgproto3.DataRow:
+		row := make([]string, len(msg.Values))
+		for i, v := range msg.Values {
+			row[i] = string(v)
+		}
+		r.rows = append(r.rows, row)
+	case *pgproto3.ErrorResponse:
+		r.failed = true
+	case *pgproto3.ReadyForQuery:
+		close(r.ready)
+		if h := *held; h != nil && h.stmt.after == r {
+			*held = nil
+			return c.resolve(h)
+		}
+	}
+	return true
+}
+
+// clientReply forwards one message of a client's reply, striking at the
+// COMMIT's CommandComplete when the reply is armed.
+func (c *conn) clientReply(r *reply, msg pgproto3.BackendMessage) bool {
+	if cc, ok := msg.(*pgproto3.CommandComplete); ok && r.commit != nil {
+		a := r.commit
+		r.commit = nil
+		tag := string(cc.CommandTag)
+		switch {
+		case r.rollback && tag == "ROLLBACK":
+			a.finish(nil)
+			return c.raw(injected("COMMIT"))
+		case tag != "COMMIT":
+			a.finish(fmt.Errorf("the server answered the COMMIT with %q: there was no commit to strike", tag))
+		default:
+			return c.strike(a, func() bool { c.be.Send(msg); return true })
+		}
+	}
+	c.be.Send(msg)
+	if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
+		return c.be.Flush() == nil
+	}
+	return c.flushIfIdle() == nil
+}
+
+// strike applies a kill, cut or delay with the reply held; pass forwards
+// the reply afterwards (delay only).
+func (c *conn) strike(a *Armed, pass func() bool) bool {
+	switch a.Do {
+	case Kill:
+		err := a.Kill()
+		if err != nil {
+			err = fmt.Errorf("kill: %w", err)
+		}
+		a.finish(err)
+		c.close()
+		return false
+	case Cut:
+		a.finish(nil)
+		c.close()
+		return false
+	case Delay:
+		select {
+		case <-time.After(a.Delay):
+		case <-c.done:
+			a.finish(fmt.Errorf("the connection closed during the %v delay", a.Delay))
+			return false
+		}
+	}
+	a.finish(nil)
+	return pass()
+}
+
+// raw writes encoded messages to the client after what is buffered.
+func (c *conn) raw(bs ...[]byte) bool {
+	if c.be.Flush() != nil {
+		return false
+	}
+	for _, b := range bs {
+		if _, err := c.client.Write(b); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// resolve decides a held statement reply once the snapshot after it is in:
+// if it wrote a trigger's table, strike; else pass it on unchanged.
+func (c *conn) resolve(h *reply) bool {
+	var was [][]string
+	if h.stmt.before != nil {
+		was = h.stmt.before.rows
+	}
+	tables := grew(was, h.stmt.after.rows)
+	if h.status != 'T' {
+		tables = nil // committed or failed already: no open statement to strike
+	}
+	var a *Armed
+	for _, w := range c.p.waiting(Statement) {
+		if w.matches(tables) && w.take() {
+			a = w
+			break
+		}
+	}
+	if len(tables) > 0 {
+		e := Event{Conn: c.id, Boundary: Statement, Tables: tables}
+		if a != nil {
+			e.Fault = a.Trigger.String()
+		}
+		c.p.record(e)
+	}
+	if a == nil {
+		return c.raw(h.held...)
+	}
+	if a.Do != Error {
+		return c.strike(a, func() bool { return c.raw(h.held...) })
+	}
+	// The statement ran; abort its transaction on the server for real and
+	// tell the client its statement failed.
+	if c.own(fail) == nil {
+		return false
+	}
+	a.finish(nil)
+	return c.raw(failStatement(h.held)...)
+}
+
+// failStatement rewrites a held reply: its last CommandComplete becomes
+// the injected error, and the transaction is reported failed ('E').
+func failStatement(held [][]byte) [][]byte {
+	last := -1
+	for i, b := range held {
+		if b[0] == 'C' {
+			last = i
+		}
+	}
+	out := slices.Clone(held[:max(last, 0)])
+	out = append(out, injected("statement"))
+	rfq, _ := (&pgproto3.ReadyForQuery{TxStatus: 'E'}).Encode(nil)
+	return append(out, rfq)
+}
+
+// String names the connection in errors.
+func (c *conn) String() string {
+	return "pgwire conn " + strconv.Itoa(c.id) + " " + strings.TrimSpace(c.p.upstream)
+}
