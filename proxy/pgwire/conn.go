@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/outboxdrill/runner/proxy/fault"
 )
 
 // conn relays one client connection. Two goroutines: c2s reads the client's
@@ -124,7 +126,7 @@ func (c *conn) greet() ([]byte, bool) {
 		msg, err := c.be.ReceiveStartupMessage()
 		if err != nil {
 			if askedTLS && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
-				c.p.failWaiting(&Unclassifiable{Reason: "a client asked for TLS and hung up on the proxy's plain-TCP answer: connect with sslmode=disable"}, Commit, Statement)
+				c.p.failWaiting(&fault.Unclassifiable{Reason: "a client asked for TLS and hung up on the proxy's plain-TCP answer: connect with sslmode=disable"}, Commit, Statement)
 			}
 			return nil, false
 		}

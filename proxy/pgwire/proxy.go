@@ -17,12 +17,13 @@
 package pgwire
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/outboxdrill/runner/proxy/fault"
 )
 
 // Proxy listens on a loopback port and relays each client connection to
@@ -102,20 +103,11 @@ func (p *Proxy) Arm(t Trigger) (*Armed, error) {
 	if t.Boundary != Commit && t.Boundary != Statement {
 		return nil, fmt.Errorf("pgwire: unknown boundary %v", t.Boundary)
 	}
-	switch t.Do {
-	case Kill:
-		if t.Kill == nil {
-			return nil, errors.New("pgwire: a kill trigger needs Kill")
-		}
-	case Delay:
-		if t.Delay <= 0 {
-			return nil, errors.New("pgwire: a delay trigger needs a positive Delay")
-		}
-	case Cut, Error:
-	default:
-		return nil, fmt.Errorf("pgwire: unknown action %v", t.Do)
+	fa, err := fault.NewArmed(t.Action, t.Nth)
+	if err != nil {
+		return nil, fmt.Errorf("pgwire: %w", err)
 	}
-	a := &Armed{Trigger: t, done: make(chan struct{})}
+	a := &Armed{Armed: fa, Trigger: t}
 	p.mu.Lock()
 	p.armed = append(p.armed, a)
 	p.mu.Unlock()
@@ -135,7 +127,7 @@ func (p *Proxy) waiting(b Boundary) []*Armed {
 	defer p.mu.Unlock()
 	var out []*Armed
 	for _, a := range p.armed {
-		if a.Boundary == b && !a.Fired() && a.Err() == nil {
+		if a.Trigger.Boundary == b && a.Waiting() {
 			out = append(out, a)
 		}
 	}
@@ -146,7 +138,7 @@ func (p *Proxy) waiting(b Boundary) []*Armed {
 func (p *Proxy) failWaiting(err error, bs ...Boundary) {
 	for _, b := range bs {
 		for _, a := range p.waiting(b) {
-			a.fail(err)
+			a.Fail(err)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxdrill/runner/internal/testservers"
+	"github.com/outboxdrill/runner/proxy/fault"
 )
 
 func TestMain(m *testing.M) { testservers.Main(m) }
@@ -139,7 +140,7 @@ func TestKillHoldsTheCommitReply(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	var killed atomic.Int32
-	a := f.arm(Trigger{Boundary: Commit, Table: f.a, Do: Kill, Kill: func() error { killed.Add(1); return nil }})
+	a := f.arm(Trigger{Boundary: Commit, Table: f.a, Action: fault.Action{Do: fault.Kill, Kill: func() error { killed.Add(1); return nil }}})
 	c := f.client()
 	if err := insertAndCommit(ctx, c, "x", f.b); err != nil {
 		t.Fatalf("a transaction that wrote only %s: %v", f.b, err)
@@ -164,7 +165,7 @@ func TestKillHoldsTheCommitReply(t *testing.T) {
 func TestErrorRollsBackForReal(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	a := f.arm(Trigger{Boundary: Commit, Table: f.a, Nth: 2, Do: Error})
+	a := f.arm(Trigger{Boundary: Commit, Table: f.a, Nth: 2, Action: fault.Action{Do: fault.Error}})
 	c := f.client()
 	if err := insertAndCommit(ctx, c, "1", f.a, f.b); err != nil {
 		t.Fatal(err)
@@ -186,14 +187,14 @@ func TestErrorRollsBackForReal(t *testing.T) {
 func TestCutAndDelay(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	a := f.arm(Trigger{Boundary: Commit, Do: Delay, Delay: 150 * time.Millisecond})
+	a := f.arm(Trigger{Boundary: Commit, Action: fault.Action{Do: fault.Delay, Delay: 150 * time.Millisecond}})
 	c := f.client()
 	start := time.Now()
 	if err := insertAndCommit(ctx, c, "d", f.a); err != nil || time.Since(start) < 150*time.Millisecond {
 		t.Fatalf("delayed commit: %v after %v", err, time.Since(start))
 	}
 	<-a.Done()
-	cut := f.arm(Trigger{Boundary: Commit, Do: Cut})
+	cut := f.arm(Trigger{Boundary: Commit, Action: fault.Action{Do: fault.Cut}})
 	if err := insertAndCommit(ctx, c, "e", f.a); err == nil {
 		t.Fatal("a cut commit succeeded on the client")
 	}
@@ -206,7 +207,7 @@ func TestCutAndDelay(t *testing.T) {
 func TestExtendedProtocolCommit(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	a := f.arm(Trigger{Boundary: Commit, Table: f.a, Do: Error})
+	a := f.arm(Trigger{Boundary: Commit, Table: f.a, Action: fault.Action{Do: fault.Error}})
 	c := f.client()
 	if _, err := c.Prepare(ctx, "done", "COMMIT"); err != nil {
 		t.Fatal(err)
@@ -234,7 +235,7 @@ func TestExtendedProtocolCommit(t *testing.T) {
 func TestStatementBoundary(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	a := f.arm(Trigger{Boundary: Statement, Table: f.a, Do: Error})
+	a := f.arm(Trigger{Boundary: Statement, Table: f.a, Action: fault.Action{Do: fault.Error}})
 	c := f.client()
 	tx, err := c.Begin(ctx)
 	if err != nil {
@@ -260,13 +261,13 @@ func TestStatementBoundary(t *testing.T) {
 func TestUnclassifiableIsNotApproximated(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	a := f.arm(Trigger{Boundary: Commit, Do: Error})
+	a := f.arm(Trigger{Boundary: Commit, Action: fault.Action{Do: fault.Error}})
 	c := f.client()
 	if _, err := c.Exec(ctx, "BEGIN; INSERT INTO "+f.a+" (id) VALUES ('m'); COMMIT"); err != nil {
 		t.Fatalf("the multi-statement query must pass untouched: %v", err)
 	}
 	<-a.Done()
-	var u *Unclassifiable
+	var u *fault.Unclassifiable
 	if a.Fired() || !errors.As(a.Err(), &u) {
 		t.Fatalf("fired=%v err=%v; want not fired, *Unclassifiable", a.Fired(), a.Err())
 	}
@@ -277,7 +278,7 @@ func TestUnclassifiableIsNotApproximated(t *testing.T) {
 
 func TestTLSIsUnclassifiable(t *testing.T) {
 	f := newFixture(t)
-	a := f.arm(Trigger{Boundary: Commit, Do: Cut})
+	a := f.arm(Trigger{Boundary: Commit, Action: fault.Action{Do: fault.Cut}})
 	host, port, _ := net.SplitHostPort(f.proxy.Addr())
 	cfg, err := pgx.ParseConfig(fmt.Sprintf("postgres://postgres@%s:%s/postgres?sslmode=require", host, port))
 	if err != nil {
@@ -292,7 +293,7 @@ func TestTLSIsUnclassifiable(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the trigger was not failed")
 	}
-	var u *Unclassifiable
+	var u *fault.Unclassifiable
 	if !errors.As(a.Err(), &u) {
 		t.Errorf("err %v, want *Unclassifiable", a.Err())
 	}
@@ -309,7 +310,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 				c = f.clientB(b)
 			}
 			if mode == "proxy-armed" {
-				if _, err := f.proxy.Arm(Trigger{Boundary: Commit, Table: "no_such_table", Do: Cut}); err != nil {
+				if _, err := f.proxy.Arm(Trigger{Boundary: Commit, Table: "no_such_table", Action: fault.Action{Do: fault.Cut}}); err != nil {
 					b.Fatal(err)
 				}
 			}

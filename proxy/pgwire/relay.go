@@ -5,9 +5,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/outboxdrill/runner/proxy/fault"
 )
 
 // written lists the tables the current transaction wrote, with their
@@ -95,10 +96,10 @@ func (c *conn) fromClient() {
 // is queued once per batch, since only its Sync ends it.
 func (c *conn) flushed(b []byte) bool {
 	if slices.ContainsFunc(c.execs, isCommit) {
-		c.p.failWaiting(&Unclassifiable{Reason: "a COMMIT in an extended-protocol batch flushed before its Sync"}, Commit)
+		c.p.failWaiting(&fault.Unclassifiable{Reason: "a COMMIT in an extended-protocol batch flushed before its Sync"}, Commit)
 	}
 	if len(c.execs) > 0 {
-		c.p.failWaiting(&Unclassifiable{Reason: "statements in an extended-protocol batch flushed before its Sync: the proxy cannot snapshot around them"}, Statement)
+		c.p.failWaiting(&fault.Unclassifiable{Reason: "statements in an extended-protocol batch flushed before its Sync: the proxy cannot snapshot around them"}, Statement)
 	}
 	var r *reply
 	if !c.unsync {
@@ -127,7 +128,7 @@ func (c *conn) dispatch(sqls []string, simple bool, b []byte) bool {
 		if simple {
 			kind = "a multi-statement simple query"
 		}
-		c.p.failWaiting(&Unclassifiable{Reason: fmt.Sprintf("a COMMIT inside %s of %d statements: its reply cannot be held alone", kind, len(sqls))}, Commit, Statement)
+		c.p.failWaiting(&fault.Unclassifiable{Reason: fmt.Sprintf("a COMMIT inside %s of %d statements: its reply cannot be held alone", kind, len(sqls))}, Commit, Statement)
 	case commits == 1:
 		if !c.beforeCommit(r) {
 			return false
@@ -152,7 +153,7 @@ func (c *conn) flushStats() bool {
 		return true
 	}
 	if c.major < 15 {
-		c.p.failWaiting(&Unclassifiable{Reason: fmt.Sprintf("PostgreSQL %d cannot tell a transaction's writes from its predecessors' unflushed ones (pg_stat_force_next_flush is 15's)", c.major)}, Commit, Statement)
+		c.p.failWaiting(&fault.Unclassifiable{Reason: fmt.Sprintf("PostgreSQL %d cannot tell a transaction's writes from its predecessors' unflushed ones (pg_stat_force_next_flush is 15's)", c.major)}, Commit, Statement)
 		return true
 	}
 	return c.own("SELECT pg_catalog.pg_stat_force_next_flush()") != nil
@@ -190,7 +191,7 @@ func (c *conn) beforeCommit(r *reply) bool {
 	}
 	tables := names(snap.rows)
 	for _, a := range waiting {
-		if a.matches(tables) && a.take() {
+		if a.Trigger.matches(tables) && a.Take() {
 			r.commit = a
 			break
 		}
@@ -200,7 +201,7 @@ func (c *conn) beforeCommit(r *reply) bool {
 		e.Fault = r.commit.Trigger.String()
 	}
 	c.p.record(e)
-	if r.commit != nil && r.commit.Do == Error {
+	if r.commit != nil && r.commit.Do == fault.Error {
 		r.rollback = true
 		return c.own(fail) != nil
 	}
@@ -325,10 +326,10 @@ func (c *conn) clientReply(r *reply, msg pgproto3.BackendMessage) bool {
 		tag := string(cc.CommandTag)
 		switch {
 		case r.rollback && tag == "ROLLBACK":
-			a.finish(nil)
+			a.Finish(nil)
 			return c.raw(injected("COMMIT"))
 		case tag != "COMMIT":
-			a.finish(fmt.Errorf("the server answered the COMMIT with %q: there was no commit to strike", tag))
+			a.Finish(fmt.Errorf("the server answered the COMMIT with %q: there was no commit to strike", tag))
 		default:
 			return c.strike(a, func() bool { c.be.Send(msg); return true })
 		}
@@ -343,29 +344,7 @@ func (c *conn) clientReply(r *reply, msg pgproto3.BackendMessage) bool {
 // strike applies a kill, cut or delay with the reply held; pass forwards
 // the reply afterwards (delay only).
 func (c *conn) strike(a *Armed, pass func() bool) bool {
-	switch a.Do {
-	case Kill:
-		err := a.Kill()
-		if err != nil {
-			err = fmt.Errorf("kill: %w", err)
-		}
-		a.finish(err)
-		c.close()
-		return false
-	case Cut:
-		a.finish(nil)
-		c.close()
-		return false
-	case Delay:
-		select {
-		case <-time.After(a.Delay):
-		case <-c.done:
-			a.finish(fmt.Errorf("the connection closed during the %v delay", a.Delay))
-			return false
-		}
-	}
-	a.finish(nil)
-	return pass()
+	return a.Hold(c.done, c.close, pass)
 }
 
 // raw writes encoded messages to the client after what is buffered.
@@ -394,7 +373,7 @@ func (c *conn) resolve(h *reply) bool {
 	}
 	var a *Armed
 	for _, w := range c.p.waiting(Statement) {
-		if w.matches(tables) && w.take() {
+		if w.Trigger.matches(tables) && w.Take() {
 			a = w
 			break
 		}
@@ -409,7 +388,7 @@ func (c *conn) resolve(h *reply) bool {
 	if a == nil {
 		return c.raw(h.held...)
 	}
-	if a.Do != Error {
+	if a.Do != fault.Error {
 		return c.strike(a, func() bool { return c.raw(h.held...) })
 	}
 	// The statement ran; abort its transaction on the server for real and
@@ -417,7 +396,7 @@ func (c *conn) resolve(h *reply) bool {
 	if c.own(fail) == nil {
 		return false
 	}
-	a.finish(nil)
+	a.Finish(nil)
 	return c.raw(failStatement(h.held)...)
 }
 

@@ -1,0 +1,194 @@
+// Package fault holds what the protocol proxies share about a fault: the
+// action it takes, and the armed trigger that counts its boundary's
+// crossings, strikes once and tells its waiters how it went.
+package fault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Do is what a fault does at its boundary.
+type Do int
+
+const (
+	// Kill calls Action.Kill while the reply is held: the service never
+	// sees it. Then the proxy closes the connection.
+	Kill Do = iota + 1
+	// Cut closes the service's connection instead of passing the reply.
+	Cut
+	// Error makes the boundary fail for real (each proxy says how).
+	Error
+	// Delay holds the reply for Action.Delay, then passes it.
+	Delay
+)
+
+func (d Do) String() string {
+	switch d {
+	case Kill:
+		return "kill"
+	case Cut:
+		return "cut"
+	case Error:
+		return "error"
+	case Delay:
+		return "delay"
+	}
+	return fmt.Sprintf("Do(%d)", int(d))
+}
+
+// Action is a fault's action with what it needs.
+type Action struct {
+	Do    Do
+	Delay time.Duration // for Delay
+	// Kill stops the service whose connection this is (e.g. SIGKILL of its
+	// process group); required for Kill.
+	Kill func() error
+}
+
+func (a Action) String() string {
+	if a.Do == Delay {
+		return "delay(" + a.Delay.String() + ")"
+	}
+	return a.Do.String()
+}
+
+// Check says what an action lacks.
+func (a Action) Check() error {
+	switch a.Do {
+	case Kill:
+		if a.Kill == nil {
+			return errors.New("a kill needs the function that kills the service")
+		}
+	case Delay:
+		if a.Delay <= 0 {
+			return errors.New("a delay needs a positive duration")
+		}
+	case Cut, Error:
+	default:
+		return fmt.Errorf("unknown action %v", a.Do)
+	}
+	return nil
+}
+
+// Unclassifiable is the error of a trigger whose boundary crossed a proxy
+// in a form it cannot attribute exactly. The fault is then NOT applied: a
+// drill skips rather than approximate.
+type Unclassifiable struct{ Reason string }
+
+func (e *Unclassifiable) Error() string { return "cannot classify the boundary exactly: " + e.Reason }
+
+// Armed is a trigger waiting on a proxy: it strikes at the Nth crossing it
+// is shown, once.
+type Armed struct {
+	Action
+	Nth   int // 1 = the first crossing; 0 counts as 1
+	mu    sync.Mutex
+	seen  int
+	fired bool
+	err   error
+	done  chan struct{}
+}
+
+// NewArmed arms an action for the Nth crossing.
+func NewArmed(a Action, nth int) (*Armed, error) {
+	if err := a.Check(); err != nil {
+		return nil, err
+	}
+	return &Armed{Action: a, Nth: nth, done: make(chan struct{})}, nil
+}
+
+// Done is closed once the trigger struck or could not be applied.
+func (a *Armed) Done() <-chan struct{} { return a.done }
+
+// Wait waits for Done or the context.
+func (a *Armed) Wait(ctx context.Context) error {
+	select {
+	case <-a.done:
+		return a.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Fired reports whether the fault struck.
+func (a *Armed) Fired() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.fired }
+
+// Err is why the fault could not be applied (an *Unclassifiable, or what
+// went wrong while striking), nil otherwise.
+func (a *Armed) Err() error { a.mu.Lock(); defer a.mu.Unlock(); return a.err }
+
+// Waiting reports whether the trigger may still strike.
+func (a *Armed) Waiting() bool { a.mu.Lock(); defer a.mu.Unlock(); return !a.fired && a.err == nil }
+
+// Take counts one crossing and reports whether this is the one to strike.
+func (a *Armed) Take() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fired || a.err != nil {
+		return false
+	}
+	a.seen++
+	if a.seen < max(a.Nth, 1) {
+		return false
+	}
+	a.fired = true
+	return true
+}
+
+// Finish records how the strike went and wakes the waiters.
+func (a *Armed) Finish(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err != nil && a.err == nil {
+		a.err = err
+	}
+	select {
+	case <-a.done:
+	default:
+		close(a.done)
+	}
+}
+
+// Fail gives up on a trigger that has not struck.
+func (a *Armed) Fail(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fired || a.err != nil {
+		return
+	}
+	a.err = err
+	close(a.done)
+}
+
+// Hold applies a kill, cut or delay with the reply held. closeConn closes
+// the service's connection; pass forwards the reply (after a delay). It
+// reports whether the connection goes on.
+func (a *Armed) Hold(closed <-chan struct{}, closeConn func(), pass func() bool) bool {
+	switch a.Do {
+	case Kill:
+		var err error
+		if kerr := a.Kill(); kerr != nil {
+			err = fmt.Errorf("kill: %w", kerr)
+		}
+		a.Finish(err)
+		closeConn()
+		return false
+	case Cut:
+		a.Finish(nil)
+		closeConn()
+		return false
+	case Delay:
+		select {
+		case <-time.After(a.Delay):
+		case <-closed:
+			a.Finish(fmt.Errorf("the connection closed during the %v delay", a.Delay))
+			return false
+		}
+	}
+	a.Finish(nil)
+	return pass()
+}

@@ -1,0 +1,50 @@
+package fault
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestArmedStrikesOnceAtNth(t *testing.T) {
+	a, err := NewArmed(Action{Do: Cut}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []bool
+	for range 5 {
+		got = append(got, a.Take())
+	}
+	if want := []bool{false, false, true, false, false}; !equal(got, want) {
+		t.Fatalf("Take: %v, want %v", got, want)
+	}
+	closed := false
+	if a.Hold(nil, func() { closed = true }, func() bool { t.Error("a cut passed the reply"); return true }) || !closed {
+		t.Error("a cut must close the connection and stop it")
+	}
+	if !a.Fired() || a.Err() != nil || a.Waiting() {
+		t.Errorf("after the cut: fired=%v err=%v waiting=%v", a.Fired(), a.Err(), a.Waiting())
+	}
+}
+
+func TestActionsSayWhatTheyLack(t *testing.T) {
+	for _, a := range []Action{{Do: Kill}, {Do: Delay}, {Do: Do(9)}} {
+		if a.Check() == nil {
+			t.Errorf("%v: no error", a)
+		}
+	}
+	a, _ := NewArmed(Action{Do: Error}, 0)
+	a.Fail(&Unclassifiable{Reason: "tls"})
+	var u *Unclassifiable
+	if a.Take() || !errors.As(a.Err(), &u) {
+		t.Errorf("a failed trigger: take=%v err=%v", a.Take(), a.Err())
+	}
+	d, _ := NewArmed(Action{Do: Delay, Delay: time.Millisecond}, 1)
+	passed := false
+	if !d.Hold(make(chan struct{}), func() {}, func() bool { passed = true; return true }) || !passed {
+		t.Error("a delay must pass the reply on")
+	}
+}
+
+func equal(a, b []bool) bool { return slices.Equal(a, b) }
