@@ -192,3 +192,52 @@ func (a *Armed) Hold(closed <-chan struct{}, closeConn func(), pass func() bool)
 	a.Finish(nil)
 	return pass()
 }
+
+// Registry keeps a proxy's armed triggers and the events it saw, safe for
+// its connections to share.
+type Registry[A interface {
+	comparable
+	Waiting() bool
+}, E any] struct {
+	mu     sync.Mutex
+	armed  []A
+	events []E
+}
+
+// Add arms a trigger.
+func (r *Registry[A, E]) Add(a A) { r.mu.Lock(); r.armed = append(r.armed, a); r.mu.Unlock() }
+
+// Disarm removes a trigger that has not struck; it then never will.
+func (r *Registry[A, E]) Disarm(a A) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, x := range r.armed {
+		if x == a {
+			r.armed = append(r.armed[:i:i], r.armed[i+1:]...)
+			return
+		}
+	}
+}
+
+// Waiting returns the triggers that may still strike, in arming order.
+func (r *Registry[A, E]) Waiting() []A {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []A
+	for _, a := range r.armed {
+		if a.Waiting() {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Record appends an event.
+func (r *Registry[A, E]) Record(e E) { r.mu.Lock(); r.events = append(r.events, e); r.mu.Unlock() }
+
+// Events returns the events so far, in order.
+func (r *Registry[A, E]) Events() []E {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]E(nil), r.events...)
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/outboxdrill/runner/proxy/fault"
+	"github.com/outboxdrill/runner/proxy/listen"
 )
 
 // conn relays one client connection. Two goroutines: c2s reads the client's
@@ -68,6 +69,9 @@ func newConn(p *Proxy, id int, client net.Conn) *conn {
 		stmts: map[string]string{}, portals: map[string]string{}}
 }
 
+// Close closes both sides of the relay.
+func (c *conn) Close() { c.close() }
+
 func (c *conn) close() {
 	c.closeOnce.Do(func() {
 		close(c.done)
@@ -81,22 +85,7 @@ func (c *conn) close() {
 }
 
 // dial connects to the server unless the connection is closing.
-func (c *conn) dial() error {
-	server, err := net.Dial("tcp", c.p.upstream)
-	if err != nil {
-		return err
-	}
-	c.serverMu.Lock()
-	defer c.serverMu.Unlock()
-	select {
-	case <-c.done:
-		server.Close()
-		return net.ErrClosed
-	default:
-	}
-	c.server = server
-	return nil
-}
+func (c *conn) dial() error { return listen.Dial(c.p.upstream, c.done, &c.serverMu, &c.server) }
 
 func (c *conn) serve() {
 	defer c.close()

@@ -19,26 +19,19 @@ package pgwire
 import (
 	"fmt"
 	"net"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/outboxdrill/runner/proxy/fault"
+	"github.com/outboxdrill/runner/proxy/listen"
 )
 
 // Proxy listens on a loopback port and relays each client connection to
 // the upstream server.
 type Proxy struct {
 	upstream string
-	ln       net.Listener
+	ln       *listen.Listener
 
-	mu     sync.Mutex
-	armed  []*Armed
-	events []Event
-	conns  map[*conn]struct{}
-	nextID int
-	closed bool
-	wg     sync.WaitGroup
+	fault.Registry[*Armed, Event]
 }
 
 // Event is one boundary the proxy saw: a commit with the tables its
@@ -56,46 +49,18 @@ type Event struct {
 // Listen starts a proxy to upstream ("host:port") on 127.0.0.1, on a port
 // of the kernel's choosing.
 func Listen(upstream string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p := &Proxy{upstream: upstream}
+	ln, err := listen.Serve(func(id int, nc net.Conn) listen.Conn { return newConn(p, id, nc) },
+		func(c listen.Conn) { c.(*conn).serve() })
 	if err != nil {
 		return nil, fmt.Errorf("pgwire proxy: %w", err)
 	}
-	p := &Proxy{upstream: upstream, ln: ln, conns: map[*conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
+	p.ln = ln
 	return p, nil
 }
 
 // Addr is the proxy's "host:port".
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
-
-func (p *Proxy) accept() {
-	defer p.wg.Done()
-	for {
-		client, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			client.Close()
-			return
-		}
-		p.nextID++
-		c := newConn(p, p.nextID, client)
-		p.conns[c] = struct{}{}
-		p.wg.Add(1)
-		p.mu.Unlock()
-		go func() {
-			defer p.wg.Done()
-			c.serve()
-			p.mu.Lock()
-			delete(p.conns, c)
-			p.mu.Unlock()
-		}()
-	}
-}
+func (p *Proxy) Addr() string { return p.ln.Addr() }
 
 // Arm adds a trigger; it applies to every connection through this proxy,
 // counting matches across them in the order the proxy sees them.
@@ -108,26 +73,15 @@ func (p *Proxy) Arm(t Trigger) (*Armed, error) {
 		return nil, fmt.Errorf("pgwire: %w", err)
 	}
 	a := &Armed{Armed: fa, Trigger: t}
-	p.mu.Lock()
-	p.armed = append(p.armed, a)
-	p.mu.Unlock()
+	p.Add(a)
 	return a, nil
-}
-
-// Disarm removes a trigger that has not struck; it then never will.
-func (p *Proxy) Disarm(a *Armed) {
-	p.mu.Lock()
-	p.armed = slices.DeleteFunc(p.armed, func(x *Armed) bool { return x == a })
-	p.mu.Unlock()
 }
 
 // waiting returns the armed triggers of a boundary that may still strike.
 func (p *Proxy) waiting(b Boundary) []*Armed {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	var out []*Armed
-	for _, a := range p.armed {
-		if a.Trigger.Boundary == b && a.Waiting() {
+	for _, a := range p.Waiting() {
+		if a.Trigger.Boundary == b {
 			out = append(out, a)
 		}
 	}
@@ -145,32 +99,9 @@ func (p *Proxy) failWaiting(err error, bs ...Boundary) {
 
 func (p *Proxy) record(e Event) {
 	e.At = time.Now()
-	p.mu.Lock()
-	p.events = append(p.events, e)
-	p.mu.Unlock()
-}
-
-// Events returns what the proxy saw so far, in order.
-func (p *Proxy) Events() []Event {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.events)
+	p.Record(e)
 }
 
 // Close stops listening, closes every relayed connection and waits for
 // them; triggers that never struck are left as they are (Done stays open).
-func (p *Proxy) Close() error {
-	p.mu.Lock()
-	p.closed = true
-	conns := make([]*conn, 0, len(p.conns))
-	for c := range p.conns {
-		conns = append(conns, c)
-	}
-	p.mu.Unlock()
-	err := p.ln.Close()
-	for _, c := range conns {
-		c.close()
-	}
-	p.wg.Wait()
-	return err
-}
+func (p *Proxy) Close() error { return p.ln.Close() }

@@ -1,0 +1,234 @@
+package resp
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/outboxdrill/runner/proxy/fault"
+	"github.com/outboxdrill/runner/proxy/listen"
+)
+
+// conn relays one client connection: fromClient forwards commands and
+// queues a call for each, fromServer pairs each reply with its call.
+type conn struct {
+	p      *Proxy
+	id     int
+	client net.Conn
+
+	serverMu sync.Mutex
+	server   net.Conn
+
+	pending chan *call
+	out     *bufio.Writer // to the client, under outMu
+	outMu   sync.Mutex
+
+	// fromClient only
+	last   *call       // the last call sent: the barrier waits for its reply
+	multi  bool        // inside MULTI: replies are QUEUED, the results come with EXEC
+	pubsub atomic.Bool // RESP2 subscribe mode: the server talks unasked (set by fromServer)
+
+	closeOnce sync.Once
+	done      chan struct{}
+}
+
+// call is one command sent to Redis, waiting for its reply.
+type call struct {
+	cmd      []string
+	strike   *Armed // a reply trigger: hold the reply
+	answered chan struct{}
+}
+
+func newConn(p *Proxy, id int, client net.Conn) *conn {
+	return &conn{p: p, id: id, client: client, pending: make(chan *call, 4096),
+		out: bufio.NewWriterSize(client, 64<<10), done: make(chan struct{})}
+}
+
+// Close closes both sides.
+func (c *conn) Close() {
+	c.closeOnce.Do(func() {
+		close(c.done)
+		c.client.Close()
+		c.serverMu.Lock()
+		if c.server != nil {
+			c.server.Close()
+		}
+		c.serverMu.Unlock()
+	})
+}
+
+func (c *conn) serve() {
+	defer c.Close()
+	if err := listen.Dial(c.p.upstream, c.done, &c.serverMu, &c.server); err != nil {
+		c.write(fmt.Appendf(nil, "-ERR outboxdrill resp proxy: cannot reach Redis: %v\r\n", err), true)
+		return
+	}
+	go c.fromServer()
+	c.fromClient()
+}
+
+// write sends bytes to the client, flushing when asked.
+func (c *conn) write(b []byte, flush bool) bool {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	if _, err := c.out.Write(b); err != nil {
+		return false
+	}
+	return !flush || c.out.Flush() == nil
+}
+
+func (c *conn) fromClient() {
+	defer c.Close()
+	rd := newReader(c.client)
+	for {
+		cmd, raw, err := rd.command()
+		if err != nil {
+			return
+		}
+		if len(cmd) == 0 {
+			continue // an empty inline line: Redis ignores it too
+		}
+		if !c.relay(cmd, raw) {
+			return
+		}
+	}
+}
+
+// relay applies what the triggers say about one command and forwards it.
+func (c *conn) relay(cmd []string, raw []byte) bool {
+	name := strings.ToUpper(cmd[0])
+	if c.multi && name != "EXEC" && name != "DISCARD" {
+		c.p.failOn(cmd, &fault.Unclassifiable{Reason: fmt.Sprintf("%s inside MULTI: its reply is QUEUED and its result comes with EXEC's", name)})
+	}
+	if c.pubsub.Load() {
+		c.p.failOn(cmd, &fault.Unclassifiable{Reason: name + " on a connection in RESP2 subscribe mode"})
+		return c.send(nil, raw)
+	}
+	a := c.p.strikeOn(cmd)
+	if a != nil && (a.Trigger.Boundary == Request || a.Do == fault.Error) {
+		if !c.barrier() {
+			return false
+		}
+		ev := Event{Conn: c.id, Command: cmd, Fault: a.Trigger.String()}
+		if a.Do == fault.Error {
+			ev.Reply = Value{Type: '-', Str: "ERR outboxdrill: the drill failed this " + name + "; it was not sent to Redis"}
+			c.p.record(ev)
+			a.Finish(nil)
+			return c.write([]byte("-"+ev.Reply.Str+"\r\n"), true)
+		}
+		c.p.record(ev)
+		if !a.Hold(c.done, c.Close, func() bool { return true }) {
+			return false
+		}
+		a = nil // a delay has passed: the command goes on
+	}
+	k := &call{cmd: cmd, answered: make(chan struct{})}
+	if a != nil {
+		k.strike = a
+	}
+	if !c.send(k, raw) {
+		return false
+	}
+	switch name {
+	case "MULTI":
+		c.multi = true
+	case "EXEC", "DISCARD":
+		c.multi = false
+	}
+	if k.strike != nil {
+		// The barrier: nothing pipelined after a held reply reaches
+		// Redis before the fault has struck.
+		select {
+		case <-k.answered:
+		case <-c.done:
+			return false
+		}
+	}
+	return true
+}
+
+// barrier waits until every reply to what was sent before has reached the
+// client.
+func (c *conn) barrier() bool {
+	if c.last == nil {
+		return true
+	}
+	select {
+	case <-c.last.answered:
+		return true
+	case <-c.done:
+		return false
+	}
+}
+
+// send queues the call (nil: the server will not answer with a paired
+// reply) and forwards the raw command.
+func (c *conn) send(k *call, raw []byte) bool {
+	if k != nil {
+		select {
+		case c.pending <- k:
+		case <-c.done:
+			return false
+		}
+		c.last = k
+	}
+	_, err := c.server.Write(raw)
+	return err == nil
+}
+
+func (c *conn) fromServer() {
+	defer c.Close()
+	rd := newReader(c.server)
+	for {
+		v, raw, err := rd.next()
+		if err != nil {
+			return
+		}
+		if v.Type == '>' || c.pubsubReply(v) {
+			if !c.write(raw, !rd.buffered()) {
+				return
+			}
+			continue
+		}
+		var k *call
+		select {
+		case k = <-c.pending:
+		case <-c.done:
+			return
+		}
+		if !c.answer(k, v, raw, rd.buffered()) {
+			return
+		}
+	}
+}
+
+// pubsubReply reports whether the connection talks RESP2 pub/sub: after a
+// SUBSCRIBE's confirmation, messages come unasked and pair with no call.
+func (c *conn) pubsubReply(v Value) bool {
+	if c.pubsub.Load() {
+		return true
+	}
+	if v.Type == '*' && len(v.Elems) == 3 {
+		switch strings.ToLower(v.Elems[0].Str) {
+		case "subscribe", "psubscribe", "ssubscribe":
+			c.pubsub.Store(true)
+		}
+	}
+	return false
+}
+
+// answer passes one reply to the client, or holds it for the call's fault.
+func (c *conn) answer(k *call, v Value, raw []byte, more bool) bool {
+	ev := Event{Conn: c.id, Command: k.cmd, Reply: v}
+	defer close(k.answered)
+	if k.strike == nil {
+		c.p.record(ev)
+		return c.write(raw, !more)
+	}
+	ev.Fault = k.strike.Trigger.String()
+	c.p.record(ev)
+	return k.strike.Hold(c.done, c.Close, func() bool { return c.write(raw, true) })
+}

@@ -1,0 +1,156 @@
+// Package resp is a Redis protocol (RESP2 and RESP3) proxy that strikes a
+// fault at an exact command boundary of a service's connection: before a
+// command reaches Redis (request), or with its reply held (reply). The
+// service needs no code change: it connects to the proxy's address.
+//
+// Pipelining is made deterministic by a barrier: when a reply is held, the
+// proxy reads no further command from that client until the fault has
+// struck, so nothing the client pipelined after the command reaches Redis
+// first; when a request fault strikes, the replies to what was sent before
+// it reach the client first.
+//
+// The proxy records what it relayed (commands with their replies) so a
+// drill can check the history the service itself produced: its publishes
+// (XADD), deliveries (XREADGROUP, XCLAIM, XAUTOCLAIM) and acks (XACK).
+// Arguments of AUTH and HELLO are never recorded.
+package resp
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/outboxdrill/runner/proxy/fault"
+	"github.com/outboxdrill/runner/proxy/listen"
+)
+
+// Boundary is where on a command a trigger strikes.
+type Boundary int
+
+const (
+	// Request strikes before the command is forwarded: Redis never runs it.
+	Request Boundary = iota + 1
+	// Reply strikes once Redis has run the command, with its reply held.
+	Reply
+)
+
+func (b Boundary) String() string {
+	if b == Request {
+		return "request"
+	}
+	return "reply"
+}
+
+// Trigger arms one fault at the Nth command named Command (e.g. "XADD";
+// "XGROUP.CREATE" names a subcommand). Error, at either boundary, does not
+// forward the command and answers the client with an -ERR reply.
+type Trigger struct {
+	Boundary Boundary
+	Command  string
+	Nth      int // 1 = the first; 0 counts as 1
+	fault.Action
+}
+
+func (t Trigger) String() string {
+	return fmt.Sprintf("%s(%s) nth=%d do=%s", t.Boundary, t.Command, max(t.Nth, 1), t.Action)
+}
+
+// matches reports whether a command (its words) is the trigger's.
+func (t Trigger) matches(cmd []string) bool {
+	if len(cmd) == 0 {
+		return false
+	}
+	name, sub, hasSub := strings.Cut(t.Command, ".")
+	if !strings.EqualFold(cmd[0], name) {
+		return false
+	}
+	return !hasSub || len(cmd) > 1 && strings.EqualFold(cmd[1], sub)
+}
+
+// Armed is a trigger waiting on a proxy.
+type Armed struct {
+	*fault.Armed
+	Trigger Trigger
+}
+
+// Event is one command the proxy relayed (or failed), with its reply.
+type Event struct {
+	Conn    int
+	Command []string // AUTH's and HELLO's arguments are left out
+	Reply   Value    // zero when the command never got one
+	Fault   string   // the trigger that struck here, "" for none
+	At      time.Time
+}
+
+// Proxy listens on a loopback port and relays each client connection to
+// the upstream Redis.
+type Proxy struct {
+	upstream string
+	ln       *listen.Listener
+
+	fault.Registry[*Armed, Event]
+}
+
+// Listen starts a proxy to upstream ("host:port") on 127.0.0.1.
+func Listen(upstream string) (*Proxy, error) {
+	p := &Proxy{upstream: upstream}
+	ln, err := listen.Serve(func(id int, nc net.Conn) listen.Conn { return newConn(p, id, nc) },
+		func(c listen.Conn) { c.(*conn).serve() })
+	if err != nil {
+		return nil, fmt.Errorf("resp proxy: %w", err)
+	}
+	p.ln = ln
+	return p, nil
+}
+
+// Addr is the proxy's "host:port".
+func (p *Proxy) Addr() string { return p.ln.Addr() }
+
+// Close stops listening, closes every relayed connection and waits.
+func (p *Proxy) Close() error { return p.ln.Close() }
+
+// Arm adds a trigger; it applies to every connection through this proxy.
+func (p *Proxy) Arm(t Trigger) (*Armed, error) {
+	if t.Boundary != Request && t.Boundary != Reply {
+		return nil, fmt.Errorf("resp: unknown boundary %v", t.Boundary)
+	}
+	if t.Command == "" {
+		return nil, fmt.Errorf("resp: a trigger needs the command it waits for")
+	}
+	fa, err := fault.NewArmed(t.Action, t.Nth)
+	if err != nil {
+		return nil, fmt.Errorf("resp: %w", err)
+	}
+	a := &Armed{Armed: fa, Trigger: t}
+	p.Add(a)
+	return a, nil
+}
+
+// strikeOn counts cmd against the waiting triggers and returns the one to
+// strike now, if any.
+func (p *Proxy) strikeOn(cmd []string) *Armed {
+	for _, a := range p.Waiting() {
+		if a.Trigger.matches(cmd) && a.Take() {
+			return a
+		}
+	}
+	return nil
+}
+
+// failOn fails the waiting triggers that match cmd.
+func (p *Proxy) failOn(cmd []string, err error) {
+	for _, a := range p.Waiting() {
+		if a.Trigger.matches(cmd) {
+			a.Fail(err)
+		}
+	}
+}
+
+func (p *Proxy) record(e Event) {
+	e.At = time.Now()
+	if len(e.Command) > 0 && (strings.EqualFold(e.Command[0], "AUTH") || strings.EqualFold(e.Command[0], "HELLO")) {
+		e.Command = e.Command[:1]
+	}
+	p.Record(e)
+}
