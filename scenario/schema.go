@@ -88,19 +88,13 @@ func stepSchema(d *steps.Def, defs map[string]any) map[string]any {
 	if d.IsExpect() {
 		props[d.Name] = ref("checks")
 	} else {
-		params := map[string]any{}
-		var required []string
-		for _, p := range d.Params {
-			params[p.Name] = p.Schema()
-			if p.Required {
-				required = append(required, p.Name)
-			}
-		}
-		obj := map[string]any{"type": "object", "properties": params, "additionalProperties": false}
+		obj := steps.ParamsSchema(d.Params, "")
 		alts := []any{map[string]any{"type": "null"}, obj}
-		if len(required) > 0 {
-			obj["required"] = required
+		if obj["required"] != nil {
 			alts = alts[1:] // no parameters at all is not enough
+		}
+		if p, ok := d.Primary(); ok {
+			alts = append(alts, p.Schema()) // `start: relay`
 		}
 		props[d.Name] = map[string]any{"description": d.Doc, "anyOf": alts}
 		props[keyExpect] = checksSchema(d, defs)

@@ -79,6 +79,8 @@ func parseStepMap(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
 	case v.Kind == yaml.MappingNode:
 		args = diag.Pairs(file, v, &errs)
 	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null":
+	case v.Kind == yaml.ScalarNode && primary(stepKV.Key) != "":
+		args = []steps.Arg{{Key: primary(stepKV.Key), KeyPos: diag.NodePos(file, v), Value: v}}
 	case stepKV.Key == keyExpect:
 		errs = append(errs, diag.Errorf(diag.NodePos(file, v), "expect: want a map of checks such as {stream.entries: 1}, got %s", diag.Describe(v)))
 	default:
@@ -95,6 +97,16 @@ func parseStepMap(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
 	}
 	call, cerrs := buildCall(file, stepKV.KeyPos, stepKV.Key, args, expect, label)
 	return call, append(errs, cerrs...)
+}
+
+// primary names the parameter a scalar value of step stands for, or "".
+func primary(step string) string {
+	if d, ok := steps.Lookup(step); ok {
+		if p, ok := d.Primary(); ok {
+			return p.Name
+		}
+	}
+	return ""
 }
 
 func exampleParam(step string) string {

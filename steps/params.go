@@ -28,6 +28,12 @@ type Arg = diag.Pair
 //	min:"1"          the smallest allowed integer
 //	fault:"yes"      the parameter injects a fault (reports mark it)
 //	required:"yes"   the step cannot run without it
+//	primary:"yes"    a scalar written as the step's whole value is this
+//	                 parameter: `start: relay` is `start: {service: relay}`
+//
+// A parameter is a scalar (string, integer, duration, flag), a map of
+// strings (map[string]string), or a struct of parameters of its own,
+// written as a nested map.
 type Param struct {
 	Name     string
 	Doc      string
@@ -36,6 +42,7 @@ type Param struct {
 	Min      *int64
 	Fault    bool
 	Required bool
+	Primary  bool
 	index    []int // field path: embedded structs share their parameters
 	typ      reflect.Type
 }
@@ -49,6 +56,14 @@ func (p Param) Type() string {
 		t = t.Elem()
 	}
 	switch {
+	case t.Kind() == reflect.Map:
+		return "map of strings"
+	case t.Kind() == reflect.Struct:
+		names := make([]string, 0)
+		for _, q := range paramsOf(t) {
+			names = append(names, q.Name)
+		}
+		return "map: " + strings.Join(names, ", ")
 	case len(p.Enum) > 0:
 		return strings.Join(p.Enum, " \\| ")
 	case t == durationType:
@@ -81,7 +96,7 @@ func paramsOf(t reflect.Type) []Param {
 		if name == "" {
 			continue
 		}
-		p := Param{Name: name, Doc: f.Tag.Get("doc"), Default: f.Tag.Get("default"), Fault: f.Tag.Get("fault") == "yes", Required: f.Tag.Get("required") == "yes", index: []int{i}, typ: f.Type}
+		p := Param{Name: name, Doc: f.Tag.Get("doc"), Default: f.Tag.Get("default"), Fault: f.Tag.Get("fault") == "yes", Required: f.Tag.Get("required") == "yes", Primary: f.Tag.Get("primary") == "yes", index: []int{i}, typ: f.Type}
 		if e := f.Tag.Get("enum"); e != "" {
 			p.Enum = strings.Split(e, "|")
 		}
@@ -126,7 +141,9 @@ func decodeParams(t reflect.Type, specs []Param, args []Arg, stepPos diag.Pos) (
 			errs = append(errs, diag.Errorf(a.KeyPos, "parameter %q given twice", a.Key))
 		default:
 			seen[a.Key] = true
-			if err := setField(v.FieldByIndex(p.index), p, a.Value); err != nil {
+			if f := v.FieldByIndex(p.index); nested(f.Type()) {
+				errs = append(errs, setNested(f, p, a, stepPos.File)...)
+			} else if err := setField(f, p, a.Value); err != nil {
 				errs = append(errs, diag.Errorf(diag.NodePos(stepPos.File, a.Value), "%s: %v", a.Key, err))
 			}
 		}
@@ -142,6 +159,49 @@ func decodeParams(t reflect.Type, specs []Param, args []Arg, stepPos diag.Pos) (
 		}
 	}
 	return ptr.Interface(), errs
+}
+
+// nested reports whether a parameter is written as a map: a map of
+// strings or a struct of parameters.
+func nested(t reflect.Type) bool {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.Kind() == reflect.Map || t.Kind() == reflect.Struct
+}
+
+// setNested decodes a map parameter: each value a scalar string for a map
+// of strings; the struct's own parameters (typed, unknown keys refused,
+// each error at its own position) for a struct.
+func setNested(f reflect.Value, p Param, a Arg, file string) diag.Errors {
+	if a.Value.Kind != yaml.MappingNode {
+		return diag.Errors{diag.Errorf(diag.NodePos(file, a.Value), "%s: want a map (%s), got %s", a.Key, p.Type(), diag.Describe(a.Value))}
+	}
+	var errs diag.Errors
+	pairs := diag.Pairs(file, a.Value, &errs)
+	t := f.Type()
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() == reflect.Map {
+		m := reflect.MakeMap(t)
+		for _, kv := range pairs {
+			if kv.Value.Kind != yaml.ScalarNode || kv.Value.ShortTag() == "!!null" {
+				errs = append(errs, diag.Errorf(diag.NodePos(file, kv.Value), "%s.%s: want a string value, got %s", a.Key, kv.Key, diag.Describe(kv.Value)))
+				continue
+			}
+			m.SetMapIndex(reflect.ValueOf(kv.Key), reflect.ValueOf(kv.Value.Value))
+		}
+		f.Set(m)
+		return errs
+	}
+	v, verrs := decodeParams(t, paramsOf(t), pairs, a.KeyPos)
+	if f.Kind() == reflect.Pointer {
+		f.Set(reflect.ValueOf(v))
+	} else {
+		f.Set(reflect.ValueOf(v).Elem())
+	}
+	return append(errs, verrs...)
 }
 
 // paramError is a Validate error about one parameter: it is reported at
@@ -272,6 +332,10 @@ func (p Param) Schema() map[string]any {
 	}
 	var s map[string]any
 	switch {
+	case t.Kind() == reflect.Map:
+		return map[string]any{"type": "object", "additionalProperties": map[string]any{"type": []string{"string", "integer", "boolean"}}, "description": p.Doc}
+	case t.Kind() == reflect.Struct:
+		return ParamsSchema(paramsOf(t), p.Doc)
 	case len(p.Enum) > 0:
 		s = map[string]any{"enum": p.Enum}
 	case t == durationType:
@@ -297,4 +361,25 @@ func varRefSchema() map[string]any {
 // DurationSchema is the JSON Schema of a duration: "250ms", "2s" or 0.
 func DurationSchema() map[string]any {
 	return map[string]any{"anyOf": []any{map[string]any{"type": "string", "pattern": durationPattern}, map[string]any{"const": 0}}}
+}
+
+// ParamsSchema is the JSON Schema of a map of parameters: its keys typed,
+// the required ones required, no other key allowed.
+func ParamsSchema(ps []Param, doc string) map[string]any {
+	props := map[string]any{}
+	var required []string
+	for _, q := range ps {
+		props[q.Name] = q.Schema()
+		if q.Required {
+			required = append(required, q.Name)
+		}
+	}
+	s := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+	if len(required) > 0 {
+		s["required"] = required
+	}
+	if doc != "" {
+		s["description"] = doc
+	}
+	return s
 }

@@ -185,6 +185,17 @@ func (d *Def) DecodeParams(args []Arg, pos diag.Pos) (any, diag.Errors) {
 	return decodeParams(d.paramsType, d.Params, args, pos)
 }
 
+// Primary is the parameter a scalar step value stands for (`start: relay`),
+// if the step has one.
+func (d *Def) Primary() (Param, bool) {
+	for _, p := range d.Params {
+		if p.Primary {
+			return p, true
+		}
+	}
+	return Param{}, false
+}
+
 // IsExpect reports whether d is the expect step, whose map holds state checks
 // rather than parameters.
 func (d *Def) IsExpect() bool { return d.Name == expectStep }
