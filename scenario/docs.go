@@ -85,6 +85,24 @@ parameters says so under its table.
 }
 
 // writeSteps is every step: parameters, outcome keys.
+// writeParams writes one row per parameter; a nested map's parameters
+// follow it as parent.child.
+func writeParams(b *strings.Builder, prefix string, ps []steps.Param) {
+	for _, p := range ps {
+		def := p.Default
+		switch {
+		case def != "":
+			def = "`" + def + "`"
+		case p.Required:
+			def = "**required**"
+		default:
+			def = "—"
+		}
+		fmt.Fprintf(b, "| `%s%s` | %s | %s | %s |\n", prefix, p.Name, p.Type(), def, p.Doc)
+		writeParams(b, prefix+p.Name+".", p.Nested())
+	}
+}
+
 func writeSteps(b *strings.Builder) {
 	for _, d := range steps.Defs() {
 		fmt.Fprintf(b, "\n### `%s`\n\n%s\n", d.Name, d.Doc)
@@ -93,18 +111,10 @@ func writeSteps(b *strings.Builder) {
 		_, refused := d.DecodeParams(nil, diag.Pos{})
 		if len(d.Params) > 0 {
 			b.WriteString("\n| parameter | type | default | meaning |\n|---|---|---|---|\n")
-			for _, p := range d.Params {
-				def := p.Default
-				switch {
-				case def != "":
-					def = "`" + def + "`"
-				case p.Required:
-					def = "**required**"
-				default:
-					def = "—"
-				}
-				fmt.Fprintf(b, "| `%s` | %s | %s | %s |\n", p.Name, p.Type(), def, p.Doc)
-			}
+			writeParams(b, "", d.Params)
+		}
+		if p, ok := d.Primary(); ok {
+			fmt.Fprintf(b, "\nA single value stands for `%s`: `%s: x` is `%s: {%s: x}`.\n", p.Name, d.Name, d.Name, p.Name)
 		}
 		if len(refused) > 0 && !slices.ContainsFunc(d.Params, func(p steps.Param) bool { return p.Required }) {
 			fmt.Fprintf(b, "\nIt needs one of its parameters; without any it is refused: \"%s\".\n", refused[0].Msg)

@@ -72,14 +72,19 @@ func Inboxes(ctx context.Context, db DB) (map[string]map[string]string, error) {
 
 // Projections reads every read model: name → currency → row.
 func Projections(ctx context.Context, db DB) (map[string]map[string]Sum, error) {
-	rows, err := db.Query(ctx, `SELECT consumer_id, currency, amount, events FROM projection`)
+	return ProjectionsOf(ctx, db, Reference)
+}
+
+// ProjectionsOf reads the read models where m says they are.
+func ProjectionsOf(ctx context.Context, db DB, m Map) (map[string]map[string]Sum, error) {
+	rows, err := db.Query(ctx, m.Projection)
 	if err != nil {
 		return nil, fmt.Errorf("read the projection: %w", err)
 	}
 	out := map[string]map[string]Sum{}
-	var m, cur string
+	var name, cur string
 	var s Sum
-	_, err = pgx.ForEachRow(rows, []any{&m, &cur, &s.Amount, &s.Events}, func() error { put(out, m, cur, s); return nil })
+	_, err = pgx.ForEachRow(rows, []any{&name, &cur, &s.Amount, &s.Events}, func() error { put(out, name, cur, s); return nil })
 	if err != nil {
 		return nil, fmt.Errorf("read the projection: %w", err)
 	}

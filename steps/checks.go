@@ -2,6 +2,7 @@ package steps
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -110,9 +111,29 @@ func countSQL(name, doc, query string, consumerDB bool) *Check {
 		}}
 }
 
-// sqlCountUnpublished counts the outbox rows the relay has yet to publish:
-// outbox.unpublished and metrics.unpublished are one number.
-const sqlCountUnpublished = `SELECT count(*) FROM outbox WHERE NOT published`
+// mappedCount makes a check that counts rows with a query the scenario's
+// table mapping gives (the reference's, or a system file's).
+func mappedCount(name, doc string, query func(state.Map) string) *Check {
+	return &Check{Name: name, Doc: doc, Value: kindCount,
+		observe: func(ctx context.Context, env *Env, _ any) (any, error) {
+			var n int64
+			err := env.Producer.QueryRow(ctx, query(env.Mapping())).Scan(&n)
+			return n, err
+		}}
+}
+
+// referenceOnly makes a check on a reference table read-only on the
+// reference schema: a team's system file maps no such table.
+func referenceOnly(c *Check) *Check {
+	observe := c.observe
+	c.observe = func(ctx context.Context, env *Env, want any) (any, error) {
+		if env.Mapping().Team {
+			return nil, fmt.Errorf("%s reads the reference pipeline's tables; a system file maps only the outbox, the inbox and the projection: use a sql: check", c.Name)
+		}
+		return observe(ctx, env, want)
+	}
+	return c
+}
 
 func init() {
 	defineCheck(&Check{Name: "stream.entries", Needs: broker.EntryLog, Doc: "entries in the stream (XLEN): every publish counts, duplicates too",
@@ -139,23 +160,23 @@ func init() {
 			dls, err := env.Broker.DeadLetters(ctx)
 			return int64(len(dls)), err
 		}})
-	defineCheck(countSQL("ordering.gaps", "events held back by strict ordering, waiting for a predecessor", `SELECT count(*) FROM held`, true))
-	defineCheck(countSQL("outbox.rows", "rows in the outbox, published or not", `SELECT count(*) FROM outbox`, false))
-	defineCheck(countSQL("outbox.unpublished", "outbox rows not yet marked published", sqlCountUnpublished, false))
-	defineCheck(countSQL("journal.rows", "committed transfers in the producer's journal", `SELECT count(*) FROM journal`, false))
-	defineCheck(countSQL("ledger.rows", "ledger entries (two per committed transfer)", `SELECT count(*) FROM ledger_entries`, false))
+	defineCheck(referenceOnly(countSQL("ordering.gaps", "events held back by strict ordering, waiting for a predecessor", `SELECT count(*) FROM held`, true)))
+	defineCheck(mappedCount("outbox.rows", "rows in the outbox, published or not", state.Map.CountOutbox))
+	defineCheck(mappedCount("outbox.unpublished", "outbox rows not yet marked published (with a system file: its outbox.unpublished condition)", state.Map.CountUnpublished))
+	defineCheck(referenceOnly(countSQL("journal.rows", "committed transfers in the producer's journal", `SELECT count(*) FROM journal`, false)))
+	defineCheck(referenceOnly(countSQL("ledger.rows", "ledger entries (two per committed transfer)", `SELECT count(*) FROM ledger_entries`, false)))
 	defineCheck(&Check{Name: "inbox.rows", Doc: "rows in the consumer's inbox: a total, or a map consumer → count",
 		Value: KindCountOrMap,
 		observe: func(ctx context.Context, env *Env, want any) (any, error) {
-			m, err := queryCounts(ctx, env, `SELECT consumer_id, count(*) FROM inbox GROUP BY consumer_id`)
+			m, err := queryCounts(ctx, env, env.Mapping().InboxCounts())
 			return shapeCounts(m, want), err
 		}})
 	defineCheck(&Check{Name: "projection", Doc: "the whole projection: map consumer → currency → {amount, events}; {} means empty",
 		Value:   KindProjection,
 		observe: observeProjection})
-	defineCheck(&Check{Name: "balances", Doc: "every account balance on the producer side: map account → currency → integer (accounts at 0 may be left out)",
+	defineCheck(referenceOnly(&Check{Name: "balances", Doc: "every account balance on the producer side: map account → currency → integer (accounts at 0 may be left out)",
 		Value:   KindBalances,
-		observe: observeBalances})
+		observe: observeBalances}))
 }
 
 func queryCounts(ctx context.Context, env *Env, query string) (map[string]int64, error) {
@@ -196,7 +217,7 @@ func shapeCounts(m map[string]int64, want any) any {
 }
 
 func observeProjection(ctx context.Context, env *Env, _ any) (any, error) {
-	return state.Projections(ctx, env.Consumer)
+	return state.ProjectionsOf(ctx, env.Consumer, env.Mapping())
 }
 
 func observeBalances(ctx context.Context, env *Env, _ any) (any, error) {

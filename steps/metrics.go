@@ -111,7 +111,7 @@ func init() {
 	}
 	metric("unpublished", "outbox rows waiting for the relay", kindCountMetric, func(ctx context.Context, env *Env) (any, error) {
 		var n int64
-		err := env.Producer.QueryRow(ctx, sqlCountUnpublished).Scan(&n)
+		err := env.Producer.QueryRow(ctx, env.Mapping().CountUnpublished()).Scan(&n)
 		return n, err
 	})
 	metric("outbox_oldest_age", "age of the oldest unpublished outbox row (0 when none), on the producer PostgreSQL's clock: now() minus the row's created_at, the start of the transaction that produced it", KindDurationMetric, func(ctx context.Context, env *Env) (any, error) {

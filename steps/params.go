@@ -161,6 +161,18 @@ func decodeParams(t reflect.Type, specs []Param, args []Arg, stepPos diag.Pos) (
 	return ptr.Interface(), errs
 }
 
+// Nested lists the parameters of a nested map parameter (none otherwise).
+func (p Param) Nested() []Param {
+	t := p.typ
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	return paramsOf(t)
+}
+
 // nested reports whether a parameter is written as a map: a map of
 // strings or a struct of parameters.
 func nested(t reflect.Type) bool {

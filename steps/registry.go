@@ -18,6 +18,7 @@ import (
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/pipeline"
+	"github.com/outboxdrill/runner/state"
 )
 
 // Key documents an outcome key of a step.
@@ -94,6 +95,13 @@ type Env struct {
 	last      string                       // the most recently committed event id
 	conflicts int64                        // identity conflicts reported so far
 
+	// Map is where the outbox, inbox and projection are: nil for the
+	// reference pipeline's tables, a team's with a system file.
+	Map *state.Map
+	// Services runs the team's services (a scenario with a system file);
+	// nil otherwise.
+	Services Services
+
 	// Control acts on the servers' processes; nil when the runner did not
 	// start them (external servers), and then process faults SKIP.
 	Control ProcessControl
@@ -124,6 +132,14 @@ type ProcessControl interface {
 type SkipError struct{ Reason string }
 
 func (e *SkipError) Error() string { return "skipped: " + e.Reason }
+
+// Mapping is the scenario's table mapping.
+func (e *Env) Mapping() state.Map {
+	if e.Map == nil {
+		return state.Reference
+	}
+	return *e.Map
+}
 
 // nextAutoID is the next bus-N that no produce step of the scenario used.
 func (e *Env) nextAutoID() string {

@@ -105,3 +105,11 @@ func ParseAction(do string) (Action, error) {
 	}
 	return Action{}, fmt.Errorf("unknown action %q%s; one of: %s", do, diag.Suggest(do, []string{"kill", "cut", "error", "delay"}), strings.Join(Actions, ", "))
 }
+
+// Fault is one armed fault as a scenario step gives it.
+type Fault struct {
+	Trigger Trigger
+	Action  Action
+	Nth     int
+	Text    string // as written: "consumer_db.commit(table=inbox) nth=1 do=kill"
+}
