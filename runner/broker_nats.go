@@ -41,6 +41,7 @@ func openNATS(ctx context.Context, w *World, url string, p *Params) (brokerConn,
 		c.srv, url = srv, srv.URL()
 		p.logf("started NATS pid %d at %s in %s", srv.PID(), redact.URL(url), srv.Dir)
 	}
+	w.setBrokerURL(broker.NATS, url)
 	nc, err := nats.Connect(url, nats.Name("outboxdrill"), nats.MaxReconnects(-1),
 		nats.ReconnectWait(20*time.Millisecond), nats.ReconnectBufSize(-1), nats.Timeout(2*time.Second))
 	if err != nil {

@@ -40,6 +40,7 @@ func openRabbitMQ(ctx context.Context, w *World, url string, p *Params) (brokerC
 		url = srv.URL()
 		p.logf("started RabbitMQ pid %d at %s in %s", srv.PID(), redact.URL(url), srv.Dir)
 	}
+	w.setBrokerURL(broker.RabbitMQ, url)
 	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", redact.URL(url), redact.Err(url, err))

@@ -48,6 +48,7 @@ func openRedis(ctx context.Context, w *World, url string, p *Params) (brokerConn
 		c.srv, url = srv, srv.URL
 		p.logf("started Redis pid %d on port %d in %s", srv.PID(), srv.Port, srv.Dir)
 	}
+	w.setBrokerURL(broker.Redis, url)
 	opt, err := redis.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("--redis %s: %w", redact.URL(url), redact.Err(url, err))

@@ -29,6 +29,7 @@ type isolation struct {
 	pgGen     int64    // the World's pgGen its pools' connections belong to
 	close     cleanups // pools: always
 	drop      cleanups // databases: unless kept
+	own       bool     // a system scenario's pair: never pooled
 }
 
 // release closes the pools and, unless keep, drops the databases.
@@ -195,6 +196,13 @@ func (w *World) createPair(n int) {
 // the rows too, and the pair goes back to the pool.
 func (w *World) recycle(ctx context.Context, iso *isolation, keep bool) error {
 	pp := &w.pairs
+	if iso.own { // not the pool's: its stream goes, then the pair
+		err := error(nil)
+		if !keep {
+			err = iso.env.Broker.Delete(context.WithoutCancel(ctx))
+		}
+		return errors.Join(err, iso.release(keep))
+	}
 	if keep {
 		pp.mu.Lock()
 		pp.pairs--

@@ -82,6 +82,18 @@ type World struct {
 	// conns are the run's brokers by name; written only while opening.
 	conns   map[string]brokerConn
 	connsMu sync.Mutex
+	// brokerURLs are the brokers' URLs (given or the runner's own), for a
+	// team's services; written only while opening, under connsMu.
+	brokerURLs map[string]string
+}
+
+func (w *World) setBrokerURL(b, url string) {
+	w.connsMu.Lock()
+	defer w.connsMu.Unlock()
+	if w.brokerURLs == nil {
+		w.brokerURLs = map[string]string{}
+	}
+	w.brokerURLs[b] = url
 }
 
 // Postgres applies a process fault to the runner's own producer or consumer

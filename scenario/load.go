@@ -24,6 +24,7 @@ import (
 	"github.com/outboxdrill/runner/history"
 
 	"github.com/outboxdrill/runner/steps"
+	"github.com/outboxdrill/runner/system"
 )
 
 // Scenario is one scenario file, fully decoded and validated.
@@ -51,6 +52,13 @@ type Scenario struct {
 	// DBFaults: a step kills or stops a PostgreSQL server, so the producer's
 	// and the consumer's databases must live on two servers.
 	DBFaults bool
+	// System is the team's system file the scenario drills (system: key or
+	// --system), nil for the reference pipeline alone.
+	System    *system.System
+	SystemPos diag.Pos
+	// Vars are the variant's variables (vars: and matrix:), for the ${…}
+	// of a system file's services.
+	Vars map[string]string
 }
 
 // ExpandPaths turns files and directories into the sorted list of scenario
@@ -178,6 +186,9 @@ func Parse(file string, data []byte) ([]*Scenario, diag.Errors) {
 	if root.Kind != yaml.MappingNode {
 		return nil, diag.Errors{diag.Errorf(diag.NodePos(file, root), "a scenario is a map with name and steps, got a %s", diag.KindName(root))}
 	}
+	if hasKey(root, "services") && !hasKey(root, "steps") {
+		return nil, nil // a system file beside its scenarios: read through their system: key
+	}
 	return parseScenario(file, root)
 }
 
@@ -265,6 +276,7 @@ func parseScenario(file string, root *yaml.Node) ([]*Scenario, diag.Errors) {
 		for _, b := range v {
 			vars[b.name] = b.value
 		}
+		sc.Vars = vars
 		sc.Name = substituteText(sc.Name, vars)
 		sc.Description = substituteText(sc.Description, vars)
 		if len(v) > 0 {
@@ -286,6 +298,9 @@ func parseScenario(file string, root *yaml.Node) ([]*Scenario, diag.Errors) {
 				sc.Exclusive = sc.Exclusive || iso.Alone
 				sc.DBFaults = sc.DBFaults || iso.SplitDBs
 			}
+		}
+		if sc.System != nil {
+			verrs = append(verrs, sc.checkServices()...)
 		}
 		// A mistake outside ${...} repeats in every variant: report it once.
 		for _, e := range verrs {

@@ -23,6 +23,9 @@ type ServiceSpec struct {
 	ReadyTimeout time.Duration // 0: 30 s
 	// Secrets are hidden from Output wherever they appear (the URLs in Env).
 	Secrets []string
+	// Started, when set, gets the service as soon as its process runs,
+	// before it is ready: a fault may strike while it starts up.
+	Started func(*Service)
 }
 
 // Service is a running process of a team's system, supervised: its own
@@ -55,6 +58,9 @@ func StartService(ctx context.Context, spec ServiceSpec) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{spec: spec, child: c, out: out}
+	if spec.Started != nil {
+		spec.Started(s)
+	}
 	if err := s.awaitReady(ctx); err != nil {
 		s.child.kill()
 		return nil, err

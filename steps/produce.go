@@ -37,7 +37,13 @@ func runProduce(ctx context.Context, env *Env, p *ProduceParams) (Result, error)
 		t.EventID = env.nextAutoID()
 	}
 	env.used[t.EventID] = true
-	res, err := (&pipeline.Producer{DB: env.Producer}).Produce(ctx, t, pipeline.Fault(p.Fail))
+	var res pipeline.ProduceResult
+	var err error
+	if env.System != nil {
+		res, err = teamProduce(ctx, env, t, p.Fail)
+	} else {
+		res, err = (&pipeline.Producer{DB: env.Producer}).Produce(ctx, t, pipeline.Fault(p.Fail))
+	}
 	if err != nil {
 		return Result{}, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/pipeline"
 	"github.com/outboxdrill/runner/state"
+	"github.com/outboxdrill/runner/system"
 )
 
 // Key documents an outcome key of a step.
@@ -99,8 +100,9 @@ type Env struct {
 	// reference pipeline's tables, a team's with a system file.
 	Map *state.Map
 	// Services runs the team's services (a scenario with a system file);
-	// nil otherwise.
+	// nil otherwise. System is that file: produce runs its statement.
 	Services Services
+	System   *system.System
 
 	// Control acts on the servers' processes; nil when the runner did not
 	// start them (external servers), and then process faults SKIP.

@@ -79,7 +79,7 @@ var Links = []string{"broker", "consumer_db", "producer_db"}
 
 // Placeholders are the ${…} a service's env may use besides the step's env
 // and the scenario's vars: the proxy addresses, the stream, the consumer id.
-var Placeholders = []string{"broker.url", "consumer", "consumer_db.url", "producer_db.url", "stream"}
+var Placeholders = []string{"broker.url", "consumer", "consumer_db.url", "producer_db.url", "runner", "stream"}
 
 // ProduceParams are the ${…} the produce statement may bind.
 var ProduceParams = []string{"aggregate", "amount", "currency", "event", "from", "payload", "to", "version"}

@@ -48,6 +48,7 @@ import (
 	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/soak"
+	"github.com/outboxdrill/runner/system"
 )
 
 // Exit codes.
@@ -93,15 +94,16 @@ func main() {
 // help is what each command's usage says: its arguments and one line on
 // what it does. Kept apart from commands, whose functions print it.
 var help = map[string]struct{ args, summary string }{
-	"bench":    {"[flags] [files or dirs...]", "measure start, isolation, library wall time, growth and soak throughput; print a table"},
-	"clean":    {"[--pg URL] [--redis URL] [--nats URL] [--rabbitmq URL]", "remove what earlier runs left: databases, streams, queues and exchanges (--keep, killed runs; never a live run's), dead servers' temp dirs"},
-	"docs":     {"", "print the scenario-language reference (Markdown)"},
-	"help":     {"[command]", "print the usage of runner, or of one command"},
-	"list":     {"[flags] [files or dirs...]", "list scenarios: file, name, tags"},
-	"run":      {"[flags] [files or dirs...]", "run scenarios against real PostgreSQL and Redis Streams, NATS JetStream or RabbitMQ (--broker)"},
-	"schema":   {"", "print the JSON Schema of scenario files (draft 2020-12)"},
-	"soak":     {"[flags]", "drive N events through the pipeline with random faults, then check the history"},
-	"validate": {"[files or dirs...]", "check scenarios without running anything"},
+	"bench":     {"[flags] [files or dirs...]", "measure start, isolation, library wall time, growth and soak throughput; print a table"},
+	"clean":     {"[--pg URL] [--redis URL] [--nats URL] [--rabbitmq URL]", "remove what earlier runs left: databases, streams, queues and exchanges (--keep, killed runs; never a live run's), dead servers' temp dirs"},
+	"docs":      {"", "print the scenario-language reference (Markdown)"},
+	"help":      {"[command]", "print the usage of runner, or of one command"},
+	"list":      {"[flags] [files or dirs...]", "list scenarios: file, name, tags"},
+	"reference": {"[flags] relay|consumer", "run the reference relay or consumer as a long-lived process (env DATABASE_URL, REDIS_URL, STREAM, GROUP), to drill it through a system file"},
+	"run":       {"[flags] [files or dirs...]", "run scenarios against real PostgreSQL and Redis Streams, NATS JetStream or RabbitMQ (--broker)"},
+	"schema":    {"", "print the JSON Schema of scenario files (draft 2020-12)"},
+	"soak":      {"[flags]", "drive N events through the pipeline with random faults, then check the history"},
+	"validate":  {"[files or dirs...]", "check scenarios without running anything"},
 }
 
 type command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
@@ -109,14 +111,15 @@ type command func(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // commands maps each subcommand to its implementation; one sorted place
 // (help, which refers to commands, is Main's).
 var commands = map[string]command{
-	"bench":    cmdBench,
-	"clean":    cmdClean,
-	"docs":     cmdDocs,
-	"list":     cmdList,
-	"run":      cmdRun,
-	"schema":   cmdSchema,
-	"soak":     cmdSoak,
-	"validate": cmdValidate,
+	"bench":     cmdBench,
+	"clean":     cmdClean,
+	"docs":      cmdDocs,
+	"list":      cmdList,
+	"reference": cmdReference,
+	"run":       cmdRun,
+	"schema":    cmdSchema,
+	"soak":      cmdSoak,
+	"validate":  cmdValidate,
 }
 
 // Main is the whole CLI, callable from tests.
@@ -333,6 +336,30 @@ func load(paths []string, stderr io.Writer) ([]*scenario.Scenario, bool) {
 		return nil, false
 	}
 	scs, errs := scenario.LoadFiles(files)
+	if len(errs) > 0 {
+		return nil, printErrors(errs, stderr)
+	}
+	return scs, true
+}
+
+// useSystem applies --system to the scenarios without a system: key and
+// checks that every service a step names is in its scenario's system file.
+func useSystem(scs []*scenario.Scenario, file string, stderr io.Writer) bool {
+	var sys *system.System
+	var errs diag.Errors
+	if file != "" {
+		if sys, errs = system.Load(file); len(errs) > 0 {
+			return printErrors(errs, stderr)
+		}
+	}
+	for _, sc := range scs {
+		errs = append(errs, sc.UseSystem(sys)...)
+	}
+	return len(errs) == 0 || printErrors(errs, stderr)
+}
+
+// printErrors prints load errors (at most maxErrors) and reports false.
+func printErrors(errs diag.Errors, stderr io.Writer) bool {
 	for i, e := range errs {
 		if i == maxErrors {
 			fmt.Fprintf(stderr, "... and %d more\n", len(errs)-maxErrors)
@@ -340,11 +367,8 @@ func load(paths []string, stderr io.Writer) ([]*scenario.Scenario, bool) {
 		}
 		fmt.Fprintln(stderr, safe.LongLine(e.Error()))
 	}
-	if len(errs) > 0 {
-		fmt.Fprintf(stderr, "%d problem(s) in %d file(s); nothing was run\n", len(errs), countFiles(errs))
-		return nil, false
-	}
-	return scs, true
+	fmt.Fprintf(stderr, "%d problem(s) in %d file(s); nothing was run\n", len(errs), countFiles(errs))
+	return false
 }
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -366,6 +390,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&reports[2], "markdown", "", "write a Markdown report with sequence diagrams of failures to `FILE`")
 	fs.StringVar(&reports[3], "guarantees", "", "write what each broker guaranteed, per fault window, to `FILE` (use with --broker all: docs/broker-guarantees.md)")
 	keep := fs.String("keep", "", "leave the databases and stream of `failed|all` scenarios for inspection (needs the URL of PostgreSQL and of every broker of the run: --pg, --redis, --nats, --rabbitmq)")
+	systemFile := fs.String("system", "", "drill a team's own services: the system `FILE` applies to every scenario without a system: key")
 	paths, code, done := parseArgs(fs, args, stdout, stderr)
 	if done {
 		return code
@@ -387,7 +412,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 	scs, ok := loadSelected(paths, sel, &p, stderr)
-	if !ok {
+	if !ok || !useSystem(scs, *systemFile, stderr) {
 		return exitInvalid
 	}
 	if len(scs) == 0 {

@@ -62,7 +62,16 @@ type reply struct {
 
 // stmtHold links a held client reply to the snapshots of written tables
 // taken before and after it.
-type stmtHold struct{ before, after *reply }
+type stmtHold struct {
+	before, after *reply
+	// implicit: the batch ran in the proxy's own transaction in place of
+	// its implicit one; fin is the proxy's COMMIT or ROLLBACK of it, and
+	// strike the commit trigger that matched.
+	implicit bool
+	fin      *reply
+	strike   *Armed
+	released chan struct{} // closed once the reply went on (or never will)
+}
 
 func newConn(p *Proxy, id int, client net.Conn) *conn {
 	return &conn{p: p, id: id, client: client, done: make(chan struct{}), pending: make(chan *reply, 4096),

@@ -334,3 +334,42 @@ func BenchmarkRoundTrip(b *testing.B) {
 		})
 	}
 }
+
+// An autocommit statement commits as it ends: the proxy runs it in a
+// transaction of its own so that its commit can be held or failed.
+func TestImplicitCommit(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	c := f.client()
+	fail := f.arm(Trigger{Boundary: Commit, Table: f.a, Action: fault.Action{Do: fault.Error}})
+	if _, err := c.Exec(ctx, "INSERT INTO "+f.b+" (id) VALUES ($1)", "other"); err != nil {
+		t.Fatalf("an autocommit insert into another table: %v", err)
+	}
+	_, err := c.Exec(ctx, "INSERT INTO "+f.a+" (id) VALUES ($1)", "x")
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != InjectedSQLState {
+		t.Fatalf("autocommit insert: %v; want SQLSTATE %s", err, InjectedSQLState)
+	}
+	<-fail.Done()
+	if got := f.rows(f.a); got != 0 {
+		t.Errorf("%d rows after the failed implicit commit, want 0", got)
+	}
+	var killed atomic.Int32
+	kill := f.arm(Trigger{Boundary: Commit, Table: f.a, Action: fault.Action{Do: fault.Kill, Kill: func() error { killed.Add(1); return nil }}})
+	if _, err := c.Exec(ctx, "INSERT INTO "+f.a+" (id) VALUES ('y')"); err == nil {
+		t.Fatal("the client saw its autocommit insert succeed: the reply was not held")
+	}
+	<-kill.Done()
+	if got := f.rows(f.a) + f.rows(f.b); got != 2 || killed.Load() != 1 {
+		t.Errorf("%d rows, %d kills; want 2 (other, y: the server committed before the kill) and 1", got, killed.Load())
+	}
+	var tx pgx.Tx
+	c2 := f.client()
+	if tx, err = c2.Begin(ctx); err == nil {
+		_, err = tx.Exec(ctx, "SELECT 1")
+		_ = tx.Rollback(ctx)
+	}
+	if err != nil {
+		t.Errorf("an explicit transaction after the wrap: %v", err)
+	}
+}

@@ -133,12 +133,45 @@ func (c *conn) dispatch(sqls []string, simple bool, b []byte) bool {
 		if !c.beforeCommit(r) {
 			return false
 		}
+	case c.status.Load() == 'I' && c.p.waiting(Commit) != nil && !slices.ContainsFunc(sqls, isBegin):
+		return c.sendWrapped(r, b)
 	default:
 		if c.p.waiting(Statement) != nil {
 			return c.sendHeld(r, b)
 		}
 	}
 	return c.send(r, b)
+}
+
+// sendWrapped runs a batch sent outside a transaction block (autocommit:
+// its own implicit transaction commits as it ends) inside a transaction of
+// the proxy's, so that its commit is a boundary the proxy can hold: the
+// proxy learns what the batch wrote, then commits (or rolls back) itself
+// and answers as the implicit transaction would have.
+func (c *conn) sendWrapped(r *reply, b []byte) bool {
+	if c.own("BEGIN") == nil {
+		return false
+	}
+	after := &reply{own: true, ready: make(chan struct{})}
+	r.stmt = &stmtHold{after: after, implicit: true, released: make(chan struct{})}
+	q, _ := (&pgproto3.Query{String: written}).Encode(nil)
+	if !c.send(r, b) || !c.send(after, q) {
+		return false
+	}
+	// A barrier: what the client pipelines next must not run inside the
+	// proxy's transaction.
+	select {
+	case <-r.stmt.released:
+		return true
+	case <-c.done:
+		return false
+	}
+}
+
+// isBegin reports whether a statement opens a transaction block.
+func isBegin(stmt string) bool {
+	f := strings.Fields(strings.ToUpper(stmt))
+	return len(f) > 0 && (f[0] == "BEGIN" || f[0] == "START")
 }
 
 // flushStats makes the server flush this backend's pending table
@@ -309,9 +342,16 @@ func (c *conn) ownReply(r *reply, msg pgproto3.BackendMessage, held **reply) boo
 		r.failed = true
 	case *pgproto3.ReadyForQuery:
 		close(r.ready)
-		if h := *held; h != nil && h.stmt.after == r {
+		h := *held
+		switch {
+		case h != nil && h.stmt.after == r && h.stmt.implicit:
+			return c.resolve(h) // held until its fin
+		case h != nil && h.stmt.after == r:
 			*held = nil
 			return c.resolve(h)
+		case h != nil && h.stmt.fin == r:
+			*held = nil
+			return c.finish(h)
 		}
 	}
 	return true
@@ -363,6 +403,9 @@ func (c *conn) raw(bs ...[]byte) bool {
 // resolve decides a held statement reply once the snapshot after it is in:
 // if it wrote a trigger's table, strike; else pass it on unchanged.
 func (c *conn) resolve(h *reply) bool {
+	if h.stmt.implicit {
+		return c.resolveImplicit(h)
+	}
 	var was [][]string
 	if h.stmt.before != nil {
 		was = h.stmt.before.rows
@@ -418,4 +461,63 @@ func failStatement(held [][]byte) [][]byte {
 // String names the connection in errors.
 func (c *conn) String() string {
 	return "pgwire conn " + strconv.Itoa(c.id) + " " + strings.TrimSpace(c.p.upstream)
+}
+
+// resolveImplicit ends the proxy's transaction around a batch the client
+// sent in autocommit: a batch that failed is rolled back; one that wrote a
+// commit trigger's table strikes at its commit; any other commits. The
+// client's reply waits for the proxy's COMMIT (see finish).
+func (c *conn) resolveImplicit(h *reply) bool {
+	tables := grew(nil, h.stmt.after.rows)
+	end := "COMMIT"
+	if h.status != 'T' {
+		end, tables = "ROLLBACK", nil
+	}
+	for _, w := range c.p.waiting(Commit) {
+		if len(tables) > 0 && w.Trigger.matches(tables) && w.Take() {
+			h.stmt.strike = w
+			break
+		}
+	}
+	if len(tables) > 0 {
+		e := Event{Conn: c.id, Boundary: Commit, Tables: tables}
+		if h.stmt.strike != nil {
+			e.Fault = h.stmt.strike.Trigger.String()
+		}
+		c.p.record(e)
+	}
+	if h.stmt.strike != nil && h.stmt.strike.Do == fault.Error {
+		end = "ROLLBACK"
+	}
+	h.stmt.fin = c.own(end)
+	return h.stmt.fin != nil
+}
+
+// finish passes a wrapped batch's reply once the proxy's COMMIT or
+// ROLLBACK is in, as the implicit transaction would have ended: out of a
+// transaction block ('I').
+func (c *conn) finish(h *reply) bool {
+	defer close(h.stmt.released)
+	held := h.held
+	if n := len(held); n > 0 && held[n-1][0] == 'Z' {
+		held[n-1] = []byte{'Z', 0, 0, 0, 5, 'I'}
+	}
+	a := h.stmt.strike
+	switch {
+	case a != nil && a.Do == fault.Error:
+		a.Finish(nil)
+		out := failStatement(held)
+		out[len(out)-1] = []byte{'Z', 0, 0, 0, 5, 'I'}
+		return c.raw(out...)
+	case h.stmt.fin.failed: // the commit itself failed (a deferred constraint): say so
+		if a != nil {
+			a.Finish(fmt.Errorf("the commit failed on the server: nothing to strike"))
+		}
+		out := failStatement(held)
+		out[len(out)-1] = []byte{'Z', 0, 0, 0, 5, 'I'}
+		return c.raw(out...)
+	case a != nil:
+		return c.strike(a, func() bool { return c.raw(held...) })
+	}
+	return c.raw(held...)
 }

@@ -1,0 +1,154 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/report"
+	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/state"
+	"github.com/outboxdrill/runner/steps"
+	"github.com/outboxdrill/runner/sysrun"
+	"github.com/outboxdrill/runner/system"
+)
+
+// defaultConsumer is ${consumer} when the scenario's vars do not set it:
+// the consume step's default consumer id.
+const defaultConsumer = "accounting"
+
+// acquireSystem gives a scenario with a system file a database pair of its
+// own with the team's schema (pooled pairs hold the reference schema), a
+// new stream, and the team's services ready to start.
+func (w *World) acquireSystem(ctx context.Context, b string, sc *scenario.Scenario) (*isolation, *sysrun.Run, error) {
+	sys := sc.System
+	n := w.pairs.next()
+	base := fmt.Sprintf("%s_%s_%d", namePrefix, w.RunID, n)
+	iso := &isolation{producer: base + "_p", consumer: base + "_c", own: true}
+	iso.streamKey = fmt.Sprintf("%s:%s:%d", namePrefix, w.RunID, n)
+	for i, db := range []struct{ name, ddl string }{{iso.producer, sys.Schema.Producer}, {iso.consumer, sys.Schema.Consumer}} {
+		if err := w.ownDB(ctx, iso, i, db.name, db.ddl); err != nil {
+			return nil, nil, errors.Join(err, iso.release(false))
+		}
+	}
+	br, err := w.newBroker(ctx, b, iso.streamKey, sc)
+	if err != nil {
+		return nil, nil, errors.Join(&brokerError{fmt.Errorf("%s: %w", b, err)}, iso.release(false))
+	}
+	iso.env = steps.NewEnv(iso.pools[0], iso.pools[1], br)
+	iso.env.BrokerName, iso.env.Control = b, control{w, b}
+	iso.env.Consumers = sc.Consumers()
+	iso.env.Map = mapping(sys)
+	vars := map[string]string{"stream": iso.streamKey, "consumer": defaultConsumer, "runner": runnerBinary()}
+	for k, v := range sc.Vars {
+		vars[k] = v
+	}
+	run := sysrun.New(sysrun.Config{System: sys, Vars: vars, BrokerName: b, BrokerURL: w.brokerURLs[b],
+		ProducerURL: w.dbURL(producerSide, iso.producer), ConsumerURL: w.dbURL(consumerSide, iso.consumer)})
+	iso.env.Services, iso.env.System = run, sys
+	// Closed first (LIFO): the services stop before their databases go.
+	iso.close.add(run.Close)
+	return iso, run, nil
+}
+
+// ownDB creates one side's database for a system scenario and applies the
+// team's DDL file to it.
+func (w *World) ownDB(ctx context.Context, iso *isolation, side int, name, ddlFile string) error {
+	ddl := ""
+	if ddlFile != "" {
+		b, err := os.ReadFile(ddlFile)
+		if err != nil {
+			return fmt.Errorf("schema: %w", err)
+		}
+		ddl = string(b)
+	}
+	if err := w.createDB(ctx, side, name, &iso.drop); err != nil {
+		return err
+	}
+	pool, err := w.pool(ctx, side, name)
+	if err != nil {
+		return err
+	}
+	iso.pools[side] = pool
+	iso.close.add(func(context.Context) error { pool.Close(); return nil })
+	if ddl != "" {
+		if _, err := pool.Exec(ctx, ddl); err != nil {
+			return fmt.Errorf("schema %s on %s: %w", ddlFile, name, err)
+		}
+	}
+	return nil
+}
+
+// dbURL is the URL of database db on a side's server.
+func (w *World) dbURL(side int, db string) string {
+	u, err := url.Parse(w.pgURLs[side])
+	if err != nil {
+		return w.pgURLs[side]
+	}
+	u.Path = "/" + db
+	return u.String()
+}
+
+// mapping turns a system file's mappings into the checks' table mapping.
+func mapping(sys *system.System) *state.Map {
+	return &state.Map{Team: true,
+		OutboxTable: sys.Outbox.Table, OutboxEventID: sys.Outbox.EventID, OutboxPayload: sys.Outbox.Payload, Unpublished: sys.Outbox.Unpublished,
+		InboxTable: sys.Inbox.Table, InboxConsumer: sys.Inbox.Consumer, InboxEventID: sys.Inbox.EventID, InboxPayload: sys.Inbox.Payload,
+		Projection: sys.Projection}
+}
+
+// finishSystem judges the faults the scenario armed (one that never struck
+// fails it; one that could not be classified exactly skips it) and, when
+// the scenario failed, adds the services' output to the trace.
+func finishSystem(run *sysrun.Run, res *report.Result) {
+	if run == nil {
+		return
+	}
+	if res.Skipped == "" && res.Passed() {
+		var skip *steps.SkipError
+		switch err := run.Unstruck(); {
+		case errors.As(err, &skip):
+			res.Skipped = fmt.Sprintf("%s: %s", res.Scenario.SystemPos, skip.Reason)
+		case err != nil:
+			res.Failures = append(res.Failures, steps.Failure{Pos: startPos(res.Scenario), Key: "fault", Msg: err.Error()})
+		}
+	}
+	if res.Passed() {
+		return
+	}
+	outs := run.Outputs()
+	for _, name := range slices.Sorted(maps.Keys(outs)) {
+		out := strings.TrimSpace(outs[name])
+		if out == "" {
+			out = "(no output)"
+		}
+		res.Alerts = append(res.Alerts, fmt.Sprintf("service %s output:\n%s", name, out))
+	}
+}
+
+// startPos is where the scenario's first fault was armed.
+func startPos(sc *scenario.Scenario) diag.Pos {
+	for _, c := range sc.Steps {
+		if c.Def.Name == "start" && c.ParamValues()["fault"] != nil {
+			return c.Pos
+		}
+	}
+	return sc.SystemPos
+}
+
+// runnerBinary is ${runner}: this runner's own executable (for `runner
+// reference relay|consumer` services), or RUNNER_BIN when set (tests, whose
+// executable is the test binary).
+func runnerBinary() string {
+	if b := os.Getenv("RUNNER_BIN"); b != "" {
+		return b
+	}
+	b, _ := os.Executable()
+	return b
+}

@@ -1,0 +1,70 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxdrill/runner/pipeline"
+)
+
+// teamProduce runs a system file's produce statement in ONE producer
+// transaction, its ${…} bound as parameters; fail=divzero runs SELECT 1/0
+// after it, inside the same transaction.
+func teamProduce(ctx context.Context, env *Env, t pipeline.Transfer, fail string) (pipeline.ProduceResult, error) {
+	sys := env.System
+	args := make([]any, len(sys.ProduceArgs))
+	for i, name := range sys.ProduceArgs {
+		args[i] = produceArg(t, name)
+	}
+	res := pipeline.ProduceResult{Transfer: t}
+	err := pgx.BeginFunc(ctx, env.Producer, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sys.Produce, args...); err != nil {
+			return fmt.Errorf("%s: the system file's produce: %w", sys.ProducePos, err)
+		}
+		if fail == string(pipeline.DivZero) {
+			_, err := tx.Exec(ctx, "SELECT 1/0")
+			return err
+		}
+		return nil
+	})
+	switch {
+	case err == nil:
+		res.Committed = true
+	case pipeline.IsDivZero(err):
+		res.Failed, res.Reason = true, "ERROR: division by zero (SQLSTATE 22012): transaction rolled back"
+	default:
+		return res, err
+	}
+	return res, nil
+}
+
+// produceArg is the value of one ${…} of the produce statement.
+func produceArg(t pipeline.Transfer, name string) any {
+	switch name {
+	case "event":
+		return t.EventID
+	case "amount":
+		return t.Amount
+	case "currency":
+		return t.Currency
+	case "from":
+		return t.From
+	case "to":
+		return t.To
+	case "payload":
+		return t.Payload()
+	case "aggregate":
+		if t.Aggregate == "" {
+			return nil
+		}
+		return t.Aggregate
+	case "version":
+		if t.Version == 0 {
+			return nil
+		}
+		return t.Version
+	}
+	return nil
+}
