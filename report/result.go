@@ -7,6 +7,7 @@ package report
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -29,6 +30,9 @@ type Result struct {
 	Failures []steps.Failure // empty: passed
 	Steps    []StepRecord    // the steps that ran, the failing one last
 	Alerts   []string        // shown even for a passing scenario: identity conflicts
+	// Outputs are a team's services' output (secrets hidden) by service,
+	// shown with a failure's trace.
+	Outputs map[string]string
 	// Violations are what the history checker found, declared or not.
 	Violations []history.Violation
 	Kept       []string // with --keep: commands to inspect what was left in place
@@ -121,6 +125,14 @@ func FormatResult(r *Result, verbose bool) []byte {
 		for _, st := range r.Steps {
 			for _, t := range st.traceLines() {
 				fmt.Fprintf(&b, "    %s\n", t)
+			}
+		}
+		if !r.Passed() {
+			for _, name := range slices.Sorted(maps.Keys(r.Outputs)) {
+				fmt.Fprintf(&b, "    service %s output (latest):\n", safe.Line(name))
+				for _, line := range strings.Split(strings.TrimRight(r.Outputs[name], "\n"), "\n") {
+					fmt.Fprintf(&b, "        | %s\n", safe.LongLine(line))
+				}
 			}
 		}
 	} else {

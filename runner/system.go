@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/url"
 	"os"
-	"slices"
-	"strings"
 
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/report"
@@ -122,14 +119,7 @@ func finishSystem(run *sysrun.Run, res *report.Result) {
 	if res.Passed() {
 		return
 	}
-	outs := run.Outputs()
-	for _, name := range slices.Sorted(maps.Keys(outs)) {
-		out := strings.TrimSpace(outs[name])
-		if out == "" {
-			out = "(no output)"
-		}
-		res.Alerts = append(res.Alerts, fmt.Sprintf("service %s output:\n%s", name, out))
-	}
+	res.Outputs = run.Outputs()
 }
 
 // startPos is where the scenario's first fault was armed.

@@ -10,6 +10,7 @@
 //	runner soak [flags]                         drive N events with random faults, check the history
 //	runner bench [flags] [files or dirs...]     measure start, isolation, growth and throughput
 //	runner clean [--pg URL] [--redis URL] [--nats URL] [--rabbitmq URL]  remove what earlier runs left behind
+//	runner reference [flags] relay|consumer     run the reference relay or consumer as a process (drill it via --system)
 //	runner help [command]                       print the usage of runner or of one command
 //
 // Every command takes -h or --help.
