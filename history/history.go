@@ -22,6 +22,9 @@ const (
 	// Any other Kind is the outcome of one delivery: applied, duplicate,
 	// conflict, failed, deferred.
 	Applied = "applied"
+	// Delivered is a delivery a protocol proxy saw on the wire to a team's
+	// consumer: its outcome is the consumer's secret, its ack is not.
+	Delivered = "delivered"
 )
 
 // Op is one thing that happened, in the order it happened.

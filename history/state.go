@@ -27,20 +27,26 @@ func SamePayload(a, b string) bool {
 // What the broker cannot tell (see its capabilities) is left unknown, never
 // guessed.
 func LoadState(ctx context.Context, producer, consumer *pgxpool.Pool, b broker.Broker, consumers, models []string) (State, error) {
+	return LoadStateOf(ctx, producer, consumer, b, consumers, models, state.Reference)
+}
+
+// LoadStateOf reads the state where m says the tables are. A team's books
+// (its journal, its ledger) are not mapped: unbalanced is not judged there.
+func LoadStateOf(ctx context.Context, producer, consumer *pgxpool.Pool, b broker.Broker, consumers, models []string, m state.Map) (State, error) {
 	st := State{Outbox: map[string]string{}, Unpublished: map[string]bool{}, Stream: map[string]int{},
 		DeadLetters: map[string]bool{}, Consumers: map[string]*Consumer{}, Projections: map[string]map[string]Sum{}}
-	if err := st.loadProducer(ctx, producer); err != nil {
+	if err := st.loadProducer(ctx, producer, m); err != nil {
 		return st, err
 	}
 	pending, err := st.loadBroker(ctx, b)
 	if err != nil {
 		return st, err
 	}
-	return st, st.loadConsumers(ctx, consumer, consumers, models, pending)
+	return st, st.loadConsumers(ctx, consumer, consumers, models, pending, m)
 }
 
-func (st *State) loadProducer(ctx context.Context, producer *pgxpool.Pool) error {
-	outbox, err := state.Outbox(ctx, producer)
+func (st *State) loadProducer(ctx context.Context, producer *pgxpool.Pool, m state.Map) error {
+	outbox, err := state.OutboxOf(ctx, producer, m)
 	if err != nil {
 		return err
 	}
@@ -49,6 +55,9 @@ func (st *State) loadProducer(ctx context.Context, producer *pgxpool.Pool) error
 		if !r.Published {
 			st.Unpublished[r.EventID] = true
 		}
+	}
+	if m.Team {
+		return nil
 	}
 	st.Books, err = loadBooks(ctx, producer)
 	return err
@@ -85,20 +94,20 @@ func (st *State) loadBroker(ctx context.Context, b broker.Broker) (map[string]in
 	return pending, nil
 }
 
-func (st *State) loadConsumers(ctx context.Context, db *pgxpool.Pool, consumers, models []string, pending map[string]int64) error {
-	inboxes, err := state.Inboxes(ctx, db)
+func (st *State) loadConsumers(ctx context.Context, db *pgxpool.Pool, consumers, models []string, pending map[string]int64, m state.Map) error {
+	inboxes, err := state.InboxesOf(ctx, db, m)
 	if err != nil {
 		return err
 	}
 	for _, c := range consumers {
-		cs, err := loadConsumer(ctx, db, c, inboxes[c])
+		cs, err := loadConsumer(ctx, db, c, inboxes[c], m)
 		if err != nil {
 			return err
 		}
 		cs.Pending, cs.HasPending = pending[c], pending != nil
 		st.Consumers[c] = cs
 	}
-	projections, err := state.Projections(ctx, db)
+	projections, err := state.ProjectionsOf(ctx, db, m)
 	if err != nil {
 		return err
 	}
@@ -126,11 +135,15 @@ func sums(ctx context.Context, db *pgxpool.Pool, query, arg string) (map[string]
 }
 
 // loadConsumer completes consumer c's inbox with its sums per currency.
-func loadConsumer(ctx context.Context, db *pgxpool.Pool, c string, inbox map[string]string) (*Consumer, error) {
+func loadConsumer(ctx context.Context, db *pgxpool.Pool, c string, inbox map[string]string, m state.Map) (*Consumer, error) {
 	if inbox == nil {
 		inbox = map[string]string{}
 	}
-	sums, err := sums(ctx, db, `SELECT payload->>'currency', sum((payload->>'amount')::bigint), count(*) FROM inbox WHERE consumer_id = $1 GROUP BY 1`, c)
+	query := `SELECT payload->>'currency', sum((payload->>'amount')::bigint), count(*) FROM inbox WHERE consumer_id = $1 GROUP BY 1`
+	if m.Team {
+		query = m.InboxSums()
+	}
+	sums, err := sums(ctx, db, query, c)
 	if err != nil {
 		return nil, fmt.Errorf("sum the inbox of %s: %w", c, err)
 	}

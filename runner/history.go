@@ -10,6 +10,7 @@ import (
 	"github.com/outboxdrill/runner/history"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/steps"
+	"github.com/outboxdrill/runner/sysrun"
 )
 
 // ops turns what the steps reported into the history the checker judges.
@@ -33,9 +34,29 @@ func ops(recs []report.StepRecord) []history.Op {
 // fails it unless declared in expect_violations; a declared one that did not
 // occur fails it too, so an anti-pattern scenario must show its damage.
 func judgeHistory(ctx context.Context, env *steps.Env, res *report.Result) error {
-	hist := ops(res.Steps)
-	consumers, models := res.Scenario.Consumers(), res.Scenario.ReadModels()
-	st, err := history.LoadState(ctx, env.Producer, env.Consumer, env.Broker, consumers, slices.Sorted(maps.Keys(models)))
+	return judge(ctx, env, res, ops(res.Steps), res.Scenario.Consumers(), res.Scenario.ReadModels())
+}
+
+// judgeSystem judges a team's system: the producer's commits as the
+// produce steps made them, the publishes, deliveries and acks as the
+// services' broker proxies saw them, and the state read through the
+// system file's mappings. Each consumer id is its own read model.
+func judgeSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *report.Result) error {
+	hist := append(ops(res.Steps), run.Ops()...)
+	consumers := run.Consumers()
+	if c := defaultConsumerOf(res.Scenario); !slices.Contains(consumers, c) {
+		consumers = append(consumers, c)
+		slices.Sort(consumers)
+	}
+	models := map[string][]string{}
+	for _, c := range consumers {
+		models[c] = []string{c}
+	}
+	return judge(ctx, env, res, hist, consumers, models)
+}
+
+func judge(ctx context.Context, env *steps.Env, res *report.Result, hist []history.Op, consumers []string, models map[string][]string) error {
+	st, err := history.LoadStateOf(ctx, env.Producer, env.Consumer, env.Broker, consumers, slices.Sorted(maps.Keys(models)), env.Mapping())
 	if err != nil {
 		return fmt.Errorf("history check: %w", err)
 	}

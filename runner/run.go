@@ -258,8 +258,12 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 			restoreErr = fmt.Errorf("restart the servers after %s: %w", sc.File, err)
 		}
 	}
-	if sc.System != nil && res.Skipped == "" && res.Passed() {
-		res.Alerts = append(res.Alerts, fmt.Sprintf("%s: the history checker does not judge a team's system yet: this result rests on the scenario's own checks", sc.SystemPos))
+	if sys != nil && res.Skipped == "" && restoreErr == nil {
+		// A team's system is judged even when a check failed: the
+		// violation names what the check only shows.
+		if err := judgeSystem(ctx, env, sys, res); err != nil {
+			res.Failures = append(res.Failures, steps.Failure{Pos: sc.Pos, Key: "history", Msg: err.Error()})
+		}
 	} else if res.Skipped == "" && res.Passed() && restoreErr == nil {
 		if err := judgeHistory(ctx, env, res); err != nil {
 			res.Failures = append(res.Failures, steps.Failure{Pos: sc.Pos, Key: "history", Msg: err.Error()})

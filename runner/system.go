@@ -142,3 +142,11 @@ func runnerBinary() string {
 	b, _ := os.Executable()
 	return b
 }
+
+// defaultConsumerOf is the scenario's ${consumer}.
+func defaultConsumerOf(sc *scenario.Scenario) string {
+	if c := sc.Vars["consumer"]; c != "" {
+		return c
+	}
+	return defaultConsumer
+}

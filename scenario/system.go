@@ -46,7 +46,7 @@ var serviceSteps = []string{"kill", "start", "stop"}
 // checks that every service its steps name is in the system file.
 func (sc *Scenario) UseSystem(sys *system.System) diag.Errors {
 	if sc.System == nil && sys != nil {
-		sc.System = sys
+		sc.System, sc.SystemPos = sys, diag.Pos{File: sys.File, Line: 1, Col: 1}
 	}
 	return sc.checkServices()
 }

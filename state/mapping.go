@@ -52,3 +52,32 @@ func (m Map) CountUnpublished() string {
 func (m Map) InboxCounts() string {
 	return fmt.Sprintf("SELECT %s::text, count(*) FROM %s GROUP BY 1", ident(m.InboxConsumer), ident(m.InboxTable))
 }
+
+// outboxRows selects event id, payload (canonical jsonb text), published
+// and age in microseconds, in outbox order. A team's table is only known
+// by its mapped columns: no age, event id order.
+func (m Map) outboxRows() string {
+	if !m.Team {
+		return `SELECT event_id, payload::text, published, (extract(epoch FROM now() - created_at) * 1e6)::bigint FROM outbox ORDER BY id`
+	}
+	return fmt.Sprintf("SELECT %s::text, %s::jsonb::text, NOT (%s), 0::bigint FROM %s ORDER BY 1",
+		ident(m.OutboxEventID), ident(m.OutboxPayload), m.Unpublished, ident(m.OutboxTable))
+}
+
+// inboxRows selects consumer, event id (the payload's, so that an inbox
+// keyed by entry id still names events) and payload.
+func (m Map) inboxRows() string {
+	if !m.Team {
+		return `SELECT consumer_id, coalesce(payload->>'event_id', event_id), payload::text FROM inbox`
+	}
+	p := ident(m.InboxPayload)
+	return fmt.Sprintf("SELECT %s::text, coalesce((%s::jsonb)->>'event_id', %s::text), %s::jsonb::text FROM %s",
+		ident(m.InboxConsumer), p, ident(m.InboxEventID), p, ident(m.InboxTable))
+}
+
+// InboxSums sums one consumer's ($1) inbox per currency from its payloads.
+func (m Map) InboxSums() string {
+	p := ident(m.InboxPayload) + "::jsonb"
+	return fmt.Sprintf("SELECT %s->>'currency', sum((%s->>'amount')::bigint), count(*) FROM %s WHERE %s::text = $1 GROUP BY 1",
+		p, p, ident(m.InboxTable), ident(m.InboxConsumer))
+}

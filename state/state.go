@@ -34,8 +34,11 @@ type OutboxRow struct {
 }
 
 // Outbox reads every outbox row, in outbox order.
-func Outbox(ctx context.Context, db DB) ([]OutboxRow, error) {
-	rows, err := db.Query(ctx, `SELECT event_id, payload::text, published, (extract(epoch FROM now() - created_at) * 1e6)::bigint FROM outbox ORDER BY id`)
+func Outbox(ctx context.Context, db DB) ([]OutboxRow, error) { return OutboxOf(ctx, db, Reference) }
+
+// OutboxOf reads every outbox row where m says the outbox is.
+func OutboxOf(ctx context.Context, db DB, m Map) ([]OutboxRow, error) {
+	rows, err := db.Query(ctx, m.outboxRows())
 	if err != nil {
 		return nil, fmt.Errorf("read the outbox: %w", err)
 	}
@@ -57,7 +60,12 @@ func Outbox(ctx context.Context, db DB) ([]OutboxRow, error) {
 // payload. The event id is the payload's, so that an inbox keyed by broker
 // entry id (the dedupe_by_entry anti-pattern) still names events.
 func Inboxes(ctx context.Context, db DB) (map[string]map[string]string, error) {
-	rows, err := db.Query(ctx, `SELECT consumer_id, coalesce(payload->>'event_id', event_id), payload::text FROM inbox`)
+	return InboxesOf(ctx, db, Reference)
+}
+
+// InboxesOf reads every consumer's inbox where m says it is.
+func InboxesOf(ctx context.Context, db DB, m Map) (map[string]map[string]string, error) {
+	rows, err := db.Query(ctx, m.inboxRows())
 	if err != nil {
 		return nil, fmt.Errorf("read the inbox: %w", err)
 	}

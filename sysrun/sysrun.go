@@ -47,9 +47,12 @@ type Run struct {
 	svcs   map[string]*service
 	procs  map[string]*servers.Service // the last process of each name, for its output
 	faults []*armed
+	logs   []brokerLog // every broker proxy of the run, for the history
+	starts int
 }
 
 type service struct {
+	name  string
 	mu    sync.Mutex
 	proc  *servers.Service // set as soon as the process runs
 	pg    [2]*pgwire.Proxy
@@ -84,7 +87,7 @@ func (r *Run) Start(ctx context.Context, name string, env map[string]string, f *
 	if err := r.gone(ctx, name); err != nil {
 		return "", err
 	}
-	s := &service{}
+	s := &service{name: name}
 	vars, secrets, err := r.proxies(s)
 	if err != nil {
 		s.close()
@@ -191,6 +194,10 @@ func (r *Run) proxies(s *service) (map[string]string, []string, error) {
 		if s.redis, err = resp.Listen(u.Host); err != nil {
 			return nil, nil, err
 		}
+		r.mu.Lock()
+		r.starts++
+		r.logs = append(r.logs, brokerLog{service: s.name, start: r.starts, proxy: s.redis})
+		r.mu.Unlock()
 		vars["broker.url"] = via(u, s.redis.Addr(), "", "")
 	}
 	return vars, secrets, nil

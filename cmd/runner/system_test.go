@@ -92,3 +92,27 @@ steps:
 		t.Errorf("a misspelt service: exit %d, want 2 with file:line:col and did-you-mean:\n%s", code, errOut)
 	}
 }
+
+// The foreign-stack example: a Node relay and consumer (pg + ioredis)
+// drilled unchanged. The correct consumer passes the seed windows; the
+// ack-first one fails them, and the history checker names its violation.
+func TestNodeExample(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil || !exists("../../examples/node/node_modules/pg") {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI must install the Node example (npm ci --prefix examples/node): node or its modules are missing")
+		}
+		t.Skip("node or examples/node/node_modules missing: run npm ci --prefix examples/node")
+	}
+	code, out, errOut := cli(t, "run", "--system", "../../examples/node/system.yaml", "../../examples/node/scenarios")
+	if code != exitOK {
+		t.Fatalf("the correct Node services: exit %d, want 0\n%s\n%s", code, out, errOut)
+	}
+	code, out, _ = cli(t, "run", "--system", "../../examples/node/system-ack-first.yaml", "../../examples/node/scenarios")
+	for _, want := range []string{"lost: consumer accounting, event bus-1", "acked_without_effect: consumer accounting, event bus-1"} {
+		if code != exitFailed || !strings.Contains(out, want) {
+			t.Errorf("the ack-first Node consumer: exit %d, want 1 naming %q:\n%s", code, want, out)
+		}
+	}
+}
+
+func exists(path string) bool { _, err := os.Stat(path); return err == nil }

@@ -1,9 +1,13 @@
 package resp
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // Publish is an XADD Redis accepted, as the service sent it.
 type Publish struct {
+	At     time.Time
 	Conn   int
 	Stream string
 	ID     string // the entry id Redis replied
@@ -13,6 +17,7 @@ type Publish struct {
 // Delivery is one entry Redis handed the service (XREADGROUP, XCLAIM or
 // XAUTOCLAIM).
 type Delivery struct {
+	At                      time.Time
 	Conn                    int
 	Command                 string
 	Stream, Group, Consumer string
@@ -22,6 +27,7 @@ type Delivery struct {
 
 // Ack is an XACK and how many entries Redis said it acknowledged.
 type Ack struct {
+	At            time.Time
 	Conn          int
 	Stream, Group string
 	IDs           []string
@@ -39,11 +45,11 @@ func (p *Proxy) History() (pubs []Publish, dels []Delivery, acks []Ack) {
 		switch strings.ToUpper(args[0]) {
 		case "XADD":
 			if _, fields, ok := xaddFields(args); ok && !e.Reply.Null {
-				pubs = append(pubs, Publish{Conn: e.Conn, Stream: args[1], ID: e.Reply.Str, Fields: fields})
+				pubs = append(pubs, Publish{At: e.At, Conn: e.Conn, Stream: args[1], ID: e.Reply.Str, Fields: fields})
 			}
 		case "XACK":
 			if len(args) >= 4 {
-				acks = append(acks, Ack{Conn: e.Conn, Stream: args[1], Group: args[2], IDs: args[3:], Acked: e.Reply.Str})
+				acks = append(acks, Ack{At: e.At, Conn: e.Conn, Stream: args[1], Group: args[2], IDs: args[3:], Acked: e.Reply.Str})
 			}
 		case "XREADGROUP":
 			dels = append(dels, readGroup(e)...)
@@ -100,7 +106,7 @@ func readGroup(e Event) []Delivery {
 	var out []Delivery
 	each := func(stream, entries Value) {
 		for _, d := range entryList(entries) {
-			d.Conn, d.Command, d.Stream, d.Group, d.Consumer = e.Conn, "XREADGROUP", stream.Str, group, consumer
+			d.At, d.Conn, d.Command, d.Stream, d.Group, d.Consumer = e.At, e.Conn, "XREADGROUP", stream.Str, group, consumer
 			out = append(out, d)
 		}
 	}
@@ -136,7 +142,7 @@ func claimed(e Event) []Delivery {
 	}
 	out := entryList(entries)
 	for i := range out {
-		out[i].Conn, out[i].Command, out[i].Stream, out[i].Group, out[i].Consumer = e.Conn, name, args[1], args[2], args[3]
+		out[i].At, out[i].Conn, out[i].Command, out[i].Stream, out[i].Group, out[i].Consumer = e.At, e.Conn, name, args[1], args[2], args[3]
 	}
 	return out
 }
