@@ -45,8 +45,8 @@ func TestReferenceProcessesThroughTheProxies(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d, want 0\n%s\n%s", code, out, errOut)
 	}
-	if !strings.Contains(out, "4 passed, 0 failed") {
-		t.Errorf("want the four reference drills to pass:\n%s", out)
+	if !strings.Contains(out, "6 passed, 0 failed") {
+		t.Errorf("want the six reference drills to pass:\n%s", out)
 	}
 }
 

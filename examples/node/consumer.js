@@ -25,6 +25,18 @@ async function handle(id, fields) {
     const ins = await db.query(
       'INSERT INTO inbox (consumer_id, event_id, payload) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
       [group, f.event_id, f.payload]);
+    if (ins.rowCount === 0) {
+      // Seen before: the same event again is a duplicate; the same id with
+      // another payload is an identity conflict, left pending for a human.
+      const { rows } = await db.query(
+        'SELECT payload = $3::jsonb AS same FROM inbox WHERE consumer_id = $1 AND event_id = $2',
+        [group, f.event_id, f.payload]);
+      if (!rows[0].same) {
+        await db.query('ROLLBACK');
+        console.log(`${f.event_id}: identity conflict (${id} carries another payload); left pending`);
+        return;
+      }
+    }
     if (ins.rowCount === 1) {
       const p = JSON.parse(f.payload);
       await db.query(
