@@ -6,7 +6,7 @@
 //	runner validate [files or dirs...]          check scenarios without running them
 //	runner list [flags] [files or dirs...]      list scenarios: file, name, tags
 //	runner docs                                 print the scenario-language reference
-//	runner schema                               print the JSON Schema of scenario files
+//	runner schema [--system]                    print the JSON Schema of scenario (or system) files
 //	runner soak [flags]                         drive N events with random faults, check the history
 //	runner bench [flags] [files or dirs...]     measure start, isolation, growth and throughput
 //	runner clean [--pg URL] [--redis URL] [--nats URL] [--rabbitmq URL]  remove what earlier runs left behind
@@ -102,7 +102,7 @@ var help = map[string]struct{ args, summary string }{
 	"list":      {"[flags] [files or dirs...]", "list scenarios: file, name, tags"},
 	"reference": {"[flags] relay|consumer", "run the reference relay or consumer as a long-lived process (env DATABASE_URL, REDIS_URL, STREAM, GROUP), to drill it through a system file"},
 	"run":       {"[flags] [files or dirs...]", "run scenarios against real PostgreSQL and Redis Streams, NATS JetStream or RabbitMQ (--broker)"},
-	"schema":    {"", "print the JSON Schema of scenario files (draft 2020-12)"},
+	"schema":    {"[--system]", "print the JSON Schema of scenario files, or of system files (draft 2020-12)"},
 	"soak":      {"[flags]", "drive N events through the pipeline with random faults, then check the history"},
 	"validate":  {"[files or dirs...]", "check scenarios without running anything"},
 }
@@ -725,8 +725,14 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 }
 
 func cmdSchema(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	if code, done := noArgs(newFlags("schema"), args, stdout, stderr, "runner schema > docs/scenario.schema.json"); done {
+	fs := newFlags("schema")
+	sys := fs.Bool("system", false, "the schema of a team's system file instead (docs/system.schema.json)")
+	if code, done := noArgs(fs, args, stdout, stderr, "runner schema [--system] > docs/scenario.schema.json"); done {
 		return code
+	}
+	if *sys {
+		_, _ = stdout.Write(system.JSONSchema())
+		return exitOK
 	}
 	_, _ = stdout.Write(scenario.Schema())
 	return exitOK

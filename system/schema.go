@@ -1,0 +1,49 @@
+package system
+
+import (
+	"encoding/json"
+)
+
+// JSONSchema is the JSON Schema (draft 2020-12) of a system file, for editors
+// (yaml-language-server) and tests; `runner schema --system` prints it.
+func JSONSchema() []byte {
+	str := map[string]any{"type": "string", "minLength": 1}
+	ident := map[string]any{"type": "string", "pattern": `^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?$`}
+	obj := func(props map[string]any, required ...string) map[string]any {
+		o := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+		if len(required) > 0 {
+			o["required"] = required
+		}
+		return o
+	}
+	service := obj(map[string]any{
+		"run":   map[string]any{"type": "array", "minItems": 1, "items": str, "description": "argv, run in the system file's directory"},
+		"env":   map[string]any{"type": "object", "additionalProperties": map[string]any{"type": []string{"string", "number", "boolean"}}, "description": "added to the runner's environment; ${…} expanded"},
+		"ready": obj(map[string]any{"log": str}, "log"),
+	}, "run")
+	doc := obj(map[string]any{
+		"services": map[string]any{"type": "object", "minProperties": 1, "additionalProperties": service,
+			"propertyNames": map[string]any{"pattern": `^[A-Za-z_][A-Za-z0-9_-]*$`}},
+		"schema":     obj(map[string]any{"producer": str, "consumer": str}),
+		"produce":    map[string]any{"type": "string", "minLength": 1, "description": "one producer transaction; ${" + joinParams() + "} are bound parameters"},
+		"outbox":     obj(map[string]any{"table": ident, "event_id": ident, "payload": ident, "unpublished": str}, "table", "event_id", "payload", "unpublished"),
+		"stream":     obj(map[string]any{"event_id": str, "payload": str}, "event_id", "payload"),
+		"inbox":      obj(map[string]any{"table": ident, "consumer": ident, "event_id": ident, "payload": ident}, "table", "consumer", "event_id", "payload"),
+		"projection": map[string]any{"type": "string", "minLength": 1, "description": "a query returning consumer id, currency, amount, events"},
+	}, required...)
+	doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+	doc["title"] = "outbox drill runner: a team's system file"
+	b, _ := json.MarshalIndent(doc, "", "  ")
+	return append(b, '\n')
+}
+
+func joinParams() string {
+	s := ""
+	for i, p := range ProduceParams {
+		if i > 0 {
+			s += "}, ${"
+		}
+		s += p
+	}
+	return s
+}
