@@ -92,6 +92,23 @@ func Run(ctx context.Context, p Params, out io.Writer) error {
 		row(fmt.Sprintf("soak %d events, faults 0.1, --parallel 2", p.SoakEvents), fmt.Sprintf("%.0f events/s", rep.EventsPerSec()), verdict)
 		row("raw baseline, same servers", fmt.Sprintf("%.0f events/s", rep.RawPerSec), fmt.Sprintf("pipeline/raw %.0f%%", 100*rep.EventsPerSec()/rep.RawPerSec))
 		row("relay batch latency", fmt.Sprintf("%s → %s", rep.RelayFirst.Round(10*time.Microsecond), rep.RelayLast.Round(10*time.Microsecond)), "median, first tenth → last tenth of the soak")
+		prox, err := soak.Soak(ctx, soak.Params{Events: p.SoakEvents, Faults: 0.1, Seed: 1, Workers: 2, PGURL: p.PGURL, Redis: p.Redis, ViaProxies: true})
+		if err != nil {
+			return err
+		}
+		verdict = "no violation"
+		if len(prox.Violations) > 0 {
+			verdict = fmt.Sprintf("%d VIOLATIONS", len(prox.Violations))
+		}
+		row("same soak through the protocol proxies", fmt.Sprintf("%.0f events/s", prox.EventsPerSec()),
+			fmt.Sprintf("%s; proxied/direct %.0f%%", verdict, 100*prox.EventsPerSec()/rep.EventsPerSec()))
+	}
+	rts, err := proxyLatency(ctx, p, 2000)
+	if err != nil {
+		return err
+	}
+	for _, rt := range rts {
+		row("proxy added latency per round trip", rt.figure(), rt.note())
 	}
 	return nil
 }

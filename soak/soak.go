@@ -36,6 +36,9 @@ type Params struct {
 	ConnectTimeout time.Duration
 	// Baseline also measures the raw baseline on the same servers first.
 	Baseline bool
+	// ViaProxies runs every connection through an unarmed protocol proxy
+	// (Redis only): what the proxies cost a team's service.
+	ViaProxies bool
 	// Judged, when set, gets the report as soon as the history is judged:
 	// before the database pair and the servers are cleaned up, which takes
 	// a while after a long soak.
@@ -121,12 +124,20 @@ func Soak(ctx context.Context, p Params) (*Report, error) {
 	}
 	// Nobody takes the pair next: dropped whole, not reset row by row.
 	defer w.DiscardPair(ctx, iso)
-	s := &soak{p: p, outs: map[pipeline.Outcome]int64{}, env: pipelineEnv{
+	env := pipelineEnv{
 		prod:  &pipeline.Producer{DB: iso.Env.Producer},
 		relay: &pipeline.Relay{DB: iso.Env.Producer, Broker: iso.Env.Broker},
 		cons:  &pipeline.Consumer{DB: iso.Env.Consumer, Broker: iso.Env.Broker},
 		b:     iso.Env.Broker,
-	}}
+	}
+	if p.ViaProxies {
+		var undo func()
+		if env, undo, err = viaProxies(ctx, w, iso); err != nil {
+			return nil, err
+		}
+		defer undo()
+	}
+	s := &soak{p: p, outs: map[pipeline.Outcome]int64{}, env: env}
 	start := time.Now()
 	if err := s.run(ctx); err != nil {
 		return nil, err
