@@ -14,7 +14,7 @@ type Map struct {
 	OutboxTable, OutboxEventID, OutboxPayload string
 	// Unpublished is a SQL condition true for outbox rows the relay has yet
 	// to publish.
-	Unpublished                                          string
+	Unpublished                                           string
 	InboxTable, InboxConsumer, InboxEventID, InboxPayload string
 	// Projection is a query returning consumer, currency, amount, events.
 	Projection string

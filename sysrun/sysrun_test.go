@@ -1,0 +1,62 @@
+package sysrun
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/outboxdrill/runner/steps"
+	"github.com/outboxdrill/runner/system"
+)
+
+func loadSystem(t *testing.T) *system.System {
+	t.Helper()
+	sys, errs := system.Load("../examples/node/system.yaml")
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return sys
+}
+
+// A broker fault needs a protocol proxy for the broker: off Redis the
+// scenario is skipped with the reason, before any process starts.
+func TestBrokerFaultSkipsWithoutItsProxy(t *testing.T) {
+	r := New(Config{System: loadSystem(t), BrokerName: "nats", BrokerURL: "nats://127.0.0.1:4222",
+		ProducerURL: "postgres://u@127.0.0.1:5432/p", ConsumerURL: "postgres://u@127.0.0.1:5432/c", Vars: map[string]string{"stream": "s", "consumer": "c"}})
+	defer r.Close(context.Background())
+	f := system.Fault{Trigger: system.Trigger{Link: "broker", Boundary: "reply", Filter: "XADD"}, Action: system.Action{Do: "kill"}, Nth: 1, Text: "broker.reply(XADD)"}
+	_, err := r.Start(context.Background(), "relay", nil, &f)
+	var skip *steps.SkipError
+	if !errors.As(err, &skip) || !strings.Contains(skip.Reason, "Redis only") {
+		t.Fatalf("err %v, want a skip naming the missing proxy", err)
+	}
+	if len(r.Outputs()) != 0 {
+		t.Error("a process started although the fault could not be armed")
+	}
+}
+
+// The services' URLs are the proxies', never the servers' own, and a
+// password in a server URL is kept out of the output.
+func TestServicesGetProxyAddresses(t *testing.T) {
+	r := New(Config{System: loadSystem(t), BrokerName: "redis", BrokerURL: "redis://:s3cret@127.0.0.1:6379/0",
+		ProducerURL: "postgres://u:pw@127.0.0.1:5432/p", ConsumerURL: "postgres://u:pw@127.0.0.1:5432/c", Vars: map[string]string{"stream": "s", "consumer": "c"}})
+	defer r.Close(context.Background())
+	s := &service{name: "relay"}
+	vars, secrets, err := r.proxies(s)
+	defer s.close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"producer_db.url", "consumer_db.url", "broker.url"} {
+		if strings.Contains(vars[k], ":5432") || strings.Contains(vars[k], ":6379") {
+			t.Errorf("%s = %s: the server's own address", k, vars[k])
+		}
+	}
+	if !strings.Contains(vars["producer_db.url"], "sslmode=disable") || !strings.Contains(vars["producer_db.url"], "/p?") {
+		t.Errorf("producer_db.url %s: want the scenario's database, plain TCP", vars["producer_db.url"])
+	}
+	if strings.Join(secrets, ",") != "pw,pw,s3cret" {
+		t.Errorf("secrets %v", secrets)
+	}
+}
