@@ -197,7 +197,7 @@ func (c *Consumer) handleAll(ctx context.Context, opt ConsumeOptions, ds []broke
 		}
 		h, err := c.handle(ctx, opt, d)
 		if err != nil {
-			return res, fmt.Errorf("entry %s (event %s): %w", d.ID, d.EventID, err)
+			return res, c.giveUp(ctx, opt, ds, fmt.Errorf("entry %s (event %s): %w", d.ID, d.EventID, err))
 		}
 		if opt.AckFirst {
 			h.Acked = true
@@ -241,6 +241,25 @@ func (c *Consumer) handleAll(ctx context.Context, opt ConsumeOptions, ds []broke
 		res.Handled[k].Nacked = true
 	}
 	return res, nil
+}
+
+// giveUp ends a pass that failed mid-way (its database unreachable, say):
+// nothing of the pass is acked, and, as a worker does on an error, its
+// deliveries are nacked back (on Redis Streams they stay pending; on a
+// broker that holds a delivery for its channel they would otherwise be
+// stuck there until the worker died). With KeepFailed they stay held.
+func (c *Consumer) giveUp(ctx context.Context, opt ConsumeOptions, ds []broker.Delivery, err error) error {
+	if opt.KeepFailed || opt.AckFirst {
+		return err
+	}
+	ids := make([]string, len(ds))
+	for i, d := range ds {
+		ids[i] = d.ID
+	}
+	if nerr := c.Broker.Nack(context.WithoutCancel(ctx), opt.Consumer, ids...); nerr != nil {
+		return errors.Join(err, fmt.Errorf("nack after the failure: %w", nerr))
+	}
+	return err
 }
 
 // ids are the entry ids of the handled deliveries at indexes ks.

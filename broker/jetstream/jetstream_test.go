@@ -442,7 +442,7 @@ func TestManyEntries(t *testing.T) {
 // TestConformance runs the suite every broker passes.
 func TestConformance(t *testing.T) {
 	js := connect(t)
-	brokertest.Run(t, func(t *testing.T, _ ...string) broker.Broker {
+	brokertest.Run(t, broker.NATS, func(t *testing.T, _ ...string) broker.Broker {
 		return newStream(t, js, Options{Dedupe: true})
 	})
 }

@@ -23,8 +23,7 @@ type worker struct {
 type workerKey struct{ group, name string }
 
 type heldEntry struct {
-	id string    // entry id; "" for a message without one (not ackable)
-	at time.Time // when it was delivered, for Claim's minIdle
+	id string // entry id; "" for a message without one (not ackable)
 }
 
 type heldKey struct{ group, id string }
@@ -64,8 +63,8 @@ func (b *Broker) worker(group, name string) (*worker, error) {
 	return w, nil
 }
 
-// drop forgets w and what it held: the broker requeued that when its
-// channel closed, so it counts as orphaned until a worker takes it again.
+// drop forgets w and the delivery tags it held: they die with its channel,
+// and the broker requeues what they named.
 func (b *Broker) drop(w *worker) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -82,7 +81,6 @@ func (b *Broker) dropLocked(w *worker) {
 			delete(b.held, k)
 		}
 	}
-	b.orphans[w.group] += len(w.held)
 	w.held = map[uint64]heldEntry{}
 }
 
@@ -165,10 +163,7 @@ func (b *Broker) hold(w *worker, m amqp.Delivery) (broker.Delivery, error) {
 	if b.workers[w.workerKey] != w { // a Claim closed the channel under this get: the broker has it back
 		return d, fmt.Errorf("worker %s on %s: channel closed by a claim while reading (event %s requeued)", w.name, b.groupQueue(w.group), d.EventID)
 	}
-	w.held[m.DeliveryTag] = heldEntry{id: d.ID, at: time.Now()}
-	if d.Deliveries > 1 && b.orphans[w.group] > 0 {
-		b.orphans[w.group]--
-	}
+	w.held[m.DeliveryTag] = heldEntry{id: d.ID}
 	if d.ID == "" { // not published by a Broker; it stays unacked until the channel closes
 		return d, fmt.Errorf("message of event %s on %s has no %s header", d.EventID, b.groupQueue(w.group), HeaderEntryID)
 	}
@@ -219,103 +214,28 @@ func toInt(v any) (int, bool) {
 	return 0, false
 }
 
-// Claim is what RabbitMQ allows instead of XCLAIM: it closes the channels of
-// the group's other workers holding a delivery at least minIdle old, as the
-// connection of a dead worker dropping would, so that the broker requeues
-// EVERYTHING they held (not only idle entries: no ClaimByIdle); then it
-// takes up to count requeued messages onto worker's channel.
-func (b *Broker) Claim(ctx context.Context, group, worker string, minIdle time.Duration, count int) ([]broker.Delivery, error) {
+// Claim takes what the group's queue hands out now, as a consumer of a
+// RabbitMQ queue would: RabbitMQ has no pending list to claim from and no
+// per-message idle time (no ClaimByIdle; a claim with an idle time is never
+// asked of it). A delivery comes back to the queue only when its worker
+// nacks it or its channel closes (Crash, or a dead process's connection
+// dropping); the queue serves it again first. So a claim after a crash or a
+// rollback gets the returned messages — and, unlike XCLAIM, a new message
+// too when nothing was returned: that is what the broker hands out.
+func (b *Broker) Claim(ctx context.Context, group, worker string, _ time.Duration, count int) ([]broker.Delivery, error) {
 	if err := b.ensureGroup(ctx, group); err != nil {
 		return nil, err
-	}
-	if err := b.requeueIdle(ctx, group, worker, minIdle); err != nil {
-		return nil, err
-	}
-	n := b.claimable(group, count)
-	if n == 0 {
-		return nil, nil
 	}
 	w, err := b.worker(group, worker)
 	if err != nil {
 		return nil, err
 	}
-	return b.take(ctx, w, n, 0)
+	return b.take(ctx, w, count, 0)
 }
 
 // AutoClaim is Claim: the broker has no scan of its own.
 func (b *Broker) AutoClaim(ctx context.Context, group, worker string, minIdle time.Duration, count int) ([]broker.Delivery, error) {
 	return b.Claim(ctx, group, worker, minIdle, count)
-}
-
-// requeueIdle closes the idle workers' channels and waits until what they
-// held is back in the queue (a quorum queue requeues after the close has
-// been answered).
-func (b *Broker) requeueIdle(ctx context.Context, group, claimer string, minIdle time.Duration) error {
-	victims, returned := b.idleWorkers(group, claimer, minIdle)
-	if len(victims) == 0 {
-		return nil
-	}
-	q := b.groupQueue(group)
-	before, err := b.ready(q)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, w := range victims {
-		if err := w.ch.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {
-			errs = append(errs, fmt.Errorf("close channel of worker %s on %s: %w", w.name, q, err))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	return b.awaitReady(ctx, q, before+returned)
-}
-
-// idleWorkers picks and forgets the workers to close: the group's others
-// whose oldest delivery is at least minIdle old, and any whose channel has
-// died already. returned counts what the live ones held.
-func (b *Broker) idleWorkers(group, claimer string, minIdle time.Duration) (victims []*worker, returned int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	cutoff := time.Now().Add(-minIdle)
-	for k, w := range b.workers {
-		if k.group != group || k.name == claimer {
-			continue
-		}
-		dead := w.ch.IsClosed()
-		if !dead && !heldSince(w, cutoff) {
-			continue
-		}
-		if !dead {
-			returned += len(w.held)
-		}
-		victims = append(victims, w)
-		b.dropLocked(w)
-	}
-	return victims, returned
-}
-
-// heldSince reports whether w holds a delivery made at or before cutoff.
-func heldSince(w *worker, cutoff time.Time) bool {
-	for _, e := range w.held {
-		if !e.at.After(cutoff) {
-			return true
-		}
-	}
-	return false
-}
-
-// claimable is how many messages Claim may take: the group's orphans, at
-// most count. A get beyond them would take a new message.
-func (b *Broker) claimable(group string, count int) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := b.orphans[group]
-	if count > 0 {
-		n = min(n, count)
-	}
-	return n
 }
 
 // Ack acks ids, each on the channel that holds it. An id no open channel
@@ -416,6 +336,11 @@ func (b *Broker) Nack(ctx context.Context, group string, ids ...string) error {
 	if err != nil {
 		return err
 	}
+	q := b.groupQueue(group)
+	before, err := b.ready(q)
+	if err != nil {
+		return err
+	}
 	var errs []error
 	for w, refs := range byWorker {
 		for _, r := range refs {
@@ -426,23 +351,35 @@ func (b *Broker) Nack(ctx context.Context, group string, ids ...string) error {
 		}
 		b.release(w, refs)
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return b.awaitReady(ctx, q, before+len(ids))
 }
 
 // Crash closes worker's channel, as its process dying would: the broker
-// requeues every delivery it held.
+// requeues every delivery it held. It returns once they are back in the
+// queue (a quorum queue requeues after the close has been answered), so
+// that what a scenario checks next is the broker's state after the crash.
 func (b *Broker) Crash(ctx context.Context, group, worker string) error {
+	q := b.groupQueue(group)
 	b.mu.Lock()
 	w := b.workers[workerKey{group, worker}]
+	held := 0
 	if w != nil {
+		held = len(w.held)
 		b.dropLocked(w)
 	}
 	b.mu.Unlock()
 	if w == nil {
 		return ctx.Err()
 	}
-	if err := w.ch.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {
-		return fmt.Errorf("close channel of worker %s on %s: %w", worker, b.groupQueue(group), err)
+	before, err := b.ready(q)
+	if err != nil {
+		return err
 	}
-	return nil
+	if err := w.ch.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {
+		return fmt.Errorf("close channel of worker %s on %s: %w", worker, q, err)
+	}
+	return b.awaitReady(ctx, q, before+held)
 }

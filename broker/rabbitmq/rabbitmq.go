@@ -74,11 +74,10 @@ type Broker struct {
 	groups  map[string]bool // group queues declared
 	queues  []string        // every queue declared, for Delete
 	workers map[workerKey]*worker
-	held    map[heldKey]holder // who holds each unacked delivery, for Ack
-	// orphans counts, per group, messages the broker requeued when a worker
-	// channel closed and that no worker has taken again: Claim takes at
-	// most that many, so that it does not take new messages instead.
-	orphans map[string]int
+	// held is client state, what a real worker keeps too: the channel and
+	// delivery tag of each unacked delivery, to ack or nack it on. It dies
+	// with its channel, as the broker's own record of the delivery does.
+	held map[heldKey]holder
 }
 
 var _ broker.Broker = (*Broker)(nil)
@@ -104,7 +103,7 @@ func NewRecorded(ctx context.Context, conn *amqp.Connection, name string, groups
 	}
 	b := &Broker{
 		conn: conn, name: name, groups: map[string]bool{}, record: record,
-		workers: map[workerKey]*worker{}, held: map[heldKey]holder{}, orphans: map[string]int{},
+		workers: map[workerKey]*worker{}, held: map[heldKey]holder{},
 	}
 	if err := b.declareBase(); err != nil {
 		return nil, b.abandon(err)
@@ -277,11 +276,12 @@ func (b *Broker) awaitReady(ctx context.Context, queue string, want int) error {
 	}
 }
 
-// Capabilities: an entry log and nothing else. Claim works, but by closing
-// whole channels, not by idle entry; there is no pending list or count;
-// a late group gets no history; queues cannot drop old entries honestly.
+// Capabilities: an entry log and nothing else. A claim is a get of what the
+// queue hands out (a nacked or crashed worker's deliveries first), not a
+// takeover by idle entry; there is no pending list or count; a late group
+// gets no history; queues cannot drop old entries honestly.
 func (b *Broker) Capabilities() broker.Capabilities {
-	return broker.Capabilities{broker.EntryLog: true}
+	return broker.Capabilities{broker.EntryLog: true, broker.Purge: true}
 }
 
 // Publish publishes msgs in confirm mode, persistent, and waits for the
@@ -364,14 +364,40 @@ func awaitConfirms(ctx context.Context, pub *channel, dcs []*amqp.DeferredConfir
 	return len(dcs), nil
 }
 
-// Trim cannot be honest on queues: dropping old entries from the log is
-// easy, but from a group queue it means taking messages off it, putting the
-// newer ones back redelivered and reordered.
+// Trim to 0 is queue.purge of the entry log and of every group queue: the
+// broker drops every message not awaiting acknowledgement (what a
+// delivered, unacked one does is up to its channel; purge leaves it,
+// https://www.rabbitmq.com/docs/queues#purging). It returns what the log
+// held. Keeping the newest N cannot be honest on queues: dropping the
+// oldest from a group queue means taking messages off it and putting the
+// newer ones back redelivered and reordered (no retention).
 func (b *Broker) Trim(ctx context.Context, keep int) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	return 0, fmt.Errorf("rabbitmq %s: %w", b.name, broker.Unsupported("trim", broker.Retention))
+	if keep > 0 {
+		return 0, fmt.Errorf("rabbitmq %s: %w", b.name, broker.Unsupported("trim", broker.Retention))
+	}
+	b.mu.Lock()
+	queues := []string{b.logQueue()}
+	for g := range b.groups {
+		queues = append(queues, b.groupQueue(g))
+	}
+	b.mu.Unlock()
+	var dropped int64
+	err := b.withAdmin(func(ch *amqp.Channel) error {
+		for i, q := range queues {
+			n, err := ch.QueuePurge(q, false)
+			if err != nil {
+				return fmt.Errorf("purge %s: %w", q, err)
+			}
+			if i == 0 {
+				dropped = int64(n)
+			}
+		}
+		return nil
+	})
+	return dropped, err
 }
 
 // Pending: AMQP 0-9-1 reports only a queue's ready messages; the unacked
