@@ -1,11 +1,9 @@
 package jetstream
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,33 +27,30 @@ const (
 	minWait = 10 * time.Millisecond
 )
 
-// group is one consumer group: a durable pull consumer and the messages it
-// delivered that are not acknowledged yet.
+// group is one consumer group: a durable pull consumer, and the client
+// state a real worker keeps beside it: the message to ack or nak for each
+// delivery it received (a handle, not a record of the broker's state; it
+// dies with the worker, see Crash).
 type group struct {
 	name    string // as the caller named it
 	durable string // the consumer's name
 	cons    jetstream.Consumer
-	entries map[uint64]*entry   // by stream sequence; guarded by Stream.mu
+	handles map[uint64]handle   // by stream sequence: the latest delivery; guarded by Stream.mu
 	acked   map[uint64]struct{} // acknowledged sequences, so a second Ack is a no-op as XACK's is
 }
 
-// entry is the latest delivery of one message to the group.
-type entry struct {
-	msg        jetstream.Msg
-	seq        uint64
-	deliveries int
-	redelivery bool      // already handed to a worker once (or, unknown to us, delivered before)
-	held       bool      // pulled but not handed out: waits for the Read or Claim it belongs to
-	handedAt   time.Time // when last handed to a worker; zero if never
-	worker     string    // who got it last; JetStream itself does not know
+// handle is the latest delivery of one message to a worker of the group.
+type handle struct {
+	msg    jetstream.Msg
+	worker string
 }
 
-func (e *entry) delivery() broker.Delivery {
+func delivery(m jetstream.Msg, seq uint64, n int) broker.Delivery {
 	return broker.Delivery{
-		ID:         strconv.FormatUint(e.seq, 10),
-		EventID:    e.msg.Headers().Get(HeaderEventID),
-		Payload:    string(e.msg.Data()),
-		Deliveries: e.deliveries,
+		ID:         strconv.FormatUint(seq, 10),
+		EventID:    m.Headers().Get(HeaderEventID),
+		Payload:    string(m.Data()),
+		Deliveries: n,
 	}
 }
 
@@ -83,7 +78,7 @@ func (s *Stream) group(ctx context.Context, name string) (*group, error) {
 	if g := s.groups[name]; g != nil { // a concurrent first use won
 		return g, nil
 	}
-	g := &group{name: name, durable: durable, cons: cons, entries: map[uint64]*entry{}, acked: map[uint64]struct{}{}}
+	g := &group{name: name, durable: durable, cons: cons, handles: map[uint64]handle{}, acked: map[uint64]struct{}{}}
 	s.groups[name] = g
 	return g, nil
 }
@@ -117,34 +112,35 @@ func (s *Stream) groupList() []*group {
 	return gs
 }
 
-// Read hands worker up to count messages never handed to a worker before
-// (count <= 0: all there are), waiting at most block for the first.
-// Redeliveries pulled on the way are held for the next Claim.
+// Read is a pull: worker gets up to count messages (count <= 0: all there
+// are), whatever the server delivers to it — new ones, and redeliveries of
+// messages whose AckWait ran out or that were nakked — waiting at most
+// block for the first.
 func (s *Stream) Read(ctx context.Context, group, worker string, count int, block time.Duration) ([]broker.Delivery, error) {
 	g, err := s.group(ctx, group)
 	if err != nil {
 		return nil, err
 	}
-	out := s.takeHeld(g, false, count, worker)
+	var out []broker.Delivery
 	deadline := time.Now().Add(block)
 	for count <= 0 || len(out) < count {
 		n := pullBatch
 		if count > 0 {
 			n = min(n, count-len(out))
 		}
-		got, ds, err := s.pull(ctx, g, n, 0, false, worker)
+		ds, err := s.pull(ctx, g, n, 0, worker)
 		out = merge(out, ds)
 		switch {
 		case err != nil:
 			return out, err
-		case got == n:
+		case len(ds) == n:
 			continue // a full batch: there may be more
 		case len(out) > 0 || time.Until(deadline) < minWait:
 			return out, nil
 		}
-		// Nothing new yet: wait for one message, then take the rest as above.
+		// Nothing yet: wait for one message, then take the rest as above.
 		// The server ends the wait a little early; the loop waits out the rest.
-		_, ds, err = s.pull(ctx, g, 1, time.Until(deadline), false, worker)
+		ds, err = s.pull(ctx, g, 1, time.Until(deadline), worker)
 		out = merge(out, ds)
 		if err != nil {
 			return out, err
@@ -153,12 +149,14 @@ func (s *Stream) Read(ctx context.Context, group, worker string, count int, bloc
 	return out, nil
 }
 
-// Claim hands worker up to count messages the server redelivered (count <=
-// 0: all). JetStream redelivers a message only once AckWait has passed since
-// its delivery, and only to a pull, so Claim ignores minIdle: it takes as
-// many as were pending when called (and handed out), waiting up to AckWait
-// plus a margin for them. New messages pulled on the way are held for Read.
-func (s *Stream) Claim(ctx context.Context, group, worker string, minIdle time.Duration, count int) ([]broker.Delivery, error) {
+// Claim takes over what the group's workers left unacknowledged. JetStream
+// gives a delivered message to another pull only once its AckWait has run
+// out (or it was nakked), so Claim pulls, waiting up to AckWait plus a
+// margin, until it has as many messages as the server counts unacknowledged
+// (NumAckPending, at most count) — a pull also hands out new messages,
+// which Claim then returns too: that is what the server delivered. minIdle
+// cannot be honoured below AckWait (no ClaimByIdle).
+func (s *Stream) Claim(ctx context.Context, group, worker string, _ time.Duration, count int) ([]broker.Delivery, error) {
 	g, err := s.group(ctx, group)
 	if err != nil {
 		return nil, err
@@ -167,28 +165,22 @@ func (s *Stream) Claim(ctx context.Context, group, worker string, minIdle time.D
 	if err != nil {
 		return nil, err
 	}
-	want := info.NumAckPending - s.neverHanded(g)
+	want := info.NumAckPending
 	if count > 0 {
 		want = min(want, count)
 	}
 	if want <= 0 {
 		return nil, nil
 	}
-	out := s.takeHeld(g, true, want, worker)
-	start := time.Now()
-	// Pulling before the server queued the redeliveries would pull new
-	// messages instead; wait until the ones we handed out are due.
-	if err := sleepUntil(ctx, s.dueAt(g, want-len(out), start.Add(s.opt.AckWait))); err != nil {
-		return out, err
-	}
-	deadline := start.Add(s.opt.AckWait + claimMargin)
+	var out []broker.Delivery
+	deadline := time.Now().Add(s.opt.AckWait + claimMargin)
 	for len(out) < want && time.Until(deadline) >= minWait {
-		got, ds, err := s.pull(ctx, g, want-len(out), time.Until(deadline), true, worker)
+		ds, err := s.pull(ctx, g, want-len(out), time.Until(deadline), worker)
 		out = merge(out, ds)
 		if err != nil {
 			return out, err
 		}
-		if len(ds) < got {
+		if len(ds) == 0 {
 			if err := sleepUntil(ctx, time.Now().Add(claimRetry)); err != nil {
 				return out, err
 			}
@@ -198,8 +190,8 @@ func (s *Stream) Claim(ctx context.Context, group, worker string, minIdle time.D
 }
 
 // merge appends ds to out, replacing a delivery of the same entry: a
-// message held longer than AckWait comes back while being handed out, and
-// the caller must get it once, with its latest delivery count.
+// message held longer than AckWait comes back while being pulled, and the
+// caller must get it once, with its latest delivery count.
 func merge(out, ds []broker.Delivery) []broker.Delivery {
 	at := make(map[string]int, len(out))
 	for i, d := range out {
@@ -221,33 +213,6 @@ func (s *Stream) AutoClaim(ctx context.Context, group, worker string, minIdle ti
 	return s.Claim(ctx, group, worker, minIdle, count)
 }
 
-// dueAt is when the server redelivers the n-th oldest message handed out
-// and not yet acknowledged or reclaimed (our hand-out time is after the
-// server's delivery time, so no earlier than that). Without n such
-// messages it is limit; it is never later than limit.
-func (s *Stream) dueAt(g *group, n int, limit time.Time) time.Time {
-	if n <= 0 {
-		return time.Time{}
-	}
-	s.mu.Lock()
-	var times []time.Time
-	for _, e := range g.entries {
-		if !e.held && !e.handedAt.IsZero() {
-			times = append(times, e.handedAt)
-		}
-	}
-	s.mu.Unlock()
-	if len(times) < n {
-		return limit
-	}
-	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
-	due := times[n-1].Add(s.opt.AckWait)
-	if due.After(limit) {
-		return limit
-	}
-	return due
-}
-
 func sleepUntil(ctx context.Context, t time.Time) error {
 	d := time.Until(t)
 	if d <= 0 {
@@ -263,17 +228,16 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 	}
 }
 
-// pull fetches up to n messages for g, waiting up to wait for the batch to
-// fill (below minWait: only what is there now). It returns how many came,
-// and hands worker those that are redeliveries if redeliveries is set, new
-// ones if not; the others are held.
-func (s *Stream) pull(ctx context.Context, g *group, n int, wait time.Duration, redeliveries bool, worker string) (int, []broker.Delivery, error) {
+// pull fetches up to n messages for g, waiting up to wait for the batch
+// to fill (below minWait: only what is there now), and keeps their handles
+// for worker.
+func (s *Stream) pull(ctx context.Context, g *group, n int, wait time.Duration, worker string) ([]broker.Delivery, error) {
 	msgs, err := fetch(ctx, g.cons, n, wait)
-	ds, aerr := s.admit(g, msgs, redeliveries, worker)
-	if err = errors.Join(err, aerr); err != nil {
-		return len(msgs), ds, fmt.Errorf("jetstream pull %s %s: %w", s.name, g.durable, err)
+	ds, herr := s.keep(g, msgs, worker)
+	if err = errors.Join(err, herr); err != nil {
+		return ds, fmt.Errorf("jetstream pull %s %s: %w", s.name, g.durable, err)
 	}
-	return len(msgs), ds, nil
+	return ds, nil
 }
 
 // fetch is one pull request. A pull that waits stops at wait or when ctx is
@@ -305,11 +269,11 @@ func fetch(ctx context.Context, c jetstream.Consumer, n int, wait time.Duration)
 	return msgs, err
 }
 
-// admit records pulled messages and hands worker the kind it asked for.
-func (s *Stream) admit(g *group, msgs []jetstream.Msg, redeliveries bool, worker string) ([]broker.Delivery, error) {
+// keep records the handle of each pulled message for worker and returns
+// the deliveries, as the server numbered them.
+func (s *Stream) keep(g *group, msgs []jetstream.Msg, worker string) ([]broker.Delivery, error) {
 	var out []broker.Delivery
 	var errs []error
-	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range msgs {
@@ -319,59 +283,10 @@ func (s *Stream) admit(g *group, msgs []jetstream.Msg, redeliveries bool, worker
 			continue
 		}
 		seq := md.Sequence.Stream
-		e := g.entries[seq]
-		if e == nil {
-			e = &entry{seq: seq, redelivery: md.NumDelivered > 1}
-			g.entries[seq] = e
-		} else {
-			e.redelivery = !e.handedAt.IsZero()
-		}
-		e.msg, e.deliveries = m, int(md.NumDelivered)
-		e.held = e.redelivery != redeliveries
-		if !e.held {
-			e.handedAt, e.worker = now, worker
-			out = append(out, e.delivery())
-		}
+		g.handles[seq] = handle{msg: m, worker: worker}
+		out = append(out, delivery(m, seq, int(md.NumDelivered)))
 	}
 	return out, errors.Join(errs...)
-}
-
-// takeHeld hands worker up to limit held messages of the kind asked for
-// (limit <= 0: all), oldest first.
-func (s *Stream) takeHeld(g *group, redeliveries bool, limit int, worker string) []broker.Delivery {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var es []*entry
-	for _, e := range g.entries {
-		if e.held && e.redelivery == redeliveries {
-			es = append(es, e)
-		}
-	}
-	slices.SortFunc(es, func(a, b *entry) int { return cmp.Compare(a.seq, b.seq) })
-	if limit > 0 && len(es) > limit {
-		es = es[:limit]
-	}
-	out := make([]broker.Delivery, len(es))
-	now := time.Now()
-	for i, e := range es {
-		e.held, e.handedAt, e.worker = false, now, worker
-		out[i] = e.delivery()
-	}
-	return out
-}
-
-// neverHanded counts the messages g pulled but never handed to a worker:
-// pending to the server, not to the pipeline.
-func (s *Stream) neverHanded(g *group) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, e := range g.entries {
-		if e.handedAt.IsZero() {
-			n++
-		}
-	}
-	return n
 }
 
 // Ack acknowledges ids in group and waits for the server to confirm each,
@@ -414,8 +329,8 @@ func (s *Stream) lookup(g *group, id string) (seq uint64, msg jetstream.Msg, kno
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := g.entries[seq]; e != nil {
-		return seq, e.msg, true
+	if h, ok := g.handles[seq]; ok {
+		return seq, h.msg, true
 	}
 	_, acked := g.acked[seq]
 	return seq, nil, acked
@@ -424,7 +339,7 @@ func (s *Stream) lookup(g *group, id string) (seq uint64, msg jetstream.Msg, kno
 func (s *Stream) forget(g *group, seq uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(g.entries, seq)
+	delete(g.handles, seq)
 	g.acked[seq] = struct{}{}
 }
 
@@ -438,14 +353,29 @@ func (s *Stream) Nack(ctx context.Context, group string, ids ...string) error {
 		return err
 	}
 	for _, id := range ids {
-		if _, msg, _ := s.lookup(g, id); msg != nil {
+		if seq, msg, _ := s.lookup(g, id); msg != nil {
 			if err := msg.Nak(); err != nil {
 				return fmt.Errorf("jetstream nak %s %s entry %s: %w", s.name, g.durable, id, err)
 			}
+			s.mu.Lock()
+			delete(g.handles, seq) // given back: its next delivery brings a new handle
+			s.mu.Unlock()
 		}
 	}
 	return nil
 }
 
-// Crash: the server redelivers what the worker held after AckWait.
-func (s *Stream) Crash(ctx context.Context, group, worker string) error { return ctx.Err() }
+// Crash: the worker's process dies with its handles; the server redelivers
+// what it held once AckWait runs out, to whoever pulls.
+func (s *Stream) Crash(ctx context.Context, group, worker string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g := s.groups[group]; g != nil {
+		for seq, h := range g.handles {
+			if h.worker == worker {
+				delete(g.handles, seq)
+			}
+		}
+	}
+	return ctx.Err()
+}

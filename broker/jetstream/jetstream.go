@@ -7,12 +7,16 @@
 //   - There is no per-worker ownership. A pull consumer hands a message to
 //     whichever pull asks; the worker name is only recorded beside the
 //     delivery, never sent to the server.
-//   - A message comes back only after AckWait, and only on a later pull. So
-//     Claim cannot take over an entry idle for less than AckWait (minIdle is
-//     ignored) and waits for the server instead: ClaimByIdle is not declared.
+//   - A message comes back only after AckWait (or a Nak), and only on a later
+//     pull. So Claim cannot take over an entry idle for less than AckWait
+//     (minIdle is ignored) and waits for the server instead: ClaimByIdle is
+//     not declared.
 //   - A pull returns redeliveries before new messages and mixes both. Read
-//     (new entries only) and Claim (redeliveries only) keep what they pulled
-//     for the other in a per-group holding area, which hands it out next.
+//     and Claim both return whatever the server delivered to that pull:
+//     nothing is held back for another call.
+//   - What the Stream keeps is client state a real worker keeps too: the
+//     message to ack or nak for each delivery (jetstream.Msg). It dies with
+//     the worker (Crash), and a new connection starts without it.
 //   - The server cannot say how long a pending message has waited, so
 //     PendingStats.OldestIdle stays 0: PendingList is not declared.
 package jetstream
@@ -312,9 +316,8 @@ func (s *Stream) Delete(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Pending is, per group, the messages delivered to a worker and not yet
-// acknowledged: the consumer's NumAckPending less what this Stream pulled
-// but holds back, never having handed it to a worker.
+// Pending is, per group, the messages delivered and not yet acknowledged:
+// the consumer's NumAckPending, as the server counts it.
 func (s *Stream) Pending(ctx context.Context) (map[string]int64, error) {
 	out := map[string]int64{}
 	for _, g := range s.groupList() {
@@ -322,7 +325,7 @@ func (s *Stream) Pending(ctx context.Context) (map[string]int64, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[g.name] = int64(max(info.NumAckPending-s.neverHanded(g), 0))
+		out[g.name] = int64(info.NumAckPending)
 	}
 	return out, nil
 }
