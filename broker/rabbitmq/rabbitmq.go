@@ -6,6 +6,17 @@
 // pending list and no claim: a delivery stays unacknowledged on the channel
 // that took it until it is acked or that channel closes, when the broker
 // requeues it. The capabilities say so.
+//
+// What a Broker keeps is client state a real worker keeps too: each
+// worker's channel and the delivery tag of each unacked delivery on it, to
+// ack or nack it. It dies with the channel, as the broker's record of the
+// delivery does: a restarted worker (a new connection) cannot ack what the
+// dead one held, and the broker delivers it again. Nothing else is kept:
+// what Read and Claim return is what the broker handed to that call.
+//
+// Publishes are persistent, confirmed and mandatory: a message no queue
+// takes comes back (basic.return) and fails the publish with ErrUnroutable,
+// so a relay never marks it published.
 package rabbitmq
 
 import (
@@ -307,7 +318,7 @@ func (b *Broker) Publish(ctx context.Context, msgs []broker.Message) ([]string, 
 	var sendErr error
 	for _, m := range msgs {
 		id := b.name + "-" + strconv.FormatUint(entrySeq.Add(1), 10)
-		dc, err := pub.ch.PublishWithDeferredConfirmWithContext(ctx, b.name, "", false, false, amqp.Publishing{
+		dc, err := pub.ch.PublishWithDeferredConfirmWithContext(ctx, b.name, "", true, false, amqp.Publishing{
 			DeliveryMode: amqp.Persistent, MessageId: m.EventID,
 			Headers: amqp.Table{HeaderEntryID: id}, Body: []byte(m.Payload),
 		})
@@ -321,7 +332,46 @@ func (b *Broker) Publish(ctx context.Context, msgs []broker.Message) ([]string, 
 	if err == nil {
 		err = sendErr
 	}
+	// mandatory: the broker returns a message no queue took (basic.return)
+	// before it confirms it, so every return is in by now. The ids stop at
+	// the first one returned: the relay must not mark it published.
+	if r, ok := firstReturned(pub, ids[:n]); ok {
+		return ids[:r.index], fmt.Errorf("publish event %s to exchange %s: %w (%d %s)", events[r.index], b.name, ErrUnroutable, r.code, r.text)
+	}
 	return ids[:n], err
+}
+
+// ErrUnroutable is wrapped by a publish no queue took: the broker returned
+// it (mandatory flag) instead of dropping it silently.
+var ErrUnroutable = errors.New("no queue is bound to take the message: the broker returned it")
+
+type returned struct {
+	index int
+	code  uint16
+	text  string
+}
+
+// firstReturned drains the channel's returns and finds the earliest of ids.
+func firstReturned(pub *channel, ids []string) (returned, bool) {
+	at := make(map[string]int, len(ids))
+	for i, id := range ids {
+		at[id] = i
+	}
+	best := returned{index: -1}
+	for {
+		select {
+		case r, open := <-pub.returns:
+			if !open { // the channel closed: its error is the publish's
+				return best, best.index >= 0
+			}
+			id, _ := r.Headers[HeaderEntryID].(string)
+			if i, ok := at[id]; ok && (best.index < 0 || i < best.index) {
+				best = returned{index: i, code: r.ReplyCode, text: r.ReplyText}
+			}
+		default:
+			return best, best.index >= 0
+		}
+	}
 }
 
 // publisher is the confirm-mode channel, reopened if an error closed it
@@ -338,6 +388,7 @@ func (b *Broker) publisher() (*channel, error) {
 		_ = c.ch.Close()
 		return nil, fmt.Errorf("confirm mode: %w", err)
 	}
+	c.returns = c.ch.NotifyReturn(make(chan amqp.Return, 1024))
 	b.pub = c
 	return c, nil
 }
@@ -451,9 +502,10 @@ func (b *Broker) Delete(ctx context.Context) error {
 
 // channel is an AMQP channel that remembers why the server closed it.
 type channel struct {
-	ch     *amqp.Channel
-	done   chan struct{} // closed once the channel has closed
-	reason atomic.Pointer[amqp.Error]
+	ch      *amqp.Channel
+	done    chan struct{} // closed once the channel has closed
+	reason  atomic.Pointer[amqp.Error]
+	returns chan amqp.Return // the publisher's: messages no queue took
 }
 
 func (b *Broker) open() (*channel, error) {

@@ -436,6 +436,30 @@ func TestPublishReturnsTheIDsConfirmedBeforeANack(t *testing.T) {
 	}
 }
 
+// A message no queue takes is returned (mandatory), not confirmed and
+// dropped: the publish fails naming it, and its id is not handed out, so a
+// relay never marks it published.
+func TestUnroutablePublishFails(t *testing.T) {
+	ctx := testCtx(t)
+	conn := dial(t)
+	b := newBroker(t, conn, "g")
+	brokertest.Publish(t, b, "e1")
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	for _, q := range []string{b.logQueue(), b.groupQueue("g")} { // every queue bound to the exchange
+		if err := ch.QueueUnbind(q, "", b.Name(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids, err := b.Publish(ctx, brokertest.Messages("e2"))
+	if !errors.Is(err, ErrUnroutable) || !strings.Contains(err.Error(), "e2") || len(ids) != 0 {
+		t.Fatalf("publish with no queue bound = %v, %v; want ErrUnroutable naming e2 and no id", ids, err)
+	}
+}
+
 func TestChannelErrorsSurface(t *testing.T) {
 	ctx := testCtx(t)
 	conn := dial(t)
