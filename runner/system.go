@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 
+	"github.com/outboxdrill/runner/broker/redisstream"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/scenario"
@@ -37,6 +38,9 @@ func (w *World) acquireSystem(ctx context.Context, b string, sc *scenario.Scenar
 	br, err := w.newBroker(ctx, b, iso.streamKey, sc)
 	if err != nil {
 		return nil, nil, errors.Join(&brokerError{fmt.Errorf("%s: %w", b, err)}, iso.release(false))
+	}
+	if rs, ok := br.(*redisstream.Stream); ok { // the team's entry layout, for publish and the stream checks
+		rs.WithFields(sys.Stream.EventID, sys.Stream.Payload)
 	}
 	iso.env = steps.NewEnv(iso.pools[0], iso.pools[1], br)
 	iso.env.BrokerName, iso.env.Control = b, control{w, b}

@@ -29,6 +29,9 @@ const readBatch = 100
 type Stream struct {
 	rdb *redis.Client
 	key string
+	// evField and payField name the entry fields holding the event id and
+	// the payload (FieldEventID and FieldPayload unless WithFields).
+	evField, payField string
 
 	mu     sync.Mutex
 	groups map[string]bool // groups known to exist
@@ -38,7 +41,15 @@ var _ broker.Broker = (*Stream)(nil)
 
 // New returns the stream stored under key.
 func New(rdb *redis.Client, key string) *Stream {
-	return &Stream{rdb: rdb, key: key, groups: map[string]bool{}}
+	return &Stream{rdb: rdb, key: key, evField: FieldEventID, payField: FieldPayload, groups: map[string]bool{}}
+}
+
+// WithFields makes the stream's entries carry the event id and the payload
+// in fields named ev and pay: a team's own entry layout (a system file's
+// stream mapping), for what the runner publishes and reads.
+func (s *Stream) WithFields(ev, pay string) *Stream {
+	s.evField, s.payField = ev, pay
+	return s
 }
 
 // Capabilities: Redis Streams has all but broker-side dedupe.
@@ -71,7 +82,7 @@ func (s *Stream) Publish(ctx context.Context, msgs []broker.Message) ([]string, 
 		for i, m := range msgs {
 			cmds[i] = p.XAdd(ctx, &redis.XAddArgs{
 				Stream: s.key,
-				Values: []any{FieldEventID, m.EventID, FieldPayload, m.Payload},
+				Values: []any{s.evField, m.EventID, s.payField, m.Payload},
 			})
 		}
 		return nil
@@ -127,7 +138,7 @@ func (s *Stream) Read(ctx context.Context, group, worker string, count int, bloc
 			return out, err
 		}
 		for _, m := range msgs {
-			d := delivery(m)
+			d := s.delivery(m)
 			d.Deliveries = 1
 			out = append(out, d)
 		}
@@ -205,7 +216,7 @@ func (s *Stream) Claim(ctx context.Context, group, worker string, minIdle time.D
 	}
 	out := make([]broker.Delivery, 0, len(msgs))
 	for _, m := range msgs {
-		d := delivery(m)
+		d := s.delivery(m)
 		d.Deliveries = times[m.ID]
 		out = append(out, d)
 	}
@@ -232,7 +243,7 @@ func (s *Stream) AutoClaim(ctx context.Context, group, worker string, minIdle ti
 			return out, fmt.Errorf("XAUTOCLAIM %s %s: %w", s.key, group, err)
 		}
 		for _, m := range msgs {
-			out = append(out, delivery(m))
+			out = append(out, s.delivery(m))
 		}
 		if next == "0-0" || next == "" {
 			break
@@ -313,10 +324,10 @@ func (s *Stream) readDLQ(ctx context.Context) ([]broker.DeadLetter, []string, er
 	return dls, ids, nil
 }
 
-func delivery(m redis.XMessage) broker.Delivery {
+func (s *Stream) delivery(m redis.XMessage) broker.Delivery {
 	d := broker.Delivery{ID: m.ID}
-	d.EventID, _ = m.Values[FieldEventID].(string)
-	d.Payload, _ = m.Values[FieldPayload].(string)
+	d.EventID, _ = m.Values[s.evField].(string)
+	d.Payload, _ = m.Values[s.payField].(string)
 	return d
 }
 
@@ -357,7 +368,7 @@ func (s *Stream) Events(ctx context.Context) ([]string, error) {
 	}
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
-		ids[i] = delivery(m).EventID
+		ids[i] = s.delivery(m).EventID
 	}
 	return ids, nil
 }
