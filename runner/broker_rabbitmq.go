@@ -66,7 +66,11 @@ func (c rabbitConn) New(ctx context.Context, key string, sc *scenario.Scenario) 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", redact.URL(c.url), redact.Err(c.url, err))
 	}
-	b, err := rabbitmq.NewRecorded(ctx, own, key, ids, c.reg.record)
+	var opts []rabbitmq.Option
+	if sc != nil && sc.BrokerDLQ > 0 {
+		opts = append(opts, rabbitmq.WithDeliveryLimit(sc.BrokerDLQ))
+	}
+	b, err := rabbitmq.NewRecorded(ctx, own, key, ids, c.reg.record, opts...)
 	if err != nil {
 		own.Close()
 		return nil, err

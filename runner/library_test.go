@@ -118,7 +118,9 @@ func TestLibraryAndGuarantees(t *testing.T) {
 						switch {
 						case !r.Passed():
 							t.Errorf("%s failed:\n%s", r.Name(), report.FormatResult(r, true))
-						case r.Skipped != "" && b == broker.Redis:
+						case r.Skipped != "" && b == broker.Redis && !strings.Contains(r.Skipped, "which redis does not have"):
+							// Only a capability Redis Streams lacks, cited, may
+							// skip a scenario on the reference broker.
 							t.Errorf("%s: skipped on the reference broker with its own servers: %s", r.Name(), r.Skipped)
 						case r.Skipped != "":
 							t.Skipf("skipped at %s", r.Skipped)

@@ -12,7 +12,5 @@ func init() {
 		broker.ReplayHistory: "an exchange routes a message to the queues bound when it is published; a queue declared later (a new consumer id) never sees earlier messages (https://www.rabbitmq.com/tutorials/amqp-concepts#exchanges)",
 		broker.Retention:     "a queue cannot be told to drop all but its newest N messages at once; a max-length limit drops from the head only as new messages arrive (https://www.rabbitmq.com/docs/maxlength)",
 		broker.SideStore:     "RabbitMQ is a message broker without a key-value store beside its queues (https://www.rabbitmq.com/docs/queues)",
-		broker.NativeDeadLetter: "RabbitMQ has one — a quorum queue's x-delivery-limit with a dead-letter exchange (https://www.rabbitmq.com/docs/quorum-queues#poison-message-handling) — but the runner does not declare its queues with it yet: " +
-			"only the application's dead-letter queue is drilled here",
 	})
 }

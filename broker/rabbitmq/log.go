@@ -3,6 +3,7 @@ package rabbitmq
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -153,10 +154,38 @@ func (b *Broker) deadLetters(ctx context.Context, take bool) ([]broker.DeadLette
 	}
 	dls := make([]broker.DeadLetter, len(ms))
 	for i, m := range ms {
-		reason, _ := m.Headers[headerReason].(string)
-		entry, _ := m.Headers[HeaderEntryID].(string)
-		n, _ := toInt(m.Headers[headerDeliveries])
-		dls[i] = broker.DeadLetter{EventID: m.MessageId, Payload: string(m.Body), Reason: reason, EntryID: entry, Deliveries: n}
+		dls[i] = b.deadLetter(m)
 	}
 	return dls, nil
+}
+
+// deadLetter reads a message of the dead-letter queue: one the application
+// put there (reason and deliveries in headers), or one the broker
+// dead-lettered itself (its x-death header says why and from where). The
+// broker does not carry the delivery count over; for delivery_limit it is
+// the limit the queue was declared with, which the broker enforced.
+func (b *Broker) deadLetter(m amqp.Delivery) broker.DeadLetter {
+	entry, _ := m.Headers[HeaderEntryID].(string)
+	dl := broker.DeadLetter{EventID: m.MessageId, Payload: string(m.Body), EntryID: entry}
+	if reason, ok := m.Headers[headerReason].(string); ok {
+		dl.Reason = reason
+		dl.Deliveries, _ = toInt(m.Headers[headerDeliveries])
+		return dl
+	}
+	why := "dead-lettered"
+	if deaths, ok := m.Headers["x-death"].([]any); ok && len(deaths) > 0 {
+		if d, ok := deaths[0].(amqp.Table); ok {
+			if r, ok := d["reason"].(string); ok {
+				why = r
+			}
+			if q, ok := d["queue"].(string); ok {
+				why += " from " + q
+			}
+		}
+	}
+	dl.Reason = "broker: " + why
+	if strings.HasPrefix(why, "delivery_limit") && b.deliveryLimit > 0 {
+		dl.Deliveries = b.deliveryLimit
+	}
+	return dl
 }

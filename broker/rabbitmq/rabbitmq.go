@@ -80,6 +80,9 @@ type Broker struct {
 	// record, if set, is told every name before it is declared (see
 	// NewRecorded).
 	record func(names []string) error
+	// deliveryLimit, when > 0, has the broker dead-letter a message on its
+	// deliveryLimit-th delivery (WithDeliveryLimit).
+	deliveryLimit int
 
 	mu      sync.Mutex
 	groups  map[string]bool // group queues declared
@@ -93,6 +96,14 @@ type Broker struct {
 
 var _ broker.Broker = (*Broker)(nil)
 
+// Option configures a Broker.
+type Option func(*Broker)
+
+// WithDeliveryLimit makes the broker itself dead-letter a message on its
+// n-th delivery without an ack (a quorum queue's x-delivery-limit and a
+// dead-letter exchange): the broker-native DLQ, beside the application's.
+func WithDeliveryLimit(n int) Option { return func(b *Broker) { b.deliveryLimit = n } }
+
 // New declares the exchange, the entry log, the dead-letter queue and a
 // queue per group, as infrastructure as code would before anything is
 // published. name (like "outboxdrill:RUNID:7") prefixes every name.
@@ -105,7 +116,7 @@ func New(ctx context.Context, conn *amqp.Connection, name string, groups []strin
 // AMQP 0-9-1 cannot list what a server holds, so whoever must find them
 // again (runner clean, after a killed run) keeps them. A record error fails
 // the declare.
-func NewRecorded(ctx context.Context, conn *amqp.Connection, name string, groups []string, record func(names []string) error) (*Broker, error) {
+func NewRecorded(ctx context.Context, conn *amqp.Connection, name string, groups []string, record func(names []string) error, opts ...Option) (*Broker, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -115,6 +126,9 @@ func NewRecorded(ctx context.Context, conn *amqp.Connection, name string, groups
 	b := &Broker{
 		conn: conn, name: name, groups: map[string]bool{}, record: record,
 		workers: map[workerKey]*worker{}, held: map[heldKey]holder{},
+	}
+	for _, o := range opts {
+		o(b)
 	}
 	if err := b.declareBase(); err != nil {
 		return nil, b.abandon(err)
@@ -158,7 +172,6 @@ func (b *Broker) groupQueue(group string) string { return b.name + "." + group }
 // out of delivery order).
 var (
 	classicArgs = amqp.Table{"x-queue-type": "classic"}
-	quorumArgs  = amqp.Table{"x-queue-type": "quorum"}
 )
 
 func (b *Broker) declareBase() error {
@@ -234,13 +247,29 @@ func (b *Broker) ensureGroup(ctx context.Context, group string) error {
 	if err := b.tell(q); err != nil {
 		return err
 	}
-	if err := b.withAdmin(func(ch *amqp.Channel) error { return declareBound(ch, q, b.name, quorumArgs) }); err != nil {
+	if err := b.withAdmin(func(ch *amqp.Channel) error { return declareBound(ch, q, b.name, b.groupArgs()) }); err != nil {
 		return err
 	}
 	b.mu.Lock()
 	b.groups[group] = true
 	b.mu.Unlock()
 	return nil
+}
+
+// groupArgs declare a group queue: a quorum queue whose dead letters go to
+// the dead-letter queue (the default exchange routes by queue name), so that
+// a delivery limit never discards a message silently — RabbitMQ 4 sets a
+// limit of 20 on every quorum queue
+// (https://www.rabbitmq.com/docs/quorum-queues#poison-message-handling). With
+// a broker DLQ, x-delivery-limit makes the broker itself set a message aside
+// on its deliveryLimit-th delivery without an ack: the limit counts the
+// returns allowed, one fewer.
+func (b *Broker) groupArgs() amqp.Table {
+	args := amqp.Table{"x-queue-type": "quorum", "x-dead-letter-exchange": "", "x-dead-letter-routing-key": b.dlqQueue()}
+	if b.deliveryLimit > 0 {
+		args["x-delivery-limit"] = int64(b.deliveryLimit - 1)
+	}
+	return args
 }
 
 // withAdmin runs f on the admin channel, reopened if an error closed it.
@@ -292,7 +321,7 @@ func (b *Broker) awaitReady(ctx context.Context, queue string, want int) error {
 // takeover by idle entry; there is no pending list or count; a late group
 // gets no history; queues cannot drop old entries honestly.
 func (b *Broker) Capabilities() broker.Capabilities {
-	return broker.Capabilities{broker.EntryLog: true, broker.Purge: true}
+	return broker.Capabilities{broker.EntryLog: true, broker.Purge: true, broker.NativeDeadLetter: true}
 }
 
 // Publish publishes msgs in confirm mode, persistent, and waits for the

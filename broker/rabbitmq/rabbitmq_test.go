@@ -367,7 +367,7 @@ func TestUnsupportedOperationsSaySo(t *testing.T) {
 	if _, err := b.Trim(ctx, 1); !errors.Is(err, broker.ErrUnsupported) || !strings.Contains(err.Error(), string(broker.Retention)) {
 		t.Errorf("trim = %v; want ErrUnsupported naming %s", err, broker.Retention)
 	}
-	if diff := cmp.Diff(broker.Capabilities{broker.EntryLog: true, broker.Purge: true}, b.Capabilities()); diff != "" {
+	if diff := cmp.Diff(broker.Capabilities{broker.EntryLog: true, broker.Purge: true, broker.NativeDeadLetter: true}, b.Capabilities()); diff != "" {
 		t.Errorf("capabilities (-want +got):\n%s", diff)
 	}
 }
@@ -606,4 +606,43 @@ func TestConformance(t *testing.T) {
 	brokertest.Run(t, broker.RabbitMQ, func(t *testing.T, groups ...string) broker.Broker {
 		return newBroker(t, conn, groups...)
 	})
+}
+
+// The broker-native DLQ: with a delivery limit, the broker itself sets a
+// message aside on its n-th delivery without an ack, into the dead-letter
+// queue beside the application's dead letters, saying so.
+func TestDeliveryLimitDeadLetters(t *testing.T) {
+	ctx := testCtx(t)
+	b, err := New(ctx, dial(t), uniqueName(t), []string{"g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Delete(ctx) // declared without the limit: start again with it
+	b, err = NewRecorded(ctx, dial(t), b.Name(), []string{"g"}, nil, WithDeliveryLimit(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Delete(context.Background()) })
+	brokertest.Publish(t, b, "e1")
+	for i := 1; i <= 2; i++ {
+		ds, err := b.Read(ctx, "g", "w", 1, time.Second)
+		if err != nil || len(ds) != 1 || ds[0].Deliveries != i {
+			t.Fatalf("delivery %d: %+v, %v", i, ds, err)
+		}
+		if err := b.Nack(ctx, "g", ds[0].ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var dls []broker.DeadLetter
+	for deadline := time.Now().Add(5 * time.Second); len(dls) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if dls, err = b.DeadLetters(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(dls) != 1 || dls[0].EventID != "e1" || !strings.HasPrefix(dls[0].Reason, "broker: delivery_limit") || dls[0].Deliveries != 2 {
+		t.Fatalf("dead letters %+v; want e1 set aside by the broker on its second delivery", dls)
+	}
+	if ds, err := b.Read(ctx, "g", "w", 1, 300*time.Millisecond); err != nil || len(ds) != 0 {
+		t.Errorf("read after the broker set e1 aside = %+v, %v; want nothing", ds, err)
+	}
 }
