@@ -62,7 +62,7 @@ func natsOptions(sc *scenario.Scenario) jsbroker.Options {
 	if sc == nil { // TakePair: no scenario, the defaults
 		return jsbroker.Options{}
 	}
-	return jsbroker.Options{Dedupe: sc.NATS.MsgID, DedupeWindow: sc.NATS.DedupeWindow, AckWait: sc.NATS.AckWait}
+	return jsbroker.Options{Dedupe: sc.NATS.MsgID, DedupeWindow: sc.NATS.DedupeWindow, AckWait: sc.NATS.AckWait, MaxDeliver: sc.BrokerDLQ}
 }
 
 func (c natsConn) Server() (proc, string) {
@@ -95,7 +95,7 @@ func (c natsConn) Hints(key string) []string {
 
 // leftoverStream is a scenario's stream or its dead letters: the runner's
 // key drill:ID:N sanitized (broker/jetstream), and nothing else.
-var leftoverStream = regexp.MustCompile(`^` + namePrefix + `_[0-9a-f]{8}_[0-9]+(_dlq)?$`)
+var leftoverStream = regexp.MustCompile(`^` + namePrefix + `_[0-9a-f]{8}_[0-9]+(_dlq|_adv)?$`)
 
 // Lease answers requests on subject drill.lease.ID while the run's
 // connection lives: the server forgets the subscription with it.

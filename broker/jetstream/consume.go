@@ -67,7 +67,7 @@ func (s *Stream) group(ctx context.Context, name string) (*group, error) {
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       s.opt.AckWait,
-		MaxDeliver:    -1,
+		MaxDeliver:    maxDeliver(s.opt.MaxDeliver),
 		MaxAckPending: -1, // the default (1000) would stall a large unacknowledged backlog
 	})
 	if err != nil {
@@ -378,4 +378,12 @@ func (s *Stream) Crash(ctx context.Context, group, worker string) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// maxDeliver is the consumer's MaxDeliver: -1, unlimited, without a broker DLQ.
+func maxDeliver(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }

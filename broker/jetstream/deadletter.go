@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -27,28 +28,91 @@ func (s *Stream) DeadLetter(ctx context.Context, dl broker.DeadLetter) error {
 	return nil
 }
 
-// DeadLetters lists the dead-letter stream.
+// DeadLetters lists the dead-letter stream, then what the server itself
+// set aside (MaxDeliver).
 func (s *Stream) DeadLetters(ctx context.Context) ([]broker.DeadLetter, error) {
 	dls, _, err := s.readDLQ(ctx)
-	return dls, err
-}
-
-// TakeDeadLetters lists the dead-letter stream and purges what it listed;
-// a dead letter added in between stays.
-func (s *Stream) TakeDeadLetters(ctx context.Context) ([]broker.DeadLetter, error) {
-	dls, last, err := s.readDLQ(ctx)
-	if err != nil || len(dls) == 0 {
-		return nil, err
-	}
-	st, err := s.stream(ctx, s.dlqName())
 	if err != nil {
 		return nil, err
 	}
+	native, _, err := s.readAdvisories(ctx)
+	return append(dls, native...), err
+}
+
+// TakeDeadLetters lists both and purges what it listed; a dead letter added
+// in between stays.
+func (s *Stream) TakeDeadLetters(ctx context.Context) ([]broker.DeadLetter, error) {
+	dls, last, err := s.readDLQ(ctx)
+	if err != nil {
+		return nil, err
+	}
+	native, lastAdv, err := s.readAdvisories(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.purgeUpTo(ctx, s.dlqName(), last); err != nil {
+		return nil, err
+	}
+	if err := s.purgeUpTo(ctx, s.advName(), lastAdv); err != nil {
+		return nil, err
+	}
+	return append(dls, native...), nil
+}
+
+// purgeUpTo drops stream name's messages up to sequence last (0: none).
+func (s *Stream) purgeUpTo(ctx context.Context, name string, last uint64) error {
+	if last == 0 {
+		return nil
+	}
+	st, err := s.stream(ctx, name)
+	if err != nil {
+		return err
+	}
 	// Purge with a sequence drops the messages below it.
 	if err := st.Purge(ctx, jetstream.WithPurgeSequence(last+1)); err != nil {
-		return nil, fmt.Errorf("jetstream purge %s: %w", s.dlqName(), err)
+		return fmt.Errorf("jetstream purge %s: %w", name, err)
 	}
-	return dls, nil
+	return nil
+}
+
+// maxDeliveries is the MAX_DELIVERIES advisory's body.
+type maxDeliveries struct {
+	Stream     string `json:"stream"`
+	Consumer   string `json:"consumer"`
+	StreamSeq  uint64 `json:"stream_seq"`
+	Deliveries int    `json:"deliveries"`
+}
+
+// readAdvisories turns each MAX_DELIVERIES advisory into a dead letter: the
+// message it names, read from the stream by sequence.
+func (s *Stream) readAdvisories(ctx context.Context) ([]broker.DeadLetter, uint64, error) {
+	if s.opt.MaxDeliver <= 0 {
+		return nil, 0, nil
+	}
+	advs, err := s.all(ctx, s.advName())
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := s.stream(ctx, s.name)
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []broker.DeadLetter
+	var last uint64
+	for _, a := range advs {
+		last = a.seq
+		var md maxDeliveries
+		if err := json.Unmarshal(a.data, &md); err != nil {
+			return nil, 0, fmt.Errorf("jetstream advisory in %s: %w", s.advName(), err)
+		}
+		m, err := st.GetMsg(ctx, md.StreamSeq)
+		if err != nil {
+			return nil, 0, fmt.Errorf("jetstream get %s seq %d (dead-lettered by the server): %w", s.name, md.StreamSeq, err)
+		}
+		out = append(out, broker.DeadLetter{EventID: m.Header.Get(HeaderEventID), Payload: string(m.Data),
+			Reason: "broker: max deliveries reached (consumer " + md.Consumer + ")", EntryID: strconv.FormatUint(md.StreamSeq, 10), Deliveries: md.Deliveries})
+	}
+	return out, last, nil
 }
 
 // readDLQ reads the dead letters and the sequence of the last one.

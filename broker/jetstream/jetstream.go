@@ -62,6 +62,11 @@ type Options struct {
 	Dedupe bool
 	// DedupeWindow is the stream's duplicate window (default 2m).
 	DedupeWindow time.Duration
+	// MaxDeliver, when > 0, has the server stop delivering a message on its
+	// MaxDeliver-th delivery without an ack and announce it (the
+	// MAX_DELIVERIES advisory), which the Stream captures in a stream of its
+	// own and lists as a dead letter: the broker-native DLQ.
+	MaxDeliver int
 }
 
 func (o Options) withDefaults() Options {
@@ -104,7 +109,29 @@ func New(ctx context.Context, js jetstream.JetStream, name string, opt Options) 
 		_ = s.js.DeleteStream(context.WithoutCancel(ctx), s.name)
 		return nil, err
 	}
+	if s.opt.MaxDeliver > 0 {
+		if err := s.createAdvisories(ctx); err != nil {
+			_ = s.js.DeleteStream(context.WithoutCancel(ctx), s.name)
+			_ = s.js.DeleteStream(context.WithoutCancel(ctx), s.dlqName())
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// createAdvisories captures the server's MAX_DELIVERIES advisories for this
+// stream's consumers in a stream: they are the broker's dead letters
+// (https://docs.nats.io/running-a-nats-service/nats_admin/monitoring/monitoring_jetstream#advisories).
+func (s *Stream) createAdvisories(ctx context.Context) error {
+	_, err := s.js.CreateStream(ctx, jetstream.StreamConfig{
+		Name:     s.advName(),
+		Subjects: []string{"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + s.name + ".*"},
+		Storage:  jetstream.FileStorage,
+	})
+	if err != nil {
+		return fmt.Errorf("jetstream create stream %s: %w", s.advName(), err)
+	}
+	return nil
 }
 
 // createStream creates a file-backed stream keeping everything until
@@ -140,6 +167,9 @@ func subject(name string) string { return name + ".events" }
 
 func (s *Stream) dlqName() string { return s.name + "_dlq" }
 
+// advName is the stream of the server's MAX_DELIVERIES advisories.
+func (s *Stream) advName() string { return s.name + "_adv" }
+
 // Name is the JetStream stream name; the dead letters are in Name()+"_dlq".
 func (s *Stream) Name() string { return s.name }
 
@@ -150,6 +180,7 @@ func (s *Stream) Capabilities() broker.Capabilities {
 	cs := broker.Capabilities{
 		broker.EntryLog: true, broker.PendingCount: true,
 		broker.Retention: true, broker.ReplayHistory: true, broker.Purge: true,
+		broker.NativeDeadLetter: true,
 	}
 	if s.opt.Dedupe {
 		cs[broker.BrokerDedupe] = true
@@ -308,7 +339,7 @@ func (s *Stream) Delete(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("jetstream delete consumer %s %s: %w", s.name, g.durable, err))
 		}
 	}
-	for _, name := range []string{s.name, s.dlqName()} {
+	for _, name := range []string{s.name, s.dlqName(), s.advName()} {
 		if err := s.js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			errs = append(errs, fmt.Errorf("jetstream delete stream %s: %w", name, err))
 		}

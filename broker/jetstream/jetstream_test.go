@@ -459,3 +459,45 @@ func TestConformance(t *testing.T) {
 		return newStream(t, js, Options{Dedupe: true})
 	})
 }
+
+// The broker-native DLQ: with MaxDeliver the server stops delivering a
+// message on its last delivery without an ack and announces it; the
+// advisory, kept in a stream, lists as a dead letter beside the
+// application's, naming the server as the one that set it aside.
+func TestMaxDeliverDeadLetters(t *testing.T) {
+	ctx := testCtx(t)
+	s := newStream(t, connect(t), Options{MaxDeliver: 2})
+	brokertest.Publish(t, s, "e1")
+	if err := s.DeadLetter(ctx, broker.DeadLetter{EventID: "app", Payload: "{}", Reason: "poison", EntryID: "9", Deliveries: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 2; i++ {
+		ds, err := s.Read(ctx, "g", "w", 1, time.Second)
+		if err != nil || len(ds) != 1 || ds[0].Deliveries != i {
+			t.Fatalf("delivery %d: %+v, %v", i, ds, err)
+		}
+		if err := s.Nack(ctx, "g", ds[0].ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The server refuses the third delivery, and says so.
+	if ds, err := s.Read(ctx, "g", "w", 1, 300*time.Millisecond); err != nil || len(ds) != 0 {
+		t.Fatalf("a third delivery: %+v, %v; want none", ds, err)
+	}
+	var dls []broker.DeadLetter
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); len(dls) < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if dls, err = s.DeadLetters(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(dls) != 2 || dls[0].EventID != "app" || dls[1].EventID != "e1" || !strings.HasPrefix(dls[1].Reason, "broker: max deliveries") || dls[1].Deliveries != 2 {
+		t.Fatalf("dead letters %+v; want the application's, then e1 set aside by the server after 2 deliveries", dls)
+	}
+	if taken, err := s.TakeDeadLetters(ctx); err != nil || len(taken) != 2 {
+		t.Fatalf("take = %+v, %v", taken, err)
+	}
+	if left, err := s.DeadLetters(ctx); err != nil || len(left) != 0 {
+		t.Errorf("after take: %+v, %v; want none", left, err)
+	}
+}
