@@ -9,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/system"
 	"github.com/outboxdrill/runner/steps"
 )
 
@@ -134,13 +135,16 @@ func substitute(file string, n *yaml.Node, vars map[string]string, errs *diag.Er
 		c.Value = varRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
 			name := ref[2 : len(ref)-1]
 			v, ok := vars[name]
+			if !ok && slices.Contains(system.Placeholders, name) {
+				return ref // a team's service gets it when it starts (the stream, a proxy's URL, …)
+			}
 			if !ok {
 				defined := "no variable is defined (vars: or matrix:)"
 				if len(vars) > 0 {
 					defined = "defined: " + strings.Join(slices.Sorted(maps.Keys(vars)), ", ")
 				}
 				*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "undefined variable %q%s; %s",
-					name, diag.Suggest(name, slices.Sorted(maps.Keys(vars))), defined))
+					name, diag.Suggest(name, append(slices.Sorted(maps.Keys(vars)), system.Placeholders...)), defined))
 			}
 			return v
 		})

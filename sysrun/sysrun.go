@@ -150,6 +150,11 @@ func (r *Run) gone(ctx context.Context, name string) error {
 		return nil
 	}
 	if exited, _ := s.proc.Exited(); !exited {
+		for _, a := range r.faults {
+			if a.service == name && !a.a.Fired() {
+				return fmt.Errorf("service %s is running already: its fault %s has not fired yet (wait for what it leaves behind with expect's within:, or stop or kill it first)", name, a.f.Text)
+			}
+		}
 		return fmt.Errorf("service %s is running already: stop or kill it first", name)
 	}
 	delete(r.svcs, name)
@@ -222,9 +227,22 @@ func (r *Run) environment(spec *system.Service, extra, vars map[string]string) (
 	if all == nil {
 		all = map[string]string{}
 	}
-	maps.Copy(all, extra)
+	// The step's env is also there for the system file's ${…}: a system
+	// file can leave a value to each start (GROUP: "${group}").
+	vars = maps.Clone(vars)
+	for k, v := range extra {
+		ev, err := system.Expand(v, vars)
+		if err != nil {
+			return nil, fmt.Errorf("env %s: %v", k, err)
+		}
+		all[k], vars[k] = ev, ev
+	}
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(all)) {
+		if _, fromStep := extra[k]; fromStep {
+			out = append(out, k+"="+all[k])
+			continue
+		}
 		v, err := system.Expand(all[k], vars)
 		if err != nil {
 			return nil, fmt.Errorf("env %s: %v", k, err)

@@ -60,3 +60,20 @@ func TestServicesGetProxyAddresses(t *testing.T) {
 		t.Errorf("secrets %v", secrets)
 	}
 }
+
+// A start's env is added to the system file's and fills its ${…}: a system
+// file can leave a value to each start.
+func TestStepEnvFillsTheSystemFile(t *testing.T) {
+	r := New(Config{System: loadSystem(t), Vars: map[string]string{"stream": "s1"}})
+	spec := &system.Service{Env: map[string]string{"GROUP": "${group}", "STREAM": "${stream}"}}
+	env, err := r.environment(spec, map[string]string{"group": "g-${stream}", "EXTRA": "x"}, map[string]string{"stream": "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(env, " "); got != "EXTRA=x GROUP=g-s1 STREAM=s1 group=g-s1" {
+		t.Errorf("env %q", got)
+	}
+	if _, err := r.environment(spec, nil, map[string]string{"stream": "s1"}); err == nil || !strings.Contains(err.Error(), `unknown ${group}`) {
+		t.Errorf("an unfilled ${group}: %v", err)
+	}
+}
