@@ -9,8 +9,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/outboxdrill/runner/diag"
-	"github.com/outboxdrill/runner/system"
 	"github.com/outboxdrill/runner/steps"
+	"github.com/outboxdrill/runner/system"
 )
 
 // varRef matches ${name} in a scalar.
