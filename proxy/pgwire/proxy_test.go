@@ -373,3 +373,15 @@ func TestImplicitCommit(t *testing.T) {
 		t.Errorf("an explicit transaction after the wrap: %v", err)
 	}
 }
+
+// A statement PostgreSQL refuses inside a transaction block still runs in
+// autocommit while a commit trigger is armed: the proxy does not wrap it.
+func TestVacuumIsNotWrapped(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.arm(Trigger{Boundary: Commit, Table: f.a, Action: fault.Action{Do: fault.Cut}})
+	c := f.client()
+	if _, err := c.Exec(ctx, "VACUUM "+f.a); err != nil {
+		t.Fatalf("VACUUM through an armed proxy: %v", err)
+	}
+}

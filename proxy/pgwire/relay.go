@@ -133,7 +133,7 @@ func (c *conn) dispatch(sqls []string, simple bool, b []byte) bool {
 		if !c.beforeCommit(r) {
 			return false
 		}
-	case c.status.Load() == 'I' && c.p.waiting(Commit) != nil && !slices.ContainsFunc(sqls, isBegin):
+	case c.status.Load() == 'I' && c.p.waiting(Commit) != nil && !slices.ContainsFunc(sqls, isBegin) && !slices.ContainsFunc(sqls, outsideTx):
 		return c.sendWrapped(r, b)
 	default:
 		if c.p.waiting(Statement) != nil {
@@ -166,6 +166,24 @@ func (c *conn) sendWrapped(r *reply, b []byte) bool {
 	case <-c.done:
 		return false
 	}
+}
+
+// outsideTx reports whether a statement cannot run inside a transaction
+// block (PostgreSQL refuses it there), so it is never wrapped: it commits
+// as it runs, as a boundary the proxy does not hold.
+func outsideTx(stmt string) bool {
+	f := strings.Fields(strings.ToUpper(stmt))
+	if len(f) == 0 {
+		return false
+	}
+	switch f[0] {
+	case "VACUUM", "CHECKPOINT":
+		return true
+	case "CREATE", "DROP", "ALTER", "REINDEX":
+		return slices.Contains(f, "DATABASE") || slices.Contains(f, "TABLESPACE") || slices.Contains(f, "CONCURRENTLY") ||
+			slices.Contains(f, "SYSTEM") || slices.Contains(f, "SUBSCRIPTION")
+	}
+	return false
 }
 
 // isBegin reports whether a statement opens a transaction block.

@@ -31,3 +31,14 @@ func TestIsCommit(t *testing.T) {
 		}
 	}
 }
+
+func TestOutsideTx(t *testing.T) {
+	for stmt, want := range map[string]bool{
+		"VACUUM outbox": true, "create index concurrently i on t (a)": true, "DROP DATABASE x": true, "ALTER SYSTEM SET x = 1": true,
+		"CREATE INDEX i ON t (a)": false, "INSERT INTO t VALUES (1)": false, "": false,
+	} {
+		if got := outsideTx(stmt); got != want {
+			t.Errorf("outsideTx(%q) = %v, want %v", stmt, got, want)
+		}
+	}
+}
