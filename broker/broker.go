@@ -135,10 +135,15 @@ const (
 	// often (RabbitMQ x-delivery-limit + dead-letter exchange, JetStream
 	// MaxDeliver + its advisory), beside the runner's application-level DLQ.
 	NativeDeadLetter Capability = "native_dlq"
+	// DeliveryCount: the broker counts how often it delivered each entry
+	// (Redis times-delivered, JetStream NumDelivered, RabbitMQ
+	// x-delivery-count, Kafka share groups), which a dead-letter limit
+	// (max_deliveries) counts on.
+	DeliveryCount Capability = "delivery_count"
 )
 
 // AllCapabilities lists every capability, in the order documents show them.
-var AllCapabilities = []Capability{EntryLog, PendingCount, PendingList, ClaimByIdle,
+var AllCapabilities = []Capability{EntryLog, PendingCount, PendingList, DeliveryCount, ClaimByIdle,
 	ReplayHistory, Retention, Purge, BrokerDedupe, NativeDeadLetter, SideStore}
 
 // Capabilities is a broker's declared capability set.
@@ -181,7 +186,8 @@ const (
 	Redis    = "redis"    // Redis Streams
 	NATS     = "nats"     // NATS JetStream
 	RabbitMQ = "rabbitmq" // RabbitMQ quorum queues
+	Kafka    = "kafka"    // Kafka (the runner's own server is franz-go's kfake)
 )
 
 // Names lists the brokers, the default first.
-var Names = []string{Redis, NATS, RabbitMQ}
+var Names = []string{Redis, NATS, RabbitMQ, Kafka}

@@ -195,10 +195,14 @@ func (h *Handling) Consumes() Consumption {
 
 // Needs: dedupe by SETNX needs the broker's side store.
 func (h *Handling) Needs() []broker.Capability {
+	var needs []broker.Capability
 	if h.Dedupe == "setnx" {
-		return []broker.Capability{broker.SideStore}
+		needs = append(needs, broker.SideStore)
 	}
-	return nil
+	if h.MaxDeliv > 0 { // a dead-letter limit counts the broker's deliveries
+		needs = append(needs, broker.DeliveryCount)
+	}
+	return needs
 }
 
 func (*Handling) FaultSite() Participant { return ConsumerDB }

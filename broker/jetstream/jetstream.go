@@ -178,7 +178,7 @@ func (s *Stream) Name() string { return s.name }
 // with idle times, no side store.
 func (s *Stream) Capabilities() broker.Capabilities {
 	cs := broker.Capabilities{
-		broker.EntryLog: true, broker.PendingCount: true,
+		broker.EntryLog: true, broker.PendingCount: true, broker.DeliveryCount: true,
 		broker.Retention: true, broker.ReplayHistory: true, broker.Purge: true,
 		broker.NativeDeadLetter: true,
 	}

@@ -321,7 +321,7 @@ func (b *Broker) awaitReady(ctx context.Context, queue string, want int) error {
 // takeover by idle entry; there is no pending list or count; a late group
 // gets no history; queues cannot drop old entries honestly.
 func (b *Broker) Capabilities() broker.Capabilities {
-	return broker.Capabilities{broker.EntryLog: true, broker.Purge: true, broker.NativeDeadLetter: true}
+	return broker.Capabilities{broker.EntryLog: true, broker.Purge: true, broker.NativeDeadLetter: true, broker.DeliveryCount: true}
 }
 
 // Publish publishes msgs in confirm mode, persistent, and waits for the

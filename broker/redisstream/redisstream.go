@@ -56,7 +56,7 @@ func (s *Stream) WithFields(ev, pay string) *Stream {
 func (s *Stream) Capabilities() broker.Capabilities {
 	return broker.Capabilities{
 		broker.EntryLog: true, broker.ClaimByIdle: true, broker.PendingList: true,
-		broker.PendingCount: true, broker.Retention: true,
+		broker.PendingCount: true, broker.DeliveryCount: true, broker.Retention: true,
 		broker.ReplayHistory: true, broker.SideStore: true, broker.Purge: true,
 	}
 }

@@ -1,9 +1,9 @@
 // Package testservers gives integration tests real PostgreSQL, Redis, NATS
-// and RabbitMQ servers, started exactly as the runner starts them, at most
+// and RabbitMQ servers, and a Kafka-protocol server (kfake), started exactly as the runner starts them, at most
 // once per test binary and only when a test asks (loader tests and fuzzing
 // start none). The runner's own variables make the tests use existing
 // servers instead, one name per server: RUNNER_PG_URL, RUNNER_REDIS_URL,
-// RUNNER_NATS_URL, RUNNER_RABBITMQ_URL.
+// RUNNER_NATS_URL, RUNNER_RABBITMQ_URL, RUNNER_KAFKA_URL.
 package testservers
 
 import (
@@ -35,6 +35,7 @@ var (
 // (killed and removed: a clean shutdown would only write data about to be
 // deleted). Use it as the body of TestMain.
 func Main(m *testing.M) {
+	servers.ServeKfakeChild() // this binary re-executed as the Kafka server
 	inMain = true
 	code := m.Run()
 	for _, stop := range stopFuncs {
@@ -171,4 +172,31 @@ func Absent(t testing.TB, err error) {
 		t.Skipf("testservers: %v (skipped: %s=1)", err, SkipAbsentEnv)
 	}
 	t.Fatalf("testservers: %v (set %s=1 to skip locally)", err, SkipAbsentEnv)
+}
+
+var (
+	kafkaOnce sync.Once
+	kafkaURL  string
+	kafkaErr  error
+)
+
+// Kafka is RUNNER_KAFKA_URL (host:port), else franz-go's kfake started as
+// the runner starts it: this test binary re-executed (Main serves it).
+func Kafka(t testing.TB) string {
+	t.Helper()
+	requireMain(t)
+	kafkaOnce.Do(func() {
+		if kafkaURL = os.Getenv("RUNNER_KAFKA_URL"); kafkaURL != "" {
+			return
+		}
+		k, err := servers.StartKafka(context.Background())
+		if err != nil {
+			kafkaErr = fmt.Errorf("Kafka (kfake): %w", err)
+			return
+		}
+		kafkaURL = k.URL()
+		stopFuncs = append(stopFuncs, k.Discard)
+	})
+	Absent(t, kafkaErr)
+	return kafkaURL
 }

@@ -1,0 +1,355 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outboxdrill/runner/broker"
+)
+
+const (
+	// settle bounds how long a poll waits for records it knows are there:
+	// after the member was given a partition with a backlog (the client
+	// first loads the committed offset) or after it sought back.
+	settle = 3 * time.Second
+	// joinWait bounds the wait for a new member to join its group.
+	joinWait = 15 * time.Second
+	// rebalanceMargin is how long past the session a claim waits for the
+	// group to hand a dead member's partitions on.
+	rebalanceMargin = 2 * time.Second
+)
+
+type memberKey struct{ group, worker string }
+
+// member is one worker of a group: its own client, and what a real
+// consumer keeps beside it: the records it was handed and has neither
+// committed nor given back (held), and the offsets it committed.
+type member struct {
+	t      *Topic
+	key    memberKey
+	cl     *kgo.Client
+	joined chan struct{} // closed on the first assignment (possibly empty)
+	once   sync.Once
+	expect atomic.Bool // records are known to be on their way: the next poll waits for them
+
+	mu        sync.Mutex
+	held      map[int32]map[int64]*kgo.Record
+	committed map[int32]int64
+}
+
+// member returns the worker's client in group, creating and joining it on
+// first use.
+func (t *Topic) member(ctx context.Context, group, worker string) (*member, error) {
+	k := memberKey{group, worker}
+	t.mu.Lock()
+	m := t.members[k]
+	if m == nil {
+		m = &member{t: t, key: k, joined: make(chan struct{}), held: map[int32]map[int64]*kgo.Record{}, committed: map[int32]int64{}}
+		if !slices.Contains(t.groups, group) {
+			t.groups = append(t.groups, group)
+		}
+		cl, err := kgo.NewClient(t.memberOpts(m)...)
+		if err != nil {
+			t.mu.Unlock()
+			return nil, fmt.Errorf("kafka client for %s/%s: %w", group, worker, err)
+		}
+		m.cl = cl
+		t.members[k] = m
+	}
+	t.mu.Unlock()
+	select {
+	case <-m.joined:
+		return m, nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	case <-time.After(joinWait):
+		return nil, fmt.Errorf("kafka: worker %s did not join group %s within %s", worker, t.groupID(group), joinWait)
+	}
+}
+
+// memberOpts: a static member (group.instance.id = the worker) of the
+// topic's group that commits only when told and starts a new group at the
+// topic's first record.
+func (t *Topic) memberOpts(m *member) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.SeedBrokers(t.seeds...),
+		kgo.ConsumerGroup(t.groupID(m.key.group)),
+		kgo.ConsumeTopics(t.name),
+		kgo.InstanceID(m.key.worker),
+		kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.SessionTimeout(t.opt.Session),
+		kgo.HeartbeatInterval(t.opt.Session / 4),
+		kgo.FetchMaxWait(100 * time.Millisecond),
+		kgo.OnPartitionsAssigned(func(ctx context.Context, _ *kgo.Client, ps map[string][]int32) {
+			if len(ps[t.name]) > 0 && m.backlog(ctx, ps[t.name]) {
+				m.expect.Store(true)
+			}
+			m.once.Do(func() { close(m.joined) })
+		}),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { m.forget(ps[t.name]) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { m.forget(ps[t.name]) }),
+	}
+}
+
+// backlog reports whether the group's committed offsets on partitions ps
+// are short of their ends: the new owner has records to fetch.
+func (m *member) backlog(ctx context.Context, ps []int32) bool {
+	t := m.t
+	start, end, err := t.bounds(ctx, t.name)
+	if err != nil {
+		return true // waiting for nothing costs time, missing records costs truth
+	}
+	committed, err := t.adm.FetchOffsets(ctx, t.groupID(m.key.group))
+	if err != nil {
+		return true
+	}
+	for _, p := range ps {
+		at := start[p]
+		if o, ok := committed.Lookup(t.name, p); ok && o.At >= 0 {
+			at = o.At
+		}
+		if at < end[p] {
+			return true
+		}
+	}
+	return false
+}
+
+// forget drops what the member held on partitions it no longer owns: the
+// group will hand them to another member from the committed offset.
+func (m *member) forget(ps []int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range ps {
+		delete(m.held, p)
+	}
+}
+
+// poll hands the member up to count records (count <= 0: all there are),
+// waiting at most wait for the first (longer when some are known to be on
+// their way).
+func (m *member) poll(ctx context.Context, count int, wait time.Duration) ([]broker.Delivery, error) {
+	if m.expect.Swap(false) {
+		wait = max(wait, settle)
+	}
+	pctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	fs := m.cl.PollRecords(pctx, count)
+	var errs []error
+	fs.EachError(func(_ string, _ int32, err error) {
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			errs = append(errs, err)
+		}
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, context.Cause(ctx)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("kafka poll %s as %s/%s: %w", m.t.name, m.key.group, m.key.worker, errors.Join(errs...))
+	}
+	var out []broker.Delivery
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	fs.EachRecord(func(r *kgo.Record) {
+		if m.held[r.Partition] == nil {
+			m.held[r.Partition] = map[int64]*kgo.Record{}
+		}
+		m.held[r.Partition][r.Offset] = r
+		out = append(out, broker.Delivery{ID: entryID(r.Partition, r.Offset), EventID: string(r.Key), Payload: string(r.Value), Deliveries: int(r.DeliveryCount())})
+	})
+	return out, nil
+}
+
+// Read polls as worker of group: the records the group's partitions
+// assigned to it hold past its position, waiting at most block when none
+// are new. A worker reading a group for the first time joins it first.
+func (t *Topic) Read(ctx context.Context, group, worker string, count int, block time.Duration) ([]broker.Delivery, error) {
+	m, err := t.member(ctx, group, worker)
+	if err != nil {
+		return nil, err
+	}
+	return m.poll(ctx, count, block)
+}
+
+// Claim polls as worker, waiting as long as the group needs to hand it the
+// partitions of a member that died without leaving (the session timeout):
+// what it gets is everything after the group's committed offset. minIdle
+// plays no part (ClaimByIdle is not declared).
+func (t *Topic) Claim(ctx context.Context, group, worker string, _ time.Duration, count int) ([]broker.Delivery, error) {
+	m, err := t.member(ctx, group, worker)
+	if err != nil {
+		return nil, err
+	}
+	return m.poll(ctx, count, t.opt.Session+rebalanceMargin)
+}
+
+// AutoClaim: Kafka has no scan for idle records to take over.
+func (t *Topic) AutoClaim(context.Context, string, string, time.Duration, int) ([]broker.Delivery, error) {
+	return nil, broker.Unsupported(broker.Kafka, broker.ClaimByIdle)
+}
+
+// Ack commits, per partition, past the acked records, but never past a
+// record the worker still holds: a commit is a position, and one past a
+// held record would acknowledge it too. An id no member holds (acked
+// already, or its worker crashed) is ignored, as XACK ignores one.
+func (t *Topic) Ack(ctx context.Context, group string, ids ...string) error {
+	for m, offs := range t.holders(group, ids) {
+		if err := m.commit(ctx, offs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// holders groups ids by the member of group holding each, as partition →
+// offsets.
+func (t *Topic) holders(group string, ids []string) map[*member]map[int32][]int64 {
+	out := map[*member]map[int32][]int64{}
+	t.mu.Lock()
+	ms := make([]*member, 0, len(t.members))
+	for k, m := range t.members {
+		if k.group == group {
+			ms = append(ms, m)
+		}
+	}
+	t.mu.Unlock()
+	for _, id := range ids {
+		p, off, err := parseEntryID(id)
+		if err != nil {
+			continue
+		}
+		for _, m := range ms {
+			if m.holds(p, off) {
+				if out[m] == nil {
+					out[m] = map[int32][]int64{}
+				}
+				out[m][p] = append(out[m][p], off)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func (m *member) holds(p int32, off int64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.held[p][off]
+	return ok
+}
+
+// commit releases offs from what the member holds and commits each
+// partition up to its oldest record still held (or past the newest acked).
+func (m *member) commit(ctx context.Context, offs map[int32][]int64) error {
+	to := map[int32]kgo.EpochOffset{}
+	m.mu.Lock()
+	for p, os := range offs {
+		for _, o := range os {
+			delete(m.held[p], o)
+		}
+		target := slices.Max(os) + 1
+		for o := range m.held[p] {
+			target = min(target, o)
+		}
+		if target > m.committed[p] {
+			to[p] = kgo.EpochOffset{Epoch: -1, Offset: target}
+		}
+	}
+	m.mu.Unlock()
+	if len(to) == 0 {
+		return nil
+	}
+	var cerr error
+	m.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{m.t.name: to},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			cerr = commitErr(resp, err)
+		})
+	if cerr != nil {
+		return fmt.Errorf("kafka commit %s as %s/%s: %w", m.t.name, m.key.group, m.key.worker, cerr)
+	}
+	m.mu.Lock()
+	for p, eo := range to {
+		m.committed[p] = max(m.committed[p], eo.Offset)
+	}
+	m.mu.Unlock()
+	return nil
+}
+
+// commitErr is the request's error or the first partition's.
+func commitErr(resp *kmsg.OffsetCommitResponse, err error) error {
+	if err != nil || resp == nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if e := kerr.ErrorForCode(p.ErrorCode); e != nil {
+				return fmt.Errorf("partition %d: %w", p.Partition, e)
+			}
+		}
+	}
+	return nil
+}
+
+// Nack seeks the holding worker back to the oldest nacked record of each
+// partition: it and every record after it are fetched again, as a consumer
+// does after a failure (and Spring Kafka's DefaultErrorHandler).
+func (t *Topic) Nack(ctx context.Context, group string, ids ...string) error {
+	for m, offs := range t.holders(group, ids) {
+		m.seekBack(offs)
+	}
+	return nil
+}
+
+func (m *member) seekBack(offs map[int32][]int64) {
+	to := map[int32]kgo.EpochOffset{}
+	m.mu.Lock()
+	for p, os := range offs {
+		low := slices.Min(os)
+		for o := range m.held[p] {
+			if o >= low {
+				delete(m.held[p], o)
+			}
+		}
+		to[p] = kgo.EpochOffset{Epoch: -1, Offset: low}
+	}
+	m.mu.Unlock()
+	m.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{m.t.name: to})
+	m.expect.Store(true)
+}
+
+// Crash closes the worker's client as its process dying would: a static
+// member does not leave the group, so its partitions stay with it until
+// the session times out (or a worker of the same name comes back), and
+// everything after the committed offset is fetched again by their next
+// owner.
+func (t *Topic) Crash(ctx context.Context, group, worker string) error {
+	t.mu.Lock()
+	m := t.members[memberKey{group, worker}]
+	delete(t.members, memberKey{group, worker})
+	t.mu.Unlock()
+	if m != nil {
+		m.close(ctx, false)
+	}
+	return nil
+}
+
+// close closes the client; leave also removes the static member from the
+// group at once (as an operator's admin command would), so the group can
+// be deleted.
+func (m *member) close(ctx context.Context, leave bool) {
+	m.cl.Close()
+	if leave {
+		_, _ = m.t.adm.LeaveGroup(ctx, kadm.LeaveGroup(m.t.groupID(m.key.group)).InstanceIDs(m.key.worker))
+	}
+}

@@ -1,0 +1,443 @@
+// Package kafka implements broker.Broker on Apache Kafka's protocol with
+// franz-go: one topic per scenario (the business event id is the record
+// key), a classic consumer group per consumer id, and a topic for dead
+// letters.
+//
+// Kafka is not Redis Streams, and the differences show in drills:
+//
+//   - A group commits one offset per partition, not an acknowledgement per
+//     record (https://kafka.apache.org/documentation/#design_consumerposition).
+//     Ack commits up to the oldest record the worker still holds; a record
+//     not committed comes back with every record after it.
+//   - A partition belongs to one member of the group. Another worker gets a
+//     dead worker's records only when the group gives it the partition: at
+//     once when the member leaves, after the session timeout when it just
+//     dies. Workers are static members (group.instance.id = the worker), so
+//     a crash does not leave the group and a restarted worker of the same
+//     name takes its partitions straight back.
+//   - Nack is what a consumer does after a failed record: it seeks back to
+//     it, so it and everything after it are fetched again. A classic group
+//     counts no deliveries, so a poison record comes back forever and blocks
+//     its partition: Deliveries is 0 (unknown) and DeliveryCount is not
+//     declared.
+//   - With Options.Share the groups are share groups (KIP-932): records are
+//     acknowledged one by one (accept, release, reject) and the broker
+//     counts deliveries.
+//
+// What a Topic keeps is client state a real consumer keeps too: a client
+// per worker and the records it was handed and has not yet committed (to
+// know what a commit may cover). It dies with the worker (Crash).
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxdrill/runner/broker"
+)
+
+// Header names of a dead-letter record.
+const (
+	HeaderReason     = "reason"
+	HeaderEntryID    = "entry-id"
+	HeaderDeliveries = "deliveries"
+)
+
+// Defaults of Options.
+const (
+	DefaultSession = 6 * time.Second // Kafka's group.min.session.timeout.ms
+)
+
+// Options configure a Topic.
+type Options struct {
+	// Partitions of the topic (default 1): records of one event id stay in
+	// one partition, in order.
+	Partitions int
+	// Session is the consumer-group session timeout: how long a dead
+	// worker keeps its partitions (default 6s, the smallest a Kafka broker
+	// accepts by default; the runner's own server accepts 100ms).
+	Session time.Duration
+	// Share consumes with share groups (KIP-932) instead of classic groups.
+	Share bool
+	// Label names the server in errors: "kafka (kfake)" for the runner's own.
+	Label string
+}
+
+func (o Options) withDefaults() Options {
+	if o.Partitions <= 0 {
+		o.Partitions = 1
+	}
+	if o.Session <= 0 {
+		o.Session = DefaultSession
+	}
+	if o.Label == "" {
+		o.Label = broker.Kafka
+	}
+	return o
+}
+
+// Topic is a broker.Broker on one Kafka topic. The seed brokers and the
+// admin client are the run's; a Topic owns its two topics, its groups and
+// the clients of its workers.
+type Topic struct {
+	seeds []string
+	adm   *kadm.Client
+	prod  *kgo.Client // produces records and dead letters; idempotent, acks=all
+	name  string
+	opt   Options
+
+	mu      sync.Mutex
+	members map[memberKey]*member
+	groups  []string // group names created, for Delete
+}
+
+var _ broker.Broker = (*Topic)(nil)
+
+// New creates the topic for name and its dead-letter topic. name is
+// sanitized into a topic name: every character outside [A-Za-z0-9._-]
+// becomes '_'.
+func New(ctx context.Context, seeds []string, name string, opt Options) (*Topic, error) {
+	tn := Sanitize(name)
+	if strings.Trim(tn, "_") == "" {
+		return nil, fmt.Errorf("kafka: topic name %q has no usable character", name)
+	}
+	opt = opt.withDefaults()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(10*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	t := &Topic{seeds: seeds, adm: kadm.NewClient(prod), prod: prod, name: tn, opt: opt, members: map[memberKey]*member{}}
+	for _, n := range []string{t.name, t.dlqName()} {
+		if err := t.createTopic(ctx, n); err != nil {
+			_ = t.Delete(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// createTopic creates topic n, keeping everything until deleted: no
+// time or size retention.
+func (t *Topic) createTopic(ctx context.Context, n string) error {
+	never := "-1"
+	resp, err := t.adm.CreateTopic(ctx, int32(t.opt.Partitions), -1,
+		map[string]*string{"retention.ms": &never, "retention.bytes": &never}, n)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("kafka create topic %s: %w", n, err)
+	}
+	return nil
+}
+
+// Sanitize maps name onto the characters Kafka allows in a topic name.
+func Sanitize(name string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-', r == '.':
+			return r
+		}
+		return '_'
+	}, name)
+}
+
+func (t *Topic) dlqName() string { return t.name + ".dlq" }
+
+// groupID is the Kafka group of consumer group g: prefixed with the topic,
+// so that groups of different scenarios never meet and clean finds them.
+func (t *Topic) groupID(g string) string { return t.name + "." + g }
+
+// Name is the topic; dead letters are in Name()+".dlq", groups are Name()+".GROUP".
+func (t *Topic) Name() string { return t.name }
+
+// Capabilities: an entry log with retention and history. No pending list or
+// count (a group has offsets, not acknowledgements), no claim by idle time,
+// no dedupe by event id, no dead-letter queue of the broker's own; share
+// groups add a delivery count.
+func (t *Topic) Capabilities() broker.Capabilities {
+	cs := broker.Capabilities{broker.EntryLog: true, broker.Retention: true, broker.Purge: true, broker.ReplayHistory: true}
+	if t.opt.Share {
+		cs[broker.DeliveryCount] = true
+	}
+	return cs
+}
+
+// Publish produces msgs, each keyed by its event id, and returns once the
+// broker acknowledged them (acks=all). An entry id is PARTITION/OFFSET.
+func (t *Topic) Publish(ctx context.Context, msgs []broker.Message) ([]string, error) {
+	recs := make([]*kgo.Record, len(msgs))
+	for i, m := range msgs {
+		recs[i] = &kgo.Record{Topic: t.name, Key: []byte(m.EventID), Value: []byte(m.Payload)}
+	}
+	res := t.prod.ProduceSync(ctx, recs...)
+	ids := make([]string, 0, len(msgs))
+	for i, r := range res {
+		if r.Err != nil {
+			return ids, fmt.Errorf("kafka produce %s (event %s): %w", t.name, msgs[i].EventID, r.Err)
+		}
+		ids = append(ids, entryID(r.Record.Partition, r.Record.Offset))
+	}
+	return ids, nil
+}
+
+func entryID(p int32, off int64) string { return fmt.Sprintf("%d/%d", p, off) }
+
+// parseEntryID reads PARTITION/OFFSET.
+func parseEntryID(id string) (int32, int64, error) {
+	var p int32
+	var off int64
+	if n, err := fmt.Sscanf(id, "%d/%d", &p, &off); n != 2 || err != nil {
+		return 0, 0, fmt.Errorf("kafka: %q is not an entry id (PARTITION/OFFSET)", id)
+	}
+	return p, off, nil
+}
+
+// Entries is the number of records the topic holds: end minus start
+// offset, over its partitions.
+func (t *Topic) Entries(ctx context.Context) (int64, error) {
+	start, end, err := t.bounds(ctx, t.name)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for p, e := range end {
+		n += e - start[p]
+	}
+	return n, nil
+}
+
+// bounds are the start and end offsets of each partition of topic n.
+func (t *Topic) bounds(ctx context.Context, n string) (start, end map[int32]int64, err error) {
+	s, err := t.adm.ListStartOffsets(ctx, n)
+	if err == nil {
+		err = s.Error()
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("kafka list offsets %s: %w", n, err)
+	}
+	e, err := t.adm.ListEndOffsets(ctx, n)
+	if err == nil {
+		err = e.Error()
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("kafka list offsets %s: %w", n, err)
+	}
+	start, end = map[int32]int64{}, map[int32]int64{}
+	s.Each(func(o kadm.ListedOffset) { start[o.Partition] = o.Offset })
+	e.Each(func(o kadm.ListedOffset) { end[o.Partition] = o.Offset })
+	return start, end, nil
+}
+
+// Events lists the event id (record key) of every record, partition by
+// partition, each in offset order.
+func (t *Topic) Events(ctx context.Context) ([]string, error) {
+	recs, err := t.all(ctx, t.name)
+	ids := make([]string, len(recs))
+	for i, r := range recs {
+		ids[i] = string(r.Key)
+	}
+	return ids, err
+}
+
+// all reads every record topic n holds, up to the end offsets when called,
+// with a client outside any group.
+func (t *Topic) all(ctx context.Context, n string) ([]*kgo.Record, error) {
+	start, end, err := t.bounds(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	from := map[int32]kgo.Offset{}
+	for p, e := range end {
+		if e > start[p] {
+			from[p] = kgo.NewOffset().At(start[p])
+		}
+	}
+	if len(from) == 0 {
+		return nil, nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(t.seeds...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{n: from}),
+		kgo.FetchMaxWait(50*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	next := maps(start)
+	for !caughtUp(next, end) {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			return out, fmt.Errorf("kafka read %s: %w", n, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset < end[r.Partition] {
+				out = append(out, r)
+				next[r.Partition] = r.Offset + 1
+			}
+		})
+		if ctx.Err() != nil {
+			return out, context.Cause(ctx)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *kgo.Record) int {
+		if a.Partition != b.Partition {
+			return int(a.Partition - b.Partition)
+		}
+		return int(a.Offset - b.Offset)
+	})
+	return out, nil
+}
+
+func maps(m map[int32]int64) map[int32]int64 {
+	out := make(map[int32]int64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// caughtUp: every partition was read up to its end. Transaction markers
+// take offsets no record is returned for, so reading stops at the last
+// record short of the end too (next >= end - 1 when the last is a marker
+// would be a guess): a partition counts as read once a fetch returned
+// nothing more below its end.
+func caughtUp(next, end map[int32]int64) bool {
+	for p, e := range end {
+		if next[p] < e {
+			return false
+		}
+	}
+	return true
+}
+
+// Trim deletes records (DeleteRecords) so that only the newest keep remain,
+// over all partitions by timestamp.
+func (t *Topic) Trim(ctx context.Context, keep int) (int64, error) {
+	recs, err := t.all(ctx, t.name)
+	if err != nil {
+		return 0, err
+	}
+	drop := len(recs) - max(keep, 0)
+	if drop <= 0 {
+		return 0, nil
+	}
+	byAge := slices.Clone(recs)
+	slices.SortStableFunc(byAge, func(a, b *kgo.Record) int { return a.Timestamp.Compare(b.Timestamp) })
+	cut := kadm.Offsets{}
+	for _, r := range byAge[:drop] {
+		if o, ok := cut.Lookup(r.Topic, r.Partition); !ok || o.At <= r.Offset {
+			cut.Add(kadm.Offset{Topic: r.Topic, Partition: r.Partition, At: r.Offset + 1, LeaderEpoch: -1})
+		}
+	}
+	resp, err := t.adm.DeleteRecords(ctx, cut)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("kafka delete records %s: %w", t.name, err)
+	}
+	return int64(drop), nil
+}
+
+// Delete closes the workers' clients, then deletes the groups and both
+// topics. What is already gone is not an error.
+func (t *Topic) Delete(ctx context.Context) error {
+	t.mu.Lock()
+	ms := make([]*member, 0, len(t.members))
+	for _, m := range t.members {
+		ms = append(ms, m)
+	}
+	t.members = map[memberKey]*member{}
+	groups := slices.Clone(t.groups)
+	t.mu.Unlock()
+	for _, m := range ms {
+		m.close(ctx, true)
+	}
+	var errs []error
+	if len(groups) > 0 {
+		ids := make([]string, len(groups))
+		for i, g := range groups {
+			ids[i] = t.groupID(g)
+		}
+		if err := t.deleteGroups(ctx, ids...); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	resp, err := t.adm.DeleteTopics(ctx, t.name, t.dlqName())
+	if err == nil {
+		for _, r := range resp {
+			if r.Err != nil && !errors.Is(r.Err, kerr.UnknownTopicOrPartition) {
+				errs = append(errs, fmt.Errorf("kafka delete topic %s: %w", r.Topic, r.Err))
+			}
+		}
+	} else {
+		errs = append(errs, fmt.Errorf("kafka delete topics %s: %w", t.name, err))
+	}
+	t.prod.Close()
+	return errors.Join(errs...)
+}
+
+// deleteGroups deletes consumer groups, waiting out the session of a
+// member that died without leaving (the broker refuses to delete a group
+// with members).
+func (t *Topic) deleteGroups(ctx context.Context, ids ...string) error {
+	deadline := time.Now().Add(t.opt.Session + 2*time.Second)
+	for {
+		resp, err := t.adm.DeleteGroups(ctx, ids...)
+		if err != nil {
+			return fmt.Errorf("kafka delete groups: %w", err)
+		}
+		var left []string
+		var errs []error
+		for _, r := range resp {
+			switch {
+			case r.Err == nil, errors.Is(r.Err, kerr.GroupIDNotFound):
+			case errors.Is(r.Err, kerr.NonEmptyGroup) && time.Now().Before(deadline):
+				left = append(left, r.Group)
+			default:
+				errs = append(errs, fmt.Errorf("kafka delete group %s: %w", r.Group, r.Err))
+			}
+		}
+		if len(left) == 0 || ctx.Err() != nil {
+			return errors.Join(errs...)
+		}
+		ids = left
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Pending: a classic group keeps one committed offset per partition, not a
+// list of delivered, unacknowledged records.
+func (t *Topic) Pending(context.Context) (map[string]int64, error) {
+	return nil, broker.Unsupported(broker.Kafka, broker.PendingCount)
+}
+
+// PendingStats: see Pending.
+func (t *Topic) PendingStats(context.Context) (broker.PendingStats, error) {
+	return broker.PendingStats{}, broker.Unsupported(broker.Kafka, broker.PendingCount)
+}
+
+// Seeds reads a server address as --kafka and RUNNER_KAFKA_URL give it:
+// host:port, several separated by commas, optionally as kafka://host:port.
+func Seeds(url string) ([]string, error) {
+	rest := strings.TrimPrefix(url, "kafka://")
+	var out []string
+	for _, s := range strings.Split(rest, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" || strings.ContainsAny(s, "/@?") || !strings.Contains(s, ":") {
+			return nil, fmt.Errorf("kafka: %q is not host:port[,host:port...] (or kafka://host:port)", s)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}

@@ -1,0 +1,115 @@
+package kafka
+
+import (
+	"context"
+	"crypto/rand"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/brokertest"
+	"github.com/outboxdrill/runner/internal/testservers"
+)
+
+func TestMain(m *testing.M) { testservers.Main(m) }
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newTopic makes a Topic on a fresh name on the tests' server and deletes
+// it after the test. The session is short, as the runner's own server
+// allows.
+func newTopic(t *testing.T, opt Options) *Topic {
+	t.Helper()
+	seeds, err := Seeds(testservers.Kafka(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opt.Session == 0 {
+		opt.Session = time.Second
+	}
+	tp, err := New(testCtx(t), seeds, "outboxdrill:test-"+rand.Text()[:10], opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := tp.Delete(context.Background()); err != nil {
+			t.Errorf("delete: %v", err)
+		}
+	})
+	return tp
+}
+
+func TestConformance(t *testing.T) {
+	brokertest.Run(t, broker.Kafka, func(t *testing.T, _ ...string) broker.Broker { return newTopic(t, Options{}) })
+}
+
+func read(t *testing.T, tp *Topic, worker string) []string {
+	t.Helper()
+	ds, err := tp.Read(testCtx(t), "g", worker, 0, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return brokertest.EventIDs(ds)
+}
+
+// An uncommitted record comes back with the whole tail after it: the group
+// has a position, not acknowledgements.
+func TestAnUncommittedRecordBringsBackTheTail(t *testing.T) {
+	tp := newTopic(t, Options{})
+	ids := brokertest.Publish(t, tp, "e1", "e2", "e3")
+	if got := read(t, tp, "w"); !slices.Equal(got, []string{"e1", "e2", "e3"}) {
+		t.Fatalf("read %v", got)
+	}
+	// e1 held, e2 and e3 acked: nothing may be committed past e1.
+	if err := tp.Ack(testCtx(t), "g", ids[1], ids[2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.Crash(testCtx(t), "g", "w"); err != nil {
+		t.Fatal(err)
+	}
+	// The same worker restarted (same static member) gets e1 and the tail.
+	if got := read(t, tp, "w"); !slices.Equal(got, []string{"e1", "e2", "e3"}) {
+		t.Fatalf("after the restart: %v; want e1 e2 e3 again", got)
+	}
+}
+
+// A nack seeks back: the failed record and everything after it again.
+func TestNackSeeksBack(t *testing.T) {
+	tp := newTopic(t, Options{})
+	ids := brokertest.Publish(t, tp, "e1", "e2", "e3")
+	read(t, tp, "w")
+	if err := tp.Ack(testCtx(t), "g", ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.Nack(testCtx(t), "g", ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, tp, "w"); !slices.Equal(got, []string{"e2", "e3"}) {
+		t.Fatalf("after nack of e2: %v; want e2 e3", got)
+	}
+}
+
+// A worker that died without leaving keeps its partition for the session;
+// then another worker gets everything after the committed offset.
+func TestADeadMembersPartitionMovesAfterTheSession(t *testing.T) {
+	tp := newTopic(t, Options{Session: time.Second})
+	ids := brokertest.Publish(t, tp, "e1", "e2")
+	read(t, tp, "dead")
+	if err := tp.Ack(testCtx(t), "g", ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.Crash(testCtx(t), "g", "dead"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	ds, err := tp.Claim(testCtx(t), "g", "alive", 0, 0)
+	if err != nil || !slices.Equal(brokertest.EventIDs(ds), []string{"e2"}) {
+		t.Fatalf("claim: %v, %v; want e2", brokertest.EventIDs(ds), err)
+	}
+	t.Logf("the partition moved after %s (session %s)", time.Since(start).Round(time.Millisecond), tp.opt.Session)
+}
