@@ -82,7 +82,7 @@ func writeMatrix(b *strings.Builder, rep *Report) {
 	}
 	b.WriteString("| scenario |")
 	for _, br := range rep.Brokers {
-		b.WriteString(" " + br + " |")
+		b.WriteString(" " + rep.Label(br) + " |")
 	}
 	b.WriteString("\n|---|" + strings.Repeat("---|", len(rep.Brokers)) + "\n")
 	for _, rw := range rows {

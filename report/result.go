@@ -6,6 +6,7 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -23,6 +24,7 @@ import (
 type Result struct {
 	Scenario *scenario.Scenario
 	Broker   string // the broker it ran on
+	Label    string // the broker's server where it is not the broker itself: "kafka (kfake)"; "" otherwise
 	Caps     broker.Capabilities
 	// Matrix: the run had several brokers (or not the default one), so the
 	// broker is part of the result's name.
@@ -48,7 +50,7 @@ type Result struct {
 // Name is the scenario's name, with " [broker]" in a broker matrix.
 func (r *Result) Name() string {
 	if r.Matrix {
-		return r.Scenario.Name + " [" + r.Broker + "]"
+		return r.Scenario.Name + " [" + cmp.Or(r.Label, r.Broker) + "]"
 	}
 	return r.Scenario.Name
 }
@@ -60,10 +62,15 @@ func (r *Result) Passed() bool { return len(r.Failures) == 0 }
 type Report struct {
 	RunID    string               // names every database and stream key of the run
 	Brokers  []string             // the brokers of the run, in --broker order
+	Labels   map[string]string    // broker → how reports name its server, where not the broker itself ("kafka (kfake)")
 	NotRun   []*scenario.Scenario // not started: --fail-fast, Ctrl-C or a setup error
 	Results  []*Result
 	Duration time.Duration
 }
+
+// Label is how reports name broker b's server: "kafka (kfake)" for the
+// runner's own Kafka-protocol server, else the broker's name.
+func (r *Report) Label(b string) string { return cmp.Or(r.Labels[b], b) }
 
 // Failed counts failed scenarios.
 func (r *Report) Failed() int {

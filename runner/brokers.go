@@ -63,7 +63,7 @@ var brokerKinds = map[string]func(ctx context.Context, w *World, url string, p *
 
 // brokerURL is the server a flag names for broker b ("" for the runner's own).
 func brokerURL(p *Params, b string) string {
-	return map[string]string{broker.Redis: p.RedisURL, broker.NATS: p.NATSURL, broker.RabbitMQ: p.RabbitMQURL}[b]
+	return map[string]string{broker.Redis: p.RedisURL, broker.NATS: p.NATSURL, broker.RabbitMQ: p.RabbitMQURL, broker.Kafka: p.KafkaURL}[b]
 }
 
 // AllGiven reports whether every server of the run is given by URL, none

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/kafka"
 )
 
 // DefaultConnectTimeout bounds how long a server given by URL may take to
@@ -49,6 +50,10 @@ var protocols = map[string]protocol{
 	// on channel 0.
 	broker.RabbitMQ: {"RabbitMQ (AMQP 0-9-1)", []byte("AMQP\x00\x00\x09\x01"), 3,
 		func(a []byte) bool { return a[0] == 1 && a[1] == 0 && a[2] == 0 }},
+	// ApiVersions v0, correlation id 1, no client id: the answer's header
+	// (after the 4-byte size) carries the correlation id back.
+	broker.Kafka: {"Kafka", []byte{0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff}, 8,
+		func(a []byte) bool { return a[4] == 0 && a[5] == 0 && a[6] == 0 && a[7] == 1 }},
 }
 
 // nudge is written, on a second connection, to a server that stays silent
@@ -156,6 +161,15 @@ func probeAddrs(kind, url string) (addrs []netAddr, plain bool, err error) {
 			return nil, false, err
 		}
 		return []netAddr{tcp(uri.Host, uri.Port)}, uri.Scheme == "amqp", nil
+	case broker.Kafka:
+		seeds, err := kafka.Seeds(url)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, s := range seeds {
+			addrs = append(addrs, netAddr{"tcp", s})
+		}
+		return addrs, true, nil
 	}
 	return nil, false, nil
 }

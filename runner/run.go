@@ -24,10 +24,11 @@ type Params struct {
 	// and drops its own databases there. Empty: start a throwaway server.
 	PGURL string
 	// Brokers are the brokers every scenario runs on, each its own result
-	// (default: redis). NATSURL and RabbitMQURL name existing servers; without
-	// NATSURL the runner starts its own nats-server.
-	Brokers              []string
-	NATSURL, RabbitMQURL string
+	// (default: redis). NATSURL, RabbitMQURL and KafkaURL name existing
+	// servers; without one the runner starts its own server (for Kafka:
+	// franz-go's kfake, labelled "kafka (kfake)" in every report).
+	Brokers                        []string
+	NATSURL, RabbitMQURL, KafkaURL string
 	// RedisURL is an existing Redis server; the runner uses and deletes its
 	// own stream keys there. Empty: start a throwaway server.
 	RedisURL string
@@ -108,7 +109,7 @@ func Run(ctx context.Context, p Params, scs []*scenario.Scenario) (rep *report.R
 	}
 	defer func() { err = errors.Join(err, w.Close()) }()
 	results, err := schedule(ctx, &p, w, jobs)
-	rep = &report.Report{RunID: w.RunID, Duration: time.Since(start), Brokers: sh.brokers}
+	rep = &report.Report{RunID: w.RunID, Duration: time.Since(start), Brokers: sh.brokers, Labels: w.Labels()}
 	for i, r := range results {
 		if r != nil {
 			rep.Results = append(rep.Results, r)
@@ -208,7 +209,7 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 	}
 	var be *brokerError
 	if errors.As(err, &be) {
-		return &report.Result{Scenario: sc, Broker: j.broker, Matrix: len(p.brokers()) > 1 || j.broker != broker.Redis, Duration: time.Since(start),
+		return &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: len(p.brokers()) > 1 || j.broker != broker.Redis, Duration: time.Since(start),
 			Failures: []steps.Failure{{Pos: sc.Pos, Key: "broker", Msg: "cannot set up the scenario's broker: " + be.Error()}}}, nil
 	}
 	if err != nil {
@@ -219,7 +220,7 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 	// The timeout bounds the scenario's own steps, not the isolation around them.
 	ctx, cancel := context.WithTimeoutCause(ctx, p.Timeout, fmt.Errorf("scenario timed out after %s", p.Timeout))
 	defer cancel()
-	res := &report.Result{Scenario: sc, Broker: j.broker, Matrix: len(p.brokers()) > 1 || j.broker != broker.Redis,
+	res := &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: len(p.brokers()) > 1 || j.broker != broker.Redis,
 		Setup: time.Since(start), Where: where}
 	res.Caps = env.Broker.Capabilities()
 	// A scenario is never passed on a broker that cannot do what it asks.

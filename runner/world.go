@@ -85,6 +85,29 @@ type World struct {
 	// brokerURLs are the brokers' URLs (given or the runner's own), for a
 	// team's services; written only while opening, under connsMu.
 	brokerURLs map[string]string
+	brokerLabels map[string]string // report labels where the server is not the broker itself
+}
+
+// setBrokerLabel names broker b's server in reports where it is not the
+// broker itself: "kafka (kfake)".
+func (w *World) setBrokerLabel(b, label string) {
+	w.connsMu.Lock()
+	defer w.connsMu.Unlock()
+	if w.brokerLabels == nil {
+		w.brokerLabels = map[string]string{}
+	}
+	w.brokerLabels[b] = label
+}
+
+// Labels are the report labels of the run's brokers (broker name → label).
+func (w *World) Labels() map[string]string {
+	w.connsMu.Lock()
+	defer w.connsMu.Unlock()
+	out := map[string]string{}
+	for b, l := range w.brokerLabels {
+		out[b] = l
+	}
+	return out
 }
 
 func (w *World) setBrokerURL(b, url string) {

@@ -46,6 +46,8 @@ type Scenario struct {
 	Exclusive bool
 	// NATS tunes the scenario's JetStream stream (its nats: key).
 	NATS NATSOptions
+	// Kafka tunes the scenario's Kafka topic and groups (its kafka: key).
+	Kafka KafkaOptions
 	// BrokerDLQ, when > 0, has the broker itself set aside an entry on its
 	// BrokerDLQ-th delivery (the broker_dlq: key).
 	BrokerDLQ int

@@ -63,6 +63,7 @@ func (t *Topic) member(ctx context.Context, group, worker string) (*member, erro
 			t.mu.Unlock()
 			return nil, fmt.Errorf("kafka client for %s/%s: %w", group, worker, err)
 		}
+		cl.PauseFetchTopics(t.name) // fetch only while polling (pollOnce)
 		m.cl = cl
 		t.members[k] = m
 	}
@@ -138,14 +139,51 @@ func (m *member) forget(ps []int32) {
 
 // poll hands the member up to count records (count <= 0: all there are),
 // waiting at most wait for the first (longer when some are known to be on
-// their way).
+// their way); with count <= 0 it polls on until it has caught up with the
+// end of its partitions.
 func (m *member) poll(ctx context.Context, count int, wait time.Duration) ([]broker.Delivery, error) {
 	if m.expect.Swap(false) {
 		wait = max(wait, settle)
 	}
+	out, err := m.pollOnce(ctx, count, wait)
+	if err != nil || len(out) == 0 {
+		return out, err
+	}
+	if count > 0 {
+		return out, nil
+	}
+	for deadline := time.Now().Add(settle); time.Now().Before(deadline); {
+		if behind, err := m.behind(ctx, out); err != nil || !behind {
+			return out, err
+		}
+		more, err := m.pollOnce(ctx, 0, 200*time.Millisecond)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, more...)
+	}
+	return out, nil
+}
+
+// pollOnce is one PollRecords, recording what it hands out as held.
+//
+// The worker fetches only while it polls: between polls its topic is
+// paused and what a fetch brought beyond the records handed out is dropped
+// (a seek past the last one), so every poll gets what the broker holds at
+// that moment — a record deleted meanwhile is gone. (The Java consumer
+// fetches ahead; there a record fetched before a deletion may still be
+// processed.)
+func (m *member) pollOnce(ctx context.Context, count int, wait time.Duration) ([]broker.Delivery, error) {
 	pctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	m.cl.ResumeFetchTopics(m.t.name)
 	fs := m.cl.PollRecords(pctx, count)
+	m.cl.PauseFetchTopics(m.t.name)
+	defer func() {
+		if recs := fs.Records(); len(recs) > 0 {
+			m.seekPast(recs)
+		}
+	}()
 	var errs []error
 	fs.EachError(func(_ string, _ int32, err error) {
 		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
@@ -169,6 +207,54 @@ func (m *member) poll(ctx context.Context, count int, wait time.Duration) ([]bro
 		out = append(out, broker.Delivery{ID: entryID(r.Partition, r.Offset), EventID: string(r.Key), Payload: string(r.Value), Deliveries: int(r.DeliveryCount())})
 	})
 	return out, nil
+}
+
+// next is, per partition, the offset after the last of ds.
+func next(ds []broker.Delivery) map[int32]int64 {
+	pos := map[int32]int64{}
+	for _, d := range ds {
+		p, off, err := parseEntryID(d.ID)
+		if err == nil {
+			pos[p] = max(pos[p], off+1)
+		}
+	}
+	return pos
+}
+
+// seekPast moves the fetch position of each partition of recs to just
+// after its last record, dropping what the client fetched beyond.
+//
+// franz-go ignores a SetOffsets to the position the client already
+// consumed up to, buffered records and all; so the position is first set
+// one back (to the last record handed out, a valid offset) and then past
+// it: each set drops what was fetched for the old position.
+func (m *member) seekPast(recs []*kgo.Record) {
+	pos := map[int32]int64{}
+	for _, r := range recs {
+		pos[r.Partition] = max(pos[r.Partition], r.Offset+1)
+	}
+	back, to := map[int32]kgo.EpochOffset{}, map[int32]kgo.EpochOffset{}
+	for p, off := range pos {
+		back[p] = kgo.EpochOffset{Epoch: -1, Offset: off - 1}
+		to[p] = kgo.EpochOffset{Epoch: -1, Offset: off}
+	}
+	m.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{m.t.name: back})
+	m.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{m.t.name: to})
+}
+
+// behind reports whether a partition of ds has records past the last
+// handed out.
+func (m *member) behind(ctx context.Context, ds []broker.Delivery) (bool, error) {
+	_, end, err := m.t.bounds(ctx, m.t.name)
+	if err != nil {
+		return false, err
+	}
+	for p, off := range next(ds) {
+		if off < end[p] {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // Read polls as worker of group: the records the group's partitions

@@ -48,6 +48,7 @@ import (
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/servers"
 	"github.com/outboxdrill/runner/soak"
 	"github.com/outboxdrill/runner/system"
 )
@@ -74,6 +75,7 @@ type quietRedis struct{}
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
 func main() {
+	servers.ServeKfakeChild() // this program re-executed as the runner's own Kafka-protocol server
 	redis.SetLogger(quietRedis{})
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 1)
@@ -376,9 +378,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("run")
 	p := runner.Params{Out: stdout, Log: stderr, Warn: stderr}
 	serverFlags(fs, &p.PGURL, &p.RedisURL)
-	brokers := fs.String("broker", "redis", "run every scenario on `redis|nats|rabbitmq|all` (or a list: redis,nats): one result per scenario and broker")
+	brokers := fs.String("broker", "redis", "run every scenario on `redis|nats|rabbitmq|kafka|all` (or a list: redis,nats): one result per scenario and broker")
 	fs.StringVar(&p.NATSURL, "nats", os.Getenv("RUNNER_NATS_URL"), "use the NATS server (JetStream on) at `URL` instead of starting one (env RUNNER_NATS_URL)")
 	fs.StringVar(&p.RabbitMQURL, "rabbitmq", os.Getenv("RUNNER_RABBITMQ_URL"), "use the RabbitMQ server at `URL`, e.g. amqp://guest:guest@127.0.0.1:5672/ (env RUNNER_RABBITMQ_URL)")
+	fs.StringVar(&p.KafkaURL, "kafka", os.Getenv("RUNNER_KAFKA_URL"), "use the Kafka cluster at `HOST:PORT`[,HOST:PORT...] instead of starting kfake (env RUNNER_KAFKA_URL)")
 	sel := selectionFlags(fs, &p)
 	durationFlag(fs, &p.Timeout, "timeout", time.Minute, "cancel a scenario that runs longer than `DURATION`")
 	fs.BoolVar(&p.Verbose, "v", false, "print every scenario's step trace")
@@ -602,17 +605,18 @@ func cmdDocs(_ context.Context, args []string, stdout, stderr io.Writer) int {
 
 func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("clean")
-	var pg, rd, nats, rabbit string
+	var pg, rd, nats, rabbit, kfk string
 	serverFlags(fs, &pg, &rd)
 	fs.StringVar(&nats, "nats", os.Getenv("RUNNER_NATS_URL"), "clean the NATS server at `URL` (env RUNNER_NATS_URL)")
 	fs.StringVar(&rabbit, "rabbitmq", os.Getenv("RUNNER_RABBITMQ_URL"), "clean the RabbitMQ server at `URL` (env RUNNER_RABBITMQ_URL)")
+	fs.StringVar(&kfk, "kafka", os.Getenv("RUNNER_KAFKA_URL"), "clean the Kafka cluster at `HOST:PORT` (env RUNNER_KAFKA_URL)")
 	var connectTimeout time.Duration
 	connectTimeoutFlag(fs, &connectTimeout)
-	if code, done := noArgs(fs, args, stdout, stderr, "runner clean [--pg URL] [--redis URL] [--nats URL] [--rabbitmq URL]"); done {
+	if code, done := noArgs(fs, args, stdout, stderr, "runner clean [--pg URL] [--redis URL] [--nats URL] [--rabbitmq URL] [--kafka HOST:PORT]"); done {
 		return code
 	}
 	// A wrong server is named in seconds, before anything is removed.
-	for _, s := range []struct{ kind, url string }{{runner.Postgres, pg}, {broker.Redis, rd}, {broker.NATS, nats}, {broker.RabbitMQ, rabbit}} {
+	for _, s := range []struct{ kind, url string }{{runner.Postgres, pg}, {broker.Redis, rd}, {broker.NATS, nats}, {broker.RabbitMQ, rabbit}, {broker.Kafka, kfk}} {
 		if s.url == "" {
 			continue
 		}
@@ -629,7 +633,7 @@ func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return exitEnvironment
 	}
-	c, err := runner.Clean(ctx, pg, map[string]string{"redis": rd, "nats": nats, "rabbitmq": rabbit})
+	c, err := runner.Clean(ctx, pg, map[string]string{"redis": rd, "nats": nats, "rabbitmq": rabbit, "kafka": kfk})
 	c.Dropped = append(dirs, c.Dropped...)
 	for _, d := range c.Dropped[len(dirs):] {
 		fmt.Fprintln(stdout, "removed", d)
