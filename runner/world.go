@@ -84,7 +84,7 @@ type World struct {
 	connsMu sync.Mutex
 	// brokerURLs are the brokers' URLs (given or the runner's own), for a
 	// team's services; written only while opening, under connsMu.
-	brokerURLs map[string]string
+	brokerURLs   map[string]string
 	brokerLabels map[string]string // report labels where the server is not the broker itself
 }
 
