@@ -19,7 +19,7 @@ var consumeOutcomes = []Key{
 	{"acked", "entries XACKed after their commit, and dead-lettered ones (with mode: ack_first every entry, before its transaction)"},
 	{"dead_lettered", "entries moved to the dead-letter stream (with max_deliveries); each also counts under its own outcome, failed or conflict, and (without skip_ack) as acked"},
 	{"deferred", "entries held back by strict ordering: no effect, not acked"},
-	{"redelivered", "entries this worker got that the broker had delivered before (a reclaim, a redelivery after AckWait, RabbitMQ's Redelivered after a channel loss)"},
+	{"redelivered", "entries this worker got that the broker had delivered before (a reclaim, a redelivery after AckWait, RabbitMQ's Redelivered after a channel loss); n/a where the broker counts no deliveries (a classic Kafka group)"},
 }
 
 // DefaultConsumer is the consumer id of a step that names none (the

@@ -258,7 +258,8 @@ func (c *Call) Exec(ctx context.Context, env *Env) (Result, []Failure) {
 	case w == nil && err != nil:
 		return res, []Failure{{c.Pos, ErrorKey, "step failed: " + err.Error()}}
 	}
-	for _, o := range want.Outcomes {
+	outcomes, naOutcomes := applicableOutcomes(want.Outcomes, env)
+	for _, o := range outcomes {
 		if f, bad := o.judge(res.Outcome[o.Key]); bad {
 			fails = append(fails, f)
 			continue
@@ -266,6 +267,7 @@ func (c *Call) Exec(ctx context.Context, env *Env) (Result, []Failure) {
 		res.Details = append(res.Details, "ok "+brokerKey(o.Key, o.Broker)+": "+o.wanted())
 	}
 	want, res.NA = want.applicable(env)
+	res.NA = append(naOutcomes, res.NA...)
 	cfails, obs, attempts := want.poll(ctx, env)
 	if ctx.Err() != nil { // the deadline fell while reading or polling the state
 		return res, []Failure{{Pos: c.Pos, Key: ErrorKey, Msg: "step cancelled: " + context.Cause(ctx).Error()}}
@@ -376,6 +378,29 @@ func (e Expect) applicable(env *Env) (Expect, []NA) {
 	}
 	e.Checks = keep
 	return e, na
+}
+
+// outcomeNeeds are the outcomes only a broker with a capability can count:
+// a redelivery is known only where the broker counts deliveries.
+var outcomeNeeds = map[string]broker.Capability{"redelivered": broker.DeliveryCount}
+
+// applicableOutcomes splits outcome wants into those the broker can count
+// and those it cannot (n/a, with the broker's documented reason).
+func applicableOutcomes(os []OutcomeWant, env *Env) ([]OutcomeWant, []NA) {
+	if env.Broker == nil {
+		return os, nil
+	}
+	caps := env.Broker.Capabilities()
+	var keep []OutcomeWant
+	var na []NA
+	for _, o := range os {
+		if need, ok := outcomeNeeds[o.Key]; ok && !caps.Has(need) {
+			na = append(na, NA{Pos: o.Pos, Key: o.Key, Reason: NotApplicable(env.BrokerName, need)})
+			continue
+		}
+		keep = append(keep, o)
+	}
+	return keep, na
 }
 
 // NotApplicable is the n/a reason of something that needs c on broker b.
