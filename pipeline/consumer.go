@@ -50,6 +50,9 @@ type ConsumeOptions struct {
 	// that a poison message stops coming back.
 	MaxDeliveries int
 	Fault         Fault // DivZero: fail inside the transaction, after the inbox insert
+	// FailEvent, when set, confines Fault to the deliveries of this business
+	// event id: a poison message among healthy ones.
+	FailEvent string
 	// SkipAck is the fault "commit, then crash before XACK": no ack and no
 	// nack follow, and the worker's client-side state goes (Broker.Crash).
 	SkipAck bool
@@ -298,6 +301,9 @@ SET amount = projection.amount + EXCLUDED.amount, events = projection.events + 1
 // new, update the projection; commit. Errors PostgreSQL raises about the data
 // (and the injected fault) are outcomes; anything else is returned.
 func (c *Consumer) handle(ctx context.Context, opt ConsumeOptions, d broker.Delivery) (Handled, error) {
+	if opt.FailEvent != "" && d.EventID != opt.FailEvent {
+		opt.Fault = NoFault // not the poison message: handled as healthy
+	}
 	switch {
 	case opt.Strict:
 		return c.handleStrict(ctx, opt, d)

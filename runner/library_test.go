@@ -63,7 +63,7 @@ func TestLibraryAndGuarantees(t *testing.T) {
 		}
 	})
 
-	rep := &report.Report{RunID: w.RunID, Brokers: p.Brokers}
+	rep := &report.Report{RunID: w.RunID, Brokers: p.Brokers, Labels: w.Labels()}
 	results := make([]*report.Result, len(scs)*len(p.Brokers)) // in Run's order
 	var mu sync.Mutex                                          // ran
 	ran := 0

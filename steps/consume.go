@@ -49,6 +49,7 @@ type Handling struct {
 	Consumer string `param:"consumer" default:"accounting" doc:"consumer id: the group and the inbox dedupe scope. It names broker objects, so A-Z a-z 0-9 _ - only, at most 220 bytes, not log or dlq"`
 	Project  string `param:"projection" doc:"read model the consumer updates; default its consumer id. Naming another consumer's read model is the renamed-consumer anti-pattern"`
 	Fail     string `param:"fail" fault:"yes" enum:"divzero" doc:"divzero: SELECT 1/0 after the inbox insert, inside the consumer transaction"`
+	FailOnly string `param:"fail_event" doc:"with fail: strike only the deliveries of this business event id (a poison message among healthy ones); default every delivery"`
 	SkipAck  bool   `param:"skip_ack" fault:"yes" doc:"fault: commit, then crash before XACK: no ack, no nack, and the worker's connection state is gone (RabbitMQ requeues what its channel held)"`
 	Nack     bool   `param:"nack" default:"true" doc:"give a failed or held-back entry back to the broker for redelivery now (RabbitMQ basic.nack with requeue, JetStream Nak; Redis Streams has none: the entry stays pending). false: it stays with the worker"`
 	MaxDeliv int    `param:"max_deliveries" min:"1" doc:"an entry that failed or conflicted on its N-th delivery goes to the dead-letter stream and is acked"`
@@ -66,6 +67,9 @@ type Handling struct {
 func (h *Handling) Validate() error {
 	if err := CheckConsumerID(h.Consumer); err != nil {
 		return ParamErrorf("consumer", "%v", err)
+	}
+	if h.FailOnly != "" && h.Fail == "" {
+		return ParamErrorf("fail_event", "names the event a fault strikes, but no fault is set (fail: divzero)")
 	}
 	var seen pipeline.SeenStore
 	if h.Dedupe == "setnx" {
@@ -109,7 +113,7 @@ func (loadTimeSeen) MarkSeen(context.Context, string) (bool, error) { return fal
 func (h Handling) options(seen pipeline.SeenStore, worker string, count int) pipeline.ConsumeOptions {
 	return pipeline.ConsumeOptions{
 		Consumer: h.Consumer, Projection: h.Project, Worker: worker, Count: count,
-		Fault: pipeline.Fault(h.Fail), SkipAck: h.SkipAck, MaxDeliveries: h.MaxDeliv,
+		Fault: pipeline.Fault(h.Fail), FailEvent: h.FailOnly, SkipAck: h.SkipAck, MaxDeliveries: h.MaxDeliv,
 		AckFirst: h.Mode == "ack_first", SplitTx: h.Mode == "split_tx", DedupeByEntry: h.Dedupe == "entry_id",
 		Seen: seen, Strict: h.Ordering == "strict", KeepFailed: !h.Nack,
 	}
