@@ -55,10 +55,24 @@ func (t *Topic) member(ctx context.Context, group, worker string) (*member, erro
 	m := t.members[k]
 	if m == nil {
 		m = &member{t: t, key: k, joined: make(chan struct{}), held: map[int32]map[int64]*kgo.Record{}, committed: map[int32]int64{}}
+		opts := t.memberOpts(m)
 		if !slices.Contains(t.groups, group) {
+			if t.opt.Share {
+				if err := t.startAtEarliest(ctx, group); err != nil {
+					t.mu.Unlock()
+					return nil, err
+				}
+			}
 			t.groups = append(t.groups, group)
 		}
-		cl, err := kgo.NewClient(t.memberOpts(m)...)
+		if t.opt.Share { // no assignment to wait for: the broker hands out records
+			opts = t.shareOpts(m)
+			if n, err := t.Entries(ctx); err != nil || n > 0 {
+				m.expect.Store(true) // joining takes a heartbeat before the first fetch
+			}
+			m.once.Do(func() { close(m.joined) })
+		}
+		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			t.mu.Unlock()
 			return nil, fmt.Errorf("kafka client for %s/%s: %w", group, worker, err)
@@ -149,7 +163,9 @@ func (m *member) poll(ctx context.Context, count int, wait time.Duration) ([]bro
 	if err != nil || len(out) == 0 {
 		return out, err
 	}
-	if count > 0 {
+	if count > 0 || m.t.opt.Share {
+		// A share member's next poll would accept what this one handed
+		// out and the worker has not settled yet: one poll per read.
 		return out, nil
 	}
 	for deadline := time.Now().Add(settle); time.Now().Before(deadline); {
@@ -180,7 +196,7 @@ func (m *member) pollOnce(ctx context.Context, count int, wait time.Duration) ([
 	fs := m.cl.PollRecords(pctx, count)
 	m.cl.PauseFetchTopics(m.t.name)
 	defer func() {
-		if recs := fs.Records(); len(recs) > 0 {
+		if recs := fs.Records(); len(recs) > 0 && !m.t.opt.Share {
 			m.seekPast(recs)
 		}
 	}()
@@ -291,7 +307,11 @@ func (t *Topic) AutoClaim(context.Context, string, string, time.Duration, int) (
 // already, or its worker crashed) is ignored, as XACK ignores one.
 func (t *Topic) Ack(ctx context.Context, group string, ids ...string) error {
 	for m, offs := range t.holders(group, ids) {
-		if err := m.commit(ctx, offs); err != nil {
+		commit := m.commit
+		if t.opt.Share {
+			commit = func(ctx context.Context, offs map[int32][]int64) error { return m.settle(ctx, offs, kgo.AckAccept) }
+		}
+		if err := commit(ctx, offs); err != nil {
 			return err
 		}
 	}
@@ -392,6 +412,12 @@ func commitErr(resp *kmsg.OffsetCommitResponse, err error) error {
 // does after a failure (and Spring Kafka's DefaultErrorHandler).
 func (t *Topic) Nack(ctx context.Context, group string, ids ...string) error {
 	for m, offs := range t.holders(group, ids) {
+		if t.opt.Share { // released: redelivered to any member, counted
+			if err := m.settle(ctx, offs, kgo.AckRelease); err != nil {
+				return err
+			}
+			continue
+		}
 		m.seekBack(offs)
 	}
 	return nil

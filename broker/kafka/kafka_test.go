@@ -113,3 +113,24 @@ func TestADeadMembersPartitionMovesAfterTheSession(t *testing.T) {
 	}
 	t.Logf("the partition moved after %s (session %s)", time.Since(start).Round(time.Millisecond), tp.opt.Session)
 }
+
+func TestShareGroupConformance(t *testing.T) {
+	brokertest.Run(t, broker.Kafka, func(t *testing.T, _ ...string) broker.Broker { return newTopic(t, Options{Share: true}) })
+}
+
+// A released record comes back to any member with its delivery counted.
+func TestShareGroupReleaseCountsTheDelivery(t *testing.T) {
+	tp := newTopic(t, Options{Share: true})
+	ids := brokertest.Publish(t, tp, "e1")
+	first, err := tp.Read(testCtx(t), "g", "w1", 0, time.Second)
+	if err != nil || len(first) != 1 || first[0].Deliveries != 1 {
+		t.Fatalf("read: %+v, %v", first, err)
+	}
+	if err := tp.Nack(testCtx(t), "g", ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	again, err := tp.Claim(testCtx(t), "g", "w2", 0, 0)
+	if err != nil || len(again) != 1 || again[0].EventID != "e1" || again[0].Deliveries != 2 {
+		t.Fatalf("after release, w2 got %+v, %v; want e1 on its second delivery", again, err)
+	}
+}
