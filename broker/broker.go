@@ -140,11 +140,38 @@ const (
 	// x-delivery-count, Kafka share groups), which a dead-letter limit
 	// (max_deliveries) counts on.
 	DeliveryCount Capability = "delivery_count"
+	// BrokerTxn: the runner can consume, produce an output and acknowledge
+	// in ONE broker transaction, readers seeing all or none of it (Kafka's
+	// read-process-write: Transactions).
+	BrokerTxn Capability = "broker_txn"
 )
+
+// Transactions is a broker whose consumer can read, produce to an output
+// and acknowledge in one broker transaction (Kafka's exactly-once
+// read-process-write). None of it covers the consumer's database.
+type Transactions interface {
+	// ReadInTxn begins a transaction and hands worker of group up to count
+	// new entries (count <= 0: all), waiting at most block for the first.
+	ReadInTxn(ctx context.Context, group, worker string, count int, block time.Duration) (Txn, []Delivery, error)
+	// Outputs lists the event ids of the output a reader that sees only
+	// committed transactions sees, in order.
+	Outputs(ctx context.Context) ([]string, error)
+}
+
+// Txn is one open broker transaction.
+type Txn interface {
+	// Emit produces d's event to the output inside the transaction.
+	Emit(ctx context.Context, d Delivery) error
+	// Commit makes the outputs and the group's new position visible at once.
+	Commit(ctx context.Context) error
+	// Crash ends the worker in the middle: the broker aborts the
+	// transaction, so neither its outputs nor its position count.
+	Crash(ctx context.Context) error
+}
 
 // AllCapabilities lists every capability, in the order documents show them.
 var AllCapabilities = []Capability{EntryLog, PendingCount, PendingList, DeliveryCount, ClaimByIdle,
-	ReplayHistory, Retention, Purge, BrokerDedupe, NativeDeadLetter, SideStore}
+	ReplayHistory, Retention, Purge, BrokerDedupe, NativeDeadLetter, BrokerTxn, SideStore}
 
 // Capabilities is a broker's declared capability set.
 type Capabilities map[Capability]bool

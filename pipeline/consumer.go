@@ -59,6 +59,12 @@ type ConsumeOptions struct {
 	// KeepFailed leaves a failed or held-back entry with the worker instead
 	// of giving it back for redelivery now (Broker.Nack).
 	KeepFailed bool
+	// BrokerTxn reads, emits each applied event to the broker's output and
+	// acknowledges in ONE broker transaction (broker.Transactions: Kafka's
+	// read-process-write); each consumer transaction runs inside it, and
+	// commits on its own. A failure aborts the broker transaction;
+	// SkipAck is the worker dying before the broker transaction commits.
+	BrokerTxn bool
 }
 
 // ReadModel is the read model the consumer writes: the projection table key
@@ -153,6 +159,9 @@ func (o ConsumeOptions) Validate() error {
 		{Clash{"Seen", "SplitTx", "a side store dedupes with a key outside the database: there is no inbox transaction left to split"}, o.Seen != nil && o.SplitTx},
 		{Clash{"AckFirst", "SkipAck", "acking first acks before the transaction: there is no ack after the commit to skip"}, o.AckFirst && o.SkipAck},
 		{Clash{"AckFirst", "MaxDeliveries", "acking first acks every entry on delivery: none comes back to count deliveries of"}, o.AckFirst && o.MaxDeliveries > 0},
+		{Clash{"BrokerTxn", "AckFirst", "a broker transaction acknowledges when it commits, after the consumer transactions"}, o.BrokerTxn && o.AckFirst},
+		{Clash{"BrokerTxn", "MaxDeliveries", "a failure aborts the whole broker transaction: nothing is set aside inside it"}, o.BrokerTxn && o.MaxDeliveries > 0},
+		{Clash{"BrokerTxn", "Strict", "a held-back event would abort the broker transaction it arrived in"}, o.BrokerTxn && o.Strict},
 	} {
 		if c.both {
 			return &c.Clash
@@ -166,11 +175,54 @@ func (c *Consumer) Consume(ctx context.Context, opt ConsumeOptions) (ConsumeResu
 	if err := opt.Validate(); err != nil {
 		return ConsumeResult{}, err // before reading: nothing is delivered
 	}
+	if opt.BrokerTxn {
+		return c.consumeInTxn(ctx, opt)
+	}
 	ds, err := c.Broker.Read(ctx, opt.Consumer, opt.Worker, opt.Count, opt.Block)
 	if err != nil {
 		return ConsumeResult{}, err
 	}
 	return c.handleAll(ctx, opt, ds)
+}
+
+// consumeInTxn is Kafka's exactly-once read-process-write: read, then per
+// entry the consumer transaction (committed in PostgreSQL at once) and an
+// output record, then ONE broker commit of the outputs and the group's
+// position. The broker transaction does not cover PostgreSQL: a worker that
+// dies before the broker commit leaves its effects applied and its entries
+// to be delivered again, and only the inbox stops a second effect.
+func (c *Consumer) consumeInTxn(ctx context.Context, opt ConsumeOptions) (ConsumeResult, error) {
+	tb, ok := c.Broker.(broker.Transactions)
+	if !ok {
+		return ConsumeResult{}, errors.New("this broker has no transactions the runner can drive (broker_txn)")
+	}
+	txn, ds, err := tb.ReadInTxn(ctx, opt.Consumer, opt.Worker, opt.Count, opt.Block)
+	if err != nil {
+		return ConsumeResult{}, err
+	}
+	var res ConsumeResult
+	abort := opt.SkipAck
+	for _, d := range ds {
+		h, err := c.handle(ctx, opt, d)
+		if err == nil && (h.Outcome == Applied || h.Outcome == Duplicate) {
+			err = txn.Emit(ctx, d) // an output per input: a retried transaction emits again
+		}
+		if err != nil {
+			return res, errors.Join(fmt.Errorf("entry %s (event %s): %w", d.ID, d.EventID, err), txn.Crash(context.WithoutCancel(ctx)))
+		}
+		abort = abort || h.Outcome != Applied && h.Outcome != Duplicate
+		res.Handled = append(res.Handled, h)
+	}
+	if abort { // the worker died, or an entry failed: the broker aborts it all
+		return res, txn.Crash(ctx)
+	}
+	if err := txn.Commit(ctx); err != nil {
+		return res, err
+	}
+	for i := range res.Handled {
+		res.Handled[i].Acked = true
+	}
+	return res, nil
 }
 
 // Claim takes over pending entries idle for at least opt.Idle and handles each.

@@ -118,7 +118,7 @@ func (c kafkaConn) Hints(key string) []string {
 // leftoverTopic and leftoverGroup are a scenario's topics and groups: the
 // runner's key drill:ID:N sanitized (broker/kafka), and nothing else.
 var (
-	leftoverTopic = regexp.MustCompile(`^` + namePrefix + `_[0-9a-f]{8}_[0-9]+(\.dlq)?$`)
+	leftoverTopic = regexp.MustCompile(`^` + namePrefix + `_[0-9a-f]{8}_[0-9]+(\.dlq|\.out)?$`)
 	leftoverGroup = regexp.MustCompile(`^` + namePrefix + `_[0-9a-f]{8}_[0-9]+\..+$`)
 )
 

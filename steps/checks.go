@@ -155,6 +155,16 @@ func init() {
 			m, err := env.Broker.Pending(ctx)
 			return shapeCounts(m, want), err
 		}})
+	defineCheck(&Check{Name: "stream.outputs", Needs: broker.BrokerTxn, Doc: "records a reader of committed broker transactions (read_committed) sees in the consumer's output (consume with broker_txn)",
+		Value: kindCount,
+		observe: func(ctx context.Context, env *Env, _ any) (any, error) {
+			tb, ok := env.Broker.(broker.Transactions)
+			if !ok {
+				return nil, broker.Unsupported(env.BrokerName, broker.BrokerTxn)
+			}
+			ids, err := tb.Outputs(ctx)
+			return int64(len(ids)), err
+		}})
 	defineCheck(&Check{Name: "dlq.entries", Doc: "entries in the dead-letter stream", Value: kindCount,
 		observe: func(ctx context.Context, env *Env, _ any) (any, error) {
 			dls, err := env.Broker.DeadLetters(ctx)

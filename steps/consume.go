@@ -32,6 +32,31 @@ type ConsumeParams struct {
 	Worker string        `param:"worker" default:"worker-1" doc:"worker id: a process instance, never a dedupe key"`
 	Count  int           `param:"count" min:"1" doc:"entries to take; default all new entries"`
 	Block  time.Duration `param:"block" default:"50ms" doc:"how long to wait when no entry is new (never forever)"`
+	Txn    bool          `param:"broker_txn" doc:"read-process-write in ONE broker transaction (Kafka: a transactional producer emits each applied event to the topic's output and commits the group's offsets with it); each consumer transaction still commits in PostgreSQL on its own. With skip_ack the worker dies before the broker commit"`
+}
+
+// Validate: the shared rules, and those of a broker transaction.
+func (p *ConsumeParams) Validate() error {
+	if err := p.Handling.Validate(); err != nil {
+		return err
+	}
+	opt := p.options(nil, "", 0)
+	opt.BrokerTxn = p.Txn
+	var clash *pipeline.Clash
+	if !errors.As(opt.Validate(), &clash) {
+		return nil
+	}
+	a, b := p.written(clash.A), p.written(clash.B)
+	return ParamErrorf(a.param, "%s: %s and %s: %s cannot both hold: %s", a.param, a.value, b.param, b.value, clash.Why)
+}
+
+// Needs: a broker transaction needs a broker the runner drives them on.
+func (p *ConsumeParams) Needs() []broker.Capability {
+	needs := p.Handling.Needs()
+	if p.Txn {
+		needs = append(needs, broker.BrokerTxn)
+	}
+	return needs
 }
 
 // ClaimParams are the parameters of the claim step.
@@ -99,6 +124,8 @@ func (h *Handling) written(option string) writtenParam {
 		return writtenParam{"skip_ack", "true"}
 	case "MaxDeliveries":
 		return writtenParam{"max_deliveries", fmt.Sprint(h.MaxDeliv)}
+	case "BrokerTxn":
+		return writtenParam{"broker_txn", "true"}
 	}
 	return writtenParam{option, "?"}
 }
@@ -128,7 +155,7 @@ func init() {
 
 func runConsume(ctx context.Context, env *Env, p *ConsumeParams) (Result, error) {
 	opt := p.options(seenStore(env, p.Dedupe), p.Worker, p.Count)
-	opt.Block = p.Block
+	opt.Block, opt.BrokerTxn = p.Block, p.Txn
 	res, err := (&pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}).Consume(ctx, opt)
 	env.conflicts += int64(res.Count(pipeline.Conflict))
 	return consumeResult(res, p.Consumer, p.SkipAck), err

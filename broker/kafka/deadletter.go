@@ -27,14 +27,14 @@ func (t *Topic) DeadLetter(ctx context.Context, dl broker.DeadLetter) error {
 
 // DeadLetters lists the dead-letter topic, oldest first.
 func (t *Topic) DeadLetters(ctx context.Context) ([]broker.DeadLetter, error) {
-	recs, err := t.all(ctx, t.dlqName())
+	recs, err := t.read(ctx, t.dlqName(), kgo.ReadUncommitted())
 	return deadLetters(recs), err
 }
 
 // TakeDeadLetters lists the dead-letter topic and deletes the records it
 // listed.
 func (t *Topic) TakeDeadLetters(ctx context.Context) ([]broker.DeadLetter, error) {
-	recs, err := t.all(ctx, t.dlqName())
+	recs, err := t.read(ctx, t.dlqName(), kgo.ReadUncommitted())
 	if err != nil || len(recs) == 0 {
 		return nil, err
 	}

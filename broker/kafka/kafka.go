@@ -97,7 +97,8 @@ type Topic struct {
 
 	mu      sync.Mutex
 	members map[memberKey]*member
-	groups  []string // group names created, for Delete
+	txns    map[memberKey]*txnMember // workers reading in broker transactions
+	groups  []string                 // group names created, for Delete
 }
 
 var _ broker.Broker = (*Topic)(nil)
@@ -116,7 +117,7 @@ func New(ctx context.Context, seeds []string, name string, opt Options) (*Topic,
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	t := &Topic{seeds: seeds, adm: kadm.NewClient(prod), prod: prod, name: tn, opt: opt, members: map[memberKey]*member{}}
+	t := &Topic{seeds: seeds, adm: kadm.NewClient(prod), prod: prod, name: tn, opt: opt, members: map[memberKey]*member{}, txns: map[memberKey]*txnMember{}}
 	for _, n := range []string{t.name, t.dlqName()} {
 		if err := t.createTopic(ctx, n); err != nil {
 			_ = t.Delete(context.WithoutCancel(ctx))
@@ -166,7 +167,7 @@ func (t *Topic) Name() string { return t.name }
 // no dedupe by event id, no dead-letter queue of the broker's own; share
 // groups add a delivery count.
 func (t *Topic) Capabilities() broker.Capabilities {
-	cs := broker.Capabilities{broker.EntryLog: true, broker.Retention: true, broker.Purge: true, broker.ReplayHistory: true}
+	cs := broker.Capabilities{broker.EntryLog: true, broker.Retention: true, broker.Purge: true, broker.ReplayHistory: true, broker.BrokerTxn: true}
 	if t.opt.Share {
 		cs[broker.DeliveryCount] = true
 	}
@@ -242,7 +243,7 @@ func (t *Topic) bounds(ctx context.Context, n string) (start, end map[int32]int6
 // Events lists the event id (record key) of every record, partition by
 // partition, each in offset order.
 func (t *Topic) Events(ctx context.Context) ([]string, error) {
-	recs, err := t.all(ctx, t.name)
+	recs, err := t.read(ctx, t.name, kgo.ReadUncommitted())
 	ids := make([]string, len(recs))
 	for i, r := range recs {
 		ids[i] = string(r.Key)
@@ -250,9 +251,9 @@ func (t *Topic) Events(ctx context.Context) ([]string, error) {
 	return ids, err
 }
 
-// all reads every record topic n holds, up to the end offsets when called,
-// with a client outside any group.
-func (t *Topic) all(ctx context.Context, n string) ([]*kgo.Record, error) {
+// read reads every record topic n holds, up to the end offsets when
+// called, with a client outside any group, at isolation level iso.
+func (t *Topic) read(ctx context.Context, n string, iso kgo.IsolationLevel) ([]*kgo.Record, error) {
 	start, end, err := t.bounds(ctx, n)
 	if err != nil {
 		return nil, err
@@ -267,7 +268,7 @@ func (t *Topic) all(ctx context.Context, n string) ([]*kgo.Record, error) {
 		return nil, nil
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(t.seeds...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{n: from}),
-		kgo.FetchMaxWait(50*time.Millisecond))
+		kgo.FetchMaxWait(50*time.Millisecond), kgo.FetchIsolationLevel(iso))
 	if err != nil {
 		return nil, err
 	}
@@ -275,9 +276,29 @@ func (t *Topic) all(ctx context.Context, n string) ([]*kgo.Record, error) {
 	var out []*kgo.Record
 	next := maps(start)
 	for !caughtUp(next, end) {
-		fs := cl.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			return out, fmt.Errorf("kafka read %s: %w", n, err)
+		// Transaction markers and aborted records hold offsets no record
+		// is returned for: a poll that brings nothing means read to the end.
+		wait := 300 * time.Millisecond
+		if len(out) == 0 {
+			wait = 2 * time.Second // the client's first fetch also looks up metadata
+		}
+		pctx, cancel := context.WithTimeout(ctx, wait)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return out, context.Cause(ctx)
+		}
+		if fs.NumRecords() == 0 {
+			break
+		}
+		var errs []error
+		fs.EachError(func(_ string, _ int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				errs = append(errs, err)
+			}
+		})
+		if len(errs) > 0 {
+			return out, fmt.Errorf("kafka read %s: %w", n, errors.Join(errs...))
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			if r.Offset < end[r.Partition] {
@@ -285,9 +306,6 @@ func (t *Topic) all(ctx context.Context, n string) ([]*kgo.Record, error) {
 				next[r.Partition] = r.Offset + 1
 			}
 		})
-		if ctx.Err() != nil {
-			return out, context.Cause(ctx)
-		}
 	}
 	slices.SortStableFunc(out, func(a, b *kgo.Record) int {
 		if a.Partition != b.Partition {
@@ -306,11 +324,7 @@ func maps(m map[int32]int64) map[int32]int64 {
 	return out
 }
 
-// caughtUp: every partition was read up to its end. Transaction markers
-// take offsets no record is returned for, so reading stops at the last
-// record short of the end too (next >= end - 1 when the last is a marker
-// would be a guess): a partition counts as read once a fetch returned
-// nothing more below its end.
+// caughtUp: every partition was read up to its end.
 func caughtUp(next, end map[int32]int64) bool {
 	for p, e := range end {
 		if next[p] < e {
@@ -323,7 +337,7 @@ func caughtUp(next, end map[int32]int64) bool {
 // Trim deletes records (DeleteRecords) so that only the newest keep remain,
 // over all partitions by timestamp.
 func (t *Topic) Trim(ctx context.Context, keep int) (int64, error) {
-	recs, err := t.all(ctx, t.name)
+	recs, err := t.read(ctx, t.name, kgo.ReadUncommitted())
 	if err != nil {
 		return 0, err
 	}
@@ -358,10 +372,15 @@ func (t *Topic) Delete(ctx context.Context) error {
 		ms = append(ms, m)
 	}
 	t.members = map[memberKey]*member{}
+	txns := t.txns
+	t.txns = map[memberKey]*txnMember{}
 	groups := slices.Clone(t.groups)
 	t.mu.Unlock()
 	for _, m := range ms {
 		m.close(ctx, true)
+	}
+	for _, m := range txns {
+		m.sess.Close() // not static: it leaves the group
 	}
 	var errs []error
 	if len(groups) > 0 {
@@ -373,7 +392,7 @@ func (t *Topic) Delete(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	resp, err := t.adm.DeleteTopics(ctx, t.name, t.dlqName())
+	resp, err := t.adm.DeleteTopics(ctx, t.name, t.dlqName(), t.outName())
 	if err == nil {
 		for _, r := range resp {
 			if r.Err != nil && !errors.Is(r.Err, kerr.UnknownTopicOrPartition) {
