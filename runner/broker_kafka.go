@@ -173,7 +173,15 @@ func (c kafkaConn) live(ctx context.Context, run string) bool {
 		return true
 	}
 	d, ok := ds[leaseName(".", run)]
-	return !ok || d.Err != nil || len(d.Members) > 0
+	switch {
+	case !ok:
+		return true
+	case errors.Is(d.Err, kerr.GroupIDNotFound):
+		return false // never leased, or long gone
+	case d.Err != nil:
+		return true
+	}
+	return len(d.Members) > 0 // "Dead" or "Empty": the run's member left or timed out
 }
 
 // Clean deletes the topics and groups of runs whose lease group is empty.

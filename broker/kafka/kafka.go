@@ -113,7 +113,7 @@ func New(ctx context.Context, seeds []string, name string, opt Options) (*Topic,
 	}
 	opt = opt.withDefaults()
 	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(10*time.Second))
+		kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(5*time.Second)) // a relay facing a dead broker fails within 5 s
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
@@ -280,7 +280,7 @@ func (t *Topic) read(ctx context.Context, n string, iso kgo.IsolationLevel) ([]*
 		// is returned for: a poll that brings nothing means read to the end.
 		wait := 300 * time.Millisecond
 		if len(out) == 0 {
-			wait = 2 * time.Second // the client's first fetch also looks up metadata
+			wait = time.Second // the client's first fetch also looks up metadata
 		}
 		pctx, cancel := context.WithTimeout(ctx, wait)
 		fs := cl.PollFetches(pctx)

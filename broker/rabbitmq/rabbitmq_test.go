@@ -367,7 +367,7 @@ func TestUnsupportedOperationsSaySo(t *testing.T) {
 	if _, err := b.Trim(ctx, 1); !errors.Is(err, broker.ErrUnsupported) || !strings.Contains(err.Error(), string(broker.Retention)) {
 		t.Errorf("trim = %v; want ErrUnsupported naming %s", err, broker.Retention)
 	}
-	if diff := cmp.Diff(broker.Capabilities{broker.EntryLog: true, broker.Purge: true, broker.NativeDeadLetter: true}, b.Capabilities()); diff != "" {
+	if diff := cmp.Diff(broker.Capabilities{broker.EntryLog: true, broker.Purge: true, broker.NativeDeadLetter: true, broker.DeliveryCount: true}, b.Capabilities()); diff != "" {
 		t.Errorf("capabilities (-want +got):\n%s", diff)
 	}
 }

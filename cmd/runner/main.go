@@ -1,6 +1,8 @@
 // Command runner runs declarative outbox/inbox fault-drill scenarios against
-// real PostgreSQL and a real broker: Redis Streams, NATS JetStream or
-// RabbitMQ (--broker redis|nats|rabbitmq|all).
+// real PostgreSQL and a real broker: Redis Streams, NATS JetStream,
+// RabbitMQ or Kafka (--broker redis|nats|rabbitmq|kafka|all; without
+// --kafka, Kafka is franz-go's kfake, which this program serves itself as a
+// child process, labelled "kafka (kfake)" in every report).
 //
 //	runner run [flags] [files or dirs...]       run scenarios (default dir: scenarios)
 //	runner validate [files or dirs...]          check scenarios without running them
@@ -9,7 +11,7 @@
 //	runner schema [--system]                    print the JSON Schema of scenario (or system) files
 //	runner soak [flags]                         drive N events with random faults, check the history
 //	runner bench [flags] [files or dirs...]     measure start, isolation, growth and throughput
-//	runner clean [--pg URL] [--redis URL] [--nats URL] [--rabbitmq URL]  remove what earlier runs left behind
+//	runner clean [--pg URL] [--redis URL] [--nats URL] [--rabbitmq URL] [--kafka HOST:PORT]  remove what earlier runs left behind
 //	runner reference [flags] relay|consumer     run the reference relay or consumer as a process (drill it via --system)
 //	runner help [command]                       print the usage of runner or of one command
 //

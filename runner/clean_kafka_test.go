@@ -1,0 +1,99 @@
+package runner
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/kafka"
+	"github.com/outboxdrill/runner/internal/testservers"
+)
+
+// TestCleanKafka: a live run's topic and group survive a clean, a killed
+// run's (another run id, no lease member) go, and a bystander topic of
+// almost the runner's shape stays.
+func TestCleanKafka(t *testing.T) {
+	testservers.CleanAlone(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := testParams(t)
+	p.KafkaURL, p.Brokers = testservers.Kafka(t), []string{broker.Kafka}
+	seeds, err := kafka.Seeds(p.KafkaURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	topics := func() map[string]bool {
+		ts, err := adm.ListTopics(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, n := range ts.Names() {
+			out[n] = true
+		}
+		return out
+	}
+
+	w, err := OpenWorld(ctx, &p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	pr, err := w.TakePair(ctx, broker.Kafka)
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveTopic := kafka.Sanitize(pr.Stream)
+	if _, err := pr.Env.Broker.Read(ctx, "g", "w", 0, 10*time.Millisecond); err != nil { // its group
+		t.Fatal(err)
+	}
+
+	dead := newRunID()
+	deadTopic, err := kafka.New(ctx, seeds, namePrefix+":"+dead+":1", kafka.Options{Session: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deadTopic.Read(ctx, "g", "w", 0, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	_ = deadTopic.Crash(ctx, "g", "w") // the killed run's worker: its group outlives it
+	bystander := namePrefix + "_" + dead + "_1.other"
+	if _, err := adm.CreateTopic(ctx, 1, -1, nil, bystander); err != nil {
+		t.Fatal(err)
+	}
+	defer adm.DeleteTopics(context.Background(), bystander)
+
+	time.Sleep(1500 * time.Millisecond) // the dead worker's session runs out
+	c, err := Clean(ctx, "", map[string]string{broker.Kafka: p.KafkaURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("dropped %v, live %v, in use %v", c.Dropped, c.Live, c.InUse)
+	after := topics()
+	for _, n := range []string{deadTopic.Name(), deadTopic.Name() + ".dlq"} {
+		if after[n] {
+			t.Errorf("the killed run's topic %s is still there", n)
+		}
+	}
+	for _, n := range []string{liveTopic, liveTopic + ".dlq", bystander} {
+		if !after[n] {
+			t.Errorf("%s was dropped: a live run's or a bystander's", n)
+		}
+	}
+	groups, _ := adm.ListGroups(ctx)
+	for _, g := range groups.Groups() {
+		if g == deadTopic.Name()+".g" {
+			t.Errorf("the killed run's group %s is still there", g)
+		}
+	}
+}
