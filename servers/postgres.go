@@ -47,6 +47,8 @@ var serverSettings = []string{
 	// segments in /dev/shm: a killed server's segments then go with its
 	// dir, where otherwise every SIGKILL leaves 1 MB in RAM until reboot.
 	"dynamic_shared_memory_type=mmap",
+	// The CDC relay reads the outbox from a logical replication slot.
+	"wal_level=logical",
 }
 
 // Postgres is a throwaway PostgreSQL server owned by this process. Stop and

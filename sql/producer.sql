@@ -59,3 +59,8 @@ ALTER TABLE outbox SET (
     autovacuum_vacuum_insert_threshold = 1000,
     autovacuum_vacuum_cost_delay = 0
 );
+
+-- The CDC relay (relay: {mode: cdc}) reads committed outbox inserts from a
+-- logical replication slot through this publication (pgoutput). Inserts
+-- only: the polling relay's marks and the runner's resets are not events.
+CREATE PUBLICATION outbox_cdc FOR TABLE outbox WITH (publish = 'insert');

@@ -1,0 +1,239 @@
+package cdc
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/outboxdrill/runner/broker"
+)
+
+// RelayOptions are the fault points of one relay pass, each at the boundary
+// it names.
+type RelayOptions struct {
+	// SkipConfirm: publish, then crash before confirming the LSN. The next
+	// pass starts from the old confirmed LSN and publishes again.
+	SkipConfirm bool
+	// SkipPublish: crash before publishing what was decoded. With
+	// ConfirmFirst the LSN was confirmed already: the events are lost.
+	SkipPublish bool
+	// ConfirmFirst is the anti-pattern: confirm a transaction's LSN, then
+	// publish its events.
+	ConfirmFirst bool
+}
+
+// Published is one event the pass published.
+type Published struct{ EventID, EntryID, Payload string }
+
+// RelayResult is what one pass did.
+type RelayResult struct {
+	Decoded   int // outbox events read from the slot
+	Published []Published
+	Confirmed pglogrepl.LSN // the last LSN confirmed to the slot (0: none)
+	Crashed   bool          // a fault ended the pass
+}
+
+// catchUpTimeout bounds one pass: the slot is read up to the WAL position
+// flushed when the pass began.
+const catchUpTimeout = 10 * time.Second
+
+// Relay runs one pass as a relay process would: connect for replication,
+// stream from the slot's confirmed LSN up to the WAL flushed now, publish
+// each committed transaction's outbox events and confirm its commit LSN
+// after the broker accepted them; then disconnect. A fault ends the pass
+// as a crash: the connection closes, nothing more is confirmed.
+func (s *Slot) Relay(ctx context.Context, b broker.Broker, opt RelayOptions) (RelayResult, error) {
+	var res RelayResult
+	start, err := s.Stats(ctx)
+	if err != nil {
+		return res, err
+	}
+	if !start.Exists {
+		return res, fmt.Errorf("replication slot %s does not exist", s.Name)
+	}
+	var flushed string
+	if err := s.DB.QueryRow(ctx, "SELECT pg_current_wal_flush_lsn()::text").Scan(&flushed); err != nil {
+		return res, err
+	}
+	target, _ := pglogrepl.ParseLSN(flushed)
+	conn, err := s.connect(ctx)
+	if err != nil {
+		return res, err
+	}
+	p := pass{conn: conn, b: b, opt: opt, res: &res, held: start.Confirmed}
+	err = p.stream(ctx, s.Name, target)
+	conn.Close(context.WithoutCancel(ctx))
+	if werr := s.awaitRelease(context.WithoutCancel(ctx), res.Confirmed); err == nil {
+		err = werr
+	}
+	return res, err
+}
+
+// connect opens a replication connection to the producer database.
+func (s *Slot) connect(ctx context.Context) (*pgconn.PgConn, error) {
+	cfg := s.DB.Config().ConnConfig.Config.Copy()
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("replication connection: %w", err)
+	}
+	return conn, nil
+}
+
+// awaitRelease waits until the server has let go of the slot and holds the
+// confirmed LSN, so the next pass (or a peek) sees where this one left it.
+func (s *Slot) awaitRelease(ctx context.Context, confirmed pglogrepl.LSN) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := s.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		if !st.Active && st.Confirmed >= confirmed {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("replication slot %s: still active or behind the confirmed %s after the relay left", s.Name, confirmed)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// pass is one relay pass on an open replication connection.
+type pass struct {
+	conn *pgconn.PgConn
+	b    broker.Broker
+	opt  RelayOptions
+	res  *RelayResult
+	held pglogrepl.LSN // what the slot had confirmed before the pass: sent back unchanged when asking
+	dec  decoder
+}
+
+// stream reads until the server has sent everything up to target.
+func (p *pass) stream(ctx context.Context, slot string, target pglogrepl.LSN) error {
+	err := pglogrepl.StartReplication(ctx, p.conn, slot, 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + Publication + "'"},
+	})
+	if err != nil {
+		return fmt.Errorf("start replication from slot %s: %w", slot, err)
+	}
+	deadline := time.Now().Add(catchUpTimeout)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		msg, err := p.conn.ReceiveMessage(rctx)
+		cancel()
+		if pgconn.Timeout(err) && ctx.Err() == nil {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("replication slot %s: not caught up with %s within %s", slot, target, catchUpTimeout)
+			}
+			// Ask where the server is: its answer says what it has sent.
+			if err := p.status(ctx, p.position(), true); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("replication from slot %s: %w", slot, err)
+		}
+		done, err := p.handle(ctx, msg, target)
+		if err != nil || done || p.res.Crashed {
+			return err
+		}
+	}
+}
+
+// handle takes one message; done once the server has sent up to target
+// and no transaction is half decoded.
+func (p *pass) handle(ctx context.Context, msg pgproto3.BackendMessage, target pglogrepl.LSN) (bool, error) {
+	cd, ok := msg.(*pgproto3.CopyData)
+	if !ok {
+		if e, isErr := msg.(*pgproto3.ErrorResponse); isErr {
+			return false, fmt.Errorf("replication: %s (SQLSTATE %s)", e.Message, e.Code)
+		}
+		return false, nil
+	}
+	switch cd.Data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		k, err := pglogrepl.ParsePrimaryKeepaliveMessage(cd.Data[1:])
+		if err != nil {
+			return false, err
+		}
+		return k.ServerWALEnd >= target && len(p.dec.open) == 0, nil
+	case pglogrepl.XLogDataByteID:
+		x, err := pglogrepl.ParseXLogData(cd.Data[1:])
+		if err != nil {
+			return false, err
+		}
+		evs, err := p.dec.feed(x.WALData)
+		if err != nil || len(evs) == 0 {
+			return false, err
+		}
+		return false, p.transaction(ctx, evs)
+	}
+	return false, nil
+}
+
+// transaction relays one committed transaction's events.
+func (p *pass) transaction(ctx context.Context, evs []Event) error {
+	p.res.Decoded += len(evs)
+	commit := evs[0].Commit
+	if p.opt.ConfirmFirst { // anti-pattern: the slot forgets them before the broker has them
+		if err := p.confirm(ctx, commit); err != nil {
+			return err
+		}
+	}
+	if p.opt.SkipPublish {
+		p.res.Crashed = true
+		return nil
+	}
+	msgs := make([]broker.Message, len(evs))
+	for i, ev := range evs {
+		msgs[i] = broker.Message{EventID: ev.EventID, Payload: ev.Payload}
+	}
+	ids, err := p.b.Publish(ctx, msgs)
+	for i, id := range ids {
+		p.res.Published = append(p.res.Published, Published{EventID: evs[i].EventID, EntryID: id, Payload: evs[i].Payload})
+	}
+	if err != nil {
+		return fmt.Errorf("publish to the broker: %w", err) // nothing of it confirmed
+	}
+	if p.opt.SkipConfirm {
+		p.res.Crashed = true
+		return nil
+	}
+	if !p.opt.ConfirmFirst {
+		return p.confirm(ctx, commit)
+	}
+	return nil
+}
+
+// confirm tells the slot everything up to lsn is done.
+func (p *pass) confirm(ctx context.Context, lsn pglogrepl.LSN) error {
+	p.res.Confirmed = lsn
+	return p.status(ctx, lsn, false)
+}
+
+// position is what the pass may report as done: what it confirmed, else
+// what the slot held before it.
+func (p *pass) position() pglogrepl.LSN {
+	if p.res.Confirmed > 0 {
+		return p.res.Confirmed
+	}
+	return p.held
+}
+
+func (p *pass) status(ctx context.Context, lsn pglogrepl.LSN, reply bool) error {
+	err := pglogrepl.SendStandbyStatusUpdate(ctx, p.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: lsn, ReplyRequested: reply})
+	if err != nil {
+		return fmt.Errorf("standby status update: %w", err)
+	}
+	return nil
+}
+
