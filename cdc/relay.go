@@ -236,4 +236,3 @@ func (p *pass) status(ctx context.Context, lsn pglogrepl.LSN, reply bool) error 
 	}
 	return nil
 }
-

@@ -83,11 +83,11 @@ func (s *Slot) Drop(ctx context.Context) error {
 // Stats is what a CDC operator watches of a slot.
 type Stats struct {
 	Exists    bool
-	Active    bool            // a reader is attached
-	Confirmed pglogrepl.LSN   // confirmed_flush_lsn: the relay's acknowledged position
-	Current   pglogrepl.LSN   // the server's current WAL position
-	Retained  int64           // bytes of WAL the slot holds back (current − restart_lsn)
-	LagBytes  int64           // current − confirmed
+	Active    bool          // a reader is attached
+	Confirmed pglogrepl.LSN // confirmed_flush_lsn: the relay's acknowledged position
+	Current   pglogrepl.LSN // the server's current WAL position
+	Retained  int64         // bytes of WAL the slot holds back (current − restart_lsn)
+	LagBytes  int64         // current − confirmed
 }
 
 // Stats reads the slot from pg_replication_slots.
