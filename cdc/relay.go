@@ -34,6 +34,7 @@ type RelayResult struct {
 	Decoded   int // outbox events read from the slot
 	Published []Published
 	Confirmed pglogrepl.LSN // the last LSN confirmed to the slot (0: none)
+	Settled   int           // events whose transaction's LSN was confirmed
 	Crashed   bool          // a fault ended the pass
 }
 
@@ -188,6 +189,7 @@ func (p *pass) transaction(ctx context.Context, evs []Event) error {
 		if err := p.confirm(ctx, commit); err != nil {
 			return err
 		}
+		p.res.Settled += len(evs)
 	}
 	if p.opt.SkipPublish {
 		p.res.Crashed = true
@@ -209,6 +211,7 @@ func (p *pass) transaction(ctx context.Context, evs []Event) error {
 		return nil
 	}
 	if !p.opt.ConfirmFirst {
+		p.res.Settled += len(evs)
 		return p.confirm(ctx, commit)
 	}
 	return nil

@@ -60,6 +60,18 @@ func judge(ctx context.Context, env *steps.Env, res *report.Result, hist []histo
 	if err != nil {
 		return fmt.Errorf("history check: %w", err)
 	}
+	if env.CDC != nil {
+		// The CDC relay marks nothing: an event still waits for it only
+		// while it is in the slot, committed after the confirmed LSN.
+		pending, err := env.CDC.Pending(ctx)
+		if err != nil {
+			return fmt.Errorf("history check: %w", err)
+		}
+		st.Unpublished = map[string]bool{}
+		for _, ev := range pending {
+			st.Unpublished[ev.EventID] = true
+		}
+	}
 	res.Violations = history.Check(hist, st, consumers, models)
 	sc := res.Scenario
 	occurred := map[string]bool{}

@@ -227,6 +227,14 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 	if why := lacking(sc, j.broker, env.Broker.Capabilities()); why != "" {
 		res.Skipped = fmt.Sprintf("%s: %s", sc.Pos, why)
 	}
+	if res.Skipped == "" && usesCDC(sc) {
+		skip, err := openSlot(ctx, env, iso.producer)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", sc.File, err)
+		}
+		res.Skipped = skip
+		defer func() { env.CDC = nil }()
+	}
 	for _, call := range sc.Steps {
 		if res.Skipped != "" {
 			break
@@ -268,6 +276,11 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 	} else if res.Skipped == "" && res.Passed() && restoreErr == nil {
 		if err := judgeHistory(ctx, env, res); err != nil {
 			res.Failures = append(res.Failures, steps.Failure{Pos: sc.Pos, Key: "history", Msg: err.Error()})
+		}
+	}
+	if env.CDC != nil { // a slot left behind would hold back WAL for good, kept or not
+		if derr := env.CDC.Drop(context.WithoutCancel(ctx)); derr != nil {
+			restoreErr = errors.Join(restoreErr, derr)
 		}
 	}
 	keep := p.Keep == KeepAll || p.Keep == KeepFailed && !res.Passed()

@@ -172,7 +172,9 @@ func init() {
 		}})
 	defineCheck(referenceOnly(countSQL("ordering.gaps", "events held back by strict ordering, waiting for a predecessor", `SELECT count(*) FROM held`, true)))
 	defineCheck(mappedCount("outbox.rows", "rows in the outbox, published or not", state.Map.CountOutbox))
-	defineCheck(mappedCount("outbox.unpublished", "outbox rows not yet marked published (with a system file: its outbox.unpublished condition)", state.Map.CountUnpublished))
+	defineCheck(&Check{Name: "outbox.unpublished", Doc: "outbox rows not yet marked published (with a system file: its outbox.unpublished condition; with the CDC relay, which marks nothing: events committed after the replication slot's confirmed LSN, read by peeking at the slot)",
+		Value:   kindCount,
+		observe: func(ctx context.Context, env *Env, _ any) (any, error) { return unpublished(ctx, env) }})
 	defineCheck(referenceOnly(countSQL("journal.rows", "committed transfers in the producer's journal", `SELECT count(*) FROM journal`, false)))
 	defineCheck(referenceOnly(countSQL("ledger.rows", "ledger entries (two per committed transfer)", `SELECT count(*) FROM ledger_entries`, false)))
 	defineCheck(&Check{Name: "inbox.rows", Doc: "rows in the consumer's inbox: a total, or a map consumer → count",

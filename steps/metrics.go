@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/cdc"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/state"
 
@@ -109,10 +110,30 @@ func init() {
 		defineCheck(&Check{Name: "metrics." + name, Doc: doc, Value: kind, Needs: need,
 			observe: func(ctx context.Context, env *Env, _ any) (any, error) { return observe(ctx, env) }})
 	}
-	metric("unpublished", "outbox rows waiting for the relay", kindCountMetric, func(ctx context.Context, env *Env) (any, error) {
-		var n int64
-		err := env.Producer.QueryRow(ctx, env.Mapping().CountUnpublished()).Scan(&n)
-		return n, err
+	metric("unpublished", "outbox rows waiting for the relay (with the CDC relay: events committed after the slot's confirmed LSN)", kindCountMetric, unpublished)
+	slot := func(read func(cdc.Stats) int64) func(context.Context, *Env) (any, error) {
+		return func(ctx context.Context, env *Env) (any, error) {
+			if env.CDC == nil {
+				return nil, fmt.Errorf("no replication slot: the scenario has no relay with mode cdc")
+			}
+			st, err := env.CDC.Stats(ctx)
+			return read(st), err
+		}
+	}
+	metric("cdc_lag_bytes", "bytes of WAL between the slot's confirmed LSN and the current WAL position (pg_wal_lsn_diff): how far the CDC relay is behind", kindCountMetric, slot(func(st cdc.Stats) int64 { return st.LagBytes }))
+	metric("cdc_retained_wal", "bytes of WAL the slot keeps from being removed (current WAL position − restart_lsn): grows while nobody reads the slot, until the disk fills", kindCountMetric, slot(func(st cdc.Stats) int64 { return st.Retained }))
+	metric("cdc_slot_active", "1 while a relay is attached to the slot, else 0 (0 when the slot does not exist)", kindCountMetric, slot(func(st cdc.Stats) int64 {
+		if st.Active {
+			return 1
+		}
+		return 0
+	}))
+	metric("cdc_lag_events", "outbox events committed after the slot's confirmed LSN: what the CDC relay has yet to publish and confirm", kindCountMetric, func(ctx context.Context, env *Env) (any, error) {
+		if env.CDC == nil {
+			return nil, fmt.Errorf("no replication slot: the scenario has no relay with mode cdc")
+		}
+		evs, err := env.CDC.Pending(ctx)
+		return int64(len(evs)), err
 	})
 	metric("outbox_oldest_age", "age of the oldest unpublished outbox row (0 when none), on the producer PostgreSQL's clock: now() minus the row's created_at, the start of the transaction that produced it", KindDurationMetric, func(ctx context.Context, env *Env) (any, error) {
 		var us int64
@@ -179,4 +200,16 @@ func projectionLag(ctx context.Context, env *Env) (int64, time.Duration, error) 
 		lag = max(lag, n)
 	}
 	return lag, age, nil
+}
+
+// unpublished counts what the relay has yet to publish: outbox rows not
+// marked published, or, with the CDC relay, the events still in its slot.
+func unpublished(ctx context.Context, env *Env) (any, error) {
+	if env.CDC != nil {
+		evs, err := env.CDC.Pending(ctx)
+		return int64(len(evs)), err
+	}
+	var n int64
+	err := env.Producer.QueryRow(ctx, env.Mapping().CountUnpublished()).Scan(&n)
+	return n, err
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/cdc"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/pipeline"
@@ -107,6 +108,12 @@ type Env struct {
 	// Control acts on the servers' processes; nil when the runner did not
 	// start them (external servers), and then process faults SKIP.
 	Control ProcessControl
+
+	// CDC is the scenario's logical replication slot on the producer
+	// database, created before its first step when a step uses the CDC
+	// relay (UsesCDC); nil otherwise. With it, "unpublished" means still in
+	// the slot: committed after its confirmed LSN.
+	CDC *cdc.Slot
 }
 
 // Server is a server a process-fault step acts on.

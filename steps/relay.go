@@ -3,7 +3,9 @@ package steps
 import (
 	"context"
 	"fmt"
+	"strings"
 
+	"github.com/outboxdrill/runner/cdc"
 	"github.com/outboxdrill/runner/pipeline"
 )
 
@@ -13,15 +15,25 @@ type RelayParams struct {
 	SkipMark bool   `param:"skip_mark" fault:"yes" doc:"fault: XADD, then crash before marking the rows published"`
 	Workers  int    `param:"workers" default:"1" min:"1" doc:"relays running at once (at most 4); all read before any publishes, so their race is deterministic"`
 	Lease    string `param:"lease" default:"skip_locked" enum:"skip_locked|flag" doc:"how concurrent relays claim rows: FOR UPDATE SKIP LOCKED, or the anti-pattern of published=true as the only claim"`
-	Mode     string `param:"mode" default:"publish_first" enum:"publish_first|mark_first" doc:"mark_first is the anti-pattern: mark the rows published, then XADD"`
-	SkipPub  bool   `param:"skip_publish" fault:"yes" doc:"fault with mode mark_first: crash after marking, before XADD (the events are lost)"`
+	Mode     string `param:"mode" default:"publish_first" enum:"publish_first|mark_first|cdc|cdc_confirm_first" doc:"publish_first polls the outbox, publishes, then marks; mark_first is the anti-pattern: mark the rows published, then XADD. cdc reads committed outbox inserts from the scenario's logical replication slot (pgoutput), publishes each transaction's events and confirms its LSN after the broker's ack; cdc_confirm_first is the anti-pattern: confirm the LSN, then publish"`
+	SkipPub  bool   `param:"skip_publish" fault:"yes" doc:"fault: crash before publishing. With mode mark_first after marking (the events are lost); with cdc before confirming (nothing is lost: the slot keeps them); with cdc_confirm_first after confirming (lost)"`
+	SkipConf bool   `param:"skip_confirm" fault:"yes" doc:"fault with mode cdc: publish, then crash before confirming the LSN (the next pass publishes again)"`
 }
+
+// UsesCDC reports whether the step reads the replication slot.
+func (p *RelayParams) UsesCDC() bool { return strings.HasPrefix(p.Mode, "cdc") }
 
 func (p *RelayParams) Validate() error {
 	markFirst := p.Mode == "mark_first"
 	switch {
-	case p.SkipPub && !markFirst:
-		return fmt.Errorf("skip_publish is the crash window of mode: mark_first")
+	case p.UsesCDC() && (p.Workers > 1 || p.SkipMark || p.Limit > 0 || p.Lease != "skip_locked"):
+		return fmt.Errorf("mode: %s is one relay on the replication slot: workers, limit, lease and skip_mark are the polling relay's", p.Mode)
+	case p.SkipConf && p.Mode != "cdc":
+		return fmt.Errorf("skip_confirm is the crash window of mode: cdc (publish, then crash before confirming)")
+	case p.SkipConf && p.SkipPub:
+		return fmt.Errorf("skip_confirm and skip_publish are two crashes: the pass dies at the first")
+	case p.SkipPub && !markFirst && !p.UsesCDC():
+		return fmt.Errorf("skip_publish is the crash window of mode: mark_first, cdc or cdc_confirm_first")
 	case p.SkipMark && markFirst:
 		return fmt.Errorf("skip_mark is the crash window of mode: publish_first; mark_first has skip_publish")
 	case p.Workers > 1 && markFirst:
@@ -40,11 +52,15 @@ const maxRelays = 4
 
 func init() {
 	Define("relay", "Publish unpublished outbox rows in order (one XADD each, fields event_id and payload), then mark them published.",
-		[]Key{{"published", "entries XADDed (with workers: N, summed over the relays)"}, {"marked", "outbox rows marked published (with workers: N, summed over the relays)"}},
+		[]Key{{"published", "entries XADDed (with workers: N, summed over the relays)"}, {"marked", "outbox rows marked published (with workers: N, summed over the relays; 0 with mode cdc, which marks nothing)"},
+			{"confirmed", "events whose commit LSN the cdc relay confirmed to the replication slot (0 for the polling relay)"}},
 		runRelay)
 }
 
 func runRelay(ctx context.Context, env *Env, p *RelayParams) (Result, error) {
+	if p.UsesCDC() {
+		return runCDCRelay(ctx, env, p)
+	}
 	relay := &pipeline.Relay{DB: env.Producer, Broker: env.Broker}
 	var results []pipeline.RelayResult
 	var err error
@@ -55,7 +71,7 @@ func runRelay(ctx context.Context, env *Env, p *RelayParams) (Result, error) {
 		res, err = relay.Relay(ctx, pipeline.RelayOptions{Limit: p.Limit, SkipMark: p.SkipMark, MarkFirst: p.Mode == "mark_first", SkipPublish: p.SkipPub})
 		results = []pipeline.RelayResult{res}
 	}
-	r := Result{Outcome: map[string]int64{"published": 0, "marked": 0}}
+	r := Result{Outcome: map[string]int64{"published": 0, "marked": 0, "confirmed": 0}}
 	for w, res := range results {
 		r.Outcome["published"] += int64(len(res.Published))
 		r.Outcome["marked"] += int64(res.Marked)
@@ -87,4 +103,38 @@ func (*RelayParams) Draw(d Diagram, r Result) {
 	if n := r.Outcome["marked"]; n > 0 {
 		d.Msg(RelayP, ProducerDB, "->>", fmt.Sprintf("mark %d row(s) published", n))
 	}
+}
+
+// runCDCRelay is one pass of the log-based relay on the scenario's slot.
+func runCDCRelay(ctx context.Context, env *Env, p *RelayParams) (Result, error) {
+	if env.CDC == nil {
+		return Result{}, fmt.Errorf("mode: %s needs the scenario's replication slot, and this scenario has none", p.Mode)
+	}
+	res, err := env.CDC.Relay(ctx, env.Broker, cdc.RelayOptions{SkipConfirm: p.SkipConf, SkipPublish: p.SkipPub, ConfirmFirst: p.Mode == "cdc_confirm_first"})
+	r := Result{Outcome: map[string]int64{"published": int64(len(res.Published)), "marked": 0, "confirmed": int64(res.Settled)}}
+	r.Details = append(r.Details, fmt.Sprintf("decoded %d outbox insert(s) from slot %s", res.Decoded, env.CDC.Name))
+	for _, pub := range res.Published {
+		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s", pub.EventID, pub.EntryID))
+		r.Entries = append(r.Entries, Entry{EntryID: pub.EntryID, EventID: pub.EventID, Outcome: "published", Payload: pub.Payload})
+	}
+	switch {
+	case res.Confirmed > 0:
+		r.Details = append(r.Details, "confirmed LSN "+res.Confirmed.String())
+	case res.Decoded > 0:
+		r.Details = append(r.Details, "confirmed nothing: the slot still holds these events")
+	}
+	if res.Crashed {
+		r.Details = append(r.Details, "crashed: "+cdcCrash(p))
+	}
+	return r, err
+}
+
+func cdcCrash(p *RelayParams) string {
+	switch {
+	case p.SkipConf:
+		return "skip_confirm: published, then died before confirming the LSN; the next pass publishes again"
+	case p.Mode == "cdc_confirm_first":
+		return "confirmed the LSN, then died before publishing: the slot has moved past these events, no pass will read them again"
+	}
+	return "skip_publish: died before publishing; nothing was confirmed, the slot keeps the events"
 }

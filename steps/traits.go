@@ -130,3 +130,13 @@ func (c *Call) Draw(d Diagram, r Result) {
 	}
 	d.Note(c.String(), ProducerDB, ConsumerDB)
 }
+
+// SlotUser is implemented by parameters of steps that read or act on the
+// scenario's logical replication slot (the CDC relay, the slot step).
+type SlotUser interface{ UsesCDC() bool }
+
+// UsesCDC reports whether the call needs the scenario's replication slot.
+func (c *Call) UsesCDC() bool {
+	s, ok := c.Params.(SlotUser)
+	return ok && s.UsesCDC()
+}
