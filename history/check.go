@@ -184,6 +184,9 @@ func lost(c string, ops []Op, cs *Consumer, st State) []Violation {
 			continue // an entry c has not acked is still there
 		}
 		why := "marked published, but the broker holds no entry of it"
+		if st.CDC {
+			why = "the replication slot's confirmed LSN is past it (or the slot never saw it), but the broker holds no entry of it"
+		}
 		if st.Stream[ev] > 0 {
 			why = fmt.Sprintf("every entry of it the broker holds (%d) was acked, yet it was never applied", st.Stream[ev])
 		}

@@ -62,10 +62,13 @@ type Consumer struct {
 // State is the end of the scenario as the databases and the broker hold it.
 type State struct {
 	Outbox      map[string]string // committed event id → payload
-	Unpublished map[string]bool   // committed, still waiting in the outbox
-	Stream      map[string]int    // event id → entries the broker still holds
-	HasStream   bool              // the broker can list its entries
-	DeadLetters map[string]bool   // event ids in the dead-letter stream
+	Unpublished map[string]bool   // committed, still waiting in the outbox (with CDC: in the replication slot)
+	// CDC: the relay reads a replication slot; Unpublished says what the
+	// slot still holds, and "published" means the slot confirmed past it.
+	CDC         bool
+	Stream      map[string]int  // event id → entries the broker still holds
+	HasStream   bool            // the broker can list its entries
+	DeadLetters map[string]bool // event ids in the dead-letter stream
 	Consumers   map[string]*Consumer
 	// Projections are the read models: name → currency → projection row.
 	Projections map[string]map[string]Sum

@@ -135,9 +135,14 @@ func (r *Relay) publishAndMark(ctx context.Context, q db, ids []int64, msgs []br
 // Reconcile republishes, with their original event ids and payloads, the
 // published outbox rows whose events a consumer has not applied: what a
 // broker that lost entries no longer holds. The inbox absorbs any that were
-// in flight after all.
-func (r *Relay) Reconcile(ctx context.Context, consumerDB db, consumer string) (RelayResult, error) {
-	rows, err := r.DB.Query(ctx, `SELECT event_id, payload::text FROM outbox WHERE published ORDER BY id`)
+// in flight after all. With the CDC relay (pending not nil) a row counts as
+// published unless its event is still pending in the replication slot.
+func (r *Relay) Reconcile(ctx context.Context, consumerDB db, consumer string, pending map[string]bool) (RelayResult, error) {
+	q := `SELECT event_id, payload::text FROM outbox WHERE published ORDER BY id`
+	if pending != nil {
+		q = `SELECT event_id, payload::text FROM outbox ORDER BY id`
+	}
+	rows, err := r.DB.Query(ctx, q)
 	if err != nil {
 		return RelayResult{}, err
 	}
@@ -167,7 +172,7 @@ func (r *Relay) Reconcile(ctx context.Context, consumerDB db, consumer string) (
 	}
 	var missing []broker.Message
 	for _, m := range all {
-		if !seen[m.EventID] {
+		if !seen[m.EventID] && !pending[m.EventID] {
 			m.Republish = true // deliberate, with its original id
 			missing = append(missing, m)
 		}

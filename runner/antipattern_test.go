@@ -25,6 +25,7 @@ func TestAntipatternsShowTheirDamage(t *testing.T) {
 		"antipattern-inbox-purged-too-early.yaml":                   {"  - inbox.purge: {consumer: accounting}\n    expect: {purged: 1}\n", ""},
 		"antipattern-setnx-then-postgres.yaml":                      {"{dedupe: setnx, fail: divzero}", "{fail: divzero}"},
 		"concurrent-relays-flag.yaml":                               {"lease: flag", "lease: skip_locked"},
+		"antipattern-cdc-confirm-before-publish.yaml":               {"{mode: cdc_confirm_first, skip_publish: true}", "{mode: cdc, skip_publish: true}"},
 		"antipattern-never-claim.yaml":                              {"  - consume:\n    expect: {delivered: 0}\n  - expect", "  - claim:\n    expect: {delivered: 0}\n  - expect"},
 	}
 	files, _ := filepath.Glob("../scenarios/antipatterns/*.yaml")

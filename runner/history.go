@@ -67,7 +67,7 @@ func judge(ctx context.Context, env *steps.Env, res *report.Result, hist []histo
 		if err != nil {
 			return fmt.Errorf("history check: %w", err)
 		}
-		st.Unpublished = map[string]bool{}
+		st.Unpublished, st.CDC = map[string]bool{}, true
 		for _, ev := range pending {
 			st.Unpublished[ev.EventID] = true
 		}

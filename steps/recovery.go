@@ -50,7 +50,18 @@ func runReplayDLQ(ctx context.Context, env *Env, _ *ReplayDLQParams) (Result, er
 
 func runReconcile(ctx context.Context, env *Env, p *ReconcileParams) (Result, error) {
 	relay := &pipeline.Relay{DB: env.Producer, Broker: env.Broker}
-	res, err := relay.Reconcile(ctx, env.Consumer, p.Consumer)
+	var pending map[string]bool
+	if env.CDC != nil { // the CDC relay: still in the slot means not published yet
+		evs, err := env.CDC.Pending(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		pending = map[string]bool{}
+		for _, ev := range evs {
+			pending[ev.EventID] = true
+		}
+	}
+	res, err := relay.Reconcile(ctx, env.Consumer, p.Consumer, pending)
 	r := Result{Outcome: map[string]int64{"republished": int64(len(res.Published))}}
 	for _, pub := range res.Published {
 		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s (not applied by %s)", pub.EventID, pub.EntryID, p.Consumer))
