@@ -217,6 +217,15 @@ func cleanDatabases(ctx context.Context, pgURL string, c *Cleaned) error {
 			c.Live = append(c.Live, name)
 			continue
 		}
+		// The CDC relay's slot is named after its producer database and
+		// would refuse the drop: an inactive one of a dead run goes first
+		// (an active one means a reader: the drop then fails "in use").
+		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`, name); err != nil {
+			return fmt.Errorf("drop the replication slot of %s: %w", name, err)
+		} else if n, _ := slotCount(ctx, conn, name); n > 0 {
+			c.InUse = append(c.InUse, name)
+			continue
+		}
 		// No FORCE: a database someone is connected to is not ours to take.
 		_, err := conn.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize())
 		var pgErr *pgconn.PgError
@@ -230,4 +239,11 @@ func cleanDatabases(ctx context.Context, pgURL string, c *Cleaned) error {
 		}
 	}
 	return nil
+}
+
+// slotCount counts the replication slots named name (one still in use).
+func slotCount(ctx context.Context, conn *pgx.Conn, name string) (int, error) {
+	var n int
+	err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(&n)
+	return n, err
 }

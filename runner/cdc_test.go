@@ -1,0 +1,88 @@
+package runner
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxdrill/runner/internal/testservers"
+	"github.com/outboxdrill/runner/scenario"
+	schema "github.com/outboxdrill/runner/sql"
+)
+
+// A dead run's producer database with the CDC relay's slot: clean drops
+// the slot, then the database (a slot would refuse the drop).
+func TestCleanDropsADeadRunsSlot(t *testing.T) {
+	testservers.CleanAlone(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pgURL := testservers.PG(t)
+	admin, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	name := namePrefix + "_" + newRunID() + "_1_p"
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	cfg, _ := pgx.ParseConfig(pgURL)
+	cfg.Database = name
+	db, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, schema.Producer); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", name); err != nil {
+		t.Fatal(err)
+	}
+	db.Close(ctx)
+	c, err := Clean(ctx, pgURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var slots, dbs int
+	_ = admin.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", name).Scan(&slots)
+	_ = admin.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", name).Scan(&dbs)
+	if slots != 0 || dbs != 0 {
+		t.Errorf("after clean (dropped %v, in use %v): %d slot(s), %d database(s) named %s; want none", c.Dropped, c.InUse, slots, dbs, name)
+	}
+}
+
+// devPG is the PostgreSQL the development machines and CI run, with the
+// default wal_level (replica).
+const devPG = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// On a server whose wal_level is not logical a CDC scenario is skipped,
+// naming the setting; the polling relay's scenarios run there as before.
+func TestCDCSkippedWithoutLogicalWAL(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, devPG)
+	if err != nil {
+		t.Skipf("no PostgreSQL at 127.0.0.1:5432 to try: %v", err)
+	}
+	var level string
+	err = conn.QueryRow(ctx, "SHOW wal_level").Scan(&level)
+	conn.Close(ctx)
+	if err != nil || level == "logical" {
+		t.Skipf("the PostgreSQL at 127.0.0.1:5432 has wal_level %q (%v): nothing to show", level, err)
+	}
+	scs, errs := scenario.Parse("cdc.yaml", []byte("name: cdc\nsteps:\n  - produce\n  - relay: {mode: cdc}\n    expect: {published: 1}\n"))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	p := testParams(t)
+	p.PGURL = devPG
+	_, res := runAll(t, p, scs)
+	r := res["cdc"]
+	if r.Skipped == "" || !strings.Contains(r.Skipped, "wal_level=logical") || !strings.Contains(r.Skipped, "wal_level="+level) {
+		t.Errorf("want a skip naming wal_level=logical and the server's %s, got skipped=%q passed=%v", level, r.Skipped, r.Passed())
+	}
+}
