@@ -109,15 +109,22 @@ func (s *Slot) awaitRelease(ctx context.Context, confirmed pglogrepl.LSN) error 
 
 // pass is one relay pass on an open replication connection.
 type pass struct {
-	conn *pgconn.PgConn
-	b    broker.Broker
-	opt  RelayOptions
-	res  *RelayResult
-	held pglogrepl.LSN // what the slot had confirmed before the pass: sent back unchanged when asking
-	dec  decoder
+	conn  *pgconn.PgConn
+	b     broker.Broker
+	opt   RelayOptions
+	res   *RelayResult
+	held  pglogrepl.LSN // what the slot had confirmed before the pass: sent back unchanged when asking
+	dec   decoder
+	batch []Event // decoded, committed, not yet published
 }
 
-// stream reads until the server has sent everything up to target.
+// batchMax bounds how many events one publish carries.
+const batchMax = 1000
+
+// stream reads until the server has sent everything up to target. The
+// events of transactions that arrive back to back are published together
+// and confirmed with the last one's commit LSN (as Debezium batches): the
+// confirm still follows the broker's ack of every event it covers.
 func (p *pass) stream(ctx context.Context, slot string, target pglogrepl.LSN) error {
 	err := pglogrepl.StartReplication(ctx, p.conn, slot, 0, pglogrepl.StartReplicationOptions{
 		PluginArgs: []string{"proto_version '1'", "publication_names '" + Publication + "'"},
@@ -125,16 +132,26 @@ func (p *pass) stream(ctx context.Context, slot string, target pglogrepl.LSN) er
 	if err != nil {
 		return fmt.Errorf("start replication from slot %s: %w", slot, err)
 	}
+	if err := p.status(ctx, p.position(), true); err != nil { // where is the server? it answers at once
+		return err
+	}
 	deadline := time.Now().Add(catchUpTimeout)
 	for {
-		rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		wait := 50 * time.Millisecond
+		if len(p.batch) > 0 {
+			wait = time.Millisecond // nothing more right now: publish what is there
+		}
+		rctx, cancel := context.WithTimeout(ctx, wait)
 		msg, err := p.conn.ReceiveMessage(rctx)
 		cancel()
 		if pgconn.Timeout(err) && ctx.Err() == nil {
-			if time.Now().After(deadline) {
+			if len(p.batch) > 0 {
+				if err := p.flush(ctx); err != nil || p.res.Crashed {
+					return err
+				}
+			} else if time.Now().After(deadline) {
 				return fmt.Errorf("replication slot %s: not caught up with %s within %s", slot, target, catchUpTimeout)
 			}
-			// Ask where the server is: its answer says what it has sent.
 			if err := p.status(ctx, p.position(), true); err != nil {
 				return err
 			}
@@ -144,8 +161,11 @@ func (p *pass) stream(ctx context.Context, slot string, target pglogrepl.LSN) er
 			return fmt.Errorf("replication from slot %s: %w", slot, err)
 		}
 		done, err := p.handle(ctx, msg, target)
-		if err != nil || done || p.res.Crashed {
+		if err != nil || p.res.Crashed {
 			return err
+		}
+		if done {
+			return p.flush(ctx)
 		}
 	}
 }
@@ -176,15 +196,24 @@ func (p *pass) handle(ctx context.Context, msg pgproto3.BackendMessage, target p
 		if err != nil || len(evs) == 0 {
 			return false, err
 		}
-		return false, p.transaction(ctx, evs)
+		p.batch = append(p.batch, evs...)
+		if len(p.batch) >= batchMax {
+			return false, p.flush(ctx)
+		}
 	}
 	return false, nil
 }
 
-// transaction relays one committed transaction's events.
-func (p *pass) transaction(ctx context.Context, evs []Event) error {
+// flush relays the batch: whole committed transactions, confirmed with
+// the last one's commit LSN.
+func (p *pass) flush(ctx context.Context) error {
+	evs := p.batch
+	p.batch = nil
+	if len(evs) == 0 {
+		return nil
+	}
 	p.res.Decoded += len(evs)
-	commit := evs[0].Commit
+	commit := evs[len(evs)-1].Commit
 	if p.opt.ConfirmFirst { // anti-pattern: the slot forgets them before the broker has them
 		if err := p.confirm(ctx, commit); err != nil {
 			return err
