@@ -141,8 +141,11 @@ type JSONReport struct {
 
 // JSONScenario is one scenario on one broker.
 type JSONScenario struct {
-	Name       string        `json:"name"`
-	Broker     string        `json:"broker"`
+	Name   string `json:"name"`
+	Broker string `json:"broker"`
+	// Server names the broker's server where it is not the broker itself:
+	// "kafka (kfake)" for the runner's own Kafka-protocol server.
+	Server     string        `json:"server,omitempty"`
 	File       string        `json:"file"`
 	Line       int           `json:"line"`
 	Variant    string        `json:"variant,omitempty"`
@@ -244,7 +247,7 @@ func WriteJSON(w io.Writer, rep *Report) error {
 		out.NotRun = append(out.NotRun, safe.Cut(sc.Name))
 	}
 	for _, r := range rep.Results {
-		js := JSONScenario{Name: safe.Cut(r.Scenario.Name), Broker: r.Broker, File: safe.Cut(r.Scenario.File), Line: r.Scenario.Pos.Line, Variant: safe.Cut(r.Scenario.Variant),
+		js := JSONScenario{Name: safe.Cut(r.Scenario.Name), Broker: r.Broker, Server: r.Label, File: safe.Cut(r.Scenario.File), Line: r.Scenario.Pos.Line, Variant: safe.Cut(r.Scenario.Variant),
 			Tags: cutAll(r.Scenario.Tags), Passed: r.Passed(), Skipped: safe.CutLines(r.Skipped), DurationMS: r.Duration.Milliseconds(),
 			SetupMS: r.Setup.Milliseconds(), Databases: [2]string{r.Where[0], r.Where[1]}, Stream: r.Where[2],
 			Failures: jsonFailures(r.Failures), Alerts: cutAll(r.Alerts), Violations: []JSONViolation{}, NA: []JSONNA{}}

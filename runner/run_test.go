@@ -525,6 +525,8 @@ steps:
 	})
 	if r := res["right"]; !r.Passed() {
 		t.Fatalf("the right one failed:\n%s", report.FormatResult(r, true))
+	} else if r.Label != KfakeLabel || !strings.Contains(r.Name(), "[kafka (kfake)]") {
+		t.Errorf("result on the runner's own Kafka named %q (label %q): every report must say kfake", r.Name(), r.Label)
 	}
 	for name, msg := range map[string]string{"aborted output counted": "want 1, got 0", "committed output missed": "want 0, got 1"} {
 		r := res[name]
