@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/broker/kafka"
@@ -67,8 +68,15 @@ func openKafka(ctx context.Context, w *World, url string, p *Params) (brokerConn
 	}
 	w.undo.add(func(context.Context) error { c.cl.Close(); return nil })
 	c.adm = kadm.NewClient(c.cl)
-	if err := c.cl.Ping(ctx); err != nil {
+	meta, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, c.cl)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", strings.Join(seeds, ","), err)
+	}
+	if meta.ClusterID != nil && strings.HasPrefix(*meta.ClusterID, servers.KfakeClusterPrefix) {
+		// Given by URL, but a kfake a runner started (another run's, or the
+		// tests'): its reports say so all the same.
+		c.label, c.session = KfakeLabel, kfakeSession
+		w.setBrokerLabel(broker.Kafka, c.label)
 	}
 	return c, nil
 }

@@ -36,6 +36,10 @@ type Kafka struct {
 	lifecycle[int]
 }
 
+// KfakeClusterPrefix begins the cluster id of every kfake StartKafka runs:
+// a runner given such a server by URL still knows it is kfake.
+const KfakeClusterPrefix = "outboxdrill-kfake-"
+
 // KfakeChildEnv, when set in a process's environment, makes ServeKfakeChild
 // serve kfake instead of returning: how StartKafka runs it as a child.
 const KfakeChildEnv = "OUTBOXDRILL_KFAKE_CHILD"
@@ -53,7 +57,7 @@ func StartKafka(ctx context.Context) (*Kafka, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Kafka{Dir: dir, logPath: filepath.Join(dir, "kafka.log"), clusterID: "outboxdrill-" + filepath.Base(dir)}
+	k := &Kafka{Dir: dir, logPath: filepath.Join(dir, "kafka.log"), clusterID: KfakeClusterPrefix + filepath.Base(dir)}
 	k.lifecycle = lifecycle[int]{
 		name: "kfake", dir: dir, stopSignal: syscall.SIGTERM,
 		freePorts: freePort, launch: k.launch,
