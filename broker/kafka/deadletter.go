@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxdrill/runner/broker"
@@ -38,18 +37,8 @@ func (t *Topic) TakeDeadLetters(ctx context.Context) ([]broker.DeadLetter, error
 	if err != nil || len(recs) == 0 {
 		return nil, err
 	}
-	cut := kadm.Offsets{}
-	for _, r := range recs {
-		if o, ok := cut.Lookup(r.Topic, r.Partition); !ok || o.At <= r.Offset {
-			cut.Add(kadm.Offset{Topic: r.Topic, Partition: r.Partition, At: r.Offset + 1, LeaderEpoch: -1})
-		}
-	}
-	resp, err := t.adm.DeleteRecords(ctx, cut)
-	if err == nil {
-		err = resp.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kafka delete records %s: %w", t.dlqName(), err)
+	if err := t.deleteThrough(ctx, recs); err != nil {
+		return nil, fmt.Errorf("%s: %w", t.dlqName(), err)
 	}
 	return deadLetters(recs), nil
 }

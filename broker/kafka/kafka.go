@@ -347,8 +347,17 @@ func (t *Topic) Trim(ctx context.Context, keep int) (int64, error) {
 	}
 	byAge := slices.Clone(recs)
 	slices.SortStableFunc(byAge, func(a, b *kgo.Record) int { return a.Timestamp.Compare(b.Timestamp) })
+	if err := t.deleteThrough(ctx, byAge[:drop]); err != nil {
+		return 0, err
+	}
+	return int64(drop), nil
+}
+
+// deleteThrough deletes (DeleteRecords) every record up to and including
+// the last of recs in each partition.
+func (t *Topic) deleteThrough(ctx context.Context, recs []*kgo.Record) error {
 	cut := kadm.Offsets{}
-	for _, r := range byAge[:drop] {
+	for _, r := range recs {
 		if o, ok := cut.Lookup(r.Topic, r.Partition); !ok || o.At <= r.Offset {
 			cut.Add(kadm.Offset{Topic: r.Topic, Partition: r.Partition, At: r.Offset + 1, LeaderEpoch: -1})
 		}
@@ -358,9 +367,9 @@ func (t *Topic) Trim(ctx context.Context, keep int) (int64, error) {
 		err = resp.Error()
 	}
 	if err != nil {
-		return 0, fmt.Errorf("kafka delete records %s: %w", t.name, err)
+		return fmt.Errorf("kafka delete records: %w", err)
 	}
-	return int64(drop), nil
+	return nil
 }
 
 // Delete closes the workers' clients, then deletes the groups and both

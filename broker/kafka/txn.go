@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -63,7 +64,7 @@ func (t *Topic) txnMember(ctx context.Context, group, worker string) (*txnMember
 	if err := t.createTopic(ctx, t.outName()); err != nil {
 		return nil, err
 	}
-	if !contains(t.groups, group) {
+	if !slices.Contains(t.groups, group) {
 		t.groups = append(t.groups, group)
 	}
 	joined := make(chan struct{})
@@ -101,15 +102,6 @@ func (t *Topic) txnMember(ctx context.Context, group, worker string) (*txnMember
 	m := &txnMember{t: t, key: k, sess: sess}
 	t.txns[k] = m
 	return m, nil
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Emit produces d to the output inside the transaction.
