@@ -135,9 +135,22 @@ func init() {
 		evs, err := env.CDC.Pending(ctx)
 		return int64(len(evs)), err
 	})
-	metric("outbox_oldest_age", "age of the oldest unpublished outbox row (0 when none), on the producer PostgreSQL's clock: now() minus the row's created_at, the start of the transaction that produced it", KindDurationMetric, func(ctx context.Context, env *Env) (any, error) {
+	metric("outbox_oldest_age", "age of the oldest unpublished outbox row (0 when none; with the CDC relay, of the oldest event still in the slot), on the producer PostgreSQL's clock: now() minus the row's created_at, the start of the transaction that produced it", KindDurationMetric, func(ctx context.Context, env *Env) (any, error) {
 		var us int64
-		err := env.Producer.QueryRow(ctx, `SELECT coalesce((extract(epoch FROM now() - min(created_at)) * 1e6)::bigint, 0) FROM outbox WHERE NOT published`).Scan(&us)
+		var err error
+		if env.CDC != nil {
+			evs, perr := env.CDC.Pending(ctx)
+			if perr != nil {
+				return nil, perr
+			}
+			ids := make([]string, len(evs))
+			for i, ev := range evs {
+				ids[i] = ev.EventID
+			}
+			err = env.Producer.QueryRow(ctx, `SELECT coalesce((extract(epoch FROM now() - min(created_at)) * 1e6)::bigint, 0) FROM outbox WHERE event_id = ANY($1)`, ids).Scan(&us)
+		} else {
+			err = env.Producer.QueryRow(ctx, `SELECT coalesce((extract(epoch FROM now() - min(created_at)) * 1e6)::bigint, 0) FROM outbox WHERE NOT published`).Scan(&us)
+		}
 		return time.Duration(us) * time.Microsecond, err
 	})
 	metric("pel_oldest_idle", "longest idle time of a pending entry, any group (0 when none), as the broker counts it: Redis XPENDING's idle time since the entry was last delivered (by a read or a claim), on the Redis server's clock", KindDurationMetric, func(ctx context.Context, env *Env) (any, error) {
