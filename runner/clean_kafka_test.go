@@ -73,7 +73,16 @@ func TestCleanKafka(t *testing.T) {
 	}
 	defer adm.DeleteTopics(context.Background(), bystander)
 
-	time.Sleep(1500 * time.Millisecond) // the dead worker's session runs out
+	// The dead worker's session runs out (1 s); under load it may take longer.
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ds, err := adm.DescribeGroups(ctx, deadTopic.Name()+".g")
+		if err == nil && len(ds[deadTopic.Name()+".g"].Members) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dead worker is still in its group after 15 s: %v", err)
+		}
+	}
 	c, err := Clean(ctx, "", map[string]string{broker.Kafka: p.KafkaURL})
 	if err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ const (
 	joinWait = 15 * time.Second
 	// rebalanceMargin is how long past the session a claim waits for the
 	// group to hand a dead member's partitions on.
-	rebalanceMargin = time.Second
+	rebalanceMargin = 2 * time.Second
 )
 
 type memberKey struct{ group, worker string }
