@@ -12,7 +12,18 @@ import (
 // ids (those the scenario's steps name), in a stable order.
 // models maps each read model to the consumer ids that write it.
 func Check(ops []Op, st State, consumers []string, models map[string][]string) []Violation {
-	vs := doublePublished(ops)
+	if st.NotJudged == nil {
+		st.NotJudged = map[string]string{}
+	}
+	var vs []Violation
+	if st.Team != nil {
+		for _, c := range consumers {
+			if cs := st.Consumers[c]; cs != nil {
+				vs = append(vs, checkTeam(c, cs, st, ops)...)
+			}
+		}
+	}
+	vs = append(vs, doublePublished(ops)...)
 	vs = append(vs, unbalanced(ops, st)...)
 	for _, m := range sortedKeys(models) {
 		vs = append(vs, doubleApplied(m, ops)...)
@@ -29,7 +40,7 @@ func Check(ops []Op, st State, consumers []string, models map[string][]string) [
 		vs = append(vs, lost(c, ops, cs, st)...)
 		vs = append(vs, stranded(c, mine, cs)...)
 	}
-	return vs
+	return slices.DeleteFunc(vs, func(v Violation) bool { _, skip := st.NotJudged[v.Invariant]; return skip })
 }
 
 func sortedKeys[V any](m map[string]V) []string {

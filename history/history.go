@@ -57,6 +57,12 @@ type Consumer struct {
 	InboxSums  map[string]Sum    // currency → sums over the inbox payloads
 	Pending    int64             // entries delivered, not acked
 	HasPending bool              // the broker can count them
+	// Rows are the inbox rows as stored (a team's system: Inbox is then
+	// filled from them, each traced to the business event it records).
+	Rows []state.InboxRow
+	// Untaken are the entries still pending once a team's system settled
+	// that no live consumer took again meanwhile.
+	Untaken []Pending
 }
 
 // State is the end of the scenario as the databases and the broker hold it.
@@ -75,6 +81,12 @@ type State struct {
 	// Books are the producer's own records beside the outbox; nil when not
 	// read, and then unbalanced is not judged.
 	Books *Books
+	// Team is set on a team's system: its consumer is judged from the
+	// final state (see team.go).
+	Team *Team
+	// NotJudged are the invariants (or parts of one) the evidence could
+	// not decide, each with why: never reported as "no violation".
+	NotJudged map[string]string
 }
 
 // Books is what the producer's transaction writes besides the outbox row:

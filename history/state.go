@@ -7,7 +7,6 @@ import (
 	"reflect"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/state"
@@ -26,15 +25,15 @@ func SamePayload(a, b string) bool {
 // each consumer's inbox and projection, and what the broker still holds.
 // What the broker cannot tell (see its capabilities) is left unknown, never
 // guessed.
-func LoadState(ctx context.Context, producer, consumer *pgxpool.Pool, b broker.Broker, consumers, models []string) (State, error) {
+func LoadState(ctx context.Context, producer, consumer state.DB, b broker.Broker, consumers, models []string) (State, error) {
 	return LoadStateOf(ctx, producer, consumer, b, consumers, models, state.Reference)
 }
 
 // LoadStateOf reads the state where m says the tables are. A team's books
 // (its journal, its ledger) are not mapped: unbalanced is not judged there.
-func LoadStateOf(ctx context.Context, producer, consumer *pgxpool.Pool, b broker.Broker, consumers, models []string, m state.Map) (State, error) {
+func LoadStateOf(ctx context.Context, producer, consumer state.DB, b broker.Broker, consumers, models []string, m state.Map) (State, error) {
 	st := State{Outbox: map[string]string{}, Unpublished: map[string]bool{}, Stream: map[string]int{},
-		DeadLetters: map[string]bool{}, Consumers: map[string]*Consumer{}, Projections: map[string]map[string]Sum{}}
+		DeadLetters: map[string]bool{}, Consumers: map[string]*Consumer{}, Projections: map[string]map[string]Sum{}, NotJudged: map[string]string{}}
 	if err := st.loadProducer(ctx, producer, m); err != nil {
 		return st, err
 	}
@@ -45,7 +44,7 @@ func LoadStateOf(ctx context.Context, producer, consumer *pgxpool.Pool, b broker
 	return st, st.loadConsumers(ctx, consumer, consumers, models, pending, m)
 }
 
-func (st *State) loadProducer(ctx context.Context, producer *pgxpool.Pool, m state.Map) error {
+func (st *State) loadProducer(ctx context.Context, producer state.DB, m state.Map) error {
 	outbox, err := state.OutboxOf(ctx, producer, m)
 	if err != nil {
 		return err
@@ -94,15 +93,26 @@ func (st *State) loadBroker(ctx context.Context, b broker.Broker) (map[string]in
 	return pending, nil
 }
 
-func (st *State) loadConsumers(ctx context.Context, db *pgxpool.Pool, consumers, models []string, pending map[string]int64, m state.Map) error {
+func (st *State) loadConsumers(ctx context.Context, db state.DB, consumers, models []string, pending map[string]int64, m state.Map) error {
 	inboxes, err := state.InboxesOf(ctx, db, m)
 	if err != nil {
 		return err
+	}
+	var rows []state.InboxRow
+	if m.Team {
+		if rows, err = state.InboxRowsOf(ctx, db, m); err != nil {
+			return err
+		}
 	}
 	for _, c := range consumers {
 		cs, err := loadConsumer(ctx, db, c, inboxes[c], m)
 		if err != nil {
 			return err
+		}
+		for _, r := range rows {
+			if r.Consumer == c {
+				cs.Rows = append(cs.Rows, r)
+			}
 		}
 		cs.Pending, cs.HasPending = pending[c], pending != nil
 		st.Consumers[c] = cs
@@ -122,7 +132,7 @@ func (st *State) loadConsumers(ctx context.Context, db *pgxpool.Pool, consumers,
 	return nil
 }
 
-func sums(ctx context.Context, db *pgxpool.Pool, query, arg string) (map[string]Sum, error) {
+func sums(ctx context.Context, db state.DB, query, arg string) (map[string]Sum, error) {
 	out := map[string]Sum{}
 	rows, err := db.Query(ctx, query, arg)
 	if err != nil {
@@ -135,7 +145,7 @@ func sums(ctx context.Context, db *pgxpool.Pool, query, arg string) (map[string]
 }
 
 // loadConsumer completes consumer c's inbox with its sums per currency.
-func loadConsumer(ctx context.Context, db *pgxpool.Pool, c string, inbox map[string]string, m state.Map) (*Consumer, error) {
+func loadConsumer(ctx context.Context, db state.DB, c string, inbox map[string]string, m state.Map) (*Consumer, error) {
 	if inbox == nil {
 		inbox = map[string]string{}
 	}
@@ -160,7 +170,7 @@ WHERE a.balance <> (SELECT coalesce(sum(CASE e.direction WHEN 'credit' THEN e.am
 ORDER BY 1`
 )
 
-func loadBooks(ctx context.Context, db *pgxpool.Pool) (*Books, error) {
+func loadBooks(ctx context.Context, db state.DB) (*Books, error) {
 	bk := &Books{Journal: map[string]bool{}}
 	rows, err := db.Query(ctx, `SELECT event_id FROM journal`)
 	if err != nil {

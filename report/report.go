@@ -162,7 +162,13 @@ type JSONScenario struct {
 	NA []JSONNA `json:"na"`
 	// Violations the history checker found; declared ones are expected.
 	Violations []JSONViolation `json:"violations"`
-	Steps      []JSONStep      `json:"steps"`
+	// Judged are the invariants the history checker decided; NotJudged
+	// the others, each with why.
+	Judged    []string          `json:"judged"`
+	NotJudged map[string]string `json:"not_judged,omitempty"`
+	// Settled: how a team's system settled before it was judged.
+	Settled string     `json:"settled,omitempty"`
+	Steps   []JSONStep `json:"steps"`
 }
 
 // JSONViolation is one violation the history checker found.
@@ -250,7 +256,8 @@ func WriteJSON(w io.Writer, rep *Report) error {
 		js := JSONScenario{Name: safe.Cut(r.Scenario.Name), Broker: r.Broker, Server: r.Label, File: safe.Cut(r.Scenario.File), Line: r.Scenario.Pos.Line, Variant: safe.Cut(r.Scenario.Variant),
 			Tags: cutAll(r.Scenario.Tags), Passed: r.Passed(), Skipped: safe.CutLines(r.Skipped), DurationMS: r.Duration.Milliseconds(),
 			SetupMS: r.Setup.Milliseconds(), Databases: [2]string{r.Where[0], r.Where[1]}, Stream: r.Where[2],
-			Failures: jsonFailures(r.Failures), Alerts: cutAll(r.Alerts), Violations: []JSONViolation{}, NA: []JSONNA{}}
+			Failures: jsonFailures(r.Failures), Alerts: cutAll(r.Alerts), Violations: []JSONViolation{}, NA: []JSONNA{},
+			Judged: r.Judged(), NotJudged: r.NotJudged, Settled: safe.CutLines(r.Settled)}
 		for _, n := range r.NA {
 			js.NA = append(js.NA, JSONNA{Pos: safe.Cut(n.Pos.String()), Key: n.Key, Reason: safe.CutLines(n.Reason)})
 		}

@@ -37,8 +37,16 @@ type Result struct {
 	Outputs map[string]string
 	// Violations are what the history checker found, declared or not.
 	Violations []history.Violation
-	Kept       []string // with --keep: commands to inspect what was left in place
-	Skipped    string   // why the scenario could not run to its end here (not a pass)
+	// NotJudged are the invariants the evidence could not decide, each with
+	// why (a team's system on a broker without a protocol proxy, a system
+	// that never settled): never shown as "no violation". Nil when the
+	// history was not checked.
+	NotJudged map[string]string
+	// Settled says how a team's system settled before it was judged
+	// ("settled in 420ms"); "" for the reference pipeline.
+	Settled string
+	Kept    []string // with --keep: commands to inspect what was left in place
+	Skipped string   // why the scenario could not run to its end here (not a pass)
 	// NA are the state checks this broker could not read: reported, not
 	// judged; the rest of the scenario ran.
 	NA       []steps.NA
@@ -53,6 +61,16 @@ func (r *Result) Name() string {
 		return r.Scenario.Name + " [" + cmp.Or(r.Label, r.Broker) + "]"
 	}
 	return r.Scenario.Name
+}
+
+// Judged are the invariants the history checker decided, sorted: all but
+// those not judged; none when the history was not checked at all
+// (NotJudged is nil then).
+func (r *Result) Judged() []string {
+	if r.NotJudged == nil {
+		return nil
+	}
+	return slices.DeleteFunc(history.InvariantNames(), func(inv string) bool { _, no := r.NotJudged[inv]; return no })
 }
 
 // Passed reports whether the scenario did everything it said.
@@ -153,8 +171,14 @@ func FormatResult(r *Result, verbose bool) []byte {
 				fmt.Fprintf(&b, "    history (declared): %s\n", violationText(v, "\n        "))
 			}
 		}
+		if r.Settled != "" {
+			fmt.Fprintf(&b, "    system: %s\n", safe.LongLine(r.Settled))
+		}
 		if r.Passed() && r.Skipped == "" && len(r.Violations) == 0 {
-			fmt.Fprintf(&b, "    history: no violation (%s)\n", strings.Join(history.InvariantNames(), ", "))
+			fmt.Fprintf(&b, "    history: no violation (%s)\n", strings.Join(r.Judged(), ", "))
+		}
+		for _, inv := range slices.Sorted(maps.Keys(r.NotJudged)) {
+			fmt.Fprintf(&b, "    history: not judged: %s: %s\n", inv, safe.LongLine(r.NotJudged[inv]))
 		}
 	}
 	if r.Skipped != "" {

@@ -2,7 +2,11 @@ package runner
 
 import (
 	"context"
+
+	"github.com/jackc/pgx/v5"
+
 	"fmt"
+	"github.com/outboxdrill/runner/broker"
 	"maps"
 	"slices"
 	"strings"
@@ -37,28 +41,80 @@ func judgeHistory(ctx context.Context, env *steps.Env, res *report.Result) error
 	return judge(ctx, env, res, ops(res.Steps), res.Scenario.Consumers(), res.Scenario.ReadModels())
 }
 
-// judgeSystem judges a team's system: the producer's commits as the
-// produce steps made them, the publishes, deliveries and acks as the
-// services' broker proxies saw them, and the state read through the
-// system file's mappings. Each consumer id is its own read model.
-func judgeSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *report.Result) error {
+// judgeSystem judges a team's system once it settled: the producer's
+// commits as the produce steps made them, the publishes, deliveries and
+// acks as the services' broker proxies saw them, and the state read through
+// the system file's mappings in one snapshot per database. Each consumer id
+// is its own read model.
+func judgeSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *report.Result, s *settled) error {
+	if s == nil || !s.OK {
+		res.NotJudged = map[string]string{}
+		for _, inv := range history.InvariantNames() {
+			res.NotJudged[inv] = "the system never settled"
+		}
+		return nil
+	}
 	hist := append(ops(res.Steps), run.Ops()...)
 	consumers := run.Consumers()
-	if c := defaultConsumerOf(res.Scenario); !slices.Contains(consumers, c) {
-		consumers = append(consumers, c)
-		slices.Sort(consumers)
+	for _, c := range append(groupsOf(s.Untaken), defaultConsumerOf(res.Scenario)) {
+		if !slices.Contains(consumers, c) {
+			consumers = append(consumers, c)
+		}
 	}
+	slices.Sort(consumers)
 	models := map[string][]string{}
 	for _, c := range consumers {
 		models[c] = []string{c}
 	}
-	return judge(ctx, env, res, hist, consumers, models)
+	team := &history.Team{EntryEvents: entryEvents(hist), Readers: s.Readers}
+	return judgeWith(ctx, env, res, hist, consumers, models, func(st *history.State) {
+		st.Team = team
+		for g, ps := range s.Untaken {
+			if cs := st.Consumers[g]; cs != nil {
+				cs.Untaken = ps
+			}
+		}
+		if res.Broker != broker.Redis {
+			for _, inv := range wireInvariants {
+				st.NotJudged[inv] = fmt.Sprintf("the services reach %s directly (no protocol proxy for it yet): their publishes, deliveries and acks are not seen", res.Broker)
+			}
+		}
+	})
+}
+
+// wireInvariants rest on what the services did on the broker, seen only
+// through a protocol proxy.
+var wireInvariants = []string{history.AckedWithoutEffect, history.DoublePublished, history.Lost, history.Stranded}
+
+// entryEvents maps every entry id the history names to its event id.
+func entryEvents(hist []history.Op) map[string]string {
+	out := map[string]string{}
+	for _, op := range hist {
+		if op.EntryID != "" && op.EventID != "" {
+			out[op.EntryID] = op.EventID
+		}
+	}
+	return out
 }
 
 func judge(ctx context.Context, env *steps.Env, res *report.Result, hist []history.Op, consumers []string, models map[string][]string) error {
-	st, err := history.LoadStateOf(ctx, env.Producer, env.Consumer, env.Broker, consumers, slices.Sorted(maps.Keys(models)), env.Mapping())
+	return judgeWith(ctx, env, res, hist, consumers, models, nil)
+}
+
+// judgeWith reads the final state in one repeatable-read snapshot per
+// database, lets amend add what the caller knows, and checks the history.
+func judgeWith(ctx context.Context, env *steps.Env, res *report.Result, hist []history.Op, consumers []string, models map[string][]string, amend func(*history.State)) error {
+	var st history.State
+	err := snapshot(ctx, env, func(producer, consumer pgx.Tx) error {
+		var err error
+		st, err = history.LoadStateOf(ctx, producer, consumer, env.Broker, consumers, slices.Sorted(maps.Keys(models)), env.Mapping())
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("history check: %w", err)
+	}
+	if amend != nil {
+		amend(&st)
 	}
 	if env.CDC != nil {
 		// The CDC relay marks nothing: an event still waits for it only
@@ -73,6 +129,7 @@ func judge(ctx context.Context, env *steps.Env, res *report.Result, hist []histo
 		}
 	}
 	res.Violations = history.Check(hist, st, consumers, models)
+	res.NotJudged = st.NotJudged
 	sc := res.Scenario
 	occurred := map[string]bool{}
 	for _, v := range res.Violations {
@@ -83,15 +140,39 @@ func judge(ctx context.Context, env *steps.Env, res *report.Result, hist []histo
 		}
 	}
 	for _, want := range sc.Violations(res.Broker) {
-		if !occurred[want] {
-			var got []string
-			for inv := range occurred {
-				got = append(got, inv)
-			}
-			slices.Sort(got)
-			res.Failures = append(res.Failures, steps.Failure{Pos: sc.ViolationsPos, Key: "expect_violations",
-				Msg: fmt.Sprintf("declared %s, but the history shows none (%s: %s); violations seen: [%s]", want, want, history.Invariants[want], strings.Join(got, ", "))})
+		if occurred[want] {
+			continue
 		}
+		if why, no := st.NotJudged[want]; no {
+			res.Failures = append(res.Failures, steps.Failure{Pos: sc.ViolationsPos, Key: "expect_violations",
+				Msg: fmt.Sprintf("declared %s, but it could not be judged here: %s", want, why)})
+			continue
+		}
+		var got []string
+		for inv := range occurred {
+			got = append(got, inv)
+		}
+		slices.Sort(got)
+		res.Failures = append(res.Failures, steps.Failure{Pos: sc.ViolationsPos, Key: "expect_violations",
+			Msg: fmt.Sprintf("declared %s, but the history shows none (%s: %s); violations seen: [%s]", want, want, history.Invariants[want], strings.Join(got, ", "))})
 	}
 	return nil
+}
+
+// snapshot runs read in one read-only repeatable-read transaction on each
+// database: every query of a side sees the same instant, so an inbox and a
+// read model are never read on either side of a consumer's commit.
+func snapshot(ctx context.Context, env *steps.Env, read func(producer, consumer pgx.Tx) error) error {
+	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	ptx, err := env.Producer.BeginTx(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer ptx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only: nothing to keep
+	ctx2, err := env.Consumer.BeginTx(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer ctx2.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only: nothing to keep
+	return read(ptx, ctx2)
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,6 +40,10 @@ type Params struct {
 	Run *regexp.Regexp
 	// Timeout bounds one scenario (default 1m); a hung step is cancelled.
 	Timeout time.Duration
+	// Settle bounds how long a team's system may take to settle after the
+	// last step before it is judged (default DefaultSettle); a scenario's
+	// settle: key overrides it.
+	Settle time.Duration
 	// Verbose prints every scenario's step trace, not only failing ones.
 	Verbose bool
 	// Parallel is how many scenarios run at once (at least 1).
@@ -255,6 +260,12 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 			break
 		}
 	}
+	// A team's system runs on after the last step: it is judged once it
+	// settled, and a fault may still strike meanwhile.
+	var calm *settled
+	if sys != nil && res.Skipped == "" {
+		calm = settleSystem(ctx, env, sys, res, cmp.Or(sc.Settle, p.Settle, DefaultSettle))
+	}
 	finishSystem(sys, res)
 	if res.Skipped == "" && res.Passed() {
 		res.Skipped = allNA(res)
@@ -270,7 +281,7 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 	if sys != nil && res.Skipped == "" && restoreErr == nil {
 		// A team's system is judged even when a check failed: the
 		// violation names what the check only shows.
-		if err := judgeSystem(ctx, env, sys, res); err != nil {
+		if err := judgeSystem(ctx, env, sys, res, calm); err != nil {
 			res.Failures = append(res.Failures, steps.Failure{Pos: sc.Pos, Key: "history", Msg: err.Error()})
 		}
 	} else if res.Skipped == "" && res.Passed() && restoreErr == nil {

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -58,6 +59,9 @@ type Scenario struct {
 	// --system), nil for the reference pipeline alone.
 	System    *system.System
 	SystemPos diag.Pos
+	// Settle bounds how long a team's system may take to settle after the
+	// last step before it is judged (settle: key); 0: the run's --settle.
+	Settle time.Duration
 	// Vars are the variant's variables (vars: and matrix:), for the ${…}
 	// of a system file's services.
 	Vars map[string]string

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/steps"
@@ -36,6 +37,34 @@ func init() {
 		},
 		schema: func() map[string]any {
 			return map[string]any{"type": "string", "minLength": 1, "description": "a team's system file, relative to the scenario file"}
+		}})
+}
+
+// maxSettle bounds settle: a system that needs longer is not settling.
+const maxSettle = 10 * time.Minute
+
+func init() {
+	defineTopKey(&topKey{Name: "settle",
+		Doc: "how long a team's system may take, after the last step, to settle before it is judged (a duration, default the run's `--settle`, 5s): " +
+			"every started service keeps running until the outbox is drained, the broker has nothing a live consumer will still take, and the inbox and read model stop moving; " +
+			"then the state is read in one snapshot per database. A system that does not settle in time fails, naming what still moved",
+		parse: func(file string, kv steps.Arg, h *header, errs *diag.Errors) {
+			v := scalarString(file, kv, errs)
+			if v == "" {
+				return
+			}
+			d, err := time.ParseDuration(v)
+			switch {
+			case err != nil:
+				*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "settle: want a duration such as 5s or 500ms, got %q", v))
+			case d <= 0 || d > maxSettle:
+				*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "settle: want a duration above 0 and at most %s, got %s", maxSettle, v))
+			default:
+				h.Settle = d
+			}
+		},
+		schema: func() map[string]any {
+			return map[string]any{"type": "string", "pattern": `^[0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h)([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))*$`, "description": "how long a team's system may take to settle after the last step before it is judged (default 5s)"}
 		}})
 }
 

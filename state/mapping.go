@@ -81,3 +81,32 @@ func (m Map) InboxSums() string {
 	return fmt.Sprintf("SELECT %s->>'currency', sum((%s->>'amount')::bigint), count(*) FROM %s WHERE %s::text = $1 GROUP BY 1",
 		p, p, ident(m.InboxTable), ident(m.InboxConsumer))
 }
+
+// rawInboxRows selects consumer, the event id column and the payload of
+// every inbox row, as stored, in a stable order.
+func (m Map) rawInboxRows() string {
+	return fmt.Sprintf("SELECT %s::text, %s::text, %s::jsonb::text FROM %s ORDER BY 1, 2",
+		ident(m.InboxConsumer), ident(m.InboxEventID), ident(m.InboxPayload), ident(m.InboxTable))
+}
+
+// OutboxFingerprint summarises the outbox in one row (rows, unpublished
+// rows, md5 over the mapped columns) so that a change anywhere in it shows:
+// what settling watches. Only mapped columns count: a relay that touches a
+// bookkeeping column on every poll (attempts, locked_until) is not moving.
+func (m Map) OutboxFingerprint() string {
+	row := fmt.Sprintf("%s::text || ':' || (%s)::text", ident(m.OutboxEventID), m.Unpublished)
+	return fmt.Sprintf("SELECT count(*), count(*) FILTER (WHERE %s), coalesce(md5(string_agg(%s, ',' ORDER BY %s)), '') FROM %s",
+		m.Unpublished, row, row, ident(m.OutboxTable))
+}
+
+// InboxFingerprint summarises the inbox's mapped columns: see OutboxFingerprint.
+func (m Map) InboxFingerprint() string {
+	row := fmt.Sprintf("%s::text || ':' || %s::text || ':' || %s::text", ident(m.InboxConsumer), ident(m.InboxEventID), ident(m.InboxPayload))
+	return fmt.Sprintf("SELECT count(*), coalesce(md5(string_agg(%s, ',' ORDER BY %s)), '') FROM %s", row, row, ident(m.InboxTable))
+}
+
+// ProjectionFingerprint summarises the read models the projection query
+// returns: see OutboxFingerprint.
+func (m Map) ProjectionFingerprint() string {
+	return fmt.Sprintf("SELECT count(*), coalesce(md5(string_agg(t::text, ',' ORDER BY t::text)), '') FROM (%s) t", m.Projection)
+}

@@ -106,3 +106,27 @@ func put[V any](m map[string]map[string]V, a, b string, v V) {
 	}
 	m[a][b] = v
 }
+
+// InboxRow is one inbox row as stored: Key is the inbox's event id column
+// as text, whatever the consumer put there (a business event id, or a
+// broker entry id when it dedupes on the wrong identity).
+type InboxRow struct {
+	Consumer, Key, Payload string
+}
+
+// InboxRowsOf reads every inbox row where m says the inbox is, as stored:
+// unlike InboxesOf, nothing is merged or renamed, so two rows for one event
+// stay two.
+func InboxRowsOf(ctx context.Context, db DB, m Map) ([]InboxRow, error) {
+	rows, err := db.Query(ctx, m.rawInboxRows())
+	if err != nil {
+		return nil, fmt.Errorf("read the inbox: %w", err)
+	}
+	var out []InboxRow
+	var r InboxRow
+	_, err = pgx.ForEachRow(rows, []any{&r.Consumer, &r.Key, &r.Payload}, func() error { out = append(out, r); return nil })
+	if err != nil {
+		return nil, fmt.Errorf("read the inbox: %w", err)
+	}
+	return out, nil
+}

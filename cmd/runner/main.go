@@ -386,6 +386,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&p.KafkaURL, "kafka", os.Getenv("RUNNER_KAFKA_URL"), "use the Kafka cluster at `HOST:PORT`[,HOST:PORT...] instead of starting kfake (env RUNNER_KAFKA_URL)")
 	sel := selectionFlags(fs, &p)
 	durationFlag(fs, &p.Timeout, "timeout", time.Minute, "cancel a scenario that runs longer than `DURATION`")
+	durationFlag(fs, &p.Settle, "settle", runner.DefaultSettle, "give a team's system up to `DURATION` after the last step to settle before it is judged (a scenario's settle: overrides it)")
 	fs.BoolVar(&p.Verbose, "v", false, "print every scenario's step trace")
 	countFlag(fs, &p.Parallel, "parallel", runtime.NumCPU(), 1, "run `N` scenarios at once")
 	connectTimeoutFlag(fs, &p.ConnectTimeout)

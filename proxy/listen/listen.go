@@ -65,6 +65,13 @@ func (l *Listener) accept(open func(int, net.Conn) Conn, serve func(Conn)) {
 	}
 }
 
+// Accepted is how many connections the listener has taken so far.
+func (l *Listener) Accepted() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.nextID
+}
+
 // Close stops accepting, closes every live connection and waits for them.
 func (l *Listener) Close() error {
 	l.mu.Lock()

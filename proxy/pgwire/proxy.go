@@ -59,6 +59,10 @@ func Listen(upstream string) (*Proxy, error) {
 	return p, nil
 }
 
+// Connections is how many client connections the proxy has taken so far:
+// whether the service uses this link at all.
+func (p *Proxy) Connections() int { return p.ln.Accepted() }
+
 // Addr is the proxy's "host:port".
 func (p *Proxy) Addr() string { return p.ln.Addr() }
 

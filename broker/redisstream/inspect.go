@@ -1,0 +1,104 @@
+package redisstream
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Group is one consumer group of the stream as XINFO GROUPS reports it.
+type Group struct {
+	Name    string
+	Pending int64
+	// Undelivered is how many entries the group has not been handed yet:
+	// Redis's lag, or, where Redis cannot tell it (-1 after a deletion),
+	// whether the last entry is past the group's last-delivered id (0 or 1).
+	Undelivered int64
+}
+
+// PendingEntry is one entry of a group's pending list (XPENDING, extended form).
+type PendingEntry struct {
+	ID         string
+	Consumer   string // the worker that holds it
+	Idle       time.Duration
+	Deliveries int64
+	EventID    string // the entry's event id field; "" when the entry was deleted
+}
+
+// Groups reads XINFO GROUPS. A stream that does not exist has none.
+func (s *Stream) Groups(ctx context.Context) ([]Group, error) {
+	n, err := s.rdb.Exists(ctx, s.key).Result()
+	if err != nil || n == 0 {
+		return nil, err
+	}
+	infos, err := s.rdb.XInfoGroups(ctx, s.key).Result()
+	if err != nil {
+		return nil, fmt.Errorf("XINFO GROUPS %s: %w", s.key, err)
+	}
+	var last string
+	out := make([]Group, 0, len(infos))
+	for _, g := range infos {
+		lag := g.Lag
+		if lag < 0 {
+			if last == "" {
+				if last, err = s.lastID(ctx); err != nil {
+					return nil, err
+				}
+			}
+			lag = 0
+			if last != "" && idLess(g.LastDeliveredID, last) {
+				lag = 1
+			}
+		}
+		out = append(out, Group{Name: g.Name, Pending: g.Pending, Undelivered: lag})
+	}
+	return out, nil
+}
+
+func (s *Stream) lastID(ctx context.Context) (string, error) {
+	msgs, err := s.rdb.XRevRangeN(ctx, s.key, "+", "-", 1).Result()
+	if err != nil {
+		return "", fmt.Errorf("XREVRANGE %s: %w", s.key, err)
+	}
+	if len(msgs) == 0 {
+		return "", nil
+	}
+	return msgs[0].ID, nil
+}
+
+// PendingEntries lists group's pending entries (up to 10,000) with the
+// event id each carries, read from the stream itself.
+func (s *Stream) PendingEntries(ctx context.Context, group string) ([]PendingEntry, error) {
+	pend, err := s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: s.key, Group: group, Start: "-", End: "+", Count: 10000}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("XPENDING %s %s: %w", s.key, group, err)
+	}
+	out := make([]PendingEntry, 0, len(pend))
+	for _, p := range pend {
+		e := PendingEntry{ID: p.ID, Consumer: p.Consumer, Idle: p.Idle, Deliveries: p.RetryCount}
+		msgs, err := s.rdb.XRangeN(ctx, s.key, p.ID, p.ID, 1).Result()
+		if err != nil {
+			return nil, fmt.Errorf("XRANGE %s %s: %w", s.key, p.ID, err)
+		}
+		if len(msgs) == 1 {
+			e.EventID = s.delivery(msgs[0]).EventID
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// idLess orders stream ids "ms-seq" numerically.
+func idLess(a, b string) bool {
+	am, as := splitID(a)
+	bm, bs := splitID(b)
+	return am < bm || am == bm && as < bs
+}
+
+func splitID(id string) (uint64, uint64) {
+	var ms, seq uint64
+	fmt.Sscanf(id, "%d-%d", &ms, &seq)
+	return ms, seq
+}

@@ -1,0 +1,195 @@
+package history
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/outboxdrill/runner/state"
+)
+
+// A team's consumer is a black box: what it did with a delivery (applied,
+// duplicate, conflict) never crosses the wire. On a team's system the
+// invariants that need it are judged from the final state instead, read
+// once the system settled: the inbox rows as stored, the read model, the
+// broker's pending lists, and the entry ids the proxies saw mapped to the
+// business ids they carried.
+
+// Team is what a team's system adds to State.
+type Team struct {
+	// EntryEvents maps each broker entry id the run saw (on the wire or in
+	// the stream) to the business event id it carried.
+	EntryEvents map[string]string
+	// Amount extracts amount and currency from a payload (the system
+	// file's paths); nil: the top-level amount and currency fields.
+	Amount func(payload string) (int64, string, bool)
+	// Readers are the consumer ids a live service still read as when the
+	// system settled; only their pending entries can be judged stranded.
+	Readers map[string]bool
+}
+
+// Pending is one entry still pending at the end, as the broker lists it.
+type Pending struct {
+	EntryID, EventID string
+	Holder           string // the worker that holds it
+	Idle             time.Duration
+	Deliveries       int64
+}
+
+// resolved is an inbox row traced back to the business event it records.
+type resolved struct {
+	row   state.InboxRow
+	event string // "" when nobody committed anything it could be
+	via   string // how the row's key led to the event, for the witness
+}
+
+// resolve traces an inbox row to a committed event: its key is the event
+// id, or the broker entry id of one of the event's entries (a consumer that
+// dedupes on the wrong identity), or nothing anybody committed.
+func (t *Team) resolve(st State, row state.InboxRow) resolved {
+	if _, ok := st.Outbox[row.Key]; ok {
+		return resolved{row: row, event: row.Key}
+	}
+	if ev, ok := t.EntryEvents[row.Key]; ok {
+		if _, committed := st.Outbox[ev]; committed {
+			return resolved{row: row, event: ev, via: fmt.Sprintf("its key %s is the broker entry id of an entry of %s", row.Key, ev)}
+		}
+	}
+	return resolved{row: row}
+}
+
+// teamInbox fills cs.Inbox with c's rows traced to business events and
+// returns what the rows alone show: a row for an event nobody committed or
+// with another payload (phantom), two rows for one event (double_applied).
+func teamInbox(c string, cs *Consumer, st State, ops []Op) []Violation {
+	cs.Inbox = map[string]string{}
+	var vs []Violation
+	byEvent := map[string][]resolved{}
+	var order []string
+	for _, row := range cs.Rows {
+		r := st.Team.resolve(st, row)
+		if r.event == "" {
+			vs = append(vs, Violation{Phantom, c, row.Key, fmt.Sprintf("the inbox holds a row for %s, which nobody committed (payload %s)", row.Key, row.Payload), trail(ops, row.Key)})
+			continue
+		}
+		if committed := st.Outbox[r.event]; !SamePayload(row.Payload, committed) {
+			vs = append(vs, Violation{Phantom, c, r.event, fmt.Sprintf("the inbox row applied payload %s, committed %s", row.Payload, committed), trail(ops, r.event)})
+		}
+		if len(byEvent[r.event]) == 0 {
+			order = append(order, r.event)
+			cs.Inbox[r.event] = row.Payload
+		}
+		byEvent[r.event] = append(byEvent[r.event], r)
+	}
+	for _, ev := range order {
+		rs := byEvent[ev]
+		if len(rs) < 2 {
+			continue
+		}
+		var keys, vias []string
+		for _, r := range rs {
+			keys = append(keys, r.row.Key)
+			if r.via != "" {
+				vias = append(vias, r.via)
+			}
+		}
+		why := ""
+		if len(vias) > 0 {
+			why = ": " + strings.Join(vias, "; ") + " (the consumer dedupes on the broker entry id, which is new on every publish, not on the business event id)"
+		}
+		vs = append(vs, Violation{DoubleApplied, c, ev, fmt.Sprintf("the inbox holds %d rows for it (keys %s)%s", len(rs), strings.Join(keys, ", "), why), trail(ops, ev)})
+	}
+	return vs
+}
+
+// teamReadModel: the read model of c moved once per distinct committed
+// event in c's inbox, per currency; more moves than events is an event
+// applied twice. (projection_mismatch compares it with the inbox itself.)
+func teamReadModel(c string, cs *Consumer, st State, ops []Op) []Violation {
+	events := map[string]int64{}
+	for _, ev := range sortedKeys(cs.Inbox) {
+		_, cur, ok := st.Team.amount(st.Outbox[ev])
+		if !ok {
+			st.NotJudged[DoubleApplied+" (read model "+c+")"] = fmt.Sprintf("the committed payload of %s has no amount and currency where the system file says (%s): the read model's moves could not be counted per currency", ev, st.Outbox[ev])
+			return nil
+		}
+		events[cur]++
+	}
+	var vs []Violation
+	got := st.Projections[c]
+	for _, cur := range sortedKeys(got) {
+		if p := got[cur]; p.Events > events[cur] {
+			vs = append(vs, Violation{DoubleApplied, c, "", fmt.Sprintf("read model %s, %s: it counts %d events, but the inbox holds %d distinct committed events in %s: an event moved it more than once",
+				c, cur, p.Events, events[cur], cur), redelivered(ops, c)})
+		}
+	}
+	return vs
+}
+
+// redelivered are c's deliveries of events delivered more than once: the
+// candidates for a second application.
+func redelivered(ops []Op, c string) []Op {
+	n := map[string]int{}
+	for _, op := range ops {
+		if op.Consumer == c && op.Kind == Delivered {
+			n[op.EventID]++
+		}
+	}
+	var out []Op
+	for _, op := range ops {
+		if op.Consumer == c && op.Kind == Delivered && n[op.EventID] > 1 {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// teamStranded: an entry still pending after the system settled, whose
+// event c never applied, while a live service read as c and did not take
+// it again: nothing will deliver it short of a claim nobody makes.
+func teamStranded(c string, cs *Consumer, st State, ops []Op) []Violation {
+	if !st.Team.Readers[c] {
+		return nil
+	}
+	var vs []Violation
+	for _, p := range cs.Untaken {
+		ev := p.EventID
+		if ev == "" {
+			ev = st.Team.EntryEvents[p.EntryID]
+		}
+		if _, applied := cs.Inbox[ev]; applied {
+			continue
+		}
+		vs = append(vs, Violation{Stranded, c, ev, fmt.Sprintf("entry %s is still pending (held by %s, delivered %d time(s), idle %s) and the consumer, still running, never took it again while the system settled",
+			p.EntryID, p.Holder, p.Deliveries, p.Idle.Round(time.Millisecond)), trail(ops, ev)})
+	}
+	return vs
+}
+
+// amount is the payload's amount and currency where the system file says.
+func (t *Team) amount(payload string) (int64, string, bool) {
+	if t.Amount != nil {
+		return t.Amount(payload)
+	}
+	var p struct {
+		Amount   json.Number `json:"amount"`
+		Currency string      `json:"currency"`
+	}
+	if json.Unmarshal([]byte(payload), &p) != nil || p.Currency == "" {
+		return 0, "", false
+	}
+	n, err := p.Amount.Int64()
+	return n, p.Currency, err == nil
+}
+
+// checkTeam runs the team-only checks of consumer c, before the others
+// read cs.Inbox.
+func checkTeam(c string, cs *Consumer, st State, ops []Op) []Violation {
+	vs := teamInbox(c, cs, st, ops)
+	vs = append(vs, teamReadModel(c, cs, st, ops)...)
+	vs = append(vs, teamStranded(c, cs, st, ops)...)
+	slices.SortStableFunc(vs, func(a, b Violation) int { return strings.Compare(a.Invariant, b.Invariant) })
+	return vs
+}
