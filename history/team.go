@@ -88,16 +88,17 @@ func teamInbox(c string, cs *Consumer, st State, ops []Op) []Violation {
 		if len(rs) < 2 {
 			continue
 		}
-		var keys, vias []string
+		var keys []string
+		byEntry := 0
 		for _, r := range rs {
 			keys = append(keys, r.row.Key)
 			if r.via != "" {
-				vias = append(vias, r.via)
+				byEntry++
 			}
 		}
 		why := ""
-		if len(vias) > 0 {
-			why = ": " + strings.Join(vias, "; ") + " (the consumer dedupes on the broker entry id, which is new on every publish, not on the business event id)"
+		if byEntry > 0 {
+			why = fmt.Sprintf(": %d of them keyed by the broker entry id of one of its entries (the consumer dedupes on the entry id, new on every publish, not on the business event id)", byEntry)
 		}
 		vs = append(vs, Violation{DoubleApplied, c, ev, fmt.Sprintf("the inbox holds %d rows for it (keys %s)%s", len(rs), strings.Join(keys, ", "), why), trail(ops, ev)})
 	}

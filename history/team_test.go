@@ -1,0 +1,137 @@
+package history
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/outboxdrill/runner/state"
+)
+
+// teamClean is a team's drained system: e1 committed, published as entry
+// 1-0, delivered to c and acked; c's inbox row and read model agree.
+func teamClean() ([]Op, State) {
+	ops := []Op{
+		{Step: "s:1", StepN: 0, Kind: Commit, EventID: "e1", Payload: pay},
+		{Step: "relay", StepN: 1 << 20, Kind: Publish, EventID: "e1", EntryID: "1-0", Payload: pay},
+		{Step: "consumer", StepN: 1 << 20, Kind: Delivered, EventID: "e1", EntryID: "1-0", Consumer: "c", Model: "c", Payload: pay, Acked: true},
+	}
+	st := State{
+		Outbox: map[string]string{"e1": pay}, Unpublished: map[string]bool{}, Stream: map[string]int{"e1": 1}, HasStream: true,
+		DeadLetters: map[string]bool{},
+		Consumers: map[string]*Consumer{"c": {Rows: []state.InboxRow{{Consumer: "c", Key: "e1", Payload: pay}},
+			InboxSums: map[string]Sum{"USD": {Amount: 100, Events: 1}}, HasPending: true}},
+		Projections: map[string]map[string]Sum{"c": {"USD": {Amount: 100, Events: 1}}},
+		Team:        &Team{EntryEvents: map[string]string{"1-0": "e1"}, Readers: map[string]bool{"c": true}},
+		NotJudged:   map[string]string{},
+	}
+	return ops, st
+}
+
+func TestTeamCleanHasNoViolation(t *testing.T) {
+	ops, st := teamClean()
+	if vs := check(ops, st); len(vs) != 0 {
+		t.Fatalf("clean team system: %v", vs)
+	}
+}
+
+// Each team-only bug must be named with its invariant and a detail that
+// says what the final state shows; its correct twin (teamClean) passes.
+func TestTeamInvariantsFromTheFinalState(t *testing.T) {
+	const forged = `{"event_id":"e1","amount":999,"currency":"USD"}`
+	cases := []struct {
+		name   string
+		breaks func(ops []Op, st *State) []Op
+		want   []string // "invariant: detail fragment"
+	}{
+		{"dedupe on the entry id applies a re-publish twice", func(ops []Op, st *State) []Op {
+			st.Team.EntryEvents["2-0"] = "e1"
+			st.Stream["e1"] = 2
+			cs := st.Consumers["c"]
+			cs.Rows = []state.InboxRow{{Consumer: "c", Key: "1-0", Payload: pay}, {Consumer: "c", Key: "2-0", Payload: pay}}
+			cs.InboxSums["USD"] = Sum{Amount: 200, Events: 2}
+			st.Projections["c"]["USD"] = Sum{Amount: 200, Events: 2}
+			again := ops[1]
+			again.EntryID, again.StepN = "2-0", again.StepN+1 // a restarted relay
+			return append(ops, again)
+		}, []string{DoubleApplied + ": consumer c, event e1: the inbox holds 2 rows for it (keys 1-0, 2-0): 2 of them keyed by the broker entry id",
+			DoubleApplied + ": consumer c, read model c, USD: it counts 2 events, but the inbox holds 1 distinct"}},
+		{"a forged copy overwrites the inbox row and moves the read model", func(ops []Op, st *State) []Op {
+			cs := st.Consumers["c"]
+			cs.Rows[0].Payload = forged
+			cs.InboxSums["USD"] = Sum{Amount: 999, Events: 1}
+			st.Projections["c"]["USD"] = Sum{Amount: 1099, Events: 2}
+			return ops
+		}, []string{Phantom + ": consumer c, event e1: the inbox row applied payload " + forged,
+			DoubleApplied + ": consumer c, read model c, USD: it counts 2 events",
+			ProjectionMismatch + ": read model c, USD: projection has 1099 over 2 events, the inbox of c sums to 999 over 1"}},
+		{"an inbox row for an event nobody committed", func(ops []Op, st *State) []Op {
+			cs := st.Consumers["c"]
+			cs.Rows = append(cs.Rows, state.InboxRow{Consumer: "c", Key: "zz-9", Payload: `{"amount":5,"currency":"USD"}`})
+			cs.InboxSums["USD"] = Sum{Amount: 105, Events: 2}
+			st.Projections["c"]["USD"] = Sum{Amount: 105, Events: 2}
+			return ops
+		}, []string{Phantom + ": consumer c, event zz-9: the inbox holds a row for zz-9, which nobody committed",
+			DoubleApplied + ": consumer c, read model c, USD: it counts 2 events, but the inbox holds 1 distinct"}},
+		{"an entry refused, never retried, left pending while the consumer runs", func(ops []Op, st *State) []Op {
+			cs := st.Consumers["c"]
+			cs.Rows, cs.InboxSums, cs.Pending = nil, map[string]Sum{}, 1
+			st.Projections["c"] = map[string]Sum{}
+			cs.Untaken = []Pending{{EntryID: "1-0", EventID: "e1", Holder: "w1", Deliveries: 1}}
+			ops[2].Acked = false
+			return ops
+		}, []string{Stranded + ": consumer c, event e1: entry 1-0 is still pending (held by w1, delivered 1 time(s)"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ops, st := teamClean()
+			ops = tc.breaks(ops, &st)
+			vs := check(ops, st)
+			var got []string
+			for _, v := range vs {
+				got = append(got, v.String())
+			}
+			all := strings.Join(got, "\n")
+			for _, w := range tc.want {
+				if !strings.Contains(all, w) {
+					t.Errorf("want %q among:\n%s", w, all)
+				}
+			}
+			if len(vs) != len(tc.want) {
+				t.Errorf("want %d violations, got %d:\n%s", len(tc.want), len(vs), all)
+			}
+		})
+	}
+}
+
+// A pending entry whose consumer is no longer running is not stranded: the
+// scenario ended inside a fault window, and a consumer that starts later
+// may take it.
+func TestTeamPendingWithoutALiveReaderIsNotStranded(t *testing.T) {
+	ops, st := teamClean()
+	cs := st.Consumers["c"]
+	cs.Rows, cs.InboxSums, cs.Pending = nil, map[string]Sum{}, 1
+	st.Projections["c"] = map[string]Sum{}
+	cs.Untaken = []Pending{{EntryID: "1-0", EventID: "e1"}}
+	ops[2].Acked = false
+	st.Team.Readers = map[string]bool{}
+	for _, v := range check(ops, st) {
+		t.Errorf("unexpected %s", v)
+	}
+}
+
+// An invariant the evidence cannot decide is left out, never passed.
+func TestNotJudgedIsNeverReported(t *testing.T) {
+	ops, st := teamClean()
+	noEffect := st.Consumers["c"]
+	noEffect.Rows, noEffect.InboxSums = nil, map[string]Sum{}
+	st.Projections["c"] = map[string]Sum{}
+	st.NotJudged[AckedWithoutEffect] = "no proxy"
+	st.NotJudged[Lost] = "no proxy"
+	if vs := check(ops, st); len(vs) != 0 {
+		t.Errorf("not judged invariants reported: %v", vs)
+	}
+	delete(st.NotJudged, Lost)
+	if vs := check(ops, st); len(vs) != 1 || vs[0].Invariant != Lost {
+		t.Errorf("want lost alone once judged again, got %v", vs)
+	}
+}
