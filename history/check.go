@@ -15,6 +15,12 @@ func Check(ops []Op, st State, consumers []string, models map[string][]string) [
 	if st.NotJudged == nil {
 		st.NotJudged = map[string]string{}
 	}
+	if st.Books == nil {
+		st.NotJudged[Unbalanced] = "the producer's journal, ledger and balances are not read (a team's books are not mapped)"
+	}
+	if !st.HasStream {
+		st.NotJudged[Lost] = "the broker cannot list the entries it holds (no entry log), so an event no path can deliver any more cannot be told from one still on its way"
+	}
 	var vs []Violation
 	if st.Team != nil {
 		for _, c := range consumers {
