@@ -71,6 +71,7 @@ func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Dur
 	first := map[string]int64{} // group/entry → deliveries when first seen pending
 	var last fingerprint
 	var lastChange time.Time
+	var moved []string // what changed last
 	for polls := 0; ; polls++ {
 		fp, err := readFingerprint(ctx, env, rs)
 		if err != nil {
@@ -78,6 +79,9 @@ func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Dur
 		}
 		now := time.Now()
 		if polls == 0 || fp != last {
+			if polls > 0 {
+				moved = last.changed(fp)
+			}
 			last, lastChange = fp, now
 		}
 		live := run.Live()
@@ -96,7 +100,7 @@ func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Dur
 			return out, nil
 		case !now.Before(deadline):
 			if !quiet {
-				waits = append(waits, fmt.Sprintf("the state changed %s before the limit", now.Sub(lastChange).Round(time.Millisecond)))
+				waits = append(waits, fmt.Sprintf("%s changed %s before the limit", strings.Join(moved, " and "), now.Sub(lastChange).Round(time.Millisecond)))
 			}
 			out.Why = strings.Join(waits, "; ")
 			return out, nil
@@ -128,6 +132,22 @@ func readers(live []sysrun.Live) map[string]bool {
 			out[g] = true
 		}
 	}
+	return out
+}
+
+// changed names what differs between two fingerprints.
+func (fp fingerprint) changed(next fingerprint) []string {
+	var out []string
+	add := func(differs bool, what string) {
+		if differs {
+			out = append(out, what)
+		}
+	}
+	add(fp.outbox != next.outbox || fp.outboxSum != next.outboxSum || fp.unpublished != next.unpublished, "the outbox")
+	add(fp.inbox != next.inbox || fp.inboxSum != next.inboxSum, "the inbox")
+	add(fp.proj != next.proj || fp.projSum != next.projSum, "the read model")
+	add(fp.entries != next.entries, "the stream")
+	add(fp.groups != next.groups, "the consumer groups (pending or undelivered entries)")
 	return out
 }
 

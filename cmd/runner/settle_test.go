@@ -1,0 +1,47 @@
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A system that keeps changing its read model never settles: the scenario
+// fails naming that, within its settle: limit, and nothing is judged on
+// the moving state.
+func TestASystemThatNeverSettlesIsNotJudged(t *testing.T) {
+	if _, err := exec.LookPath("psql"); err != nil {
+		t.Skip("psql (PostgreSQL's client) is not installed")
+	}
+	schema, err := filepath.Abs("../../examples/node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := scenarioFile(t, "system.yaml", `services:
+  mover:
+    run: [sh, -c, 'while :; do psql "$DATABASE_URL" -qc "INSERT INTO projection VALUES (''accounting'', ''USD'', 1, 1) ON CONFLICT (consumer_id, currency) DO UPDATE SET amount = projection.amount + 1" >/dev/null; sleep 0.05; done']
+    env: {DATABASE_URL: "${consumer_db.url}"}
+schema: {producer: `+schema+`/producer.sql, consumer: `+schema+`/consumer.sql}
+produce: "INSERT INTO outbox (event_id, payload) VALUES (${event}, ${payload}::jsonb)"
+outbox:     {table: outbox, event_id: event_id, payload: payload, unpublished: "published_at IS NULL"}
+stream:     {event_id: event_id, payload: payload}
+inbox:      {table: inbox, consumer: consumer_id, event_id: event_id, payload: payload}
+projection: "SELECT consumer_id, currency, amount, events FROM projection"
+`)
+	sc := scenarioFile(t, "moving.yaml", `name: a read model that never stops moving
+system: `+sys+`
+settle: 1s
+steps:
+  - start: mover
+`)
+	code, out, errOut := cli(t, "run", sc)
+	for _, want := range []string{"moving.yaml:1:7: settle: the system did not settle within 1s, so it is not judged", "the read model changed"} {
+		if code != exitFailed || !strings.Contains(out, want) {
+			t.Errorf("exit %d, want 1 with %q:\n%s\n%s", code, want, out, errOut)
+		}
+	}
+	if strings.Contains(out, "projection_mismatch") {
+		t.Errorf("a moving state was judged:\n%s", out)
+	}
+}
