@@ -267,7 +267,7 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 			restoreErr = fmt.Errorf("restart the servers after %s: %w", sc.File, err)
 		}
 	}
-	if sys != nil && res.Skipped == "" && restoreErr == nil {
+	if sys != nil && res.Skipped == "" && restoreErr == nil && !fieldsMismatch(res) {
 		// A team's system is judged even when a check failed: the
 		// violation names what the check only shows.
 		if err := judgeSystem(ctx, env, sys, res); err != nil {
@@ -278,6 +278,8 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 			res.Failures = append(res.Failures, steps.Failure{Pos: sc.Pos, Key: "history", Msg: err.Error()})
 		}
 	}
+	// What the team's services said, up to the verdict.
+	res.Services = servicesSaid(sys)
 	if env.CDC != nil { // a slot left behind would hold back WAL for good, kept or not
 		if derr := env.CDC.Drop(context.WithoutCancel(ctx)); derr != nil {
 			restoreErr = errors.Join(restoreErr, derr)
