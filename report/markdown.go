@@ -55,6 +55,11 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 		}
 		fence := mdFence(text.String())
 		fmt.Fprintf(&b, "\n### ❌ %s\n\n%s\n%s%s\n", mdCell(r.Name()), fence, text.String(), fence)
+		if len(r.Services) > 0 {
+			said := strings.Join(serviceLines(r.Services), "\n") + "\n"
+			fence := mdFence(said)
+			fmt.Fprintf(&b, "\nWhat the services said:\n\n%s\n%s%s\n", fence, said, fence)
+		}
 		b.WriteString("\n```mermaid\n" + SequenceDiagram(r) + "```\n")
 	}
 	_, err := io.WriteString(w, b.String())

@@ -85,6 +85,9 @@ func WriteJUnit(w io.Writer, rep *Report) error {
 			for _, st := range r.Steps {
 				text.WriteString(strings.Join(st.traceLines(), "\n") + "\n")
 			}
+			if len(r.Services) > 0 {
+				text.WriteString("\nwhat the services said:\n" + strings.Join(serviceLines(r.Services), "\n") + "\n")
+			}
 			c.Failure = &junitFailure{Message: safe.LongLine(firstLine(r.Failures[0].String())), Type: safe.Line(r.Failures[0].Key), Text: text.String()}
 			s.Failures++
 		}
@@ -169,6 +172,20 @@ type JSONScenario struct {
 	// Settled: how a team's system settled before it was judged.
 	Settled string     `json:"settled,omitempty"`
 	Steps   []JSONStep `json:"steps"`
+	// Services are what a team's services said: every process a start
+	// step started, in start order (a system scenario only).
+	Services []JSONService `json:"services,omitempty"`
+}
+
+// JSONService is one process of a team's service: the start step that
+// started it, the fault armed with it, how it ended and its latest output.
+type JSONService struct {
+	Service string `json:"service"`
+	Start   string `json:"start"`
+	Fault   string `json:"fault,omitempty"`
+	PID     int    `json:"pid"`
+	Ended   string `json:"ended"`
+	Output  string `json:"output"`
 }
 
 // JSONViolation is one violation the history checker found.
@@ -276,6 +293,10 @@ func WriteJSON(w io.Writer, rep *Report) error {
 				Entries: cutEntries(st.Result.Entries), Observed: cutObserved(st.Result.Observed), Details: cutAll(st.Result.Details),
 				Failures: jsonFailures(st.Failures), DurationMS: float64(st.Duration.Microseconds()) / 1000,
 			})
+		}
+		for _, o := range r.Services {
+			js.Services = append(js.Services, JSONService{Service: o.Service, Start: safe.Cut(o.Start), Fault: safe.Cut(o.Fault), PID: o.PID,
+				Ended: safe.CutLines(o.Ended), Output: safe.CutLines(o.Output)})
 		}
 		out.Scenarios = append(out.Scenarios, js)
 	}

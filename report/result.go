@@ -32,9 +32,10 @@ type Result struct {
 	Failures []steps.Failure // empty: passed
 	Steps    []StepRecord    // the steps that ran, the failing one last
 	Alerts   []string        // shown even for a passing scenario: identity conflicts
-	// Outputs are a team's services' output (secrets hidden) by service,
-	// shown with a failure's trace.
-	Outputs map[string]string
+	// Services are what a team's services said (secrets hidden): every
+	// process a start step started, the killed ones too, in start order;
+	// shown with a failure's trace, and with -v for a passing scenario.
+	Services []ServiceOutput
 	// Violations are what the history checker found, declared or not.
 	Violations []history.Violation
 	// NotJudged are the invariants the evidence could not decide, each with
@@ -53,6 +54,46 @@ type Result struct {
 	Where    [3]string     // producer and consumer database, stream key
 	Setup    time.Duration // isolation: creating databases and the stream
 	Duration time.Duration // all of it, setup and cleanup included
+}
+
+// ServiceOutput is what one process of a team's service wrote, with the
+// start step that started it and how it ended.
+type ServiceOutput struct {
+	Service string
+	Start   string // the start step's position, file:line:col
+	Fault   string // the fault armed with that start, "" for none
+	PID     int
+	Ended   string // "killed by the fault", "still running when the scenario ended", …
+	Output  string // its latest output
+}
+
+// Label names the process: "service consumer (started at f.yaml:6:5, fault
+// consumer_db.commit(table=inbox) do=kill, killed by the fault; pid 42)".
+func (o ServiceOutput) Label() string {
+	parts := []string{"started at " + o.Start}
+	if o.Fault != "" {
+		parts = append(parts, "fault "+o.Fault)
+	}
+	parts = append(parts, o.Ended)
+	return fmt.Sprintf("service %s (%s; pid %d)", o.Service, strings.Join(parts, ", "), o.PID)
+}
+
+// serviceLines are what the services said, as the console and JUnit show
+// it: each process's label, then its output, indented.
+func serviceLines(svcs []ServiceOutput) []string {
+	var lines []string
+	for _, o := range svcs {
+		lines = append(lines, safe.LongLine(o.Label())+" output:")
+		text := strings.TrimRight(o.Output, "\n")
+		if text == "" {
+			lines = append(lines, "    (nothing)")
+			continue
+		}
+		for _, line := range strings.Split(text, "\n") {
+			lines = append(lines, "    | "+safe.LongLine(line))
+		}
+	}
+	return lines
 }
 
 // Name is the scenario's name, with " [broker]" in a broker matrix.
@@ -152,13 +193,8 @@ func FormatResult(r *Result, verbose bool) []byte {
 				fmt.Fprintf(&b, "    %s\n", t)
 			}
 		}
-		if !r.Passed() {
-			for _, name := range slices.Sorted(maps.Keys(r.Outputs)) {
-				fmt.Fprintf(&b, "    service %s output (latest):\n", safe.Line(name))
-				for _, line := range strings.Split(strings.TrimRight(r.Outputs[name], "\n"), "\n") {
-					fmt.Fprintf(&b, "        | %s\n", safe.LongLine(line))
-				}
-			}
+		for _, line := range serviceLines(r.Services) {
+			fmt.Fprintf(&b, "    %s\n", line)
 		}
 	} else {
 		for _, a := range r.Alerts {

@@ -48,10 +48,7 @@ func judgeHistory(ctx context.Context, env *steps.Env, res *report.Result) error
 // is its own read model.
 func judgeSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *report.Result, s *settled) error {
 	if s == nil || !s.OK {
-		res.NotJudged = map[string]string{}
-		for _, inv := range history.InvariantNames() {
-			res.NotJudged[inv] = "the system never settled"
-		}
+		res.NotJudged = notJudged("the system never settled")
 		return nil
 	}
 	hist := append(ops(res.Steps), run.Ops()...)
@@ -80,6 +77,15 @@ func judgeSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *repo
 			}
 		}
 	})
+}
+
+// notJudged marks every invariant not judged, for why.
+func notJudged(why string) map[string]string {
+	out := map[string]string{}
+	for _, inv := range history.InvariantNames() {
+		out[inv] = why
+	}
+	return out
 }
 
 // wireInvariants rest on what the services did on the broker, seen only

@@ -105,8 +105,9 @@ func mapping(sys *system.System) *state.Map {
 }
 
 // finishSystem judges the faults the scenario armed (one that never struck
-// fails it; one that could not be classified exactly skips it) and, when
-// the scenario failed, adds the services' output to the trace.
+// fails it; one that could not be classified exactly skips it) and the
+// entries the services published: an XADD without a field the system
+// file's stream mapping names fails the scenario, saying so.
 func finishSystem(run *sysrun.Run, res *report.Result) {
 	if run == nil {
 		return
@@ -120,10 +121,41 @@ func finishSystem(run *sysrun.Run, res *report.Result) {
 			res.Failures = append(res.Failures, steps.Failure{Pos: startPos(res.Scenario), Key: "fault", Msg: err.Error()})
 		}
 	}
-	if res.Passed() {
-		return
+	if res.Skipped == "" {
+		for _, err := range run.FieldProblems() {
+			res.Failures = append(res.Failures, steps.Failure{Pos: res.Scenario.Pos, Key: fieldsKey, Msg: err.Error()})
+		}
 	}
-	res.Outputs = run.Outputs()
+}
+
+// fieldsKey is the failure of an entry without a field the stream mapping
+// names.
+const fieldsKey = "stream"
+
+// fieldsMismatch reports whether the services published entries the
+// stream mapping cannot read: a history read through it would blame the
+// consumer (an event id "" acked without effect) for the mapping's fault.
+func fieldsMismatch(res *report.Result) bool {
+	for _, f := range res.Failures {
+		if f.Key == fieldsKey && f.Pos == res.Scenario.Pos {
+			return true
+		}
+	}
+	return false
+}
+
+// servicesSaid is what each process of the team's services wrote, the
+// killed ones too, labelled by the start step that started it: shown with
+// a failure, and with -v for a passing scenario.
+func servicesSaid(run *sysrun.Run) []report.ServiceOutput {
+	if run == nil {
+		return nil
+	}
+	var out []report.ServiceOutput
+	for _, o := range run.Outputs() {
+		out = append(out, report.ServiceOutput{Service: o.Service, Start: o.Start.String(), Fault: o.Fault, PID: o.PID, Ended: o.Ended, Output: o.Text})
+	}
+	return out
 }
 
 // startPos is where the scenario's first fault was armed.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"gopkg.in/yaml.v3"
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/cdc"
@@ -307,10 +308,47 @@ func (c *Call) String() string {
 		if a.Value.ShortTag() == "!!null" {
 			parts[i] = a.Key
 		} else {
-			parts[i] = a.Key + "=" + safe.Cut(a.Value.Value) // a 2 MB event id: its start
+			parts[i] = a.Key + "=" + safe.Cut(flow(a.Value)) // a 2 MB event id: its start
 		}
 	}
 	return c.Def.Name + "(" + strings.Join(parts, ", ") + ")"
+}
+
+// flow is a value as written, a map or list in YAML flow style: a start's
+// fault shows as {on: consumer_db.commit(table=inbox), do: kill}.
+func flow(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		parts := make([]string, 0, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			parts = append(parts, n.Content[i].Value+": "+flow(n.Content[i+1]))
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	case yaml.SequenceNode:
+		parts := make([]string, len(n.Content))
+		for i, e := range n.Content {
+			parts[i] = flow(e)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case yaml.AliasNode:
+		if n.Alias != nil {
+			return flow(n.Alias)
+		}
+	case yaml.DocumentNode:
+		if len(n.Content) == 1 {
+			return flow(n.Content[0])
+		}
+	}
+	return n.Value
+}
+
+type callKey struct{}
+
+// CallOf is the step whose Exec ctx comes from, nil outside one: what a
+// step starts can say which step started it (a service's start position).
+func CallOf(ctx context.Context) *Call {
+	c, _ := ctx.Value(callKey{}).(*Call)
+	return c
 }
 func b2i(b bool) int64 {
 	if b {

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/proxy/pgwire"
 	"github.com/outboxdrill/runner/proxy/resp"
@@ -45,7 +46,7 @@ type Run struct {
 	cfg    Config
 	mu     sync.Mutex
 	svcs   map[string]*service
-	procs  map[string]*servers.Service // the last process of each name, for its output
+	insts  []*instance // every process a start step started, in start order
 	faults []*armed
 	logs   []brokerLog // every broker proxy of the run, for the history
 	starts int
@@ -55,8 +56,29 @@ type service struct {
 	name  string
 	mu    sync.Mutex
 	proc  *servers.Service // set as soon as the process runs
+	inst  *instance
 	pg    [2]*pgwire.Proxy
 	redis *resp.Proxy
+}
+
+// instance is one process of a service, as its start step started it: what
+// it said and how it ended stay readable after it is gone.
+type instance struct {
+	service string
+	at      diag.Pos      // the start step
+	fault   *system.Fault // armed with this start, nil for none
+	mu      sync.Mutex
+	proc    *servers.Service // nil until the process runs
+	ended   string           // how the runner ended it; "" while it runs or when it exited by itself
+}
+
+// end records how the runner ended the instance (the first reason stays).
+func (in *instance) end(how string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.ended == "" {
+		in.ended = how
+	}
 }
 
 // armed is a fault a start step armed, to judge at the end.
@@ -66,6 +88,7 @@ type armed struct {
 	a       interface {
 		Done() <-chan struct{}
 		Fired() bool
+		Holding() bool
 		Err() error
 	}
 }
@@ -74,7 +97,7 @@ var _ steps.Services = (*Run)(nil)
 
 // New prepares a system run; nothing starts before a start step.
 func New(cfg Config) *Run {
-	return &Run{cfg: cfg, svcs: map[string]*service{}, procs: map[string]*servers.Service{}}
+	return &Run{cfg: cfg, svcs: map[string]*service{}}
 }
 
 // Start starts a service behind new proxies, arms f on them, and waits for
@@ -87,7 +110,10 @@ func (r *Run) Start(ctx context.Context, name string, env map[string]string, f *
 	if err := r.gone(ctx, name); err != nil {
 		return "", err
 	}
-	s := &service{name: name}
+	s := &service{name: name, inst: &instance{service: name, fault: f}}
+	if c := steps.CallOf(ctx); c != nil {
+		s.inst.at = c.Pos
+	}
 	vars, secrets, err := r.proxies(s)
 	if err != nil {
 		s.close()
@@ -112,14 +138,24 @@ func (r *Run) Start(ctx context.Context, name string, env map[string]string, f *
 		}
 	}
 	proc, err := servers.StartService(ctx, servers.ServiceSpec{Name: name, Argv: argv, Dir: r.cfg.System.Dir, Env: envList, Ready: spec.Ready, Secrets: secrets,
-		Started: func(p *servers.Service) { s.mu.Lock(); s.proc = p; s.mu.Unlock() }})
+		Started: func(p *servers.Service) {
+			s.mu.Lock()
+			s.proc = p
+			s.mu.Unlock()
+			s.inst.mu.Lock()
+			s.inst.proc = p
+			s.inst.mu.Unlock()
+			r.mu.Lock()
+			r.insts = append(r.insts, s.inst)
+			r.mu.Unlock()
+		}})
 	if err != nil {
+		s.inst.end("never ready: " + firstLine(err.Error()))
 		s.close()
 		return "", err
 	}
 	r.mu.Lock()
 	r.svcs[name] = s
-	r.procs[name] = proc
 	r.mu.Unlock()
 	detail := fmt.Sprintf("started %s (pid %d); producer_db via %s, consumer_db via %s, broker via %s", name, proc.PID(), s.pg[0].Addr(), s.pg[1].Addr(), r.brokerVia(s))
 	if f != nil {
@@ -261,6 +297,7 @@ func (r *Run) arm(name string, s *service, f system.Fault) error {
 		if proc == nil {
 			return errors.New("the service had not started")
 		}
+		s.inst.end("killed by the fault")
 		return proc.Kill(context.Background())
 	}
 	act := fault.Action{Do: doOf(f.Action.Do), Delay: f.Action.Delay, Kill: kill}
@@ -321,7 +358,13 @@ func (r *Run) Stop(ctx context.Context, name string) error {
 		return err
 	}
 	defer s.close()
-	return s.proc.Stop(ctx, StopGrace)
+	err = s.proc.Stop(ctx, StopGrace)
+	how := "stopped"
+	if err != nil {
+		how = fmt.Sprintf("killed %s after the SIGTERM", StopGrace)
+	}
+	s.inst.end(how + by(ctx, "stop"))
+	return err
 }
 
 // Kill SIGKILLs a service's process group.
@@ -331,7 +374,16 @@ func (r *Run) Kill(ctx context.Context, name string) error {
 		return err
 	}
 	defer s.close()
+	s.inst.end("killed" + by(ctx, "kill"))
 	return s.proc.Kill(ctx)
+}
+
+// by names the step that ended a service: " by the stop step at f:9:5".
+func by(ctx context.Context, step string) string {
+	if c := steps.CallOf(ctx); c != nil {
+		return fmt.Sprintf(" by the %s step at %s", step, c.Pos)
+	}
+	return ""
 }
 
 // take removes a running service from the run.
@@ -371,6 +423,10 @@ func (r *Run) Unstruck() error {
 		select {
 		case <-a.a.Done():
 		default:
+			if a.a.Holding() {
+				errs = append(errs, fmt.Errorf("the fault %s on %s struck and was still holding the reply when the scenario ended (wait past its %s with expect's within:, or use a shorter delay)", a.f.Text, a.service, a.f.Action.Delay))
+				continue
+			}
 			errs = append(errs, fmt.Errorf("the fault %s on %s never fired", a.f.Text, a.service))
 			continue
 		}
@@ -383,16 +439,65 @@ func (r *Run) Unstruck() error {
 	return errors.Join(errs...)
 }
 
-// Outputs are the services' captured output (secrets hidden), for a
-// failure's trace.
-func (r *Run) Outputs() map[string]string {
+// Output is what one process of a service wrote (secrets hidden), with the
+// start step that started it and how it ended.
+type Output struct {
+	Service string
+	Start   diag.Pos // the start step
+	Fault   string   // the fault armed with that start: "consumer_db.commit(table=inbox) do=kill"; "" for none
+	PID     int
+	// Ended is how it ended: "killed by the fault", "stopped by the stop
+	// step at f:9:5", "exited by itself (exit status 1)", "still running
+	// when the scenario ended".
+	Ended string
+	Text  string
+}
+
+// Outputs are every service process's output so far, the killed ones too,
+// in start order.
+func (r *Run) Outputs() []Output {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := map[string]string{}
-	for n, p := range r.procs {
-		out[n] = p.Output()
+	insts := slices.Clone(r.insts)
+	r.mu.Unlock()
+	out := make([]Output, 0, len(insts))
+	for _, in := range insts {
+		in.mu.Lock()
+		o := Output{Service: in.service, Start: in.at, PID: in.proc.PID(), Ended: in.ended, Text: in.proc.Output()}
+		in.mu.Unlock()
+		if in.fault != nil {
+			o.Fault = faultText(*in.fault)
+		}
+		if o.Ended == "" {
+			switch exited, err := in.proc.Exited(); {
+			case !exited:
+				o.Ended = "still running when the scenario ended"
+			case err != nil:
+				o.Ended = fmt.Sprintf("exited by itself (%v)", err)
+			default:
+				o.Ended = "exited by itself (exit status 0)"
+			}
+		}
+		out = append(out, o)
 	}
 	return out
+}
+
+// faultText is a fault as a service's label shows it: nth only when not 1.
+func faultText(f system.Fault) string {
+	t := f.Trigger.String()
+	if f.Nth > 1 {
+		t += fmt.Sprintf(" nth=%d", f.Nth)
+	}
+	do := f.Action.Do
+	if do == "delay" {
+		do = fmt.Sprintf("delay(%s)", f.Action.Delay)
+	}
+	return t + " do=" + do
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 // Close kills every service still running and closes its proxies.

@@ -85,7 +85,13 @@ var topKeys = map[string]func(s *System, file string, kv diag.Pair, errs *diag.E
 	},
 	"stream": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 		f := fields(file, kv, []string{"event_id", "payload"}, []string{"event_id", "payload"}, errs)
-		s.Stream = Stream{text(file, f["event_id"], errs), text(file, f["payload"], errs)}
+		s.Stream = Stream{EventID: text(file, f["event_id"], errs), Payload: text(file, f["payload"], errs)}
+		if n := f["event_id"]; n != nil {
+			s.Stream.EventIDPos = diag.NodePos(file, n)
+		}
+		if n := f["payload"]; n != nil {
+			s.Stream.PayloadPos = diag.NodePos(file, n)
+		}
 	},
 	"inbox": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 		f := fields(file, kv, []string{"table", "consumer", "event_id", "payload"}, []string{"table", "consumer", "event_id", "payload"}, errs)

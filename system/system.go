@@ -59,7 +59,10 @@ type Outbox struct {
 }
 
 // Stream names the entry fields that carry the event id and the payload.
-type Stream struct{ EventID, Payload string }
+type Stream struct {
+	EventID, Payload       string
+	EventIDPos, PayloadPos diag.Pos // where the system file names them
+}
 
 // Inbox maps the reference inbox onto the team's table.
 type Inbox struct{ Table, Consumer, EventID, Payload string }

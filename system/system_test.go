@@ -33,7 +33,7 @@ func TestLoadTheContractExample(t *testing.T) {
 	if s.Produce != "INSERT INTO outbox (event_id, payload) VALUES ($1, $2)" || !slices.Equal(s.ProduceArgs, []string{"event", "payload"}) {
 		t.Errorf("produce %q %v", s.Produce, s.ProduceArgs)
 	}
-	if s.Outbox != (Outbox{"outbox", "event_id", "payload", "published_at IS NULL"}) || s.Stream != (Stream{"event_id", "payload"}) ||
+	if s.Outbox != (Outbox{"outbox", "event_id", "payload", "published_at IS NULL"}) || s.Stream.EventID != "event_id" || s.Stream.Payload != "payload" || s.Stream.EventIDPos.Line == 0 ||
 		s.Inbox != (Inbox{"inbox", "consumer_id", "event_id", "payload"}) || !strings.HasPrefix(s.Projection, "SELECT consumer_id") {
 		t.Errorf("mappings %+v %+v %+v %q", s.Outbox, s.Stream, s.Inbox, s.Projection)
 	}

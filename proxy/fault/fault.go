@@ -121,6 +121,22 @@ func (a *Armed) Fired() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.fired 
 // went wrong while striking), nil otherwise.
 func (a *Armed) Err() error { a.mu.Lock(); defer a.mu.Unlock(); return a.err }
 
+// Holding reports whether the trigger struck with a delay and still holds
+// the reply: it fired, and its delay has not run out.
+func (a *Armed) Holding() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.fired || a.Do != Delay {
+		return false
+	}
+	select {
+	case <-a.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // Waiting reports whether the trigger may still strike.
 func (a *Armed) Waiting() bool { a.mu.Lock(); defer a.mu.Unlock(); return !a.fired && a.err == nil }
 

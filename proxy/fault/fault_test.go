@@ -48,3 +48,30 @@ func TestActionsSayWhatTheyLack(t *testing.T) {
 }
 
 func equal(a, b []bool) bool { return slices.Equal(a, b) }
+
+// A delay that struck holds the reply until it runs out: Holding says so,
+// and says nothing for one that has not struck or has passed the reply on.
+func TestDelayIsHoldingUntilItRunsOut(t *testing.T) {
+	d, _ := NewArmed(Action{Do: Delay, Delay: 200 * time.Millisecond}, 1)
+	if d.Holding() {
+		t.Error("holding before it struck")
+	}
+	if !d.Take() {
+		t.Fatal("the first crossing did not strike")
+	}
+	held := make(chan bool)
+	go func() { held <- d.Hold(make(chan struct{}), func() {}, func() bool { return true }) }()
+	time.Sleep(50 * time.Millisecond)
+	if !d.Holding() {
+		t.Error("not holding during its delay")
+	}
+	<-held
+	if d.Holding() {
+		t.Error("still holding after the delay passed the reply")
+	}
+	k, _ := NewArmed(Action{Do: Cut}, 1)
+	k.Take()
+	if k.Holding() {
+		t.Error("a cut that struck counts as holding")
+	}
+}

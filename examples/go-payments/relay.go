@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+)
+
+// relay drains payment_outbox: each unsent row, oldest first, is published
+// with XADD and then marked sent in the same transaction that locked it. A
+// crash between the two publishes the row again after a restart: the
+// consumer's processed_messages must absorb that duplicate.
+func relay(ctx context.Context, bug string) error {
+	pool, err := newPool(ctx, map[string]string{
+		"unsent_payments": `SELECT id, message_id, body::text FROM payment_outbox
+		                    WHERE sent_at IS NULL ORDER BY id LIMIT 50 FOR UPDATE SKIP LOCKED`,
+		"mark_payment_sent": `UPDATE payment_outbox SET sent_at = now() WHERE id = $1`,
+	})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	rdb := redis.NewClient(redisOptions())
+	defer rdb.Close()
+	stream := env("STREAM")
+	log.SetFlags(0)
+	log.Printf("payments relay ready (stream %s)", stream)
+	for ctx.Err() == nil {
+		n, err := relayBatch(ctx, pool, rdb, stream, bug == "double-publish")
+		if err != nil {
+			log.Printf("relay: %v; retrying", err)
+			sleep(ctx, 200*time.Millisecond)
+			continue
+		}
+		if n == 0 {
+			sleep(ctx, 25*time.Millisecond)
+		}
+	}
+	return nil
+}
+
+type outboxRow struct {
+	id        int64
+	messageID string
+	body      string
+}
+
+func relayBatch(ctx context.Context, pool *pgxpool.Pool, rdb *redis.Client, stream string, twice bool) (int, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	rows, err := tx.Query(ctx, "unsent_payments")
+	if err != nil {
+		return 0, err
+	}
+	batch, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (outboxRow, error) {
+		var o outboxRow
+		return o, r.Scan(&o.id, &o.messageID, &o.body)
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, o := range batch {
+		publishes := 1
+		if twice {
+			publishes = 2
+		}
+		for range publishes {
+			entry, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"messageId", o.messageID, "body", o.body}}).Result()
+			if err != nil {
+				return 0, fmt.Errorf("XADD %s: %w", o.messageID, err)
+			}
+			log.Printf("published %s as %s", o.messageID, entry)
+		}
+		if _, err := tx.Exec(ctx, "mark_payment_sent", o.id); err != nil {
+			return 0, err
+		}
+	}
+	return len(batch), tx.Commit(ctx)
+}
+
+// newPool connects a pgxpool whose connections prepare the given named
+// statements.
+func newPool(ctx context.Context, statements map[string]string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(env("DATABASE_URL"))
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = 2
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		for name, sql := range statements {
+			if _, err := c.Prepare(ctx, name, sql); err != nil {
+				return fmt.Errorf("prepare %s: %w", name, err)
+			}
+		}
+		return nil
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
+func redisOptions() *redis.Options {
+	opt, err := redis.ParseURL(env("REDIS_URL"))
+	if err != nil {
+		log.Fatalf("REDIS_URL: %v", err)
+	}
+	return opt
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
