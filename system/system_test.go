@@ -74,6 +74,8 @@ func TestParseTrigger(t *testing.T) {
 		"producer_db.statement()":         {"producer_db", "statement", ""},
 		"broker.reply(xadd)":              {"broker", "reply", "XADD"},
 		" broker.request(XACK) ":          {"broker", "request", "XACK"},
+		"broker.request(xgroup.create)":   {"broker", "request", "XGROUP.CREATE"},
+		"broker.reply(CLIENT.NO-EVICT)":   {"broker", "reply", "CLIENT.NO-EVICT"},
 	} {
 		got, err := ParseTrigger(on)
 		if err != nil || got != want {
@@ -89,6 +91,10 @@ func TestParseTrigger(t *testing.T) {
 		"broker.reply()":                 "broker.reply needs the command",
 		"consumer_db.commit(inbox)":      "takes (table=NAME) or ()",
 		"commit":                         "want <link>.<boundary>(<filter>)",
+		"broker.reply(XAD)":              `broker.reply(XAD): no Redis command XAD (did you mean "XADD"?)`,
+		"broker.request(xreadgrop)":      `no Redis command XREADGROP (did you mean "XREADGROUP"?)`,
+		"broker.request(XGROUP.CRATE)":   `Redis command XGROUP has no subcommand CRATE (did you mean "CREATE"?); it has: CREATE, CREATECONSUMER`,
+		"broker.reply(XADD.NOMKSTREAM)":  "Redis command XADD has no subcommands",
 	} {
 		if _, err := ParseTrigger(on); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v; want %q", on, err, want)
