@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -126,8 +127,11 @@ func readService(file string, kv diag.Pair, errs *diag.Errors) *Service {
 		svc.Env = stringMap(file, "env", n, errs)
 	}
 	if n := f["ready"]; n != nil {
-		r := fields(file, diag.Pair{Key: "ready", KeyPos: diag.NodePos(file, n), Value: n}, []string{"log"}, []string{"log"}, errs)
+		// log stays required: without a line to wait for, a service is
+		// ready once started, and a timeout would bound nothing.
+		r := fields(file, diag.Pair{Key: "ready", KeyPos: diag.NodePos(file, n), Value: n}, []string{"log", "timeout"}, []string{"log"}, errs)
 		svc.Ready = text(file, r["log"], errs)
+		svc.ReadyTimeout = duration(file, "ready: timeout", r["timeout"], errs)
 	}
 	return svc
 }
@@ -205,6 +209,19 @@ func (s *System) path(file string, n *yaml.Node, errs *diag.Errors) string {
 		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "schema file: %v", err))
 	}
 	return p
+}
+
+// duration is a positive duration (60s, 2m); 0 when n is absent.
+func duration(file, key string, n *yaml.Node, errs *diag.Errors) time.Duration {
+	if n == nil {
+		return 0
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(n.Value))
+	if n.Kind != yaml.ScalarNode || err != nil || d <= 0 {
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "%s: want a positive duration such as 60s or 2m, got %s", key, diag.Describe(n)))
+		return 0
+	}
+	return d
 }
 
 func stringList(file, key string, n *yaml.Node, errs *diag.Errors) []string {

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/outboxdrill/runner/diag"
 )
@@ -45,6 +46,9 @@ type Service struct {
 	Run   []string          // argv, run in the system file's directory
 	Env   map[string]string // values may hold ${…} placeholders
 	Ready string            // a line containing it on stdout or stderr means ready; "" = once started
+	// ReadyTimeout bounds the wait for Ready (ready: {timeout: 60s}); 0: the
+	// runner's default, 30 s.
+	ReadyTimeout time.Duration
 }
 
 // Schema are the DDL files applied to each fresh producer and consumer database.

@@ -53,6 +53,8 @@ func TestLoadErrors(t *testing.T) {
 		{"bad table name", strings.Replace(ok, "table: o,", "table: \"o; DROP\",", 1), `f.yaml:3:17: "o; DROP" is not a table or column name`},
 		{"missing mapping field", strings.Replace(ok, "stream: {event_id: e, payload: p}", "stream: {event_id: e}", 1), "f.yaml:4:9: stream: missing payload"},
 		{"missing schema file", ok + "schema: {producer: nope.sql}\n", "f.yaml:6:20: schema file: stat nope.sql"},
+		{"ready timeout not a duration", strings.Replace(ok, "run: [x]", "run: [x], ready: {log: up, timeout: soon}", 1), `f.yaml:1:56: ready: timeout: want a positive duration such as 60s or 2m, got "soon"`},
+		{"ready timeout alone", strings.Replace(ok, "run: [x]", "run: [x], ready: {timeout: 10s}", 1), "f.yaml:1:37: ready: missing log"},
 		{"yaml syntax", "services: [\n", "f.yaml:"},
 		{"not a map", "- a\n", "f.yaml:1:1: a system file is a map"},
 	} {
@@ -123,5 +125,21 @@ func TestExpand(t *testing.T) {
 	}
 	if _, err := Expand("${strem}", vars); err == nil || !strings.Contains(err.Error(), `unknown ${strem} (did you mean "stream"?)`) {
 		t.Errorf("expand unknown: %v", err)
+	}
+}
+
+// ready: {log, timeout} bounds the wait for the log line; without timeout
+// the runner's default holds (0).
+func TestReadyTimeout(t *testing.T) {
+	src := "services: {relay: {run: [x], ready: {log: up, timeout: 90s}}, consumer: {run: [y], ready: {log: up}}}\nproduce: \"SELECT ${event}\"\noutbox: {table: o, event_id: e, payload: p, unpublished: \"true\"}\nstream: {event_id: e, payload: p}\ninbox: {table: i, consumer: c, event_id: e, payload: p}\n"
+	s, errs := Parse("f.yaml", []byte(src))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if got := s.Services["relay"].ReadyTimeout; got != 90*time.Second {
+		t.Errorf("relay ready timeout %s, want 1m30s", got)
+	}
+	if got := s.Services["consumer"].ReadyTimeout; got != 0 {
+		t.Errorf("consumer ready timeout %s, want 0 (the default)", got)
 	}
 }
