@@ -10,6 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 )
 
@@ -95,10 +96,33 @@ var topKeys = map[string]func(s *System, file string, kv diag.Pair, errs *diag.E
 	"projection": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 		s.Projection = scalar(file, kv.Key, kv.Value, errs)
 	},
+	"brokers": readBrokers,
 }
 
 func keyNames() []string {
-	return []string{"services", "schema", "produce", "outbox", "stream", "inbox", "projection"}
+	return []string{"services", "schema", "produce", "outbox", "stream", "inbox", "projection", "brokers"}
+}
+
+// readBrokers reads the brokers the team's services can talk to: a run on
+// another one skips the scenario rather than hand a service a URL scheme it
+// cannot parse.
+func readBrokers(s *System, file string, kv diag.Pair, errs *diag.Errors) {
+	if kv.Value.Kind != yaml.SequenceNode || len(kv.Value.Content) == 0 {
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "brokers: want a non-empty list of %s, e.g. [redis], got %s", strings.Join(broker.Names, ", "), diag.Describe(kv.Value)))
+		return
+	}
+	for _, n := range kv.Value.Content {
+		b := scalar(file, "brokers", n, errs)
+		switch {
+		case b == "":
+		case !slices.Contains(broker.Names, b):
+			*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "brokers: unknown broker %q%s; brokers: %s", b, diag.Suggest(b, broker.Names), strings.Join(broker.Names, ", ")))
+		case slices.Contains(s.Brokers, b):
+			*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "brokers: %s given twice", b))
+		default:
+			s.Brokers = append(s.Brokers, b)
+		}
+	}
 }
 
 func readServices(s *System, file string, kv diag.Pair, errs *diag.Errors) {

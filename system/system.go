@@ -37,6 +37,18 @@ type System struct {
 	Stream      Stream
 	Inbox       Inbox
 	Projection  string // a query returning consumer, currency, amount, events
+	// Brokers are the brokers the services can talk to (brokers: [redis]);
+	// nil: every broker.
+	Brokers []string
+}
+
+// Unsupported says why a run on broker b cannot drill this system (the
+// file lists the brokers its services support, and b is not one), or "".
+func (s *System) Unsupported(b string) string {
+	if s.Brokers == nil || slices.Contains(s.Brokers, b) {
+		return ""
+	}
+	return fmt.Sprintf("the system file %s supports brokers %s; this run is %s", s.File, strings.Join(s.Brokers, ", "), b)
 }
 
 // Service is one process of the team's system.

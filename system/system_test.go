@@ -55,6 +55,9 @@ func TestLoadErrors(t *testing.T) {
 		{"missing schema file", ok + "schema: {producer: nope.sql}\n", "f.yaml:6:20: schema file: stat nope.sql"},
 		{"ready timeout not a duration", strings.Replace(ok, "run: [x]", "run: [x], ready: {log: up, timeout: soon}", 1), `f.yaml:1:56: ready: timeout: want a positive duration such as 60s or 2m, got "soon"`},
 		{"ready timeout alone", strings.Replace(ok, "run: [x]", "run: [x], ready: {timeout: 10s}", 1), "f.yaml:1:37: ready: missing log"},
+		{"unknown broker", ok + "brokers: [redis, nast]\n", `f.yaml:6:18: brokers: unknown broker "nast" (did you mean "nats"?); brokers: redis, nats, rabbitmq, kafka`},
+		{"broker twice", ok + "brokers: [redis, redis]\n", "f.yaml:6:18: brokers: redis given twice"},
+		{"brokers not a list", ok + "brokers: redis\n", "f.yaml:6:10: brokers: want a non-empty list"},
 		{"yaml syntax", "services: [\n", "f.yaml:"},
 		{"not a map", "- a\n", "f.yaml:1:1: a system file is a map"},
 	} {
@@ -141,5 +144,30 @@ func TestReadyTimeout(t *testing.T) {
 	}
 	if got := s.Services["consumer"].ReadyTimeout; got != 0 {
 		t.Errorf("consumer ready timeout %s, want 0 (the default)", got)
+	}
+}
+
+// brokers: lists the brokers the services support; a run on another is
+// skipped with the reason, and a file without the key supports them all.
+func TestBrokers(t *testing.T) {
+	const base = "services: {relay: {run: [x]}}\nproduce: \"SELECT ${event}\"\noutbox: {table: o, event_id: e, payload: p, unpublished: \"true\"}\nstream: {event_id: e, payload: p}\ninbox: {table: i, consumer: c, event_id: e, payload: p}\n"
+	s, errs := Parse("f.yaml", []byte(base+"brokers: [redis, kafka]\n"))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if why := s.Unsupported("redis"); why != "" {
+		t.Errorf("redis is listed, yet: %s", why)
+	}
+	if why := s.Unsupported("nats"); why != "the system file f.yaml supports brokers redis, kafka; this run is nats" {
+		t.Errorf("nats: %q", why)
+	}
+	all, errs := Parse("f.yaml", []byte(base))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for _, b := range []string{"redis", "nats", "rabbitmq", "kafka"} {
+		if why := all.Unsupported(b); why != "" {
+			t.Errorf("no brokers: key, yet %s is unsupported: %s", b, why)
+		}
 	}
 }
