@@ -39,7 +39,7 @@ func Parse(file string, src []byte) (*System, diag.Errors) {
 	if root.Kind != yaml.MappingNode {
 		return nil, diag.Errors{diag.Errorf(diag.NodePos(file, root), "a system file is a map with %s, got a %s", strings.Join(required, ", "), diag.KindName(root))}
 	}
-	s := &System{File: file, Dir: filepath.Dir(file), Services: map[string]*Service{}}
+	s := &System{File: file, Dir: filepath.Dir(file), Services: map[string]*Service{}, Pos: map[string]diag.Pos{}}
 	var errs diag.Errors
 	seen := map[string]bool{}
 	for _, kv := range diag.Pairs(file, root, &errs) {
@@ -70,37 +70,55 @@ var topKeys = map[string]func(s *System, file string, kv diag.Pair, errs *diag.E
 	"services": readServices,
 	"schema": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 		f := fields(file, kv, []string{"producer", "consumer"}, nil, errs)
+		for k, n := range f {
+			s.Pos["schema."+k] = diag.NodePos(file, n)
+		}
 		s.Schema.Producer = s.path(file, f["producer"], errs)
 		s.Schema.Consumer = s.path(file, f["consumer"], errs)
 	},
 	"produce": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 		sql := scalar(file, kv.Key, kv.Value, errs)
 		s.ProducePos = diag.NodePos(file, kv.Value)
+		s.Pos["produce"] = s.ProducePos
 		var err error
 		if s.Produce, s.ProduceArgs, err = bindParams(sql); err != nil {
 			*errs = append(*errs, diag.Errorf(s.ProducePos, "produce: %v", err))
 		}
 	},
 	"outbox": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
-		f := fields(file, kv, []string{"table", "event_id", "payload", "unpublished"}, []string{"table", "event_id", "payload", "unpublished"}, errs)
+		f := s.mapping(file, kv, []string{"table", "event_id", "payload", "unpublished"}, errs)
 		s.Outbox = Outbox{ident(file, f["table"], errs), ident(file, f["event_id"], errs), ident(file, f["payload"], errs), text(file, f["unpublished"], errs)}
 	},
 	"stream": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
-		f := fields(file, kv, []string{"event_id", "payload"}, []string{"event_id", "payload"}, errs)
+		f := s.mapping(file, kv, []string{"event_id", "payload"}, errs)
 		s.Stream = Stream{text(file, f["event_id"], errs), text(file, f["payload"], errs)}
 	},
 	"inbox": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
-		f := fields(file, kv, []string{"table", "consumer", "event_id", "payload"}, []string{"table", "consumer", "event_id", "payload"}, errs)
+		f := s.mapping(file, kv, []string{"table", "consumer", "event_id", "payload"}, errs)
 		s.Inbox = Inbox{ident(file, f["table"], errs), ident(file, f["consumer"], errs), ident(file, f["event_id"], errs), ident(file, f["payload"], errs)}
 	},
 	"projection": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
+		s.Pos["projection"] = diag.NodePos(file, kv.Value)
 		s.Projection = scalar(file, kv.Key, kv.Value, errs)
 	},
 	"brokers": readBrokers,
+	"event":   readEvent,
+}
+
+// mapping reads a map whose keys are all required (outbox, stream, inbox)
+// and keeps each value's position as "key.field" in s.Pos, for the
+// errors of the catalog check.
+func (s *System) mapping(file string, kv diag.Pair, keys []string, errs *diag.Errors) map[string]*yaml.Node {
+	f := fields(file, kv, keys, keys, errs)
+	s.Pos[kv.Key] = diag.NodePos(file, kv.Value)
+	for k, n := range f {
+		s.Pos[kv.Key+"."+k] = diag.NodePos(file, n)
+	}
+	return f
 }
 
 func keyNames() []string {
-	return []string{"services", "schema", "produce", "outbox", "stream", "inbox", "projection", "brokers"}
+	return []string{"services", "schema", "produce", "outbox", "stream", "inbox", "projection", "brokers", "event"}
 }
 
 // readBrokers reads the brokers the team's services can talk to: a run on
@@ -111,6 +129,7 @@ func readBrokers(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 		*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "brokers: want a non-empty list of %s, e.g. [redis], got %s", strings.Join(broker.Names, ", "), diag.Describe(kv.Value)))
 		return
 	}
+	s.Pos["brokers"] = diag.NodePos(file, kv.Value)
 	for _, n := range kv.Value.Content {
 		b := scalar(file, "brokers", n, errs)
 		switch {

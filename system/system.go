@@ -40,6 +40,21 @@ type System struct {
 	// Brokers are the brokers the services can talk to (brokers: [redis]);
 	// nil: every broker.
 	Brokers []string
+	Event   Event
+	// Pos holds where each value of the file is, by key path: "produce",
+	// "projection", "brokers", "outbox", "outbox.table", "inbox.event_id",
+	// "stream.payload", "schema.producer", "event.payload", "event.amount",
+	// … (At reads it).
+	Pos map[string]diag.Pos
+}
+
+// At is where the value at key path (as in Pos) is written; the file's
+// first line when the file does not give it.
+func (s *System) At(key string) diag.Pos {
+	if p, ok := s.Pos[key]; ok {
+		return p
+	}
+	return diag.Pos{File: s.File, Line: 1, Col: 1}
 }
 
 // Unsupported says why a run on broker b cannot drill this system (the

@@ -171,3 +171,75 @@ func TestBrokers(t *testing.T) {
 		}
 	}
 }
+
+const teamEvent = `event:
+  payload: {type: PaymentCaptured, id: "${event}", data: {amountMinor: "${amount}", currency: "${currency}", note: "${from} pays ${to}", version: "${version}", tags: [a, 1, true, null]}}
+  amount: data.amountMinor
+  currency: data.currency
+`
+
+// The team's payload: the template rendered with the event's values, the
+// amount a JSON number, every other ${…} as text; the paths kept.
+func TestEventPayload(t *testing.T) {
+	const base = "services: {relay: {run: [x]}}\nproduce: \"SELECT ${event}, ${payload}\"\noutbox: {table: o, event_id: e, payload: p, unpublished: \"true\"}\nstream: {event_id: e, payload: p}\ninbox: {table: i, consumer: c, event_id: e, payload: p}\n"
+	s, errs := Parse("f.yaml", []byte(base+teamEvent))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	got, err := s.Payload(map[string]string{"event": "bus-1", "amount": "1250", "currency": "EUR", "from": "alice", "to": "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"type":"PaymentCaptured","id":"bus-1","data":{"amountMinor":1250,"currency":"EUR","note":"alice pays bob","version":null,"tags":["a",1,true,null]}}`
+	if got != want {
+		t.Errorf("payload\n got %s\nwant %s", got, want)
+	}
+	if !slices.Equal(s.Event.AmountPath, []string{"data", "amountMinor"}) || !slices.Equal(s.Event.CurrencyPath, []string{"data", "currency"}) || !slices.Equal(s.Event.EventIDPath, []string{"id"}) {
+		t.Errorf("paths %v %v %v", s.Event.AmountPath, s.Event.CurrencyPath, s.Event.EventIDPath)
+	}
+	if p := s.At("event.amount"); p.Line != 8 || p.Col != 11 {
+		t.Errorf("event.amount at %s, want f.yaml:8:11", p)
+	}
+	// Without amount: and currency: the paths are where the template puts
+	// ${amount} and ${currency}.
+	derived, errs := Parse("f.yaml", []byte(base+"event: {payload: {m: {a: \"${amount}\", c: \"${currency}\"}}}\n"))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if !slices.Equal(derived.Event.AmountPath, []string{"m", "a"}) || !slices.Equal(derived.Event.CurrencyPath, []string{"m", "c"}) {
+		t.Errorf("derived paths %v %v", derived.Event.AmountPath, derived.Event.CurrencyPath)
+	}
+	if _, err := derived.Payload(map[string]string{"amount": "12.5"}); err == nil || !strings.Contains(err.Error(), `${amount} is "12.5", not a whole number`) {
+		t.Errorf("a fractional amount: %v", err)
+	}
+	plain, errs := Parse("f.yaml", []byte(base))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if plain.Event.Templated() || plain.Event.AmountPath != nil {
+		t.Errorf("no event: key, yet %+v", plain.Event)
+	}
+	if _, err := plain.Payload(nil); err == nil {
+		t.Error("Payload without a template: no error")
+	}
+}
+
+func TestEventErrors(t *testing.T) {
+	const base = "services: {relay: {run: [x]}}\nproduce: \"SELECT ${event}\"\noutbox: {table: o, event_id: e, payload: p, unpublished: \"true\"}\nstream: {event_id: e, payload: p}\ninbox: {table: i, consumer: c, event_id: e, payload: p}\n"
+	for _, c := range []struct{ name, src, want string }{
+		{"misspelt path", strings.Replace(teamEvent, "amount: data.amountMinor", "amount: data.amountMinr", 1),
+			`f.yaml:8:11: event: amount: event.payload has no field data.amountMinr (did you mean "data.amountMinor"?); its fields: type, id, data.amountMinor`},
+		{"unknown placeholder", strings.Replace(teamEvent, `"${currency}"`, `"${curency}"`, 1), `f.yaml:7:95: event: payload: unknown ${curency} (did you mean "currency"?)`},
+		{"payload placeholder", strings.Replace(teamEvent, `"${event}"`, `"${payload}"`, 1), "event: payload: unknown ${payload}"},
+		{"payload not a map", "event: {payload: \"${event}\"}\n", "f.yaml:6:18: event: payload: want a map"},
+		{"bad path", "event: {amount: \"data['x']\"}\n", `f.yaml:6:17: event: amount: "data['x']" is not a dotted path`},
+		{"unknown event key", "event: {amout: a}\n", `f.yaml:6:9: event: unknown key "amout" (did you mean "amount"?)`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, errs := Parse("f.yaml", []byte(base+c.src))
+			if len(errs) == 0 || !strings.Contains(errs.Error(), c.want) {
+				t.Errorf("errors:\n%v\nwant one containing %q", errs, c.want)
+			}
+		})
+	}
+}
