@@ -108,6 +108,9 @@ func Run(ctx context.Context, p Params, scs []*scenario.Scenario) (rep *report.R
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, w.Close()) }()
+	if err := w.checkSystems(ctx, scs); err != nil {
+		return nil, err
+	}
 	results, err := schedule(ctx, &p, w, jobs)
 	rep = &report.Report{RunID: w.RunID, Duration: time.Since(start), Brokers: sh.brokers, Labels: w.Labels()}
 	for i, r := range results {
