@@ -26,7 +26,7 @@ func TestAmountOf(t *testing.T) {
 		{Map{}, `{"event_id":"bus-1","amount":100,"currency":"USD"}`, 100, "USD", true},
 		{team, `{"type":"PaymentCaptured","id":"x","data":{"amountMinor":1250,"currency":"EUR"}}`, 1250, "EUR", true},
 		{team, `{"data":{"amountMinor":"1250","currency":"EUR"}}`, 1250, "EUR", true}, // a string holding an integer, as ::bigint takes it
-		{team, `{"amount":100,"currency":"USD"}`, 0, "", false},                      // the reference fields are not the team's
+		{team, `{"amount":100,"currency":"USD"}`, 0, "", false},                       // the reference fields are not the team's
 		{team, `{"data":{"amountMinor":12.5,"currency":"EUR"}}`, 0, "", false},
 		{team, `{"data":{"amountMinor":1,"currency":{"code":"EUR"}}}`, 0, "", false},
 		{Map{AmountPath: []string{"lines", "1", "n"}}, `{"lines":[{"n":1},{"n":2}],"currency":"USD"}`, 2, "USD", true},
