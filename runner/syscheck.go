@@ -117,8 +117,7 @@ func (w *World) checkSystem(ctx context.Context, sys *system.System) (cat *syste
 			return nil, diag.Errors{diag.Errorf(sys.At(s.key), "schema: %s does not apply to a fresh database: %v", s.ddl, err)}, nil
 		}
 	}
-	cat, serrs = sys.Check(ctx, conns[0], conns[1])
-	return cat, serrs, nil
+	return sys.Check(ctx, conns[0], conns[1])
 }
 
 // throwawayDB creates a database on a side's server and connects to it;

@@ -50,27 +50,26 @@ func (t table) String() string {
 // inbox's payloads are JSON, the unpublished condition, the projection
 // query and the produce statement prepare (nothing is run), and the
 // outbox's event_id column takes event ids. Every problem is reported at
-// its place in the file, with the closest existing name.
-func (s *System) Check(ctx context.Context, producer, consumer *pgx.Conn) (*Catalog, diag.Errors) {
+// its place in the file, with the closest existing name. err is a failure
+// to read the catalog itself: the server's, not the file's.
+func (s *System) Check(ctx context.Context, producer, consumer *pgx.Conn) (cat *Catalog, problems diag.Errors, err error) {
 	c := &Catalog{}
-	var errs diag.Errors
 	for side, conn := range [2]*pgx.Conn{producer, consumer} {
-		var err error
 		if c.tables[side], err = tablesOf(ctx, conn); err != nil {
-			return nil, diag.Errors{diag.Errorf(s.At("schema"), "read the %s database's catalog: %v", sideNames[side], err)}
+			return nil, nil, fmt.Errorf("read the %s database's catalog: %w", sideNames[side], err)
 		}
 	}
 	k := checker{s: s, c: c, ctx: ctx}
-	errs = append(errs, k.outbox(producer)...)
-	errs = append(errs, k.inbox(consumer)...)
-	errs = append(errs, k.prepare(producer, ProducerSide, "produce", s.Produce, len(s.ProduceArgs) == 0)...)
+	problems = append(problems, k.outbox(producer)...)
+	problems = append(problems, k.inbox(consumer)...)
+	problems = append(problems, k.prepare(producer, ProducerSide, "produce", s.Produce, len(s.ProduceArgs) == 0)...)
 	if s.Projection != "" {
-		errs = append(errs, k.projection(consumer)...)
+		problems = append(problems, k.projection(consumer)...)
 	}
 	if k.err != nil {
-		return nil, diag.Errors{diag.Errorf(s.At("schema"), "read the catalog: %v", k.err)}
+		return nil, nil, fmt.Errorf("read the catalog: %w", k.err)
 	}
-	return c, errs
+	return c, problems, nil
 }
 
 // CheckFault checks a fault's table filter against the catalog: a table
