@@ -113,6 +113,9 @@ func Run(ctx context.Context, p Params, scs []*scenario.Scenario) (rep *report.R
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, w.Close()) }()
+	if err := w.checkSystems(ctx, scs); err != nil {
+		return nil, err
+	}
 	results, err := schedule(ctx, &p, w, jobs)
 	rep = &report.Report{RunID: w.RunID, Duration: time.Since(start), Brokers: sh.brokers, Labels: w.Labels()}
 	for i, r := range results {
@@ -204,6 +207,13 @@ func allNA(res *report.Result) string {
 func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Result, error) {
 	start := time.Now()
 	sc := j.sc
+	if sc.System != nil {
+		// Never run: the services would get a URL scheme they cannot parse.
+		if why := sc.System.Unsupported(j.broker); why != "" {
+			return &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: len(p.brokers()) > 1 || j.broker != broker.Redis,
+				Skipped: fmt.Sprintf("%s: %s", sc.SystemPos, why)}, nil
+		}
+	}
 	var iso *isolation
 	var sys *sysrun.Run
 	var err error

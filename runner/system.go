@@ -46,6 +46,9 @@ func (w *World) acquireSystem(ctx context.Context, b string, sc *scenario.Scenar
 	iso.env.BrokerName, iso.env.Control = b, control{w, b}
 	iso.env.Consumers = sc.Consumers()
 	iso.env.Map = mapping(sys)
+	if cat := w.catalogs[systemKey(sys)]; cat != nil {
+		iso.env.EventIDs = cat.EventIDs
+	}
 	vars := map[string]string{"stream": iso.streamKey, "consumer": defaultConsumer, "runner": runnerBinary()}
 	for k, v := range sc.Vars {
 		vars[k] = v
@@ -101,7 +104,8 @@ func mapping(sys *system.System) *state.Map {
 	return &state.Map{Team: true,
 		OutboxTable: sys.Outbox.Table, OutboxEventID: sys.Outbox.EventID, OutboxPayload: sys.Outbox.Payload, Unpublished: sys.Outbox.Unpublished,
 		InboxTable: sys.Inbox.Table, InboxConsumer: sys.Inbox.Consumer, InboxEventID: sys.Inbox.EventID, InboxPayload: sys.Inbox.Payload,
-		Projection: sys.Projection}
+		Projection: sys.Projection,
+		AmountPath: sys.Event.AmountPath, CurrencyPath: sys.Event.CurrencyPath, EventIDPath: sys.Event.EventIDPath}
 }
 
 // finishSystem judges the faults the scenario armed (one that never struck

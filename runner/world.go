@@ -18,6 +18,7 @@ import (
 	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/servers"
 	"github.com/outboxdrill/runner/steps"
+	"github.com/outboxdrill/runner/system"
 )
 
 // namePrefix starts every database name and stream key the runner creates;
@@ -86,6 +87,10 @@ type World struct {
 	// team's services; written only while opening, under connsMu.
 	brokerURLs   map[string]string
 	brokerLabels map[string]string // report labels where the server is not the broker itself
+
+	// catalogs are the system files' catalogs by file (systemKey), from
+	// the check before the run; written only then.
+	catalogs map[string]*system.Catalog
 }
 
 // setBrokerLabel names broker b's server in reports where it is not the

@@ -71,7 +71,9 @@ rest of the scenario runs. A scenario whose every check is n/a is skipped: never
 
 An ` + "`expect`" + ` step may carry ` + "`within: <duration>`" + ` (and ` + "`every: <duration>`" + `, default ` + "`10ms`" + `): it reads
 its checks again until they all hold, and otherwise fails showing the last observed values and the
-number of attempts. Without ` + "`within`" + ` the checks are read once.
+number of attempts. Without ` + "`within`" + ` the checks are read once. A check whose query PostgreSQL
+rejects as written (SQLSTATE class 42: an undefined column or table, a syntax error) fails at once:
+no retry can cure it.
 
 Durations are Go durations (` + "`250ms`, `2s`" + `) or ` + "`0`" + `.
 

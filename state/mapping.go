@@ -1,7 +1,10 @@
 package state
 
 import (
+	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -18,8 +21,91 @@ type Map struct {
 	InboxTable, InboxConsumer, InboxEventID, InboxPayload string
 	// Projection is a query returning consumer, currency, amount, events.
 	Projection string
+	// AmountPath and CurrencyPath lead to the amount and the currency in an
+	// event's JSON payload, one key (or array index) per element; nil means
+	// the reference payload's top-level amount and currency. EventIDPath
+	// likewise leads to the event id (nil: event_id).
+	AmountPath, CurrencyPath, EventIDPath []string
 	// Team: the tables are a team's (a system file), not the reference's.
 	Team bool
+}
+
+// The reference payload's fields, where a Map names no path.
+var (
+	defaultAmount   = []string{"amount"}
+	defaultCurrency = []string{"currency"}
+	defaultEventID  = []string{"event_id"}
+)
+
+func orDefault(path, def []string) []string {
+	if len(path) == 0 {
+		return def
+	}
+	return path
+}
+
+// jsonPath is a path as a SQL text[] literal for #>>: '{data,amountMinor}'.
+// Each element is double-quoted inside the array and the literal's quotes
+// doubled, so no element can end the literal.
+func jsonPath(path []string) string {
+	elems := make([]string, len(path))
+	for i, e := range path {
+		elems[i] = `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(e) + `"`
+	}
+	return "'{" + strings.ReplaceAll(strings.Join(elems, ","), "'", "''") + "}'"
+}
+
+// AmountOf reads the amount and the currency out of an event's JSON
+// payload where m says they are (by default the reference payload's
+// amount and currency), as InboxSums does in SQL. The amount is a JSON
+// integer or a string holding one; the currency a string or a number. ok
+// is false when either is missing or of another kind.
+func (m Map) AmountOf(payload string) (amount int64, currency string, ok bool) {
+	dec := json.NewDecoder(strings.NewReader(payload))
+	dec.UseNumber()
+	var doc any
+	if dec.Decode(&doc) != nil {
+		return 0, "", false
+	}
+	a, aok := scalarAt(doc, orDefault(m.AmountPath, defaultAmount))
+	c, cok := scalarAt(doc, orDefault(m.CurrencyPath, defaultCurrency))
+	if !aok || !cok {
+		return 0, "", false
+	}
+	amount, err := strconv.ParseInt(a, 10, 64)
+	if err != nil {
+		return 0, "", false
+	}
+	return amount, c, true
+}
+
+// scalarAt is the string or number at path in a decoded JSON document, as
+// text (what #>> gives for them).
+func scalarAt(doc any, path []string) (string, bool) {
+	for _, k := range path {
+		switch v := doc.(type) {
+		case map[string]any:
+			var ok bool
+			if doc, ok = v[k]; !ok {
+				return "", false
+			}
+		case []any:
+			i, err := strconv.Atoi(k)
+			if err != nil || i < 0 || i >= len(v) {
+				return "", false
+			}
+			doc = v[i]
+		default:
+			return "", false
+		}
+	}
+	switch v := doc.(type) {
+	case string:
+		return v, true
+	case json.Number:
+		return v.String(), true
+	}
+	return "", false
 }
 
 // Reference is the reference pipeline's schema (sql/).
@@ -71,15 +157,16 @@ func (m Map) inboxRows() string {
 		return `SELECT consumer_id, coalesce(payload->>'event_id', event_id), payload::text FROM inbox`
 	}
 	p := ident(m.InboxPayload)
-	return fmt.Sprintf("SELECT %s::text, coalesce((%s::jsonb)->>'event_id', %s::text), %s::jsonb::text FROM %s",
-		ident(m.InboxConsumer), p, ident(m.InboxEventID), p, ident(m.InboxTable))
+	return fmt.Sprintf("SELECT %s::text, coalesce((%s::jsonb) #>> %s, %s::text), %s::jsonb::text FROM %s",
+		ident(m.InboxConsumer), p, jsonPath(orDefault(m.EventIDPath, defaultEventID)), ident(m.InboxEventID), p, ident(m.InboxTable))
 }
 
-// InboxSums sums one consumer's ($1) inbox per currency from its payloads.
+// InboxSums sums one consumer's ($1) inbox per currency from its payloads,
+// the amount and the currency where AmountPath and CurrencyPath say.
 func (m Map) InboxSums() string {
 	p := ident(m.InboxPayload) + "::jsonb"
-	return fmt.Sprintf("SELECT %s->>'currency', sum((%s->>'amount')::bigint), count(*) FROM %s WHERE %s::text = $1 GROUP BY 1",
-		p, p, ident(m.InboxTable), ident(m.InboxConsumer))
+	return fmt.Sprintf("SELECT %s #>> %s, sum((%s #>> %s)::bigint), count(*) FROM %s WHERE %s::text = $1 GROUP BY 1",
+		p, jsonPath(orDefault(m.CurrencyPath, defaultCurrency)), p, jsonPath(orDefault(m.AmountPath, defaultAmount)), ident(m.InboxTable), ident(m.InboxConsumer))
 }
 
 // rawInboxRows selects consumer, the event id column and the payload of

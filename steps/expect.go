@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/jackc/pgx/v5/pgconn"
 	"gopkg.in/yaml.v3"
 
 	"github.com/outboxdrill/runner/broker"
@@ -309,8 +310,16 @@ func (o OutcomeWant) wanted() string {
 func (e Expect) poll(ctx context.Context, env *Env) ([]Failure, []Observation, int) {
 	deadline := time.Now().Add(e.Within)
 	for attempt := 1; ; attempt++ {
-		fails, obs := e.judgeChecks(ctx, env)
+		fails, obs, permanent := e.judgeChecks(ctx, env)
 		if e.Within == 0 || len(fails) == 0 {
+			return fails, obs, attempt
+		}
+		if permanent != nil {
+			// The query itself is wrong: every retry would fail alike, and
+			// waiting out within would only hide the mistake behind a timeout.
+			for i := range fails {
+				fails[i].Msg += fmt.Sprintf("\n(SQLSTATE %s is permanent: not retried; attempt %d of within %s)", permanent.Code, attempt, e.Within)
+			}
 			return fails, obs, attempt
 		}
 		left := time.Until(deadline)
@@ -412,11 +421,15 @@ func NotApplicable(b string, c broker.Capability) string {
 	return fmt.Sprintf("n/a on %s (no %s): %s", b, c, why)
 }
 
-// judgeChecks reads every check's state once.
-func (e Expect) judgeChecks(ctx context.Context, env *Env) (fails []Failure, obs []Observation) {
+// judgeChecks reads every check's state once. permanent is the first
+// error that no retry can cure (permanentSQL), nil when none.
+func (e Expect) judgeChecks(ctx context.Context, env *Env) (fails []Failure, obs []Observation, permanent *pgconn.PgError) {
 	for _, cw := range e.Checks {
 		got, err := cw.Check.observe(ctx, env, cw.Want)
 		if err != nil {
+			if pg := permanentSQL(err); pg != nil && permanent == nil {
+				permanent = pg
+			}
 			fails = append(fails, Failure{cw.Pos, cw.Check.Name, "cannot read the state: " + err.Error()})
 			obs = append(obs, Observation{Key: cw.Check.Name, Broker: cw.Broker, Want: cw.Want, Got: err.Error()})
 			continue
@@ -427,7 +440,19 @@ func (e Expect) judgeChecks(ctx context.Context, env *Env) (fails []Failure, obs
 		}
 		obs = append(obs, Observation{Key: cw.Check.Name, Broker: cw.Broker, Want: cw.Want, Got: got, OK: !bad})
 	}
-	return fails, obs
+	return fails, obs, permanent
+}
+
+// permanentSQL is err's PostgreSQL error when it is of class 42, syntax
+// error or access rule violation (42703 undefined column, 42P01 undefined
+// table, 42601 syntax error, 42501 insufficient privilege, …): the query
+// is wrong, not the state early, so no retry can cure it. Otherwise nil.
+func permanentSQL(err error) *pgconn.PgError {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) && strings.HasPrefix(pg.Code, "42") {
+		return pg
+	}
+	return nil
 }
 
 // diffValues compares a wanted and an observed value: "want 2, got 1" for numbers;

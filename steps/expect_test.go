@@ -2,10 +2,12 @@ package steps
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"gopkg.in/yaml.v3"
 )
 
@@ -63,6 +65,39 @@ func TestWithinFailsWithLastValueAndAttempts(t *testing.T) {
 	}
 	if time.Since(start) < 60*time.Millisecond {
 		t.Errorf("gave up after %s, before within", time.Since(start))
+	}
+}
+
+// failing is a state check that fails with err on every read, counting them.
+func failing(err error, reads *int) *Check {
+	return &Check{Name: "failing", Value: kindCount,
+		observe: func(context.Context, *Env, any) (any, error) { *reads++; return nil, err }}
+}
+
+// A query PostgreSQL rejects as written (class 42) fails at once: retrying
+// it until within passes would only hide the mistake behind a timeout. A
+// transient error (a serialization failure) is still retried.
+func TestWithinStopsOnAPermanentSQLError(t *testing.T) {
+	e := compileWithin(t, "{within: 15s, every: 5ms}")
+	var reads int
+	undefined := fmt.Errorf("observe: %w", &pgconn.PgError{Severity: "ERROR", Code: "42703", Message: `column "nope" does not exist`})
+	e.Checks = []CheckWant{{Check: failing(undefined, &reads), Want: int64(1)}}
+	start := time.Now()
+	fails, _, attempts := e.poll(context.Background(), nil)
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("took %s: a permanent error was retried", took)
+	}
+	if len(fails) != 1 || attempts != 1 || reads != 1 {
+		t.Fatalf("fails %v after %d attempts, %d reads; want one failure after one read", fails, attempts, reads)
+	}
+	if msg := fails[0].Msg; !strings.Contains(msg, `column "nope" does not exist (SQLSTATE 42703)`) || !strings.Contains(msg, "SQLSTATE 42703 is permanent: not retried; attempt 1 of within 15s") {
+		t.Errorf("message %q: want the error and that it was not retried", msg)
+	}
+	reads = 0
+	e = compileWithin(t, "{within: 50ms, every: 5ms}")
+	e.Checks = []CheckWant{{Check: failing(&pgconn.PgError{Code: "40001", Message: "could not serialize access"}, &reads), Want: int64(1)}}
+	if _, _, attempts := e.poll(context.Background(), nil); attempts < 2 {
+		t.Errorf("a transient error (40001) was read %d time(s): want it retried until within", attempts)
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 
 // ProduceParams are the parameters of the produce step.
 type ProduceParams struct {
-	Event    string `param:"event" doc:"business event id; default the first of bus-1, bus-2, … not yet used in this scenario (a produce that rolled back has used its id too)"`
+	Event    string `param:"event" doc:"business event id; default the first of bus-1, bus-2, … not yet used in this scenario (a produce that rolled back has used its id too). On a team's system whose outbox event_id column is uuid, the name maps to its UUID v5 (URL namespace); bigint, integer or smallint, to the number it ends in (bus-7 → 7), else a stable hash"`
 	Amount   int64  `param:"amount" default:"100" min:"1" doc:"atomic units moved"`
 	Currency string `param:"currency" default:"USD" doc:"currency of the amount"`
 	From     string `param:"from" default:"alice" doc:"account debited"`
@@ -32,13 +32,19 @@ func init() {
 }
 
 func runProduce(ctx context.Context, env *Env, p *ProduceParams) (Result, error) {
-	t := pipeline.Transfer{EventID: p.Event, From: p.From, To: p.To, Amount: p.Amount, Currency: p.Currency, Aggregate: p.Agg}
-	if t.EventID == "" {
-		t.EventID = env.nextAutoID()
+	name := p.Event
+	if name == "" {
+		name = env.nextAutoID()
 	}
-	env.used[t.EventID] = true
+	env.used[name] = true
+	id, err := env.eventID(name)
+	if err != nil {
+		return Result{}, err
+	}
+	// The id is what the database, the wire and the report carry; the
+	// scenario's steps know the event by its name.
+	t := pipeline.Transfer{EventID: id, From: p.From, To: p.To, Amount: p.Amount, Currency: p.Currency, Aggregate: p.Agg}
 	var res pipeline.ProduceResult
-	var err error
 	if env.System != nil {
 		res, err = teamProduce(ctx, env, t, p.Fail)
 	} else {
@@ -49,18 +55,23 @@ func runProduce(ctx context.Context, env *Env, p *ProduceParams) (Result, error)
 	}
 	r := Result{Outcome: map[string]int64{"committed": b2i(res.Committed), "failed": b2i(res.Failed)}}
 	t = res.Transfer // with its version
-	if res.Committed {
-		env.transfers[t.EventID] = t
-		env.last = t.EventID
-		r.Entries = append(r.Entries, Entry{EventID: t.EventID, Outcome: "committed", Payload: t.Payload()})
-		line := fmt.Sprintf("committed %s: %d %s %s → %s", t.EventID, t.Amount, t.Currency, t.From, t.To)
-		if t.Aggregate != "" {
-			line += fmt.Sprintf(", aggregate %s version %d", t.Aggregate, t.Version)
-		}
-		r.Details = append(r.Details, line)
-	} else {
-		r.Details = append(r.Details, fmt.Sprintf("%s: %s", t.EventID, res.Reason))
+	shown := showEvent(name, t.EventID)
+	if !res.Committed {
+		r.Details = append(r.Details, fmt.Sprintf("%s: %s", shown, res.Reason))
+		return r, nil
 	}
+	payload, err := env.payload(t)
+	if err != nil {
+		return Result{}, err
+	}
+	env.transfers[name] = t
+	env.last = name
+	r.Entries = append(r.Entries, Entry{EventID: t.EventID, Outcome: "committed", Payload: payload})
+	line := fmt.Sprintf("committed %s: %d %s %s → %s", shown, t.Amount, t.Currency, t.From, t.To)
+	if t.Aggregate != "" {
+		line += fmt.Sprintf(", aggregate %s version %d", t.Aggregate, t.Version)
+	}
+	r.Details = append(r.Details, line)
 	return r, nil
 }
 

@@ -10,7 +10,7 @@ import (
 
 // PublishParams are the parameters of the publish step.
 type PublishParams struct {
-	Event    *string `param:"event" doc:"business event id; default the last event produce committed (bus-1 before any)"`
+	Event    *string `param:"event" doc:"business event id; default the last event produce committed (bus-1 before any). On a team's system whose outbox event_id column is uuid or an integer, the name maps to an id of that type, as produce's does"`
 	Amount   *int64  `param:"amount" min:"1" doc:"default: as produced for this event, else 100"`
 	Currency *string `param:"currency" doc:"default: as produced for this event, else USD"`
 	From     *string `param:"from" doc:"default: as produced for this event, else alice"`
@@ -24,22 +24,30 @@ func init() {
 }
 
 func runPublish(ctx context.Context, env *Env, p *PublishParams) (Result, error) {
-	event := env.last
-	if event == "" {
-		event = "bus-1"
+	name := env.last
+	if name == "" {
+		name = "bus-1"
 	}
-	event = deref(p.Event, event)
-	t, ok := env.transfers[event]
+	name = deref(p.Event, name)
+	t, ok := env.transfers[name]
 	if !ok {
-		t = pipeline.Transfer{EventID: event, From: "alice", To: "bob", Amount: 100, Currency: "USD"}
+		id, err := env.eventID(name)
+		if err != nil {
+			return Result{}, err
+		}
+		t = pipeline.Transfer{EventID: id, From: "alice", To: "bob", Amount: 100, Currency: "USD"}
 	}
 	t.Amount, t.Currency = deref(p.Amount, t.Amount), deref(p.Currency, t.Currency)
 	t.From, t.To = deref(p.From, t.From), deref(p.To, t.To)
-	ids, err := env.Broker.Publish(ctx, []broker.Message{{EventID: t.EventID, Payload: t.Payload(), Republish: true}})
+	payload, err := env.payload(t)
+	if err != nil {
+		return Result{}, err
+	}
+	ids, err := env.Broker.Publish(ctx, []broker.Message{{EventID: t.EventID, Payload: payload, Republish: true}})
 	r := Result{Outcome: map[string]int64{"published": int64(len(ids))}}
 	for _, id := range ids {
-		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s, payload %s", t.EventID, id, t.Payload()))
-		r.Entries = append(r.Entries, Entry{EntryID: id, EventID: t.EventID, Outcome: "published", Payload: t.Payload(), Republish: true})
+		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s, payload %s", showEvent(name, t.EventID), id, payload))
+		r.Entries = append(r.Entries, Entry{EntryID: id, EventID: t.EventID, Outcome: "published", Payload: payload, Republish: true})
 	}
 	return r, err
 }

@@ -105,6 +105,10 @@ type Env struct {
 	// nil otherwise. System is that file: produce runs its statement.
 	Services Services
 	System   *system.System
+	// EventIDs turn the scenario's event names into the ids the team's
+	// outbox holds (a uuid column gets uuids); the zero value keeps them.
+	EventIDs system.EventIDs
+	idNames  map[string]string // id → the name that gave it
 
 	// Control acts on the servers' processes; nil when the runner did not
 	// start them (external servers), and then process faults SKIP.
@@ -163,7 +167,7 @@ func (e *Env) nextAutoID() string {
 
 // NewEnv returns a scenario environment on the given databases and stream.
 func NewEnv(producer, consumer *pgxpool.Pool, b broker.Broker) *Env {
-	return &Env{Producer: producer, Consumer: consumer, Broker: b, used: map[string]bool{}, transfers: map[string]pipeline.Transfer{}}
+	return &Env{Producer: producer, Consumer: consumer, Broker: b, used: map[string]bool{}, transfers: map[string]pipeline.Transfer{}, idNames: map[string]string{}}
 }
 
 var registry = map[string]*Def{}

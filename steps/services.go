@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"gopkg.in/yaml.v3"
+
+	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/system"
 )
 
@@ -92,4 +95,31 @@ func (e *Env) services() (Services, error) {
 		return nil, fmt.Errorf("this step runs a team's services: the scenario needs a system file (system: path, or runner run --system FILE)")
 	}
 	return e.Services, nil
+}
+
+// StartFault is the fault a start step arms, and where its on: is written
+// (the step's own position when that cannot be told); ok is false for
+// any other step, and for a start without a fault.
+func StartFault(c *Call) (f system.Fault, pos diag.Pos, ok bool) {
+	p, isStart := c.Params.(*StartParams)
+	if !isStart || p.Fault == nil {
+		return system.Fault{}, diag.Pos{}, false
+	}
+	return p.Fault.fault, onPos(c), true
+}
+
+// onPos is where the on: of a start step's fault map is.
+func onPos(c *Call) diag.Pos {
+	for _, a := range c.Args {
+		if a.Key != "fault" {
+			continue
+		}
+		for i := 0; i+1 < len(a.Value.Content) && a.Value.Kind == yaml.MappingNode; i += 2 {
+			if a.Value.Content[i].Value == "on" {
+				return diag.NodePos(c.Pos.File, a.Value.Content[i+1])
+			}
+		}
+		return a.KeyPos
+	}
+	return c.Pos
 }

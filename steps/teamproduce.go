@@ -3,6 +3,7 @@ package steps
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -14,12 +15,16 @@ import (
 // after it, inside the same transaction.
 func teamProduce(ctx context.Context, env *Env, t pipeline.Transfer, fail string) (pipeline.ProduceResult, error) {
 	sys := env.System
+	payload, err := env.payload(t)
+	if err != nil {
+		return pipeline.ProduceResult{}, err
+	}
 	args := make([]any, len(sys.ProduceArgs))
 	for i, name := range sys.ProduceArgs {
-		args[i] = produceArg(t, name)
+		args[i] = produceArg(t, payload, name)
 	}
 	res := pipeline.ProduceResult{Transfer: t}
-	err := pgx.BeginFunc(ctx, env.Producer, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, env.Producer, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, sys.Produce, args...); err != nil {
 			return fmt.Errorf("%s: the system file's produce: %w", sys.ProducePos, err)
 		}
@@ -40,8 +45,22 @@ func teamProduce(ctx context.Context, env *Env, t pipeline.Transfer, fail string
 	return res, nil
 }
 
+// payload is the event's JSON: the system file's event.payload template
+// rendered with t's values, else the runner's own (Transfer.Payload).
+func (e *Env) payload(t pipeline.Transfer) (string, error) {
+	if e.System == nil || !e.System.Event.Templated() {
+		return t.Payload(), nil
+	}
+	version := ""
+	if t.Version != 0 {
+		version = strconv.FormatInt(t.Version, 10)
+	}
+	return e.System.Payload(map[string]string{"event": t.EventID, "amount": strconv.FormatInt(t.Amount, 10), "currency": t.Currency,
+		"from": t.From, "to": t.To, "aggregate": t.Aggregate, "version": version})
+}
+
 // produceArg is the value of one ${…} of the produce statement.
-func produceArg(t pipeline.Transfer, name string) any {
+func produceArg(t pipeline.Transfer, payload, name string) any {
 	switch name {
 	case "event":
 		return t.EventID
@@ -54,7 +73,7 @@ func produceArg(t pipeline.Transfer, name string) any {
 	case "to":
 		return t.To
 	case "payload":
-		return t.Payload()
+		return payload
 	case "aggregate":
 		if t.Aggregate == "" {
 			return nil

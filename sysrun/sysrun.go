@@ -137,7 +137,7 @@ func (r *Run) Start(ctx context.Context, name string, env map[string]string, f *
 			return "", fmt.Errorf("run: %v", err)
 		}
 	}
-	proc, err := servers.StartService(ctx, servers.ServiceSpec{Name: name, Argv: argv, Dir: r.cfg.System.Dir, Env: envList, Ready: spec.Ready, Secrets: secrets,
+	proc, err := servers.StartService(ctx, servers.ServiceSpec{Name: name, Argv: argv, Dir: r.cfg.System.Dir, Env: envList, Ready: spec.Ready, ReadyTimeout: spec.ReadyTimeout, Secrets: secrets,
 		Started: func(p *servers.Service) {
 			s.mu.Lock()
 			s.proc = p

@@ -2,6 +2,7 @@ package system
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -42,7 +43,7 @@ var Actions = []string{"cut", "delay(DURATION)", "error", "kill"}
 
 var (
 	triggerShape = regexp.MustCompile(`^([a-z_]+)\.([a-z_]+)\(([^()]*)\)$`)
-	command      = regexp.MustCompile(`^[A-Za-z][A-Za-z.]*$`)
+	command      = regexp.MustCompile(`^[A-Za-z][A-Za-z_-]*(\.[A-Za-z][A-Za-z_-]*)?$`)
 )
 
 // ParseTrigger reads "<link>.<boundary>(<filter>)", e.g.
@@ -66,6 +67,9 @@ func ParseTrigger(on string) (Trigger, error) {
 			return Trigger{}, fmt.Errorf("%s.%s needs the command it waits for, e.g. %s.%s(XADD); got %q", t.Link, t.Boundary, t.Link, t.Boundary, filter)
 		}
 		t.Filter = strings.ToUpper(filter)
+		if err := knownCommand(t.Filter); err != nil {
+			return Trigger{}, fmt.Errorf("%s.%s(%s): %w", t.Link, t.Boundary, filter, err)
+		}
 		return t, nil
 	}
 	if filter == "" {
@@ -112,4 +116,30 @@ type Fault struct {
 	Action  Action
 	Nth     int
 	Text    string // as written: "consumer_db.commit(table=inbox) nth=1 do=kill"
+}
+
+// knownCommand checks a broker filter, CMD or CMD.SUB, against Redis's
+// commands: a misspelt one would wait for a command no client sends and
+// fail the scenario only at its end, as a fault that never fired.
+func knownCommand(filter string) error {
+	name, sub, hasSub := strings.Cut(filter, ".")
+	subs, ok := redisCommands[name]
+	if !ok {
+		return fmt.Errorf("no Redis command %s%s", name, diag.Suggest(name, redisCommandNames()))
+	}
+	if !hasSub {
+		return nil
+	}
+	if len(subs) == 0 {
+		return fmt.Errorf("Redis command %s has no subcommands; name it alone: %s", name, name)
+	}
+	if !slices.Contains(subs, sub) {
+		return fmt.Errorf("Redis command %s has no subcommand %s%s; it has: %s", name, sub, diag.Suggest(sub, subs), strings.Join(subs, ", "))
+	}
+	return nil
+}
+
+// redisCommandNames are the Redis commands, sorted, for suggestions.
+func redisCommandNames() []string {
+	return slices.Sorted(maps.Keys(redisCommands))
 }

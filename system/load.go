@@ -6,9 +6,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 )
 
@@ -37,7 +39,7 @@ func Parse(file string, src []byte) (*System, diag.Errors) {
 	if root.Kind != yaml.MappingNode {
 		return nil, diag.Errors{diag.Errorf(diag.NodePos(file, root), "a system file is a map with %s, got a %s", strings.Join(required, ", "), diag.KindName(root))}
 	}
-	s := &System{File: file, Dir: filepath.Dir(file), Services: map[string]*Service{}}
+	s := &System{File: file, Dir: filepath.Dir(file), Services: map[string]*Service{}, Pos: map[string]diag.Pos{}}
 	var errs diag.Errors
 	seen := map[string]bool{}
 	for _, kv := range diag.Pairs(file, root, &errs) {
@@ -68,23 +70,27 @@ var topKeys = map[string]func(s *System, file string, kv diag.Pair, errs *diag.E
 	"services": readServices,
 	"schema": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 		f := fields(file, kv, []string{"producer", "consumer"}, nil, errs)
+		for k, n := range f {
+			s.Pos["schema."+k] = diag.NodePos(file, n)
+		}
 		s.Schema.Producer = s.path(file, f["producer"], errs)
 		s.Schema.Consumer = s.path(file, f["consumer"], errs)
 	},
 	"produce": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 		sql := scalar(file, kv.Key, kv.Value, errs)
 		s.ProducePos = diag.NodePos(file, kv.Value)
+		s.Pos["produce"] = s.ProducePos
 		var err error
 		if s.Produce, s.ProduceArgs, err = bindParams(sql); err != nil {
 			*errs = append(*errs, diag.Errorf(s.ProducePos, "produce: %v", err))
 		}
 	},
 	"outbox": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
-		f := fields(file, kv, []string{"table", "event_id", "payload", "unpublished"}, []string{"table", "event_id", "payload", "unpublished"}, errs)
+		f := s.mapping(file, kv, []string{"table", "event_id", "payload", "unpublished"}, errs)
 		s.Outbox = Outbox{ident(file, f["table"], errs), ident(file, f["event_id"], errs), ident(file, f["payload"], errs), text(file, f["unpublished"], errs)}
 	},
 	"stream": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
-		f := fields(file, kv, []string{"event_id", "payload"}, []string{"event_id", "payload"}, errs)
+		f := s.mapping(file, kv, []string{"event_id", "payload"}, errs)
 		s.Stream = Stream{EventID: text(file, f["event_id"], errs), Payload: text(file, f["payload"], errs)}
 		if n := f["event_id"]; n != nil {
 			s.Stream.EventIDPos = diag.NodePos(file, n)
@@ -94,16 +100,54 @@ var topKeys = map[string]func(s *System, file string, kv diag.Pair, errs *diag.E
 		}
 	},
 	"inbox": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
-		f := fields(file, kv, []string{"table", "consumer", "event_id", "payload"}, []string{"table", "consumer", "event_id", "payload"}, errs)
+		f := s.mapping(file, kv, []string{"table", "consumer", "event_id", "payload"}, errs)
 		s.Inbox = Inbox{ident(file, f["table"], errs), ident(file, f["consumer"], errs), ident(file, f["event_id"], errs), ident(file, f["payload"], errs)}
 	},
 	"projection": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
+		s.Pos["projection"] = diag.NodePos(file, kv.Value)
 		s.Projection = scalar(file, kv.Key, kv.Value, errs)
 	},
+	"brokers": readBrokers,
+	"event":   readEvent,
+}
+
+// mapping reads a map whose keys are all required (outbox, stream, inbox)
+// and keeps each value's position as "key.field" in s.Pos, for the
+// errors of the catalog check.
+func (s *System) mapping(file string, kv diag.Pair, keys []string, errs *diag.Errors) map[string]*yaml.Node {
+	f := fields(file, kv, keys, keys, errs)
+	s.Pos[kv.Key] = diag.NodePos(file, kv.Value)
+	for k, n := range f {
+		s.Pos[kv.Key+"."+k] = diag.NodePos(file, n)
+	}
+	return f
 }
 
 func keyNames() []string {
-	return []string{"services", "schema", "produce", "outbox", "stream", "inbox", "projection"}
+	return []string{"services", "schema", "produce", "outbox", "stream", "inbox", "projection", "brokers", "event"}
+}
+
+// readBrokers reads the brokers the team's services can talk to: a run on
+// another one skips the scenario rather than hand a service a URL scheme it
+// cannot parse.
+func readBrokers(s *System, file string, kv diag.Pair, errs *diag.Errors) {
+	if kv.Value.Kind != yaml.SequenceNode || len(kv.Value.Content) == 0 {
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "brokers: want a non-empty list of %s, e.g. [redis], got %s", strings.Join(broker.Names, ", "), diag.Describe(kv.Value)))
+		return
+	}
+	s.Pos["brokers"] = diag.NodePos(file, kv.Value)
+	for _, n := range kv.Value.Content {
+		b := scalar(file, "brokers", n, errs)
+		switch {
+		case b == "":
+		case !slices.Contains(broker.Names, b):
+			*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "brokers: unknown broker %q%s; brokers: %s", b, diag.Suggest(b, broker.Names), strings.Join(broker.Names, ", ")))
+		case slices.Contains(s.Brokers, b):
+			*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "brokers: %s given twice", b))
+		default:
+			s.Brokers = append(s.Brokers, b)
+		}
+	}
 }
 
 func readServices(s *System, file string, kv diag.Pair, errs *diag.Errors) {
@@ -132,8 +176,11 @@ func readService(file string, kv diag.Pair, errs *diag.Errors) *Service {
 		svc.Env = stringMap(file, "env", n, errs)
 	}
 	if n := f["ready"]; n != nil {
-		r := fields(file, diag.Pair{Key: "ready", KeyPos: diag.NodePos(file, n), Value: n}, []string{"log"}, []string{"log"}, errs)
+		// log stays required: without a line to wait for, a service is
+		// ready once started, and a timeout would bound nothing.
+		r := fields(file, diag.Pair{Key: "ready", KeyPos: diag.NodePos(file, n), Value: n}, []string{"log", "timeout"}, []string{"log"}, errs)
 		svc.Ready = text(file, r["log"], errs)
+		svc.ReadyTimeout = duration(file, "ready: timeout", r["timeout"], errs)
 	}
 	return svc
 }
@@ -211,6 +258,19 @@ func (s *System) path(file string, n *yaml.Node, errs *diag.Errors) string {
 		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "schema file: %v", err))
 	}
 	return p
+}
+
+// duration is a positive duration (60s, 2m); 0 when n is absent.
+func duration(file, key string, n *yaml.Node, errs *diag.Errors) time.Duration {
+	if n == nil {
+		return 0
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(n.Value))
+	if n.Kind != yaml.ScalarNode || err != nil || d <= 0 {
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "%s: want a positive duration such as 60s or 2m, got %s", key, diag.Describe(n)))
+		return 0
+	}
+	return d
 }
 
 func stringList(file, key string, n *yaml.Node, errs *diag.Errors) []string {

@@ -2,6 +2,10 @@ package system
 
 import (
 	"encoding/json"
+	"maps"
+	"strings"
+
+	"github.com/outboxdrill/runner/broker"
 )
 
 // JSONSchema is the JSON Schema (draft 2020-12) of a system file, for editors
@@ -17,10 +21,17 @@ func JSONSchema() []byte {
 		return o
 	}
 	service := obj(map[string]any{
-		"run":   map[string]any{"type": "array", "minItems": 1, "items": str, "description": "argv, run in the system file's directory"},
-		"env":   map[string]any{"type": "object", "additionalProperties": map[string]any{"type": []string{"string", "number", "boolean"}}, "description": "added to the runner's environment; ${…} expanded"},
-		"ready": obj(map[string]any{"log": str}, "log"),
+		"run": map[string]any{"type": "array", "minItems": 1, "items": str, "description": "argv, run in the system file's directory"},
+		"env": map[string]any{"type": "object", "additionalProperties": map[string]any{"type": []string{"string", "number", "boolean"}}, "description": "added to the runner's environment; ${…} expanded"},
+		"ready": obj(map[string]any{"log": str,
+			"timeout": map[string]any{"type": "string", "pattern": `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`, "description": "how long to wait for the log line (default 30s)"}}, "log"),
 	}, "run")
+	path := map[string]any{"type": "string", "pattern": `^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$`}
+	event := obj(map[string]any{
+		"payload":  map[string]any{"type": "object", "description": "the event's JSON; a string that is exactly ${amount} or ${version} is a number, other ${" + strings.Join(PayloadVars, "}, ${") + "} are text"},
+		"amount":   withDescription(path, "dotted path to the amount in the payload (default: where the payload has ${amount}, else amount)"),
+		"currency": withDescription(path, "dotted path to the currency in the payload (default: where the payload has ${currency}, else currency)"),
+	})
 	doc := obj(map[string]any{
 		"services": map[string]any{"type": "object", "minProperties": 1, "additionalProperties": service,
 			"propertyNames": map[string]any{"pattern": `^[A-Za-z_][A-Za-z0-9_-]*$`}},
@@ -30,6 +41,9 @@ func JSONSchema() []byte {
 		"stream":     obj(map[string]any{"event_id": str, "payload": str}, "event_id", "payload"),
 		"inbox":      obj(map[string]any{"table": ident, "consumer": ident, "event_id": ident, "payload": ident}, "table", "consumer", "event_id", "payload"),
 		"projection": map[string]any{"type": "string", "minLength": 1, "description": "a query returning consumer id, currency, amount, events"},
+		"brokers": map[string]any{"type": "array", "minItems": 1, "uniqueItems": true, "items": map[string]any{"enum": broker.Names},
+			"description": "the brokers the services support (default: all); a run on another skips the scenario"},
+		"event": event,
 	}, required...)
 	doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
 	doc["title"] = "outbox drill runner: a team's system file"
@@ -46,4 +60,11 @@ func joinParams() string {
 		s += p
 	}
 	return s
+}
+
+// withDescription is a copy of schema with a description.
+func withDescription(schema map[string]any, d string) map[string]any {
+	out := maps.Clone(schema)
+	out["description"] = d
+	return out
 }

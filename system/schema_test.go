@@ -31,7 +31,7 @@ func TestSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	files, _ := filepath.Glob("../examples/*/system*.yaml")
-	files = append(files, "testdata/system.yaml")
+	files = append(files, "testdata/system.yaml", "../cmd/runner/testdata/payments/system.yaml")
 	if len(files) < 3 {
 		t.Fatalf("found only %v", files)
 	}

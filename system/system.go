@@ -17,6 +17,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/outboxdrill/runner/diag"
 )
@@ -36,6 +37,33 @@ type System struct {
 	Stream      Stream
 	Inbox       Inbox
 	Projection  string // a query returning consumer, currency, amount, events
+	// Brokers are the brokers the services can talk to (brokers: [redis]);
+	// nil: every broker.
+	Brokers []string
+	Event   Event
+	// Pos holds where each value of the file is, by key path: "produce",
+	// "projection", "brokers", "outbox", "outbox.table", "inbox.event_id",
+	// "stream.payload", "schema.producer", "event.payload", "event.amount",
+	// … (At reads it).
+	Pos map[string]diag.Pos
+}
+
+// At is where the value at key path (as in Pos) is written; the file's
+// first line when the file does not give it.
+func (s *System) At(key string) diag.Pos {
+	if p, ok := s.Pos[key]; ok {
+		return p
+	}
+	return diag.Pos{File: s.File, Line: 1, Col: 1}
+}
+
+// Unsupported says why a run on broker b cannot drill this system (the
+// file lists the brokers its services support, and b is not one), or "".
+func (s *System) Unsupported(b string) string {
+	if s.Brokers == nil || slices.Contains(s.Brokers, b) {
+		return ""
+	}
+	return fmt.Sprintf("the system file %s supports brokers %s; this run is %s", s.File, strings.Join(s.Brokers, ", "), b)
 }
 
 // Service is one process of the team's system.
@@ -45,6 +73,9 @@ type Service struct {
 	Run   []string          // argv, run in the system file's directory
 	Env   map[string]string // values may hold ${…} placeholders
 	Ready string            // a line containing it on stdout or stderr means ready; "" = once started
+	// ReadyTimeout bounds the wait for Ready (ready: {timeout: 60s}); 0: the
+	// runner's default, 30 s.
+	ReadyTimeout time.Duration
 }
 
 // Schema are the DDL files applied to each fresh producer and consumer database.

@@ -53,6 +53,11 @@ func TestLoadErrors(t *testing.T) {
 		{"bad table name", strings.Replace(ok, "table: o,", "table: \"o; DROP\",", 1), `f.yaml:3:17: "o; DROP" is not a table or column name`},
 		{"missing mapping field", strings.Replace(ok, "stream: {event_id: e, payload: p}", "stream: {event_id: e}", 1), "f.yaml:4:9: stream: missing payload"},
 		{"missing schema file", ok + "schema: {producer: nope.sql}\n", "f.yaml:6:20: schema file: stat nope.sql"},
+		{"ready timeout not a duration", strings.Replace(ok, "run: [x]", "run: [x], ready: {log: up, timeout: soon}", 1), `f.yaml:1:56: ready: timeout: want a positive duration such as 60s or 2m, got "soon"`},
+		{"ready timeout alone", strings.Replace(ok, "run: [x]", "run: [x], ready: {timeout: 10s}", 1), "f.yaml:1:37: ready: missing log"},
+		{"unknown broker", ok + "brokers: [redis, nast]\n", `f.yaml:6:18: brokers: unknown broker "nast" (did you mean "nats"?); brokers: redis, nats, rabbitmq, kafka`},
+		{"broker twice", ok + "brokers: [redis, redis]\n", "f.yaml:6:18: brokers: redis given twice"},
+		{"brokers not a list", ok + "brokers: redis\n", "f.yaml:6:10: brokers: want a non-empty list"},
 		{"yaml syntax", "services: [\n", "f.yaml:"},
 		{"not a map", "- a\n", "f.yaml:1:1: a system file is a map"},
 	} {
@@ -74,6 +79,8 @@ func TestParseTrigger(t *testing.T) {
 		"producer_db.statement()":         {"producer_db", "statement", ""},
 		"broker.reply(xadd)":              {"broker", "reply", "XADD"},
 		" broker.request(XACK) ":          {"broker", "request", "XACK"},
+		"broker.request(xgroup.create)":   {"broker", "request", "XGROUP.CREATE"},
+		"broker.reply(CLIENT.NO-EVICT)":   {"broker", "reply", "CLIENT.NO-EVICT"},
 	} {
 		got, err := ParseTrigger(on)
 		if err != nil || got != want {
@@ -89,6 +96,10 @@ func TestParseTrigger(t *testing.T) {
 		"broker.reply()":                 "broker.reply needs the command",
 		"consumer_db.commit(inbox)":      "takes (table=NAME) or ()",
 		"commit":                         "want <link>.<boundary>(<filter>)",
+		"broker.reply(XAD)":              `broker.reply(XAD): no Redis command XAD (did you mean "XADD"?)`,
+		"broker.request(xreadgrop)":      `no Redis command XREADGROP (did you mean "XREADGROUP"?)`,
+		"broker.request(XGROUP.CRATE)":   `Redis command XGROUP has no subcommand CRATE (did you mean "CREATE"?); it has: CREATE, CREATECONSUMER`,
+		"broker.reply(XADD.NOMKSTREAM)":  "Redis command XADD has no subcommands",
 	} {
 		if _, err := ParseTrigger(on); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v; want %q", on, err, want)
@@ -117,5 +128,118 @@ func TestExpand(t *testing.T) {
 	}
 	if _, err := Expand("${strem}", vars); err == nil || !strings.Contains(err.Error(), `unknown ${strem} (did you mean "stream"?)`) {
 		t.Errorf("expand unknown: %v", err)
+	}
+}
+
+// ready: {log, timeout} bounds the wait for the log line; without timeout
+// the runner's default holds (0).
+func TestReadyTimeout(t *testing.T) {
+	src := "services: {relay: {run: [x], ready: {log: up, timeout: 90s}}, consumer: {run: [y], ready: {log: up}}}\nproduce: \"SELECT ${event}\"\noutbox: {table: o, event_id: e, payload: p, unpublished: \"true\"}\nstream: {event_id: e, payload: p}\ninbox: {table: i, consumer: c, event_id: e, payload: p}\n"
+	s, errs := Parse("f.yaml", []byte(src))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if got := s.Services["relay"].ReadyTimeout; got != 90*time.Second {
+		t.Errorf("relay ready timeout %s, want 1m30s", got)
+	}
+	if got := s.Services["consumer"].ReadyTimeout; got != 0 {
+		t.Errorf("consumer ready timeout %s, want 0 (the default)", got)
+	}
+}
+
+// brokers: lists the brokers the services support; a run on another is
+// skipped with the reason, and a file without the key supports them all.
+func TestBrokers(t *testing.T) {
+	const base = "services: {relay: {run: [x]}}\nproduce: \"SELECT ${event}\"\noutbox: {table: o, event_id: e, payload: p, unpublished: \"true\"}\nstream: {event_id: e, payload: p}\ninbox: {table: i, consumer: c, event_id: e, payload: p}\n"
+	s, errs := Parse("f.yaml", []byte(base+"brokers: [redis, kafka]\n"))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if why := s.Unsupported("redis"); why != "" {
+		t.Errorf("redis is listed, yet: %s", why)
+	}
+	if why := s.Unsupported("nats"); why != "the system file f.yaml supports brokers redis, kafka; this run is nats" {
+		t.Errorf("nats: %q", why)
+	}
+	all, errs := Parse("f.yaml", []byte(base))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for _, b := range []string{"redis", "nats", "rabbitmq", "kafka"} {
+		if why := all.Unsupported(b); why != "" {
+			t.Errorf("no brokers: key, yet %s is unsupported: %s", b, why)
+		}
+	}
+}
+
+const teamEvent = `event:
+  payload: {type: PaymentCaptured, id: "${event}", data: {amountMinor: "${amount}", currency: "${currency}", note: "${from} pays ${to}", version: "${version}", tags: [a, 1, true, null]}}
+  amount: data.amountMinor
+  currency: data.currency
+`
+
+// The team's payload: the template rendered with the event's values, the
+// amount a JSON number, every other ${…} as text; the paths kept.
+func TestEventPayload(t *testing.T) {
+	const base = "services: {relay: {run: [x]}}\nproduce: \"SELECT ${event}, ${payload}\"\noutbox: {table: o, event_id: e, payload: p, unpublished: \"true\"}\nstream: {event_id: e, payload: p}\ninbox: {table: i, consumer: c, event_id: e, payload: p}\n"
+	s, errs := Parse("f.yaml", []byte(base+teamEvent))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	got, err := s.Payload(map[string]string{"event": "bus-1", "amount": "1250", "currency": "EUR", "from": "alice", "to": "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"type":"PaymentCaptured","id":"bus-1","data":{"amountMinor":1250,"currency":"EUR","note":"alice pays bob","version":null,"tags":["a",1,true,null]}}`
+	if got != want {
+		t.Errorf("payload\n got %s\nwant %s", got, want)
+	}
+	if !slices.Equal(s.Event.AmountPath, []string{"data", "amountMinor"}) || !slices.Equal(s.Event.CurrencyPath, []string{"data", "currency"}) || !slices.Equal(s.Event.EventIDPath, []string{"id"}) {
+		t.Errorf("paths %v %v %v", s.Event.AmountPath, s.Event.CurrencyPath, s.Event.EventIDPath)
+	}
+	if p := s.At("event.amount"); p.Line != 8 || p.Col != 11 {
+		t.Errorf("event.amount at %s, want f.yaml:8:11", p)
+	}
+	// Without amount: and currency: the paths are where the template puts
+	// ${amount} and ${currency}.
+	derived, errs := Parse("f.yaml", []byte(base+"event: {payload: {m: {a: \"${amount}\", c: \"${currency}\"}}}\n"))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if !slices.Equal(derived.Event.AmountPath, []string{"m", "a"}) || !slices.Equal(derived.Event.CurrencyPath, []string{"m", "c"}) {
+		t.Errorf("derived paths %v %v", derived.Event.AmountPath, derived.Event.CurrencyPath)
+	}
+	if _, err := derived.Payload(map[string]string{"amount": "12.5"}); err == nil || !strings.Contains(err.Error(), `${amount} is "12.5", not a whole number`) {
+		t.Errorf("a fractional amount: %v", err)
+	}
+	plain, errs := Parse("f.yaml", []byte(base))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if plain.Event.Templated() || plain.Event.AmountPath != nil {
+		t.Errorf("no event: key, yet %+v", plain.Event)
+	}
+	if _, err := plain.Payload(nil); err == nil {
+		t.Error("Payload without a template: no error")
+	}
+}
+
+func TestEventErrors(t *testing.T) {
+	const base = "services: {relay: {run: [x]}}\nproduce: \"SELECT ${event}\"\noutbox: {table: o, event_id: e, payload: p, unpublished: \"true\"}\nstream: {event_id: e, payload: p}\ninbox: {table: i, consumer: c, event_id: e, payload: p}\n"
+	for _, c := range []struct{ name, src, want string }{
+		{"misspelt path", strings.Replace(teamEvent, "amount: data.amountMinor", "amount: data.amountMinr", 1),
+			`f.yaml:8:11: event: amount: event.payload has no field data.amountMinr (did you mean "data.amountMinor"?); its fields: type, id, data.amountMinor`},
+		{"unknown placeholder", strings.Replace(teamEvent, `"${currency}"`, `"${curency}"`, 1), `f.yaml:7:95: event: payload: unknown ${curency} (did you mean "currency"?)`},
+		{"payload placeholder", strings.Replace(teamEvent, `"${event}"`, `"${payload}"`, 1), "event: payload: unknown ${payload}"},
+		{"payload not a map", "event: {payload: \"${event}\"}\n", "f.yaml:6:18: event: payload: want a map"},
+		{"bad path", "event: {amount: \"data['x']\"}\n", `f.yaml:6:17: event: amount: "data['x']" is not a dotted path`},
+		{"unknown event key", "event: {amout: a}\n", `f.yaml:6:9: event: unknown key "amout" (did you mean "amount"?)`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, errs := Parse("f.yaml", []byte(base+c.src))
+			if len(errs) == 0 || !strings.Contains(errs.Error(), c.want) {
+				t.Errorf("errors:\n%v\nwant one containing %q", errs, c.want)
+			}
+		})
 	}
 }

@@ -5,7 +5,7 @@
 // child process, labelled "kafka (kfake)" in every report).
 //
 //	runner run [flags] [files or dirs...]       run scenarios (default dir: scenarios)
-//	runner validate [files or dirs...]          check scenarios without running them
+//	runner validate [--system FILE] [files or dirs...]  check scenarios and system files (mappings against their schema) without running them
 //	runner list [flags] [files or dirs...]      list scenarios: file, name, tags
 //	runner docs                                 print the scenario-language reference
 //	runner schema [--system]                    print the JSON Schema of scenario (or system) files
@@ -108,7 +108,7 @@ var help = map[string]struct{ args, summary string }{
 	"run":       {"[flags] [files or dirs...]", "run scenarios against real PostgreSQL and Redis Streams, NATS JetStream or RabbitMQ (--broker)"},
 	"schema":    {"[--system]", "print the JSON Schema of scenario files, or of system files (draft 2020-12)"},
 	"soak":      {"[flags]", "drive N events through the pipeline with random faults, then check the history"},
-	"validate":  {"[files or dirs...]", "check scenarios without running anything"},
+	"validate":  {"[--system FILE] [files or dirs...]", "check scenarios and system files without running anything; a system file's mappings are checked against its schema on a throwaway database pair"},
 }
 
 type command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
@@ -350,17 +350,24 @@ func load(paths []string, stderr io.Writer) ([]*scenario.Scenario, bool) {
 // useSystem applies --system to the scenarios without a system: key and
 // checks that every service a step names is in its scenario's system file.
 func useSystem(scs []*scenario.Scenario, file string, stderr io.Writer) bool {
+	_, ok := loadSystem(scs, file, stderr)
+	return ok
+}
+
+// loadSystem is useSystem that also returns the --system file (nil
+// without one).
+func loadSystem(scs []*scenario.Scenario, file string, stderr io.Writer) (*system.System, bool) {
 	var sys *system.System
 	var errs diag.Errors
 	if file != "" {
 		if sys, errs = system.Load(file); len(errs) > 0 {
-			return printErrors(errs, stderr)
+			return nil, printErrors(errs, stderr)
 		}
 	}
 	for _, sc := range scs {
 		errs = append(errs, sc.UseSystem(sys)...)
 	}
-	return len(errs) == 0 || printErrors(errs, stderr)
+	return sys, len(errs) == 0 || printErrors(errs, stderr)
 }
 
 // printErrors prints load errors (at most maxErrors) and reports false.
@@ -442,9 +449,13 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// Reports are written whatever the result: failures are what they are for.
 	err = errors.Join(err, writeReports(files, rep))
+	var invalid *runner.InvalidError
 	switch {
 	case ctx.Err() != nil:
 		return interrupted(stderr, p.Keep != runner.KeepNone)
+	case errors.As(err, &invalid):
+		printErrors(invalid.Errs, stderr)
+		return exitInvalid
 	case err != nil:
 		fmt.Fprintf(stderr, "runner: %s\n", safe.Text(err.Error()))
 		return exitEnvironment
@@ -560,17 +571,64 @@ func closeAll(files []*os.File) {
 	}
 }
 
-func cmdValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	paths, code, done := parseArgs(newFlags("validate"), args, stdout, stderr)
+func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("validate")
+	p := runner.Params{Parallel: 1}
+	fs.StringVar(&p.PGURL, "pg", os.Getenv("RUNNER_PG_URL"), "check the system files' mappings on the PostgreSQL server at admin `URL` (env RUNNER_PG_URL); without it, on a server the runner starts")
+	connectTimeoutFlag(fs, &p.ConnectTimeout)
+	systemFile := fs.String("system", "", "the system `FILE` applies to every scenario without a system: key, as with run; alone, validate checks that file")
+	offline := fs.Bool("offline", false, "load and check the files only: no mapping is checked against a database")
+	paths, code, done := parseArgs(fs, args, stdout, stderr)
 	if done {
 		return code
 	}
-	scs, ok := load(paths, stderr)
+	var scs []*scenario.Scenario
+	if len(paths) > 0 || *systemFile == "" {
+		var ok bool
+		if scs, ok = load(paths, stderr); !ok {
+			return exitInvalid
+		}
+	}
+	sys, ok := loadSystem(scs, *systemFile, stderr)
 	if !ok {
 		return exitInvalid
 	}
-	fmt.Fprintf(stdout, "ok: %d scenario(s) valid\n", len(scs))
+	note := ""
+	if !*offline {
+		if code, done := checkMappings(ctx, p, scs, sys, &note, stderr); done {
+			return code
+		}
+	}
+	if len(scs) == 0 {
+		fmt.Fprintf(stdout, "ok: %s valid%s\n", safe.Line(sys.File), note)
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "ok: %d scenario(s) valid%s\n", len(scs), note)
 	return exitOK
+}
+
+// checkMappings checks the system files' mappings against their schema on
+// a PostgreSQL, for validate. Without --pg and without a server of its own
+// (no PostgreSQL installed), the files are still valid as far as loading
+// tells: said on stderr, not an error.
+func checkMappings(ctx context.Context, p runner.Params, scs []*scenario.Scenario, sys *system.System, note *string, stderr io.Writer) (code int, done bool) {
+	checked, err := runner.CheckSystems(ctx, p, scs, sys)
+	var invalid *runner.InvalidError
+	switch {
+	case ctx.Err() != nil:
+		return interrupted(stderr, false), true
+	case errors.As(err, &invalid):
+		printErrors(invalid.Errs, stderr)
+		return exitInvalid, true
+	case err != nil && p.PGURL != "":
+		fmt.Fprintf(stderr, "runner: %s\n", safe.Text(err.Error()))
+		return exitEnvironment, true
+	case err != nil:
+		fmt.Fprintf(stderr, "runner: note: the system files' mappings were not checked against their schema (no PostgreSQL: give --pg URL): %s\n", safe.Text(err.Error()))
+	case len(checked) > 0:
+		*note = fmt.Sprintf("; mappings checked against their schema: %s", safe.Line(strings.Join(checked, ", ")))
+	}
+	return exitOK, false
 }
 
 func cmdList(_ context.Context, args []string, stdout, stderr io.Writer) int {

@@ -78,7 +78,7 @@ system: `+sys+`
 steps:
   - produce(event=bus-1)
   - start: relay
-  - start: {service: consumer, fault: {on: "consumer_db.commit(table=ledger)", do: kill}}
+  - start: {service: consumer, fault: {on: "consumer_db.commit(table=held)", do: kill}}
   - expect: {inbox.rows: 1, within: 5s}
 `)
 	code, out, _ = cli(t, "run", never)

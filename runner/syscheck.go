@@ -1,0 +1,165 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/redact"
+	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/steps"
+	"github.com/outboxdrill/runner/system"
+)
+
+// InvalidError is input found wrong once a database could tell: a system
+// file's mapping that the team's own schema does not have, a fault on a
+// table it lacks, DDL that does not apply. Nothing ran; like a load error
+// it is the scenario author's to fix (the CLI exits 2), not a failed
+// scenario and not a server problem.
+type InvalidError struct{ Errs diag.Errors }
+
+func (e *InvalidError) Error() string { return e.Errs.Error() }
+
+// CheckSystems checks every system file the scenarios use, and sys when
+// not nil (a file no scenario uses yet), against the team's schema, as run
+// does before anything runs (see checkSystems), on the PostgreSQL p names
+// or, without one, on a server of the runner's own. It reports the files
+// it checked; a problem of the files is an *InvalidError.
+func CheckSystems(ctx context.Context, p Params, scs []*scenario.Scenario, sys *system.System) (checked []string, err error) {
+	systems := systemsOf(scs, sys)
+	if len(systems) == 0 {
+		return nil, nil
+	}
+	w, err := openWorld(ctx, &p, shape{}) // no broker: only PostgreSQL knows the catalog
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, w.Close()) }()
+	for _, s := range systems {
+		checked = append(checked, s.File)
+	}
+	return checked, w.checkSystems(ctx, scs, sys)
+}
+
+// checkSystems applies each system file's schema to a throwaway database
+// pair, checks the file's mappings and the faults of the scenarios that use
+// it against the catalog, and drops the pair: once per file and run, before
+// any scenario starts, so that a wrong name fails nothing half-way. The
+// catalogs stay for acquireSystem (the event ids the outbox takes).
+func (w *World) checkSystems(ctx context.Context, scs []*scenario.Scenario, extra ...*system.System) error {
+	var errs diag.Errors
+	for _, sys := range systemsOf(scs, extra...) {
+		cat, serrs, err := w.checkSystem(ctx, sys)
+		if err != nil {
+			return fmt.Errorf("check %s against its schema: %w", sys.File, err)
+		}
+		errs = append(errs, serrs...)
+		if cat == nil {
+			continue
+		}
+		if w.catalogs == nil {
+			w.catalogs = map[string]*system.Catalog{}
+		}
+		w.catalogs[systemKey(sys)] = cat
+		for _, sc := range scs {
+			if sc.System != nil && systemKey(sc.System) == systemKey(sys) {
+				errs = append(errs, faultTables(sc, cat)...)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		errs.Sort()
+		return &InvalidError{errs}
+	}
+	return nil
+}
+
+// faultTables checks the table of every fault the scenario's start steps
+// arm against the catalog.
+func faultTables(sc *scenario.Scenario, cat *system.Catalog) diag.Errors {
+	var errs diag.Errors
+	for _, c := range sc.Steps {
+		if f, pos, ok := steps.StartFault(c); ok {
+			if err := cat.CheckFault(f); err != nil {
+				errs = append(errs, diag.Errorf(pos, "on: %v", err))
+			}
+		}
+	}
+	return errs
+}
+
+// checkSystem checks one system file on a pair of its own. serrs are the
+// file's problems; err is the servers'.
+func (w *World) checkSystem(ctx context.Context, sys *system.System) (cat *system.Catalog, serrs diag.Errors, err error) {
+	var undo cleanups
+	defer func() { err = errors.Join(err, undo.run()) }()
+	base := fmt.Sprintf("%s_%s_%d", namePrefix, w.RunID, w.pairs.next())
+	var conns [2]*pgx.Conn
+	for side, s := range []struct{ suffix, ddl, key string }{{"_p", sys.Schema.Producer, "schema.producer"}, {"_c", sys.Schema.Consumer, "schema.consumer"}} {
+		conn, err := w.throwawayDB(ctx, side, base+s.suffix, &undo)
+		if err != nil {
+			return nil, nil, err
+		}
+		conns[side] = conn
+		if s.ddl == "" {
+			continue
+		}
+		ddl, err := os.ReadFile(s.ddl)
+		if err != nil {
+			return nil, diag.Errors{diag.Errorf(sys.At(s.key), "schema: %v", err)}, nil
+		}
+		if _, err := conn.Exec(ctx, string(ddl)); err != nil {
+			return nil, diag.Errors{diag.Errorf(sys.At(s.key), "schema: %s does not apply to a fresh database: %v", s.ddl, err)}, nil
+		}
+	}
+	return sys.Check(ctx, conns[0], conns[1])
+}
+
+// throwawayDB creates a database on a side's server and connects to it;
+// undo closes the connection, then drops the database.
+func (w *World) throwawayDB(ctx context.Context, side int, name string, undo *cleanups) (*pgx.Conn, error) {
+	if err := w.createDB(ctx, side, name, undo); err != nil {
+		return nil, err
+	}
+	url := w.dbURL(side, name)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", name, redact.Err(url, err))
+	}
+	undo.add(conn.Close)
+	return conn, nil
+}
+
+// systemsOf lists the system files the scenarios use, each once, in
+// scenario order, then those of extra no scenario uses (nil ones left out).
+func systemsOf(scs []*scenario.Scenario, extra ...*system.System) []*system.System {
+	var out []*system.System
+	seen := map[string]bool{}
+	add := func(sys *system.System) {
+		if sys != nil && !seen[systemKey(sys)] {
+			seen[systemKey(sys)] = true
+			out = append(out, sys)
+		}
+	}
+	for _, sc := range scs {
+		add(sc.System)
+	}
+	for _, sys := range extra {
+		add(sys)
+	}
+	return out
+}
+
+// systemKey names a system file however a scenario reached it: each
+// scenario with a system: key loads the file anew.
+func systemKey(sys *system.System) string {
+	if abs, err := filepath.Abs(sys.File); err == nil {
+		return abs
+	}
+	return sys.File
+}

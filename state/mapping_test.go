@@ -1,0 +1,95 @@
+package state
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxdrill/runner/internal/testservers"
+)
+
+func TestMain(m *testing.M) { testservers.Main(m) }
+
+// A team-shaped payload: the amount and the currency where the paths say.
+var team = Map{Team: true, InboxTable: "inbox", InboxConsumer: "consumer_id", InboxEventID: "event_id", InboxPayload: "payload",
+	AmountPath: []string{"data", "amountMinor"}, CurrencyPath: []string{"data", "currency"}, EventIDPath: []string{"id"}}
+
+func TestAmountOf(t *testing.T) {
+	for _, c := range []struct {
+		m       Map
+		payload string
+		amount  int64
+		cur     string
+		ok      bool
+	}{
+		{Map{}, `{"event_id":"bus-1","amount":100,"currency":"USD"}`, 100, "USD", true},
+		{team, `{"type":"PaymentCaptured","id":"x","data":{"amountMinor":1250,"currency":"EUR"}}`, 1250, "EUR", true},
+		{team, `{"data":{"amountMinor":"1250","currency":"EUR"}}`, 1250, "EUR", true}, // a string holding an integer, as ::bigint takes it
+		{team, `{"amount":100,"currency":"USD"}`, 0, "", false},                       // the reference fields are not the team's
+		{team, `{"data":{"amountMinor":12.5,"currency":"EUR"}}`, 0, "", false},
+		{team, `{"data":{"amountMinor":1,"currency":{"code":"EUR"}}}`, 0, "", false},
+		{Map{AmountPath: []string{"lines", "1", "n"}}, `{"lines":[{"n":1},{"n":2}],"currency":"USD"}`, 2, "USD", true},
+		{Map{}, `not json`, 0, "", false},
+	} {
+		amount, cur, ok := c.m.AmountOf(c.payload)
+		if amount != c.amount || cur != c.cur || ok != c.ok {
+			t.Errorf("%v on %s: (%d, %q, %t), want (%d, %q, %t)", c.m.AmountPath, c.payload, amount, cur, ok, c.amount, c.cur, c.ok)
+		}
+	}
+}
+
+// InboxSums and the inbox rows read the team's payload where the paths say,
+// on a real PostgreSQL; AmountOf agrees with the SQL on every row.
+func TestInboxSumsFollowThePaths(t *testing.T) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testservers.PG(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	payloads := []string{
+		`{"type":"PaymentCaptured","id":"e1","data":{"amountMinor":1250,"currency":"EUR"}}`,
+		`{"type":"PaymentCaptured","id":"e2","data":{"amountMinor":50,"currency":"EUR"}}`,
+		`{"type":"PaymentCaptured","id":"e3","data":{"amountMinor":7,"currency":"USD"}}`,
+	}
+	// A temporary table: this connection's own, gone with it.
+	if _, err := conn.Exec(ctx, `CREATE TEMP TABLE inbox (consumer_id text, event_id text, payload jsonb)`); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range payloads {
+		if _, err := conn.Exec(ctx, `INSERT INTO inbox VALUES ('accounting', $1, $2)`, "entry-"+string(rune('1'+i)), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := conn.Query(ctx, team.InboxSums(), "accounting")
+	if err != nil {
+		t.Fatalf("%s: %v", team.InboxSums(), err)
+	}
+	got := map[string]Sum{}
+	var cur string
+	var s Sum
+	if _, err := pgx.ForEachRow(rows, []any{&cur, &s.Amount, &s.Events}, func() error { got[cur] = s; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]Sum{}
+	for _, p := range payloads {
+		amount, cur, ok := team.AmountOf(p)
+		if !ok {
+			t.Fatalf("AmountOf(%s) not ok", p)
+		}
+		want[cur] = Sum{Amount: want[cur].Amount + amount, Events: want[cur].Events + 1}
+	}
+	if len(got) != 2 || got["EUR"] != (Sum{1300, 2}) || got["USD"] != (Sum{7, 1}) || got["EUR"] != want["EUR"] || got["USD"] != want["USD"] {
+		t.Errorf("sums %v, AmountOf's %v; want EUR {1300 2}, USD {7 1}", got, want)
+	}
+	inboxes, err := InboxesOf(ctx, conn, team)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"e1", "e2", "e3"} { // the payload's id, not the inbox's entry ids
+		if _, ok := inboxes["accounting"][id]; !ok {
+			t.Errorf("inbox %v: want event %s, read from the payload's id", inboxes, id)
+		}
+	}
+}
