@@ -25,6 +25,9 @@ type Team struct {
 	// Amount extracts amount and currency from a payload (the system
 	// file's paths); nil: the top-level amount and currency fields.
 	Amount func(payload string) (int64, string, bool)
+	// EventOf extracts the event id a payload carries, if the team's
+	// payload carries one; nil: none is looked for.
+	EventOf func(payload string) (string, bool)
 	// Readers are the consumer ids a live service still read as when the
 	// system settled; only their pending entries can be judged stranded.
 	Readers map[string]bool
@@ -43,6 +46,7 @@ type resolved struct {
 	row   state.InboxRow
 	event string // "" when nobody committed anything it could be
 	via   string // how the row's key led to the event, for the witness
+	other bool   // keyed by something else; its payload names the event
 }
 
 // resolve traces an inbox row to a committed event: its key is the event
@@ -55,6 +59,13 @@ func (t *Team) resolve(st State, row state.InboxRow) resolved {
 	if ev, ok := t.EntryEvents[row.Key]; ok {
 		if _, committed := st.Outbox[ev]; committed {
 			return resolved{row: row, event: ev, via: fmt.Sprintf("its key %s is the broker entry id of an entry of %s", row.Key, ev)}
+		}
+	}
+	if t.EventOf != nil {
+		if ev, ok := t.EventOf(row.Payload); ok {
+			if _, committed := st.Outbox[ev]; committed {
+				return resolved{row: row, event: ev, other: true}
+			}
 		}
 	}
 	return resolved{row: row}
@@ -89,16 +100,22 @@ func teamInbox(c string, cs *Consumer, st State, ops []Op) []Violation {
 			continue
 		}
 		var keys []string
-		byEntry := 0
+		byEntry, other := 0, 0
 		for _, r := range rs {
 			keys = append(keys, r.row.Key)
 			if r.via != "" {
 				byEntry++
 			}
+			if r.other {
+				other++
+			}
 		}
 		why := ""
-		if byEntry > 0 {
+		switch {
+		case byEntry > 0:
 			why = fmt.Sprintf(": %d of them keyed by the broker entry id of one of its entries (the consumer dedupes on the entry id, new on every publish, not on the business event id)", byEntry)
+		case other > 0:
+			why = fmt.Sprintf(": %d of them keyed by something else than the event id; their payloads name %s (the consumer does not dedupe on the business event id)", other, ev)
 		}
 		vs = append(vs, Violation{DoubleApplied, c, ev, fmt.Sprintf("the inbox holds %d rows for it (keys %s)%s", len(rs), strings.Join(keys, ", "), why), trail(ops, ev)})
 	}

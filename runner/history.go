@@ -63,7 +63,8 @@ func judgeSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *repo
 	for _, c := range consumers {
 		models[c] = []string{c}
 	}
-	team := &history.Team{EntryEvents: entryEvents(hist), Readers: s.Readers}
+	m := env.Mapping()
+	team := &history.Team{EntryEvents: entryEvents(hist), Readers: s.Readers, Amount: m.AmountOf, EventOf: m.EventIDOf}
 	return judgeWith(ctx, env, res, hist, consumers, models, func(st *history.State) {
 		st.Team = team
 		for g, ps := range s.Untaken {

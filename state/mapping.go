@@ -79,6 +79,19 @@ func (m Map) AmountOf(payload string) (amount int64, currency string, ok bool) {
 	return amount, c, true
 }
 
+// EventIDOf reads the event id out of an event's JSON payload where m says
+// it is (by default the reference payload's event_id); ok is false when the
+// payload carries none.
+func (m Map) EventIDOf(payload string) (string, bool) {
+	dec := json.NewDecoder(strings.NewReader(payload))
+	dec.UseNumber()
+	var doc any
+	if dec.Decode(&doc) != nil {
+		return "", false
+	}
+	return scalarAt(doc, orDefault(m.EventIDPath, defaultEventID))
+}
+
 // scalarAt is the string or number at path in a decoded JSON document, as
 // text (what #>> gives for them).
 func scalarAt(doc any, path []string) (string, bool) {

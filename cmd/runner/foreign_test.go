@@ -57,10 +57,7 @@ func pythonReady(t *testing.T) bool {
 // service, and fails on a service with one known bug, the history checker
 // naming the invariant it breaks. Every scenario declares nothing: the
 // checker must find the bug on its own.
-//
-// Rows marked pending name an invariant the checker does not see yet on a
-// team's system (issue 21: stranded and phantom are judged from the final
-// state only, and not at all on a team's system); they fail until it does.
+
 func TestForeignServicesVerdicts(t *testing.T) {
 	t.Setenv("PAYMENTS_BIN", paymentsService(t))
 	const (
@@ -74,18 +71,15 @@ func TestForeignServicesVerdicts(t *testing.T) {
 		// want are the invariants the checker must name (each: one of
 		// a|b), as "invariant: consumer …" lines of the failure.
 		want []string
-		// pending: the current checker does not name it on a team's
-		// system yet (issue 21).
-		pending bool
 	}{
-		{goSys, goSc + "commit-fails-is-retried.yaml", "no-retry", []string{"stranded"}, true},
-		{goSys, goSc + "relay-republish-is-deduplicated.yaml", "entry-id-dedupe", []string{"double_applied|phantom"}, true},
-		{goSys, goSc + "forged-copy-is-refused.yaml", "upsert", []string{"phantom"}, true},
-		{goSys, goSc + "commit-fails-after-ack.yaml", "ack-first", []string{"lost", "acked_without_effect"}, false},
-		{goSys, goSc + "balance-commit-fails.yaml", "split-tx", []string{"projection_mismatch"}, false},
-		{goSys, goSc + "relay-publishes-once.yaml", "double-publish", []string{"double_published"}, false},
-		{pySys, pySc + "commit-fails.yaml", "no-retry", []string{"stranded"}, true},
-		{pySys, pySc + "commit-fails.yaml", "ack-first", []string{"lost", "acked_without_effect"}, false},
+		{goSys, goSc + "commit-fails-is-retried.yaml", "no-retry", []string{"stranded"}},
+		{goSys, goSc + "relay-republish-is-deduplicated.yaml", "entry-id-dedupe", []string{"double_applied"}},
+		{goSys, goSc + "forged-copy-is-refused.yaml", "upsert", []string{"phantom", "double_applied", "projection_mismatch"}},
+		{goSys, goSc + "commit-fails-after-ack.yaml", "ack-first", []string{"lost", "acked_without_effect"}},
+		{goSys, goSc + "balance-commit-fails.yaml", "split-tx", []string{"projection_mismatch"}},
+		{goSys, goSc + "relay-publishes-once.yaml", "double-publish", []string{"double_published"}},
+		{pySys, pySc + "commit-fails.yaml", "no-retry", []string{"stranded"}},
+		{pySys, pySc + "commit-fails.yaml", "ack-first", []string{"lost", "acked_without_effect"}},
 	}
 	python := pythonReady(t)
 	passed := map[string]bool{} // system + scenario whose correct run passed
@@ -111,11 +105,7 @@ func TestForeignServicesVerdicts(t *testing.T) {
 			named := namedInvariants(out)
 			for _, want := range r.want {
 				if !anyOf(named, strings.Split(want, "|")) {
-					note := ""
-					if r.pending {
-						note = " (pending: the checker does not judge it on a team's system yet, issue 21)"
-					}
-					t.Errorf("BUG=%s: the checker named %v, want %s%s\n%s", r.bug, named, want, note, out)
+					t.Errorf("BUG=%s: the checker named %v, want %s\n%s", r.bug, named, want, out)
 				}
 			}
 		})
