@@ -61,8 +61,9 @@ type Consumer struct {
 	// filled from them, each traced to the business event it records).
 	Rows []state.InboxRow
 	// Untaken are the entries still pending once a team's system settled
-	// that no live consumer took again meanwhile.
-	Untaken []Pending
+	// that no live consumer took again meanwhile; Undecided those settling
+	// could not decide about (not idle long enough yet).
+	Untaken, Undecided []Pending
 }
 
 // State is the end of the scenario as the databases and the broker hold it.

@@ -7,6 +7,7 @@ import (
 
 	"fmt"
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/redisstream"
 	"maps"
 	"slices"
 	"strings"
@@ -53,7 +54,7 @@ func judgeSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *repo
 	}
 	hist := append(ops(res.Steps), run.Ops()...)
 	consumers := run.Consumers()
-	for _, c := range append(groupsOf(s.Untaken), defaultConsumerOf(res.Scenario)) {
+	for _, c := range append(append(groupsOf(s.Untaken), groupsOf(s.Undecided)...), defaultConsumerOf(res.Scenario)) {
 		if !slices.Contains(consumers, c) {
 			consumers = append(consumers, c)
 		}
@@ -72,6 +73,16 @@ func judgeSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *repo
 				cs.Untaken = ps
 			}
 		}
+		for g, ps := range s.Undecided {
+			if cs := st.Consumers[g]; cs != nil {
+				cs.Undecided = ps
+			}
+		}
+		if rs, ok := env.Broker.(*redisstream.Stream); ok {
+			if err := brokerListing(ctx, rs, team); err != nil {
+				st.NotJudged[history.Lost] = "the broker's entries could not be listed: " + err.Error()
+			}
+		}
 		if res.Broker != broker.Redis {
 			for _, inv := range wireInvariants {
 				st.NotJudged[inv] = fmt.Sprintf("the services reach %s directly (no protocol proxy for it yet): their publishes, deliveries and acks are not seen", res.Broker)
@@ -87,6 +98,22 @@ func notJudged(why string) map[string]string {
 		out[inv] = why
 	}
 	return out
+}
+
+// brokerListing reads which entries the stream holds and which of them
+// each group may still be handed: lost is judged on that, not on a guess
+// of which entries a retention limit or a consumer's XDEL left.
+func brokerListing(ctx context.Context, rs *redisstream.Stream, team *history.Team) error {
+	entries, err := rs.EntryList(ctx)
+	if err != nil {
+		return err
+	}
+	team.Held = map[string][]string{}
+	for _, e := range entries {
+		team.Held[e.EventID] = append(team.Held[e.EventID], e.ID)
+	}
+	team.Deliverable, err = rs.Deliverable(ctx, entries)
+	return err
 }
 
 // wireInvariants rest on what the services did on the broker, seen only

@@ -34,8 +34,13 @@ type settled struct {
 	// Why: not settled, what still moved or waited when the limit struck.
 	Why string
 	// Untaken are, per consumer group, the entries still pending that a
-	// live reader of the group never took again while the system settled.
+	// live reader of the group left alone for longer than it would take to
+	// claim them: the evidence for stranded.
 	Untaken map[string][]history.Pending
+	// Undecided are, per group, the pending entries settling could not
+	// decide about (not idle long enough when the limit struck), each with
+	// why.
+	Undecided map[string][]history.Pending
 	// Readers are the groups a live service read as at the end.
 	Readers map[string]bool
 }
@@ -58,22 +63,32 @@ type fingerprint struct {
 //   - the outbox holds nothing unpublished while a service that uses the
 //     producer's database runs (the relay will still publish it),
 //   - no consumer group a live service reads has entries not yet handed out,
-//   - every pending entry of such a group was either taken again (the
-//     consumer retries it) or is left after the limit: then it is
-//     untaken, the evidence for stranded.
+//   - every live consumer has read from the broker at least once,
+//   - every pending entry of a group a live service reads was taken again
+//     (the consumer retries it) or stayed idle past the time the reader
+//     would have claimed it (then it is untaken: the evidence for
+//     stranded).
 //
-// A state that still moved when the limit struck is not settled, and is
-// not judged.
+// The last two are soft: when the limit strikes on a quiet state with
+// only those left, the system is settled and the entries not yet decided
+// are reported as not judged. A state that still moved, or a relay or a
+// consumer that still had work, is not settled, and is not judged.
 func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Duration) (settled, error) {
 	start := time.Now()
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl)-time.Second < limit {
+		limit = max(time.Until(dl)-time.Second, 0) // leave the scenario's timeout time to judge
+	}
 	deadline := start.Add(limit)
+	// A read that hangs must not hold settling past its limit.
+	rctx, cancel := context.WithDeadline(ctx, deadline.Add(2*time.Second))
+	defer cancel()
 	rs, _ := env.Broker.(*redisstream.Stream)
-	first := map[string]int64{} // group/entry → deliveries when first seen pending
+	w := &watch{first: map[string]int64{}, limit: limit}
 	var last fingerprint
 	var lastChange time.Time
 	var moved []string // what changed last
 	for polls := 0; ; polls++ {
-		fp, err := readFingerprint(ctx, env, rs)
+		fp, err := readFingerprint(rctx, env, rs)
 		if err != nil {
 			return settled{}, fmt.Errorf("settle: %w", err)
 		}
@@ -85,20 +100,22 @@ func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Dur
 			last, lastChange = fp, now
 		}
 		live := run.Live()
-		waits, untaken, err := waiting(ctx, env, rs, fp, live, first)
+		v, err := w.look(rctx, rs, fp, live)
 		if err != nil {
 			return settled{}, fmt.Errorf("settle: %w", err)
 		}
 		quiet := now.Sub(lastChange) >= settleQuiet || len(live) == 0
-		out := settled{Took: now.Sub(start), Untaken: untaken, Readers: readers(live)}
+		out := settled{Took: now.Sub(start), Untaken: v.untaken, Readers: readers(live)}
 		switch {
-		case quiet && len(waits) == 0:
+		case quiet && len(v.hard) == 0 && len(v.soft) == 0:
 			out.OK = true
 			return out, nil
-		case !now.Before(deadline) && quiet && onlyPending(waits):
-			out.OK = true // nothing moves; what is pending stays: judge it
+		case !now.Before(deadline) && quiet && len(v.hard) == 0:
+			out.OK = true // nothing moves; what is pending stays: judge what can be
+			out.Undecided = v.undecided
 			return out, nil
 		case !now.Before(deadline):
+			waits := append(v.hard, v.soft...)
 			if !quiet {
 				waits = append(waits, fmt.Sprintf("%s changed %s before the limit", strings.Join(moved, " and "), now.Sub(lastChange).Round(time.Millisecond)))
 			}
@@ -111,18 +128,6 @@ func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Dur
 		case <-time.After(settlePoll):
 		}
 	}
-}
-
-// pendingWait prefixes what settling waits for on a pending entry.
-const pendingWait = "pending: "
-
-func onlyPending(waits []string) bool {
-	for _, w := range waits {
-		if !strings.HasPrefix(w, pendingWait) {
-			return false
-		}
-	}
-	return true
 }
 
 func readers(live []sysrun.Live) map[string]bool {
@@ -197,23 +202,40 @@ func readFingerprint(ctx context.Context, env *steps.Env, rs *redisstream.Stream
 	return fp, nil
 }
 
-// waiting lists what a live service may still do, and the pending entries
-// nobody took again so far.
-func waiting(ctx context.Context, env *steps.Env, rs *redisstream.Stream, fp fingerprint, live []sysrun.Live, first map[string]int64) ([]string, map[string][]history.Pending, error) {
-	var waits []string
+// watch remembers, across polls, what settling saw of pending entries.
+type watch struct {
+	first map[string]int64 // group/entry → deliveries when first seen pending
+	limit time.Duration
+}
+
+// view is one look at what live services may still do.
+type view struct {
+	hard, soft []string // what a live service will still do, or may
+	untaken    map[string][]history.Pending
+	undecided  map[string][]history.Pending
+}
+
+// look lists what a live service may still do and sorts the pending
+// entries of the groups live services read.
+func (w *watch) look(ctx context.Context, rs *redisstream.Stream, fp fingerprint, live []sysrun.Live) (view, error) {
+	v := view{untaken: map[string][]history.Pending{}, undecided: map[string][]history.Pending{}}
 	for _, l := range live {
 		if l.Producer && fp.unpublished > 0 {
-			waits = append(waits, fmt.Sprintf("the outbox holds %d unpublished event(s) and service %s, which uses the producer's database, runs", fp.unpublished, l.Name))
+			v.hard = append(v.hard, fmt.Sprintf("the outbox holds %d unpublished event(s) and service %s, which uses the producer's database, runs", fp.unpublished, l.Name))
 			break
 		}
 	}
-	untaken := map[string][]history.Pending{}
 	if rs == nil {
-		return waits, untaken, nil
+		return v, nil
+	}
+	for _, l := range live {
+		if l.Consumer && l.Seen && len(l.Groups) == 0 {
+			v.soft = append(v.soft, fmt.Sprintf("service %s, which uses the consumer's database and the broker, has not read from the broker yet", l.Name))
+		}
 	}
 	groups, err := rs.Groups(ctx)
 	if err != nil {
-		return nil, nil, err
+		return v, err
 	}
 	for _, g := range groups {
 		names, unseen := sysrun.LiveReaders(live, g.Name)
@@ -225,29 +247,50 @@ func waiting(ctx context.Context, env *steps.Env, rs *redisstream.Stream, fp fin
 			who = "service " + strings.Join(names, ", ")
 		}
 		if g.Undelivered > 0 {
-			waits = append(waits, fmt.Sprintf("group %s has entries not handed out yet and %s reads it", g.Name, who))
+			v.hard = append(v.hard, fmt.Sprintf("group %s has entries not handed out yet and %s reads it", g.Name, who))
 		}
-		if g.Pending == 0 {
-			continue
-		}
-		pend, err := rs.PendingEntries(ctx, g.Name)
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, p := range pend {
-			k := g.Name + "/" + p.ID
-			d0, seen := first[k]
-			if !seen {
-				first[k], d0 = p.Deliveries, p.Deliveries
+		if g.Pending > 0 {
+			claim, claims := sysrun.ClaimIdle(live, g.Name)
+			if err := w.pending(ctx, rs, g.Name, who, claim, claims, &v); err != nil {
+				return v, err
 			}
-			if p.Deliveries > d0 {
-				continue // taken again: the consumer retries it
-			}
-			untaken[g.Name] = append(untaken[g.Name], history.Pending{EntryID: p.ID, EventID: p.EventID, Holder: p.Consumer, Idle: p.Idle, Deliveries: p.Deliveries})
-			waits = append(waits, fmt.Sprintf("%sentry %s of group %s (idle %s): %s may still take it", pendingWait, p.ID, g.Name, p.Idle.Round(time.Millisecond), who))
 		}
 	}
-	return waits, untaken, nil
+	return v, nil
+}
+
+// pending sorts group's pending entries: one idle past the time a live
+// reader would have claimed it (twice its claim idle and a second, or the
+// settle limit when it never claims) is untaken; one taken again since
+// settling began is in a retry loop (steady); any other is still waited for.
+func (w *watch) pending(ctx context.Context, rs *redisstream.Stream, group, who string, claim time.Duration, claims bool, v *view) error {
+	pend, err := rs.PendingEntries(ctx, group)
+	if err != nil {
+		return err
+	}
+	threshold, how := w.limit, "it never claims"
+	if claims {
+		threshold, how = 2*claim+time.Second, fmt.Sprintf("it claims entries idle for %s", claim)
+	}
+	for _, p := range pend {
+		k := group + "/" + p.ID
+		d0, seen := w.first[k]
+		if !seen {
+			w.first[k], d0 = p.Deliveries, p.Deliveries
+		}
+		hp := history.Pending{EntryID: p.ID, EventID: p.EventID, Holder: p.Consumer, Idle: p.Idle, Deliveries: p.Deliveries}
+		if p.Idle >= threshold {
+			hp.Why = fmt.Sprintf("%s reads the group and left it alone for %s (%s)", who, p.Idle.Round(time.Millisecond), how)
+			v.untaken[group] = append(v.untaken[group], hp)
+			continue
+		}
+		hp.Why = fmt.Sprintf("still pending, idle %s when settling ended: %s may still take it (%s); a longer settle: decides", p.Idle.Round(time.Millisecond), who, how)
+		v.undecided[group] = append(v.undecided[group], hp)
+		if p.Deliveries == d0 {
+			v.soft = append(v.soft, fmt.Sprintf("entry %s of group %s is pending (idle %s) and %s may still take it", p.ID, group, p.Idle.Round(time.Millisecond), who))
+		}
+	}
+	return nil
 }
 
 // groupsOf lists the groups of untaken entries, sorted.

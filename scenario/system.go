@@ -40,8 +40,12 @@ func init() {
 		}})
 }
 
-// maxSettle bounds settle: a system that needs longer is not settling.
-const maxSettle = 10 * time.Minute
+// minSettle and maxSettle bound settle: a system is quiet only after
+// 300 ms without a change, and one that needs minutes is not settling.
+const (
+	minSettle = 500 * time.Millisecond
+	maxSettle = 10 * time.Minute
+)
 
 func init() {
 	defineTopKey(&topKey{Name: "settle",
@@ -57,8 +61,8 @@ func init() {
 			switch {
 			case err != nil:
 				*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "settle: want a duration such as 5s or 500ms, got %q", v))
-			case d <= 0 || d > maxSettle:
-				*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "settle: want a duration above 0 and at most %s, got %s", maxSettle, v))
+			case d < minSettle || d > maxSettle:
+				*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "settle: want a duration from %s to %s, got %s", minSettle, maxSettle, v))
 			default:
 				h.Settle = d
 			}

@@ -144,7 +144,7 @@ func (m Map) CountOutbox() string { return "SELECT count(*) FROM " + ident(m.Out
 
 // CountUnpublished counts the outbox rows not yet published.
 func (m Map) CountUnpublished() string {
-	return fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", ident(m.OutboxTable), m.Unpublished)
+	return fmt.Sprintf("SELECT count(*) FROM %s WHERE %s\n", ident(m.OutboxTable), m.Unpublished)
 }
 
 // InboxCounts counts the inbox rows per consumer.
@@ -159,7 +159,7 @@ func (m Map) outboxRows() string {
 	if !m.Team {
 		return `SELECT event_id, payload::text, published, (extract(epoch FROM now() - created_at) * 1e6)::bigint FROM outbox ORDER BY id`
 	}
-	return fmt.Sprintf("SELECT %s::text, %s::jsonb::text, NOT (%s), 0::bigint FROM %s ORDER BY 1",
+	return fmt.Sprintf("SELECT %s::text, %s::jsonb::text, NOT (%s\n), 0::bigint FROM %s ORDER BY 1",
 		ident(m.OutboxEventID), ident(m.OutboxPayload), m.Unpublished, ident(m.OutboxTable))
 }
 
@@ -177,8 +177,12 @@ func (m Map) inboxRows() string {
 // InboxSums sums one consumer's ($1) inbox per currency from its payloads,
 // the amount and the currency where AmountPath and CurrencyPath say.
 func (m Map) InboxSums() string {
+	// A row without a currency or an integer amount (another event type, a
+	// forged copy of another shape) sums as currency "" and amount 0: it
+	// shows as a mismatch instead of failing the read.
 	p := ident(m.InboxPayload) + "::jsonb"
-	return fmt.Sprintf("SELECT %s #>> %s, sum((%s #>> %s)::bigint), count(*) FROM %s WHERE %s::text = $1 GROUP BY 1",
+	return fmt.Sprintf(`SELECT coalesce(cur, ''), sum(CASE WHEN amt ~ '^-?[0-9]{1,18}$' THEN amt::bigint ELSE 0 END), count(*)
+FROM (SELECT %s #>> %s AS cur, %s #>> %s AS amt FROM %s WHERE %s::text = $1) t GROUP BY 1`,
 		p, jsonPath(orDefault(m.CurrencyPath, defaultCurrency)), p, jsonPath(orDefault(m.AmountPath, defaultAmount)), ident(m.InboxTable), ident(m.InboxConsumer))
 }
 
@@ -194,8 +198,9 @@ func (m Map) rawInboxRows() string {
 // what settling watches. Only mapped columns count: a relay that touches a
 // bookkeeping column on every poll (attempts, locked_until) is not moving.
 func (m Map) OutboxFingerprint() string {
-	row := fmt.Sprintf("%s::text || ':' || (%s)::text", ident(m.OutboxEventID), m.Unpublished)
-	return fmt.Sprintf("SELECT count(*), count(*) FILTER (WHERE %s), coalesce(md5(string_agg(%s, ',' ORDER BY %s)), '') FROM %s",
+	// The condition is the team's SQL: a newline after it ends a -- comment.
+	row := fmt.Sprintf("%s::text || ':' || (%s\n)::text", ident(m.OutboxEventID), m.Unpublished)
+	return fmt.Sprintf("SELECT count(*), count(*) FILTER (WHERE %s\n), coalesce(md5(string_agg(%s, ',' ORDER BY %s)), '') FROM %s",
 		m.Unpublished, row, row, ident(m.OutboxTable))
 }
 
@@ -208,5 +213,5 @@ func (m Map) InboxFingerprint() string {
 // ProjectionFingerprint summarises the read models the projection query
 // returns: see OutboxFingerprint.
 func (m Map) ProjectionFingerprint() string {
-	return fmt.Sprintf("SELECT count(*), coalesce(md5(string_agg(t::text, ',' ORDER BY t::text)), '') FROM (%s) t", m.Projection)
+	return fmt.Sprintf("SELECT count(*), coalesce(md5(string_agg(t::text, ',' ORDER BY t::text)), '') FROM (%s\n) t", m.Projection)
 }

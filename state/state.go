@@ -92,7 +92,12 @@ func ProjectionsOf(ctx context.Context, db DB, m Map) (map[string]map[string]Sum
 	out := map[string]map[string]Sum{}
 	var name, cur string
 	var s Sum
-	_, err = pgx.ForEachRow(rows, []any{&name, &cur, &s.Amount, &s.Events}, func() error { put(out, name, cur, s); return nil })
+	// A read model kept per account has several rows per currency: they add up.
+	_, err = pgx.ForEachRow(rows, []any{&name, &cur, &s.Amount, &s.Events}, func() error {
+		prev := out[name][cur]
+		put(out, name, cur, Sum{Amount: prev.Amount + s.Amount, Events: prev.Events + s.Events})
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read the projection: %w", err)
 	}

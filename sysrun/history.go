@@ -16,6 +16,7 @@ type brokerLog struct {
 	service string
 	start   int // the run's Nth service start, from 1
 	proxy   *resp.Proxy
+	svc     *service
 }
 
 // Ops is the history the services' broker proxies saw, in wire order: each
@@ -35,14 +36,18 @@ func (r *Run) Ops() []history.Op {
 	evField, payField := r.cfg.System.Stream.EventID, r.cfg.System.Stream.Payload
 	for _, l := range logs {
 		where := fmt.Sprintf("%s (service %s, start %d, via its broker proxy)", r.cfg.System.File, l.service, l.start)
-		step := 1<<20 + l.start // one service run is one "step": a duplicate within it is a double publish
+		// One service process is one "step" up to a fault that struck it:
+		// a duplicate within one pass is a double publish; what it
+		// publishes again after a fault is an at-least-once retry.
+		strikes := r.strikes(l.svc)
 		pubs, dels, acks := l.proxy.History()
 		for _, p := range pubs {
+			step := 1<<20 + l.start<<10 + passOf(strikes, p.At)
 			all = append(all, timed{at: p.At, op: history.Op{Step: where, StepN: step, Kind: history.Publish,
 				EventID: p.Fields[evField], EntryID: p.ID, Payload: p.Fields[payField]}})
 		}
 		for _, d := range dels {
-			all = append(all, timed{at: d.At, op: history.Op{Step: where, StepN: step, Kind: history.Delivered,
+			all = append(all, timed{at: d.At, op: history.Op{Step: where, StepN: 1<<20 + l.start<<10, Kind: history.Delivered,
 				EventID: d.Fields[evField], EntryID: d.ID, Consumer: d.Group, Model: d.Group, Payload: d.Fields[payField]}})
 		}
 		for i := range acks {
@@ -71,6 +76,31 @@ func (r *Run) Ops() []history.Op {
 		}
 	}
 	return out
+}
+
+// strikes are the times the faults armed for s struck, sorted.
+func (r *Run) strikes(s *service) []time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []time.Time
+	for _, a := range r.faults {
+		if at := a.a.StruckAt(); a.svc == s && !at.IsZero() {
+			out = append(out, at)
+		}
+	}
+	slices.SortFunc(out, time.Time.Compare)
+	return out
+}
+
+// passOf is how many strikes came before t.
+func passOf(strikes []time.Time, t time.Time) int {
+	n := 0
+	for _, s := range strikes {
+		if s.Before(t) {
+			n++
+		}
+	}
+	return n
 }
 
 // Consumers are the consumer ids (groups) the services read as, sorted.

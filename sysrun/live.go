@@ -2,7 +2,9 @@ package sysrun
 
 import (
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Live is a service process still running, with what it uses: whether it
@@ -12,7 +14,14 @@ import (
 type Live struct {
 	Name     string
 	Producer bool
+	// Consumer: it uses the consumer's database and the broker, so it is
+	// a consumer, whether or not it has read yet (Groups).
+	Consumer bool
 	Groups   []string
+	// Claims is, per group, the longest min-idle the service claimed
+	// pending entries with (XCLAIM, XAUTOCLAIM); a group it never claimed
+	// in is missing.
+	Claims map[string]time.Duration
 	// Seen: the runner sees its broker traffic (a protocol proxy); false
 	// where the service talks to the broker directly, so its groups are
 	// unknown.
@@ -38,9 +47,11 @@ func (r *Run) Live() []Live {
 		if exited, _ := proc.Exited(); exited {
 			continue
 		}
-		l := Live{Name: s.name, Producer: s.pg[0] != nil && s.pg[0].Connections() > 0, Seen: s.redis != nil}
+		l := Live{Name: s.name, Seen: s.redis != nil,
+			Producer: s.given[0] || s.pg[0] != nil && s.pg[0].Connections() > 0,
+			Consumer: (s.given[1] || s.pg[1] != nil && s.pg[1].Connections() > 0) && (s.given[2] || s.redis != nil && s.redis.Connections() > 0)}
 		if s.redis != nil {
-			l.Groups = readGroups(s)
+			l.Groups, l.Claims = readGroups(s)
 		}
 		out = append(out, l)
 	}
@@ -49,9 +60,10 @@ func (r *Run) Live() []Live {
 }
 
 // readGroups are the groups the service's broker connections named in
-// XREADGROUP, XCLAIM or XAUTOCLAIM.
-func readGroups(s *service) []string {
+// XREADGROUP, XCLAIM or XAUTOCLAIM, and the min-idle of its claims.
+func readGroups(s *service) ([]string, map[string]time.Duration) {
 	var gs []string
+	claims := map[string]time.Duration{}
 	for _, e := range s.redis.Events() {
 		if len(e.Command) < 4 {
 			continue
@@ -62,15 +74,31 @@ func readGroups(s *service) []string {
 			if strings.EqualFold(e.Command[1], "GROUP") {
 				g = e.Command[2]
 			}
-		case "XCLAIM", "XAUTOCLAIM":
+		case "XCLAIM", "XAUTOCLAIM": // key group consumer min-idle-time ...
 			g = e.Command[2]
+			if len(e.Command) > 4 {
+				if ms, err := strconv.ParseInt(e.Command[4], 10, 64); err == nil && ms >= 0 {
+					claims[g] = max(claims[g], time.Duration(ms)*time.Millisecond)
+				}
+			}
 		}
 		if g != "" && !slices.Contains(gs, g) {
 			gs = append(gs, g)
 		}
 	}
 	slices.Sort(gs)
-	return gs
+	return gs, claims
+}
+
+// ClaimIdle is the longest min-idle a live service claims group's entries
+// with; ok is false when none claims them.
+func ClaimIdle(live []Live, group string) (d time.Duration, ok bool) {
+	for _, l := range live {
+		if c, claims := l.Claims[group]; claims {
+			d, ok = max(d, c), true
+		}
+	}
+	return d, ok
 }
 
 // LiveReaders are the live services reading as group, and whether any live

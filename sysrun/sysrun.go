@@ -59,6 +59,10 @@ type service struct {
 	inst  *instance
 	pg    [2]*pgwire.Proxy
 	redis *resp.Proxy
+	// given says which proxies the service was told about (its env or
+	// argv names their address): a pool that connects lazily still uses
+	// the link before its first connection.
+	given [3]bool // producer_db, consumer_db, broker
 }
 
 // instance is one process of a service, as its start step started it: what
@@ -84,12 +88,14 @@ func (in *instance) end(how string) {
 // armed is a fault a start step armed, to judge at the end.
 type armed struct {
 	service string
+	svc     *service // the process it was armed for
 	f       system.Fault
 	a       interface {
 		Done() <-chan struct{}
 		Fired() bool
 		Holding() bool
 		Err() error
+		StruckAt() time.Time
 	}
 }
 
@@ -137,6 +143,7 @@ func (r *Run) Start(ctx context.Context, name string, env map[string]string, f *
 			return "", fmt.Errorf("run: %v", err)
 		}
 	}
+	s.given = told(s, append(slices.Clone(envList), argv...))
 	proc, err := servers.StartService(ctx, servers.ServiceSpec{Name: name, Argv: argv, Dir: r.cfg.System.Dir, Env: envList, Ready: spec.Ready, ReadyTimeout: spec.ReadyTimeout, Secrets: secrets,
 		Started: func(p *servers.Service) {
 			s.mu.Lock()
@@ -220,7 +227,7 @@ func (r *Run) proxies(s *service) (map[string]string, []string, error) {
 		}
 		vars[link.name+".url"] = via(u, s.pg[i].Addr(), "sslmode", "disable")
 		if p, ok := u.User.Password(); ok {
-			secrets = append(secrets, p)
+			secrets = append(secrets, passwordForms(p)...)
 		}
 	}
 	u, err := url.Parse(r.cfg.BrokerURL)
@@ -228,7 +235,7 @@ func (r *Run) proxies(s *service) (map[string]string, []string, error) {
 		return nil, nil, errors.New("broker: not a URL")
 	}
 	if p, ok := u.User.Password(); ok {
-		secrets = append(secrets, p)
+		secrets = append(secrets, passwordForms(p)...)
 	}
 	vars["broker.url"] = r.cfg.BrokerURL
 	if r.cfg.BrokerName == "redis" {
@@ -237,11 +244,36 @@ func (r *Run) proxies(s *service) (map[string]string, []string, error) {
 		}
 		r.mu.Lock()
 		r.starts++
-		r.logs = append(r.logs, brokerLog{service: s.name, start: r.starts, proxy: s.redis})
+		r.logs = append(r.logs, brokerLog{service: s.name, start: r.starts, proxy: s.redis, svc: s})
 		r.mu.Unlock()
 		vars["broker.url"] = via(u, s.redis.Addr(), "", "")
 	}
 	return vars, secrets, nil
+}
+
+// told reports which of s's proxies the words (env and argv) name.
+func told(s *service, words []string) [3]bool {
+	var out [3]bool
+	addrs := [3]string{s.pg[0].Addr(), s.pg[1].Addr(), ""}
+	if s.redis != nil {
+		addrs[2] = s.redis.Addr()
+	}
+	for i, a := range addrs {
+		out[i] = a != "" && slices.ContainsFunc(words, func(w string) bool { return strings.Contains(w, a) })
+	}
+	return out
+}
+
+// passwordForms are the ways a password shows in a service's output: as
+// is, and percent-encoded as a URL's userinfo or query carries it.
+func passwordForms(p string) []string {
+	forms := []string{p}
+	for _, f := range []string{url.QueryEscape(p), url.PathEscape(p), url.UserPassword("", p).String()[1:]} {
+		if f != p && !slices.Contains(forms, f) {
+			forms = append(forms, f)
+		}
+	}
+	return forms
 }
 
 // via is u pointed at addr, with query key=value set when key is given.
@@ -316,7 +348,7 @@ func (r *Run) arm(name string, s *service, f system.Fault) error {
 		if err != nil {
 			return err
 		}
-		a = &armed{service: name, f: f, a: x}
+		a = &armed{service: name, svc: s, f: f, a: x}
 	case "broker":
 		if s.redis == nil {
 			return &steps.SkipError{Reason: fmt.Sprintf("%s needs a %s protocol proxy; the runner has one for Redis only (NATS, RabbitMQ and Kafka proxies are later work)", f.Trigger, r.cfg.BrokerName)}
@@ -329,7 +361,7 @@ func (r *Run) arm(name string, s *service, f system.Fault) error {
 		if err != nil {
 			return err
 		}
-		a = &armed{service: name, f: f, a: x}
+		a = &armed{service: name, svc: s, f: f, a: x}
 	default:
 		return fmt.Errorf("unknown link %q", f.Trigger.Link)
 	}

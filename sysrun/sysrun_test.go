@@ -3,6 +3,7 @@ package sysrun
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -75,5 +76,15 @@ func TestStepEnvFillsTheSystemFile(t *testing.T) {
 	}
 	if _, err := r.environment(spec, nil, map[string]string{"stream": "s1"}); err == nil || !strings.Contains(err.Error(), `unknown ${group}`) {
 		t.Errorf("an unfilled ${group}: %v", err)
+	}
+}
+
+// A password hides in a service's output in its encoded forms too.
+func TestPasswordForms(t *testing.T) {
+	got := passwordForms("P@ss/w0rd:1")
+	for _, want := range []string{"P@ss/w0rd:1", "P%40ss%2Fw0rd%3A1"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("passwordForms: want %q among %q", want, got)
+		}
 	}
 }

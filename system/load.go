@@ -105,7 +105,8 @@ var topKeys = map[string]func(s *System, file string, kv diag.Pair, errs *diag.E
 	},
 	"projection": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 		s.Pos["projection"] = diag.NodePos(file, kv.Value)
-		s.Projection = scalar(file, kv.Key, kv.Value, errs)
+		// The runner wraps the query (FROM (…) t): a trailing ; would end it.
+		s.Projection = strings.TrimRight(strings.TrimSpace(scalar(file, kv.Key, kv.Value, errs)), "; \t\n")
 	},
 	"brokers": readBrokers,
 	"event":   readEvent,

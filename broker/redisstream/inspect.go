@@ -16,7 +16,13 @@ type Group struct {
 	// Redis's lag, or, where Redis cannot tell it (-1 after a deletion),
 	// whether the last entry is past the group's last-delivered id (0 or 1).
 	Undelivered int64
+	// LastDelivered is the id of the last entry handed to the group: a
+	// later entry is still to come, an earlier one only if pending.
+	LastDelivered string
 }
+
+// Entry is one entry the stream holds.
+type Entry struct{ ID, EventID string }
 
 // PendingEntry is one entry of a group's pending list (XPENDING, extended form).
 type PendingEntry struct {
@@ -52,7 +58,7 @@ func (s *Stream) Groups(ctx context.Context) ([]Group, error) {
 				lag = 1
 			}
 		}
-		out = append(out, Group{Name: g.Name, Pending: g.Pending, Undelivered: lag})
+		out = append(out, Group{Name: g.Name, Pending: g.Pending, Undelivered: lag, LastDelivered: g.LastDeliveredID})
 	}
 	return out, nil
 }
@@ -68,24 +74,75 @@ func (s *Stream) lastID(ctx context.Context) (string, error) {
 	return msgs[0].ID, nil
 }
 
+// EntryList lists the entries the stream holds (XRANGE - +), with the
+// event id each carries.
+func (s *Stream) EntryList(ctx context.Context) ([]Entry, error) {
+	msgs, err := s.rdb.XRange(ctx, s.key, "-", "+").Result()
+	if err != nil {
+		return nil, fmt.Errorf("XRANGE %s: %w", s.key, err)
+	}
+	out := make([]Entry, len(msgs))
+	for i, m := range msgs {
+		out[i] = Entry{ID: m.ID, EventID: s.delivery(m).EventID}
+	}
+	return out, nil
+}
+
 // PendingEntries lists group's pending entries (up to 10,000) with the
-// event id each carries, read from the stream itself.
+// event id each carries, read from the stream itself in one pipelined
+// round trip.
 func (s *Stream) PendingEntries(ctx context.Context, group string) ([]PendingEntry, error) {
 	pend, err := s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: s.key, Group: group, Start: "-", End: "+", Count: 10000}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("XPENDING %s %s: %w", s.key, group, err)
 	}
-	out := make([]PendingEntry, 0, len(pend))
-	for _, p := range pend {
-		e := PendingEntry{ID: p.ID, Consumer: p.Consumer, Idle: p.Idle, Deliveries: p.RetryCount}
-		msgs, err := s.rdb.XRangeN(ctx, s.key, p.ID, p.ID, 1).Result()
-		if err != nil {
-			return nil, fmt.Errorf("XRANGE %s %s: %w", s.key, p.ID, err)
+	if len(pend) == 0 {
+		return nil, nil
+	}
+	pipe := s.rdb.Pipeline()
+	ranges := make([]*redis.XMessageSliceCmd, len(pend))
+	for i, p := range pend {
+		ranges[i] = pipe.XRangeN(ctx, s.key, p.ID, p.ID, 1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("XRANGE %s: %w", s.key, err)
+	}
+	out := make([]PendingEntry, len(pend))
+	for i, p := range pend {
+		out[i] = PendingEntry{ID: p.ID, Consumer: p.Consumer, Idle: p.Idle, Deliveries: p.RetryCount}
+		if msgs := ranges[i].Val(); len(msgs) == 1 {
+			out[i].EventID = s.delivery(msgs[0]).EventID
 		}
-		if len(msgs) == 1 {
-			e.EventID = s.delivery(msgs[0]).EventID
+	}
+	return out, nil
+}
+
+// Deliverable lists, per group, the entries the group may still be handed:
+// those it holds pending and those past its last-delivered id. A group
+// that does not exist is left out: whoever creates it decides.
+func (s *Stream) Deliverable(ctx context.Context, entries []Entry) (map[string]map[string]bool, error) {
+	groups, err := s.Groups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]bool{}
+	for _, g := range groups {
+		set := map[string]bool{}
+		for _, e := range entries {
+			if idLess(g.LastDelivered, e.ID) {
+				set[e.ID] = true
+			}
 		}
-		out = append(out, e)
+		if g.Pending > 0 {
+			pend, err := s.PendingEntries(ctx, g.Name)
+			if err != nil {
+				return nil, err
+			}
+			for _, p := range pend {
+				set[p.ID] = true
+			}
+		}
+		out[g.Name] = set
 	}
 	return out, nil
 }

@@ -89,8 +89,11 @@ type Armed struct {
 	mu    sync.Mutex
 	seen  int
 	fired bool
-	err   error
-	done  chan struct{}
+	// struck is when it fired: a service's history splits there (what it
+	// does after a fault is a retry, not a second pass of the same work).
+	struck time.Time
+	err    error
+	done   chan struct{}
 }
 
 // NewArmed arms an action for the Nth crossing.
@@ -152,8 +155,12 @@ func (a *Armed) Take() bool {
 		return false
 	}
 	a.fired = true
+	a.struck = time.Now()
 	return true
 }
+
+// StruckAt is when the trigger struck; zero while it has not.
+func (a *Armed) StruckAt() time.Time { a.mu.Lock(); defer a.mu.Unlock(); return a.struck }
 
 // Finish records how the strike went and wakes the waiters.
 func (a *Armed) Finish(err error) {
