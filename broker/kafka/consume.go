@@ -45,6 +45,10 @@ type member struct {
 	mu        sync.Mutex
 	held      map[int32]map[int64]*kgo.Record
 	committed map[int32]int64
+	// acked is, per partition, one past the newest offset acked: what a
+	// commit may reach once no older record is held, even when that ack
+	// came while an older record was still held.
+	acked map[int32]int64
 }
 
 // member returns the worker's client in group, creating and joining it on
@@ -54,7 +58,7 @@ func (t *Topic) member(ctx context.Context, group, worker string) (*member, erro
 	t.mu.Lock()
 	m := t.members[k]
 	if m == nil {
-		m = &member{t: t, key: k, joined: make(chan struct{}), held: map[int32]map[int64]*kgo.Record{}, committed: map[int32]int64{}}
+		m = &member{t: t, key: k, joined: make(chan struct{}), held: map[int32]map[int64]*kgo.Record{}, committed: map[int32]int64{}, acked: map[int32]int64{}}
 		opts := t.memberOpts(m)
 		if !slices.Contains(t.groups, group) {
 			if t.opt.Share {
@@ -148,6 +152,7 @@ func (m *member) forget(ps []int32) {
 	defer m.mu.Unlock()
 	for _, p := range ps {
 		delete(m.held, p)
+		delete(m.acked, p)
 	}
 }
 
@@ -364,7 +369,8 @@ func (m *member) commit(ctx context.Context, offs map[int32][]int64) error {
 		for _, o := range os {
 			delete(m.held[p], o)
 		}
-		target := slices.Max(os) + 1
+		m.acked[p] = max(m.acked[p], slices.Max(os)+1)
+		target := m.acked[p]
 		for o := range m.held[p] {
 			target = min(target, o)
 		}

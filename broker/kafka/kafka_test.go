@@ -134,3 +134,23 @@ func TestShareGroupReleaseCountsTheDelivery(t *testing.T) {
 		t.Fatalf("after release, w2 got %+v, %v; want e1 on its second delivery", again, err)
 	}
 }
+
+// Acks above a held record are remembered: once the held record is acked
+// too, the commit moves past all of them, so nothing acked comes back.
+func TestAcksAboveAHeldRecordAreRemembered(t *testing.T) {
+	tp := newTopic(t, Options{})
+	ids := brokertest.Publish(t, tp, "e1", "e2", "e3")
+	read(t, tp, "w")
+	if err := tp.Ack(testCtx(t), "g", ids[1], ids[2]); err != nil { // e1 still held
+		t.Fatal(err)
+	}
+	if err := tp.Ack(testCtx(t), "g", ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.Crash(testCtx(t), "g", "w"); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, tp, "w"); len(got) != 0 {
+		t.Fatalf("after acking e1, e2 and e3 and a restart: %v came back; want nothing (the commit must be past e3)", got)
+	}
+}
