@@ -130,6 +130,17 @@ func firstLine(s string) string {
 	return line
 }
 
+// status is passed, failed or skipped.
+func status(r *Result) string {
+	switch {
+	case !r.Passed():
+		return "failed"
+	case r.Skipped != "":
+		return "skipped"
+	}
+	return "passed"
+}
+
 // --- JSON: every step with params, outcome and the state its checks read ---
 
 // JSONReport is the document WriteJSON writes (--json): the run and every scenario.
@@ -138,6 +149,7 @@ type JSONReport struct {
 	DurationMS int64          `json:"duration_ms"`
 	Passed     int            `json:"passed"`
 	Failed     int            `json:"failed"`
+	Skipped    int            `json:"skipped"`
 	NotRun     []string       `json:"not_run"`
 	Scenarios  []JSONScenario `json:"scenarios"`
 }
@@ -148,12 +160,15 @@ type JSONScenario struct {
 	Broker string `json:"broker"`
 	// Server names the broker's server where it is not the broker itself:
 	// "kafka (kfake)" for the runner's own Kafka-protocol server.
-	Server     string        `json:"server,omitempty"`
-	File       string        `json:"file"`
-	Line       int           `json:"line"`
-	Variant    string        `json:"variant,omitempty"`
-	Tags       []string      `json:"tags"`
-	Passed     bool          `json:"passed"`
+	Server  string   `json:"server,omitempty"`
+	File    string   `json:"file"`
+	Line    int      `json:"line"`
+	Variant string   `json:"variant,omitempty"`
+	Tags    []string `json:"tags"`
+	// Passed: it ran to its end and held; a skipped scenario did not pass.
+	Passed bool `json:"passed"`
+	// Status is passed, failed or skipped.
+	Status     string        `json:"status"`
 	Skipped    string        `json:"skipped,omitempty"`
 	DurationMS int64         `json:"duration_ms"`
 	SetupMS    int64         `json:"setup_ms"`
@@ -266,12 +281,13 @@ type JSONNA struct {
 func WriteJSON(w io.Writer, rep *Report) error {
 	out := JSONReport{RunID: rep.RunID, DurationMS: rep.Duration.Milliseconds(), Failed: rep.Failed(), NotRun: []string{}}
 	out.Passed = len(rep.Results) - out.Failed - rep.Skipped()
+	out.Skipped = rep.Skipped()
 	for _, sc := range rep.NotRun {
 		out.NotRun = append(out.NotRun, safe.Cut(sc.Name))
 	}
 	for _, r := range rep.Results {
 		js := JSONScenario{Name: safe.Cut(r.Scenario.Name), Broker: r.Broker, Server: r.Label, File: safe.Cut(r.Scenario.File), Line: r.Scenario.Pos.Line, Variant: safe.Cut(r.Scenario.Variant),
-			Tags: cutAll(r.Scenario.Tags), Passed: r.Passed(), Skipped: safe.CutLines(r.Skipped), DurationMS: r.Duration.Milliseconds(),
+			Tags: cutAll(r.Scenario.Tags), Passed: r.Passed() && r.Skipped == "", Status: status(r), Skipped: safe.CutLines(r.Skipped), DurationMS: r.Duration.Milliseconds(),
 			SetupMS: r.Setup.Milliseconds(), Databases: [2]string{r.Where[0], r.Where[1]}, Stream: r.Where[2],
 			Failures: jsonFailures(r.Failures), Alerts: cutAll(r.Alerts), Violations: []JSONViolation{}, NA: []JSONNA{},
 			Judged: r.Judged(), NotJudged: r.NotJudged, Settled: safe.CutLines(r.Settled)}

@@ -173,3 +173,29 @@ func checkWithMermaid(t *testing.T, md string) {
 }
 
 func TestMain(m *testing.M) { testservers.Main(m) }
+
+// A skipped scenario is neither passed nor failed in the JSON report, and
+// the run counts it.
+func TestJSONReportCountsSkipped(t *testing.T) {
+	rep := &report.Report{Results: []*report.Result{
+		{Scenario: &scenario.Scenario{Name: "ran", File: "a.yaml"}},
+		{Scenario: &scenario.Scenario{Name: "skipped", File: "b.yaml"}, Skipped: "b.yaml:1:7: needs claim_by_idle"},
+	}}
+	var buf bytes.Buffer
+	if err := report.WriteJSON(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	var doc report.JSONReport
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Passed != 1 || doc.Failed != 0 || doc.Skipped != 1 {
+		t.Errorf("counts: passed %d failed %d skipped %d; want 1 0 1", doc.Passed, doc.Failed, doc.Skipped)
+	}
+	if s := doc.Scenarios[1]; s.Passed || s.Status != "skipped" {
+		t.Errorf("the skipped scenario: passed %v status %q; want false, skipped", s.Passed, s.Status)
+	}
+	if s := doc.Scenarios[0]; !s.Passed || s.Status != "passed" {
+		t.Errorf("the passing scenario: passed %v status %q", s.Passed, s.Status)
+	}
+}
