@@ -45,7 +45,12 @@ var windows = []window{
 		[]string{"dedupe", "identity", "conflict"}, "a delivery the inbox judged a duplicate or a conflict",
 		func(r StepRecord) bool { return r.Result.Outcome["duplicate"]+r.Result.Outcome["conflict"] > 0 }},
 	{"Poison messages", "A message that keeps failing goes to a dead-letter queue without blocking others, and replays under its own id.",
-		[]string{"dlq", "poison"}, "an entry dead-lettered", func(r StepRecord) bool { return r.Result.Outcome["dead_lettered"] > 0 }},
+		[]string{"dlq", "poison"}, "an entry dead-lettered, by the application or by the broker (shown by a replay of it)",
+		func(r StepRecord) bool {
+			// A broker-made dead letter (broker_dlq) is no consume outcome:
+			// its replay from the dead letters shows it.
+			return r.Result.Outcome["dead_lettered"] > 0 || r.Call.Def.Name == "replay_dlq" && r.Result.Outcome["replayed"] > 0
+		}},
 	{"Ordering", "Events of one aggregate are applied in version order even when delivered out of order.",
 		[]string{"ordering"}, "an event held back by strict ordering", func(r StepRecord) bool { return r.Result.Outcome["deferred"] > 0 }},
 	{"Loss and reconciliation", "When the broker loses published entries, reconciliation republishes them and each is applied once.",

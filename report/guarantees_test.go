@@ -50,3 +50,20 @@ func TestGuaranteesHoldOnlyWithEvidence(t *testing.T) {
 		t.Error("Shows disagrees with the document")
 	}
 }
+
+// A broker-made dead letter is no consume outcome: its replay from the
+// dead letters is the evidence that the poison-message window was shown.
+func TestABrokerMadeDeadLetterShowsThePoisonWindow(t *testing.T) {
+	sc := scenariotest.ParseOne(t, "name: native\ntags: [dlq]\nbroker_dlq: {max_deliveries: 2}\nsteps:\n  - produce\n  - relay\n  - consume(fail=divzero)\n  - replay_dlq\n")
+	var rs []report.StepRecord
+	for _, c := range sc.Steps {
+		out := map[string]int64{}
+		if c.Def.Name == "replay_dlq" {
+			out["replayed"] = 1
+		}
+		rs = append(rs, report.StepRecord{Call: c, Result: steps.Result{Outcome: out}})
+	}
+	if !report.Shows("Poison messages", &report.Result{Scenario: sc, Broker: "nats", Steps: rs}) {
+		t.Error("a replayed broker-made dead letter does not show the poison-message window")
+	}
+}
