@@ -199,6 +199,15 @@ func DocumentLimits(name string, why map[Capability]string) {
 // nobody documented it.
 func WhyNot(name string, c Capability) string { return limits[name][c] }
 
+// NotAcked is the error of an Ack that acknowledged only some of its ids:
+// the broker (or the member of the group) held none of IDs any more — acked
+// already, or taken back when their worker crashed. The others were acked.
+type NotAcked struct{ IDs []string }
+
+func (e *NotAcked) Error() string {
+	return fmt.Sprintf("not acknowledged: no member holds %v (acked already, or taken back from a crashed worker)", e.IDs)
+}
+
 // ErrUnsupported is wrapped by an operation a broker cannot perform; the
 // message names the missing capability.
 var ErrUnsupported = errors.New("not supported by this broker")

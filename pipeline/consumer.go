@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -241,21 +242,34 @@ func (c *Consumer) Claim(ctx context.Context, opt ConsumeOptions) (ConsumeResult
 	return c.handleAll(ctx, opt, ds)
 }
 
+// ackErr splits an Ack's error: the ids the broker did not acknowledge
+// (*broker.NotAcked: the others were) from a failure of the Ack itself.
+func ackErr(err error) ([]string, error) {
+	var na *broker.NotAcked
+	if errors.As(err, &na) {
+		return na.IDs, nil
+	}
+	return nil, err
+}
+
 func (c *Consumer) handleAll(ctx context.Context, opt ConsumeOptions, ds []broker.Delivery) (ConsumeResult, error) {
 	var res ConsumeResult
 	var ack, nack []int // indexes into res.Handled
 	for _, d := range ds {
+		ackedFirst := false
 		if opt.AckFirst { // anti-pattern: the broker forgets the entry before the effect is durable
-			if err := c.Broker.Ack(ctx, opt.Consumer, d.ID); err != nil {
+			unheld, err := ackErr(c.Broker.Ack(ctx, opt.Consumer, d.ID))
+			if err != nil {
 				return res, err
 			}
+			ackedFirst = len(unheld) == 0
 		}
 		h, err := c.handle(ctx, opt, d)
 		if err != nil {
 			return res, c.giveUp(ctx, opt, ds, fmt.Errorf("entry %s (event %s): %w", d.ID, d.EventID, err))
 		}
 		if opt.AckFirst {
-			h.Acked = true
+			h.Acked = ackedFirst
 			res.Handled = append(res.Handled, h)
 			continue
 		}
@@ -283,11 +297,13 @@ func (c *Consumer) handleAll(ctx context.Context, opt ConsumeOptions, ds []broke
 	}
 	// One XACK for the pass, after every commit it covers: a crash before it
 	// leaves committed entries pending, the window skip_ack names.
-	if err := c.Broker.Ack(ctx, opt.Consumer, res.ids(ack)...); err != nil {
+	unheld, err := ackErr(c.Broker.Ack(ctx, opt.Consumer, res.ids(ack)...))
+	if err != nil {
 		return res, err
 	}
 	for _, k := range ack {
-		res.Handled[k].Acked = true
+		// The broker says which it did not acknowledge: those are not acked.
+		res.Handled[k].Acked = !slices.Contains(unheld, res.Handled[k].ID)
 	}
 	if err := c.Broker.Nack(ctx, opt.Consumer, res.ids(nack)...); err != nil {
 		return res, err

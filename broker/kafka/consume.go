@@ -309,9 +309,11 @@ func (t *Topic) AutoClaim(context.Context, string, string, time.Duration, int) (
 // Ack commits, per partition, past the acked records, but never past a
 // record the worker still holds: a commit is a position, and one past a
 // held record would acknowledge it too. An id no member holds (acked
-// already, or its worker crashed) is ignored, as XACK ignores one.
+// already, or its worker crashed) acknowledges nothing: it comes back in a
+// *broker.NotAcked, the others acked.
 func (t *Topic) Ack(ctx context.Context, group string, ids ...string) error {
-	for m, offs := range t.holders(group, ids) {
+	byMember, unheld := t.holders(group, ids)
+	for m, offs := range byMember {
 		commit := m.commit
 		if t.opt.Share {
 			commit = func(ctx context.Context, offs map[int32][]int64) error { return m.settle(ctx, offs, kgo.AckAccept) }
@@ -320,12 +322,15 @@ func (t *Topic) Ack(ctx context.Context, group string, ids ...string) error {
 			return err
 		}
 	}
+	if len(unheld) > 0 {
+		return &broker.NotAcked{IDs: unheld}
+	}
 	return nil
 }
 
 // holders groups ids by the member of group holding each, as partition →
-// offsets.
-func (t *Topic) holders(group string, ids []string) map[*member]map[int32][]int64 {
+// offsets, and lists the ids no member holds.
+func (t *Topic) holders(group string, ids []string) (map[*member]map[int32][]int64, []string) {
 	out := map[*member]map[int32][]int64{}
 	t.mu.Lock()
 	ms := make([]*member, 0, len(t.members))
@@ -335,22 +340,24 @@ func (t *Topic) holders(group string, ids []string) map[*member]map[int32][]int6
 		}
 	}
 	t.mu.Unlock()
+	var unheld []string
 	for _, id := range ids {
 		p, off, err := parseEntryID(id)
 		if err != nil {
+			unheld = append(unheld, id)
 			continue
 		}
-		for _, m := range ms {
-			if m.holds(p, off) {
-				if out[m] == nil {
-					out[m] = map[int32][]int64{}
-				}
-				out[m][p] = append(out[m][p], off)
-				break
-			}
+		i := slices.IndexFunc(ms, func(m *member) bool { return m.holds(p, off) })
+		if i < 0 {
+			unheld = append(unheld, id)
+			continue
 		}
+		if out[ms[i]] == nil {
+			out[ms[i]] = map[int32][]int64{}
+		}
+		out[ms[i]][p] = append(out[ms[i]][p], off)
 	}
-	return out
+	return out, unheld
 }
 
 func (m *member) holds(p int32, off int64) bool {
@@ -417,7 +424,8 @@ func commitErr(resp *kmsg.OffsetCommitResponse, err error) error {
 // partition: it and every record after it are fetched again, as a consumer
 // does after a failure (and Spring Kafka's DefaultErrorHandler).
 func (t *Topic) Nack(ctx context.Context, group string, ids ...string) error {
-	for m, offs := range t.holders(group, ids) {
+	byMember, _ := t.holders(group, ids) // an id no member holds has nothing to give back
+	for m, offs := range byMember {
 		if t.opt.Share { // released: redelivered to any member, counted
 			if err := m.settle(ctx, offs, kgo.AckRelease); err != nil {
 				return err

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -152,5 +153,21 @@ func TestAcksAboveAHeldRecordAreRemembered(t *testing.T) {
 	}
 	if got := read(t, tp, "w"); len(got) != 0 {
 		t.Fatalf("after acking e1, e2 and e3 and a restart: %v came back; want nothing (the commit must be past e3)", got)
+	}
+}
+
+// An ack of a record no member holds (acked already) acknowledges
+// nothing, and says so: the caller must not report it acked.
+func TestAnAckOfARecordNobodyHoldsSaysSo(t *testing.T) {
+	tp := newTopic(t, Options{})
+	ids := brokertest.Publish(t, tp, "e1", "e2")
+	read(t, tp, "w")
+	if err := tp.Ack(testCtx(t), "g", ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	err := tp.Ack(testCtx(t), "g", ids[0], ids[1])
+	var na *broker.NotAcked
+	if !errors.As(err, &na) || !slices.Equal(na.IDs, []string{ids[0]}) {
+		t.Fatalf("ack of %s again with %s: %v; want a NotAcked naming %s alone", ids[0], ids[1], err, ids[0])
 	}
 }
