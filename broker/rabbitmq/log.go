@@ -161,9 +161,9 @@ func (b *Broker) deadLetters(ctx context.Context, take bool) ([]broker.DeadLette
 
 // deadLetter reads a message of the dead-letter queue: one the application
 // put there (reason and deliveries in headers), or one the broker
-// dead-lettered itself (its x-death header says why and from where). The
-// broker does not carry the delivery count over; for delivery_limit it is
-// the limit the queue was declared with, which the broker enforced.
+// dead-lettered itself (its x-death header says why and from where; the
+// delivery count only where the message carries x-delivery-count, else 0:
+// unknown, never the configured limit).
 func (b *Broker) deadLetter(m amqp.Delivery) broker.DeadLetter {
 	entry, _ := m.Headers[HeaderEntryID].(string)
 	dl := broker.DeadLetter{EventID: m.MessageId, Payload: string(m.Body), EntryID: entry}
@@ -184,8 +184,14 @@ func (b *Broker) deadLetter(m amqp.Delivery) broker.DeadLetter {
 		}
 	}
 	dl.Reason = "broker: " + why
+	// The count is the broker's own only if the message carries it
+	// (x-delivery-count); the queue's configured limit is not a count the
+	// broker reported, so it goes in the reason, never in Deliveries.
+	if c, ok := toInt(m.Headers["x-delivery-count"]); ok {
+		dl.Deliveries = c + 1
+	}
 	if strings.HasPrefix(why, "delivery_limit") && b.deliveryLimit > 0 {
-		dl.Deliveries = b.deliveryLimit
+		dl.Reason += fmt.Sprintf(" (the queue's x-delivery-limit is %d)", b.deliveryLimit)
 	}
 	return dl
 }
