@@ -332,7 +332,11 @@ func (r *Run) arm(name string, s *service, f system.Fault) error {
 		s.inst.end("killed by the fault")
 		return proc.Kill(context.Background())
 	}
-	act := fault.Action{Do: doOf(f.Action.Do), Delay: f.Action.Delay, Kill: kill}
+	do, err := doOf(f.Action.Do)
+	if err != nil {
+		return err
+	}
+	act := fault.Action{Do: do, Delay: f.Action.Delay, Kill: kill}
 	var a *armed
 	switch f.Trigger.Link {
 	case "producer_db", "consumer_db":
@@ -371,16 +375,20 @@ func (r *Run) arm(name string, s *service, f system.Fault) error {
 	return nil
 }
 
-func doOf(do string) fault.Do {
+// doOf maps a parsed action to the proxies' own; an action it does not
+// know is an error, never silently a delay.
+func doOf(do string) (fault.Do, error) {
 	switch do {
 	case "kill":
-		return fault.Kill
+		return fault.Kill, nil
 	case "cut":
-		return fault.Cut
+		return fault.Cut, nil
 	case "error":
-		return fault.Error
+		return fault.Error, nil
+	case "delay":
+		return fault.Delay, nil
 	}
-	return fault.Delay
+	return 0, fmt.Errorf("unknown fault action %q", do)
 }
 
 // Stop stops a service: SIGTERM, SIGKILL after StopGrace.

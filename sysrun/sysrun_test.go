@@ -88,3 +88,16 @@ func TestPasswordForms(t *testing.T) {
 		}
 	}
 }
+
+// Every action the parser gives maps to the proxies' own; any other is an
+// error, never silently a delay.
+func TestEveryActionMaps(t *testing.T) {
+	for _, a := range []string{"kill", "cut", "error", "delay"} {
+		if _, err := doOf(a); err != nil {
+			t.Errorf("%s: %v", a, err)
+		}
+	}
+	if d, err := doOf("explode"); err == nil {
+		t.Errorf("an unknown action maps to %v", d)
+	}
+}
