@@ -82,6 +82,10 @@ type State struct {
 	// Books are the producer's own records beside the outbox; nil when not
 	// read, and then unbalanced is not judged.
 	Books *Books
+	// Strangers are the consumer ids a team's inbox holds rows for that
+	// no consumer group of the run read as: the inbox.consumer mapping
+	// names another column than the group, or a service wrote as another id.
+	Strangers []string
 	// Team is set on a team's system: its consumer is judged from the
 	// final state (see team.go).
 	Team *Team

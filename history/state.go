@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -104,6 +105,12 @@ func (st *State) loadConsumers(ctx context.Context, db state.DB, consumers, mode
 			return err
 		}
 	}
+	for _, r := range rows {
+		if !slices.Contains(consumers, r.Consumer) && !slices.Contains(st.Strangers, r.Consumer) {
+			st.Strangers = append(st.Strangers, r.Consumer)
+		}
+	}
+	slices.Sort(st.Strangers)
 	for _, c := range consumers {
 		cs, err := loadConsumer(ctx, db, c, inboxes[c], m)
 		if err != nil {

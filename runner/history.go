@@ -83,6 +83,13 @@ func judgeSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *repo
 				st.NotJudged[history.Lost] = "the broker's entries could not be listed: " + err.Error()
 			}
 		}
+		if len(st.Strangers) > 0 {
+			why := fmt.Sprintf("the inbox holds rows for consumer id(s) %s, which no consumer group of the run read as (%s): does inbox.consumer in %s name the column that holds the group?",
+				strings.Join(st.Strangers, ", "), strings.Join(consumers, ", "), res.Scenario.System.File)
+			for _, inv := range []string{history.AckedWithoutEffect, history.Lost, history.Stranded} {
+				st.NotJudged[inv] = why
+			}
+		}
 		if res.Broker != broker.Redis {
 			for _, inv := range wireInvariants {
 				st.NotJudged[inv] = fmt.Sprintf("the services reach %s directly (no protocol proxy for it yet): their publishes, deliveries and acks are not seen", res.Broker)
