@@ -387,7 +387,7 @@ func reclaimLease(path string) (killed []string, ok bool, err error) {
 	id := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "drill-run-"), ".lease")
 	// Everything of the run, whichever service: the token's prefix.
 	trees = append(trees, tree{token: id + ".", prefix: true})
-	for _, p := range killTrees(trees, stopGrace) {
+	for _, p := range killTrees(trees, stopGrace, nil) {
 		killed = append(killed, fmt.Sprintf("pid %d (%s), run %s", p.pid, p.comm, id))
 	}
 	slices.Sort(killed)

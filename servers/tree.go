@@ -2,6 +2,7 @@ package servers
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
@@ -174,35 +175,29 @@ func members(trees []tree, procs map[int]procInfo) map[int]procInfo {
 	return in
 }
 
-// signalTrees sends sig to every live member of trees and reports how many
-// it found.
-func signalTrees(trees []tree, sig syscall.Signal) int {
-	n := 0
-	for _, p := range members(trees, snapshot()) {
+// liveMembers are the live members of trees, also added to seen.
+func liveMembers(trees []tree, seen map[int]procInfo) map[int]procInfo {
+	live := map[int]procInfo{}
+	for pid, p := range members(trees, snapshot()) {
 		if p.alive() {
-			n++
-			sendSignal(p, sig)
+			live[pid] = p
+			if _, ok := seen[pid]; !ok {
+				seen[pid] = p
+			}
 		}
 	}
-	return n
-}
-
-// liveMembers counts the live members of trees.
-func liveMembers(trees []tree) int {
-	n := 0
-	for _, p := range members(trees, snapshot()) {
-		if p.alive() {
-			n++
-		}
-	}
-	return n
+	return live
 }
 
 // killTrees SIGKILLs every member of trees until none is alive (zombies
 // count as dead) or limit passes, reaps the zombies that re-parented to
-// this process, and returns the processes it killed.
-func killTrees(trees []tree, limit time.Duration) []procInfo {
-	seen := map[int]procInfo{}
+// this process, those of the processes in seen (members seen before, may
+// be nil) too, and returns the processes it killed.
+func killTrees(trees []tree, limit time.Duration, seen map[int]procInfo) []procInfo {
+	if seen == nil {
+		seen = map[int]procInfo{}
+	}
+	seen = maps.Clone(seen)
 	var killed []procInfo
 	for deadline := time.Now().Add(limit); ; time.Sleep(time.Millisecond) {
 		procs := snapshot()
@@ -218,11 +213,11 @@ func killTrees(trees []tree, limit time.Duration) []procInfo {
 		for pid, p := range ms {
 			if _, ok := seen[pid]; !ok {
 				seen[pid] = p
-				if p.alive() {
-					killed = append(killed, p)
-				}
 			}
 			if p.alive() {
+				if !slices.ContainsFunc(killed, func(k procInfo) bool { return k.pid == pid }) {
+					killed = append(killed, p)
+				}
 				live++
 				sendSignal(p, syscall.SIGKILL)
 			}
@@ -314,6 +309,17 @@ func reapAdopted(seen map[int]procInfo) {
 		}
 		if !waiting || time.Now().After(deadline) {
 			return
+		}
+	}
+}
+
+// reapOrphansIn reaps the zombie children of this process (orphans that
+// re-parented here) in the process group or session that leader led.
+func reapOrphansIn(leader int) {
+	self := os.Getpid()
+	for _, p := range snapshot() {
+		if p.ppid == self && !p.alive() && (p.pgrp == leader || p.session == leader) {
+			reapZombie(p)
 		}
 	}
 }
