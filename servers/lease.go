@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -127,6 +126,10 @@ func newLease(root string) (*lease, error) {
 			return nil, fmt.Errorf("lease file: %w", err)
 		}
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			return fail(err)
+		}
+		// Readable by all: another user's clean can tell it is live.
+		if err := f.Chmod(0o644); err != nil {
 			return fail(err)
 		}
 		hdr, _ := json.Marshal(leaseHeader{Lease: id, PID: os.Getpid(), Start: self.start, Session: sid, Exe: exe, At: time.Now().UTC().Format(time.RFC3339)})
@@ -285,8 +288,6 @@ type Reclaimed struct {
 func CleanDeadRuns(roots []string) (Reclaimed, error) {
 	var rc Reclaimed
 	var errs []error
-	live := map[string]bool{}
-	dead := map[string]bool{}
 	for _, root := range roots {
 		stale, _ := filepath.Glob(filepath.Join(root, ".drill-run-*.tmp"))
 		for _, p := range stale { // a runner killed while making its lease
@@ -299,18 +300,12 @@ func CleanDeadRuns(roots []string) (Reclaimed, error) {
 		}
 		files, _ := filepath.Glob(filepath.Join(root, "drill-run-*.lease"))
 		for _, p := range files {
-			m := leaseFileName.FindStringSubmatch(filepath.Base(p))
-			if m == nil {
+			if !leaseFileName.MatchString(filepath.Base(p)) {
 				continue
 			}
-			killed, ok, err := reclaimLease(p)
+			killed, err := reclaimLease(p)
 			rc.Killed = append(rc.Killed, killed...)
 			errs = append(errs, err)
-			if ok {
-				dead[m[1]] = true
-			} else if err == nil {
-				live[m[1]] = true
-			}
 		}
 	}
 	for _, root := range roots {
@@ -322,10 +317,9 @@ func CleanDeadRuns(roots []string) (Reclaimed, error) {
 					rc.Unleased = append(rc.Unleased, d)
 					continue
 				}
-				id := m[2]
 				// The lease was made before the dir: if it is not there now,
 				// its run ended (and removes the dir) or a clean took it.
-				if !dead[id] && (live[id] || leaseHeld(filepath.Join(root, "drill-run-"+id+".lease"))) {
+				if leaseHeld(filepath.Join(root, "drill-run-"+m[2]+".lease")) {
 					rc.Live = append(rc.Live, d)
 					continue
 				}
@@ -341,33 +335,30 @@ func CleanDeadRuns(roots []string) (Reclaimed, error) {
 }
 
 // leaseHeld reports whether a process holds the lease file at path (false
-// when there is none).
+// when there is none; true when it cannot be read: not ours to judge).
 func leaseHeld(path string) bool {
 	f, err := os.Open(path)
 	if err != nil {
-		return false
+		return !errors.Is(err, fs.ErrNotExist)
 	}
 	defer f.Close()
 	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil
 }
 
-// reclaimLease takes the lease file at path if no process holds it (ok):
-// kills what its run left running and removes the file. A held lease is
-// left alone.
-func reclaimLease(path string) (killed []string, ok bool, err error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, true, nil // its run ended, or another clean took it
-	}
+// reclaimLease takes the lease file at path if no process holds it: kills
+// what its run left running and removes the file. A held lease (or one it
+// cannot read: another user's) is left alone.
+func reclaimLease(path string) (killed []string, err error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, false, err
+		return nil, nil // gone (its run ended, another clean took it), or not ours to judge
 	}
 	defer f.Close()
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, false, nil // live
+			return nil, nil // live
 		}
-		return nil, false, fmt.Errorf("lease %s: %w", path, err)
+		return nil, fmt.Errorf("lease %s: %w", path, err)
 	}
 	var trees []tree
 	sc := bufio.NewScanner(f)
@@ -390,9 +381,8 @@ func reclaimLease(path string) (killed []string, ok bool, err error) {
 	for _, p := range killTrees(trees, stopGrace, nil) {
 		killed = append(killed, fmt.Sprintf("pid %d (%s), run %s", p.pid, p.comm, id))
 	}
-	slices.Sort(killed)
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return killed, true, err
+		return killed, err
 	}
-	return killed, true, nil
+	return killed, nil
 }
