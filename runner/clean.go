@@ -25,42 +25,50 @@ var (
 	leftoverKey = regexp.MustCompile(`^` + namePrefix + `:[0-9a-f]{8}:[0-9]+(:dlq|:seen)?$`)
 )
 
-// minStaleAge is how old a managed server's dir must be before clean may
-// take it for a killed run's.
+// minStaleAge is how old the dir of a runner before leases must be before
+// clean may take it for a killed run's.
 const minStaleAge = 2 * time.Minute
 
-// CleanTempDirs removes the temp dirs of managed servers whose runner was
-// killed (SIGKILL leaves no time to clean up): a drill-pg-*, drill-redis-*,
-// drill-nats-* or drill-rabbitmq-* dir in the temp dir or the servers' tmpfs
-// root that no live process works in.
-func CleanTempDirs() (removed []string, err error) {
-	var dirs []string
-	for _, root := range slices.Compact([]string{os.TempDir(), servers.TempRoot()}) {
-		for _, pattern := range []string{"drill-pg-*", "drill-redis-*", "drill-nats-*", "drill-rabbitmq-*"} {
-			m, err := filepath.Glob(filepath.Join(root, pattern))
-			if err != nil {
-				return nil, err
-			}
-			dirs = append(dirs, m...)
-		}
+// TempCleaned is what CleanTempDirs found and did on this machine.
+type TempCleaned struct {
+	Removed []string // dead runs' server dirs
+	Killed  []string // processes dead runs left: services and all they started
+	Live    []string // server dirs of live runs, left alone
+}
+
+// CleanTempDirs takes what runs whose runner was killed (SIGKILL leaves no
+// time to clean up) left on this machine: the processes their services
+// started, and their managed servers' drill-KIND-* dirs in the temp dir and
+// the servers' tmpfs root. A run is dead when no process holds its lease
+// file (servers/lease.go): a live run holds it whether its servers are up
+// or not, so a scenario that stopped its own Redis or PostgreSQL keeps its
+// dirs. Dirs made by a runner before leases (no run id in their name) have
+// no lease to ask: those are taken, as before, when older than two minutes
+// and no process works in them.
+func CleanTempDirs() (TempCleaned, error) {
+	rc, err := servers.CleanDeadRuns(servers.TempRoots())
+	c := TempCleaned{Removed: rc.Removed, Killed: rc.Killed, Live: rc.Live}
+	if len(rc.Unleased) == 0 {
+		return c, err
 	}
 	busy := busyDirs()
-	for _, d := range dirs {
+	for _, d := range rc.Unleased {
 		// A young dir may belong to a server still being set up (its files
 		// are copied before any process works in it).
 		if fi, err := os.Stat(d); err != nil || time.Since(fi.ModTime()) < minStaleAge || busy(d) {
 			continue
 		}
-		if err := os.RemoveAll(d); err != nil {
-			return removed, err
+		if rerr := os.RemoveAll(d); rerr != nil {
+			return c, errors.Join(err, rerr)
 		}
-		removed = append(removed, d)
+		c.Removed = append(c.Removed, d)
 	}
-	return removed, nil
+	return c, err
 }
 
-// busyDirs reads every process's working directory (/proc/*/cwd): PostgreSQL
-// runs in its data dir and Redis in its dir, so a live server is seen.
+// busyDirs reads every process's working directory (/proc/*/cwd): a live
+// server of a runner before leases works in its dir. (A stopped one does
+// not: that is why leased dirs are judged by their lease.)
 func busyDirs() func(dir string) bool {
 	var cwds []string
 	procs, _ := filepath.Glob("/proc/[0-9]*/cwd")

@@ -384,6 +384,8 @@ func TestTimeoutWhileWaitingWithin(t *testing.T) {
 	}
 }
 
+// Dirs of a runner before leases (no run id in their name) are judged as
+// they were: older than two minutes, and no process works in them.
 func TestCleanTempDirsTakesOnlyDeadOnes(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
@@ -409,9 +411,9 @@ func TestCleanTempDirsTakesOnlyDeadOnes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	removed, err := CleanTempDirs()
-	if err != nil || len(removed) != 1 || removed[0] != dead {
-		t.Fatalf("removed %v, %v; want only %s", removed, err, dead)
+	c, err := CleanTempDirs()
+	if err != nil || len(c.Removed) != 1 || c.Removed[0] != dead {
+		t.Fatalf("removed %v, %v; want only %s", c.Removed, err, dead)
 	}
 	for _, d := range []string{live, other, young} {
 		if _, err := os.Stat(d); err != nil {

@@ -164,6 +164,8 @@ func (l *lifecycle[P]) end(ctx context.Context, grace time.Duration) error {
 	}
 	if err := os.RemoveAll(l.dir); err != nil {
 		errs = append(errs, fmt.Errorf("remove %s dir: %w", l.name, err))
+	} else {
+		dropDir(l.dir) // the dir is gone: its lease may go too
 	}
 	return errors.Join(errs...)
 }

@@ -180,15 +180,6 @@ func TempRoot() string {
 	return os.TempDir()
 }
 
-// makeDir creates a server's dir, drill-KIND-*, in TempRoot.
-func makeDir(kind string) (string, error) {
-	dir, err := os.MkdirTemp(TempRoot(), "drill-"+kind+"-*")
-	if err != nil {
-		return "", fmt.Errorf("%s temp dir: %w", kind, err)
-	}
-	return dir, nil
-}
-
 // child is one started process and the goroutine that reaps it.
 type child struct {
 	name string
@@ -222,17 +213,27 @@ func newCmd(bin string, args []string, dir string, out io.Writer, cred *syscall.
 }
 
 // startChild starts cmd and reaps it in the background. logFile, if not nil,
-// is closed once the process is gone.
+// is closed once the process is gone. A server's process carries a token of
+// its dir's lease in its environment (OwnerEnv), passed on to all it starts.
 func startChild(name string, cmd *exec.Cmd, logFile *os.File) (*child, error) {
+	if tok := dirToken(cmd.Dir); tok != "" {
+		cmd.Env = withOwner(cmd.Env, tok)
+	}
 	if err := cmd.Start(); err != nil {
 		if logFile != nil {
 			logFile.Close()
 		}
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
+	direct.Lock() // Wait reaps it: the subreaper must not (it waits orphanGrace first)
+	direct.pids[cmd.Process.Pid] = true
+	direct.Unlock()
 	c := &child{name: name, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		c.err = cmd.Wait()
+		direct.Lock()
+		delete(direct.pids, cmd.Process.Pid)
+		direct.Unlock()
 		if logFile != nil {
 			logFile.Close()
 		}
@@ -314,15 +315,15 @@ func running(pid int) bool {
 
 // procStat is what /proc/PID/stat says of a process that we use.
 type procStat struct {
-	state, ppid, pgrp string
-	start             string // start time: with the pid, names one process
+	state, ppid, pgrp, session string
+	start                      string // start time: with the pid, names one process
 }
 
 // alive is neither gone nor a zombie.
 func (st procStat) alive() bool { return st.state != "Z" && st.state != "X" }
 
-// readStat parses /proc/PID/stat: "pid (comm) state ppid pgrp ... starttime
-// ...", where comm may hold spaces and ')'.
+// readStat parses /proc/PID/stat: "pid (comm) state ppid pgrp session ...
+// starttime ...", where comm may hold spaces and ')'.
 func readStat(pid string) (procStat, bool) {
 	b, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
@@ -332,7 +333,7 @@ func readStat(pid string) (procStat, bool) {
 	if len(f) < 20 {
 		return procStat{}, false
 	}
-	return procStat{state: f[0], ppid: f[1], pgrp: f[2], start: f[19]}, true
+	return procStat{state: f[0], ppid: f[1], pgrp: f[2], session: f[3], start: f[19]}, true
 }
 
 // eachProcess calls fn for every process /proc lists.

@@ -463,7 +463,12 @@ func TestChildrenDieWithRunner(t *testing.T) {
 		var dir string
 		if n, _ := fmt.Sscanf(sc.Text(), "server %d %s", &pid, &dir); n == 2 {
 			pids = append(pids, pid)
-			t.Cleanup(func() { os.RemoveAll(dir) }) // a SIGKILLed runner cannot clean up
+			t.Cleanup(func() { // a SIGKILLed runner cannot clean up
+				os.RemoveAll(dir)
+				if m := leasedDirName.FindStringSubmatch(filepath.Base(dir)); m != nil {
+					os.Remove(filepath.Join(filepath.Dir(dir), "drill-run-"+m[2]+".lease"))
+				}
+			})
 		}
 	}
 	cmd.Process.Kill()

@@ -29,12 +29,21 @@ type ServiceSpec struct {
 }
 
 // Service is a running process of a team's system, supervised: its own
-// process group (so a kill takes what it forked), output captured for the
-// failure trace, dead with the runner (Pdeathsig).
+// session and process group, and a token in its environment that all it
+// starts inherits, so a kill takes every descendant (see tree.go); output
+// captured for the failure trace; dead with the runner (Pdeathsig), and
+// what it started found by `clean` from the run's lease if the runner was
+// SIGKILLed.
 type Service struct {
-	spec  ServiceSpec
-	child *child
-	out   *serviceOutput
+	spec    ServiceSpec
+	child   *child
+	out     *serviceOutput
+	tree    tree   // the process and all it started
+	lease   *lease // recorded in; held until the service is ended
+	endOnce sync.Once
+
+	seenMu sync.Mutex
+	seen   map[int]procInfo // its processes seen by Stop: reaped at the end
 }
 
 // serviceLog bounds what Output keeps: the latest bytes are what a failure
@@ -51,21 +60,52 @@ func StartService(ctx context.Context, spec ServiceSpec) (*Service, error) {
 	if spec.Ready == "" {
 		close(out.readyCh)
 	}
+	// Orphaned descendants re-parent to the runner, which reaps them.
+	becomeSubreaper()
+	l, err := holdLease(TempRoot())
+	if err != nil {
+		return nil, fmt.Errorf("service %s: %w", spec.Name, err)
+	}
+	token := l.token()
 	cmd := newCmd(spec.Argv[0], spec.Argv[1:], spec.Dir, out, nil)
-	cmd.Env = append(os.Environ(), spec.Env...)
+	cmd.Env = withOwner(append(os.Environ(), spec.Env...), token)
+	// A session of its own (and so a process group): a descendant that
+	// moves to another process group stays in the session.
+	cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Setsid = false, true
 	c, err := startChild("service "+spec.Name, cmd, nil)
 	if err != nil {
+		l.release()
 		return nil, err
 	}
-	s := &Service{spec: spec, child: c, out: out}
+	s := &Service{spec: spec, child: c, out: out, lease: l, tree: tree{leader: c.pid(), token: token}}
+	if p, ok := readProc(c.pid()); ok {
+		s.tree.start = p.start
+	}
+	l.record(serviceRecord{Service: spec.Name, Token: token, PID: c.pid(), PGID: c.pid(), Session: c.pid(), Start: s.tree.start})
 	if spec.Started != nil {
 		spec.Started(s)
 	}
 	if err := s.awaitReady(ctx); err != nil {
-		s.child.kill()
+		s.killAll()
 		return nil, err
 	}
 	return s, nil
+}
+
+// killAll SIGKILLs the service's process and every descendant, reaps them
+// (the orphans re-parented to the runner too) and releases the lease.
+func (s *Service) killAll() {
+	// All at once, the process too, while it still holds its group and
+	// session together.
+	s.seenMu.Lock()
+	killTrees([]tree{s.tree}, stopGrace, s.seen)
+	s.seenMu.Unlock()
+	if !s.child.exited() {
+		s.child.kill() // and reaped
+	}
+	// Its group's and session's orphans that died before: zombies now.
+	reapOrphansIn(s.tree.leader)
+	s.endOnce.Do(s.lease.release)
 }
 
 func (s *Service) awaitReady(ctx context.Context) error {
@@ -90,29 +130,71 @@ func (s *Service) awaitReady(ctx context.Context) error {
 // Name is the service's name in the system file.
 func (s *Service) Name() string { return s.spec.Name }
 
-// PID is the process id (also its process group id).
+// PID is the process id (also its process group and session id).
 func (s *Service) PID() int { return s.child.pid() }
 
-// Kill SIGKILLs the service's whole process group, as a crash would, and
-// returns once it is reaped.
+// Kill SIGKILLs the service's process and every descendant (whatever
+// process group or session it moved to), as a crash would, and returns once
+// they are reaped. Also for a service that exited by itself: what it left
+// running goes.
 func (s *Service) Kill(context.Context) error {
-	s.child.kill()
+	s.killAll()
 	return nil
 }
 
-// Stop sends SIGTERM to the group and waits up to grace for the service to
-// exit, then kills what is left.
+// Stop sends SIGTERM to the service's process and every descendant and
+// waits up to grace for them to exit, then kills what is left. Only the
+// service's own process outliving the grace is an error.
 func (s *Service) Stop(ctx context.Context, grace time.Duration) error {
-	if s.child.exited() {
+	defer s.killAll() // what it forked and left behind
+	live := s.live()
+	if len(live) == 0 {
 		return nil
 	}
-	_ = syscall.Kill(-s.child.pid(), syscall.SIGTERM)
-	if !s.child.await(ctx, syscall.SIGTERM, grace) {
-		s.child.kill()
+	for _, p := range live {
+		sendSignal(p, syscall.SIGTERM)
+	}
+	// The process, then its descendants, get the grace to finish. (Its
+	// exit shows in /proc at once; Wait also waits for the output pipe,
+	// which a descendant may hold.)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !s.exitedNow() || len(s.live()) > 0 {
+		select {
+		case <-tick.C:
+			continue
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		break
+	}
+	if !s.exitedNow() {
+		s.killAll()
 		return fmt.Errorf("service %s did not stop within %s of SIGTERM: killed", s.spec.Name, grace)
 	}
-	s.child.kill() // what it forked and left behind
 	return nil
+}
+
+// exitedNow reports whether the service's own process has exited (its
+// descendants may still hold its output open).
+func (s *Service) exitedNow() bool {
+	if s.child.exited() {
+		return true
+	}
+	p, ok := readProc(s.tree.leader)
+	return !ok || p.start != s.tree.start || !p.alive()
+}
+
+// live are the service's live processes (seen, for the reaping at the end).
+func (s *Service) live() map[int]procInfo {
+	s.seenMu.Lock()
+	defer s.seenMu.Unlock()
+	if s.seen == nil {
+		s.seen = map[int]procInfo{}
+	}
+	return liveMembers([]tree{s.tree}, s.seen)
 }
 
 // Exited reports whether the service has exited, and how.

@@ -2,6 +2,8 @@ package servers
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -88,5 +90,95 @@ func TestServiceStop(t *testing.T) {
 	}
 	if err := s.Stop(context.Background(), 200*time.Millisecond); err == nil || !strings.Contains(err.Error(), "killed") {
 		t.Errorf("stop of a service ignoring SIGTERM: %v", err)
+	}
+}
+
+// marked lists the live processes whose command line holds mark (a unique
+// argument such as "1000.4242").
+func marked(mark string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && strings.Contains(string(b), "\x00"+mark) && alive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// zombieChildren lists this process's children that are zombies.
+func zombieChildren() []int {
+	var out []int
+	eachProcess(func(pid int, st procStat) {
+		if st.ppid == strconv.Itoa(os.Getpid()) && st.state == "Z" {
+			out = append(out, pid)
+		}
+	})
+	return out
+}
+
+// killMarked is a test's cleanup: what it failed to see go.
+func killMarked(t *testing.T, mark string) {
+	t.Cleanup(func() {
+		for _, pid := range marked(mark) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+}
+
+// A service's every descendant goes with it, at kill and stop and also
+// when the service exited by itself: a grandchild that double-forked and
+// setsid's (a daemon), a child in a process group of its own (job
+// control), and one that cleared its environment; and the orphans among
+// them, re-parented to the runner, are reaped.
+func TestServiceEndTakesEveryDescendant(t *testing.T) {
+	for i, end := range []string{"kill", "stop", "exited"} {
+		t.Run(end, func(t *testing.T) {
+			mark := fmt.Sprintf("1000.%d%d", os.Getpid(), i)
+			killMarked(t, mark)
+			script := `( setsid sh -c 'exec sleep ` + mark + `1' </dev/null >/dev/null 2>&1 & )
+set -m; sleep ` + mark + `2 & set +m
+env -i sleep ` + mark + `3 &
+echo ready`
+			if end != "exited" {
+				script += "; wait"
+			}
+			s, err := startSh(t, script, "ready")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(5 * time.Second); len(marked(mark)) < 3 && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if n := len(marked(mark)); n != 3 {
+				t.Fatalf("%d of the service's 3 descendants run", n)
+			}
+			switch end {
+			case "kill":
+				_ = s.Kill(context.Background())
+			case "stop":
+				if err := s.Stop(context.Background(), time.Second); err != nil {
+					t.Errorf("stop: %v", err)
+				}
+			case "exited":
+				for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+					if done, _ := s.Exited(); done || time.Now().After(deadline) {
+						break
+					}
+				}
+				_ = s.Kill(context.Background()) // the scenario's end
+			}
+			if left := marked(mark); len(left) > 0 {
+				t.Errorf("after %s: descendants %v still run", end, left)
+			}
+			if z := zombieChildren(); len(z) > 0 {
+				t.Errorf("after %s: zombie children %v", end, z)
+			}
+		})
 	}
 }

@@ -201,6 +201,8 @@ func (r *Run) gone(ctx context.Context, name string) error {
 		return fmt.Errorf("service %s is running already: stop or kill it first", name)
 	}
 	delete(r.svcs, name)
+	// What it left running (a daemon it forked and exited) goes with it.
+	_ = s.proc.Kill(ctx)
 	s.close()
 	return nil
 }
@@ -407,7 +409,7 @@ func (r *Run) Stop(ctx context.Context, name string) error {
 	return err
 }
 
-// Kill SIGKILLs a service's process group.
+// Kill SIGKILLs a service and every process it started.
 func (r *Run) Kill(ctx context.Context, name string) error {
 	s, err := r.take(name)
 	if err != nil {
@@ -540,7 +542,8 @@ func firstLine(s string) string {
 	return line
 }
 
-// Close kills every service still running and closes its proxies.
+// Close kills every service still running, and every process each
+// started (see servers.Service.Kill), and closes its proxies.
 func (r *Run) Close(ctx context.Context) error {
 	r.mu.Lock()
 	svcs := r.svcs

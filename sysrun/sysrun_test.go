@@ -3,9 +3,14 @@ package sysrun
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/system"
@@ -99,5 +104,83 @@ func TestEveryActionMaps(t *testing.T) {
 	}
 	if d, err := doOf("explode"); err == nil {
 		t.Errorf("an unknown action maps to %v", d)
+	}
+}
+
+// markedProcs lists the live processes whose command line holds mark.
+func markedProcs(mark string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		st, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if i := strings.LastIndexByte(string(st), ')'); strings.Contains(string(cmd), "\x00"+mark) && i > 0 && i+2 < len(st) && st[i+2] != 'Z' {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// At the scenario's end (Close) nothing a service started is left: not the
+// grandchild a running service double-forked and setsid's, and not the
+// daemon a wrapper left when it exited by itself; starting the wrapper
+// again takes the daemon its last run left first.
+func TestCloseLeavesNoDescendant(t *testing.T) {
+	mark := fmt.Sprintf("1000.%d", os.Getpid())
+	t.Cleanup(func() {
+		for _, pid := range markedProcs(mark) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	daemonize := func(n int) string {
+		return fmt.Sprintf("( setsid sh -c 'exec sleep %s%d' </dev/null >/dev/null 2>&1 & )", mark, n)
+	}
+	sys := &system.System{File: "system.yaml", Dir: t.TempDir(), Services: map[string]*system.Service{
+		"daemon":  {Name: "daemon", Run: []string{"sh", "-c", daemonize(1) + "; echo ready; sleep 60"}, Ready: "ready"},
+		"wrapper": {Name: "wrapper", Run: []string{"sh", "-c", daemonize(2)}},
+	}}
+	r := New(Config{System: sys, BrokerName: "nats", BrokerURL: "nats://127.0.0.1:4222",
+		ProducerURL: "postgres://u@127.0.0.1:5432/p", ConsumerURL: "postgres://u@127.0.0.1:5432/c", Vars: map[string]string{"stream": "s", "consumer": "c"}})
+	ctx := context.Background()
+	waitFor := func(what string, n int) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); len(markedProcs(mark+what)) != n; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d processes sleep %s%s, want %d", len(markedProcs(mark+what)), mark, what, n)
+			}
+		}
+	}
+	for _, svc := range []string{"daemon", "wrapper"} {
+		if _, err := r.Start(ctx, svc, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor("1", 1)
+	waitFor("2", 1)
+	first := markedProcs(mark + "2")
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if exited, _ := r.svcs["wrapper"].proc.Exited(); exited {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the wrapper did not exit")
+		}
+	}
+	if _, err := r.Start(ctx, "wrapper", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("2", 1)
+	if again := markedProcs(mark + "2"); slices.Equal(again, first) {
+		t.Errorf("the wrapper's first daemon %v outlived its start again", first)
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := markedProcs(mark); len(left) > 0 {
+		t.Errorf("after the scenario: %v still run", left)
 	}
 }

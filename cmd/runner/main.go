@@ -100,7 +100,7 @@ func main() {
 // what it does. Kept apart from commands, whose functions print it.
 var help = map[string]struct{ args, summary string }{
 	"bench":     {"[flags] [files or dirs...]", "measure start, isolation, library wall time, growth and soak throughput; print a table"},
-	"clean":     {"[--pg URL] [--redis URL] [--nats URL] [--rabbitmq URL]", "remove what earlier runs left: databases, streams, queues and exchanges (--keep, killed runs; never a live run's), dead servers' temp dirs"},
+	"clean":     {"[--pg URL] [--redis URL] [--nats URL] [--rabbitmq URL]", "remove what earlier runs left: databases, streams, queues and exchanges (--keep, killed runs; never a live run's), killed runs' server dirs and service processes"},
 	"docs":      {"", "print the scenario-language reference (Markdown)"},
 	"help":      {"[command]", "print the usage of runner, or of one command"},
 	"list":      {"[flags] [files or dirs...]", "list scenarios: file, name, tags"},
@@ -687,7 +687,11 @@ func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return exitEnvironment
 		}
 	}
-	dirs, err := runner.CleanTempDirs()
+	local, err := runner.CleanTempDirs()
+	for _, p := range local.Killed {
+		fmt.Fprintln(stdout, "killed", p)
+	}
+	dirs := local.Removed
 	for _, d := range dirs {
 		fmt.Fprintln(stdout, "removed", d)
 	}
@@ -697,6 +701,7 @@ func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	c, err := runner.Clean(ctx, pg, map[string]string{"redis": rd, "nats": nats, "rabbitmq": rabbit, "kafka": kfk})
 	c.Dropped = append(dirs, c.Dropped...)
+	c.Live = append(local.Live, c.Live...)
 	for _, d := range c.Dropped[len(dirs):] {
 		fmt.Fprintln(stdout, "removed", d)
 	}
@@ -709,7 +714,11 @@ func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	for _, n := range c.Notes {
 		fmt.Fprintln(stdout, "note:", n)
 	}
-	fmt.Fprintf(stdout, "%d removed, %d in use, %d of live runs\n", len(c.Dropped), len(c.InUse), len(c.Live))
+	fmt.Fprintf(stdout, "%d removed, %d in use, %d of live runs", len(c.Dropped), len(c.InUse), len(c.Live))
+	if len(local.Killed) > 0 {
+		fmt.Fprintf(stdout, ", %d processes of dead runs killed", len(local.Killed))
+	}
+	fmt.Fprintln(stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return exitEnvironment
