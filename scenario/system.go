@@ -27,7 +27,11 @@ func init() {
 			if !filepath.IsAbs(p) {
 				p = filepath.Join(filepath.Dir(file), p)
 			}
-			sys, serrs := system.Load(p)
+			sys, serrs, err := system.Load(h.ctx, p)
+			if err != nil {
+				*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "system: %v", err))
+				return
+			}
 			if len(serrs) > 0 {
 				*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "system: %s has errors:", p))
 				*errs = append(*errs, serrs...)

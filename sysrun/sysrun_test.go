@@ -13,9 +13,9 @@ import (
 
 func loadSystem(t *testing.T) *system.System {
 	t.Helper()
-	sys, errs := system.Load("../examples/node/system.yaml")
-	if len(errs) > 0 {
-		t.Fatal(errs)
+	sys, errs, err := system.Load(context.Background(), "../examples/node/system.yaml")
+	if err != nil || len(errs) > 0 {
+		t.Fatal(err, errs)
 	}
 	return sys
 }

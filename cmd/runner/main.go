@@ -326,8 +326,10 @@ func connectTimeoutFlag(fs *flag.FlagSet, p *time.Duration) {
 	durationFlag(fs, p, "connect-timeout", runner.DefaultConnectTimeout, "give up on a server that does not answer within `DURATION` (each of --pg, --redis, --nats, --rabbitmq)")
 }
 
-// load expands paths and loads every scenario, printing every problem.
-func load(paths []string, stderr io.Writer) ([]*scenario.Scenario, bool) {
+// load expands paths and loads every scenario, printing every problem. The
+// files are read under ctx: once it is cancelled nothing more is read,
+// and nothing is printed (the caller says interrupted: see loadFailed).
+func load(ctx context.Context, paths []string, stderr io.Writer) ([]*scenario.Scenario, bool) {
 	if len(paths) == 0 {
 		paths = []string{defaultDir}
 	}
@@ -340,27 +342,47 @@ func load(paths []string, stderr io.Writer) ([]*scenario.Scenario, bool) {
 		fmt.Fprintf(stderr, "runner: no scenario files (*.yaml) in %s\n", safe.LongLine(strings.Join(paths, ", ")))
 		return nil, false
 	}
-	scs, errs := scenario.LoadFiles(files)
+	scs, errs := scenario.LoadFilesContext(ctx, files)
+	if ctx.Err() != nil {
+		return nil, false
+	}
 	if len(errs) > 0 {
 		return nil, printErrors(errs, stderr)
 	}
 	return scs, true
 }
 
+// loadFailed is the exit code of a command whose files did not load:
+// interrupted when ctx was cancelled meanwhile, else invalid input.
+func loadFailed(ctx context.Context, stderr io.Writer) int {
+	if ctx.Err() != nil {
+		return interrupted(stderr, false)
+	}
+	return exitInvalid
+}
+
 // useSystem applies --system to the scenarios without a system: key and
 // checks that every service a step names is in its scenario's system file.
-func useSystem(scs []*scenario.Scenario, file string, stderr io.Writer) bool {
-	_, ok := loadSystem(scs, file, stderr)
+func useSystem(ctx context.Context, scs []*scenario.Scenario, file string, stderr io.Writer) bool {
+	_, ok := loadSystem(ctx, scs, file, stderr)
 	return ok
 }
 
 // loadSystem is useSystem that also returns the --system file (nil
 // without one).
-func loadSystem(scs []*scenario.Scenario, file string, stderr io.Writer) (*system.System, bool) {
+func loadSystem(ctx context.Context, scs []*scenario.Scenario, file string, stderr io.Writer) (*system.System, bool) {
 	var sys *system.System
 	var errs diag.Errors
 	if file != "" {
-		if sys, errs = system.Load(file); len(errs) > 0 {
+		var err error
+		sys, errs, err = system.Load(ctx, file)
+		switch {
+		case ctx.Err() != nil:
+			return nil, false
+		case err != nil:
+			fmt.Fprintf(stderr, "runner: --system: %s\n", safe.LongLine(err.Error()))
+			return nil, false
+		case len(errs) > 0:
 			return nil, printErrors(errs, stderr)
 		}
 	}
@@ -426,9 +448,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "runner: --keep needs --pg and the URL of each broker run (--redis, --nats, --rabbitmq): the runner's own servers stop when it exits")
 		return exitInvalid
 	}
-	scs, ok := loadSelected(paths, sel, &p, stderr)
-	if !ok || !useSystem(scs, *systemFile, stderr) {
-		return exitInvalid
+	scs, ok := loadSelected(ctx, paths, sel, &p, stderr)
+	if !ok || !useSystem(ctx, scs, *systemFile, stderr) {
+		return loadFailed(ctx, stderr)
 	}
 	if len(scs) == 0 {
 		fmt.Fprintf(stdout, "ok: shard %s holds no scenario\n", sel.shard)
@@ -496,7 +518,7 @@ func selectionFlags(fs *flag.FlagSet, p *runner.Params) *selection {
 }
 
 // loadSelected loads the scenarios and applies the selection flags.
-func loadSelected(paths []string, sel *selection, p *runner.Params, stderr io.Writer) ([]*scenario.Scenario, bool) {
+func loadSelected(ctx context.Context, paths []string, sel *selection, p *runner.Params, stderr io.Writer) ([]*scenario.Scenario, bool) {
 	var err error
 	if sel.run != "" {
 		if p.Run, err = regexp.Compile(sel.run); err != nil {
@@ -511,7 +533,7 @@ func loadSelected(paths []string, sel *selection, p *runner.Params, stderr io.Wr
 		}
 	}
 	p.Tags, p.SkipTags = runner.SplitList(sel.tags), runner.SplitList(sel.skipTags)
-	scs, ok := load(paths, stderr)
+	scs, ok := load(ctx, paths, stderr)
 	if !ok {
 		return nil, false
 	}
@@ -586,13 +608,13 @@ func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	var scs []*scenario.Scenario
 	if len(paths) > 0 || *systemFile == "" {
 		var ok bool
-		if scs, ok = load(paths, stderr); !ok {
-			return exitInvalid
+		if scs, ok = load(ctx, paths, stderr); !ok {
+			return loadFailed(ctx, stderr)
 		}
 	}
-	sys, ok := loadSystem(scs, *systemFile, stderr)
+	sys, ok := loadSystem(ctx, scs, *systemFile, stderr)
 	if !ok {
-		return exitInvalid
+		return loadFailed(ctx, stderr)
 	}
 	note := ""
 	if !*offline {
@@ -632,7 +654,7 @@ func checkMappings(ctx context.Context, p runner.Params, scs []*scenario.Scenari
 	return exitOK, false
 }
 
-func cmdList(_ context.Context, args []string, stdout, stderr io.Writer) int {
+func cmdList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("list")
 	var p runner.Params
 	sel := selectionFlags(fs, &p)
@@ -640,9 +662,9 @@ func cmdList(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if done {
 		return code
 	}
-	scs, ok := loadSelected(paths, sel, &p, stderr)
+	scs, ok := loadSelected(ctx, paths, sel, &p, stderr)
 	if !ok {
-		return exitInvalid
+		return loadFailed(ctx, stderr)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "FILE\tNAME\tTAGS")
@@ -774,8 +796,8 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		p.Growth = append(p.Growth, k)
 	}
 	var ok bool
-	if p.Scenarios, ok = load(paths, stderr); !ok {
-		return exitInvalid
+	if p.Scenarios, ok = load(ctx, paths, stderr); !ok {
+		return loadFailed(ctx, stderr)
 	}
 	if err := bench.Run(ctx, p, stdout); err != nil {
 		fmt.Fprintf(stderr, "runner: bench: %v\n", err)

@@ -196,7 +196,7 @@ func stopped(ctx context.Context, path string) error {
 func FileKind(m fs.FileMode) string {
 	switch {
 	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO (named pipe)"
+		return "a FIFO"
 	case m&fs.ModeCharDevice != 0:
 		return "a character device"
 	case m&fs.ModeDevice != 0:

@@ -75,7 +75,7 @@ func TestRefusesWhatIsNotARegularFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ path, want string }{
-		{fifo, fifo + " is not a regular file (a FIFO (named pipe))"},
+		{fifo, fifo + " is not a regular file (a FIFO)"},
 		{"/dev/zero", "/dev/zero is not a regular file (a character device)"},
 		{dir, dir + " is not a regular file (a directory)"},
 	} {
