@@ -204,7 +204,7 @@ func TestPanicIsAnInternalError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"panic: assignment to entry in nil map", "goroutine ", "main.crash(", "runner version: ", "command: runner crash"} {
+	for _, want := range []string{"panic: assignment to entry in nil map", "goroutine ", ".crash(", "runner version: ", "command: runner crash"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("the stack file lacks %q:\n%s", want, b)
 		}

@@ -18,9 +18,12 @@
 // Every command takes -h or --help.
 //
 // Exit status: 0 all passed, 1 a scenario failed, 2 invalid scenario or usage,
-// 3 the run itself could not proceed (servers), 130 interrupted (SIGINT),
-// 143 terminated (SIGTERM). Either signal cleans up first, as 128+signal
-// says to a shell; a second one kills at once.
+// 3 the run itself could not proceed (servers), 4 an internal error (a panic:
+// a bug in the runner; its stack is written to a file named on stderr),
+// 130 interrupted (SIGINT), 143 terminated (SIGTERM). Either signal cleans
+// up first, as 128+signal says to a shell; a second one kills at once. A
+// fatal runtime error (a stack overflow, out of memory) cannot be recovered:
+// the Go runtime prints it and exits 2.
 package main
 
 import (
@@ -33,6 +36,7 @@ import (
 	"os/signal"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -61,6 +65,7 @@ const (
 	exitFailed      = 1
 	exitInvalid     = 2
 	exitEnvironment = 3
+	exitInternal    = 4   // a panic: a bug in the runner, not the input's fault
 	exitInterrupted = 130 // 128+SIGINT
 	exitTerminated  = 143 // 128+SIGTERM: the same cleanup, told apart for the caller
 )
@@ -127,8 +132,21 @@ var commands = map[string]command{
 	"validate":  cmdValidate,
 }
 
-// Main is the whole CLI, callable from tests.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// Main is the whole CLI, callable from tests. A panic inside a command is
+// an internal error: its stack goes to a file, exit 4 (a Go panic would
+// exit 2, which says the input is invalid). A panic on another goroutine
+// than Main's is beyond this recover: runner.Run turns one in a scenario's
+// worker into a *runner.InternalError, reported the same way.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if v := recover(); v != nil {
+			code = internalError(stderr, args, v, debug.Stack())
+		}
+	}()
+	return dispatch(ctx, args, stdout, stderr)
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
 		return exitInvalid
@@ -143,6 +161,41 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 	return cmd(ctx, args[1:], stdout, stderr)
+}
+
+// internalError reports a panic (value v, stack) of the runner run with
+// args: the panic and its stack to a file in the temp dir, one line on
+// stderr naming it; exit 4. Only the command name of args is written: the
+// rest may hold a password (--pg URL).
+func internalError(stderr io.Writer, args []string, v any, stack []byte) int {
+	cmd := "runner"
+	if len(args) > 0 {
+		cmd += " " + args[0]
+	}
+	version := "(unknown)"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version = bi.Main.Path + " " + bi.Main.Version
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" || s.Key == "vcs.modified" {
+				version += " " + s.Key + "=" + s.Value
+			}
+		}
+	}
+	report := fmt.Sprintf("runner: internal error (a bug in the runner, please report it with this file)\n"+
+		"runner version: %s\ngo: %s %s/%s\ncommand: %s (its other arguments left out: they may hold passwords)\ntime: %s\n\npanic: %v\n\n%s",
+		version, runtime.Version(), runtime.GOOS, runtime.GOARCH, cmd, time.Now().Format(time.RFC3339), v, stack)
+	what := safe.LongLine(fmt.Sprint(v))
+	f, err := os.CreateTemp("", "runner-panic-*.txt")
+	if err == nil {
+		_, err = f.WriteString(report)
+		err = errors.Join(err, f.Close())
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "runner: internal error (a bug in the runner, please report it): %s; no file for the stack (%v), so here it is:\n%s", what, err, report)
+		return exitInternal
+	}
+	fmt.Fprintf(stderr, "runner: internal error (a bug in the runner, please report it): %s; the stack is in %s\n", what, f.Name())
+	return exitInternal
 }
 
 // cmdHelp prints the usage of runner, or of the command named.
@@ -183,7 +236,7 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-9s %s\n", n, help[n].summary)
 	}
 	fmt.Fprintln(w, "run 'runner help <command>' (or 'runner <command> --help') for a command's flags")
-	fmt.Fprintln(w, "exit status: 0 passed, 1 a scenario failed, 2 invalid scenario or usage, 3 servers unavailable, 130 interrupted (SIGINT), 143 terminated (SIGTERM)")
+	fmt.Fprintln(w, "exit status: 0 passed, 1 a scenario failed, 2 invalid scenario or usage, 3 servers unavailable, 4 internal error (a bug: its stack in a file), 130 interrupted (SIGINT), 143 terminated (SIGTERM)")
 }
 
 // newFlags makes the flag set of a command; parseArgs prints its usage.
@@ -473,7 +526,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// Reports are written whatever the result: failures are what they are for.
 	err = errors.Join(err, writeReports(files, rep))
 	var invalid *runner.InvalidError
+	var internal *runner.InternalError
 	switch {
+	case errors.As(err, &internal):
+		return internalError(stderr, []string{"run"}, internal.Value, internal.Stack)
 	case ctx.Err() != nil:
 		return interrupted(stderr, p.Keep != runner.KeepNone)
 	case errors.As(err, &invalid):
@@ -800,6 +856,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return loadFailed(ctx, stderr)
 	}
 	if err := bench.Run(ctx, p, stdout); err != nil {
+		var internal *runner.InternalError
+		if errors.As(err, &internal) {
+			return internalError(stderr, []string{"bench"}, internal.Value, internal.Stack)
+		}
 		fmt.Fprintf(stderr, "runner: bench: %v\n", err)
 		switch {
 		case ctx.Err() != nil:
