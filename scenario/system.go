@@ -44,11 +44,11 @@ func init() {
 		}})
 }
 
-// minSettle and maxSettle bound settle: a system is quiet only after
+// MinSettle and MaxSettle bound settle: a system is quiet only after
 // 300 ms without a change, and one that needs minutes is not settling.
 const (
-	minSettle = 500 * time.Millisecond
-	maxSettle = 10 * time.Minute
+	MinSettle = 500 * time.Millisecond
+	MaxSettle = 10 * time.Minute
 )
 
 func init() {
@@ -65,8 +65,8 @@ func init() {
 			switch {
 			case err != nil:
 				*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "settle: want a duration such as 5s or 500ms, got %q", v))
-			case d < minSettle || d > maxSettle:
-				*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "settle: want a duration from %s to %s, got %s", minSettle, maxSettle, v))
+			case d < MinSettle || d > MaxSettle:
+				*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "settle: want a duration from %s to %s, got %s", MinSettle, MaxSettle, v))
 			default:
 				h.Settle = d
 			}

@@ -235,6 +235,9 @@ func TestPanicExitCodeOfTheProcess(t *testing.T) {
 // that does not parse was exit 3 (servers), not 2 (usage); an absurd
 // duration said "want > 0".
 func TestFlagEdgeCases(t *testing.T) {
+	for _, env := range []string{"RUNNER_PG_URL", "RUNNER_REDIS_URL", "RUNNER_NATS_URL", "RUNNER_RABBITMQ_URL", "RUNNER_KAFKA_URL"} {
+		t.Setenv(env, "") // a regression must not clean or run on the machine's servers
+	}
 	f := scenarioFile(t, "a.yaml", "name: a\nsteps: [produce]\n")
 	for _, tc := range []struct {
 		args []string
@@ -265,6 +268,12 @@ func TestFlagEdgeCases(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and %q, no password", tc.args, code, out, errs, tc.want)
 		}
 	}
+	// A URL from the environment is named by its variable.
+	t.Setenv("RUNNER_PG_URL", "postgres://u:s3cr3t@[bad")
+	if code, _, errs := run0("run", f); code != exitInvalid || !strings.HasPrefix(errs, "runner: RUNNER_PG_URL (the default of --pg): not a PostgreSQL URL or DSN: ") || strings.Contains(errs, "s3cr3t") {
+		t.Errorf("RUNNER_PG_URL: exit %d, stderr %q", code, errs)
+	}
+	t.Setenv("RUNNER_PG_URL", "")
 	// The edges still parse.
 	for _, args := range [][]string{{"run", "--timeout", "24h", "-h"}, {"run", "--connect-timeout", "1h", "-h"}, {"run", "--settle", "10m", "-h"}} {
 		if code, _, errs := run0(args...); code != exitOK {

@@ -321,12 +321,15 @@ func flagError(fs *flag.FlagSet, err error) string {
 	if c, ok := f.Value.(*checked); ok {
 		want = c.want
 	}
-	if want == "" {
-		return msg
-	}
 	dash := "--"
 	if len(m[2]) == 1 {
 		dash = "-"
+	}
+	if why := msg[len(m[0]):]; strings.HasPrefix(why, errTooLong) {
+		return fmt.Sprintf("%s%s %q: %s", dash, m[2], m[1], why)
+	}
+	if want == "" {
+		return msg
 	}
 	return fmt.Sprintf("%s%s %q: want %s", dash, m[2], m[1], want)
 }
@@ -362,10 +365,67 @@ func check(fs *flag.FlagSet, name, want string, ok func() bool) {
 	f.Value = &checked{f.Value, ok, want}
 }
 
-// durationFlag defines a duration flag that must be > 0.
-func durationFlag(fs *flag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
-	fs.DurationVar(p, name, value, usage)
+// durationFlag defines a duration flag that must be > 0 and at most max.
+func durationFlag(fs *flag.FlagSet, p *time.Duration, name string, value, max time.Duration, usage string) {
+	*p = value // before Var: it is the default help shows
+	fs.Var(&boundedDuration{p: p, max: max}, name, usage)
 	check(fs, name, "a duration > 0 such as 30s, 2m or 1h30m", func() bool { return *p > 0 })
+}
+
+// Most a duration flag takes: a scenario longer than a day is no drill,
+// a server that has not answered in an hour will not.
+const (
+	maxTimeout        = 24 * time.Hour
+	maxConnectTimeout = time.Hour
+)
+
+// boundedDuration is a duration flag's value with an upper bound: a value
+// over it, or too large for a time.Duration at all (9999999h overflows
+// 2562047h), is refused saying so, not as "not a duration".
+type boundedDuration struct {
+	p   *time.Duration
+	max time.Duration
+}
+
+// errTooLong starts the message of a duration over its bound; flagError
+// shows it as it is.
+const errTooLong = "too long: at most "
+
+// durationSyntax is time.ParseDuration's grammar: a string of it that does
+// not parse overflows.
+var durationSyntax = regexp.MustCompile(`^\+?(([0-9]+(\.[0-9]*)?|\.[0-9]+)[a-zµμ]+)+$`)
+
+func (d *boundedDuration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	switch {
+	case err != nil && durationSyntax.MatchString(s) && strings.Contains(err.Error(), "invalid duration"):
+		return errors.New(errTooLong + shortDuration(d.max))
+	case err != nil:
+		return err
+	case v > d.max:
+		return errors.New(errTooLong + shortDuration(d.max))
+	}
+	*d.p = v
+	return nil
+}
+
+func (d *boundedDuration) String() string {
+	if d == nil || d.p == nil { // flag.PrintDefaults asks a zero value
+		return "0s"
+	}
+	return d.p.String()
+}
+
+// shortDuration is d without zero units: 24h, not 24h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // countFlag defines a whole-number flag that must be at least least.
@@ -376,7 +436,7 @@ func countFlag(fs *flag.FlagSet, p *int, name string, value, least int, usage st
 
 // connectTimeoutFlag is --connect-timeout of every command that connects.
 func connectTimeoutFlag(fs *flag.FlagSet, p *time.Duration) {
-	durationFlag(fs, p, "connect-timeout", runner.DefaultConnectTimeout, "give up on a server that does not answer within `DURATION` (each of --pg, --redis, --nats, --rabbitmq)")
+	durationFlag(fs, p, "connect-timeout", runner.DefaultConnectTimeout, maxConnectTimeout, "give up on a server that does not answer within `DURATION` (each of --pg, --redis, --nats, --rabbitmq)")
 }
 
 // load expands paths and loads every scenario, printing every problem. The
@@ -467,9 +527,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&p.RabbitMQURL, "rabbitmq", os.Getenv("RUNNER_RABBITMQ_URL"), "use the RabbitMQ server at `URL`, e.g. amqp://guest:guest@127.0.0.1:5672/ (env RUNNER_RABBITMQ_URL)")
 	fs.StringVar(&p.KafkaURL, "kafka", os.Getenv("RUNNER_KAFKA_URL"), "use the Kafka cluster at `HOST:PORT`[,HOST:PORT...] instead of starting kfake (env RUNNER_KAFKA_URL)")
 	sel := selectionFlags(fs, &p)
-	durationFlag(fs, &p.Timeout, "timeout", time.Minute, "cancel a scenario that runs longer than `DURATION`")
-	fs.DurationVar(&p.Settle, "settle", runner.DefaultSettle, "give a team's system up to `DURATION` after the last step to settle before it is judged (a scenario's settle: overrides it)")
-	check(fs, "settle", "a duration of at least 500ms such as 5s or 30s (a system is quiet after 300ms without a change)", func() bool { return p.Settle >= 500*time.Millisecond })
+	durationFlag(fs, &p.Timeout, "timeout", time.Minute, maxTimeout, "cancel a scenario that runs longer than `DURATION` (at most 24h)")
+	p.Settle = runner.DefaultSettle
+	fs.Var(&boundedDuration{p: &p.Settle, max: scenario.MaxSettle}, "settle", "give a team's system up to `DURATION` after the last step to settle before it is judged (at most 10m; a scenario's settle: overrides it)")
+	check(fs, "settle", "a duration of at least 500ms such as 5s or 30s (a system is quiet after 300ms without a change)", func() bool { return p.Settle >= scenario.MinSettle })
 	fs.BoolVar(&p.Verbose, "v", false, "print every scenario's step trace")
 	countFlag(fs, &p.Parallel, "parallel", runtime.NumCPU(), 1, "run `N` scenarios at once")
 	connectTimeoutFlag(fs, &p.ConnectTimeout)
@@ -488,6 +549,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
 	if p.Brokers, err = runner.ParseBrokers(*brokers); err != nil {
 		fmt.Fprintf(stderr, "runner: %v\n", err)
+		return exitInvalid
+	}
+	if !checkURLs(fs, stderr, serverURL{"pg", runner.Postgres, p.PGURL}, serverURL{"redis", broker.Redis, p.RedisURL}, serverURL{"nats", broker.NATS, p.NATSURL},
+		serverURL{"rabbitmq", broker.RabbitMQ, p.RabbitMQURL}, serverURL{"kafka", broker.Kafka, p.KafkaURL}) {
 		return exitInvalid
 	}
 	switch runner.Keep(*keep) {
@@ -549,6 +614,34 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func serverFlags(fs *flag.FlagSet, pg, redis *string) {
 	fs.StringVar(pg, "pg", os.Getenv("RUNNER_PG_URL"), "use the PostgreSQL server at admin `URL` instead of starting one (env RUNNER_PG_URL)")
 	fs.StringVar(redis, "redis", os.Getenv("RUNNER_REDIS_URL"), "use the Redis server at `URL` instead of starting one (env RUNNER_REDIS_URL)")
+}
+
+// serverURL is a server flag's value to check: flag name, Probe's kind.
+type serverURL struct{ flag, kind, url string }
+
+// envOf names the variable each server flag defaults to.
+var envOf = map[string]string{"pg": "RUNNER_PG_URL", "redis": "RUNNER_REDIS_URL", "nats": "RUNNER_NATS_URL", "rabbitmq": "RUNNER_RABBITMQ_URL", "kafka": "RUNNER_KAFKA_URL"}
+
+// checkURLs refuses a server URL that does not parse as a usage error (it
+// used to be found by the client, as if the server had failed: exit 3),
+// before anything connects or starts. A value that came from the
+// environment is named by its variable. Secrets never show.
+func checkURLs(fs *flag.FlagSet, stderr io.Writer, urls ...serverURL) bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, u := range urls {
+		err := runner.CheckURL(u.kind, u.url)
+		if err == nil {
+			continue
+		}
+		name := "--" + u.flag
+		if !set[u.flag] && envOf[u.flag] != "" {
+			name = envOf[u.flag] + " (the default of --" + u.flag + ")"
+		}
+		fmt.Fprintf(stderr, "runner: %s: %s\n", name, safe.LongLine(err.Error()))
+		return false
+	}
+	return true
 }
 
 // interrupted reports Ctrl-C once cleanup is done.
@@ -661,6 +754,9 @@ func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if done {
 		return code
 	}
+	if !*offline && !checkURLs(fs, stderr, serverURL{"pg", runner.Postgres, p.PGURL}) {
+		return exitInvalid
+	}
 	var scs []*scenario.Scenario
 	if len(paths) > 0 || *systemFile == "" {
 		var ok bool
@@ -755,6 +851,10 @@ func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code, done := noArgs(fs, args, stdout, stderr, "runner clean [--pg URL] [--redis URL] [--nats URL] [--rabbitmq URL] [--kafka HOST:PORT]"); done {
 		return code
 	}
+	if !checkURLs(fs, stderr, serverURL{"pg", runner.Postgres, pg}, serverURL{"redis", broker.Redis, rd}, serverURL{"nats", broker.NATS, nats},
+		serverURL{"rabbitmq", broker.RabbitMQ, rabbit}, serverURL{"kafka", broker.Kafka, kfk}) {
+		return exitInvalid
+	}
 	// A wrong server is named in seconds, before anything is removed.
 	for _, s := range []struct{ kind, url string }{{runner.Postgres, pg}, {broker.Redis, rd}, {broker.NATS, nats}, {broker.RabbitMQ, rabbit}, {broker.Kafka, kfk}} {
 		if s.url == "" {
@@ -815,6 +915,9 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "runner soak: %v\nusage: %s\n", err, soakUsage)
 		return exitInvalid
 	}
+	if !checkURLs(fs, stderr, serverURL{"pg", runner.Postgres, p.PGURL}, serverURL{"redis", broker.Redis, p.Redis}) {
+		return exitInvalid
+	}
 	// The verdict is printed once known, before the cleanup.
 	p.Judged = func(rep *soak.Report) { fmt.Fprint(stdout, rep.Format()) }
 	rep, err := soak.Soak(ctx, p)
@@ -842,6 +945,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	paths, code, done := parseArgs(fs, args, stdout, stderr)
 	if done {
 		return code
+	}
+	if !checkURLs(fs, stderr, serverURL{"pg", runner.Postgres, p.PGURL}, serverURL{"redis", broker.Redis, p.Redis}) {
+		return exitInvalid
 	}
 	for _, n := range runner.SplitList(*growth) {
 		var k int
