@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/outboxdrill/runner/internal/testservers"
 )
 
 // deadline runs f and fails the test at once if it has not returned within
@@ -278,6 +281,54 @@ func TestFlagEdgeCases(t *testing.T) {
 	for _, args := range [][]string{{"run", "--timeout", "24h", "-h"}, {"run", "--connect-timeout", "1h", "-h"}, {"run", "--settle", "10m", "-h"}} {
 		if code, _, errs := run0(args...); code != exitOK {
 			t.Errorf("%v: exit %d: %s", args, code, errs)
+		}
+	}
+}
+
+// What a team's service says reaches the console, the JSON, JUnit and
+// Markdown reports with every password of every URL handed to it hidden,
+// in every encoding: a percent-encoded user info password and a
+// ?password= in the query showed (the red team's P%40ss%2Fw0rd%3A1).
+func TestServiceOutputHidesPasswordsEverywhere(t *testing.T) {
+	admin, err := url.Parse(testservers.PG(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test servers trust local connections: any password logs in.
+	admin.User = url.UserPassword(admin.User.Username(), "P@ss/w0rd:1")
+	q := admin.Query()
+	q.Set("password", "qu3ry-s3cret")
+	admin.RawQuery = q.Encode()
+	script := `echo "producer=$DB"; echo "consumer=$CDB"; echo "decoded P@ss/w0rd:1 lower P%40ss%2fw0rd%3a1 json P@ss\/w0rd:1"; echo "dsn password=qu3ry-s3cret"; echo ready; sleep 600`
+	sys := teamSystem(t, `  idle: {run: [sleep, "600"]}`, `  idle: {run: [sleep, "600"]}
+  talker: {run: [sh, -c, '`+script+`'], env: {DB: "${producer_db.url}", CDB: "${consumer_db.url}"}, ready: {log: ready}}`)
+	sc := scenarioFile(t, "talk.yaml", "name: a service that prints its URLs\nsystem: "+sys+"\nsteps:\n  - start: talker\n  - expect: {stream.entries: 1}\n")
+	dir := t.TempDir()
+	reports := map[string]string{"json": filepath.Join(dir, "r.json"), "junit": filepath.Join(dir, "r.xml"), "markdown": filepath.Join(dir, "r.md")}
+	code, out, errs := cli(t, "run", "--pg", admin.String(), "--json", reports["json"], "--junit", reports["junit"], "--markdown", reports["markdown"], sc)
+	if code != exitFailed {
+		t.Fatalf("exit %d, want 1 (the expectation fails)\n%s%s", code, out, errs)
+	}
+	texts := map[string]string{"console": out + errs}
+	for k, p := range reports {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts[k] = string(b)
+	}
+	for where, text := range texts {
+		label := "service talker (started at "
+		if where == "json" {
+			label = `"service": "talker"`
+		}
+		if !strings.Contains(text, label) || !strings.Contains(text, "producer=postgres://postgres:***@") {
+			t.Errorf("%s: no output of the service:\n%s", where, text)
+		}
+		for _, leak := range []string{"w0rd", "qu3ry", "s3cret"} {
+			if strings.Contains(text, leak) {
+				t.Errorf("%s shows %q:\n%s", where, leak, text)
+			}
 		}
 	}
 }
