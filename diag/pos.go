@@ -17,6 +17,9 @@ type Pos struct {
 }
 
 func (p Pos) String() string {
+	if p.Line == 0 { // the file as a whole (it could not be read)
+		return p.File
+	}
 	if p.Col > 0 {
 		return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
 	}
@@ -29,7 +32,12 @@ type Error struct {
 	Msg string
 }
 
-func (e *Error) Error() string { return e.Pos.String() + ": " + e.Msg }
+func (e *Error) Error() string {
+	if e.Pos.Line == 0 && e.Pos.File != "" && strings.HasPrefix(e.Msg, e.Pos.File) {
+		return e.Msg // about the whole file, which the message names already
+	}
+	return e.Pos.String() + ": " + e.Msg
+}
 
 // Errorf makes an *Error at pos.
 func Errorf(pos Pos, format string, args ...any) *Error {

@@ -15,9 +15,11 @@ import (
 )
 
 // ParseBrokers reads --broker: a name, a comma-separated list, or "all".
+// An empty value is an error: it would otherwise mean the default, Redis,
+// and hide a variable that expanded to nothing (--broker "$BROKERS").
 func ParseBrokers(s string) ([]string, error) {
-	if s == "" {
-		return []string{broker.Redis}, nil
+	if strings.TrimSpace(s) == "" {
+		return nil, fmt.Errorf("--broker: empty; want %s, all, or a list such as redis,nats", strings.Join(broker.Names, ", "))
 	}
 	if s == "all" {
 		return slices.Clone(broker.Names), nil

@@ -18,6 +18,7 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/broker/kafka"
+	"github.com/outboxdrill/runner/internal/redact"
 )
 
 // DefaultConnectTimeout bounds how long a server given by URL may take to
@@ -96,6 +97,28 @@ func Probe(ctx context.Context, kind, url string, timeout time.Duration) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// CheckURL tells whether url parses as the address of a server of kind
+// (Postgres, broker.Redis, broker.NATS, broker.RabbitMQ, broker.Kafka), by
+// the client's own parser, before anything connects: a URL that does not
+// is a usage error, not a server that failed. The error says what was
+// wanted and the parser's reason, every secret of url hidden. An empty url
+// (the runner's own server) is fine.
+func CheckURL(kind, url string) error {
+	if url == "" {
+		return nil
+	}
+	want := map[string]string{Postgres: "a PostgreSQL URL or DSN", broker.Redis: "a Redis URL", broker.NATS: "a NATS URL",
+		broker.RabbitMQ: "a RabbitMQ URL", broker.Kafka: "HOST:PORT[,HOST:PORT...]"}[kind]
+	_, _, err := probeAddrs(kind, url)
+	switch {
+	case err == nil:
+		return nil
+	case kind == broker.Kafka: // its message quotes the list, user info and all
+		err = errors.New("want host:port, a comma-separated list of them, or kafka://host:port")
+	}
+	return fmt.Errorf("not %s: %w", want, redact.Err(url, err))
 }
 
 type netAddr struct{ network, addr string }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -165,7 +166,7 @@ func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*report.R
 					// creation starts under the read lock, so none starts now.
 					w.pairs.pending.Wait()
 				}
-				res, err := runScenario(ctx, p, w, jobs[i])
+				res, err := guarded(func() (*report.Result, error) { return runScenario(ctx, p, w, jobs[i]) })
 				unlock()
 				mu.Lock()
 				if err != nil {
@@ -187,6 +188,28 @@ func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*report.R
 	}
 	wg.Wait()
 	return results, errors.Join(errs...)
+}
+
+// InternalError is a panic in a scenario's worker: a bug in the runner,
+// neither a failed scenario nor a server problem (the CLI exits 4 and
+// writes Stack to a file). The run stops as after a setup error.
+type InternalError struct {
+	Value any    // what was panicked
+	Stack []byte // the panicking goroutine's stack
+}
+
+func (e *InternalError) Error() string { return fmt.Sprintf("internal error: panic: %v", e.Value) }
+
+// guarded runs f, turning a panic into an *InternalError: a panic on a
+// worker goroutine would end the process at once (exit 2, the code of an
+// invalid scenario), leaving the run's servers and databases behind.
+func guarded(f func() (*report.Result, error)) (res *report.Result, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			res, err = nil, &InternalError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return f()
 }
 
 // allNA is the skip reason of a scenario that judged nothing because

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/guardfile"
 	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/steps"
@@ -109,15 +109,32 @@ func (w *World) checkSystem(ctx context.Context, sys *system.System) (cat *syste
 		if s.ddl == "" {
 			continue
 		}
-		ddl, err := os.ReadFile(s.ddl)
-		if err != nil {
-			return nil, diag.Errors{diag.Errorf(sys.At(s.key), "schema: %v", err)}, nil
+		ddl, err := readSchema(ctx, sys, s.key, s.ddl)
+		var invalid *InvalidError
+		if errors.As(err, &invalid) {
+			return nil, invalid.Errs, nil
+		} else if err != nil {
+			return nil, nil, err
 		}
-		if _, err := conn.Exec(ctx, string(ddl)); err != nil {
+		if _, err := conn.Exec(ctx, ddl); err != nil {
 			return nil, diag.Errors{diag.Errorf(sys.At(s.key), "schema: %s does not apply to a fresh database: %v", s.ddl, err)}, nil
 		}
 	}
 	return sys.Check(ctx, conns[0], conns[1])
+}
+
+// readSchema reads a system file's schema file (key schema.producer or
+// schema.consumer) under ctx, through guardfile: a regular file within
+// guardfile.SQL's cap. A file problem is an *InvalidError at the key.
+func readSchema(ctx context.Context, sys *system.System, key, path string) (string, error) {
+	b, err := guardfile.Read(ctx, path, guardfile.SQL)
+	switch {
+	case err == nil:
+		return string(b), nil
+	case ctx.Err() != nil:
+		return "", err
+	}
+	return "", &InvalidError{diag.Errors{diag.Errorf(sys.At(key), "%s: %v", key, err)}}
 }
 
 // throwawayDB creates a database on a side's server and connects to it;

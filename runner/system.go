@@ -30,8 +30,8 @@ func (w *World) acquireSystem(ctx context.Context, b string, sc *scenario.Scenar
 	base := fmt.Sprintf("%s_%s_%d", namePrefix, w.RunID, n)
 	iso := &isolation{producer: base + "_p", consumer: base + "_c", own: true}
 	iso.streamKey = fmt.Sprintf("%s:%s:%d", namePrefix, w.RunID, n)
-	for i, db := range []struct{ name, ddl string }{{iso.producer, sys.Schema.Producer}, {iso.consumer, sys.Schema.Consumer}} {
-		if err := w.ownDB(ctx, iso, i, db.name, db.ddl); err != nil {
+	for i, db := range []struct{ name, ddl, key string }{{iso.producer, sys.Schema.Producer, "schema.producer"}, {iso.consumer, sys.Schema.Consumer, "schema.consumer"}} {
+		if err := w.ownDB(ctx, iso, i, db.name, sys, db.key, db.ddl); err != nil {
 			return nil, nil, errors.Join(err, iso.release(false))
 		}
 	}
@@ -62,15 +62,14 @@ func (w *World) acquireSystem(ctx context.Context, b string, sc *scenario.Scenar
 }
 
 // ownDB creates one side's database for a system scenario and applies the
-// team's DDL file to it.
-func (w *World) ownDB(ctx context.Context, iso *isolation, side int, name, ddlFile string) error {
+// team's DDL file (sys's key) to it.
+func (w *World) ownDB(ctx context.Context, iso *isolation, side int, name string, sys *system.System, key, ddlFile string) error {
 	ddl := ""
 	if ddlFile != "" {
-		b, err := os.ReadFile(ddlFile)
-		if err != nil {
-			return fmt.Errorf("schema: %w", err)
+		var err error
+		if ddl, err = readSchema(ctx, sys, key, ddlFile); err != nil {
+			return err
 		}
-		ddl = string(b)
 	}
 	if err := w.createDB(ctx, side, name, &iso.drop); err != nil {
 		return err

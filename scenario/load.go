@@ -6,6 +6,7 @@ package scenario
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ import (
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/history"
+	"github.com/outboxdrill/runner/internal/guardfile"
 
 	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/system"
@@ -71,7 +73,8 @@ type Scenario struct {
 // files (directories are searched recursively for *.yaml and *.yml). Only
 // regular files are loaded: a FIFO, device or socket named explicitly is an
 // error at once (reading a FIFO would block forever); one met in a directory
-// walk is skipped.
+// walk is skipped. A file over the size cap is LoadFiles' to refuse, from its
+// size (guardfile).
 func ExpandPaths(paths []string) ([]string, error) {
 	var files []string
 	for _, p := range paths {
@@ -81,7 +84,7 @@ func ExpandPaths(paths []string) ([]string, error) {
 		}
 		if !info.IsDir() {
 			if !info.Mode().IsRegular() {
-				return nil, fmt.Errorf("%s: %s, not a regular file", p, fileKind(info.Mode()))
+				return nil, fmt.Errorf("%s is not a regular file (%s)", p, guardfile.FileKind(info.Mode()))
 			}
 			files = append(files, filepath.Clean(p))
 			continue
@@ -108,48 +111,30 @@ func ExpandPaths(paths []string) ([]string, error) {
 	return slices.Compact(files), nil
 }
 
-// fileKind names what a non-regular file is, for messages.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO (named pipe)"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m.IsDir():
-		return "a directory"
-	}
-	return "a special file (" + m.Type().String() + ")"
-}
-
-// readRegular reads file f, which must be a regular file: a FIFO would block.
-func readRegular(f string) ([]byte, error) {
-	info, err := os.Stat(f)
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s, not a regular file", fileKind(info.Mode()))
-	}
-	return os.ReadFile(f)
-}
-
 // LoadFiles parses every file and reports every problem in every file, plus
 // scenario names used twice.
 func LoadFiles(files []string) ([]*Scenario, diag.Errors) {
+	return LoadFilesContext(context.Background(), files)
+}
+
+// LoadFilesContext is LoadFiles under ctx: a cancelled ctx stops the reads
+// (of the scenario files and of the system files they name). Each file is
+// read through guardfile: a regular file, at most guardfile.Scenario.Max
+// bytes, refused from its size before a byte of it is read.
+func LoadFilesContext(ctx context.Context, files []string) ([]*Scenario, diag.Errors) {
 	var scs []*Scenario
 	var errs diag.Errors
 	byName := map[string]*Scenario{}
 	for _, f := range files {
-		data, err := readRegular(f)
+		data, err := guardfile.Read(ctx, f, guardfile.Scenario)
 		if err != nil {
 			errs = append(errs, diag.Errorf(diag.Pos{File: f}, "%v", err))
+			if ctx.Err() != nil {
+				break
+			}
 			continue
 		}
-		fscs, ferrs := Parse(f, data)
+		fscs, ferrs := ParseContext(ctx, f, data)
 		errs = append(errs, ferrs...)
 		for _, sc := range fscs {
 			if sc.Name == "" {
@@ -170,6 +155,12 @@ func LoadFiles(files []string) ([]*Scenario, diag.Errors) {
 // variant. It returns every problem it finds; no scenario only when the file
 // is not a YAML map at all.
 func Parse(file string, data []byte) ([]*Scenario, diag.Errors) {
+	return ParseContext(context.Background(), file, data)
+}
+
+// ParseContext is Parse reading the system file a system: key names under
+// ctx.
+func ParseContext(ctx context.Context, file string, data []byte) ([]*Scenario, diag.Errors) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -195,7 +186,7 @@ func Parse(file string, data []byte) ([]*Scenario, diag.Errors) {
 	if hasKey(root, "services") && !hasKey(root, "steps") {
 		return nil, nil // a system file beside its scenarios: read through their system: key
 	}
-	return parseScenario(file, root)
+	return parseScenario(ctx, file, root)
 }
 
 // maxDepth bounds nesting, and so alias cycles such as &a [*a]; maxNodes
@@ -263,13 +254,14 @@ func yamlError(file string, data []byte, err error) *diag.Error {
 // header is a scenario file's top-level keys, before variants are expanded.
 type header struct {
 	Scenario
+	ctx       context.Context // for the reads a key makes (system:)
 	vars      map[string]string
 	axes      []axis
 	stepsNode *yaml.Node
 }
 
-func parseScenario(file string, root *yaml.Node) ([]*Scenario, diag.Errors) {
-	h, errs := parseHeader(file, root)
+func parseScenario(ctx context.Context, file string, root *yaml.Node) ([]*Scenario, diag.Errors) {
+	h, errs := parseHeader(ctx, file, root)
 	if h.stepsNode == nil || h.stepsNode.Kind != yaml.SequenceNode || len(h.stepsNode.Content) == 0 {
 		sc := h.Scenario
 		return []*Scenario{&sc}, errs
@@ -320,8 +312,8 @@ func parseScenario(file string, root *yaml.Node) ([]*Scenario, diag.Errors) {
 	return scs, errs
 }
 
-func parseHeader(file string, root *yaml.Node) (header, diag.Errors) {
-	h := header{Scenario: Scenario{File: file, Pos: diag.NodePos(file, root), NATS: defaultNATS}, vars: map[string]string{}}
+func parseHeader(ctx context.Context, file string, root *yaml.Node) (header, diag.Errors) {
+	h := header{Scenario: Scenario{File: file, Pos: diag.NodePos(file, root), NATS: defaultNATS}, ctx: ctx, vars: map[string]string{}}
 	var errs diag.Errors
 	for _, kv := range diag.Pairs(file, root, &errs) {
 		if strings.HasPrefix(kv.Key, "x-") {

@@ -344,17 +344,17 @@ func TestOnlyRegularFiles(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if _, err := ExpandPaths([]string{fifo}); err == nil || !strings.Contains(err.Error(), fifo+": a FIFO (named pipe), not a regular file") {
+		if _, err := ExpandPaths([]string{fifo}); err == nil || err.Error() != fifo+" is not a regular file (a FIFO)" {
 			t.Errorf("explicit FIFO: err %v", err)
 		}
 		files, err := ExpandPaths([]string{dir})
 		if err != nil || len(files) != 1 || files[0] != dir+"/a.yaml" {
 			t.Errorf("walk: files %v, err %v; want only a.yaml", files, err)
 		}
-		if _, errs := LoadFiles([]string{fifo}); len(errs) != 1 || !strings.Contains(errs[0].Error(), "a FIFO (named pipe), not a regular file") {
+		if _, errs := LoadFiles([]string{fifo}); len(errs) != 1 || errs[0].Error() != fifo+" is not a regular file (a FIFO)" {
 			t.Errorf("LoadFiles on a FIFO: %v", errs)
 		}
-		if _, err := ExpandPaths([]string{"/dev/null"}); err == nil || !strings.Contains(err.Error(), "/dev/null: a character device") {
+		if _, err := ExpandPaths([]string{"/dev/null"}); err == nil || err.Error() != "/dev/null is not a regular file (a character device)" {
 			t.Errorf("/dev/null: err %v", err)
 		}
 	}()

@@ -27,7 +27,11 @@ func init() {
 			if !filepath.IsAbs(p) {
 				p = filepath.Join(filepath.Dir(file), p)
 			}
-			sys, serrs := system.Load(p)
+			sys, serrs, err := system.Load(h.ctx, p)
+			if err != nil {
+				*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "system: %v", err))
+				return
+			}
 			if len(serrs) > 0 {
 				*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "system: %s has errors:", p))
 				*errs = append(*errs, serrs...)
@@ -40,11 +44,11 @@ func init() {
 		}})
 }
 
-// minSettle and maxSettle bound settle: a system is quiet only after
+// MinSettle and MaxSettle bound settle: a system is quiet only after
 // 300 ms without a change, and one that needs minutes is not settling.
 const (
-	minSettle = 500 * time.Millisecond
-	maxSettle = 10 * time.Minute
+	MinSettle = 500 * time.Millisecond
+	MaxSettle = 10 * time.Minute
 )
 
 func init() {
@@ -61,8 +65,8 @@ func init() {
 			switch {
 			case err != nil:
 				*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "settle: want a duration such as 5s or 500ms, got %q", v))
-			case d < minSettle || d > maxSettle:
-				*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "settle: want a duration from %s to %s, got %s", minSettle, maxSettle, v))
+			case d < MinSettle || d > MaxSettle:
+				*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "settle: want a duration from %s to %s, got %s", MinSettle, MaxSettle, v))
 			default:
 				h.Settle = d
 			}

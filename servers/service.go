@@ -5,10 +5,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/outboxdrill/runner/internal/redact"
 )
 
 // ServiceSpec is how to run one process of a team's system.
@@ -21,7 +22,9 @@ type ServiceSpec struct {
 	// is ready; "" means ready once started.
 	Ready        string
 	ReadyTimeout time.Duration // 0: 30 s
-	// Secrets are hidden from Output wherever they appear (the URLs in Env).
+	// Secrets are hidden from Output wherever they appear, in every
+	// encoding (the passwords and tokens of the URLs in Env, plain; see
+	// redact.Set, which also hides any password by its place).
 	Secrets []string
 	// Started, when set, gets the service as soon as its process runs,
 	// before it is ready: a fault may strike while it starts up.
@@ -47,8 +50,13 @@ type Service struct {
 }
 
 // serviceLog bounds what Output keeps: the latest bytes are what a failure
-// trace needs.
-const serviceLog = 64 << 10
+// trace needs. Cutting the oldest, the rest of the line cut goes too, or
+// up to a blank within maxCutLine, else maxCutLine more bytes (a word
+// that long is no password).
+const (
+	serviceLog = 64 << 10
+	maxCutLine = 4 << 10
+)
 
 // StartService starts spec and returns once it is ready. A service that
 // exits or stays silent past the timeout is an error quoting its output.
@@ -205,15 +213,11 @@ func (s *Service) Exited() (bool, error) {
 	return true, s.child.err
 }
 
-// Output is the latest of what the service wrote, secrets hidden.
+// Output is the latest of what the service wrote, secrets hidden
+// (redact.Set: every encoding of spec.Secrets, and any password by its
+// place in a URL, password=… or JSON).
 func (s *Service) Output() string {
-	text := s.out.String()
-	for _, sec := range s.spec.Secrets {
-		if len(sec) >= 3 {
-			text = strings.ReplaceAll(text, sec, "xxxxx")
-		}
-	}
-	return text
+	return redact.NewSet(s.spec.Secrets...).Text(s.out.String())
 }
 
 // serviceOutput keeps the latest output and closes readyCh at the first
@@ -232,6 +236,16 @@ func (o *serviceOutput) Write(p []byte) (int, error) {
 	defer o.mu.Unlock()
 	o.buf = append(o.buf, p...)
 	if over := len(o.buf) - serviceLog; over > 0 {
+		// Cut at a line's start, else at a blank: a secret cut in two
+		// would no longer be recognised, and half of it would show.
+		rest := o.buf[over:min(len(o.buf), over+maxCutLine)]
+		if nl := bytes.IndexByte(rest, '\n'); nl >= 0 {
+			over += nl + 1
+		} else if sp := bytes.IndexAny(rest, " \t"); sp >= 0 {
+			over += sp + 1
+		} else {
+			over += len(rest)
+		}
 		o.buf = append(o.buf[:0], o.buf[over:]...)
 	}
 	if o.ready != "" && !o.seen {

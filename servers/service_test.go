@@ -3,6 +3,7 @@ package servers
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -26,8 +27,37 @@ func TestServiceReadyOnItsLogLine(t *testing.T) {
 	}
 	defer s.Kill(context.Background())
 	out := s.Output()
-	if !strings.Contains(out, "listening: ready") || !strings.Contains(out, "url=postgres://u:xxxxx@") || strings.Contains(out, "s3cret") {
+	if !strings.Contains(out, "listening: ready") || !strings.Contains(out, "url=postgres://u:***@") || strings.Contains(out, "s3cret") {
 		t.Errorf("output %q: want the ready line and the URL with its password hidden", out)
+	}
+}
+
+// Output hides a secret in every encoding a service may print it in, and
+// any password by its place (a short one included); an output cut to its
+// latest 64 KiB never starts with the tail of a secret.
+func TestServiceOutputHidesSecrets(t *testing.T) {
+	const pw = "P@ss/w0rd:1"
+	o := &serviceOutput{readyCh: make(chan struct{})}
+	s := &Service{spec: ServiceSpec{Secrets: []string{pw}}, out: o}
+	_, _ = o.Write([]byte("raw " + pw + "\nencoded P%40ss%2Fw0rd%3A1 and P%40ss%2fw0rd%3a1\nquery postgres://u@h:1/p?password=" + url.QueryEscape(pw) + "&sslmode=disable\n" +
+		"short postgres://u:pw@h:1/p and password=pw\n"))
+	out := s.Output()
+	for _, leak := range []string{"ss/w0rd", "ss%2Fw0rd", "ss%2fw0rd", ":pw@", "=pw"} {
+		if strings.Contains(out, leak) {
+			t.Errorf("%s shows in:\n%s", leak, out)
+		}
+	}
+	if !strings.Contains(out, "short postgres://u:***@h:1/p and password=***") {
+		t.Errorf("the short password by its place:\n%s", out)
+	}
+	// The oldest bytes go; the cut falls 4 bytes into the secret.
+	o = &serviceOutput{readyCh: make(chan struct{})}
+	s = &Service{spec: ServiceSpec{Secrets: []string{pw}}, out: o}
+	first := strings.Repeat("x", 100) + pw + " more\n"
+	_, _ = o.Write([]byte(first))
+	_, _ = o.Write([]byte(strings.Repeat("y", serviceLog-len(first)+100+4)))
+	if out := s.Output(); strings.Contains(out, "w0rd") || !strings.HasPrefix(out, "yyy") {
+		t.Errorf("after the cut the output starts %q", out[:min(40, len(out))])
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/proxy/pgwire"
 	"github.com/outboxdrill/runner/proxy/resp"
@@ -218,7 +219,6 @@ func (r *Run) brokerVia(s *service) string {
 // and the secrets its output must hide.
 func (r *Run) proxies(s *service) (map[string]string, []string, error) {
 	vars := maps.Clone(r.cfg.Vars)
-	var secrets []string
 	for i, link := range []struct{ name, url string }{{"producer_db", r.cfg.ProducerURL}, {"consumer_db", r.cfg.ConsumerURL}} {
 		u, err := url.Parse(link.url)
 		if err != nil {
@@ -228,16 +228,10 @@ func (r *Run) proxies(s *service) (map[string]string, []string, error) {
 			return nil, nil, err
 		}
 		vars[link.name+".url"] = via(u, s.pg[i].Addr(), "sslmode", "disable")
-		if p, ok := u.User.Password(); ok {
-			secrets = append(secrets, passwordForms(p)...)
-		}
 	}
 	u, err := url.Parse(r.cfg.BrokerURL)
 	if err != nil {
 		return nil, nil, errors.New("broker: not a URL")
-	}
-	if p, ok := u.User.Password(); ok {
-		secrets = append(secrets, passwordForms(p)...)
 	}
 	vars["broker.url"] = r.cfg.BrokerURL
 	if r.cfg.BrokerName == "redis" {
@@ -250,6 +244,10 @@ func (r *Run) proxies(s *service) (map[string]string, []string, error) {
 		r.mu.Unlock()
 		vars["broker.url"] = via(u, s.redis.Addr(), "", "")
 	}
+	// Every URL handed out, and the servers' own: their passwords (user
+	// info, query, DSN) and tokens, which the service's output hides in
+	// every encoding (redact.Set).
+	secrets := redact.URLSecrets(r.cfg.ProducerURL, r.cfg.ConsumerURL, r.cfg.BrokerURL, vars["producer_db.url"], vars["consumer_db.url"], vars["broker.url"])
 	return vars, secrets, nil
 }
 
@@ -264,18 +262,6 @@ func told(s *service, words []string) [3]bool {
 		out[i] = a != "" && slices.ContainsFunc(words, func(w string) bool { return strings.Contains(w, a) })
 	}
 	return out
-}
-
-// passwordForms are the ways a password shows in a service's output: as
-// is, and percent-encoded as a URL's userinfo or query carries it.
-func passwordForms(p string) []string {
-	forms := []string{p}
-	for _, f := range []string{url.QueryEscape(p), url.PathEscape(p), url.UserPassword("", p).String()[1:]} {
-		if f != p && !slices.Contains(forms, f) {
-			forms = append(forms, f)
-		}
-	}
-	return forms
 }
 
 // via is u pointed at addr, with query key=value set when key is given.

@@ -1,7 +1,7 @@
 package system
 
 import (
-	"os"
+	"context"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -12,16 +12,21 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/guardfile"
 )
 
-// Load reads and checks the system file at path. Every problem is reported
+// Load reads and checks the system file at path, under ctx. A file that
+// cannot be read (missing, not a regular file, over guardfile.System's
+// cap) is err, for the caller to report where the file is named (a
+// scenario's system: key, --system). Every problem of the file is in errs,
 // at its file:line:col, with the closest known key when one is misspelt.
-func Load(path string) (*System, diag.Errors) {
-	src, err := os.ReadFile(path)
+func Load(ctx context.Context, path string) (sys *System, errs diag.Errors, err error) {
+	src, err := guardfile.Read(ctx, path, guardfile.System)
 	if err != nil {
-		return nil, diag.Errors{diag.Errorf(diag.Pos{File: path}, "%v", err)}
+		return nil, nil, err
 	}
-	return Parse(path, src)
+	sys, errs = Parse(path, src)
+	return sys, errs, nil
 }
 
 // Parse reads a system file's text; file names it in errors and anchors
@@ -73,8 +78,8 @@ var topKeys = map[string]func(s *System, file string, kv diag.Pair, errs *diag.E
 		for k, n := range f {
 			s.Pos["schema."+k] = diag.NodePos(file, n)
 		}
-		s.Schema.Producer = s.path(file, f["producer"], errs)
-		s.Schema.Consumer = s.path(file, f["consumer"], errs)
+		s.Schema.Producer = s.schemaFile(file, "schema.producer", f["producer"], errs)
+		s.Schema.Consumer = s.schemaFile(file, "schema.consumer", f["consumer"], errs)
 	},
 	"produce": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 		sql := scalar(file, kv.Key, kv.Value, errs)
@@ -246,8 +251,11 @@ func ident(file string, n *yaml.Node, errs *diag.Errors) string {
 	return s
 }
 
-// path is a file named relative to the system file; it must exist.
-func (s *System) path(file string, n *yaml.Node, errs *diag.Errors) string {
+// schemaFile is a schema (SQL) file named relative to the system file: it
+// must be a regular file within guardfile.SQL's cap that opens for
+// reading (checked without reading it: validate --offline says what run
+// would find); a problem is at the key.
+func (s *System) schemaFile(file, key string, n *yaml.Node, errs *diag.Errors) string {
 	p := text(file, n, errs)
 	if p == "" {
 		return ""
@@ -255,8 +263,8 @@ func (s *System) path(file string, n *yaml.Node, errs *diag.Errors) string {
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(s.Dir, p)
 	}
-	if _, err := os.Stat(p); err != nil {
-		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "schema file: %v", err))
+	if err := guardfile.Check(p, guardfile.SQL); err != nil {
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "%s: %v", key, err))
 	}
 	return p
 }

@@ -1,6 +1,7 @@
 package system
 
 import (
+	"context"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,9 +15,9 @@ import (
 // ready text, schema paths from the file's directory, produce with bound
 // parameters, and every mapping.
 func TestLoadTheContractExample(t *testing.T) {
-	s, errs := Load("testdata/system.yaml")
-	if len(errs) > 0 {
-		t.Fatalf("load: %v", errs)
+	s, errs, err := Load(context.Background(), "testdata/system.yaml")
+	if err != nil || len(errs) > 0 {
+		t.Fatalf("load: %v %v", err, errs)
 	}
 	if got := s.Names(); !slices.Equal(got, []string{"consumer", "relay"}) {
 		t.Errorf("services %v", got)
@@ -52,7 +53,7 @@ func TestLoadErrors(t *testing.T) {
 		{"bad produce param", strings.Replace(ok, "${event}", "${evnt}", 1), `f.yaml:2:10: produce: unknown ${evnt} (did you mean "event"?)`},
 		{"bad table name", strings.Replace(ok, "table: o,", "table: \"o; DROP\",", 1), `f.yaml:3:17: "o; DROP" is not a table or column name`},
 		{"missing mapping field", strings.Replace(ok, "stream: {event_id: e, payload: p}", "stream: {event_id: e}", 1), "f.yaml:4:9: stream: missing payload"},
-		{"missing schema file", ok + "schema: {producer: nope.sql}\n", "f.yaml:6:20: schema file: stat nope.sql"},
+		{"missing schema file", ok + "schema: {producer: nope.sql}\n", "f.yaml:6:20: schema.producer: nope.sql: no such file or directory"},
 		{"ready timeout not a duration", strings.Replace(ok, "run: [x]", "run: [x], ready: {log: up, timeout: soon}", 1), `f.yaml:1:56: ready: timeout: want a positive duration such as 60s or 2m, got "soon"`},
 		{"ready timeout alone", strings.Replace(ok, "run: [x]", "run: [x], ready: {timeout: 10s}", 1), "f.yaml:1:37: ready: missing log"},
 		{"unknown broker", ok + "brokers: [redis, nast]\n", `f.yaml:6:18: brokers: unknown broker "nast" (did you mean "nats"?); brokers: redis, nats, rabbitmq, kafka`},

@@ -18,9 +18,12 @@
 // Every command takes -h or --help.
 //
 // Exit status: 0 all passed, 1 a scenario failed, 2 invalid scenario or usage,
-// 3 the run itself could not proceed (servers), 130 interrupted (SIGINT),
-// 143 terminated (SIGTERM). Either signal cleans up first, as 128+signal
-// says to a shell; a second one kills at once.
+// 3 the run itself could not proceed (servers), 4 an internal error (a panic:
+// a bug in the runner; its stack is written to a file named on stderr),
+// 130 interrupted (SIGINT), 143 terminated (SIGTERM). Either signal cleans
+// up first, as 128+signal says to a shell; a second one kills at once. A
+// fatal runtime error (a stack overflow, out of memory) cannot be recovered:
+// the Go runtime prints it and exits 2.
 package main
 
 import (
@@ -33,6 +36,7 @@ import (
 	"os/signal"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -61,6 +65,7 @@ const (
 	exitFailed      = 1
 	exitInvalid     = 2
 	exitEnvironment = 3
+	exitInternal    = 4   // a panic: a bug in the runner, not the input's fault
 	exitInterrupted = 130 // 128+SIGINT
 	exitTerminated  = 143 // 128+SIGTERM: the same cleanup, told apart for the caller
 )
@@ -127,8 +132,21 @@ var commands = map[string]command{
 	"validate":  cmdValidate,
 }
 
-// Main is the whole CLI, callable from tests.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// Main is the whole CLI, callable from tests. A panic inside a command is
+// an internal error: its stack goes to a file, exit 4 (a Go panic would
+// exit 2, which says the input is invalid). A panic on another goroutine
+// than Main's is beyond this recover: runner.Run turns one in a scenario's
+// worker into a *runner.InternalError, reported the same way.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if v := recover(); v != nil {
+			code = internalError(stderr, args, v, debug.Stack())
+		}
+	}()
+	return dispatch(ctx, args, stdout, stderr)
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
 		return exitInvalid
@@ -143,6 +161,41 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 	return cmd(ctx, args[1:], stdout, stderr)
+}
+
+// internalError reports a panic (value v, stack) of the runner run with
+// args: the panic and its stack to a file in the temp dir, one line on
+// stderr naming it; exit 4. Only the command name of args is written: the
+// rest may hold a password (--pg URL).
+func internalError(stderr io.Writer, args []string, v any, stack []byte) int {
+	cmd := "runner"
+	if len(args) > 0 {
+		cmd += " " + args[0]
+	}
+	version := "(unknown)"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version = bi.Main.Path + " " + bi.Main.Version
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" || s.Key == "vcs.modified" {
+				version += " " + s.Key + "=" + s.Value
+			}
+		}
+	}
+	report := fmt.Sprintf("runner: internal error (a bug in the runner, please report it with this file)\n"+
+		"runner version: %s\ngo: %s %s/%s\ncommand: %s (its other arguments left out: they may hold passwords)\ntime: %s\n\npanic: %v\n\n%s",
+		version, runtime.Version(), runtime.GOOS, runtime.GOARCH, cmd, time.Now().Format(time.RFC3339), v, stack)
+	what := safe.LongLine(fmt.Sprint(v))
+	f, err := os.CreateTemp("", "runner-panic-*.txt")
+	if err == nil {
+		_, err = f.WriteString(report)
+		err = errors.Join(err, f.Close())
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "runner: internal error (a bug in the runner, please report it): %s; no file for the stack (%v), so here it is:\n%s", what, err, report)
+		return exitInternal
+	}
+	fmt.Fprintf(stderr, "runner: internal error (a bug in the runner, please report it): %s; the stack is in %s\n", what, f.Name())
+	return exitInternal
 }
 
 // cmdHelp prints the usage of runner, or of the command named.
@@ -183,7 +236,7 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-9s %s\n", n, help[n].summary)
 	}
 	fmt.Fprintln(w, "run 'runner help <command>' (or 'runner <command> --help') for a command's flags")
-	fmt.Fprintln(w, "exit status: 0 passed, 1 a scenario failed, 2 invalid scenario or usage, 3 servers unavailable, 130 interrupted (SIGINT), 143 terminated (SIGTERM)")
+	fmt.Fprintln(w, "exit status: 0 passed, 1 a scenario failed, 2 invalid scenario or usage, 3 servers unavailable, 4 internal error (a bug: its stack in a file), 130 interrupted (SIGINT), 143 terminated (SIGTERM)")
 }
 
 // newFlags makes the flag set of a command; parseArgs prints its usage.
@@ -268,12 +321,15 @@ func flagError(fs *flag.FlagSet, err error) string {
 	if c, ok := f.Value.(*checked); ok {
 		want = c.want
 	}
-	if want == "" {
-		return msg
-	}
 	dash := "--"
 	if len(m[2]) == 1 {
 		dash = "-"
+	}
+	if why := msg[len(m[0]):]; strings.HasPrefix(why, errTooLong) {
+		return fmt.Sprintf("%s%s %q: %s", dash, m[2], m[1], why)
+	}
+	if want == "" {
+		return msg
 	}
 	return fmt.Sprintf("%s%s %q: want %s", dash, m[2], m[1], want)
 }
@@ -309,10 +365,67 @@ func check(fs *flag.FlagSet, name, want string, ok func() bool) {
 	f.Value = &checked{f.Value, ok, want}
 }
 
-// durationFlag defines a duration flag that must be > 0.
-func durationFlag(fs *flag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
-	fs.DurationVar(p, name, value, usage)
+// durationFlag defines a duration flag that must be > 0 and at most max.
+func durationFlag(fs *flag.FlagSet, p *time.Duration, name string, value, max time.Duration, usage string) {
+	*p = value // before Var: it is the default help shows
+	fs.Var(&boundedDuration{p: p, max: max}, name, usage)
 	check(fs, name, "a duration > 0 such as 30s, 2m or 1h30m", func() bool { return *p > 0 })
+}
+
+// Most a duration flag takes: a scenario longer than a day is no drill,
+// a server that has not answered in an hour will not.
+const (
+	maxTimeout        = 24 * time.Hour
+	maxConnectTimeout = time.Hour
+)
+
+// boundedDuration is a duration flag's value with an upper bound: a value
+// over it, or too large for a time.Duration at all (9999999h overflows
+// 2562047h), is refused saying so, not as "not a duration".
+type boundedDuration struct {
+	p   *time.Duration
+	max time.Duration
+}
+
+// errTooLong starts the message of a duration over its bound; flagError
+// shows it as it is.
+const errTooLong = "too long: at most "
+
+// durationSyntax is time.ParseDuration's grammar: a string of it that does
+// not parse overflows.
+var durationSyntax = regexp.MustCompile(`^\+?(([0-9]+(\.[0-9]*)?|\.[0-9]+)[a-zµμ]+)+$`)
+
+func (d *boundedDuration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	switch {
+	case err != nil && durationSyntax.MatchString(s) && strings.Contains(err.Error(), "invalid duration"):
+		return errors.New(errTooLong + shortDuration(d.max))
+	case err != nil:
+		return err
+	case v > d.max:
+		return errors.New(errTooLong + shortDuration(d.max))
+	}
+	*d.p = v
+	return nil
+}
+
+func (d *boundedDuration) String() string {
+	if d == nil || d.p == nil { // flag.PrintDefaults asks a zero value
+		return "0s"
+	}
+	return d.p.String()
+}
+
+// shortDuration is d without zero units: 24h, not 24h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // countFlag defines a whole-number flag that must be at least least.
@@ -323,11 +436,13 @@ func countFlag(fs *flag.FlagSet, p *int, name string, value, least int, usage st
 
 // connectTimeoutFlag is --connect-timeout of every command that connects.
 func connectTimeoutFlag(fs *flag.FlagSet, p *time.Duration) {
-	durationFlag(fs, p, "connect-timeout", runner.DefaultConnectTimeout, "give up on a server that does not answer within `DURATION` (each of --pg, --redis, --nats, --rabbitmq)")
+	durationFlag(fs, p, "connect-timeout", runner.DefaultConnectTimeout, maxConnectTimeout, "give up on a server that does not answer within `DURATION` (each of --pg, --redis, --nats, --rabbitmq)")
 }
 
-// load expands paths and loads every scenario, printing every problem.
-func load(paths []string, stderr io.Writer) ([]*scenario.Scenario, bool) {
+// load expands paths and loads every scenario, printing every problem. The
+// files are read under ctx: once it is cancelled nothing more is read,
+// and nothing is printed (the caller says interrupted: see loadFailed).
+func load(ctx context.Context, paths []string, stderr io.Writer) ([]*scenario.Scenario, bool) {
 	if len(paths) == 0 {
 		paths = []string{defaultDir}
 	}
@@ -340,27 +455,47 @@ func load(paths []string, stderr io.Writer) ([]*scenario.Scenario, bool) {
 		fmt.Fprintf(stderr, "runner: no scenario files (*.yaml) in %s\n", safe.LongLine(strings.Join(paths, ", ")))
 		return nil, false
 	}
-	scs, errs := scenario.LoadFiles(files)
+	scs, errs := scenario.LoadFilesContext(ctx, files)
+	if ctx.Err() != nil {
+		return nil, false
+	}
 	if len(errs) > 0 {
 		return nil, printErrors(errs, stderr)
 	}
 	return scs, true
 }
 
+// loadFailed is the exit code of a command whose files did not load:
+// interrupted when ctx was cancelled meanwhile, else invalid input.
+func loadFailed(ctx context.Context, stderr io.Writer) int {
+	if ctx.Err() != nil {
+		return interrupted(stderr, false)
+	}
+	return exitInvalid
+}
+
 // useSystem applies --system to the scenarios without a system: key and
 // checks that every service a step names is in its scenario's system file.
-func useSystem(scs []*scenario.Scenario, file string, stderr io.Writer) bool {
-	_, ok := loadSystem(scs, file, stderr)
+func useSystem(ctx context.Context, scs []*scenario.Scenario, file string, stderr io.Writer) bool {
+	_, ok := loadSystem(ctx, scs, file, stderr)
 	return ok
 }
 
 // loadSystem is useSystem that also returns the --system file (nil
 // without one).
-func loadSystem(scs []*scenario.Scenario, file string, stderr io.Writer) (*system.System, bool) {
+func loadSystem(ctx context.Context, scs []*scenario.Scenario, file string, stderr io.Writer) (*system.System, bool) {
 	var sys *system.System
 	var errs diag.Errors
 	if file != "" {
-		if sys, errs = system.Load(file); len(errs) > 0 {
+		var err error
+		sys, errs, err = system.Load(ctx, file)
+		switch {
+		case ctx.Err() != nil:
+			return nil, false
+		case err != nil:
+			fmt.Fprintf(stderr, "runner: --system: %s\n", safe.LongLine(err.Error()))
+			return nil, false
+		case len(errs) > 0:
 			return nil, printErrors(errs, stderr)
 		}
 	}
@@ -392,9 +527,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&p.RabbitMQURL, "rabbitmq", os.Getenv("RUNNER_RABBITMQ_URL"), "use the RabbitMQ server at `URL`, e.g. amqp://guest:guest@127.0.0.1:5672/ (env RUNNER_RABBITMQ_URL)")
 	fs.StringVar(&p.KafkaURL, "kafka", os.Getenv("RUNNER_KAFKA_URL"), "use the Kafka cluster at `HOST:PORT`[,HOST:PORT...] instead of starting kfake (env RUNNER_KAFKA_URL)")
 	sel := selectionFlags(fs, &p)
-	durationFlag(fs, &p.Timeout, "timeout", time.Minute, "cancel a scenario that runs longer than `DURATION`")
-	fs.DurationVar(&p.Settle, "settle", runner.DefaultSettle, "give a team's system up to `DURATION` after the last step to settle before it is judged (a scenario's settle: overrides it)")
-	check(fs, "settle", "a duration of at least 500ms such as 5s or 30s (a system is quiet after 300ms without a change)", func() bool { return p.Settle >= 500*time.Millisecond })
+	durationFlag(fs, &p.Timeout, "timeout", time.Minute, maxTimeout, "cancel a scenario that runs longer than `DURATION` (at most 24h)")
+	p.Settle = runner.DefaultSettle
+	fs.Var(&boundedDuration{p: &p.Settle, max: scenario.MaxSettle}, "settle", "give a team's system up to `DURATION` after the last step to settle before it is judged (at most 10m; a scenario's settle: overrides it)")
+	check(fs, "settle", "a duration of at least 500ms such as 5s or 30s (a system is quiet after 300ms without a change)", func() bool { return p.Settle >= scenario.MinSettle })
 	fs.BoolVar(&p.Verbose, "v", false, "print every scenario's step trace")
 	countFlag(fs, &p.Parallel, "parallel", runtime.NumCPU(), 1, "run `N` scenarios at once")
 	connectTimeoutFlag(fs, &p.ConnectTimeout)
@@ -415,6 +551,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return exitInvalid
 	}
+	if !checkURLs(fs, stderr, serverURL{"pg", runner.Postgres, p.PGURL}, serverURL{"redis", broker.Redis, p.RedisURL}, serverURL{"nats", broker.NATS, p.NATSURL},
+		serverURL{"rabbitmq", broker.RabbitMQ, p.RabbitMQURL}, serverURL{"kafka", broker.Kafka, p.KafkaURL}) {
+		return exitInvalid
+	}
 	switch runner.Keep(*keep) {
 	case runner.KeepNone, runner.KeepFailed, runner.KeepAll:
 		p.Keep = runner.Keep(*keep)
@@ -426,9 +566,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "runner: --keep needs --pg and the URL of each broker run (--redis, --nats, --rabbitmq): the runner's own servers stop when it exits")
 		return exitInvalid
 	}
-	scs, ok := loadSelected(paths, sel, &p, stderr)
-	if !ok || !useSystem(scs, *systemFile, stderr) {
-		return exitInvalid
+	scs, ok := loadSelected(ctx, paths, sel, &p, stderr)
+	if !ok || !useSystem(ctx, scs, *systemFile, stderr) {
+		return loadFailed(ctx, stderr)
 	}
 	if len(scs) == 0 {
 		fmt.Fprintf(stdout, "ok: shard %s holds no scenario\n", sel.shard)
@@ -451,7 +591,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// Reports are written whatever the result: failures are what they are for.
 	err = errors.Join(err, writeReports(files, rep))
 	var invalid *runner.InvalidError
+	var internal *runner.InternalError
 	switch {
+	case errors.As(err, &internal):
+		return internalError(stderr, []string{"run"}, internal.Value, internal.Stack)
 	case ctx.Err() != nil:
 		return interrupted(stderr, p.Keep != runner.KeepNone)
 	case errors.As(err, &invalid):
@@ -471,6 +614,34 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func serverFlags(fs *flag.FlagSet, pg, redis *string) {
 	fs.StringVar(pg, "pg", os.Getenv("RUNNER_PG_URL"), "use the PostgreSQL server at admin `URL` instead of starting one (env RUNNER_PG_URL)")
 	fs.StringVar(redis, "redis", os.Getenv("RUNNER_REDIS_URL"), "use the Redis server at `URL` instead of starting one (env RUNNER_REDIS_URL)")
+}
+
+// serverURL is a server flag's value to check: flag name, Probe's kind.
+type serverURL struct{ flag, kind, url string }
+
+// envOf names the variable each server flag defaults to.
+var envOf = map[string]string{"pg": "RUNNER_PG_URL", "redis": "RUNNER_REDIS_URL", "nats": "RUNNER_NATS_URL", "rabbitmq": "RUNNER_RABBITMQ_URL", "kafka": "RUNNER_KAFKA_URL"}
+
+// checkURLs refuses a server URL that does not parse as a usage error (it
+// used to be found by the client, as if the server had failed: exit 3),
+// before anything connects or starts. A value that came from the
+// environment is named by its variable. Secrets never show.
+func checkURLs(fs *flag.FlagSet, stderr io.Writer, urls ...serverURL) bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, u := range urls {
+		err := runner.CheckURL(u.kind, u.url)
+		if err == nil {
+			continue
+		}
+		name := "--" + u.flag
+		if !set[u.flag] && envOf[u.flag] != "" {
+			name = envOf[u.flag] + " (the default of --" + u.flag + ")"
+		}
+		fmt.Fprintf(stderr, "runner: %s: %s\n", name, safe.LongLine(err.Error()))
+		return false
+	}
+	return true
 }
 
 // interrupted reports Ctrl-C once cleanup is done.
@@ -496,7 +667,7 @@ func selectionFlags(fs *flag.FlagSet, p *runner.Params) *selection {
 }
 
 // loadSelected loads the scenarios and applies the selection flags.
-func loadSelected(paths []string, sel *selection, p *runner.Params, stderr io.Writer) ([]*scenario.Scenario, bool) {
+func loadSelected(ctx context.Context, paths []string, sel *selection, p *runner.Params, stderr io.Writer) ([]*scenario.Scenario, bool) {
 	var err error
 	if sel.run != "" {
 		if p.Run, err = regexp.Compile(sel.run); err != nil {
@@ -511,7 +682,7 @@ func loadSelected(paths []string, sel *selection, p *runner.Params, stderr io.Wr
 		}
 	}
 	p.Tags, p.SkipTags = runner.SplitList(sel.tags), runner.SplitList(sel.skipTags)
-	scs, ok := load(paths, stderr)
+	scs, ok := load(ctx, paths, stderr)
 	if !ok {
 		return nil, false
 	}
@@ -583,16 +754,19 @@ func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if done {
 		return code
 	}
+	if !*offline && !checkURLs(fs, stderr, serverURL{"pg", runner.Postgres, p.PGURL}) {
+		return exitInvalid
+	}
 	var scs []*scenario.Scenario
 	if len(paths) > 0 || *systemFile == "" {
 		var ok bool
-		if scs, ok = load(paths, stderr); !ok {
-			return exitInvalid
+		if scs, ok = load(ctx, paths, stderr); !ok {
+			return loadFailed(ctx, stderr)
 		}
 	}
-	sys, ok := loadSystem(scs, *systemFile, stderr)
+	sys, ok := loadSystem(ctx, scs, *systemFile, stderr)
 	if !ok {
-		return exitInvalid
+		return loadFailed(ctx, stderr)
 	}
 	note := ""
 	if !*offline {
@@ -632,7 +806,7 @@ func checkMappings(ctx context.Context, p runner.Params, scs []*scenario.Scenari
 	return exitOK, false
 }
 
-func cmdList(_ context.Context, args []string, stdout, stderr io.Writer) int {
+func cmdList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("list")
 	var p runner.Params
 	sel := selectionFlags(fs, &p)
@@ -640,9 +814,9 @@ func cmdList(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if done {
 		return code
 	}
-	scs, ok := loadSelected(paths, sel, &p, stderr)
+	scs, ok := loadSelected(ctx, paths, sel, &p, stderr)
 	if !ok {
-		return exitInvalid
+		return loadFailed(ctx, stderr)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "FILE\tNAME\tTAGS")
@@ -676,6 +850,10 @@ func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	connectTimeoutFlag(fs, &connectTimeout)
 	if code, done := noArgs(fs, args, stdout, stderr, "runner clean [--pg URL] [--redis URL] [--nats URL] [--rabbitmq URL] [--kafka HOST:PORT]"); done {
 		return code
+	}
+	if !checkURLs(fs, stderr, serverURL{"pg", runner.Postgres, pg}, serverURL{"redis", broker.Redis, rd}, serverURL{"nats", broker.NATS, nats},
+		serverURL{"rabbitmq", broker.RabbitMQ, rabbit}, serverURL{"kafka", broker.Kafka, kfk}) {
+		return exitInvalid
 	}
 	// A wrong server is named in seconds, before anything is removed.
 	for _, s := range []struct{ kind, url string }{{runner.Postgres, pg}, {broker.Redis, rd}, {broker.NATS, nats}, {broker.RabbitMQ, rabbit}, {broker.Kafka, kfk}} {
@@ -746,6 +924,9 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "runner soak: %v\nusage: %s\n", err, soakUsage)
 		return exitInvalid
 	}
+	if !checkURLs(fs, stderr, serverURL{"pg", runner.Postgres, p.PGURL}, serverURL{"redis", broker.Redis, p.Redis}) {
+		return exitInvalid
+	}
 	// The verdict is printed once known, before the cleanup.
 	p.Judged = func(rep *soak.Report) { fmt.Fprint(stdout, rep.Format()) }
 	rep, err := soak.Soak(ctx, p)
@@ -774,6 +955,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if done {
 		return code
 	}
+	if !checkURLs(fs, stderr, serverURL{"pg", runner.Postgres, p.PGURL}, serverURL{"redis", broker.Redis, p.Redis}) {
+		return exitInvalid
+	}
 	for _, n := range runner.SplitList(*growth) {
 		var k int
 		if _, err := fmt.Sscan(n, &k); err != nil || k < 1 || k > 1000 {
@@ -783,10 +967,14 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		p.Growth = append(p.Growth, k)
 	}
 	var ok bool
-	if p.Scenarios, ok = load(paths, stderr); !ok {
-		return exitInvalid
+	if p.Scenarios, ok = load(ctx, paths, stderr); !ok {
+		return loadFailed(ctx, stderr)
 	}
 	if err := bench.Run(ctx, p, stdout); err != nil {
+		var internal *runner.InternalError
+		if errors.As(err, &internal) {
+			return internalError(stderr, []string{"bench"}, internal.Value, internal.Stack)
+		}
 		fmt.Fprintf(stderr, "runner: bench: %v\n", err)
 		switch {
 		case ctx.Err() != nil:

@@ -537,7 +537,7 @@ func TestFIFOIsAnErrorAtOnce(t *testing.T) {
 		go func() {
 			defer close(done)
 			code, _, errs := run0(cmd, fifo)
-			if code != 2 || !strings.Contains(errs, fifo+": a FIFO (named pipe), not a regular file") {
+			if code != 2 || !strings.Contains(errs, fifo+" is not a regular file (a FIFO)\n") {
 				t.Errorf("%s: exit %d, stderr %q", cmd, code, errs)
 			}
 		}()
