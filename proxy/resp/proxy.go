@@ -95,14 +95,21 @@ type Proxy struct {
 // Listen starts a proxy to upstream ("host:port") on 127.0.0.1.
 func Listen(upstream string) (*Proxy, error) {
 	p := &Proxy{upstream: upstream}
-	ln, err := listen.Serve(func(id int, nc net.Conn) listen.Conn { return newConn(p, id, nc) },
-		func(c listen.Conn) { c.(*conn).serve() })
+	ln, err := listen.Serve(listen.Protocol{
+		Open:   func(id int, nc net.Conn) listen.Conn { return newConn(p, id, nc) },
+		Serve:  func(c listen.Conn) { c.(*conn).serve() },
+		Refuse: refuse,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("resp proxy: %w", err)
 	}
 	p.ln = ln
 	return p, nil
 }
+
+// refuse answers a client over the proxy's connection cap as Redis answers
+// one over its maxclients.
+func refuse(nc net.Conn, _ int) { _, _ = nc.Write([]byte("-ERR max number of clients reached\r\n")) }
 
 // Connections is how many client connections the proxy has taken so far:
 // whether the service uses this link at all.
