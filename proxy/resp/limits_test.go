@@ -289,3 +289,72 @@ func TestConnectionCap(t *testing.T) {
 		}
 	}
 }
+
+// Every command was recorded whole for the rest of the run: a client
+// SETting 8 MB values kept 8 MB each alive. The proxy keeps whole only
+// what the history reads, and a bounded count of the rest.
+func TestRecordKeepsWhatTheHistoryReads(t *testing.T) {
+	old := maxOtherEvents
+	maxOtherEvents = 50
+	t.Cleanup(func() { maxOtherEvents = old })
+	f := newFixture(t)
+	ctx := context.Background()
+	c := f.client(2)
+	big := strings.Repeat("v", 8<<20)
+	key := f.stream + ":big"
+	defer f.direct.Del(ctx, key)
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range 8 {
+		if err := c.Set(ctx, key, big, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 16<<20 {
+		t.Errorf("8 SETs of 8 MB left %d MB alive, want under 16", grew>>20)
+	}
+	if err := xadd(ctx, c, f.stream, "e1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.Do(ctx, "AUTH", "nobody", "s3cret")
+	pipe := c.Pipeline()
+	for range 100 {
+		pipe.Ping(ctx)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	others, sets, auths := 0, 0, 0
+	for _, e := range f.proxy.Events() {
+		switch strings.ToUpper(e.Command[0]) {
+		case "XADD":
+			if len(e.Command) < 4 || e.Reply.Str == "" {
+				t.Errorf("XADD recorded as %q → %v, want whole", e.Command, e.Reply)
+			}
+			continue
+		case "SET":
+			sets++
+			if len(e.Command) != 1 || e.Reply.Type != '+' || e.Reply.Str != "" {
+				t.Errorf("SET recorded as %d words → %q %q, want its name and its reply's kind", len(e.Command), e.Reply.Type, e.Reply.Str)
+			}
+		case "AUTH":
+			auths++
+			if len(e.Command) != 1 || !e.Reply.Err() || e.Reply.Str == "" {
+				t.Errorf("AUTH recorded as %d words → %q %q, want its name and its error", len(e.Command), e.Reply.Type, e.Reply.Str)
+			}
+		}
+		others++
+	}
+	if others != 50 || sets != 8 || auths != 1 {
+		t.Errorf("kept %d events of other commands (%d SET, %d AUTH), want 50 (8, 1)", others, sets, auths)
+	}
+	if pubs, _, _ := f.proxy.History(); len(pubs) != 1 {
+		t.Errorf("history: %d publishes, want 1", len(pubs))
+	}
+}
