@@ -207,8 +207,7 @@ func (c *conn) fromServer() {
 				case <-c.done:
 					return net.ErrClosed
 				}
-				if a := streamed.strike; a != nil {
-					streamed.strike = nil
+				if a := streamed.strike; a != nil { // (fromClient reads strike: left as it is)
 					a.Finish(&fault.Unclassifiable{Reason: fmt.Sprintf("the reply to %s is over the proxy's %d MB reply buffer: it streamed on to the client and could not be held", strings.ToUpper(streamed.cmd[0]), MaxReplyBuffer>>20)})
 				}
 			}
