@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
@@ -33,12 +34,22 @@ type conn struct {
 	status  atomic.Uint32 // the server's last ReadyForQuery status: 'I', 'T' or 'E'
 	major   int           // the server's major version, from its server_version
 
-	// c2s only: prepared statements and portals by name → their SQL.
+	// c2s only: prepared statements and portals by name → their SQL, and
+	// the bytes they take; forgot: past maxPrepared, they are no longer
+	// kept.
 	stmts   map[string]string
 	portals map[string]string
+	tracked int
+	forgot  bool
 	batch   []byte   // the client's extended-protocol messages since the last Sync
 	execs   []string // the SQL each Execute of the batch runs
 	unsync  bool     // a Flush sent part of the batch already: no injection
+
+	// outMu serializes what goes to the client once fromServer runs:
+	// fromServer holds it while it handles a message, fromClient to refuse
+	// a message over the cap (refused: nothing more goes to the client).
+	outMu   sync.Mutex
+	refused bool
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -55,9 +66,11 @@ type reply struct {
 	commit   *Armed // strike at this reply's COMMIT CommandComplete
 	rollback bool   // the commit was failed on purpose: report it as an error
 
-	stmt   *stmtHold // a statement trigger is armed: hold the reply
-	held   [][]byte
-	status byte
+	stmt      *stmtHold // a statement trigger is armed: hold the reply
+	held      [][]byte
+	heldBytes int
+	spilled   bool // over maxHeldReply: passed on as it came, but for its ReadyForQuery
+	status    byte
 }
 
 // stmtHold links a held client reply to the snapshots of written tables
@@ -98,19 +111,24 @@ func (c *conn) dial() error { return listen.Dial(c.p.upstream, c.done, &c.server
 
 func (c *conn) serve() {
 	defer c.close()
-	c.be = pgproto3.NewBackend(c.client, c.client)
+	c.be = pgproto3.NewBackend(newFramer(c.client), c.client)
+	c.be.SetMaxBodyLen(maxMessage)
+	// A client has StartupTimeout to start and authenticate.
+	c.client.SetReadDeadline(time.Now().Add(StartupTimeout))
 	startup, ok := c.greet()
 	if !ok {
 		return
 	}
 	if err := c.dial(); err != nil {
-		c.refuse(fmt.Sprintf("the proxy cannot reach the server: %v", err))
+		c.refuse("08006", fmt.Sprintf("the proxy cannot reach the server: %v", err))
 		return
 	}
 	c.fe = pgproto3.NewFrontend(c.server, c.server)
+	c.fe.SetMaxBodyLen(maxMessage)
 	if !c.write(startup) || !c.authenticate() {
 		return
 	}
+	c.client.SetReadDeadline(time.Time{})
 	go c.fromServer()
 	c.fromClient()
 }
@@ -135,7 +153,7 @@ func (c *conn) greet() ([]byte, bool) {
 				return nil, false
 			}
 		case *pgproto3.CancelRequest:
-			c.cancel(msg)
+			c.p.cancel(msg)
 			return nil, false
 		case *pgproto3.StartupMessage:
 			b, err := msg.Encode(nil)
@@ -146,21 +164,34 @@ func (c *conn) greet() ([]byte, bool) {
 	}
 }
 
-func (c *conn) cancel(msg *pgproto3.CancelRequest) {
-	b, err := msg.Encode(nil)
-	if err != nil {
-		return
-	}
-	if s, err := net.Dial("tcp", c.p.upstream); err == nil {
-		_, _ = s.Write(b)
-		s.Close()
-	}
+// refuse answers a client the proxy cannot serve with a FATAL error
+// (before fromServer runs, or under outMu).
+func (c *conn) refuse(code, msg string) {
+	c.be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code, Message: "outboxdrill pgwire proxy: " + msg})
+	_ = c.be.Flush()
 }
 
-// refuse answers a client the proxy cannot serve with a FATAL error.
-func (c *conn) refuse(msg string) {
-	c.be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", Code: "08006", Message: "outboxdrill pgwire proxy: " + msg})
-	_ = c.be.Flush()
+// refuseLarge answers a message over the cap, and reports whether err was
+// one: the client gets a FATAL error, and the connection closes once it
+// could read it.
+func (c *conn) refuseLarge(err error) bool {
+	var tl *tooLarge
+	var body *pgproto3.ExceededMaxBodyLenErr
+	switch {
+	case errors.As(err, &tl):
+	case errors.As(err, &body):
+		tl = &tooLarge{from: "client", n: body.ActualBodyLen}
+	default:
+		return false
+	}
+	c.outMu.Lock()
+	if !c.refused {
+		c.refused = true
+		c.refuse(limitSQLState, tl.Error())
+	}
+	c.outMu.Unlock()
+	listen.Linger(c.client, 2*time.Second)
+	return true
 }
 
 // authenticate relays the authentication exchange up to the first
@@ -203,6 +234,7 @@ func (c *conn) authenticate() bool {
 		}
 		answer, err := c.be.Receive()
 		if err != nil {
+			c.refuseLarge(err)
 			return false
 		}
 		b, err := answer.Encode(nil)

@@ -21,6 +21,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgproto3"
+
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/proxy/listen"
 )
@@ -50,13 +52,57 @@ type Event struct {
 // of the kernel's choosing.
 func Listen(upstream string) (*Proxy, error) {
 	p := &Proxy{upstream: upstream}
-	ln, err := listen.Serve(func(id int, nc net.Conn) listen.Conn { return newConn(p, id, nc) },
-		func(c listen.Conn) { c.(*conn).serve() })
+	ln, err := listen.Serve(listen.Protocol{
+		Open:   func(id int, nc net.Conn) listen.Conn { return newConn(p, id, nc) },
+		Serve:  func(c listen.Conn) { c.(*conn).serve() },
+		Refuse: p.refuse,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("pgwire proxy: %w", err)
 	}
 	p.ln = ln
 	return p, nil
+}
+
+// refuse answers a client over the proxy's connection cap as PostgreSQL
+// answers one over its max_connections: it reads the startup message
+// (answering "no" to TLS), then sends a FATAL ErrorResponse with SQLSTATE
+// 53300 (too_many_connections). A CancelRequest still goes through, as
+// PostgreSQL serves one whatever its count of connections.
+func (p *Proxy) refuse(nc net.Conn, max int) {
+	be := pgproto3.NewBackend(nc, nc) // startup messages: at most 10000 bytes
+	for {
+		msg, err := be.ReceiveStartupMessage()
+		if err != nil {
+			return
+		}
+		switch msg := msg.(type) {
+		case *pgproto3.SSLRequest, *pgproto3.GSSEncRequest:
+			if _, err := nc.Write([]byte{'N'}); err != nil {
+				return
+			}
+		case *pgproto3.CancelRequest:
+			p.cancel(msg)
+			return
+		default:
+			be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "53300",
+				Message: fmt.Sprintf("outboxdrill proxy: too many client connections (cap %d)", max)})
+			_ = be.Flush()
+			return
+		}
+	}
+}
+
+// cancel passes a CancelRequest to the server on a connection of its own.
+func (p *Proxy) cancel(msg *pgproto3.CancelRequest) {
+	b, err := msg.Encode(nil)
+	if err != nil {
+		return
+	}
+	if s, err := net.DialTimeout("tcp", p.upstream, 5*time.Second); err == nil {
+		_, _ = s.Write(b)
+		s.Close()
+	}
 }
 
 // Connections is how many client connections the proxy has taken so far:

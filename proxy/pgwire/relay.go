@@ -1,6 +1,7 @@
 package pgwire
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -35,6 +36,7 @@ func (c *conn) fromClient() {
 	for {
 		msg, err := c.be.Receive()
 		if err != nil {
+			c.refuseLarge(err)
 			return
 		}
 		b, err := msg.Encode(nil)
@@ -48,27 +50,31 @@ func (c *conn) fromClient() {
 		case *pgproto3.FunctionCall:
 			ok = c.send(&reply{}, b)
 		case *pgproto3.Parse:
-			c.stmts[msg.Name] = msg.Query
+			c.track(c.stmts, msg.Name, msg.Query)
 			c.batch = append(c.batch, b...)
 		case *pgproto3.Bind:
-			c.portals[msg.DestinationPortal] = c.stmts[msg.PreparedStatement]
+			c.track(c.portals, msg.DestinationPortal, c.stmts[msg.PreparedStatement])
 			c.batch = append(c.batch, b...)
 		case *pgproto3.Execute:
 			c.execs = append(c.execs, c.portals[msg.Portal])
 			c.batch = append(c.batch, b...)
 		case *pgproto3.Close:
 			if msg.ObjectType == 'S' {
-				delete(c.stmts, msg.Name)
+				c.untrack(c.stmts, msg.Name)
 			} else {
-				delete(c.portals, msg.Name)
+				c.untrack(c.portals, msg.Name)
 			}
 			c.batch = append(c.batch, b...)
 		case *pgproto3.Sync:
 			batch, execs := append(c.batch, b...), c.execs
 			c.batch, c.execs = nil, nil
-			if c.unsync { // its reply is queued already
+			switch {
+			case c.unsync: // its reply is queued already
 				ok = c.send(nil, batch)
-			} else {
+			case c.forgot && len(execs) > 0:
+				c.p.failWaiting(&fault.Unclassifiable{Reason: "a connection prepared more than " + size(maxPrepared) + " of statements and portals: the proxy no longer knows what its Executes run"}, Commit, Statement)
+				ok = c.send(&reply{}, batch)
+			default:
 				ok = c.dispatch(execs, false, batch)
 			}
 			c.unsync = false
@@ -78,7 +84,7 @@ func (c *conn) fromClient() {
 		case *pgproto3.Flush:
 			// The client wants output before its Sync: send what there
 			// is; the batch can no longer be held whole.
-			ok = c.flushed(append(c.batch, b...))
+			ok = c.flushed(append(c.batch, b...), "flushed before its Sync")
 		case *pgproto3.CopyData, *pgproto3.CopyDone, *pgproto3.CopyFail:
 			// COPY FROM STDIN: the reply was queued with its query.
 			ok = c.send(nil, append(c.batch, b...))
@@ -86,26 +92,32 @@ func (c *conn) fromClient() {
 		default: // Describe
 			c.batch = append(c.batch, b...)
 		}
+		if ok && len(c.batch) > maxBatch {
+			ok = c.flushed(c.batch, "of more than "+size(maxBatch)+" before its Sync")
+		}
 		if !ok {
 			return
 		}
 	}
 }
 
-// flushed sends the part of an extended batch before a Flush; the reply
-// is queued once per batch, since only its Sync ends it.
-func (c *conn) flushed(b []byte) bool {
+// flushed sends the part of an extended batch before a Flush (or past
+// maxBatch: why says which); the reply is queued once per batch, since
+// only its Sync ends it.
+func (c *conn) flushed(b []byte, why string) bool {
 	if slices.ContainsFunc(c.execs, isCommit) {
-		c.p.failWaiting(&fault.Unclassifiable{Reason: "a COMMIT in an extended-protocol batch flushed before its Sync"}, Commit)
+		c.p.failWaiting(&fault.Unclassifiable{Reason: "a COMMIT in an extended-protocol batch " + why}, Commit)
 	}
 	if len(c.execs) > 0 {
-		c.p.failWaiting(&fault.Unclassifiable{Reason: "statements in an extended-protocol batch flushed before its Sync: the proxy cannot snapshot around them"}, Statement)
+		c.p.failWaiting(&fault.Unclassifiable{Reason: "statements in an extended-protocol batch " + why + ": the proxy cannot snapshot around them"}, Statement)
 	}
 	var r *reply
 	if !c.unsync {
 		r = &reply{}
 	}
-	c.batch, c.unsync = nil, true
+	// The Executes sent are accounted for: their triggers failed, and
+	// the batch's Sync will not dispatch them.
+	c.batch, c.execs, c.unsync = nil, nil, true
 	return c.send(r, b)
 }
 
@@ -293,12 +305,20 @@ func (c *conn) fromServer() {
 	for {
 		msg, err := c.fe.Receive()
 		if err != nil {
+			var body *pgproto3.ExceededMaxBodyLenErr
+			if errors.As(err, &body) {
+				c.outMu.Lock()
+				if !c.refused {
+					c.refused = true
+					c.refuse(limitSQLState, (&tooLarge{from: "server", n: body.ActualBodyLen}).Error())
+				}
+				c.outMu.Unlock()
+			}
 			return
 		}
 		switch msg.(type) {
 		case *pgproto3.ParameterStatus, *pgproto3.NotificationResponse:
-			c.be.Send(msg)
-			if c.flushIfIdle() != nil {
+			if !c.toClient(func() bool { c.be.Send(msg); return c.flushIfIdle() == nil }) {
 				return
 			}
 			continue
@@ -315,19 +335,18 @@ func (c *conn) fromServer() {
 			c.status.Store(uint32(rfq.TxStatus))
 			cur.status = rfq.TxStatus
 		}
-		var ok bool
-		switch {
-		case cur.own:
-			ok = c.ownReply(cur, msg, &held)
-		case cur.stmt != nil:
-			b, _ := msg.Encode(nil)
-			cur.held, ok = append(cur.held, b), true
-			if isRFQ {
-				held = cur
+		ok := c.toClient(func() bool {
+			switch {
+			case cur.own:
+				return c.ownReply(cur, msg, &held)
+			case cur.stmt != nil:
+				if isRFQ {
+					held = cur
+				}
+				return c.hold(cur, msg, isRFQ)
 			}
-		default:
-			ok = c.clientReply(cur, msg)
-		}
+			return c.clientReply(cur, msg)
+		})
 		if !ok {
 			return
 		}
@@ -335,6 +354,34 @@ func (c *conn) fromServer() {
 			cur = nil
 		}
 	}
+}
+
+// toClient runs what fromServer does with one message under outMu: not
+// at all once a refusal was sent.
+func (c *conn) toClient(f func() bool) bool {
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	return !c.refused && f()
+}
+
+// hold keeps one message of a reply a statement trigger waits for, up to
+// maxHeldReply; past it, the reply goes on to the client as it comes but
+// for its ReadyForQuery (an implicit transaction's is rewritten at its
+// end), and cannot be struck.
+func (c *conn) hold(r *reply, msg pgproto3.BackendMessage, isRFQ bool) bool {
+	if r.spilled && !isRFQ {
+		c.be.Send(msg)
+		return c.flushIfIdle() == nil
+	}
+	b, _ := msg.Encode(nil)
+	r.held, r.heldBytes = append(r.held, b), r.heldBytes+len(b)
+	if r.spilled || isRFQ || r.heldBytes <= maxHeldReply {
+		return true
+	}
+	r.spilled = true
+	held := r.held
+	r.held, r.heldBytes = nil, 0
+	return c.raw(held...)
 }
 
 // flushIfIdle sends the client what is buffered once the server has
@@ -434,7 +481,9 @@ func (c *conn) resolve(h *reply) bool {
 	}
 	var a *Armed
 	for _, w := range c.p.waiting(Statement) {
-		if w.Trigger.matches(tables) && w.Take() {
+		if w.Trigger.matches(tables) && h.spilled {
+			w.Fail(spilledErr())
+		} else if w.Trigger.matches(tables) && w.Take() {
 			a = w
 			break
 		}
@@ -459,6 +508,11 @@ func (c *conn) resolve(h *reply) bool {
 	}
 	a.Finish(nil)
 	return c.raw(failStatement(h.held)...)
+}
+
+// spilledErr is why a trigger on a reply over maxHeldReply failed.
+func spilledErr() error {
+	return &fault.Unclassifiable{Reason: "a reply of more than " + size(maxHeldReply) + ": the proxy passed it on as it came instead of holding it"}
 }
 
 // failStatement rewrites a held reply: its last CommandComplete becomes
@@ -492,7 +546,9 @@ func (c *conn) resolveImplicit(h *reply) bool {
 		end, tables = "ROLLBACK", nil
 	}
 	for _, w := range c.p.waiting(Commit) {
-		if len(tables) > 0 && w.Trigger.matches(tables) && w.Take() {
+		if len(tables) > 0 && w.Trigger.matches(tables) && h.spilled {
+			w.Fail(spilledErr())
+		} else if len(tables) > 0 && w.Trigger.matches(tables) && w.Take() {
 			h.stmt.strike = w
 			break
 		}

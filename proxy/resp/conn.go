@@ -2,15 +2,21 @@ package resp
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/proxy/listen"
 )
+
+// lingerTimeout bounds how long a client refused with a protocol error
+// has to read it before the connection closes.
+const lingerTimeout = 2 * time.Second
 
 // conn relays one client connection: fromClient forwards commands and
 // queues a call for each, fromServer pairs each reply with its call.
@@ -86,6 +92,12 @@ func (c *conn) fromClient() {
 	for {
 		cmd, raw, err := rd.command()
 		if err != nil {
+			// A command Redis (or the proxy's limits) refuses: the client
+			// gets the error after the replies to what it sent before,
+			// then the connection closes, as Redis closes it.
+			if pe, ok := isProto(err); ok && c.barrier() && c.write(pe.reply(), true) {
+				listen.Linger(c.client, lingerTimeout)
+			}
 			return
 		}
 		if len(cmd) == 0 {
@@ -181,11 +193,51 @@ func (c *conn) send(k *call, raw []byte) bool {
 
 func (c *conn) fromServer() {
 	defer c.Close()
-	rd := newReader(c.server)
+	// A reply over MaxReplyBuffer streams: once the reader says so, it
+	// goes on to the client as it comes, and cannot be held.
+	var streamed *call // the call it answers (nil: a push, or pub/sub)
+	streaming := false
+	var rd *reader
+	rd = newReplyReader(c.server, func(b []byte) error {
+		if !streaming {
+			streaming = true
+			if rd.typ != '>' && !c.pubsub.Load() {
+				select {
+				case streamed = <-c.pending:
+				case <-c.done:
+					return net.ErrClosed
+				}
+				if a := streamed.strike; a != nil { // (fromClient reads strike: left as it is)
+					a.Finish(&fault.Unclassifiable{Reason: fmt.Sprintf("the reply to %s is over the proxy's %d MB reply buffer: it streamed on to the client and could not be held", strings.ToUpper(streamed.cmd[0]), MaxReplyBuffer>>20)})
+				}
+			}
+		}
+		if !c.write(b, false) {
+			return net.ErrClosed
+		}
+		return nil
+	})
 	for {
+		streaming, streamed = false, nil
 		v, raw, err := rd.next()
 		if err != nil {
+			_, proto := isProto(err)
+			if !streaming && (proto || errors.Is(err, errTooDeep) || errors.Is(err, errMalformed)) {
+				// Nothing of this reply reached the client yet: say why
+				// the connection ends.
+				c.write([]byte("-ERR outboxdrill resp proxy: "+strings.NewReplacer("\r", " ", "\n", " ").Replace(err.Error())+"\r\n"), true)
+			}
 			return
+		}
+		if streaming {
+			if !c.write(nil, !rd.buffered()) {
+				return
+			}
+			if streamed != nil {
+				c.p.record(Event{Conn: c.id, Command: streamed.cmd, Reply: v})
+				close(streamed.answered)
+			}
+			continue
 		}
 		if v.Type == '>' || c.pubsubReply(v) {
 			if !c.write(raw, !rd.buffered()) {

@@ -12,13 +12,16 @@
 // The proxy records what it relayed (commands with their replies) so a
 // drill can check the history the service itself produced: its publishes
 // (XADD), deliveries (XREADGROUP, XCLAIM, XAUTOCLAIM) and acks (XACK).
-// Arguments of AUTH and HELLO are never recorded.
+// Those it keeps whole; of any other command only its name and its
+// reply's kind (so never the arguments of AUTH and HELLO), and only the
+// first MaxOtherEvents of them.
 package resp
 
 import (
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/outboxdrill/runner/proxy/fault"
@@ -76,11 +79,15 @@ type Armed struct {
 
 // Event is one command the proxy relayed (or failed), with its reply.
 type Event struct {
-	Conn    int
-	Command []string // AUTH's and HELLO's arguments are left out
-	Reply   Value    // zero when the command never got one
-	Fault   string   // the trigger that struck here, "" for none
-	At      time.Time
+	Conn int
+	// Command is the command's words: of a command the history does not
+	// read, its name alone (so never AUTH's or HELLO's arguments).
+	Command []string
+	// Reply is zero when the command never got one; of a command the
+	// history does not read, its kind alone (its text too for an error).
+	Reply Value
+	Fault string // the trigger that struck here, "" for none
+	At    time.Time
 }
 
 // Proxy listens on a loopback port and relays each client connection to
@@ -88,6 +95,7 @@ type Event struct {
 type Proxy struct {
 	upstream string
 	ln       *listen.Listener
+	others   atomic.Int64 // events of commands the history does not read
 
 	fault.Registry[*Armed, Event]
 }
@@ -95,14 +103,21 @@ type Proxy struct {
 // Listen starts a proxy to upstream ("host:port") on 127.0.0.1.
 func Listen(upstream string) (*Proxy, error) {
 	p := &Proxy{upstream: upstream}
-	ln, err := listen.Serve(func(id int, nc net.Conn) listen.Conn { return newConn(p, id, nc) },
-		func(c listen.Conn) { c.(*conn).serve() })
+	ln, err := listen.Serve(listen.Protocol{
+		Open:   func(id int, nc net.Conn) listen.Conn { return newConn(p, id, nc) },
+		Serve:  func(c listen.Conn) { c.(*conn).serve() },
+		Refuse: refuse,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("resp proxy: %w", err)
 	}
 	p.ln = ln
 	return p, nil
 }
+
+// refuse answers a client over the proxy's connection cap as Redis answers
+// one over its maxclients.
+func refuse(nc net.Conn, _ int) { _, _ = nc.Write([]byte("-ERR max number of clients reached\r\n")) }
 
 // Connections is how many client connections the proxy has taken so far:
 // whether the service uses this link at all.
@@ -151,10 +166,33 @@ func (p *Proxy) failOn(cmd []string, err error) {
 	}
 }
 
+// MaxOtherEvents bounds the events the proxy keeps of the commands the
+// history does not read: whatever a client sends is recorded, and a
+// client in a loop would otherwise grow the record without bound. The
+// first 65536 (with a trigger's strikes, always kept) are plenty to tell
+// what a service did.
+const MaxOtherEvents = 1 << 16
+
+// maxOtherEvents is MaxOtherEvents as the code reads it: tests lower it.
+var maxOtherEvents int64 = MaxOtherEvents
+
+// historyReads are the commands whose events the history reads whole.
+var historyReads = map[string]bool{"XADD": true, "XACK": true, "XREADGROUP": true, "XCLAIM": true, "XAUTOCLAIM": true}
+
 func (p *Proxy) record(e Event) {
 	e.At = time.Now()
-	if len(e.Command) > 0 && (strings.EqualFold(e.Command[0], "AUTH") || strings.EqualFold(e.Command[0], "HELLO")) {
-		e.Command = e.Command[:1]
+	if len(e.Command) > 0 && !historyReads[strings.ToUpper(e.Command[0])] {
+		if p.others.Add(1) > maxOtherEvents && e.Fault == "" {
+			return
+		}
+		// Copies: the event must not keep the command's arguments, or a
+		// large reply, alive behind a short slice.
+		e.Command = []string{strings.Clone(e.Command[0][:min(len(e.Command[0]), 64)])}
+		r := Value{Type: e.Reply.Type, Null: e.Reply.Null, Streamed: e.Reply.Streamed}
+		if e.Reply.Err() {
+			r.Str = strings.Clone(e.Reply.Str[:min(len(e.Reply.Str), 512)])
+		}
+		e.Reply = r
 	}
 	p.Record(e)
 }
