@@ -325,10 +325,10 @@ func TestKeepNeedsExternalServers(t *testing.T) {
 	}
 	t.Setenv("RUNNER_NATS_URL", "")
 	errb.Reset()
-	if code := Main(context.Background(), []string{"run", "--keep", "all", "--broker", "redis,nats", "--pg", "x", "--redis", "y", f}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--keep needs") {
+	if code := Main(context.Background(), []string{"run", "--keep", "all", "--broker", "redis,nats", "--pg", "postgres://u@127.0.0.1:1/db", "--redis", "redis://127.0.0.1:1", f}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--keep needs") {
 		t.Fatalf("--keep with the runner's own NATS: exit %d: %s", code, errb.String())
 	}
-	if code := Main(context.Background(), []string{"run", "--keep", "some", "--pg", "x", "--redis", "y", f}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--keep wants failed or all") {
+	if code := Main(context.Background(), []string{"run", "--keep", "some", "--pg", "postgres://u@127.0.0.1:1/db", "--redis", "redis://127.0.0.1:1", f}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--keep wants failed or all") {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 }
