@@ -2,6 +2,7 @@ package servers
 
 import (
 	"fmt"
+	"github.com/outboxdrill/runner/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,10 +41,10 @@ func TestCleanDeadRunsKillsOnlyDeadRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	go orphan.Wait()
-	for deadline := time.Now().Add(5 * time.Second); len(marked(mark)) < 2 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(5 * time.Second); len(testutil.Marked(mark)) < 2 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := len(marked(mark)); n != 2 {
+	if n := len(testutil.Marked(mark)); n != 2 {
 		t.Fatalf("%d of 2 processes run", n)
 	}
 
@@ -52,13 +53,13 @@ func TestCleanDeadRunsKillsOnlyDeadRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("killed %v", rc.Killed)
-	if left := marked(mark + "2"); len(left) > 0 {
+	if left := testutil.Marked(mark + "2"); len(left) > 0 {
 		t.Errorf("the dead run's process %v outlived clean", left)
 	}
 	if len(rc.Killed) != 1 || !strings.Contains(rc.Killed[0], "(sleep), run "+id) {
 		t.Errorf("killed %v, want the dead run's sleep", rc.Killed)
 	}
-	if len(marked(mark+"1")) != 1 {
+	if len(testutil.Marked(mark+"1")) != 1 {
 		t.Error("the live run's service's child was killed")
 	}
 	if ok, _ := s.Exited(); ok {

@@ -3,6 +3,7 @@ package servers
 import (
 	"context"
 	"fmt"
+	"github.com/outboxdrill/runner/internal/testutil"
 	"net/url"
 	"os"
 	"strconv"
@@ -123,24 +124,6 @@ func TestServiceStop(t *testing.T) {
 	}
 }
 
-// marked lists the live processes whose command line holds mark (a unique
-// argument such as "1000.4242").
-func marked(mark string) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && strings.Contains(string(b), "\x00"+mark) && alive(pid) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
 // zombieChildren lists this process's children that are zombies.
 func zombieChildren() []int {
 	var out []int
@@ -155,7 +138,7 @@ func zombieChildren() []int {
 // killMarked is a test's cleanup: what it failed to see go.
 func killMarked(t *testing.T, mark string) {
 	t.Cleanup(func() {
-		for _, pid := range marked(mark) {
+		for _, pid := range testutil.Marked(mark) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
@@ -182,10 +165,10 @@ echo ready`
 			if err != nil {
 				t.Fatal(err)
 			}
-			for deadline := time.Now().Add(5 * time.Second); len(marked(mark)) < 3 && time.Now().Before(deadline); {
+			for deadline := time.Now().Add(5 * time.Second); len(testutil.Marked(mark)) < 3 && time.Now().Before(deadline); {
 				time.Sleep(10 * time.Millisecond)
 			}
-			if n := len(marked(mark)); n != 3 {
+			if n := len(testutil.Marked(mark)); n != 3 {
 				t.Fatalf("%d of the service's 3 descendants run", n)
 			}
 			switch end {
@@ -203,7 +186,7 @@ echo ready`
 				}
 				_ = s.Kill(context.Background()) // the scenario's end
 			}
-			if left := marked(mark); len(left) > 0 {
+			if left := testutil.Marked(mark); len(left) > 0 {
 				t.Errorf("after %s: descendants %v still run", end, left)
 			}
 			if z := zombieChildren(); len(z) > 0 {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/outboxdrill/runner/internal/testutil"
 	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -126,24 +126,6 @@ func TestEveryActionMaps(t *testing.T) {
 	}
 }
 
-// markedProcs lists the live processes whose command line holds mark.
-func markedProcs(mark string) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		st, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if i := strings.LastIndexByte(string(st), ')'); strings.Contains(string(cmd), "\x00"+mark) && i > 0 && i+2 < len(st) && st[i+2] != 'Z' {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
 // At the scenario's end (Close) nothing a service started is left: not the
 // grandchild a running service double-forked and setsid's, and not the
 // daemon a wrapper left when it exited by itself; starting the wrapper
@@ -151,7 +133,7 @@ func markedProcs(mark string) []int {
 func TestCloseLeavesNoDescendant(t *testing.T) {
 	mark := fmt.Sprintf("1000.%d", os.Getpid())
 	t.Cleanup(func() {
-		for _, pid := range markedProcs(mark) {
+		for _, pid := range testutil.Marked(mark) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
@@ -167,9 +149,9 @@ func TestCloseLeavesNoDescendant(t *testing.T) {
 	ctx := context.Background()
 	waitFor := func(what string, n int) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); len(markedProcs(mark+what)) != n; time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(5 * time.Second); len(testutil.Marked(mark+what)) != n; time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d processes sleep %s%s, want %d", len(markedProcs(mark+what)), mark, what, n)
+				t.Fatalf("%d processes sleep %s%s, want %d", len(testutil.Marked(mark+what)), mark, what, n)
 			}
 		}
 	}
@@ -180,7 +162,7 @@ func TestCloseLeavesNoDescendant(t *testing.T) {
 	}
 	waitFor("1", 1)
 	waitFor("2", 1)
-	first := markedProcs(mark + "2")
+	first := testutil.Marked(mark + "2")
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if exited, _ := r.svcs["wrapper"].proc.Exited(); exited {
 			break
@@ -193,13 +175,13 @@ func TestCloseLeavesNoDescendant(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("2", 1)
-	if again := markedProcs(mark + "2"); slices.Equal(again, first) {
+	if again := testutil.Marked(mark + "2"); slices.Equal(again, first) {
 		t.Errorf("the wrapper's first daemon %v outlived its start again", first)
 	}
 	if err := r.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if left := markedProcs(mark); len(left) > 0 {
+	if left := testutil.Marked(mark); len(left) > 0 {
 		t.Errorf("after the scenario: %v still run", left)
 	}
 }

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/outboxdrill/runner/internal/testutil"
 	"io"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -47,17 +47,6 @@ func sparse(t *testing.T, name string, size int64) string {
 	return p
 }
 
-// allocated is how many bytes f allocated (all goroutines: the test runs
-// alone).
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
-
 // A scenario file over 4 MiB is refused from its size, before a byte of it
 // is read: a 100 MiB file (sparse) costs validate, list and run nothing.
 func TestScenarioFileSizeCap(t *testing.T) {
@@ -68,7 +57,7 @@ func TestScenarioFileSizeCap(t *testing.T) {
 		deadline(t, 5*time.Second, strings.Join(args, " "), func() {
 			var code int
 			var out, errs string
-			grew := allocated(func() { code, out, errs = run0(args...) })
+			grew := testutil.Allocated(func() { code, out, errs = run0(args...) })
 			if code != exitInvalid || out != "" || !strings.HasPrefix(errs, want) {
 				t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and %q", args, code, out, errs, want)
 			}
@@ -109,7 +98,7 @@ func TestSystemFileGuarded(t *testing.T) {
 			deadline(t, 5*time.Second, strings.Join(tc.args, " "), func() {
 				var code int
 				var out, errs string
-				grew := allocated(func() { code, out, errs = run0(tc.args...) })
+				grew := testutil.Allocated(func() { code, out, errs = run0(tc.args...) })
 				if code != exitInvalid || out != "" || !strings.HasPrefix(errs, tc.want) {
 					t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and %q", tc.args, code, out, errs, tc.want)
 				}
@@ -158,7 +147,7 @@ func TestSchemaFilesGuarded(t *testing.T) {
 			deadline(t, 10*time.Second, strings.Join(args, " "), func() {
 				var code int
 				var out, errs string
-				grew := allocated(func() { code, out, errs = cli(t, args...) })
+				grew := testutil.Allocated(func() { code, out, errs = cli(t, args...) })
 				if code != exitInvalid || out != "" || !strings.HasPrefix(errs, want) {
 					t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and %q", args, code, out, errs, want)
 				}

@@ -5,9 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/outboxdrill/runner/internal/testutil"
 	"io"
 	"net"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,16 +20,6 @@ import (
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/proxy/listen"
 )
-
-// allocated is how many bytes the process allocated while f ran.
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 // raw is a client speaking the protocol by hand, started and
 // authenticated.
@@ -93,7 +83,7 @@ func header(typ byte, n int) []byte { return binary.BigEndian.AppendUint32([]byt
 func TestHugeHeaderIsRefusedUpFront(t *testing.T) {
 	f := newFixture(t)
 	var e *pgproto3.ErrorResponse
-	n := allocated(func() {
+	n := testutil.Allocated(func() {
 		c, fe := f.raw(t)
 		c.Write(header('Q', 1<<31-1))
 		c.Write([]byte("SELECT 1"))
@@ -111,7 +101,7 @@ func TestHugeHeaderIsRefusedUpFront(t *testing.T) {
 // announced.
 func TestMessageCostsWhatArrived(t *testing.T) {
 	f := newFixture(t)
-	n := allocated(func() {
+	n := testutil.Allocated(func() {
 		c, fe := f.raw(t)
 		c.Write(header('Q', MaxMessage+4))
 		c.Write([]byte(strings.Repeat(" ", 1<<20)))

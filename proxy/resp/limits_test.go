@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/outboxdrill/runner/internal/testutil"
 	"io"
 	"net"
 	"runtime"
@@ -54,16 +55,6 @@ func readAll(t *testing.T, c net.Conn) string {
 	return out.String()
 }
 
-// allocated is how many bytes the process allocated while f ran.
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
-
 // A command nested 8M arrays deep crashed the proxy with a stack
 // overflow (and the whole test binary with it): a command is an array of
 // bulk strings, as Redis says.
@@ -103,7 +94,7 @@ func TestProtocolErrorsAreRedis(t *testing.T) {
 func TestHugeBulkIsRefusedUpFront(t *testing.T) {
 	f := newFixture(t)
 	var got string
-	n := allocated(func() {
+	n := testutil.Allocated(func() {
 		c := f.dial()
 		go send(c, "*2\r\n$3\r\nGET\r\n$536870912\r\n", "x", 1<<20)
 		got = readAll(t, c)
@@ -120,7 +111,7 @@ func TestHugeBulkIsRefusedUpFront(t *testing.T) {
 // length announced.
 func TestBulkCostsWhatArrived(t *testing.T) {
 	f := newFixture(t)
-	n := allocated(func() {
+	n := testutil.Allocated(func() {
 		c := f.dial()
 		send(c, fmt.Sprintf("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$%d\r\n", MaxRequest-100), "x", 1<<20)
 		c.(*net.TCPConn).CloseWrite()
@@ -146,7 +137,7 @@ func TestCommandOverTheCap(t *testing.T) {
 func TestInlineWithoutNewline(t *testing.T) {
 	f := newFixture(t)
 	var got string
-	n := allocated(func() {
+	n := testutil.Allocated(func() {
 		c := f.dial()
 		go send(c, "", "A", 16<<20)
 		got = readAll(t, c)

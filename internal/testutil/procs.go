@@ -1,0 +1,40 @@
+package testutil
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+)
+
+// Allocated is how many bytes the process allocated while f ran (all
+// goroutines: call it from a test that runs alone).
+func Allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// Marked lists the live (not zombie) processes one of whose arguments
+// after the first starts with mark: a unique argument such as "1000.4242"
+// finds a test's own processes and no one else's.
+func Marked(mark string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		st, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+		i := strings.LastIndexByte(string(st), ')')
+		if strings.Contains(string(cmd), "\x00"+mark) && i > 0 && i+2 < len(st) && st[i+2] != 'Z' {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
