@@ -108,7 +108,9 @@ func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Dur
 		out := settled{Took: now.Sub(start), Untaken: v.untaken, Readers: readers(live)}
 		switch {
 		case quiet && len(v.hard) == 0 && len(v.soft) == 0:
-			out.OK = true
+			// What stays pending in a retry loop is not judged stranded:
+			// the consumer keeps taking it.
+			out.OK, out.Undecided = true, v.undecided
 			return out, nil
 		case !now.Before(deadline) && quiet && len(v.hard) == 0:
 			out.OK = true // nothing moves; what is pending stays: judge what can be
