@@ -86,7 +86,9 @@ func judgeSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *repo
 		if len(st.Strangers) > 0 {
 			why := fmt.Sprintf("the inbox holds rows for consumer id(s) %s, which no consumer group of the run read as (%s): does inbox.consumer in %s name the column that holds the group?",
 				strings.Join(st.Strangers, ", "), strings.Join(consumers, ", "), res.Scenario.System.File)
-			for _, inv := range []string{history.AckedWithoutEffect, history.Lost, history.Stranded} {
+			// Every invariant that reads the inbox by consumer id rests on
+			// that column: none of them can be judged.
+			for _, inv := range []string{history.AckedWithoutEffect, history.DoubleApplied, history.Lost, history.Phantom, history.ProjectionMismatch, history.Stranded} {
 				st.NotJudged[inv] = why
 			}
 		}
