@@ -18,19 +18,6 @@ import (
 	"github.com/outboxdrill/runner/internal/testservers"
 )
 
-// deadline runs f and fails the test at once if it has not returned within
-// d: a read that blocks (a FIFO) must not hang the test.
-func deadline(t *testing.T, d time.Duration, what string, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); f() }()
-	select {
-	case <-done:
-	case <-time.After(d):
-		t.Fatalf("%s: still blocked after %s", what, d)
-	}
-}
-
 // sparse makes a file of size bytes that takes no disk (and no memory
 // unless it is read).
 func sparse(t *testing.T, name string, size int64) string {
@@ -54,7 +41,7 @@ func TestScenarioFileSizeCap(t *testing.T) {
 	want := big + " is 100 MiB (104857600 bytes): a scenario file may be at most 4 MiB\n"
 	dir := filepath.Dir(big)
 	for _, args := range [][]string{{"validate", "--offline", big}, {"list", big}, {"run", big}, {"validate", "--offline", dir}} {
-		deadline(t, 5*time.Second, strings.Join(args, " "), func() {
+		testutil.Within(t, 5*time.Second, strings.Join(args, " "), func() {
 			var code int
 			var out, errs string
 			grew := testutil.Allocated(func() { code, out, errs = run0(args...) })
@@ -95,7 +82,7 @@ func TestSystemFileGuarded(t *testing.T) {
 			{[]string{"validate", "--offline", sc}, sc + ":2:9: system: " + c.why + "\n"},
 			{[]string{"run", sc}, sc + ":2:9: system: " + c.why + "\n"},
 		} {
-			deadline(t, 5*time.Second, strings.Join(tc.args, " "), func() {
+			testutil.Within(t, 5*time.Second, strings.Join(tc.args, " "), func() {
 				var code int
 				var out, errs string
 				grew := testutil.Allocated(func() { code, out, errs = run0(tc.args...) })
@@ -144,7 +131,7 @@ func TestSchemaFilesGuarded(t *testing.T) {
 			{"validate", "--system", sys},
 			{"run", "--system", sys, pay},
 		} {
-			deadline(t, 10*time.Second, strings.Join(args, " "), func() {
+			testutil.Within(t, 10*time.Second, strings.Join(args, " "), func() {
 				var code int
 				var out, errs string
 				grew := testutil.Allocated(func() { code, out, errs = cli(t, args...) })

@@ -3,6 +3,7 @@ package guardfile
 import (
 	"context"
 	"errors"
+	"github.com/outboxdrill/runner/internal/testutil"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -22,19 +23,6 @@ func noOpen(t *testing.T) {
 		return orig(path)
 	}
 	t.Cleanup(func() { open = orig })
-}
-
-// within runs f and fails the test if it takes longer than d: a read that
-// blocks (a FIFO without a writer) must not hang the test.
-func within(t *testing.T, d time.Duration, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); f() }()
-	select {
-	case <-done:
-	case <-time.After(d):
-		t.Fatalf("still blocked after %s", d)
-	}
 }
 
 func TestReadsARegularFile(t *testing.T) {
@@ -80,7 +68,7 @@ func TestRefusesWhatIsNotARegularFile(t *testing.T) {
 		{dir, dir + " is not a regular file (a directory)"},
 	} {
 		noOpen(t)
-		within(t, 2*time.Second, func() {
+		testutil.Within(t, 2*time.Second, "the read", func() {
 			_, err := Read(context.Background(), c.path, SQL)
 			if err == nil || err.Error() != c.want || !errors.Is(err, ErrNotRegular) {
 				t.Errorf("Read %s: %v; want %q", c.path, err, c.want)
@@ -111,7 +99,7 @@ func TestFIFOSwappedInAfterTheStat(t *testing.T) {
 	orig := open
 	open = func(string) (*os.File, error) { return orig(fifo) } // the stat saw a.yaml
 	t.Cleanup(func() { open = orig })
-	within(t, 2*time.Second, func() {
+	testutil.Within(t, 2*time.Second, "the read", func() {
 		if _, err := Read(context.Background(), reg, Scenario); err == nil || !errors.Is(err, ErrNotRegular) {
 			t.Errorf("want the FIFO refused, got %v", err)
 		}
@@ -174,7 +162,7 @@ func TestReadUnderContext(t *testing.T) {
 	defer func() { close(stuck); open = orig }()
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
-	within(t, 2*time.Second, func() {
+	testutil.Within(t, 2*time.Second, "the read", func() {
 		_, err := Read(ctx, reg, SQL)
 		if want := reg + ": not read: context canceled"; err == nil || err.Error() != want || !errors.Is(err, context.Canceled) {
 			t.Errorf("got %v, want %q", err, want)

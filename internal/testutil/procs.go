@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"testing"
+	"time"
 )
 
 // Allocated is how many bytes the process allocated while f ran (all
@@ -37,4 +39,17 @@ func Marked(mark string) []int {
 		}
 	}
 	return out
+}
+
+// Within runs f and fails the test at once if it has not returned within d:
+// a read that blocks (a FIFO without a writer) must not hang the test.
+func Within(t testing.TB, d time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s: still blocked after %s", what, d)
+	}
 }
