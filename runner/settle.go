@@ -88,7 +88,7 @@ func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Dur
 	var lastChange time.Time
 	var moved []string // what changed last
 	for polls := 0; ; polls++ {
-		fp, err := readFingerprint(rctx, env, rs)
+		fp, groups, err := readFingerprint(rctx, env, rs)
 		if err != nil {
 			return settled{}, fmt.Errorf("settle: %w", err)
 		}
@@ -100,7 +100,7 @@ func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Dur
 			last, lastChange = fp, now
 		}
 		live := run.Live()
-		v, err := w.look(rctx, rs, fp, live)
+		v, err := w.look(rctx, rs, fp, groups, live)
 		if err != nil {
 			return settled{}, fmt.Errorf("settle: %w", err)
 		}
@@ -158,34 +158,38 @@ func (fp fingerprint) changed(next fingerprint) []string {
 	return out
 }
 
-func readFingerprint(ctx context.Context, env *steps.Env, rs *redisstream.Stream) (fingerprint, error) {
+// readFingerprint reads the fingerprint, and on Redis the groups it was
+// made of (what settling then looks at, read once per poll).
+func readFingerprint(ctx context.Context, env *steps.Env, rs *redisstream.Stream) (fingerprint, []redisstream.Group, error) {
 	var fp fingerprint
 	m := env.Mapping()
 	if err := env.Producer.QueryRow(ctx, m.OutboxFingerprint()).Scan(&fp.outbox, &fp.unpublished, &fp.outboxSum); err != nil {
-		return fp, fmt.Errorf("read the outbox: %w", err)
+		return fp, nil, fmt.Errorf("read the outbox: %w", err)
 	}
 	if err := env.Consumer.QueryRow(ctx, m.InboxFingerprint()).Scan(&fp.inbox, &fp.inboxSum); err != nil {
-		return fp, fmt.Errorf("read the inbox: %w", err)
+		return fp, nil, fmt.Errorf("read the inbox: %w", err)
 	}
 	if m.Projection != "" {
 		if err := env.Consumer.QueryRow(ctx, m.ProjectionFingerprint()).Scan(&fp.proj, &fp.projSum); err != nil {
-			return fp, fmt.Errorf("read the projection: %w", err)
+			return fp, nil, fmt.Errorf("read the projection: %w", err)
 		}
 	}
 	caps := env.Broker.Capabilities()
 	if caps.Has(broker.EntryLog) {
 		n, err := env.Broker.Entries(ctx)
 		if err != nil {
-			return fp, err
+			return fp, nil, err
 		}
 		fp.entries = n
 	}
 	var gs []string
+	var groups []redisstream.Group
 	switch {
 	case rs != nil:
-		groups, err := rs.Groups(ctx)
+		var err error
+		groups, err = rs.Groups(ctx)
 		if err != nil {
-			return fp, err
+			return fp, nil, err
 		}
 		for _, g := range groups {
 			gs = append(gs, fmt.Sprintf("%s:%d:%d", g.Name, g.Pending, g.Undelivered))
@@ -193,7 +197,7 @@ func readFingerprint(ctx context.Context, env *steps.Env, rs *redisstream.Stream
 	case caps.Has(broker.PendingCount):
 		pending, err := env.Broker.Pending(ctx)
 		if err != nil {
-			return fp, err
+			return fp, nil, err
 		}
 		for g, n := range pending {
 			gs = append(gs, fmt.Sprintf("%s:%d", g, n))
@@ -201,7 +205,7 @@ func readFingerprint(ctx context.Context, env *steps.Env, rs *redisstream.Stream
 	}
 	slices.Sort(gs)
 	fp.groups = strings.Join(gs, ",")
-	return fp, nil
+	return fp, groups, nil
 }
 
 // watch remembers, across polls, what settling saw of pending entries.
@@ -219,7 +223,7 @@ type view struct {
 
 // look lists what a live service may still do and sorts the pending
 // entries of the groups live services read.
-func (w *watch) look(ctx context.Context, rs *redisstream.Stream, fp fingerprint, live []sysrun.Live) (view, error) {
+func (w *watch) look(ctx context.Context, rs *redisstream.Stream, fp fingerprint, groups []redisstream.Group, live []sysrun.Live) (view, error) {
 	v := view{untaken: map[string][]history.Pending{}, undecided: map[string][]history.Pending{}}
 	for _, l := range live {
 		if l.Producer && fp.unpublished > 0 {
@@ -234,10 +238,6 @@ func (w *watch) look(ctx context.Context, rs *redisstream.Stream, fp fingerprint
 		if l.Consumer && l.Seen && len(l.Groups) == 0 {
 			v.soft = append(v.soft, fmt.Sprintf("service %s, which uses the consumer's database and the broker, has not read from the broker yet", l.Name))
 		}
-	}
-	groups, err := rs.Groups(ctx)
-	if err != nil {
-		return v, err
 	}
 	for _, g := range groups {
 		names, unseen := sysrun.LiveReaders(live, g.Name)
