@@ -83,7 +83,7 @@ func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Dur
 	rctx, cancel := context.WithDeadline(ctx, deadline.Add(2*time.Second))
 	defer cancel()
 	rs, _ := env.Broker.(*redisstream.Stream)
-	w := &watch{first: map[string]int64{}, limit: limit}
+	w := &watch{first: map[string]int64{}, retaken: map[string]bool{}, limit: limit}
 	var last fingerprint
 	var lastChange time.Time
 	var moved []string // what changed last
@@ -103,6 +103,11 @@ func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Dur
 		v, err := w.look(rctx, rs, fp, groups, live)
 		if err != nil {
 			return settled{}, fmt.Errorf("settle: %w", err)
+		}
+		if v.retaken {
+			// A claim leaves the counts as they were, but the consumer now
+			// works on the entry: give it the quiet time to finish.
+			lastChange, moved = now, []string{"a pending entry (taken again)"}
 		}
 		quiet := now.Sub(lastChange) >= settleQuiet || len(live) == 0
 		out := settled{Took: now.Sub(start), Untaken: v.untaken, Readers: readers(live)}
@@ -210,8 +215,9 @@ func readFingerprint(ctx context.Context, env *steps.Env, rs *redisstream.Stream
 
 // watch remembers, across polls, what settling saw of pending entries.
 type watch struct {
-	first map[string]int64 // group/entry → deliveries when first seen pending
-	limit time.Duration
+	first   map[string]int64 // group/entry → deliveries when first seen pending
+	retaken map[string]bool  // group/entry → taken again since first seen
+	limit   time.Duration
 }
 
 // view is one look at what live services may still do.
@@ -219,6 +225,10 @@ type view struct {
 	hard, soft []string // what a live service will still do, or may
 	untaken    map[string][]history.Pending
 	undecided  map[string][]history.Pending
+	// retaken: an entry was taken again for the first time since settling
+	// began (a restarted consumer claimed what its predecessor left):
+	// the consumer works on it now, as after any change of the state.
+	retaken bool
 }
 
 // look lists what a live service may still do and sorts the pending
@@ -279,6 +289,9 @@ func (w *watch) pending(ctx context.Context, rs *redisstream.Stream, group, who 
 		d0, seen := w.first[k]
 		if !seen {
 			w.first[k], d0 = p.Deliveries, p.Deliveries
+		}
+		if p.Deliveries > d0 && !w.retaken[k] {
+			w.retaken[k], v.retaken = true, true // later retries are a steady retry loop, not work
 		}
 		hp := history.Pending{EntryID: p.ID, EventID: p.EventID, Holder: p.Consumer, Idle: p.Idle, Deliveries: p.Deliveries}
 		if p.Idle >= threshold {

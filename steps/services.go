@@ -54,6 +54,14 @@ type StartParams struct {
 	ServiceParams
 	Env   map[string]string `param:"env" doc:"environment added to the system file's for this start (values may use ${…})"`
 	Fault *FaultParams      `param:"fault" doc:"arm a fault on this service's connections: {on, nth, do}"`
+	// Restart: a supervisor as systemd or Kubernetes would be one.
+	Restart bool `param:"restart" doc:"supervise the service: start it again (without the fault) whenever its process ends — killed by the fault, dead of a cut connection, exited — as systemd's Restart=always or a Kubernetes pod would, until a stop or kill step ends it (at most 10 restarts)"`
+}
+
+// Supervisor restarts a service whenever its process ends (start's
+// restart: true).
+type Supervisor interface {
+	Supervise(ctx context.Context, name string, env map[string]string) error
 }
 
 func init() {
@@ -87,6 +95,14 @@ func runStart(ctx context.Context, env *Env, p *StartParams) (Result, error) {
 		f = &p.Fault.fault
 	}
 	detail, err := s.Start(ctx, p.Service, p.Env, f)
+	if err == nil && p.Restart {
+		sup, ok := s.(Supervisor)
+		if !ok {
+			return Result{Details: []string{detail}}, fmt.Errorf("restart: these services cannot be supervised")
+		}
+		err = sup.Supervise(ctx, p.Service, p.Env)
+		detail += "; supervised (restarted whenever it ends)"
+	}
 	return Result{Details: []string{detail}}, err
 }
 

@@ -35,6 +35,14 @@ func (r *Run) Live() []Live {
 	for _, s := range r.svcs {
 		svcs = append(svcs, s)
 	}
+	// A supervised service being restarted runs on: its old process
+	// stands for it until the new one is up.
+	replacing := r.replacing()
+	for s := range replacing {
+		if r.svcs[s.name] == nil {
+			svcs = append(svcs, s)
+		}
+	}
 	r.mu.Unlock()
 	var out []Live
 	for _, s := range svcs {
@@ -44,7 +52,7 @@ func (r *Run) Live() []Live {
 		if proc == nil {
 			continue
 		}
-		if exited, _ := proc.Exited(); exited {
+		if exited, _ := proc.Exited(); exited && !replacing[s] {
 			continue
 		}
 		l := Live{Name: s.name, Seen: s.redis != nil,

@@ -51,6 +51,12 @@ type Run struct {
 	faults []*armed
 	logs   []brokerLog // every broker proxy of the run, for the history
 	starts int
+
+	observing  bool        // Observe: new processes record what they wrote
+	observed   []*observed // every process's proxies, for Crossings
+	supervised map[string]*supervisor
+	supWG      sync.WaitGroup
+	closed     bool // Close began: no supervisor restarts anything
 }
 
 type service struct {
@@ -126,6 +132,7 @@ func (r *Run) Start(ctx context.Context, name string, env map[string]string, f *
 		s.close()
 		return "", err
 	}
+	r.watch(s, restartOf(ctx))
 	if f != nil {
 		if err := r.arm(name, s, *f); err != nil {
 			s.close()
@@ -426,6 +433,7 @@ func (r *Run) take(name string) (*service, error) {
 		return nil, fmt.Errorf("service %s is not running", name)
 	}
 	delete(r.svcs, name)
+	r.unsupervise(name) // a stop or kill step means it: no restart
 	return s, nil
 }
 
@@ -531,6 +539,7 @@ func firstLine(s string) string {
 // Close kills every service still running, and every process each
 // started (see servers.Service.Kill), and closes its proxies.
 func (r *Run) Close(ctx context.Context) error {
+	r.stopSupervisors()
 	r.mu.Lock()
 	svcs := r.svcs
 	r.svcs = map[string]*service{}

@@ -1,0 +1,179 @@
+package sysrun
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// MaxRestarts bounds how often the supervisor restarts one service: a
+// service that dies at every start is a crash loop, not a recovery.
+const MaxRestarts = 10
+
+// Restarts back off from restartBackoff, doubling up to restartBackoffMax,
+// as systemd's RestartSec or a Kubernetes crash-loop back-off would; short,
+// since a drill waits for the recovery.
+const (
+	restartBackoff    = 50 * time.Millisecond
+	restartBackoffMax = time.Second
+	superviseEvery    = 20 * time.Millisecond
+)
+
+// supervisor restarts one service whenever its process ends.
+type supervisor struct {
+	name     string
+	env      map[string]string
+	cancel   context.CancelFunc
+	restarts int
+	// last is the process that ended while its successor is being
+	// started: settling counts it as running meanwhile (the service is
+	// coming back), or the gap would look like a quiet system.
+	last *service
+}
+
+type restartKey struct{}
+
+// restartOf is the supervisor's restart number a Start runs for, 0 for a
+// start step.
+func restartOf(ctx context.Context) int {
+	n, _ := ctx.Value(restartKey{}).(int)
+	return n
+}
+
+// Supervise restarts the service (without a fault: the fault was its first
+// process's) whenever its process ends — killed by a fault, dead of a cut
+// connection, exited by itself — as systemd's Restart=always or a
+// Kubernetes pod would, until a stop or kill step ends it or the run
+// closes; at most MaxRestarts times.
+func (r *Run) Supervise(ctx context.Context, name string, env map[string]string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.svcs[name]
+	if s == nil {
+		return fmt.Errorf("service %s is not running: nothing to supervise", name)
+	}
+	if r.closed {
+		return nil
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	sup := &supervisor{name: name, env: env, cancel: cancel}
+	if r.supervised == nil {
+		r.supervised = map[string]*supervisor{}
+	}
+	if old := r.supervised[name]; old != nil {
+		old.cancel()
+	}
+	r.supervised[name] = sup
+	r.supWG.Add(1)
+	go r.supervise(sctx, sup, s)
+	return nil
+}
+
+// supervise watches s and restarts the service once it has ended.
+func (r *Run) supervise(ctx context.Context, sup *supervisor, s *service) {
+	defer r.supWG.Done()
+	tick := time.NewTicker(superviseEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if exited, _ := s.proc.Exited(); !exited {
+			continue
+		}
+		if !r.mine(sup, s) {
+			return
+		}
+		next := r.restart(ctx, sup)
+		if next == nil {
+			return
+		}
+		s = next
+	}
+}
+
+// mine reports whether sup still supervises s (no stop or kill step took
+// it), and marks s as the process being replaced.
+func (r *Run) mine(sup *supervisor, s *service) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || r.supervised[sup.name] != sup || r.svcs[sup.name] != s {
+		return false
+	}
+	sup.last = s
+	return true
+}
+
+// restart starts the service again, backing off between failed tries; nil
+// when it gave up, or supervision ended meanwhile.
+func (r *Run) restart(ctx context.Context, sup *supervisor) *service {
+	defer r.forget(sup)
+	wait := restartBackoff
+	for sup.restarts < MaxRestarts {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, restartBackoffMax)
+		sup.restarts++
+		if _, err := r.Start(context.WithValue(ctx, restartKey{}, sup.restarts), sup.name, sup.env, nil); err != nil {
+			continue
+		}
+		r.mu.Lock()
+		s, still := r.svcs[sup.name], r.supervised[sup.name] == sup && !r.closed
+		r.mu.Unlock()
+		if !still {
+			if t, err := r.take(sup.name); err == nil {
+				t.inst.end("killed: its supervision had ended while it started")
+				_ = t.proc.Kill(context.WithoutCancel(ctx))
+				t.close()
+			}
+			return nil
+		}
+		return s
+	}
+	return nil
+}
+
+// forget clears the process being replaced: the new one runs, or none will.
+func (r *Run) forget(sup *supervisor) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sup.last = nil
+}
+
+// unsupervise ends the supervision of a service a step stops or kills;
+// the caller holds r.mu.
+func (r *Run) unsupervise(name string) {
+	if sup := r.supervised[name]; sup != nil {
+		sup.cancel()
+		delete(r.supervised, name)
+	}
+}
+
+// stopSupervisors ends every supervision and waits for restarts under way,
+// so that Close finds every process they started.
+func (r *Run) stopSupervisors() {
+	r.mu.Lock()
+	r.closed = true
+	for name := range r.supervised {
+		r.unsupervise(name)
+	}
+	r.mu.Unlock()
+	r.supWG.Wait()
+}
+
+// replacing are the processes being restarted: ended, with a successor on
+// its way; the caller holds r.mu.
+func (r *Run) replacing() map[*service]bool {
+	out := map[*service]bool{}
+	for _, sup := range r.supervised {
+		if sup.last != nil {
+			out[sup.last] = true
+		}
+	}
+	return out
+}
