@@ -61,6 +61,11 @@ type Params struct {
 	Keep Keep
 	// Progress draws a live progress line on Out (a terminal, not CI).
 	Progress bool
+	// SystemRun, when set, is told of each team system's run before its
+	// first step (runner explore turns on sysrun's Observe there); the
+	// function it returns, if not nil, gets the scenario's result once it
+	// is judged, while the run's record is still whole.
+	SystemRun func(sc *scenario.Scenario, run *sysrun.Run) func(*report.Result)
 	// Out receives the console report; Log, if set, progress messages;
 	// Warn, if set, what the user must see even without Log (parallelism
 	// capped by the PostgreSQL connection budget).
@@ -240,8 +245,12 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 	var iso *isolation
 	var sys *sysrun.Run
 	var err error
+	var judged func(*report.Result)
 	if sc.System != nil {
 		iso, sys, err = w.acquireSystem(ctx, j.broker, sc)
+		if err == nil && p.SystemRun != nil {
+			judged = p.SystemRun(sc, sys)
+		}
 	} else {
 		iso, err = w.acquire(ctx, j.broker, sc)
 	}
@@ -326,6 +335,9 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 	}
 	// What the team's services said, up to the verdict.
 	res.Services = servicesSaid(sys)
+	if judged != nil {
+		judged(res)
+	}
 	if env.CDC != nil { // a slot left behind would hold back WAL for good, kept or not
 		if derr := env.CDC.Drop(context.WithoutCancel(ctx)); derr != nil {
 			restoreErr = errors.Join(restoreErr, derr)

@@ -58,10 +58,10 @@ type StartParams struct {
 	Restart bool `param:"restart" doc:"supervise the service: start it again (without the fault) whenever its process ends — killed by the fault, dead of a cut connection, exited — as systemd's Restart=always or a Kubernetes pod would, until a stop or kill step ends it (at most 10 restarts)"`
 }
 
-// Supervisor restarts a service whenever its process ends (start's
-// restart: true).
+// Supervisor starts a service under supervision (start's restart: true):
+// started again whenever its process ends, also while it starts up.
 type Supervisor interface {
-	Supervise(ctx context.Context, name string, env map[string]string) error
+	StartSupervised(ctx context.Context, name string, env map[string]string, f *system.Fault) (detail string, err error)
 }
 
 func init() {
@@ -94,15 +94,15 @@ func runStart(ctx context.Context, env *Env, p *StartParams) (Result, error) {
 	if p.Fault != nil {
 		f = &p.Fault.fault
 	}
-	detail, err := s.Start(ctx, p.Service, p.Env, f)
-	if err == nil && p.Restart {
+	if p.Restart {
 		sup, ok := s.(Supervisor)
 		if !ok {
-			return Result{Details: []string{detail}}, fmt.Errorf("restart: these services cannot be supervised")
+			return Result{}, fmt.Errorf("restart: these services cannot be supervised")
 		}
-		err = sup.Supervise(ctx, p.Service, p.Env)
-		detail += "; supervised (restarted whenever it ends)"
+		detail, err := sup.StartSupervised(ctx, p.Service, p.Env, f)
+		return Result{Details: []string{detail}}, err
 	}
+	detail, err := s.Start(ctx, p.Service, p.Env, f)
 	return Result{Details: []string{detail}}, err
 }
 

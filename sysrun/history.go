@@ -40,9 +40,17 @@ func (r *Run) Ops() []history.Op {
 		// a duplicate within one pass is a double publish; what it
 		// publishes again after a fault is an at-least-once retry.
 		strikes := r.strikes(l.svc)
+		struck := struckAt(l.proxy)
 		pubs, dels, acks := l.proxy.History()
 		for _, p := range pubs {
-			step := 1<<20 + l.start<<10 + passOf(strikes, p.At)
+			pass := passOf(strikes, p.At)
+			if struck[p.At] && pass > 0 {
+				// The XADD whose reply the fault held: a reply trigger
+				// strikes (is taken) as the command goes out, before
+				// Redis answers, yet the publish is the struck pass's.
+				pass--
+			}
+			step := 1<<20 + l.start<<10 + pass
 			all = append(all, timed{at: p.At, op: history.Op{Step: where, StepN: step, Kind: history.Publish,
 				EventID: p.Fields[evField], EntryID: p.ID, Payload: p.Fields[payField]}})
 		}
@@ -89,6 +97,17 @@ func (r *Run) strikes(s *service) []time.Time {
 		}
 	}
 	slices.SortFunc(out, time.Time.Compare)
+	return out
+}
+
+// struckAt are the times of the commands a fault struck at, as recorded.
+func struckAt(p *resp.Proxy) map[time.Time]bool {
+	out := map[time.Time]bool{}
+	for _, e := range p.Events() {
+		if e.Fault != "" {
+			out[e.At] = true
+		}
+	}
 	return out
 }
 

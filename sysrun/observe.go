@@ -139,7 +139,8 @@ func brokerCrossings(base Crossing, p *resp.Proxy) []Crossing {
 		}
 		c := base
 		c.Link, c.Boundary, c.Fault, c.At = "broker", "command", e.Fault, e.At
-		c.Command, c.Reply = strings.ToUpper(e.Command[0]), replyKind(c.Command, e.Reply)
+		c.Command = strings.ToUpper(e.Command[0])
+		c.Reply = replyKind(c.Command, e.Reply)
 		out = append(out, c)
 	}
 	return out

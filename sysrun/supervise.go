@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/outboxdrill/runner/system"
 )
 
 // MaxRestarts bounds how often the supervisor restarts one service: a
@@ -40,12 +42,52 @@ func restartOf(ctx context.Context) int {
 	return n
 }
 
-// Supervise restarts the service (without a fault: the fault was its first
-// process's) whenever its process ends — killed by a fault, dead of a cut
-// connection, exited by itself — as systemd's Restart=always or a
-// Kubernetes pod would, until a stop or kill step ends it or the run
-// closes; at most MaxRestarts times.
-func (r *Run) Supervise(ctx context.Context, name string, env map[string]string) error {
+// StartSupervised starts the service with f armed, as Start does, and
+// supervises it: it is started again (without the fault: the fault was
+// its first process's) whenever its process ends — killed by a fault, dead
+// of a cut connection, exited by itself, also before it was ready — as
+// systemd's Restart=always or a Kubernetes pod would, until a stop or kill
+// step ends it or the run closes; at most MaxRestarts times.
+func (r *Run) StartSupervised(ctx context.Context, name string, env map[string]string, f *system.Fault) (string, error) {
+	detail, err := r.Start(ctx, name, env, f)
+	restarts, wait := 0, restartBackoff
+	for err != nil && restarts < MaxRestarts && r.ranAndEnded(name) {
+		select {
+		case <-ctx.Done():
+			return detail, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, restartBackoffMax)
+		restarts++
+		detail, err = r.Start(context.WithValue(ctx, restartKey{}, restarts), name, env, nil)
+		if err == nil {
+			detail += fmt.Sprintf(" (restart %d: its first process ended before it was ready)", restarts)
+		}
+	}
+	if err != nil {
+		return detail, err
+	}
+	return detail + "; supervised (started again whenever it ends)", r.supervise(ctx, name, env, restarts)
+}
+
+// ranAndEnded reports whether the service's latest process ran and ended
+// (a start that failed before any process ran is no crash to restart).
+func (r *Run) ranAndEnded(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.insts) - 1; i >= 0; i-- {
+		if in := r.insts[i]; in.service == name {
+			in.mu.Lock()
+			defer in.mu.Unlock()
+			exited, _ := in.proc.Exited()
+			return exited
+		}
+	}
+	return false
+}
+
+// supervise watches the service's running process from now on.
+func (r *Run) supervise(ctx context.Context, name string, env map[string]string, restarts int) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.svcs[name]
@@ -56,7 +98,7 @@ func (r *Run) Supervise(ctx context.Context, name string, env map[string]string)
 		return nil
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	sup := &supervisor{name: name, env: env, cancel: cancel}
+	sup := &supervisor{name: name, env: env, cancel: cancel, restarts: restarts}
 	if r.supervised == nil {
 		r.supervised = map[string]*supervisor{}
 	}
@@ -65,12 +107,12 @@ func (r *Run) Supervise(ctx context.Context, name string, env map[string]string)
 	}
 	r.supervised[name] = sup
 	r.supWG.Add(1)
-	go r.supervise(sctx, sup, s)
+	go r.watchOver(sctx, sup, s)
 	return nil
 }
 
-// supervise watches s and restarts the service once it has ended.
-func (r *Run) supervise(ctx context.Context, sup *supervisor, s *service) {
+// watchOver watches s and restarts the service once it has ended.
+func (r *Run) watchOver(ctx context.Context, sup *supervisor, s *service) {
 	defer r.supWG.Done()
 	tick := time.NewTicker(superviseEvery)
 	defer tick.Stop()

@@ -9,6 +9,7 @@
 //	runner list [flags] [files or dirs...]      list scenarios: file, name, tags
 //	runner docs                                 print the scenario-language reference
 //	runner schema [--system]                    print the JSON Schema of scenario (or system) files
+//	runner explore [flags] [WORKLOAD.yaml]      find a team's fault windows, write each as a minimal scenario
 //	runner soak [flags]                         drive N events with random faults, check the history
 //	runner bench [flags] [files or dirs...]     measure start, isolation, growth and throughput
 //	runner clean [--pg URL] [--redis URL] [--nats URL] [--rabbitmq URL] [--kafka HOST:PORT]  remove what earlier runs left behind
@@ -107,6 +108,7 @@ var help = map[string]struct{ args, summary string }{
 	"bench":     {"[flags] [files or dirs...]", "measure start, isolation, library wall time, growth and soak throughput; print a table"},
 	"clean":     {"[--pg URL] [--redis URL] [--nats URL] [--rabbitmq URL]", "remove what earlier runs left: databases, streams, queues and exchanges (--keep, killed runs; never a live run's), killed runs' server dirs and service processes"},
 	"docs":      {"", "print the scenario-language reference (Markdown)"},
+	"explore":   {"[--system FILE] [WORKLOAD.yaml] --out DIR [flags]", "find a team's fault windows: observe the boundaries its services cross, try a fault at each, write each violation as a minimal scenario"},
 	"help":      {"[command]", "print the usage of runner, or of one command"},
 	"list":      {"[flags] [files or dirs...]", "list scenarios: file, name, tags"},
 	"reference": {"[flags] relay|consumer", "run the reference relay or consumer as a long-lived process (env DATABASE_URL, REDIS_URL, STREAM, GROUP), to drill it through a system file"},
@@ -124,6 +126,7 @@ var commands = map[string]command{
 	"bench":     cmdBench,
 	"clean":     cmdClean,
 	"docs":      cmdDocs,
+	"explore":   cmdExplore,
 	"list":      cmdList,
 	"reference": cmdReference,
 	"run":       cmdRun,

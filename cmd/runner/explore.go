@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/explore"
+	"github.com/outboxdrill/runner/internal/safe"
+	"github.com/outboxdrill/runner/runner"
+	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/system"
+)
+
+const exploreUsage = "runner explore [--system FILE] [WORKLOAD.yaml] --out DIR [--budget 10m] [--actions kill,cut,error,delay] [--depth 1|2] [--random --seed S --faults RATE --events N] [--parallel N] [--broker redis]"
+
+// exploreFlags are explore's own flags, parsed.
+type exploreFlags struct {
+	p                       explore.Params
+	system, actions, broker string
+	only                    string
+	random                  bool
+	rnd                     explore.Random
+	reports                 [3]string // junit, json, markdown
+}
+
+func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("explore")
+	f := defineExploreFlags(fs)
+	paths, code, done := parseArgs(fs, args, stdout, stderr)
+	if done {
+		return code
+	}
+	w, ok := exploreInput(ctx, fs, f, paths, stderr)
+	if !ok {
+		return loadFailed(ctx, stderr)
+	}
+	files, err := openReports(f.reports[:])
+	if err != nil {
+		fmt.Fprintf(stderr, "runner: %v\n", err)
+		return exitInvalid
+	}
+	defer closeAll(files)
+	f.p.Log = stdout
+	fmt.Fprintf(stdout, "explore %s: workload %q, actions %s, depth %d, budget %s\n", safe.Line(w.System.File), safe.Line(w.Name), strings.Join(f.p.Actions, ","), f.p.Depth, f.p.Budget)
+	res, err := explore.Explore(ctx, f.p, w)
+	if res != nil {
+		res.Summary(stdout)
+		err = errors.Join(err, writeExploreReports(files, res))
+	}
+	var invalid *runner.InvalidError
+	switch {
+	case ctx.Err() != nil:
+		return interrupted(stderr, false)
+	case errors.As(err, &invalid):
+		printErrors(invalid.Errs, stderr)
+		return exitInvalid
+	case err != nil:
+		fmt.Fprintf(stderr, "runner: explore: %s\n", safe.Text(err.Error()))
+		return exitEnvironment
+	case res.Observed.Outcome != explore.Held || len(res.Findings) > 0:
+		return exitFailed
+	}
+	return exitOK
+}
+
+func defineExploreFlags(fs *flag.FlagSet) *exploreFlags {
+	f := &exploreFlags{}
+	p := &f.p
+	fs.StringVar(&f.system, "system", "", "the team's system `FILE` (else the workload's system: key)")
+	fs.StringVar(&p.Out, "out", "", "write each violation's minimal scenario to `DIR` (required; created)")
+	durationFlag(fs, &p.Budget, "budget", 10*time.Minute, maxTimeout, "start no new point after `DURATION`; what is left is reported not explored")
+	fs.StringVar(&f.actions, "actions", "kill,cut,error,delay", "the fault actions to try (`LIST` of kill, cut, error, delay or delay(D); delay is delay(500ms))")
+	countFlag(fs, &p.Depth, "depth", 1, 1, "`1`: one fault per run; 2: also a second fault on the restarted process, during the first's recovery")
+	countFlag(fs, &p.NthCap, "nth-cap", 3, 1, "try at most `N` crossings of each boundary kind per process (after the reduction)")
+	countFlag(fs, &p.Confirm, "confirm", 3, 0, "run each written scenario `N` times to confirm it (reproduces N/N, or flaky)")
+	fs.StringVar(&f.only, "only", "", "run only the points whose name matches `REGEX` (e.g. 'consumer consumer_db\\.commit'; a point is named \"SERVICE TRIGGER nth=N do=ACTION\")")
+	fs.BoolVar(&f.random, "random", false, "drive --events with faults at random crossings instead of the systematic points (seeded)")
+	fs.Uint64Var(&f.rnd.Seed, "seed", uint64(time.Now().UnixNano()%1_000_000), "seed of --random: the same seed replays the same schedule")
+	fs.Float64Var(&f.rnd.Faults, "faults", 0.1, "with --random, the probability of a fault at each crossing (`RATE`, 0..1)")
+	check(fs, "faults", "a number from 0 to 1 such as 0.1", func() bool { return f.rnd.Faults >= 0 && f.rnd.Faults <= 1 })
+	countFlag(fs, &f.rnd.Events, "events", 100, 1, "with --random, drive `N` events")
+	countFlag(fs, &p.Runner.Parallel, "parallel", runtime.NumCPU(), 1, "run `N` points at once")
+	fs.StringVar(&f.broker, "broker", "redis", "the `broker` the services talk to (only Redis has a protocol proxy: elsewhere only database boundaries are explored)")
+	fs.BoolVar(&p.Verbose, "v", false, "print every point's verdict, held ones too")
+	exploreServerFlags(fs, &p.Runner)
+	fs.StringVar(&f.reports[0], "junit", "", "write a JUnit XML report (one testcase per point) to `FILE`")
+	fs.StringVar(&f.reports[1], "json", "", "write a JSON report (the boundary map, every point, the findings) to `FILE`")
+	fs.StringVar(&f.reports[2], "markdown", "", "write a Markdown coverage report (a boundary × action table) to `FILE`")
+	return f
+}
+
+// exploreServerFlags are the servers' and the run's flags, as run's.
+func exploreServerFlags(fs *flag.FlagSet, p *runner.Params) {
+	serverFlags(fs, &p.PGURL, &p.RedisURL)
+	fs.StringVar(&p.NATSURL, "nats", os.Getenv("RUNNER_NATS_URL"), "use the NATS server at `URL` (env RUNNER_NATS_URL)")
+	fs.StringVar(&p.RabbitMQURL, "rabbitmq", os.Getenv("RUNNER_RABBITMQ_URL"), "use the RabbitMQ server at `URL` (env RUNNER_RABBITMQ_URL)")
+	fs.StringVar(&p.KafkaURL, "kafka", os.Getenv("RUNNER_KAFKA_URL"), "use the Kafka cluster at `HOST:PORT` (env RUNNER_KAFKA_URL)")
+	durationFlag(fs, &p.Timeout, "timeout", time.Minute, maxTimeout, "cancel a point's run that takes longer than `DURATION`")
+	p.Settle = runner.DefaultSettle
+	fs.Var(&boundedDuration{p: &p.Settle, max: scenario.MaxSettle}, "settle", "give the system up to `DURATION` after the workload's last step to settle (a workload's settle: overrides it)")
+	check(fs, "settle", "a duration of at least 500ms such as 5s", func() bool { return p.Settle >= scenario.MinSettle })
+	connectTimeoutFlag(fs, &p.ConnectTimeout)
+}
+
+// exploreInput checks the flags and loads the system and the workload
+// (the built-in one without a file); a problem is printed, ok false.
+func exploreInput(ctx context.Context, fs *flag.FlagSet, f *exploreFlags, paths []string, stderr io.Writer) (*explore.Workload, bool) {
+	usage := func(format string, args ...any) (*explore.Workload, bool) {
+		fmt.Fprintf(stderr, "runner explore: "+format+"\nusage: %s\n", append(args, exploreUsage)...)
+		return nil, false
+	}
+	switch {
+	case len(paths) > 1:
+		return usage("one workload file, got %d: %s", len(paths), safe.Line(strings.Join(paths, " ")))
+	case f.p.Out == "":
+		return usage("--out DIR is required: the minimal scenarios are written there")
+	case len(paths) == 0 && f.system == "":
+		return usage("give --system FILE (the built-in workload drills it) or a workload file")
+	case f.p.Depth > 2:
+		return usage("--depth %d: 1 or 2", f.p.Depth)
+	}
+	if f.only != "" {
+		re, err := regexp.Compile(f.only)
+		if err != nil {
+			return usage("--only: %v", err)
+		}
+		f.p.Only = re
+	}
+	acts, err := parseActions(f.actions)
+	if err != nil {
+		return usage("--actions: %v", err)
+	}
+	f.p.Actions = acts
+	if f.p.Runner.Brokers, err = runner.ParseBrokers(f.broker); err != nil {
+		return usage("%v", err)
+	}
+	if len(f.p.Runner.Brokers) != 1 {
+		return usage("--broker %s: one broker at a time (each point runs on one)", safe.Line(f.broker))
+	}
+	if !checkURLs(fs, stderr, serverURL{"pg", runner.Postgres, f.p.Runner.PGURL}, serverURL{"redis", broker.Redis, f.p.Runner.RedisURL}, serverURL{"nats", broker.NATS, f.p.Runner.NATSURL},
+		serverURL{"rabbitmq", broker.RabbitMQ, f.p.Runner.RabbitMQURL}, serverURL{"kafka", broker.Kafka, f.p.Runner.KafkaURL}) {
+		return nil, false
+	}
+	if f.random {
+		f.p.Random = &f.rnd
+	}
+	if err := os.MkdirAll(f.p.Out, 0o755); err != nil {
+		return usage("--out: %v", err)
+	}
+	return loadWorkload(ctx, f, paths, stderr)
+}
+
+// loadWorkload loads --system and the workload, printing every problem.
+func loadWorkload(ctx context.Context, f *exploreFlags, paths []string, stderr io.Writer) (*explore.Workload, bool) {
+	var sys *system.System
+	if f.system != "" {
+		var errs diag.Errors
+		var err error
+		sys, errs, err = system.Load(ctx, f.system)
+		switch {
+		case ctx.Err() != nil:
+			return nil, false
+		case err != nil:
+			fmt.Fprintf(stderr, "runner: --system: %s\n", safe.LongLine(err.Error()))
+			return nil, false
+		case len(errs) > 0:
+			return nil, printErrors(errs, stderr)
+		}
+	}
+	var w *explore.Workload
+	var errs diag.Errors
+	if len(paths) == 0 {
+		w, errs = explore.Default(ctx, sys, f.p.Out)
+	} else {
+		w, errs = explore.LoadWorkload(ctx, paths[0], sys)
+	}
+	if len(errs) > 0 {
+		return nil, printErrors(errs, stderr)
+	}
+	return w, true
+}
+
+var delayAction = regexp.MustCompile(`^delay\((.+)\)$`)
+
+// parseActions reads --actions: kill, cut, error, delay (500ms) or
+// delay(D).
+func parseActions(list string) ([]string, error) {
+	var out []string
+	for _, a := range runner.SplitList(list) {
+		switch {
+		case a == "delay":
+			out = append(out, "delay(500ms)")
+		case a == "kill" || a == "cut" || a == "error" || delayAction.MatchString(a):
+			if _, err := system.ParseAction(a); err != nil {
+				return nil, err
+			}
+			out = append(out, a)
+		default:
+			return nil, fmt.Errorf("unknown action %q%s; each of kill, cut, error, delay or delay(D)", a, diag.Suggest(a, []string{"kill", "cut", "error", "delay"}))
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no action: give some of kill, cut, error, delay")
+	}
+	return out, nil
+}
+
+// writeExploreReports writes the JUnit, JSON and Markdown reports asked for.
+func writeExploreReports(files []*os.File, res *explore.Result) error {
+	var errs []error
+	for i, write := range []func(io.Writer) error{res.WriteJUnit, res.WriteJSON, res.WriteMarkdown} {
+		if files[i] != nil {
+			if err := write(files[i]); err != nil {
+				errs = append(errs, fmt.Errorf("report %s: %w", files[i].Name(), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// exploreWorkload is two payments through the Go payments example: the
+// relay drains the outbox, then the consumer starts.
+func exploreWorkload(t *testing.T) string {
+	t.Helper()
+	sys, err := filepath.Abs("../../examples/go-payments/system.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return scenarioFile(t, "workload.yaml", `name: two payments
+system: `+sys+`
+steps:
+  - produce: {event: pay-1, amount: 100}
+  - produce: {event: pay-2, amount: 50}
+  - start: relay
+  - expect: {outbox.unpublished: 0, within: 10s}
+  - start: consumer
+`)
+}
+
+// explore narrowed to the consumer's COMMIT with an error: the window the
+// ack-first mistake loses an event in (a lean run: the whole exploration
+// is what `runner explore` without --only does).
+func exploreCommits(t *testing.T, wl, out string) (int, string, string) {
+	t.Helper()
+	return cli(t, "explore", wl, "--out", out, "--actions", "error", "--only", `^consumer consumer_db\.commit`, "--confirm", "1", "--parallel", "2")
+}
+
+func yamlFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+func TestExploreFindsAPlantedBugAndWritesAScenarioThatFails(t *testing.T) {
+	t.Setenv("PAYMENTS_BIN", paymentsService(t))
+	wl := exploreWorkload(t)
+
+	t.Setenv("BUG", "ack-first")
+	out := t.TempDir()
+	code, stdout, stderr := exploreCommits(t, wl, out)
+	if code != exitFailed {
+		t.Fatalf("BUG=ack-first: exit %d, want 1\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"consumer_db.commit(table=account_balances,processed_messages)", "acked_without_effect, lost", "reproduces 1/1", "2 → 1 event(s)"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the report lacks %q:\n%s", want, stdout)
+		}
+	}
+	files := yamlFiles(t, out)
+	if len(files) != 1 {
+		t.Fatalf("wrote %v, want one scenario\n%s", files, stdout)
+	}
+	body, _ := os.ReadFile(files[0])
+	for _, want := range []string{"system: ", `fault: {on: "consumer_db.commit(table=processed_messages)", do: error}`, "restart: true"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the written scenario lacks %q:\n%s", want, body)
+		}
+	}
+	// Runnable as is, and failing while the bug is there.
+	code, stdout, stderr = cli(t, "run", files[0])
+	if code != exitFailed || !strings.Contains(stdout, "acked_without_effect") {
+		t.Fatalf("runner run %s: exit %d, want 1 naming acked_without_effect\n%s\n%s\n%s", files[0], code, body, stdout, stderr)
+	}
+
+	t.Setenv("BUG", "")
+	out = t.TempDir()
+	code, stdout, stderr = exploreCommits(t, wl, out)
+	if code != exitOK || !strings.Contains(stdout, "no violation") {
+		t.Fatalf("the correct consumer: exit %d, want 0\n%s\n%s", code, stdout, stderr)
+	}
+	if files := yamlFiles(t, out); len(files) != 0 {
+		t.Errorf("the correct consumer: wrote %v, want nothing", files)
+	}
+}
+
+func TestExploreRefusesBadInput(t *testing.T) {
+	wl := scenarioFile(t, "faulty.yaml", `name: a faulty workload
+system: `+mustAbs(t, "../../examples/go-payments/system.yaml")+`
+steps:
+  - produce: {event: pay-1}
+  - start: {service: relay, fault: {on: "broker.reply(XADD)", do: kill}}
+`)
+	code, _, stderr := cli(t, "explore", wl, "--out", t.TempDir())
+	if code != exitInvalid || !strings.Contains(stderr, "faulty.yaml:5:5: start: the workload arms no fault") {
+		t.Errorf("a workload with a fault: exit %d, want 2 naming its line\n%s", code, stderr)
+	}
+	code, _, stderr = cli(t, "explore", wl, "--out", t.TempDir(), "--actions", "kil")
+	if code != exitInvalid || !strings.Contains(stderr, `did you mean "kill"?`) {
+		t.Errorf("--actions kil: exit %d, want 2 with a suggestion\n%s", code, stderr)
+	}
+	code, _, stderr = cli(t, "explore", wl)
+	if code != exitInvalid || !strings.Contains(stderr, "--out DIR is required") {
+		t.Errorf("no --out: exit %d, want 2\n%s", code, stderr)
+	}
+}
+
+func mustAbs(t *testing.T, p string) string {
+	t.Helper()
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}

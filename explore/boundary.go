@@ -1,0 +1,139 @@
+package explore
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/safe"
+	"github.com/outboxdrill/runner/sysrun"
+)
+
+// Boundary is one kind of crossing by one service process: a commit that
+// wrote these tables, a broker command with this kind of reply.
+type Boundary struct {
+	Label string // producer_db.commit(table=outbox), broker.XREADGROUP→entries
+	Count int
+	// Skip says why no fault is tried here ("" when points are): a
+	// transaction that wrote nothing, a connection's setup, a boundary the
+	// proxy could not attribute.
+	Skip string
+}
+
+// ServiceMap is what one service process of the fault-free run crossed.
+type ServiceMap struct {
+	Service    string
+	Step       int      // the workload's start step that started it
+	Pos        diag.Pos // where that step is
+	Boundaries []Boundary
+	// Pass is the first unit of work: each kind of crossing once, in the
+	// order first crossed (idle polls left out): "consumer_db.commit(…) → broker.XACK".
+	Pass []string
+}
+
+// Map is the boundary map: each start step's process, in workload order.
+type Map struct {
+	Services []ServiceMap
+	// Unclassified are the links whose commits or statements the proxy
+	// could not attribute, with why.
+	Unclassified []string
+}
+
+// setupCommands open or describe a connection: a fault there is a failed
+// connect, which tells nothing about an outbox or inbox window.
+var setupCommands = []string{"AUTH", "CLIENT", "COMMAND", "ECHO", "HELLO", "INFO", "PING", "QUIT", "READONLY", "RESET", "SELECT"}
+
+// label names a crossing's kind.
+func label(c sysrun.Crossing) string {
+	switch {
+	case c.Link == "broker":
+		return fmt.Sprintf("broker.%s→%s", c.Command, c.Reply)
+	case c.Unattributed:
+		return c.Link + "." + c.Boundary + "(unattributed)"
+	case len(c.Tables) == 0:
+		return c.Link + "." + c.Boundary + "(no writes)"
+	}
+	return fmt.Sprintf("%s.%s(table=%s)", c.Link, c.Boundary, strings.Join(c.Tables, ","))
+}
+
+// skipOf is why a crossing gets no point, "" when it gets points.
+func skipOf(c sysrun.Crossing) string {
+	switch {
+	case c.Link == "broker" && slices.Contains(setupCommands, c.Command):
+		return "connection setup"
+	case c.Unattributed:
+		return "unclassifiable: the proxy did not learn what this transaction wrote (see below)"
+	case c.Link != "broker" && len(c.Tables) == 0:
+		return "wrote nothing: no outcome to lose"
+	}
+	return ""
+}
+
+// idle: a read that handed out nothing; one such poll stands for all.
+func idle(c sysrun.Crossing) bool { return c.Link == "broker" && c.Reply == "empty" }
+
+// processes are the crossings of each start step's own process (the
+// supervisor's restarts left out), by workload step.
+func processes(w *Workload, xs []sysrun.Crossing) map[int][]sysrun.Crossing {
+	out := map[int][]sysrun.Crossing{}
+	for _, c := range xs {
+		if c.Restart != 0 {
+			continue
+		}
+		for _, i := range w.Starts {
+			if w.calls[i].Pos == c.Start {
+				out[i] = append(out[i], c)
+			}
+		}
+	}
+	return out
+}
+
+// BuildMap is the boundary map of a fault-free run.
+func BuildMap(w *Workload, xs []sysrun.Crossing, unclassified []string) Map {
+	m := Map{Unclassified: unclassified}
+	procs := processes(w, xs)
+	for _, i := range w.Starts {
+		sm := ServiceMap{Service: w.Service(i), Step: i, Pos: w.calls[i].Pos}
+		at := map[string]int{}
+		for _, c := range procs[i] {
+			l := label(c)
+			if k, ok := at[l]; ok {
+				sm.Boundaries[k].Count++
+				continue
+			}
+			at[l] = len(sm.Boundaries)
+			sm.Boundaries = append(sm.Boundaries, Boundary{Label: l, Count: 1, Skip: skipOf(c)})
+			if skipOf(c) == "" && !idle(c) {
+				sm.Pass = append(sm.Pass, l)
+			}
+		}
+		m.Services = append(m.Services, sm)
+	}
+	return m
+}
+
+// Print writes the map as the console shows it.
+func (m Map) Print(out io.Writer) {
+	for _, s := range m.Services {
+		fmt.Fprintf(out, "  %s (started at %s)\n", safe.Line(s.Service), s.Pos)
+		if len(s.Boundaries) == 0 {
+			fmt.Fprintln(out, "    crossed nothing")
+		}
+		for _, b := range s.Boundaries {
+			line := fmt.Sprintf("    %-58s ×%d", safe.Line(b.Label), b.Count)
+			if b.Skip != "" {
+				line += "   (no fault: " + b.Skip + ")"
+			}
+			fmt.Fprintln(out, line)
+		}
+		if len(s.Pass) > 0 {
+			fmt.Fprintf(out, "    one pass: %s\n", safe.LongLine(strings.Join(s.Pass, " → ")))
+		}
+	}
+	for _, u := range m.Unclassified {
+		fmt.Fprintf(out, "  unclassifiable: %s\n", safe.Line(u))
+	}
+}

@@ -1,0 +1,293 @@
+package explore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/report"
+	"github.com/outboxdrill/runner/runner"
+	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/sysrun"
+)
+
+// Params configure an exploration.
+type Params struct {
+	Out     string         // where the minimal scenarios go
+	Budget  time.Duration  // no new point starts after it; what is left is reported not explored
+	Actions []string       // kill, cut, error, delay(500ms)
+	Depth   int            // 1: one fault per run; 2: and a second one during the first's recovery
+	NthCap  int            // points per boundary kind and process, at most
+	Only    *regexp.Regexp // run only the points whose name ("consumer consumer_db.commit(table=inbox) nth=1 do=kill") matches
+	Confirm int            // runs of each written scenario that confirm it
+	Random  *Random        // --random: a seeded schedule instead of the systematic points
+	// Runner holds the servers, the broker, --parallel, --settle and the
+	// scenario timeout.
+	Runner runner.Params
+	Log    io.Writer // progress, one line per point that did not hold (nil: none)
+	// Verbose logs every point, held ones too.
+	Verbose bool
+}
+
+// Result is what an exploration found.
+type Result struct {
+	Workload *Workload
+	Observed Verdict // the fault-free run
+	Map      Map
+	Points   []*Point
+	Findings []*Finding
+	Took     time.Duration
+	Explore  time.Duration // the points' share of Took
+	Parallel int
+	Random   *RandomResult
+}
+
+// Explore observes the workload fault-free, then runs its points, then
+// shrinks and writes out each violation.
+func Explore(ctx context.Context, p Params, w *Workload) (*Result, error) {
+	start := time.Now()
+	s, err := open(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, s.session.Close()) }()
+	res := &Result{Workload: w, Parallel: s.session.Parallel()}
+	obs, err := s.run(ctx, w, []Variant{{}}, "observe")
+	if err != nil {
+		return nil, err
+	}
+	res.Observed = obs[0].Verdict
+	res.Map = BuildMap(w, obs[0].crossings, obs[0].unclassified)
+	s.logf("observe: the fault-free run: %s (%s); boundary map:", res.Observed, res.Observed.Took.Round(10*time.Millisecond))
+	if p.Log != nil {
+		res.Map.Print(p.Log)
+	}
+	if res.Observed.Outcome != Held {
+		res.Took = time.Since(start)
+		return res, nil // the workload itself fails: nothing to explore against
+	}
+	if p.Random != nil {
+		err = s.random(ctx, res, obs[0].crossings)
+	} else {
+		err = s.systematic(ctx, res, obs[0].crossings, start)
+	}
+	if err == nil {
+		err = s.findings(ctx, res, start)
+	}
+	res.Took = time.Since(start)
+	return res, err
+}
+
+// explorer is one exploration's session and what it keeps of each run.
+type explorer struct {
+	p       Params
+	session *runner.Session
+	mu      sync.Mutex
+	records map[*scenario.Scenario]*record
+	seq     int // names runs apart
+}
+
+// record is what a run's services crossed.
+type record struct {
+	crossings    []sysrun.Crossing
+	unclassified []string
+	// starts maps the run's start steps to the workload's, whose
+	// positions the crossings are given (a variant's lines differ).
+	starts map[diag.Pos]diag.Pos
+}
+
+// newRecord maps the start steps of sc, variant v of w, to w's.
+func newRecord(w *Workload, v Variant, sc *scenario.Scenario) *record {
+	r := &record{starts: map[diag.Pos]diag.Pos{}}
+	k := 0
+	for i := range w.steps {
+		if v.Drop[i] {
+			continue
+		}
+		if k < len(sc.Steps) && sc.Steps[k].Def.Name == "start" {
+			r.starts[sc.Steps[k].Pos] = w.calls[i].Pos
+		}
+		k++
+	}
+	return r
+}
+
+// outcome is one run: its verdict and what was crossed.
+type outcome struct {
+	Verdict
+	record
+	res *report.Result
+}
+
+func open(ctx context.Context, p Params) (*explorer, error) {
+	e := &explorer{p: p, records: map[*scenario.Scenario]*record{}}
+	rp := p.Runner
+	rp.Out, rp.Log, rp.Progress, rp.Verbose = io.Discard, nil, false, false
+	rp.SystemRun = func(sc *scenario.Scenario, run *sysrun.Run) func(*report.Result) {
+		run.Observe()
+		return func(*report.Result) {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			if r := e.records[sc]; r != nil {
+				r.crossings, r.unclassified = run.Crossings(), run.Unclassified()
+				for i, c := range r.crossings {
+					r.crossings[i].Start = r.starts[c.Start]
+				}
+			}
+		}
+	}
+	s, err := runner.OpenSession(ctx, rp)
+	if err != nil {
+		return nil, err
+	}
+	e.session = s
+	return e, nil
+}
+
+// run runs the variants of the workload as one batch, Parallel at once.
+func (e *explorer) run(ctx context.Context, w *Workload, vs []Variant, what string) ([]outcome, error) {
+	scs := make([]*scenario.Scenario, len(vs))
+	for i, v := range vs {
+		e.seq++
+		file := filepath.Join(e.p.Out, fmt.Sprintf(".explore-%s-%d.yaml", what, e.seq))
+		parsed, errs := scenario.ParseContext(ctx, file, w.Render(e.p.Out, fmt.Sprintf("explore %s %d", what, e.seq), "", v))
+		if len(errs) > 0 {
+			return nil, fmt.Errorf("explore: a variant of the workload does not load (a bug in explore): %v", errs)
+		}
+		scs[i] = parsed[0]
+		e.mu.Lock()
+		e.records[scs[i]] = newRecord(w, v, scs[i])
+		e.mu.Unlock()
+	}
+	return e.runScenarios(ctx, scs)
+}
+
+// runScenarios runs loaded scenarios as one batch and reads each outcome.
+func (e *explorer) runScenarios(ctx context.Context, scs []*scenario.Scenario) ([]outcome, error) {
+	rep, err := e.session.Run(ctx, scs)
+	if rep == nil {
+		return nil, err
+	}
+	byScenario := map[*scenario.Scenario]*report.Result{}
+	for _, r := range rep.Results {
+		byScenario[r.Scenario] = r
+	}
+	out := make([]outcome, len(scs))
+	e.mu.Lock()
+	for i, sc := range scs {
+		res := byScenario[sc]
+		out[i] = outcome{Verdict: classify(res), res: res}
+		if r := e.records[sc]; r != nil {
+			out[i].record = *r
+		}
+		delete(e.records, sc)
+	}
+	e.mu.Unlock()
+	return out, err
+}
+
+// systematic runs every point not pruned, a batch of Parallel at a time,
+// until the budget is spent.
+func (e *explorer) systematic(ctx context.Context, res *Result, xs []sysrun.Crossing, start time.Time) error {
+	res.Points = Enumerate(res.Workload, xs, e.p.Actions, e.p.NthCap)
+	for _, pt := range res.Points {
+		if e.p.Only != nil && pt.Pruned == "" && !e.p.Only.MatchString(pt.String()) {
+			pt.Pruned = "not selected (--only)"
+		}
+	}
+	todo := runnable(res.Points)
+	e.logf("points: %s; parallel %d", pointCounts(res.Points), res.Parallel)
+	began := time.Now()
+	defer func() { res.Explore = time.Since(began) }()
+	done, total := 0, len(todo)
+	for len(todo) > 0 {
+		if time.Since(start) >= e.p.Budget {
+			for _, pt := range todo {
+				pt.Outcome, pt.Why = NotRun, fmt.Sprintf("the budget (%s) ran out", e.p.Budget)
+			}
+			return nil
+		}
+		batch := todo[:min(len(todo), res.Parallel)]
+		todo = todo[len(batch):]
+		vs := make([]Variant, len(batch))
+		for i, pt := range batch {
+			vs[i] = Variant{Faults: []Fault{pt.Fault()}}
+		}
+		outs, err := e.run(ctx, res.Workload, vs, "point")
+		if err != nil {
+			return err
+		}
+		for i, pt := range batch {
+			pt.Verdict = outs[i].Verdict
+			done++
+			if e.p.Verbose || pt.Outcome != Held {
+				e.logf("  [%d/%d] %s: %s", done, total, pt, pt.Verdict)
+			}
+		}
+		if e.p.Depth >= 2 {
+			if err := e.depth2(ctx, res, batch, outs); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// runnable are the points neither pruned nor run yet.
+func runnable(ps []*Point) []*Point {
+	var out []*Point
+	for _, p := range ps {
+		if p.Pruned == "" && p.Outcome == "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// pointCounts says how many points run and why the others do not.
+func pointCounts(ps []*Point) string {
+	run, why := 0, map[string]int{}
+	for _, p := range ps {
+		if p.Pruned == "" {
+			run++
+			continue
+		}
+		k, _, _ := strings.Cut(p.Pruned, " (")
+		switch {
+		case strings.HasPrefix(k, "duplicate of"):
+			k = "duplicates"
+		case strings.HasPrefix(k, "an idle poll"):
+			k = "idle polls"
+		case strings.HasPrefix(k, "the same as request error"):
+			k = "reply errors (= request errors)"
+		case strings.HasPrefix(k, "past the nth cap"):
+			k = "past the nth cap"
+		case strings.HasPrefix(k, "not selected"):
+			k = "not selected by --only"
+		}
+		why[k]++
+	}
+	var parts []string
+	for k, n := range why {
+		parts = append(parts, fmt.Sprintf("%d %s", n, k))
+	}
+	sortStrings(parts)
+	s := fmt.Sprintf("%d to run", run)
+	if len(parts) > 0 {
+		s += fmt.Sprintf(", %d pruned (%s)", len(ps)-run, strings.Join(parts, ", "))
+	}
+	return s
+}
+
+func (e *explorer) logf(format string, args ...any) {
+	if e.p.Log != nil {
+		fmt.Fprintf(e.p.Log, format+"\n", args...)
+	}
+}

@@ -1,0 +1,141 @@
+package explore
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/steps"
+	"github.com/outboxdrill/runner/sysrun"
+	"github.com/outboxdrill/runner/system"
+)
+
+func loadSystem(t *testing.T) *system.System {
+	t.Helper()
+	sys, errs, err := system.Load(context.Background(), "../examples/go-payments/system.yaml")
+	if err != nil || len(errs) > 0 {
+		t.Fatal(err, errs)
+	}
+	return sys
+}
+
+func defaultWorkload(t *testing.T, out string) *Workload {
+	t.Helper()
+	w, errs := Default(context.Background(), loadSystem(t), out)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return w
+}
+
+// crossings of the consumer as the proxies would report them: an idle
+// claim, a read with entries, two units of work, then idle polls.
+func consumerCrossings(w *Workload) []sysrun.Crossing {
+	step := w.Starts[len(w.Starts)-1]
+	at := time.Now()
+	var xs []sysrun.Crossing
+	add := func(c sysrun.Crossing) {
+		at = at.Add(time.Millisecond)
+		c.Service, c.Start, c.Process, c.At = "consumer", w.StartPos(step), 2, at
+		xs = append(xs, c)
+	}
+	cmd := func(name, reply string) {
+		add(sysrun.Crossing{Link: "broker", Boundary: "command", Command: name, Reply: reply})
+	}
+	commit := func(tables ...string) {
+		add(sysrun.Crossing{Link: "consumer_db", Boundary: "commit", Tables: tables})
+	}
+	cmd("HELLO", "ok")
+	cmd("XAUTOCLAIM", "empty")
+	cmd("XREADGROUP", "entries")
+	for range 3 {
+		commit("account_balances", "processed_messages")
+		cmd("XACK", "ok")
+	}
+	for range 4 {
+		cmd("XAUTOCLAIM", "empty")
+		cmd("XREADGROUP", "empty")
+		commit() // a poll's transaction: wrote nothing
+	}
+	return xs
+}
+
+func TestEnumeratePrunesByBoundaryAndPrefix(t *testing.T) {
+	w := defaultWorkload(t, t.TempDir())
+	ps := Enumerate(w, consumerCrossings(w), []string{"kill", "error"}, 3)
+	run := map[string]bool{}
+	pruned := map[string]string{}
+	for _, p := range ps {
+		if p.Pruned == "" {
+			run[p.String()] = true
+		} else {
+			pruned[p.String()] = p.Pruned
+		}
+	}
+	for _, want := range []string{
+		"consumer broker.request(XAUTOCLAIM) nth=1 do=kill",                    // the one idle poll that stands for all
+		"consumer broker.reply(XREADGROUP) nth=1 do=kill",                      // the read that carried work
+		"consumer consumer_db.commit(table=processed_messages) nth=1 do=error", // the inbox table names the commit
+		"consumer consumer_db.commit(table=processed_messages) nth=2 do=error", // a new prefix: after a commit
+		"consumer broker.request(XACK) nth=2 do=kill",
+	} {
+		if !run[want] {
+			t.Errorf("no point %s; points: %v", want, run)
+		}
+	}
+	for want, why := range map[string]string{
+		"consumer consumer_db.commit(table=processed_messages) nth=3 do=error": "duplicate of",
+		"consumer broker.request(XAUTOCLAIM) nth=2 do=kill":                    "an idle poll",
+		"consumer broker.request(XREADGROUP) nth=2 do=kill":                    "an idle poll",
+		"consumer broker.reply(XACK) nth=1 do=error":                           "the same as request error",
+	} {
+		if !strings.HasPrefix(pruned[want], why) {
+			t.Errorf("%s: pruned %q, want %q…", want, pruned[want], why)
+		}
+	}
+	for p := range run {
+		if strings.Contains(p, "HELLO") || strings.Contains(p, "table=)") {
+			t.Errorf("a point at a connection's setup or a transaction that wrote nothing: %s", p)
+		}
+	}
+}
+
+func TestRenderedVariantLoadsWithItsFault(t *testing.T) {
+	out := t.TempDir()
+	w := defaultWorkload(t, out)
+	consumer := w.Starts[len(w.Starts)-1]
+	v := Variant{Faults: []Fault{{Step: consumer, On: "consumer_db.commit(table=processed_messages)", Nth: 2, Do: "kill"}},
+		Drop: map[int]bool{w.Events[0]: true}}
+	file := filepath.Join(out, "x.yaml")
+	body := w.Render(out, "rendered", "a comment\non two lines", v)
+	scs, errs := scenario.Parse(file, body)
+	if len(errs) > 0 {
+		t.Fatalf("%v\n%s", errs, body)
+	}
+	sc := scs[0]
+	if sc.System == nil || sc.System.File != w.System.File {
+		t.Errorf("system: %v, want %s\n%s", sc.System, w.System.File, body)
+	}
+	var starts, produces int
+	for _, c := range sc.Steps {
+		switch c.Def.Name {
+		case "produce":
+			produces++
+		case "start":
+			starts++
+			p := c.Params.(*steps.StartParams)
+			if !p.Restart {
+				t.Errorf("%s: not supervised", c.Pos)
+			}
+			if p.Service == "consumer" && (p.Fault == nil || p.Fault.Nth != 2 || p.Fault.Do != "kill") {
+				t.Errorf("%s: fault %+v, want nth 2 do kill", c.Pos, p.Fault)
+			}
+		}
+	}
+	if starts != 2 || produces != 2 || !strings.HasPrefix(string(body), "# a comment\n# on two lines\n") {
+		t.Errorf("%d starts, %d produces, want 2 and 2 (one event left out), the comment first:\n%s", starts, produces, body)
+	}
+}

@@ -1,0 +1,272 @@
+package explore
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/outboxdrill/runner/scenario"
+)
+
+// Finding is one violation, reduced and written out.
+type Finding struct {
+	Point  *Point   // the point (or random run) that found it first
+	Also   []string // the other points that broke the same on the same boundary and action
+	Broken []string
+	Why    string
+	// Minimal is the smallest schedule and workload that still breaks it.
+	Minimal Variant
+	Shrunk  string // what shrinking did: "3 → 1 event(s), 1 fault(s), 6 runs"
+	File    string
+	// Reproduced of Tries runs of the written file broke it again.
+	Reproduced, Tries int
+}
+
+// findings groups the violations (one per service, boundary, action and
+// invariants: the lowest nth stands for the rest), shrinks each and writes
+// it out.
+func (e *explorer) findings(ctx context.Context, res *Result, start time.Time) error {
+	byKey := map[string]*Finding{}
+	for _, pt := range res.Points {
+		if pt.Outcome != Violated {
+			continue
+		}
+		key := strings.Join([]string{pt.Service, pt.On, pt.Do, strings.Join(pt.Broken, ",")}, "|")
+		if f := byKey[key]; f != nil {
+			f.Also = append(f.Also, pt.String())
+			continue
+		}
+		f := &Finding{Point: pt, Broken: pt.Broken, Why: pt.Why, Minimal: Variant{Faults: []Fault{pt.Fault()}}}
+		byKey[key] = f
+		res.Findings = append(res.Findings, f)
+	}
+	if res.Random != nil && res.Random.Finding != nil {
+		res.Findings = append(res.Findings, res.Random.Finding)
+	}
+	// Findings of one service breaking the same invariants mostly need
+	// the same events: the first one's shrunk workload is tried first.
+	shrunk := map[string]map[int]bool{}
+	for _, f := range res.Findings {
+		key := ""
+		if len(f.Minimal.Faults) == 1 {
+			key = res.Workload.Service(f.Minimal.Faults[0].Step) + "|" + strings.Join(f.Broken, ",")
+		}
+		if err := e.finish(ctx, res.Workload, f, start, shrunk[key]); err != nil {
+			return err
+		}
+		if key != "" && shrunk[key] == nil && f.Reproduced == f.Tries {
+			shrunk[key] = f.Minimal.Drop
+		}
+	}
+	return nil
+}
+
+// finish shrinks a finding (while the budget lasts), writes it and
+// confirms the written file. With like (the events a like finding's
+// shrinking left out) it first writes that and shrinks only when it does
+// not reproduce.
+func (e *explorer) finish(ctx context.Context, w *Workload, f *Finding, start time.Time, like map[int]bool) error {
+	if like != nil {
+		first := f.Minimal
+		f.Minimal.Drop = like
+		f.Shrunk = "the events of a finding like it"
+		if err := e.write(w, f); err != nil {
+			return err
+		}
+		if err := e.confirm(ctx, f); err != nil || f.Reproduced == f.Tries {
+			return err
+		}
+		f.Minimal, f.Reproduced, f.Tries = first, 0, 0
+	}
+	deadline := start.Add(e.p.Budget)
+	before := f.Minimal
+	if time.Now().Before(deadline) {
+		v, runs, err := e.shrink(ctx, w, f.Minimal, f.Broken, deadline)
+		if err != nil {
+			return err
+		}
+		f.Minimal = v
+		f.Shrunk = fmt.Sprintf("%d → %d event(s), %d → %d fault(s), %d run(s)", len(w.Events)-len(before.Drop), len(w.Events)-len(v.Drop), len(before.Faults), len(v.Faults), runs)
+		if time.Now().After(deadline) {
+			f.Shrunk += "; stopped by the budget"
+		}
+	} else {
+		f.Shrunk = "not shrunk: the budget ran out"
+	}
+	if err := e.write(w, f); err != nil {
+		return err
+	}
+	return e.confirm(ctx, f)
+}
+
+// element is what shrinking may leave out: an event step or a fault.
+type element struct {
+	event int // the workload step, when fault is nil
+	fault *Fault
+}
+
+// shrink is ddmin (Zeller) over the variant's events and faults: the
+// smallest subset that still breaks one of the invariants. Each round's
+// candidates run as one batch.
+func (e *explorer) shrink(ctx context.Context, w *Workload, v Variant, broken []string, deadline time.Time) (Variant, int, error) {
+	var c []element
+	for _, i := range w.Events {
+		if !v.Drop[i] {
+			c = append(c, element{event: i})
+		}
+	}
+	for i := range v.Faults {
+		c = append(c, element{fault: &v.Faults[i]})
+	}
+	runs := 0
+	for n := 2; len(c) >= 2 && time.Now().Before(deadline); {
+		cands := candidates(c, n)
+		vs := make([]Variant, len(cands))
+		for i, cand := range cands {
+			vs[i] = variantOf(w, cand)
+		}
+		outs, err := e.run(ctx, w, vs, "shrink")
+		if err != nil {
+			return v, runs, err
+		}
+		runs += len(outs)
+		i := slices.IndexFunc(outs, func(o outcome) bool { return o.same(broken) })
+		switch {
+		case i >= 0 && i < n: // a chunk alone breaks it
+			c, n = cands[i], 2
+		case i >= n: // a complement does
+			c, n = cands[i], max(n-1, 2)
+		case n < len(c):
+			n = min(2*n, len(c))
+		default:
+			return variantOf(w, c), runs, nil
+		}
+	}
+	return variantOf(w, c), runs, nil
+}
+
+// candidates are ddmin's n chunks of c, then (for n > 2) their
+// complements.
+func candidates(c []element, n int) [][]element {
+	var chunks, comps [][]element
+	for i := range n {
+		lo, hi := i*len(c)/n, (i+1)*len(c)/n
+		chunks = append(chunks, slices.Clone(c[lo:hi]))
+		if n > 2 {
+			comps = append(comps, append(slices.Clone(c[:lo]), c[hi:]...))
+		}
+	}
+	return append(chunks, comps...)
+}
+
+// variantOf keeps the elements of c: the other events are dropped.
+func variantOf(w *Workload, c []element) Variant {
+	v := Variant{Drop: map[int]bool{}}
+	for _, i := range w.Events {
+		v.Drop[i] = true
+	}
+	for _, el := range c {
+		if el.fault != nil {
+			v.Faults = append(v.Faults, *el.fault)
+		} else {
+			delete(v.Drop, el.event)
+		}
+	}
+	return v
+}
+
+var unsafeName = regexp.MustCompile(`[^a-z0-9]+`)
+
+// write puts the finding's minimal scenario into the out directory.
+func (e *explorer) write(w *Workload, f *Finding) error {
+	name := "explore"
+	if len(f.Minimal.Faults) > 0 {
+		ft := f.Minimal.Faults[0]
+		name = fmt.Sprintf("%s %s %d %s", w.Service(ft.Step), ft.On, ft.Nth, ft.Do)
+	}
+	name = strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(name+" "+strings.Join(f.Broken, " ")), "-"), "-")
+	f.File = filepath.Join(e.p.Out, name+".yaml")
+	title := fmt.Sprintf("explore: %s breaks %s", faultList(w, f.Minimal.Faults), strings.Join(f.Broken, ", "))
+	comment := fmt.Sprintf("Found by runner explore on %s (workload: %s).\n%s\nIt fails until the bug is fixed: runner run %s\nFirst seen: %s",
+		w.System.File, w.Name, faultWords(w, f.Minimal.Faults), f.File, f.Why)
+	return os.WriteFile(f.File, w.Render(e.p.Out, title, comment, f.Minimal), 0o644) //nolint:gosec // a scenario for anyone to read
+}
+
+// confirm runs the written file, as `runner run` loads it, Confirm times.
+func (e *explorer) confirm(ctx context.Context, f *Finding) error {
+	if e.p.Confirm < 1 {
+		return nil
+	}
+	var scs []*scenario.Scenario
+	for range e.p.Confirm {
+		loaded, errs := scenario.LoadFilesContext(ctx, []string{f.File})
+		if len(errs) > 0 {
+			return fmt.Errorf("explore: the written %s does not load (a bug in explore): %v", f.File, errs)
+		}
+		scs = append(scs, loaded...)
+	}
+	outs, err := e.runScenarios(ctx, scs)
+	if err != nil {
+		return err
+	}
+	f.Tries = len(outs)
+	for _, o := range outs {
+		if o.same(f.Broken) {
+			f.Reproduced++
+		}
+	}
+	return nil
+}
+
+// Reproduces says how often the written file broke it again.
+func (f *Finding) Reproduces() string {
+	switch {
+	case f.Tries == 0:
+		return "not confirmed"
+	case f.Reproduced == f.Tries:
+		return fmt.Sprintf("reproduces %d/%d", f.Reproduced, f.Tries)
+	}
+	return fmt.Sprintf("flaky %d/%d", f.Reproduced, f.Tries)
+}
+
+func faultList(w *Workload, fs []Fault) string {
+	if len(fs) == 0 {
+		return "the workload without a fault"
+	}
+	var parts []string
+	for _, f := range fs {
+		parts = append(parts, w.Service(f.Step)+" "+f.String())
+	}
+	return strings.Join(parts, " + ")
+}
+
+// faultWords says what each fault does, in the proxies' terms.
+func faultWords(w *Workload, fs []Fault) string {
+	var lines []string
+	for _, f := range fs {
+		lines = append(lines, fmt.Sprintf("%s: %s %s", w.Service(f.Step), f.String(), actionWords(f)))
+	}
+	return strings.Join(lines, "\n")
+}
+
+func actionWords(f Fault) string {
+	request := strings.HasPrefix(f.On, "broker.request")
+	switch {
+	case f.Do == "kill" && request:
+		return "— killed before the command reached the broker, then restarted by its supervisor"
+	case f.Do == "kill":
+		return "— the server did it, the reply was held and the service killed, then restarted by its supervisor"
+	case f.Do == "cut":
+		return "— its connection closed instead of the reply"
+	case f.Do == "error" && strings.HasPrefix(f.On, "broker."):
+		return "— the command not sent, an error reply instead"
+	case f.Do == "error":
+		return "— the transaction really rolled back, the client got SQLSTATE 40001"
+	}
+	return "— the reply held that long"
+}

@@ -1,0 +1,169 @@
+package explore
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/outboxdrill/runner/sysrun"
+	"github.com/outboxdrill/runner/system"
+)
+
+// Point is one fault to try: a service's start step, a boundary named as a
+// trigger, its nth crossing, an action.
+type Point struct {
+	ID       int
+	Service  string
+	Step     int    // the workload's start step
+	On       string // the trigger: consumer_db.commit(table=inbox), broker.request(XADD)
+	Nth      int
+	Do       string
+	Crossing string // the kind of crossing it strikes, as the map names it
+	// Pruned says why the point is not run ("" when it is): a duplicate
+	// by the reduction, past the nth cap, the budget.
+	Pruned string
+	Verdict
+}
+
+// Fault is the point as a fault of a schedule.
+func (p *Point) Fault() Fault { return Fault{Step: p.Step, On: p.On, Nth: p.Nth, Do: p.Do} }
+
+func (p *Point) String() string {
+	return fmt.Sprintf("%s %s nth=%d do=%s", p.Service, p.On, p.Nth, p.Do)
+}
+
+// Enumerate lists the points of a fault-free run's crossings.
+//
+// Each crossing of a start step's own process is a candidate, named by a
+// trigger that strikes it: a database crossing by one of the tables it
+// wrote (the one it is the lowest nth of; the inbox or outbox table on a
+// tie), a broker command by request(CMD) and reply(CMD). Pruned, as
+// Filibuster's dynamic reduction prunes: a crossing of the same kind as an
+// earlier one of the process after the same set of kinds of crossings (same
+// boundary, same recorded prefix: the fault would meet the same state); an
+// idle poll (a read that handed out nothing) after the process's first,
+// since a fault there meets no work in flight; a kind past nthCap points; reply(CMD) with
+// error, which the proxy applies as request(CMD) does (the command is not
+// sent). Crossings with a skip reason (boundary map) get no point.
+func Enumerate(w *Workload, xs []sysrun.Crossing, actions []string, nthCap int) []*Point {
+	var out []*Point
+	procs := processes(w, xs)
+	for _, i := range w.Starts {
+		e := enumerator{w: w, step: i, actions: actions, nthCap: nthCap,
+			count: map[string]int{}, kinds: map[string]bool{}, seen: map[string]string{}, kept: map[string]int{}}
+		for _, c := range procs[i] {
+			out = append(out, e.points(c)...)
+		}
+	}
+	for i, p := range out {
+		p.ID = i + 1
+	}
+	return out
+}
+
+// enumerator walks one process's crossings in order.
+type enumerator struct {
+	w       *Workload
+	step    int
+	actions []string
+	nthCap  int
+	count   map[string]int    // trigger → crossings so far (its nth)
+	kinds   map[string]bool   // the kinds crossed so far: the prefix
+	seen    map[string]string // kind + prefix → the trigger and nth that stood for it
+	kept    map[string]int    // trigger → crossings given points
+	idle    string            // the idle poll that stands for all: a fault there meets no work
+}
+
+func (e *enumerator) points(c sysrun.Crossing) []*Point {
+	kind := label(c)
+	prefix := strings.Join(sortedKeys(e.kinds), "|")
+	e.kinds[kind] = true
+	on, nth := e.trigger(c)
+	if skipOf(c) != "" || on == "" {
+		return nil
+	}
+	why := ""
+	key := kind + "#" + prefix
+	switch first, dup := e.seen[key]; {
+	case dup:
+		why = "duplicate of " + first + " (same boundary, same recorded prefix)"
+	case idle(c) && e.idle != "":
+		why = "an idle poll like " + e.idle
+	case e.kept[on] >= e.nthCap:
+		why = fmt.Sprintf("past the nth cap (%d per boundary)", e.nthCap)
+	}
+	here := fmt.Sprintf("%s nth=%d", on, nth)
+	if why == "" {
+		e.seen[key] = here
+		e.kept[on]++
+		if idle(c) {
+			e.idle = here
+		}
+	}
+	var out []*Point
+	for _, t := range e.triggers(c, on) {
+		for _, do := range e.actions {
+			p := &Point{Service: e.w.Service(e.step), Step: e.step, On: t, Nth: nth, Do: do, Crossing: kind, Pruned: why}
+			if p.Pruned == "" && strings.HasPrefix(t, "broker.reply(") && do == "error" {
+				p.Pruned = "the same as request error: the proxy does not send the command either way"
+			}
+			if _, err := system.ParseTrigger(t); err != nil && p.Pruned == "" {
+				p.Pruned = "cannot be armed: " + err.Error()
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// trigger names the crossing: the trigger that strikes it, and its nth.
+// Every table's count moves, whichever names it.
+func (e *enumerator) trigger(c sysrun.Crossing) (string, int) {
+	if c.Link == "broker" {
+		k := "broker.request(" + c.Command + ")"
+		e.count[k]++
+		return k, e.count[k]
+	}
+	if len(c.Tables) == 0 {
+		return "", 0
+	}
+	best, bestN := "", 0
+	for _, t := range c.Tables {
+		k := fmt.Sprintf("%s.%s(table=%s)", c.Link, c.Boundary, t)
+		e.count[k]++
+		n := e.count[k]
+		if best == "" || n < bestN || n == bestN && e.mapped(t) && !e.mapped(tableOf(best)) {
+			best, bestN = k, n
+		}
+	}
+	return best, bestN
+}
+
+// triggers are the triggers of a crossing named on: both boundaries of a
+// broker command.
+func (e *enumerator) triggers(c sysrun.Crossing, on string) []string {
+	if c.Link == "broker" {
+		return []string{on, "broker.reply(" + c.Command + ")"}
+	}
+	return []string{on}
+}
+
+// mapped: the system file's inbox or outbox table.
+func (e *enumerator) mapped(table string) bool {
+	s := e.w.System
+	return strings.EqualFold(table, s.Inbox.Table) || strings.EqualFold(table, s.Outbox.Table)
+}
+
+func tableOf(trigger string) string {
+	_, t, _ := strings.Cut(trigger, "(table=")
+	return strings.TrimSuffix(t, ")")
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

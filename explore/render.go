@@ -1,0 +1,146 @@
+package explore
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Fault is one fault of a schedule: armed with a start step of the
+// workload, on that step's process (Then: on the process its supervisor
+// starts after the first one ended).
+type Fault struct {
+	Step int    // the workload's start step
+	On   string // consumer_db.commit(table=inbox), broker.reply(XADD)
+	Nth  int
+	Do   string // kill, cut, error, delay(500ms)
+	Then bool   // on the supervisor's first restart, not the step's own process
+}
+
+func (f Fault) String() string {
+	s := fmt.Sprintf("%s nth=%d do=%s", f.On, f.Nth, f.Do)
+	if f.Then {
+		s += " (on its restart)"
+	}
+	return s
+}
+
+// Variant is the workload with a fault schedule, some events left out.
+type Variant struct {
+	Faults []Fault
+	Drop   map[int]bool // workload steps (events) left out
+}
+
+// Render writes the variant as a scenario file in dir: the workload's own
+// keys and steps, its system file named relative to dir, every start step
+// supervised (restart: true) and armed with its faults.
+func (w *Workload) Render(dir, name, comment string, v Variant) []byte {
+	root := clone(w.root)
+	setKey(root, "name", scalar(name))
+	if keyOf(root, "description") != nil {
+		setKey(root, "description", scalar("the workload "+w.Name+", with the fault(s) of the name"))
+	}
+	if keyOf(root, "system") == nil { // next to the name, where a reader looks
+		root.Content = append(root.Content[:2:2], append([]*yaml.Node{scalar("system"), nil}, root.Content[2:]...)...)
+	}
+	setKey(root, "system", scalar(relSystem(dir, w.System.File)))
+	seq := &yaml.Node{Kind: yaml.SequenceNode}
+	for i, st := range w.steps {
+		switch {
+		case v.Drop[i]:
+			continue
+		case slices.Contains(w.Starts, i):
+			seq.Content = append(seq.Content, w.startStep(i, st, v.Faults))
+		default:
+			seq.Content = append(seq.Content, clone(st))
+		}
+	}
+	setKey(root, "steps", seq)
+	var b bytes.Buffer
+	for _, line := range strings.Split(strings.TrimSpace(comment), "\n") {
+		if line != "" {
+			fmt.Fprintf(&b, "# %s\n", line)
+		}
+	}
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	_ = enc.Encode(root) // a tree built from parsed nodes encodes
+	_ = enc.Close()
+	return b.Bytes()
+}
+
+// startStep is start step i in map form, supervised, with its faults.
+func (w *Workload) startStep(i int, orig *yaml.Node, faults []Fault) *yaml.Node {
+	args := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+	for _, a := range w.calls[i].Args {
+		switch a.Key {
+		case "fault", "then", "restart":
+			continue
+		}
+		args.Content = append(args.Content, scalar(a.Key), clone(a.Value))
+	}
+	for _, f := range faults {
+		if f.Step != i {
+			continue
+		}
+		key := "fault"
+		if f.Then {
+			key = "then"
+		}
+		args.Content = append(args.Content, scalar(key), faultNode(f))
+	}
+	args.Content = append(args.Content, scalar("restart"), &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
+	step := &yaml.Node{Kind: yaml.MappingNode}
+	if orig.Kind == yaml.MappingNode {
+		for k := 0; k+1 < len(orig.Content); k += 2 {
+			if orig.Content[k].Value != "start" {
+				step.Content = append(step.Content, clone(orig.Content[k]), clone(orig.Content[k+1]))
+			}
+		}
+	}
+	step.Content = append([]*yaml.Node{scalar("start"), args}, step.Content...)
+	return step
+}
+
+func faultNode(f Fault) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+	on := scalar(f.On)
+	on.Style = yaml.DoubleQuotedStyle
+	n.Content = append(n.Content, scalar("on"), on)
+	if f.Nth > 1 {
+		n.Content = append(n.Content, scalar("nth"), &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(f.Nth)})
+	}
+	n.Content = append(n.Content, scalar("do"), scalar(f.Do))
+	return n
+}
+
+func scalar(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
+
+// setKey sets key in mapping m, in place when present, else appended.
+func setKey(m *yaml.Node, key string, v *yaml.Node) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			m.Content[i+1] = v
+			return
+		}
+	}
+	m.Content = append(m.Content, scalar(key), v)
+}
+
+// clone copies a node tree, comments and positions dropped.
+func clone(n *yaml.Node) *yaml.Node {
+	if n == nil {
+		return nil
+	}
+	c := *n
+	c.HeadComment, c.LineComment, c.FootComment = "", "", ""
+	c.Content = make([]*yaml.Node, len(n.Content))
+	for i, k := range n.Content {
+		c.Content[i] = clone(k)
+	}
+	return &c
+}

@@ -1,0 +1,124 @@
+package explore
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/outboxdrill/runner/history"
+	"github.com/outboxdrill/runner/report"
+)
+
+// Outcome is what one point's run came to.
+type Outcome string
+
+const (
+	Held       Outcome = "held"
+	Violated   Outcome = "violation"
+	Unclassed  Outcome = "unclassifiable"
+	NotReached Outcome = "never reached"
+	NotJudged  Outcome = "not judged"
+	NotRun     Outcome = "not explored"
+)
+
+// Verdict is a point's outcome with its evidence.
+type Verdict struct {
+	Outcome Outcome
+	// Broken are the invariants the history checker named, and "check
+	// KEY" for each of the workload's own checks that failed.
+	Broken []string
+	Why    string // the first violation or failure; the reason of any other outcome
+	// Unjudged are the invariants the evidence could not decide in a held
+	// run, each with why: never reported as held.
+	Unjudged map[string]string
+	Took     time.Duration
+}
+
+// unclassifiable is how a fault's skip says the proxy could not strike it
+// exactly (fault.Unclassifiable).
+const unclassifiable = "cannot classify the boundary exactly"
+
+// classify reads a point's result: violated when the history checker
+// named an invariant or a check failed; else never reached when its fault
+// never fired (the nth crossing did not come in this run); not judged when
+// the system did not settle or the scenario was skipped; held otherwise.
+func classify(res *report.Result) Verdict {
+	if res == nil {
+		return Verdict{Outcome: NotRun, Why: "the run stopped before it"}
+	}
+	v := Verdict{Took: res.Duration}
+	if res.Skipped != "" {
+		v.Outcome, v.Why = NotJudged, res.Skipped
+		if strings.Contains(res.Skipped, unclassifiable) {
+			v.Outcome = Unclassed
+		}
+		return v
+	}
+	var settle, reach, other string
+	for _, f := range res.Failures {
+		switch {
+		case f.Key == "history":
+		case f.Key == "settle":
+			settle = f.Msg
+		case f.Key == "fault" && strings.Contains(f.Msg, "never fired"):
+			reach = f.Msg
+		case f.Key == "fault":
+			other = f.Msg
+		default:
+			v.Broken = append(v.Broken, "check "+f.Key)
+			if v.Why == "" {
+				v.Why = fmt.Sprintf("%s: %s", f.Pos, firstLine(f.Msg))
+			}
+		}
+	}
+	for _, viol := range res.Violations {
+		if !slices.Contains(v.Broken, viol.Invariant) {
+			v.Broken = append(v.Broken, viol.Invariant)
+		}
+		if v.Why == "" || strings.HasPrefix(v.Why, "check ") {
+			v.Why = firstLine(viol.String())
+		}
+	}
+	slices.Sort(v.Broken)
+	switch {
+	case len(v.Broken) > 0:
+		v.Outcome = Violated
+	case settle != "":
+		v.Outcome, v.Why = NotJudged, firstLine(settle)
+	case reach != "":
+		v.Outcome, v.Why = NotReached, firstLine(reach)
+	case other != "":
+		v.Outcome, v.Why = NotJudged, firstLine(other)
+	default:
+		v.Outcome = Held
+		v.Unjudged = maps.Clone(res.NotJudged)
+		delete(v.Unjudged, history.Unbalanced) // a team's books are never mapped: said once, in the report
+	}
+	return v
+}
+
+// same reports whether a run broke one of the invariants a finding broke:
+// what shrinking and confirmation keep.
+func (v Verdict) same(broken []string) bool {
+	return v.Outcome == Violated && slices.ContainsFunc(v.Broken, func(b string) bool { return slices.Contains(broken, b) })
+}
+
+func (v Verdict) String() string {
+	switch v.Outcome {
+	case Violated:
+		return "VIOLATION " + strings.Join(v.Broken, ", ") + ": " + v.Why
+	case Held:
+		if len(v.Unjudged) > 0 {
+			return "held (not judged: " + strings.Join(slices.Sorted(maps.Keys(v.Unjudged)), ", ") + ")"
+		}
+		return "held"
+	}
+	return string(v.Outcome) + ": " + v.Why
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
+}

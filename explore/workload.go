@@ -1,0 +1,188 @@
+// Package explore finds the fault windows of a team's relay and consumer
+// that nobody wrote a scenario for: it runs a fault-free workload once
+// through the protocol proxies and records every boundary each service
+// crossed (the boundary map), then runs the workload again, in isolation,
+// with one fault at each (service, boundary, nth, action) point and a
+// supervisor that restarts what the fault killed, judges each run after it
+// settled, and reduces every violation to a minimal scenario file that
+// `runner run` fails on. docs/explore.md describes it.
+package explore
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/steps"
+	"github.com/outboxdrill/runner/system"
+)
+
+// Workload is the fault-free scenario every point runs, kept as its YAML
+// so that a point's scenario is the workload with one start step changed,
+// and the file written for a violation is exactly what ran.
+type Workload struct {
+	File   string // the workload file; "" for the built-in one
+	Name   string
+	System *system.System
+	root   *yaml.Node   // the scenario's mapping
+	steps  []*yaml.Node // its steps, as written
+	calls  []*steps.Call
+	// Starts are the indexes of its start steps, Events those of its
+	// produce steps (what shrinking may leave out).
+	Starts, Events []int
+}
+
+// Service is the service a start step starts.
+func (w *Workload) Service(step int) string {
+	return w.calls[step].Params.(*steps.StartParams).Service
+}
+
+// StartPos is where the workload's start step is.
+func (w *Workload) StartPos(step int) diag.Pos { return w.calls[step].Pos }
+
+// LoadWorkload reads a workload file: one fault-free scenario of a team's
+// system (sys, when given, is --system; else its system: key names it).
+func LoadWorkload(ctx context.Context, file string, sys *system.System) (*Workload, diag.Errors) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, diag.Errors{diag.Errorf(diag.Pos{File: file, Line: 1, Col: 1}, "%v", err)}
+	}
+	return parseWorkload(ctx, file, data, sys)
+}
+
+func parseWorkload(ctx context.Context, file string, data []byte, sys *system.System) (*Workload, diag.Errors) {
+	scs, errs := scenario.ParseContext(ctx, file, data)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	at := diag.Pos{File: file, Line: 1, Col: 1}
+	if len(scs) != 1 {
+		return nil, diag.Errors{diag.Errorf(at, "a workload is one scenario, not a matrix of %d variants (explore varies the faults itself)", len(scs))}
+	}
+	sc := scs[0]
+	if errs := sc.UseSystem(sys); len(errs) > 0 {
+		return nil, errs
+	}
+	if sc.System == nil {
+		return nil, diag.Errors{diag.Errorf(sc.Pos, "the workload drills no system: give --system FILE or a system: key (explore runs a team's services)")}
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
+		return nil, diag.Errors{diag.Errorf(at, "not YAML: %v", err)}
+	}
+	w := &Workload{File: file, Name: sc.Name, System: sc.System, root: doc.Content[0], calls: sc.Steps}
+	if n := valueOf(w.root, "steps"); n != nil {
+		w.steps = n.Content
+	}
+	if len(w.steps) != len(sc.Steps) {
+		return nil, diag.Errors{diag.Errorf(sc.Pos, "the workload's steps could not be told apart (aliases or merge keys): write them out")}
+	}
+	return w, w.index()
+}
+
+// index finds the start and produce steps and refuses faults and
+// expected violations: the workload is what holds without a fault.
+func (w *Workload) index() diag.Errors {
+	var errs diag.Errors
+	if valueOf(w.root, "expect_violations") != nil {
+		errs = append(errs, diag.Errorf(diag.NodePos(w.File, keyOf(w.root, "expect_violations")), "expect_violations: a workload declares no violation: it must hold without faults (explore finds what breaks)"))
+	}
+	for i, c := range w.calls {
+		switch c.Def.Name {
+		case "start":
+			if c.Params.(*steps.StartParams).Fault != nil {
+				errs = append(errs, diag.Errorf(c.Pos, "start: the workload arms no fault (explore arms one per point); remove fault:"))
+			}
+			w.Starts = append(w.Starts, i)
+		case "produce", "publish":
+			w.Events = append(w.Events, i)
+		case "kill", "stop":
+			errs = append(errs, diag.Errorf(c.Pos, "%s: a workload ends no service itself (explore's faults do, and its supervisor restarts them)", c.Def.Name))
+		}
+		if len(c.Faults()) > 0 && c.Def.Name != "start" {
+			errs = append(errs, diag.Errorf(c.Pos, "%s: the workload injects no fault (%s); explore arms one per point", c.Def.Name, strings.Join(c.Faults(), ", ")))
+		}
+	}
+	if len(w.Starts) == 0 && len(errs) == 0 {
+		errs = append(errs, diag.Errorf(diag.NodePos(w.File, w.root), "the workload starts no service: nothing to explore (add start: steps)"))
+	}
+	return errs
+}
+
+// Default is the built-in workload on sys: three events, two of them one
+// aggregate's sequence; every service that uses the producer's database
+// started first and the outbox drained; then the others.
+func Default(ctx context.Context, sys *system.System, out string) (*Workload, diag.Errors) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: \"explore: the built-in workload on %s\"\n", filepath.Base(sys.File))
+	b.WriteString("description: three events (two of them one aggregate's sequence), the producer-side services started and the outbox drained, then the consumer-side services\n")
+	fmt.Fprintf(&b, "system: %q\nsteps:\n", relSystem(out, sys.File))
+	b.WriteString("  - produce: {event: ev-1, amount: 100}\n  - produce: {event: ev-2, amount: 250, aggregate: acct-1}\n  - produce: {event: ev-3, amount: 40, aggregate: acct-1}\n")
+	first, then := sides(sys)
+	for _, n := range first {
+		fmt.Fprintf(&b, "  - start: %s\n", n)
+	}
+	if len(first) > 0 {
+		b.WriteString("  - expect: {outbox.unpublished: 0, within: 10s}\n")
+	}
+	for _, n := range then {
+		fmt.Fprintf(&b, "  - start: %s\n", n)
+	}
+	return parseWorkload(ctx, filepath.Join(out, "workload.yaml"), []byte(b.String()), nil)
+}
+
+// sides splits the services: the producer-side ones (their env or argv
+// names ${producer_db.url}) first, the rest after, each sorted.
+func sides(sys *system.System) (producer, rest []string) {
+	for _, n := range sys.Names() {
+		s := sys.Services[n]
+		words := slices.Clone(s.Run)
+		for _, v := range s.Env {
+			words = append(words, v)
+		}
+		if slices.ContainsFunc(words, func(w string) bool { return strings.Contains(w, "${producer_db.url}") }) {
+			producer = append(producer, n)
+		} else {
+			rest = append(rest, n)
+		}
+	}
+	return producer, rest
+}
+
+// relSystem is the system file as a scenario in dir names it.
+func relSystem(dir, file string) string {
+	ad, err1 := filepath.Abs(dir)
+	af, err2 := filepath.Abs(file)
+	if err1 != nil || err2 != nil {
+		return file
+	}
+	if rel, err := filepath.Rel(ad, af); err == nil {
+		return filepath.ToSlash(rel)
+	}
+	return af
+}
+
+func keyOf(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i]
+		}
+	}
+	return nil
+}
+
+func valueOf(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
