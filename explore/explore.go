@@ -69,9 +69,14 @@ func Explore(ctx context.Context, p Params, w *Workload) (*Result, error) {
 	if p.Log != nil {
 		res.Map.Print(p.Log)
 	}
+	if res.Observed.Outcome == Violated { // no fault needed: the workload is the reproduction
+		f := &Finding{Broken: res.Observed.Broken, Why: res.Observed.Why}
+		res.Findings = append(res.Findings, f)
+		err = s.finish(ctx, w, f, start, nil)
+	}
 	if res.Observed.Outcome != Held {
 		res.Took = time.Since(start)
-		return res, nil // the workload itself fails: nothing to explore against
+		return res, err // nothing to explore against
 	}
 	if p.Random != nil {
 		err = s.random(ctx, res, obs[0].crossings)
@@ -101,11 +106,12 @@ type record struct {
 	// starts maps the run's start steps to the workload's, whose
 	// positions the crossings are given (a variant's lines differ).
 	starts map[diag.Pos]diag.Pos
+	faults []Fault // the schedule it ran
 }
 
 // newRecord maps the start steps of sc, variant v of w, to w's.
 func newRecord(w *Workload, v Variant, sc *scenario.Scenario) *record {
-	r := &record{starts: map[diag.Pos]diag.Pos{}}
+	r := &record{starts: map[diag.Pos]diag.Pos{}, faults: v.Faults}
 	k := 0
 	for i := range w.steps {
 		if v.Drop[i] {
@@ -184,6 +190,9 @@ func (e *explorer) runScenarios(ctx context.Context, scs []*scenario.Scenario) (
 	for i, sc := range scs {
 		res := byScenario[sc]
 		out[i] = outcome{Verdict: classify(res), res: res}
+		if r := e.records[sc]; r != nil {
+			out[i].Verdict = out[i].Verdict.afterXADDError(r.faults)
+		}
 		if r := e.records[sc]; r != nil {
 			out[i].record = *r
 		}

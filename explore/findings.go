@@ -251,7 +251,7 @@ func faultWords(w *Workload, fs []Fault) string {
 	for _, f := range fs {
 		lines = append(lines, fmt.Sprintf("%s: %s %s", w.Service(f.Step), f.String(), actionWords(f)))
 	}
-	return strings.Join(lines, "\n")
+	return strings.Join(lines, "; ")
 }
 
 func actionWords(f Fault) string {

@@ -42,7 +42,11 @@ func (w *Workload) Render(dir, name, comment string, v Variant) []byte {
 	root := clone(w.root)
 	setKey(root, "name", scalar(name))
 	if keyOf(root, "description") != nil {
-		setKey(root, "description", scalar("the workload "+w.Name+", with the fault(s) of the name"))
+		what := "the workload " + w.Name + " alone, without a fault"
+		if len(v.Faults) > 0 {
+			what = "the workload " + w.Name + ", with " + faultWords(w, v.Faults)
+		}
+		setKey(root, "description", scalar(what))
 	}
 	if keyOf(root, "system") == nil { // next to the name, where a reader looks
 		root.Content = append(root.Content[:2:2], append([]*yaml.Node{scalar("system"), nil}, root.Content[2:]...)...)

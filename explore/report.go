@@ -43,7 +43,8 @@ func (r *Result) runPoints() []*Point {
 // Summary writes the console's closing report.
 func (r *Result) Summary(w io.Writer) {
 	if r.Observed.Outcome != Held {
-		fmt.Fprintf(w, "the workload fails without any fault (%s): fix it, or the system, first; nothing was explored\n", safe.Line(r.Observed.String()))
+		fmt.Fprintf(w, "the workload does not hold without any fault (%s): nothing was explored\n", safe.Line(r.Observed.String()))
+		r.findingLines(w)
 		return
 	}
 	if r.Random != nil {
@@ -63,6 +64,14 @@ func (r *Result) Summary(w io.Writer) {
 	}
 	if len(r.Findings) == 0 {
 		fmt.Fprintln(w, "no violation at the points that ran")
+		return
+	}
+	r.findingLines(w)
+}
+
+// findingLines lists the findings with their written files.
+func (r *Result) findingLines(w io.Writer) {
+	if len(r.Findings) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "%d violation(s), each written as a minimal scenario:\n", len(r.Findings))

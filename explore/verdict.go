@@ -122,3 +122,28 @@ func firstLine(s string) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
 	return line
 }
+
+// pipelineCaveat is why double_published is not judged after an error at
+// an XADD: the proxy answers the failed XADD with an error, yet the XADDs
+// a relay pipelined after it were sent before it could see that error, and
+// their publishing again is its retry (at least once), which the proxy
+// cannot tell from a double publish.
+const pipelineCaveat = "not judged after an error at an XADD: the XADDs a relay pipelined after the failed one were sent before it could see the error, and publishing them again is its retry (at least once), which the proxy cannot tell from a double publish"
+
+// afterXADDError takes double_published out of a verdict of a schedule
+// with an error at an XADD (pipelineCaveat).
+func (v Verdict) afterXADDError(faults []Fault) Verdict {
+	if !slices.ContainsFunc(faults, func(f Fault) bool { return f.Do == "error" && strings.HasSuffix(f.On, "(XADD)") }) ||
+		!slices.Contains(v.Broken, history.DoublePublished) {
+		return v
+	}
+	v.Broken = slices.DeleteFunc(slices.Clone(v.Broken), func(b string) bool { return b == history.DoublePublished })
+	if v.Unjudged == nil {
+		v.Unjudged = map[string]string{}
+	}
+	v.Unjudged[history.DoublePublished] = pipelineCaveat
+	if len(v.Broken) == 0 {
+		v.Outcome, v.Why = Held, ""
+	}
+	return v
+}

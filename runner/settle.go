@@ -104,6 +104,11 @@ func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Dur
 		if err != nil {
 			return settled{}, fmt.Errorf("settle: %w", err)
 		}
+		if run.Holding() {
+			// A delay fault holds a reply: the service is mid-call, not
+			// quiescent.
+			lastChange, moved = now, []string{"a reply (held by a delay fault)"}
+		}
 		if v.retaken {
 			// A claim leaves the counts as they were, but the consumer now
 			// works on the entry: give it the quiet time to finish.

@@ -39,18 +39,10 @@ func (r *Run) Ops() []history.Op {
 		// One service process is one "step" up to a fault that struck it:
 		// a duplicate within one pass is a double publish; what it
 		// publishes again after a fault is an at-least-once retry.
-		strikes := r.strikes(l.svc)
-		struck := struckAt(l.proxy)
+		dbStrikes, brokerPass := r.strikes(l.svc), brokerPasses(l.proxy)
 		pubs, dels, acks := l.proxy.History()
 		for _, p := range pubs {
-			pass := passOf(strikes, p.At)
-			if struck[p.At] && pass > 0 {
-				// The XADD whose reply the fault held: a reply trigger
-				// strikes (is taken) as the command goes out, before
-				// Redis answers, yet the publish is the struck pass's.
-				pass--
-			}
-			step := 1<<20 + l.start<<10 + pass
+			step := 1<<20 + l.start<<10 + passOf(dbStrikes, p.At) + brokerPass[p.At]
 			all = append(all, timed{at: p.At, op: history.Op{Step: where, StepN: step, Kind: history.Publish,
 				EventID: p.Fields[evField], EntryID: p.ID, Payload: p.Fields[payField]}})
 		}
@@ -86,13 +78,14 @@ func (r *Run) Ops() []history.Op {
 	return out
 }
 
-// strikes are the times the faults armed for s struck, sorted.
+// strikes are the times the database faults armed for s struck, sorted
+// (the broker's are counted in the proxy's record: brokerPasses).
 func (r *Run) strikes(s *service) []time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []time.Time
 	for _, a := range r.faults {
-		if at := a.a.StruckAt(); a.svc == s && !at.IsZero() {
+		if at := a.a.StruckAt(); a.svc == s && !at.IsZero() && a.f.Trigger.Link != "broker" {
 			out = append(out, at)
 		}
 	}
@@ -100,12 +93,18 @@ func (r *Run) strikes(s *service) []time.Time {
 	return out
 }
 
-// struckAt are the times of the commands a fault struck at, as recorded.
-func struckAt(p *resp.Proxy) map[time.Time]bool {
-	out := map[time.Time]bool{}
+// brokerPasses are, by the time each command was recorded, how many
+// broker faults struck before it, in the order the proxy recorded them:
+// a strike's time is taken as its command goes out, but what the client
+// pipelined before it is answered (and recorded) after that, and belongs
+// to the pass before; the struck command itself too.
+func brokerPasses(p *resp.Proxy) map[time.Time]int {
+	out := map[time.Time]int{}
+	n := 0
 	for _, e := range p.Events() {
+		out[e.At] = n
 		if e.Fault != "" {
-			out[e.At] = true
+			n++
 		}
 	}
 	return out

@@ -219,3 +219,16 @@ func (r *Run) replacing() map[*service]bool {
 	}
 	return out
 }
+
+// Holding reports whether a delay fault still holds a reply: its service
+// is in the middle of a call, so the system is not quiescent yet.
+func (r *Run) Holding() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range r.faults {
+		if a.a.Holding() {
+			return true
+		}
+	}
+	return false
+}
