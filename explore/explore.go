@@ -107,13 +107,22 @@ type record struct {
 	// positions the crossings are given (a variant's lines differ).
 	starts map[diag.Pos]diag.Pos
 	faults []Fault // the schedule it ran
+	// observe: the databases' proxies learn what every commit wrote (the
+	// fault-free run, and runs whose crossings a later stage reads); off,
+	// a point's run pays only for its own trigger's round trips.
+	observe bool
 }
 
 // newRecord maps the start steps of sc, variant v of w, to w's.
 func newRecord(w *Workload, v Variant, sc *scenario.Scenario) *record {
 	r := &record{starts: map[diag.Pos]diag.Pos{}, faults: v.Faults}
-	k := 0
+	k := 0 // the rendered step: the workload's, with fault steps put in (Render)
 	for i := range w.steps {
+		for _, f := range v.Faults {
+			if f.Where == "step" && f.Step == i {
+				k++
+			}
+		}
 		if v.Drop[i] {
 			continue
 		}
@@ -137,7 +146,12 @@ func open(ctx context.Context, p Params) (*explorer, error) {
 	rp := p.Runner
 	rp.Out, rp.Log, rp.Progress, rp.Verbose = io.Discard, nil, false, false
 	rp.SystemRun = func(sc *scenario.Scenario, run *sysrun.Run) func(*report.Result) {
-		run.Observe()
+		e.mu.Lock()
+		observe := e.records[sc] != nil && e.records[sc].observe
+		e.mu.Unlock()
+		if observe {
+			run.Observe()
+		}
 		return func(*report.Result) {
 			e.mu.Lock()
 			defer e.mu.Unlock()
@@ -170,6 +184,7 @@ func (e *explorer) run(ctx context.Context, w *Workload, vs []Variant, what stri
 		scs[i] = parsed[0]
 		e.mu.Lock()
 		e.records[scs[i]] = newRecord(w, v, scs[i])
+		e.records[scs[i]].observe = what == "observe" || e.p.Depth >= 2 || e.p.Random != nil
 		e.mu.Unlock()
 	}
 	return e.runScenarios(ctx, scs)
@@ -206,47 +221,65 @@ func (e *explorer) runScenarios(ctx context.Context, scs []*scenario.Scenario) (
 // until the budget is spent.
 func (e *explorer) systematic(ctx context.Context, res *Result, xs []sysrun.Crossing, start time.Time) error {
 	res.Points = Enumerate(res.Workload, xs, e.p.Actions, e.p.NthCap)
-	for _, pt := range res.Points {
+	e.only(res.Points)
+	e.logf("points: %s; parallel %d", pointCounts(res.Points), res.Parallel)
+	began := time.Now()
+	defer func() { res.Explore = time.Since(began) }()
+	runs, err := e.runPoints(ctx, res, runnable(res.Points), start)
+	if err != nil || e.p.Depth < 2 {
+		return err
+	}
+	pairs, pruned := Pairs(res.Workload, res.Points, runs, e.p.Actions, e.p.NthCap)
+	e.only(pairs)
+	res.Points = append(res.Points, pairs...)
+	for i, p := range res.Points {
+		p.ID = i + 1
+	}
+	e.logf("depth 2: %d pair(s) to run, %d pruned (duplicates, idle polls, past the nth cap)", len(runnable(pairs)), pruned)
+	_, err = e.runPoints(ctx, res, runnable(pairs), start)
+	return err
+}
+
+// only prunes the points --only does not select.
+func (e *explorer) only(ps []*Point) {
+	for _, pt := range ps {
 		if e.p.Only != nil && pt.Pruned == "" && !e.p.Only.MatchString(pt.String()) {
 			pt.Pruned = "not selected (--only)"
 		}
 	}
-	todo := runnable(res.Points)
-	e.logf("points: %s; parallel %d", pointCounts(res.Points), res.Parallel)
-	began := time.Now()
-	defer func() { res.Explore = time.Since(began) }()
+}
+
+// runPoints runs points a batch of Parallel at a time until the budget is
+// spent, and returns what each run crossed (read for depth 2).
+func (e *explorer) runPoints(ctx context.Context, res *Result, todo []*Point, start time.Time) (map[*Point][]sysrun.Crossing, error) {
+	runs := map[*Point][]sysrun.Crossing{}
 	done, total := 0, len(todo)
 	for len(todo) > 0 {
 		if time.Since(start) >= e.p.Budget {
 			for _, pt := range todo {
 				pt.Outcome, pt.Why = NotRun, fmt.Sprintf("the budget (%s) ran out", e.p.Budget)
 			}
-			return nil
+			return runs, nil
 		}
 		batch := todo[:min(len(todo), res.Parallel)]
 		todo = todo[len(batch):]
 		vs := make([]Variant, len(batch))
 		for i, pt := range batch {
-			vs[i] = Variant{Faults: []Fault{pt.Fault()}}
+			vs[i] = Variant{Faults: pt.Faults()}
 		}
 		outs, err := e.run(ctx, res.Workload, vs, "point")
 		if err != nil {
-			return err
+			return runs, err
 		}
 		for i, pt := range batch {
-			pt.Verdict = outs[i].Verdict
+			pt.Verdict, runs[pt] = outs[i].Verdict, outs[i].crossings
 			done++
 			if e.p.Verbose || pt.Outcome != Held {
 				e.logf("  [%d/%d] %s: %s", done, total, pt, pt.Verdict)
 			}
 		}
-		if e.p.Depth >= 2 {
-			if err := e.depth2(ctx, res, batch, outs); err != nil {
-				return err
-			}
-		}
 	}
-	return nil
+	return runs, nil
 }
 
 // runnable are the points neither pruned nor run yet.

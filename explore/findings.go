@@ -16,7 +16,7 @@ import (
 // Finding is one violation, reduced and written out.
 type Finding struct {
 	Point  *Point   // the point (or random run) that found it first
-	Also   []string // the other points that broke the same on the same boundary and action
+	Also   []string // the other points that broke the same on the same boundary
 	Broken []string
 	Why    string
 	// Minimal is the smallest schedule and workload that still breaks it.
@@ -27,21 +27,21 @@ type Finding struct {
 	Reproduced, Tries int
 }
 
-// findings groups the violations (one per service, boundary, action and
-// invariants: the lowest nth stands for the rest), shrinks each and writes
-// it out.
+// findings groups the violations (one per service, boundary and
+// invariants: the first point, lowest nth and first action, stands for the
+// rest), shrinks each and writes it out.
 func (e *explorer) findings(ctx context.Context, res *Result, start time.Time) error {
 	byKey := map[string]*Finding{}
 	for _, pt := range res.Points {
 		if pt.Outcome != Violated {
 			continue
 		}
-		key := strings.Join([]string{pt.Service, pt.On, pt.Do, strings.Join(pt.Broken, ",")}, "|")
+		key := strings.Join([]string{pt.Service, pt.On, strings.Join(pt.Broken, ",")}, "|")
 		if f := byKey[key]; f != nil {
 			f.Also = append(f.Also, pt.String())
 			continue
 		}
-		f := &Finding{Point: pt, Broken: pt.Broken, Why: pt.Why, Minimal: Variant{Faults: []Fault{pt.Fault()}}}
+		f := &Finding{Point: pt, Broken: pt.Broken, Why: pt.Why, Minimal: Variant{Faults: pt.Faults()}}
 		byKey[key] = f
 		res.Findings = append(res.Findings, f)
 	}
@@ -54,7 +54,7 @@ func (e *explorer) findings(ctx context.Context, res *Result, start time.Time) e
 	for _, f := range res.Findings {
 		key := ""
 		if len(f.Minimal.Faults) == 1 {
-			key = res.Workload.Service(f.Minimal.Faults[0].Step) + "|" + strings.Join(f.Broken, ",")
+			key = res.Workload.serviceOf(f.Minimal.Faults[0]) + "|" + strings.Join(f.Broken, ",")
 		}
 		if err := e.finish(ctx, res.Workload, f, start, shrunk[key]); err != nil {
 			return err
@@ -187,7 +187,7 @@ func (e *explorer) write(w *Workload, f *Finding) error {
 	name := "explore"
 	if len(f.Minimal.Faults) > 0 {
 		ft := f.Minimal.Faults[0]
-		name = fmt.Sprintf("%s %s %d %s", w.Service(ft.Step), ft.On, ft.Nth, ft.Do)
+		name = fmt.Sprintf("%s %s %d %s", w.serviceOf(ft), ft.On, ft.Nth, ft.Do)
 	}
 	name = strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(name+" "+strings.Join(f.Broken, " ")), "-"), "-")
 	f.File = filepath.Join(e.p.Out, name+".yaml")
@@ -240,7 +240,7 @@ func faultList(w *Workload, fs []Fault) string {
 	}
 	var parts []string
 	for _, f := range fs {
-		parts = append(parts, w.Service(f.Step)+" "+f.String())
+		parts = append(parts, w.serviceOf(f)+" "+f.String())
 	}
 	return strings.Join(parts, " + ")
 }
@@ -249,7 +249,7 @@ func faultList(w *Workload, fs []Fault) string {
 func faultWords(w *Workload, fs []Fault) string {
 	var lines []string
 	for _, f := range fs {
-		lines = append(lines, fmt.Sprintf("%s: %s %s", w.Service(f.Step), f.String(), actionWords(f)))
+		lines = append(lines, fmt.Sprintf("%s: %s %s", w.serviceOf(f), f.String(), actionWords(f)))
 	}
 	return strings.Join(lines, "; ")
 }

@@ -22,10 +22,6 @@ type RandomResult struct {
 
 func (e *explorer) random(ctx context.Context, res *Result, xs []sysrun.Crossing) error { return nil }
 
-func (e *explorer) depth2(ctx context.Context, res *Result, batch []*Point, outs []outcome) error {
-	return nil
-}
-
 func sortStrings(s []string) { slices.Sort(s) }
 
 func (r *RandomResult) summary(w io.Writer) {}

@@ -22,14 +22,27 @@ type Point struct {
 	// Pruned says why the point is not run ("" when it is): a duplicate
 	// by the reduction, past the nth cap, the budget.
 	Pruned string
+	// Second is depth 2's fault during the recovery from this one: on the
+	// restarted process (Where "then") or later on the same one ("also").
+	Second *Fault
 	Verdict
 }
 
-// Fault is the point as a fault of a schedule.
-func (p *Point) Fault() Fault { return Fault{Step: p.Step, On: p.On, Nth: p.Nth, Do: p.Do} }
+// Faults are the point's schedule.
+func (p *Point) Faults() []Fault {
+	fs := []Fault{{Step: p.Step, On: p.On, Nth: p.Nth, Do: p.Do}}
+	if p.Second != nil {
+		fs = append(fs, *p.Second)
+	}
+	return fs
+}
 
 func (p *Point) String() string {
-	return fmt.Sprintf("%s %s nth=%d do=%s", p.Service, p.On, p.Nth, p.Do)
+	s := fmt.Sprintf("%s %s nth=%d do=%s", p.Service, p.On, p.Nth, p.Do)
+	if p.Second != nil {
+		s += fmt.Sprintf(" + %s: %s nth=%d do=%s", p.Second.Where, p.Second.On, p.Second.Nth, p.Second.Do)
+	}
+	return s
 }
 
 // Enumerate lists the points of a fault-free run's crossings.
@@ -49,8 +62,7 @@ func Enumerate(w *Workload, xs []sysrun.Crossing, actions []string, nthCap int) 
 	var out []*Point
 	procs := processes(w, xs)
 	for _, i := range w.Starts {
-		e := enumerator{w: w, step: i, actions: actions, nthCap: nthCap,
-			count: map[string]int{}, kinds: map[string]bool{}, seen: map[string]string{}, kept: map[string]int{}}
+		e := newEnumerator(w, i, actions, nthCap)
 		for _, c := range procs[i] {
 			out = append(out, e.points(c)...)
 		}
@@ -59,6 +71,11 @@ func Enumerate(w *Workload, xs []sysrun.Crossing, actions []string, nthCap int) 
 		p.ID = i + 1
 	}
 	return out
+}
+
+func newEnumerator(w *Workload, step int, actions []string, nthCap int) *enumerator {
+	return &enumerator{w: w, step: step, actions: actions, nthCap: nthCap,
+		count: map[string]int{}, kinds: map[string]bool{}, seen: map[string]string{}, kept: map[string]int{}}
 }
 
 // enumerator walks one process's crossings in order.

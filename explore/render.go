@@ -10,21 +10,26 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Fault is one fault of a schedule: armed with a start step of the
-// workload, on that step's process (Then: on the process its supervisor
-// starts after the first one ended).
+// Fault is one fault of a schedule, armed with a start step of the
+// workload (Where "": its fault:, "also": a second one on the same
+// process, "then": on the process its supervisor restarts first), or by a
+// fault: step put before workload step Step (Where "step", random mode).
 type Fault struct {
-	Step int    // the workload's start step
-	On   string // consumer_db.commit(table=inbox), broker.reply(XADD)
-	Nth  int
-	Do   string // kill, cut, error, delay(500ms)
-	Then bool   // on the supervisor's first restart, not the step's own process
+	Step    int
+	Service string // the service a "step" fault arms; the start step's otherwise
+	On      string // consumer_db.commit(table=inbox), broker.reply(XADD)
+	Nth     int
+	Do      string // kill, cut, error, delay(500ms)
+	Where   string
 }
 
 func (f Fault) String() string {
 	s := fmt.Sprintf("%s nth=%d do=%s", f.On, f.Nth, f.Do)
-	if f.Then {
+	switch f.Where {
+	case "then":
 		s += " (on its restart)"
+	case "also":
+		s += " (also)"
 	}
 	return s
 }
@@ -53,10 +58,17 @@ func (w *Workload) Render(dir, name, comment string, v Variant) []byte {
 	}
 	setKey(root, "system", scalar(relSystem(dir, w.System.File)))
 	seq := &yaml.Node{Kind: yaml.SequenceNode}
-	for i, st := range w.steps {
-		switch {
-		case v.Drop[i]:
+	for i := range len(w.steps) + 1 {
+		for _, f := range v.Faults {
+			if f.Where == "step" && f.Step == i {
+				seq.Content = append(seq.Content, faultStep(f))
+			}
+		}
+		if i == len(w.steps) || v.Drop[i] {
 			continue
+		}
+		st := w.steps[i]
+		switch {
 		case slices.Contains(w.Starts, i):
 			seq.Content = append(seq.Content, w.startStep(i, st, v.Faults))
 		default:
@@ -87,15 +99,12 @@ func (w *Workload) startStep(i int, orig *yaml.Node, faults []Fault) *yaml.Node 
 		}
 		args.Content = append(args.Content, scalar(a.Key), clone(a.Value))
 	}
-	for _, f := range faults {
-		if f.Step != i {
-			continue
+	for _, where := range []string{"", "also", "then"} {
+		for _, f := range faults {
+			if f.Step == i && f.Where == where {
+				args.Content = append(args.Content, scalar(cmpOr(where, "fault")), faultNode(f))
+			}
 		}
-		key := "fault"
-		if f.Then {
-			key = "then"
-		}
-		args.Content = append(args.Content, scalar(key), faultNode(f))
 	}
 	args.Content = append(args.Content, scalar("restart"), &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
 	step := &yaml.Node{Kind: yaml.MappingNode}
@@ -108,6 +117,20 @@ func (w *Workload) startStep(i int, orig *yaml.Node, faults []Fault) *yaml.Node 
 	}
 	step.Content = append([]*yaml.Node{scalar("start"), args}, step.Content...)
 	return step
+}
+
+// faultStep is a fault: step arming f on its service's running process.
+func faultStep(f Fault) *yaml.Node {
+	n := faultNode(f)
+	n.Content = append([]*yaml.Node{scalar("service"), scalar(f.Service)}, n.Content...)
+	return &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{scalar("fault"), n}}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 func faultNode(f Fault) *yaml.Node {

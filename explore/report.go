@@ -274,7 +274,7 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	for _, f := range r.Findings {
 		var fs []string
 		for _, ft := range f.Minimal.Faults {
-			fs = append(fs, r.Workload.Service(ft.Step)+" "+ft.String())
+			fs = append(fs, r.Workload.serviceOf(ft)+" "+ft.String())
 		}
 		out.Findings = append(out.Findings, finding{f.Broken, fs, safe.Text(f.Why), f.Also, f.Shrunk, f.File, f.Reproduced, f.Tries})
 	}

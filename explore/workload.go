@@ -44,6 +44,14 @@ func (w *Workload) Service(step int) string {
 	return w.calls[step].Params.(*steps.StartParams).Service
 }
 
+// serviceOf is the service a fault strikes.
+func (w *Workload) serviceOf(f Fault) string {
+	if f.Where == "step" {
+		return f.Service
+	}
+	return w.Service(f.Step)
+}
+
 // StartPos is where the workload's start step is.
 func (w *Workload) StartPos(step int) diag.Pos { return w.calls[step].Pos }
 

@@ -241,6 +241,11 @@ type view struct {
 func (w *watch) look(ctx context.Context, rs *redisstream.Stream, fp fingerprint, groups []redisstream.Group, live []sysrun.Live) (view, error) {
 	v := view{untaken: map[string][]history.Pending{}, undecided: map[string][]history.Pending{}}
 	for _, l := range live {
+		if l.Restarting {
+			v.hard = append(v.hard, fmt.Sprintf("service %s is being restarted by its supervisor", l.Name))
+		}
+	}
+	for _, l := range live {
 		if l.Producer && fp.unpublished > 0 {
 			v.hard = append(v.hard, fmt.Sprintf("the outbox holds %d unpublished event(s) and service %s, which uses the producer's database, runs", fp.unpublished, l.Name))
 			break

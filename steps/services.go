@@ -54,19 +54,46 @@ type StartParams struct {
 	ServiceParams
 	Env   map[string]string `param:"env" doc:"environment added to the system file's for this start (values may use ${…})"`
 	Fault *FaultParams      `param:"fault" doc:"arm a fault on this service's connections: {on, nth, do}"`
+	// Also and Then are a second fault: runner explore's depth 2.
+	Also *FaultParams `param:"also" doc:"a second fault, armed with fault on the same process; each counts its own crossings from the process's start"`
 	// Restart: a supervisor as systemd or Kubernetes would be one.
-	Restart bool `param:"restart" doc:"supervise the service: start it again (without the fault) whenever its process ends — killed by the fault, dead of a cut connection, exited — as systemd's Restart=always or a Kubernetes pod would, until a stop or kill step ends it (at most 10 restarts)"`
+	Restart bool         `param:"restart" doc:"supervise the service: start it again (without the fault) whenever its process ends — killed by the fault, dead of a cut connection, exited — as systemd's Restart=always or a Kubernetes pod would, until a stop or kill step ends it (at most 10 restarts)"`
+	Then    *FaultParams `param:"then" doc:"a fault armed on the process the supervisor starts first after this one ended: a fault during the recovery from the first (needs restart: true)"`
+}
+
+func (p *StartParams) Validate() error {
+	switch {
+	case p.Then != nil && !p.Restart:
+		return ParamErrorf("then", "then: needs restart: true (it is armed on the process the supervisor restarts)")
+	case p.Also != nil && p.Fault == nil:
+		return ParamErrorf("also", "also: is a second fault: give fault: first")
+	}
+	return nil
+}
+
+// StartFaults are the faults a start step arms: Fault and Also on its
+// process, Then on the supervisor's first restart of it.
+type StartFaults struct {
+	Fault, Also, Then *system.Fault
+	Restart           bool // supervised
 }
 
 // Supervisor starts a service under supervision (start's restart: true):
 // started again whenever its process ends, also while it starts up.
 type Supervisor interface {
-	StartSupervised(ctx context.Context, name string, env map[string]string, f *system.Fault) (detail string, err error)
+	StartSupervised(ctx context.Context, name string, env map[string]string, fs StartFaults) (detail string, err error)
+}
+
+// Armer arms a fault on a service's running process (the fault step).
+type Armer interface {
+	Arm(ctx context.Context, name string, f system.Fault) (detail string, err error)
 }
 
 func init() {
 	Define("start", "Start a service of the system file (its own process group, behind fault proxies of its own) and wait until it is ready; with fault, arm a fault on its connections. The fault must strike before the scenario ends.",
 		nil, runStart)
+	Define("fault", "Arm a fault on the running process of a service (a supervised one being restarted is waited for): its nth counts the crossings from this step on. It must strike before the scenario ends. runner explore's random schedules are made of these.",
+		nil, runFault)
 	Define("stop", "Stop a service: SIGTERM, then SIGKILL after a grace.", nil,
 		func(ctx context.Context, env *Env, p *ServiceParams) (Result, error) {
 			s, err := env.services()
@@ -90,19 +117,43 @@ func runStart(ctx context.Context, env *Env, p *StartParams) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	var f *system.Fault
-	if p.Fault != nil {
-		f = &p.Fault.fault
-	}
-	if p.Restart {
+	fs := StartFaults{Fault: p.Fault.get(), Also: p.Also.get(), Then: p.Then.get(), Restart: p.Restart}
+	if p.Restart || fs.Also != nil {
 		sup, ok := s.(Supervisor)
 		if !ok {
 			return Result{}, fmt.Errorf("restart: these services cannot be supervised")
 		}
-		detail, err := sup.StartSupervised(ctx, p.Service, p.Env, f)
+		detail, err := sup.StartSupervised(ctx, p.Service, p.Env, fs)
 		return Result{Details: []string{detail}}, err
 	}
-	detail, err := s.Start(ctx, p.Service, p.Env, f)
+	detail, err := s.Start(ctx, p.Service, p.Env, fs.Fault)
+	return Result{Details: []string{detail}}, err
+}
+
+// get is the parsed fault, nil when none was given.
+func (f *FaultParams) get() *system.Fault {
+	if f == nil {
+		return nil
+	}
+	return &f.fault
+}
+
+// FaultStepParams arm a fault on a running service.
+type FaultStepParams struct {
+	ServiceParams
+	FaultParams
+}
+
+func runFault(ctx context.Context, env *Env, p *FaultStepParams) (Result, error) {
+	s, err := env.services()
+	if err != nil {
+		return Result{}, err
+	}
+	a, ok := s.(Armer)
+	if !ok {
+		return Result{}, fmt.Errorf("fault: these services cannot be armed while they run")
+	}
+	detail, err := a.Arm(ctx, p.Service, p.fault)
 	return Result{Details: []string{detail}}, err
 }
 

@@ -26,6 +26,9 @@ type Live struct {
 	// where the service talks to the broker directly, so its groups are
 	// unknown.
 	Seen bool
+	// Restarting: its process ended and its supervisor is starting the
+	// next (what it uses is the ended process's).
+	Restarting bool
 }
 
 // Live lists the services still running, by name.
@@ -55,7 +58,7 @@ func (r *Run) Live() []Live {
 		if exited, _ := proc.Exited(); exited && !replacing[s] {
 			continue
 		}
-		l := Live{Name: s.name, Seen: s.redis != nil,
+		l := Live{Name: s.name, Seen: s.redis != nil, Restarting: replacing[s],
 			Producer: s.given[0] || s.pg[0] != nil && s.pg[0].Connections() > 0,
 			Consumer: (s.given[1] || s.pg[1] != nil && s.pg[1].Connections() > 0) && (s.given[2] || s.redis != nil && s.redis.Connections() > 0)}
 		if s.redis != nil {

@@ -163,6 +163,11 @@ func replyKind(cmd string, v resp.Value) string {
 			return "empty"
 		}
 		return "entries"
+	case "XPENDING": // the summary [count, first, last, consumers], or the entries
+		if len(v.Elems) == 0 || v.Elems[0].Str == "0" && len(v.Elems) == 4 && v.Elems[1].Null {
+			return "empty"
+		}
+		return "entries"
 	case "XAUTOCLAIM": // [next, entries, deleted]
 		if len(v.Elems) < 2 || len(v.Elems[1].Elems) == 0 {
 			return "empty"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/system"
 )
 
@@ -27,6 +28,7 @@ type supervisor struct {
 	env      map[string]string
 	cancel   context.CancelFunc
 	restarts int
+	then *system.Fault // armed on the next restart, then cleared
 	// last is the process that ended while its successor is being
 	// started: settling counts it as running meanwhile (the service is
 	// coming back), or the gap would look like a quiet system.
@@ -48,8 +50,13 @@ func restartOf(ctx context.Context) int {
 // of a cut connection, exited by itself, also before it was ready — as
 // systemd's Restart=always or a Kubernetes pod would, until a stop or kill
 // step ends it or the run closes; at most MaxRestarts times.
-func (r *Run) StartSupervised(ctx context.Context, name string, env map[string]string, f *system.Fault) (string, error) {
-	detail, err := r.Start(ctx, name, env, f)
+// fs.Also is armed with fs.Fault; fs.Then on the first restart. Without
+// restart: true (fs.Also alone) the service is started, not supervised.
+func (r *Run) StartSupervised(ctx context.Context, name string, env map[string]string, fs steps.StartFaults) (string, error) {
+	detail, err := r.start(ctx, name, env, fs.Fault, fs.Also)
+	if !fs.Restart {
+		return detail, err
+	}
 	restarts, wait := 0, restartBackoff
 	for err != nil && restarts < MaxRestarts && r.ranAndEnded(name) {
 		select {
@@ -59,7 +66,11 @@ func (r *Run) StartSupervised(ctx context.Context, name string, env map[string]s
 		}
 		wait = min(2*wait, restartBackoffMax)
 		restarts++
-		detail, err = r.Start(context.WithValue(ctx, restartKey{}, restarts), name, env, nil)
+		then := fs.Then
+		if restarts > 1 {
+			then = nil
+		}
+		detail, err = r.Start(context.WithValue(ctx, restartKey{}, restarts), name, env, then)
 		if err == nil {
 			detail += fmt.Sprintf(" (restart %d: its first process ended before it was ready)", restarts)
 		}
@@ -67,7 +78,38 @@ func (r *Run) StartSupervised(ctx context.Context, name string, env map[string]s
 	if err != nil {
 		return detail, err
 	}
-	return detail + "; supervised (started again whenever it ends)", r.supervise(ctx, name, env, restarts)
+	then := fs.Then
+	if restarts > 0 {
+		then = nil // armed on the restart already
+	}
+	return detail + "; supervised (started again whenever it ends)", r.supervise(ctx, name, env, restarts, then)
+}
+
+// Arm arms f on the service's running process (the fault step); a
+// supervised service being restarted is waited for.
+func (r *Run) Arm(ctx context.Context, name string, f system.Fault) (string, error) {
+	for {
+		r.mu.Lock()
+		s, sup := r.svcs[name], r.supervised[name]
+		restarting := sup != nil && sup.last != nil
+		r.mu.Unlock()
+		if s != nil && !restarting {
+			if exited, _ := s.proc.Exited(); !exited || sup == nil {
+				if err := r.arm(name, s, f); err != nil {
+					return "", err
+				}
+				return fmt.Sprintf("armed %s on %s (pid %d)", f.Text, name, s.proc.PID()), nil
+			}
+		}
+		if s == nil && sup == nil {
+			return "", fmt.Errorf("service %s is not running", name)
+		}
+		select {
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
+		case <-time.After(superviseEvery):
+		}
+	}
 }
 
 // ranAndEnded reports whether the service's latest process ran and ended
@@ -87,7 +129,7 @@ func (r *Run) ranAndEnded(name string) bool {
 }
 
 // supervise watches the service's running process from now on.
-func (r *Run) supervise(ctx context.Context, name string, env map[string]string, restarts int) error {
+func (r *Run) supervise(ctx context.Context, name string, env map[string]string, restarts int, then *system.Fault) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.svcs[name]
@@ -98,7 +140,7 @@ func (r *Run) supervise(ctx context.Context, name string, env map[string]string,
 		return nil
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	sup := &supervisor{name: name, env: env, cancel: cancel, restarts: restarts}
+	sup := &supervisor{name: name, env: env, cancel: cancel, restarts: restarts, then: then}
 	if r.supervised == nil {
 		r.supervised = map[string]*supervisor{}
 	}
@@ -161,7 +203,9 @@ func (r *Run) restart(ctx context.Context, sup *supervisor) *service {
 		}
 		wait = min(2*wait, restartBackoffMax)
 		sup.restarts++
-		if _, err := r.Start(context.WithValue(ctx, restartKey{}, sup.restarts), sup.name, sup.env, nil); err != nil {
+		then := sup.then
+		sup.then = nil // the restart it was armed on is its process, started or not
+		if _, err := r.Start(context.WithValue(ctx, restartKey{}, sup.restarts), sup.name, sup.env, then); err != nil {
 			continue
 		}
 		r.mu.Lock()

@@ -116,6 +116,12 @@ func New(cfg Config) *Run {
 // Start starts a service behind new proxies, arms f on them, and waits for
 // the service to be ready.
 func (r *Run) Start(ctx context.Context, name string, env map[string]string, f *system.Fault) (string, error) {
+	return r.start(ctx, name, env, f)
+}
+
+// start is Start with any further faults armed on the same process (a
+// start step's also:).
+func (r *Run) start(ctx context.Context, name string, env map[string]string, f *system.Fault, more ...*system.Fault) (string, error) {
 	spec, ok := r.cfg.System.Services[name]
 	if !ok {
 		return "", fmt.Errorf("no service %q in %s; services: %s", name, r.cfg.System.File, strings.Join(r.cfg.System.Names(), ", "))
@@ -133,7 +139,10 @@ func (r *Run) Start(ctx context.Context, name string, env map[string]string, f *
 		return "", err
 	}
 	r.watch(s, restartOf(ctx))
-	if f != nil {
+	for _, f := range append([]*system.Fault{f}, more...) {
+		if f == nil {
+			continue
+		}
 		if err := r.arm(name, s, *f); err != nil {
 			s.close()
 			return "", err
@@ -173,8 +182,10 @@ func (r *Run) Start(ctx context.Context, name string, env map[string]string, f *
 	r.svcs[name] = s
 	r.mu.Unlock()
 	detail := fmt.Sprintf("started %s (pid %d); producer_db via %s, consumer_db via %s, broker via %s", name, proc.PID(), s.pg[0].Addr(), s.pg[1].Addr(), r.brokerVia(s))
-	if f != nil {
-		detail += "; armed " + f.Text
+	for _, f := range append([]*system.Fault{f}, more...) {
+		if f != nil {
+			detail += "; armed " + f.Text
+		}
 	}
 	return detail, nil
 }
