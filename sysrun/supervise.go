@@ -28,7 +28,7 @@ type supervisor struct {
 	env      map[string]string
 	cancel   context.CancelFunc
 	restarts int
-	then *system.Fault // armed on the next restart, then cleared
+	then     *system.Fault // armed on the next restart, then cleared
 	// last is the process that ended while its successor is being
 	// started: settling counts it as running meanwhile (the service is
 	// coming back), or the gap would look like a quiet system.
