@@ -120,7 +120,7 @@ func newRecord(w *Workload, v Variant, sc *scenario.Scenario) *record {
 	for i := range w.steps {
 		for _, f := range v.Faults {
 			if f.Where == "step" && f.Step == i {
-				k++
+				k += 2 // the catch-up sleep and the fault
 			}
 		}
 		if v.Drop[i] {

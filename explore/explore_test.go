@@ -139,3 +139,34 @@ func TestRenderedVariantLoadsWithItsFault(t *testing.T) {
 		t.Errorf("%d starts, %d produces, want 2 and 2 (one event left out), the comment first:\n%s", starts, produces, body)
 	}
 }
+
+func TestRandomScheduleIsTheSeeds(t *testing.T) {
+	out := t.TempDir()
+	w := defaultWorkload(t, out)
+	cands := Candidates(w, consumerCrossings(w), []string{"kill"})
+	if len(cands) == 0 {
+		t.Fatal("no candidates")
+	}
+	for _, c := range cands {
+		if strings.Contains(c.On, "HELLO") {
+			t.Errorf("a candidate at a connection's setup: %v", c)
+		}
+	}
+	draw := func(seed uint64) string {
+		long, errs := RandomWorkload(context.Background(), w.System, out, 300, seed)
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		return string(long.Render(out, "r", "", Variant{Faults: Schedule(long, cands, []string{"kill", "error"}, 0.1, seed)}))
+	}
+	a, b, c := draw(7), draw(7), draw(8)
+	if a != b {
+		t.Error("seed 7 drew two schedules")
+	}
+	if a == c {
+		t.Error("seeds 7 and 8 drew one schedule")
+	}
+	if n := strings.Count(a, "- fault:"); n < 10 || n > 60 {
+		t.Errorf("%d faults for 300 events at 0.1, want about 30", n)
+	}
+}

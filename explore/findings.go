@@ -259,6 +259,8 @@ func actionWords(f Fault) string {
 	switch {
 	case f.Do == "kill" && request:
 		return "— killed before the command reached the broker, then restarted by its supervisor"
+	case f.Do == "kill" && strings.HasPrefix(f.On, "broker."):
+		return "— Redis ran it, the reply was held and the service killed, then restarted by its supervisor"
 	case f.Do == "kill":
 		return "— the server did it, the reply was held and the service killed, then restarted by its supervisor"
 	case f.Do == "cut":

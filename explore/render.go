@@ -61,7 +61,7 @@ func (w *Workload) Render(dir, name, comment string, v Variant) []byte {
 	for i := range len(w.steps) + 1 {
 		for _, f := range v.Faults {
 			if f.Where == "step" && f.Step == i {
-				seq.Content = append(seq.Content, faultStep(f))
+				seq.Content = append(seq.Content, faultStep(f)...)
 			}
 		}
 		if i == len(w.steps) || v.Drop[i] {
@@ -119,11 +119,17 @@ func (w *Workload) startStep(i int, orig *yaml.Node, faults []Fault) *yaml.Node 
 	return step
 }
 
-// faultStep is a fault: step arming f on its service's running process.
-func faultStep(f Fault) *yaml.Node {
+// catchUp is how long a random schedule lets the services catch up before
+// it arms a fault: the fault then meets the next event's work, not a
+// backlog the producer ran ahead with.
+const catchUp = "sleep(for=200ms)"
+
+// faultStep is a fault: step arming f on its service's running process,
+// after the services caught up.
+func faultStep(f Fault) []*yaml.Node {
 	n := faultNode(f)
 	n.Content = append([]*yaml.Node{scalar("service"), scalar(f.Service)}, n.Content...)
-	return &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{scalar("fault"), n}}
+	return []*yaml.Node{scalar(catchUp), {Kind: yaml.MappingNode, Content: []*yaml.Node{scalar("fault"), n}}}
 }
 
 func cmpOr(a, b string) string {

@@ -3,6 +3,7 @@ package sysrun
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/outboxdrill/runner/steps"
@@ -86,7 +87,9 @@ func (r *Run) StartSupervised(ctx context.Context, name string, env map[string]s
 }
 
 // Arm arms f on the service's running process (the fault step); a
-// supervised service being restarted is waited for.
+// supervised service being restarted is waited for. A fault whose process
+// ends before it struck follows the service: it is armed again on the next
+// process, counting from its start.
 func (r *Run) Arm(ctx context.Context, name string, f system.Fault) (string, error) {
 	for {
 		r.mu.Lock()
@@ -98,6 +101,9 @@ func (r *Run) Arm(ctx context.Context, name string, f system.Fault) (string, err
 				if err := r.arm(name, s, f); err != nil {
 					return "", err
 				}
+				r.mu.Lock()
+				r.following = append(r.following, r.faults[len(r.faults)-1])
+				r.mu.Unlock()
 				return fmt.Sprintf("armed %s on %s (pid %d)", f.Text, name, s.proc.PID()), nil
 			}
 		}
@@ -275,4 +281,34 @@ func (r *Run) Holding() bool {
 		}
 	}
 	return false
+}
+
+// follow arms again, on s (a new process of the service), every fault a
+// fault step armed on an earlier one that ended before it struck; the old
+// arming is dropped (it can no longer strike, and is no fault that never
+// fired).
+func (r *Run) follow(name string, s *service) error {
+	r.mu.Lock()
+	var moved []*armed
+	for i, a := range r.following {
+		if a.service == name && a.svc != s && !a.a.Fired() && a.a.Err() == nil {
+			moved = append(moved, a)
+			r.following = slices.Delete(r.following, i, i+1)
+			r.faults = slices.DeleteFunc(r.faults, func(x *armed) bool { return x == a })
+			break
+		}
+	}
+	r.mu.Unlock()
+	if len(moved) == 0 {
+		return nil
+	}
+	for _, a := range moved {
+		if err := r.arm(name, s, a.f); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.following = append(r.following, r.faults[len(r.faults)-1])
+		r.mu.Unlock()
+	}
+	return r.follow(name, s) // the next one, if any
 }

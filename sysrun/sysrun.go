@@ -55,6 +55,7 @@ type Run struct {
 	observing  bool        // Observe: new processes record what they wrote
 	observed   []*observed // every process's proxies, for Crossings
 	supervised map[string]*supervisor
+	following  []*armed // what fault steps armed: moved to the next process until it strikes
 	supWG      sync.WaitGroup
 	closed     bool // Close began: no supervisor restarts anything
 }
@@ -147,6 +148,10 @@ func (r *Run) start(ctx context.Context, name string, env map[string]string, f *
 			s.close()
 			return "", err
 		}
+	}
+	if err := r.follow(name, s); err != nil {
+		s.close()
+		return "", err
 	}
 	envList, err := r.environment(spec, env, vars)
 	if err != nil {

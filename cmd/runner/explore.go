@@ -51,7 +51,11 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	defer closeAll(files)
 	f.p.Log = stdout
-	fmt.Fprintf(stdout, "explore %s: workload %q, actions %s, depth %d, budget %s\n", safe.Line(w.System.File), safe.Line(w.Name), strings.Join(f.p.Actions, ","), f.p.Depth, f.p.Budget)
+	mode := fmt.Sprintf("depth %d", f.p.Depth)
+	if f.p.Random != nil {
+		mode = fmt.Sprintf("random: seed %d, %d events, fault rate %g per event", f.rnd.Seed, f.rnd.Events, f.rnd.Faults)
+	}
+	fmt.Fprintf(stdout, "explore %s: workload %q, actions %s, %s, budget %s\n", safe.Line(w.System.File), safe.Line(w.Name), strings.Join(f.p.Actions, ","), mode, f.p.Budget)
 	res, err := explore.Explore(ctx, f.p, w)
 	if res != nil {
 		res.Summary(stdout)
@@ -86,7 +90,7 @@ func defineExploreFlags(fs *flag.FlagSet) *exploreFlags {
 	fs.StringVar(&f.only, "only", "", "run only the points whose name matches `REGEX` (e.g. 'consumer consumer_db\\.commit'; a point is named \"SERVICE TRIGGER nth=N do=ACTION\")")
 	fs.BoolVar(&f.random, "random", false, "drive --events with faults at random crossings instead of the systematic points (seeded)")
 	fs.Uint64Var(&f.rnd.Seed, "seed", uint64(time.Now().UnixNano()%1_000_000), "seed of --random: the same seed replays the same schedule")
-	fs.Float64Var(&f.rnd.Faults, "faults", 0.1, "with --random, the probability of a fault at each crossing (`RATE`, 0..1)")
+	fs.Float64Var(&f.rnd.Faults, "faults", 0.1, "with --random, the probability of a fault before each event, at a crossing drawn at random (`RATE`, 0..1)")
 	check(fs, "faults", "a number from 0 to 1 such as 0.1", func() bool { return f.rnd.Faults >= 0 && f.rnd.Faults <= 1 })
 	countFlag(fs, &f.rnd.Events, "events", 100, 1, "with --random, drive `N` events")
 	countFlag(fs, &p.Runner.Parallel, "parallel", runtime.NumCPU(), 1, "run `N` points at once")
@@ -153,6 +157,11 @@ func exploreInput(ctx context.Context, fs *flag.FlagSet, f *exploreFlags, paths 
 	}
 	if f.random {
 		f.p.Random = &f.rnd
+		set := false
+		fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "timeout" })
+		if !set { // one long run: its events, faults and restarts take their time
+			f.p.Runner.Timeout = 2*time.Minute + time.Duration(f.rnd.Events)*100*time.Millisecond
+		}
 	}
 	if err := os.MkdirAll(f.p.Out, 0o755); err != nil {
 		return usage("--out: %v", err)
