@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxdrill/runner/history"
+	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/sysrun"
@@ -168,5 +170,32 @@ func TestRandomScheduleIsTheSeeds(t *testing.T) {
 	}
 	if n := strings.Count(a, "- fault:"); n < 10 || n > 60 {
 		t.Errorf("%d faults for 300 events at 0.1, want about 30", n)
+	}
+}
+
+func TestClassifyNeverGuesses(t *testing.T) {
+	fail := func(key, msg string) *report.Result {
+		return &report.Result{Failures: []steps.Failure{{Key: key, Msg: msg}}}
+	}
+	for _, c := range []struct {
+		res  *report.Result
+		want Outcome
+	}{
+		{&report.Result{}, Held},
+		{&report.Result{Violations: []history.Violation{{Invariant: "lost"}}, Failures: []steps.Failure{{Key: "history"}}}, Violated},
+		{fail("outbox.unpublished", "want 0, got 1"), Violated},
+		{fail("fault", "the fault broker.reply(XACK) nth=3 do=kill on consumer never fired"), NotReached},
+		{fail("settle", "the system did not settle within 5s"), NotJudged},
+		{fail("error", "step cancelled: scenario timed out after 1m"), NotJudged},
+		{&report.Result{Skipped: "f.yaml:2:9: the fault x on consumer: cannot classify the boundary exactly: a COMMIT inside a multi-statement simple query"}, Unclassed},
+		{nil, NotRun},
+	} {
+		if got := classify(c.res); got.Outcome != c.want {
+			t.Errorf("%+v: %s, want %s", c.res, got.Outcome, c.want)
+		}
+	}
+	v := Verdict{Outcome: Violated, Broken: []string{"double_published"}}.afterXADDError([]Fault{{On: "broker.request(XADD)", Do: "error"}})
+	if v.Outcome != Held || v.Unjudged["double_published"] == "" {
+		t.Errorf("double_published after an XADD error: %+v, want held and not judged", v)
 	}
 }

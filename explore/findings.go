@@ -234,24 +234,29 @@ func (f *Finding) Reproduces() string {
 	return fmt.Sprintf("flaky %d/%d", f.Reproduced, f.Tries)
 }
 
+// faultList names a schedule: its first three faults, and how many more.
 func faultList(w *Workload, fs []Fault) string {
 	if len(fs) == 0 {
 		return "the workload without a fault"
 	}
 	var parts []string
-	for _, f := range fs {
+	for i, f := range fs {
+		if i == 3 {
+			parts = append(parts, fmt.Sprintf("%d more fault(s)", len(fs)-3))
+			break
+		}
 		parts = append(parts, w.serviceOf(f)+" "+f.String())
 	}
 	return strings.Join(parts, " + ")
 }
 
-// faultWords says what each fault does, in the proxies' terms.
+// faultWords says what each fault does, in the proxies' terms, one a line.
 func faultWords(w *Workload, fs []Fault) string {
 	var lines []string
 	for _, f := range fs {
 		lines = append(lines, fmt.Sprintf("%s: %s %s", w.serviceOf(f), f.String(), actionWords(f)))
 	}
-	return strings.Join(lines, "; ")
+	return strings.Join(lines, "\n")
 }
 
 func actionWords(f Fault) string {

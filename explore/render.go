@@ -49,7 +49,7 @@ func (w *Workload) Render(dir, name, comment string, v Variant) []byte {
 	if keyOf(root, "description") != nil {
 		what := "the workload " + w.Name + " alone, without a fault"
 		if len(v.Faults) > 0 {
-			what = "the workload " + w.Name + ", with " + faultWords(w, v.Faults)
+			what = "the workload " + w.Name + ", with " + faultList(w, v.Faults) + " (the comment above says what each does)"
 		}
 		setKey(root, "description", scalar(what))
 	}

@@ -56,12 +56,35 @@ func classify(res *report.Result) Verdict {
 		}
 		return v
 	}
-	var settle, reach, other string
+	settle, reach, other := v.failures(res)
+	switch {
+	case len(v.Broken) > 0:
+		v.Outcome = Violated
+	case settle != "":
+		v.Outcome, v.Why = NotJudged, firstLine(settle)
+	case reach != "":
+		v.Outcome, v.Why = NotReached, firstLine(reach)
+	case other != "":
+		v.Outcome, v.Why = NotJudged, firstLine(other)
+	default:
+		v.Outcome = Held
+		v.Unjudged = maps.Clone(res.NotJudged)
+		delete(v.Unjudged, history.Unbalanced) // a team's books are never mapped: said once, in the report
+	}
+	return v
+}
+
+// failures sorts a result's failures: the broken invariants and checks
+// into v; what kept the run from a verdict (settle, a fault never reached,
+// a step that could not run) returned.
+func (v *Verdict) failures(res *report.Result) (settle, reach, other string) {
 	for _, f := range res.Failures {
 		switch {
 		case f.Key == "history":
 		case f.Key == "settle":
 			settle = f.Msg
+		case f.Key == "error": // a step that could not run (a timeout, a start that failed): no check said anything
+			other = fmt.Sprintf("%s: %s", f.Pos, f.Msg)
 		case f.Key == "fault" && strings.Contains(f.Msg, "never fired"):
 			reach = f.Msg
 		case f.Key == "fault":
@@ -82,21 +105,7 @@ func classify(res *report.Result) Verdict {
 		}
 	}
 	slices.Sort(v.Broken)
-	switch {
-	case len(v.Broken) > 0:
-		v.Outcome = Violated
-	case settle != "":
-		v.Outcome, v.Why = NotJudged, firstLine(settle)
-	case reach != "":
-		v.Outcome, v.Why = NotReached, firstLine(reach)
-	case other != "":
-		v.Outcome, v.Why = NotJudged, firstLine(other)
-	default:
-		v.Outcome = Held
-		v.Unjudged = maps.Clone(res.NotJudged)
-		delete(v.Unjudged, history.Unbalanced) // a team's books are never mapped: said once, in the report
-	}
-	return v
+	return settle, reach, other
 }
 
 // same reports whether a run broke one of the invariants a finding broke:

@@ -10,9 +10,13 @@ import (
 	"github.com/outboxdrill/runner/system"
 )
 
-// MaxRestarts bounds how often the supervisor restarts one service: a
-// service that dies at every start is a crash loop, not a recovery.
-const MaxRestarts = 10
+// MaxRestarts bounds how often in a row the supervisor restarts one
+// service: a service that dies at every start is a crash loop, not a
+// recovery. A process that ran for healthyAfter ends the row.
+const (
+	MaxRestarts  = 10
+	healthyAfter = time.Second
+)
 
 // Restarts back off from restartBackoff, doubling up to restartBackoffMax,
 // as systemd's RestartSec or a Kubernetes crash-loop back-off would; short,
@@ -30,6 +34,11 @@ type supervisor struct {
 	cancel   context.CancelFunc
 	restarts int
 	then     *system.Fault // armed on the next restart, then cleared
+	// burst counts the restarts since a process last ran long enough to
+	// be no crash loop (MaxRestarts bounds it); started is when the
+	// running one started.
+	burst   int
+	started time.Time
 	// last is the process that ended while its successor is being
 	// started: settling counts it as running meanwhile (the service is
 	// coming back), or the gap would look like a quiet system.
@@ -107,7 +116,7 @@ func (r *Run) Arm(ctx context.Context, name string, f system.Fault) (string, err
 				return fmt.Sprintf("armed %s on %s (pid %d)", f.Text, name, s.proc.PID()), nil
 			}
 		}
-		if s == nil && sup == nil {
+		if s == nil && !restarting {
 			return "", fmt.Errorf("service %s is not running", name)
 		}
 		select {
@@ -146,7 +155,7 @@ func (r *Run) supervise(ctx context.Context, name string, env map[string]string,
 		return nil
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	sup := &supervisor{name: name, env: env, cancel: cancel, restarts: restarts, then: then}
+	sup := &supervisor{name: name, env: env, cancel: cancel, restarts: restarts, burst: restarts, then: then, started: time.Now()}
 	if r.supervised == nil {
 		r.supervised = map[string]*supervisor{}
 	}
@@ -176,6 +185,9 @@ func (r *Run) watchOver(ctx context.Context, sup *supervisor, s *service) {
 		if !r.mine(sup, s) {
 			return
 		}
+		if time.Since(sup.started) >= healthyAfter {
+			sup.burst = 0
+		}
 		next := r.restart(ctx, sup)
 		if next == nil {
 			return
@@ -201,7 +213,7 @@ func (r *Run) mine(sup *supervisor, s *service) bool {
 func (r *Run) restart(ctx context.Context, sup *supervisor) *service {
 	defer r.forget(sup)
 	wait := restartBackoff
-	for sup.restarts < MaxRestarts {
+	for sup.burst < MaxRestarts {
 		select {
 		case <-ctx.Done():
 			return nil
@@ -209,6 +221,8 @@ func (r *Run) restart(ctx context.Context, sup *supervisor) *service {
 		}
 		wait = min(2*wait, restartBackoffMax)
 		sup.restarts++
+		sup.burst++
+		sup.started = time.Now()
 		then := sup.then
 		sup.then = nil // the restart it was armed on is its process, started or not
 		if _, err := r.Start(context.WithValue(ctx, restartKey{}, sup.restarts), sup.name, sup.env, then); err != nil {
@@ -227,6 +241,11 @@ func (r *Run) restart(ctx context.Context, sup *supervisor) *service {
 		}
 		return s
 	}
+	r.mu.Lock()
+	if r.supervised[sup.name] == sup { // given up: nobody restarts it any more
+		delete(r.supervised, sup.name)
+	}
+	r.mu.Unlock()
 	return nil
 }
 

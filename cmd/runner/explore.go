@@ -160,7 +160,8 @@ func exploreInput(ctx context.Context, fs *flag.FlagSet, f *exploreFlags, paths 
 		set := false
 		fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "timeout" })
 		if !set { // one long run: its events, faults and restarts take their time
-			f.p.Runner.Timeout = 2*time.Minute + time.Duration(f.rnd.Events)*100*time.Millisecond
+			// 100 ms an event, and 3 s a fault: its catch-up, a restart.
+			f.p.Runner.Timeout = 2*time.Minute + time.Duration(f.rnd.Events)*(100*time.Millisecond+time.Duration(f.rnd.Faults*3*float64(time.Second)))
 		}
 	}
 	if err := os.MkdirAll(f.p.Out, 0o755); err != nil {
