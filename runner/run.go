@@ -123,15 +123,7 @@ func Run(ctx context.Context, p Params, scs []*scenario.Scenario) (rep *report.R
 		return nil, err
 	}
 	results, err := schedule(ctx, &p, w, jobs)
-	rep = &report.Report{RunID: w.RunID, Duration: time.Since(start), Brokers: sh.brokers, Labels: w.Labels()}
-	for i, r := range results {
-		if r != nil {
-			rep.Results = append(rep.Results, r)
-		} else {
-			rep.NotRun = append(rep.NotRun, jobs[i].sc)
-		}
-	}
-	return rep, errors.Join(err, context.Cause(ctx))
+	return newReport(w, sh.brokers, start, jobs, results), errors.Join(err, context.Cause(ctx))
 }
 
 // job is one scenario on one broker: one result.

@@ -60,7 +60,13 @@ func (s *Session) Run(ctx context.Context, scs []*scenario.Scenario) (*report.Re
 		}
 	}
 	results, err := schedule(ctx, &s.p, s.w, jobs)
-	rep := &report.Report{RunID: s.w.RunID, Duration: time.Since(start), Brokers: s.p.brokers(), Labels: s.w.Labels()}
+	return newReport(s.w, s.p.brokers(), start, jobs, results), errors.Join(err, context.Cause(ctx))
+}
+
+// newReport is a batch's report: its results in the jobs' order, the jobs
+// that never ran as NotRun.
+func newReport(w *World, brokers []string, start time.Time, jobs []job, results []*report.Result) *report.Report {
+	rep := &report.Report{RunID: w.RunID, Duration: time.Since(start), Brokers: brokers, Labels: w.Labels()}
 	for i, r := range results {
 		if r != nil {
 			rep.Results = append(rep.Results, r)
@@ -68,7 +74,7 @@ func (s *Session) Run(ctx context.Context, scs []*scenario.Scenario) (*report.Re
 			rep.NotRun = append(rep.NotRun, jobs[i].sc)
 		}
 	}
-	return rep, errors.Join(err, context.Cause(ctx))
+	return rep
 }
 
 // Close removes everything the session created and stops the servers it

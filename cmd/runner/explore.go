@@ -172,20 +172,9 @@ func exploreInput(ctx context.Context, fs *flag.FlagSet, f *exploreFlags, paths 
 
 // loadWorkload loads --system and the workload, printing every problem.
 func loadWorkload(ctx context.Context, f *exploreFlags, paths []string, stderr io.Writer) (*explore.Workload, bool) {
-	var sys *system.System
-	if f.system != "" {
-		var errs diag.Errors
-		var err error
-		sys, errs, err = system.Load(ctx, f.system)
-		switch {
-		case ctx.Err() != nil:
-			return nil, false
-		case err != nil:
-			fmt.Fprintf(stderr, "runner: --system: %s\n", safe.LongLine(err.Error()))
-			return nil, false
-		case len(errs) > 0:
-			return nil, printErrors(errs, stderr)
-		}
+	sys, ok := loadSystem(ctx, nil, f.system, stderr)
+	if !ok {
+		return nil, false
 	}
 	var w *explore.Workload
 	var errs diag.Errors
