@@ -105,9 +105,10 @@ func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Dur
 			return settled{}, fmt.Errorf("settle: %w", err)
 		}
 		if run.Holding() {
-			// A delay fault holds a reply: the service is mid-call, not
-			// quiescent.
-			lastChange, moved = now, []string{"a reply (held by a delay fault)"}
+			// A delay fault holds a reply: the service is mid-call. Waited
+			// for up to the limit; one that outlasts it is the fault's to
+			// report (still holding when the scenario ended).
+			v.soft = append(v.soft, "a delay fault holds a reply")
 		}
 		if v.retaken {
 			// A claim leaves the counts as they were, but the consumer now
