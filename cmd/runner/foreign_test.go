@@ -78,6 +78,7 @@ func TestForeignServicesVerdicts(t *testing.T) {
 		{goSys, goSc + "commit-fails-after-ack.yaml", "ack-first", []string{"lost", "acked_without_effect"}},
 		{goSys, goSc + "balance-commit-fails.yaml", "split-tx", []string{"projection_mismatch"}},
 		{goSys, goSc + "relay-publishes-once.yaml", "double-publish", []string{"double_published"}},
+		{goSys, goSc + "relay-killed-before-xadd.yaml", "mark-first", []string{"lost"}},
 		// A refused mark makes the correct relay publish again: at least
 		// once, not a double publish; publishing twice in one pass is.
 		{goSys, goSc + "mark-fails-publishes-again.yaml", "double-publish", []string{"double_published"}},

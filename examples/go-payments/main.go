@@ -15,6 +15,7 @@
 //	ack-first        consumer: XACK before the transaction
 //	split-tx         consumer: the processed row and the balance in two transactions
 //	double-publish   relay: publishes each row twice before marking it
+//	mark-first       relay: marks the rows sent and commits, then publishes them
 package main
 
 import (

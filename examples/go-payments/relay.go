@@ -31,7 +31,11 @@ func relay(ctx context.Context, bug string) error {
 	log.SetFlags(0)
 	log.Printf("payments relay ready (stream %s)", stream)
 	for ctx.Err() == nil {
-		n, err := relayBatch(ctx, pool, rdb, stream, bug == "double-publish")
+		relay := relayBatch
+		if bug == "mark-first" {
+			relay = markFirstBatch
+		}
+		n, err := relay(ctx, pool, rdb, stream, bug == "double-publish")
 		if err != nil {
 			log.Printf("relay: %v; retrying", err)
 			sleep(ctx, 200*time.Millisecond)
@@ -84,6 +88,42 @@ func relayBatch(ctx context.Context, pool *pgxpool.Pool, rdb *redis.Client, stre
 		}
 	}
 	return len(batch), tx.Commit(ctx)
+}
+
+// markFirstBatch is BUG=mark-first: the rows are marked sent and
+// committed before they are published, so a crash in between loses them.
+func markFirstBatch(ctx context.Context, pool *pgxpool.Pool, rdb *redis.Client, stream string, _ bool) (int, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	rows, err := tx.Query(ctx, "unsent_payments")
+	if err != nil {
+		return 0, err
+	}
+	batch, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (outboxRow, error) {
+		var o outboxRow
+		return o, r.Scan(&o.id, &o.messageID, &o.body)
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, o := range batch {
+		if _, err := tx.Exec(ctx, "mark_payment_sent", o.id); err != nil {
+			return 0, err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, err
+	}
+	for _, o := range batch {
+		if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"messageId", o.messageID, "body", o.body}}).Err(); err != nil {
+			return 0, fmt.Errorf("XADD %s: %w", o.messageID, err)
+		}
+		log.Printf("published %s", o.messageID)
+	}
+	return len(batch), nil
 }
 
 // newPool connects a pgxpool whose connections prepare the given named
