@@ -42,7 +42,27 @@ func LoadStateOf(ctx context.Context, producer, consumer state.DB, b broker.Brok
 	if err != nil {
 		return st, err
 	}
-	return st, st.loadConsumers(ctx, consumer, consumers, models, pending, m)
+	if err := st.loadConsumers(ctx, consumer, consumers, models, pending, m); err != nil {
+		return st, err
+	}
+	return st, st.loadReach(ctx, b, consumers)
+}
+
+// loadReach reads, for a broker that keeps it (broker.Reacher), which of
+// its entries each consumer group may still be handed.
+func (st *State) loadReach(ctx context.Context, b broker.Broker, consumers []string) error {
+	r, ok := b.(broker.Reacher)
+	if !ok {
+		return nil
+	}
+	for _, c := range consumers {
+		es, known, err := r.Reach(ctx, c)
+		if err != nil {
+			return fmt.Errorf("read what group %s may still be handed: %w", c, err)
+		}
+		st.Consumers[c].Reach, st.Consumers[c].HasReach = es, known
+	}
+	return nil
 }
 
 func (st *State) loadProducer(ctx context.Context, producer state.DB, m state.Map) error {
