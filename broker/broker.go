@@ -164,9 +164,18 @@ type Txn interface {
 	Emit(ctx context.Context, d Delivery) error
 	// Commit makes the outputs and the group's new position visible at once.
 	Commit(ctx context.Context) error
-	// Crash ends the worker in the middle: the broker aborts the
-	// transaction, so neither its outputs nor its position count.
+	// Abort ends the transaction as a live worker does after a failure:
+	// neither its outputs nor its position count, and the worker goes on.
+	Abort(ctx context.Context) error
+	// Crash kills the worker in the middle, as its process dying would:
+	// nothing more reaches the broker — no end of the transaction, no
+	// leaving the group. The broker aborts the transaction itself (at its
+	// timeout, or when a worker with the same transactional identity
+	// starts), so neither its outputs nor its position count.
 	Crash(ctx context.Context) error
+	// Notes say, for the step's trace, what the broker made this
+	// transaction wait for and how it ended.
+	Notes() []string
 }
 
 // AllCapabilities lists every capability, in the order documents show them.
