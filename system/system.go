@@ -108,9 +108,6 @@ func (s *System) Names() []string {
 	return names
 }
 
-// Links are the connections a service's faults can name: its proxies.
-var Links = []string{"broker", "consumer_db", "producer_db"}
-
 // Placeholders are the ${…} a service's env may use besides the step's env
 // and the scenario's vars: the proxy addresses, the stream, the consumer id.
 var Placeholders = []string{"broker.url", "consumer", "consumer_db.url", "producer_db.url", "runner", "stream"}

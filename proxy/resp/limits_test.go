@@ -221,7 +221,7 @@ func TestLargeReplyStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.direct.Del(ctx, key)
-	a := f.arm(Trigger{Boundary: Reply, Command: "GET", Action: fault.Action{Do: fault.Cut}})
+	a := f.arm(fault.Trigger{Link: fault.Broker, Boundary: fault.Reply, Filter: fault.Filter{Command: "GET"}, Action: fault.Action{Do: fault.Cut}})
 	c := f.client(3)
 	got, err := c.Get(ctx, key).Result()
 	if err != nil || got != big {
