@@ -21,6 +21,10 @@ import (
 // a member was handed and did not settle is accepted by its next poll
 // (franz-go, like the Java client's implicit mode): a failed record the
 // worker keeps (nack: false) is therefore acknowledged by the next read.
+// And a record released group.share.delivery.count.limit times (5 by
+// default) is archived by the broker: never delivered again, written
+// nowhere. Neither shows in the worker's own acks, so Reach reads what the
+// broker will still deliver from its share-partition state.
 
 // shareOpts: a member of the topic's share group.
 func (t *Topic) shareOpts(m *member) []kgo.Opt {
