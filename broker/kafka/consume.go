@@ -200,14 +200,8 @@ func (m *member) pollOnce(ctx context.Context, count int, wait time.Duration) ([
 	m.cl.ResumeFetchTopics(m.t.name)
 	fs := m.cl.PollRecords(pctx, count)
 	m.cl.PauseFetchTopics(m.t.name)
-	if m.t.opt.Share {
-		// This poll accepted what the previous one handed out and the
-		// worker did not settle (franz-go, as the Java client's implicit
-		// mode); flushed now, as the next fetch would carry it anyway, so
-		// what the broker says afterwards (Reach) includes it.
-		if err := m.cl.FlushAcks(ctx); err != nil {
-			return nil, fmt.Errorf("kafka share acks of %s as %s/%s: %w", m.t.name, m.key.group, m.key.worker, err)
-		}
+	if err := m.flushShareAcks(ctx); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if recs := fs.Records(); len(recs) > 0 && !m.t.opt.Share {

@@ -62,6 +62,23 @@ func (t *Topic) startAtEarliest(ctx context.Context, group string) error {
 	return nil
 }
 
+// flushShareAcks sends a share member's pending acknowledgements: a poll
+// accepts what the previous one handed out and the worker did not settle
+// (franz-go, as the Java client's implicit mode). The next fetch would
+// carry them anyway; flushed at once, what the broker says afterwards
+// (Reach) includes them.
+func (m *member) flushShareAcks(ctx context.Context) error {
+	if !m.t.opt.Share {
+		return nil
+	}
+	fctx, cancel := context.WithTimeout(ctx, settle)
+	defer cancel()
+	if err := m.cl.FlushAcks(fctx); err != nil {
+		return fmt.Errorf("kafka share acks of %s as %s/%s: %w", m.t.name, m.key.group, m.key.worker, err)
+	}
+	return nil
+}
+
 // settle acknowledges the member's records offs with status and waits until
 // the broker has them.
 func (m *member) settle(ctx context.Context, offs map[int32][]int64, status kgo.AckStatus) error {
