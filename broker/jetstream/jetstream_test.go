@@ -203,15 +203,23 @@ func TestDedupe(t *testing.T) {
 	}
 }
 
+// readTwo publishes e1 and e2 on a stream with ackWait and reads both as
+// w1 of group g.
+func readTwo(t *testing.T, ackWait time.Duration) (*Stream, []broker.Delivery) {
+	t.Helper()
+	s := newStream(t, connect(t), Options{AckWait: ackWait})
+	brokertest.Publish(t, s, "e1", "e2")
+	ds, err := s.Read(testCtx(t), "g", "w1", 0, time.Second)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("Read = %v, %v; want e1 and e2", ds, err)
+	}
+	return s, ds
+}
+
 func TestClaimAfterAckWait(t *testing.T) {
 	const ackWait = 300 * time.Millisecond
-	s := newStream(t, connect(t), Options{AckWait: ackWait})
+	s, ds := readTwo(t, ackWait)
 	ctx := testCtx(t)
-	brokertest.Publish(t, s, "e1", "e2")
-	ds, err := s.Read(ctx, "g", "w1", 0, time.Second)
-	if err != nil || len(ds) != 2 {
-		t.Fatalf("Read = %v, %v; want 2", ds, err)
-	}
 	if err := s.Ack(ctx, "g", ds[0].ID); err != nil {
 		t.Fatal(err)
 	}
@@ -510,13 +518,8 @@ func TestMaxDeliverDeadLetters(t *testing.T) {
 // then settled with its own message.
 func TestARedeliveryWithinOneClaimIsADeliveryOfItsOwn(t *testing.T) {
 	const ackWait = 400 * time.Millisecond
-	s := newStream(t, connect(t), Options{AckWait: ackWait})
+	s, ds := readTwo(t, ackWait)
 	ctx := testCtx(t)
-	brokertest.Publish(t, s, "e1", "e2")
-	ds, err := s.Read(ctx, "g", "w1", 0, time.Second)
-	if err != nil || len(ds) != 2 {
-		t.Fatalf("Read = %v, %v; want e1 and e2", ds, err)
-	}
 	// w1 abandons e1 and keeps working on e2 (InProgress restarts its
 	// AckWait), so the claim below waits for e2 to its end, and e1's
 	// AckWait runs out twice meanwhile.
