@@ -14,6 +14,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/internal/testutil"
 )
@@ -27,7 +28,7 @@ func TestKillThenCleanEveryBroker(t *testing.T) {
 	}
 	testservers.CleanAlone(t)
 	ctx := context.Background()
-	natsURL, rabbitURL := testservers.Brokers(t)
+	natsURL, rabbitURL := testservers.URL(t, broker.NATS), testservers.URL(t, broker.RabbitMQ)
 	t.Setenv("RUNNER_NATS_URL", natsURL)
 	t.Setenv("RUNNER_RABBITMQ_URL", rabbitURL)
 	pg, err := pgx.Connect(ctx, testservers.PG(t))

@@ -483,7 +483,7 @@ func TestHeaderCommentIsComplete(t *testing.T) {
 			t.Errorf("main.go's header comment lacks the %s command", name)
 		}
 	}
-	for _, b := range broker.Names {
+	for _, b := range broker.Names() {
 		if !strings.Contains(header, b) {
 			t.Errorf("main.go's header comment lacks the %s broker", b)
 		}
