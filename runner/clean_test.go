@@ -128,7 +128,7 @@ func TestCleanSparesLiveRunTakesKilledOnes(t *testing.T) {
 	stay = append(stay, [2]string{"stream", base + "_other"})
 	// RabbitMQ: a run that recorded its names and died (its connection went,
 	// its exclusive lease queue with it); a forged record names a bystander.
-	var killed testHost
+	var killed testservers.Host
 	kc, err := rabbitmq.Kind.Open(ctx, &killed, urls[broker.RabbitMQ], nil)
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +146,7 @@ func TestCleanSparesLiveRunTakesKilledOnes(t *testing.T) {
 	}
 	defer ach.QueueDelete(bystander, false, false, false)
 	forgeRecord(t, amq, bystander+"\nsomeone.else")
-	killed.close() // the run's connection, and its exclusive lease queue with it
+	killed.Close() // the run's connection, and its exclusive lease queue with it
 	for _, q := range []string{key + ".log", key + ".dlq", key + ".g"} {
 		gone = append(gone, [2]string{"queue", q})
 		defer ach.QueueDelete(q, false, false, false)
@@ -273,20 +273,5 @@ func takeRecords(t *testing.T, ch *amqp.Channel) []amqp.Delivery {
 			return held
 		}
 		held = append(held, d)
-	}
-}
-
-// testHost is the broker.Host of a connection a test opens as a run would:
-// close runs what the run would undo.
-type testHost struct{ fns []func(context.Context) error }
-
-func (h *testHost) Defer(fn func(context.Context) error) { h.fns = append(h.fns, fn) }
-func (*testHost) Logf(string, ...any)                    {}
-func (*testHost) SetURL(string)                          {}
-func (*testHost) SetLabel(string)                        {}
-
-func (h *testHost) close() {
-	for i := len(h.fns) - 1; i >= 0; i-- {
-		_ = h.fns[i](context.Background())
 	}
 }

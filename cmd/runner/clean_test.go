@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -155,21 +154,9 @@ func TestKillKafkaRunThenCleanTakesItsDir(t *testing.T) {
 	testservers.CleanAlone(t) // clean takes the killed run's databases too
 	bin := runnerBin(t)
 	tmp := t.TempDir()
-	env := []string{"TMPDIR=" + tmp, "RUNNER_PG_URL=" + testservers.PG(t)}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "RUNNER_") && !strings.HasPrefix(kv, "TMPDIR=") && !strings.HasPrefix(kv, "OUTBOXDRILL_OWNER=") {
-			env = append(env, kv)
-		}
-	}
+	env := append(ownEnv(tmp), "RUNNER_PG_URL="+testservers.PG(t))
 	f := scenarioFile(t, "hang.yaml", "name: hang\nsteps:\n  - produce\n  - consume(block=1m)\n")
-	cmd := exec.Command(bin, "run", "--broker", "kafka", f)
-	cmd.Env = env
-	var out testutil.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	cmd, out := startRunner(t, bin, env, "run", "--broker", "kafka", f)
 	var dirs []string
 	for deadline := time.Now().Add(30 * time.Second); len(dirs) == 0; time.Sleep(50 * time.Millisecond) {
 		dirs, _ = filepath.Glob(filepath.Join(tmp, "drill-kafka-*"))

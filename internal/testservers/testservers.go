@@ -175,9 +175,9 @@ func startBroker(k *broker.Kind) (string, error) {
 func answers(ctx context.Context, k *broker.Kind, url string) bool {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	var h closeHost
+	var h Host
 	_, err := k.Open(ctx, &h, url, nil)
-	h.close()
+	h.Close()
 	return err == nil
 }
 
@@ -189,18 +189,21 @@ func (host) Logf(string, ...any)                  {}
 func (host) SetURL(string)                        {}
 func (host) SetLabel(string)                      {}
 
-// closeHost is the broker.Host of a connection only tried: closed at once.
-type closeHost struct{ fns []func(context.Context) error }
+// Host is the broker.Host of a connection a test opens as a run would
+// (or only tries): Close undoes what the run would, newest first.
+type Host struct{ fns []func(context.Context) error }
 
-func (h *closeHost) Defer(fn func(context.Context) error) { h.fns = append(h.fns, fn) }
-func (*closeHost) Logf(string, ...any)                    {}
-func (*closeHost) SetURL(string)                          {}
-func (*closeHost) SetLabel(string)                        {}
+func (h *Host) Defer(fn func(context.Context) error) { h.fns = append(h.fns, fn) }
+func (*Host) Logf(string, ...any)                    {}
+func (*Host) SetURL(string)                          {}
+func (*Host) SetLabel(string)                        {}
 
-func (h *closeHost) close() {
+// Close runs what Defer registered, newest first.
+func (h *Host) Close() {
 	for i := len(h.fns) - 1; i >= 0; i-- {
 		_ = h.fns[i](context.Background())
 	}
+	h.fns = nil
 }
 
 // Absent fails the test with err, the reason a broker is missing, or skips
