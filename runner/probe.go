@@ -58,8 +58,8 @@ var nudge = []byte("PING\r\n\r\n")
 const nudgeAfter = 300 * time.Millisecond
 
 // Probe checks, within timeout, that the server at url answers and speaks
-// the protocol of kind (Postgres, broker.Redis, broker.NATS,
-// broker.RabbitMQ), so that a wrong --pg or broker URL is an error in
+// the protocol of kind (Postgres, or a registered broker kind's name: its
+// Kind.Probe), so that a wrong --pg or broker URL is an error in
 // seconds that names what answered, not a client waiting minutes. Of
 // several hosts (a PostgreSQL or NATS list) one answering rightly is
 // enough. Over TLS only the connection is checked; a refused connection
