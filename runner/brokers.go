@@ -21,7 +21,7 @@ import (
 func ParseBrokers(s string) ([]string, error) {
 	names := broker.Names()
 	if strings.TrimSpace(s) == "" {
-		return nil, fmt.Errorf("--broker: empty; want %s, all, or a list such as %s", strings.Join(names, ", "), strings.Join(names[:min(2, len(names))], ","))
+		return nil, fmt.Errorf("--broker: empty; want %s, all, or a list such as %s", strings.Join(names, ", "), BrokerExample())
 	}
 	if s == "all" {
 		return names, nil
@@ -37,6 +37,16 @@ func ParseBrokers(s string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// BrokerChoices are --broker's values as help shows them:
+// redis|nats|rabbitmq|kafka|all.
+func BrokerChoices() string { return strings.Join(append(broker.Names(), "all"), "|") }
+
+// BrokerExample is a --broker list as help shows one: redis,nats.
+func BrokerExample() string {
+	names := broker.Names()
+	return strings.Join(names[:min(2, len(names))], ",")
 }
 
 // AllGiven reports whether every server of the run is given by URL, none

@@ -523,8 +523,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("run")
 	p := runner.Params{Out: stdout, Log: stderr, Warn: stderr}
 	servers := append([]runner.ServerFlag{runner.PGFlag(fs, &p.PGURL, false)}, runner.BrokerFlags(fs, false)...)
-	names := broker.Names()
-	brokers := fs.String("broker", broker.Redis, "run every scenario on `"+strings.Join(names, "|")+"|all` (or a list: "+strings.Join(names[:min(2, len(names))], ",")+"): one result per scenario and broker")
+	brokers := fs.String("broker", broker.Redis, "run every scenario on `"+runner.BrokerChoices()+"` (or a list: "+runner.BrokerExample()+"): one result per scenario and broker")
 	sel := selectionFlags(fs, &p)
 	durationFlag(fs, &p.Timeout, "timeout", time.Minute, maxTimeout, "cancel a scenario that runs longer than `DURATION` (at most 24h)")
 	p.Settle = runner.DefaultSettle
