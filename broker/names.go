@@ -15,3 +15,18 @@ func LeaseName(sep, runID string) string { return NamePrefix + sep + "lease" + s
 // RunOf is the run id in a name of the runner's shape (the prefix, a
 // separator, 8 hex digits, ...); the caller has matched the shape.
 func RunOf(name string) string { return name[len(NamePrefix)+1 : len(NamePrefix)+9] }
+
+// LiveRuns asks live about each run once, however many of its objects a
+// clean meets: the returned func tells whether name's run (RunOf) is live.
+func LiveRuns(live func(run string) bool) func(name string) bool {
+	known := map[string]bool{}
+	return func(name string) bool {
+		run := RunOf(name)
+		l, seen := known[run]
+		if !seen {
+			l = live(run)
+			known[run] = l
+		}
+		return l
+	}
+}

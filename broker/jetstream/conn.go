@@ -118,15 +118,9 @@ func (c conn) Clean(ctx context.Context) (broker.Cleaned, error) {
 		return out, err
 	}
 	slices.Sort(names)
-	live := map[string]bool{}
+	live := broker.LiveRuns(func(run string) bool { return c.live(ctx, run) })
 	for _, n := range names {
-		run := broker.RunOf(n)
-		l, seen := live[run]
-		if !seen {
-			l = c.live(ctx, run)
-			live[run] = l
-		}
-		if l {
+		if live(n) {
 			out.Live = append(out.Live, n)
 			continue
 		}

@@ -183,17 +183,11 @@ func (c conn) Clean(ctx context.Context) (broker.Cleaned, error) {
 	if err != nil {
 		return out, err
 	}
-	live := map[string]bool{}
+	live := broker.LiveRuns(func(run string) bool { return c.live(ctx, run) })
 	var dropTopics, dropGroups []string
 	for _, n := range names {
-		run := broker.RunOf(n)
-		l, seen := live[run]
-		if !seen {
-			l = c.live(ctx, run)
-			live[run] = l
-		}
 		switch {
-		case l:
+		case live(n):
 			out.Live = append(out.Live, n)
 		case leftoverTopic.MatchString(n):
 			dropTopics = append(dropTopics, n)
