@@ -23,10 +23,10 @@ import (
 
 func TestMain(m *testing.M) { testservers.Main(m) }
 
-// connect reaches the NATS server of the tests (testservers.NATS).
+// connect reaches the NATS server of the tests (testservers.Broker).
 func connect(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	url := testservers.NATS(t)
+	url := testservers.Broker(t, Kind)
 	absent := func(err error) {
 		t.Helper()
 		testservers.Absent(t, fmt.Errorf("no NATS server with JetStream at %s: %w", url, err))
@@ -464,7 +464,7 @@ func TestManyEntries(t *testing.T) {
 // TestConformance runs the suite every broker passes.
 func TestConformance(t *testing.T) {
 	js := connect(t)
-	brokertest.Run(t, broker.NATS, func(t *testing.T, _ ...string) broker.Broker {
+	brokertest.Run(t, Kind, func(t *testing.T, _ ...string) broker.Broker {
 		return newStream(t, js, Options{Dedupe: true})
 	})
 }
