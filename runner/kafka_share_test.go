@@ -52,7 +52,8 @@ func TestKafkaShareGroupLostComesFromTheBroker(t *testing.T) {
 		scs = append(scs, scenariotest.ParseOne(t, "name: "+p.name+"\nkafka: {share: true}\nsteps:\n  - produce: {event: bus-1, amount: 100}\n  - relay"+p.steps))
 	}
 	params := testParams(t)
-	params.Brokers, params.KafkaURL = []string{broker.Kafka}, testservers.Kafka(t)
+	params.Brokers = []string{broker.Kafka}
+	params.URLs[broker.Kafka] = testservers.URL(t, broker.Kafka)
 	_, res := runAll(t, params, scs)
 	for _, p := range shareProbes {
 		r := res[p.name]
