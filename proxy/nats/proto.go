@@ -387,4 +387,3 @@ func plainMsg(subject, sid string, data []byte) []byte {
 	b := fmt.Appendf(nil, "MSG %s %s %d\r\n", subject, sid, len(data))
 	return append(append(b, data...), "\r\n"...)
 }
-
