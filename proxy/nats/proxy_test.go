@@ -356,9 +356,20 @@ func TestAckFaults(t *testing.T) {
 	if !errors.As(none.Err(), &u) {
 		t.Errorf("reply(ack) on a plain ack: %v; want unclassifiable", none.Err())
 	}
+	// reply(ack) of an acknowledged ack holds the server's answer.
+	slow := f.arm(Trigger{Boundary: Reply, Op: OpAck, Action: fault.Action{Do: fault.Delay, Delay: 100 * time.Millisecond}})
+	f.consumer("third", 30*time.Second)
+	if m, err = f.fetch(js, "third"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := m.DoubleAck(context.Background()); err != nil || time.Since(start) < 100*time.Millisecond {
+		t.Fatalf("double ack held: %v after %v", err, time.Since(start))
+	}
+	<-slow.Done()
 	_, _, acks := f.proxy.History()
-	if len(acks) != 1 || acks[0].Consumer != "second" {
-		t.Errorf("acks: %+v; want only the plain ack of second", acks)
+	if len(acks) != 2 || acks[0].Consumer != "second" || acks[1].Consumer != "third" {
+		t.Errorf("acks: %+v; want the plain ack of second, then third's", acks)
 	}
 }
 
