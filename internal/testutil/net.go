@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,4 +57,18 @@ func ReadToClose(t testing.TB, c net.Conn) string {
 		t.Fatalf("after %q: %v (the peer never closed)", out.String(), err)
 	}
 	return out.String()
+}
+
+// ReportP50 reports a benchmark's round trips, direct and through a proxy
+// (measured in turn, so that both saw the same machine load): each p50,
+// and what the proxy added to it.
+func ReportP50(b *testing.B, direct, proxied []time.Duration) {
+	p50 := func(ds []time.Duration) float64 {
+		slices.Sort(ds)
+		return float64(ds[len(ds)/2].Nanoseconds()) / 1e3
+	}
+	d, px := p50(direct), p50(proxied)
+	b.ReportMetric(d, "direct-p50-µs")
+	b.ReportMetric(px, "proxy-p50-µs")
+	b.ReportMetric(px-d, "added-p50-µs")
 }

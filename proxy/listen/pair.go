@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"net"
 	"sync"
+	"time"
 )
 
 // Pair is a relayed connection: the client's, and the one the proxy
@@ -72,4 +73,31 @@ func (w ClientWriter) Write(b []byte) (int, error) {
 		return 0, net.ErrClosed
 	}
 	return len(b), nil
+}
+
+// Await is a connection's barrier behind a held reply: it waits until the
+// reply was handled (answered closes), and reports whether the connection
+// goes on. A reply that has not come within limit is given up if forget
+// takes it back from where it was awaited (the caller fails its trigger
+// there); if forget cannot, the reply is being handled, and Await waits
+// for it.
+func (p *Pair) Await(answered <-chan struct{}, limit time.Duration, forget func() bool) bool {
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-answered:
+		return true
+	case <-p.Done:
+		return false
+	case <-t.C:
+	}
+	if forget() {
+		return true
+	}
+	select {
+	case <-answered:
+		return true
+	case <-p.Done:
+		return false
+	}
 }

@@ -87,6 +87,9 @@ func (c *conn) fromClient() {
 	defer c.Close()
 	rd := newReader(c.Client, false)
 	for {
+		if !rd.buffered() && c.toServer.Flush() != nil { // before waiting for more, what was sent goes out
+			return
+		}
 		if rd.tls() {
 			c.toServer.Flush()
 			c.blind(c.server, rd)
@@ -308,25 +311,13 @@ func (c *conn) forget(subject string, k *call) bool {
 // barrier waits until the held reply's fault has struck: nothing the
 // client sent after the operation reaches the server first.
 func (c *conn) barrier(k *call) bool {
-	t := time.NewTimer(replyWait)
-	defer t.Stop()
-	select {
-	case <-k.answered:
-		return true
-	case <-c.Done:
-		return false
-	case <-t.C:
-	}
-	if c.forget(k.reply, k) {
+	return c.Await(k.answered, replyWait, func() bool {
+		if !c.forget(k.reply, k) {
+			return false
+		}
 		k.strike.Finish(&fault.Unclassifiable{Reason: fmt.Sprintf("no reply to the %s to %s came on its connection within %v", k.x.kind, k.x.subject, replyWait)})
 		return true
-	}
-	select { // the reply is being handled now
-	case <-k.answered:
-		return true
-	case <-c.Done:
-		return false
-	}
+	})
 }
 
 func (c *conn) fromServer() {
@@ -338,6 +329,9 @@ func (c *conn) fromServer() {
 	}()
 	rd := newReader(c.server, true)
 	for {
+		if !rd.buffered() && !c.Write(nil, true) { // before waiting for more, what was sent goes out
+			return
+		}
 		if rd.tls() {
 			c.blind(c.Writer(), rd)
 			return

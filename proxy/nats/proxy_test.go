@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxdrill/runner/internal/testservers"
+	"github.com/outboxdrill/runner/internal/testutil"
 	"github.com/outboxdrill/runner/proxy/fault"
 )
 
@@ -476,18 +476,5 @@ func BenchmarkPublish(b *testing.B) {
 			rt[i] = append(rt[i], time.Since(start))
 		}
 	}
-	reportP50(b, rt[0], rt[1])
-}
-
-// reportP50 reports the direct and proxied p50 round trips, and what the
-// proxy added.
-func reportP50(b *testing.B, direct, proxied []time.Duration) {
-	p50 := func(ds []time.Duration) float64 {
-		slices.Sort(ds)
-		return float64(ds[len(ds)/2].Nanoseconds()) / 1e3
-	}
-	d, px := p50(direct), p50(proxied)
-	b.ReportMetric(d, "direct-p50-µs")
-	b.ReportMetric(px, "proxy-p50-µs")
-	b.ReportMetric(px-d, "added-p50-µs")
+	testutil.ReportP50(b, rt[0], rt[1])
 }
