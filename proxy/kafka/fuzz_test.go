@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"encoding/binary"
+	"hash/crc32"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -20,6 +21,7 @@ func batchOf(kvs ...string) []byte {
 	b := kmsg.RecordBatch{Magic: 2, NumRecords: int32(len(kvs) / 2), Records: recs, ProducerID: -1, LastOffsetDelta: int32(len(kvs)/2 - 1)}
 	raw := b.AppendTo(nil)
 	binary.BigEndian.PutUint32(raw[8:12], uint32(len(raw)-12))
+	binary.BigEndian.PutUint32(raw[17:21], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
 	return raw
 }
 

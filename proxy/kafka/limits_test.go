@@ -138,3 +138,34 @@ func TestTLSFailsTheTriggers(t *testing.T) {
 		t.Errorf("err=%v; want unclassifiable", a.Err())
 	}
 }
+
+// Two Produce requests sent at once: with the first's response held, the
+// second never reaches the broker before the fault strikes (here: ever,
+// the connection being cut).
+func TestTheBarrierHoldsWhatWasPipelined(t *testing.T) {
+	f := newFixture(t)
+	a := f.arm(Trigger{Boundary: Reply, Op: OpPublish, Action: fault.Action{Do: fault.Cut}})
+	var both []byte
+	for corr, event := range []string{"e1", "e2"} {
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis = 8, -1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = f.topic
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = batchOf(event, "v")
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		both = append(both, frame(keyProduce, 8, int32(corr), req.AppendTo(nil))...)
+	}
+	c := f.dial()
+	if _, err := c.Write(both); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ReadToClose(t, c); got != "" {
+		t.Errorf("the client got %d bytes; want the connection cut before any response", len(got))
+	}
+	<-a.Done()
+	if got := f.stored(); got != 1 {
+		t.Errorf("the log ends at %d; want 1: e1 stored, e2 never sent", got)
+	}
+}

@@ -458,3 +458,31 @@ func BenchmarkProduce(b *testing.B) {
 	}
 	testutil.ReportP50(b, rt[0], rt[1])
 }
+
+func TestGroupFaults(t *testing.T) {
+	f := newFixture(t)
+	if err := produce(f.client(), "e1"); err != nil {
+		t.Fatal(err)
+	}
+	group := f.topic + "-g"
+	slow := f.arm(Trigger{Boundary: Reply, Op: "JoinGroup", Group: group, Action: fault.Action{Do: fault.Delay, Delay: 100 * time.Millisecond}})
+	fail := f.arm(Trigger{Boundary: Request, Op: "SyncGroup", Group: group, Action: fault.Action{Do: fault.Error}})
+	cons := f.client(kgo.ConsumerGroup(group), kgo.ConsumeTopics(f.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if recs := poll(t, cons, 1); string(recs[0].Key) != "e1" {
+		t.Fatalf("got %s", recs[0].Key)
+	}
+	<-slow.Done()
+	<-fail.Done()
+	if slow.Err() != nil || fail.Err() != nil || !fail.Fired() {
+		t.Fatalf("delay: %v; error: fired=%v %v", slow.Err(), fail.Fired(), fail.Err())
+	}
+	var syncs []string
+	for _, e := range f.proxy.Events() {
+		if e.API == "SyncGroup" {
+			syncs = append(syncs, fmt.Sprintf("%v dropped=%v", e.Group == group, e.Dropped))
+		}
+	}
+	if len(syncs) < 2 || syncs[0] != "true dropped=true" {
+		t.Errorf("SyncGroup events %v; want the failed one, then the client's retry", syncs)
+	}
+}
