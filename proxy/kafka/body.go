@@ -24,15 +24,7 @@ func (c *conn) readBody(q *request, resp kmsg.Response, ev *Event) crossing {
 		c.readProduce(q, r, ev)
 	case *kmsg.FetchResponse:
 		ev.ErrorCode = r.ErrorCode
-		for _, t := range r.Topics {
-			topic := c.p.topicName(t.Topic, t.TopicID)
-			for _, p := range t.Partitions {
-				setError(ev, topic, p.Partition, p.ErrorCode)
-				if p.ErrorCode == 0 {
-					c.readFetched(ev, topic, &p, q.isolation == 1)
-				}
-			}
-		}
+		c.readFetch(r, ev, q.isolation == 1)
 	case *kmsg.ShareFetchResponse:
 		ev.ErrorCode = r.ErrorCode
 		c.readShareFetch(r, ev)
@@ -108,6 +100,19 @@ func (c *conn) readProduce(q *request, r *kmsg.ProduceResponse, ev *Event) {
 		for _, p := range t.parts {
 			if b, ok := base[topicPartition{t.name, p.partition}]; ok {
 				ev.Records = append(ev.Records, c.produced(ev, t.name, p, b)...)
+			}
+		}
+	}
+}
+
+// readFetch reads what a Fetch delivered, partition by partition.
+func (c *conn) readFetch(r *kmsg.FetchResponse, ev *Event, committed bool) {
+	for _, t := range r.Topics {
+		topic := c.p.topicName(t.Topic, t.TopicID)
+		for _, p := range t.Partitions {
+			setError(ev, topic, p.Partition, p.ErrorCode)
+			if p.ErrorCode == 0 {
+				c.readFetched(ev, topic, &p, committed)
 			}
 		}
 	}
@@ -203,40 +208,11 @@ func errorResponse(q *request) kmsg.Response {
 	resp.SetVersion(q.version)
 	switch r := resp.(type) {
 	case *kmsg.ProduceResponse:
-		for _, t := range q.topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic, rt.TopicID = t.name, t.id
-			for _, p := range t.parts {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.BaseOffset = p.partition, errNotEnoughReplicas, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			r.Topics = append(r.Topics, rt)
-		}
+		produceError(q, r)
 	case *kmsg.FetchResponse:
 		fetchError(q, r)
-	case *kmsg.OffsetCommitResponse:
-		for _, t := range q.topics {
-			rt := kmsg.NewOffsetCommitResponseTopic()
-			rt.Topic, rt.TopicID = t.name, t.id
-			for _, p := range t.parts {
-				rp := kmsg.NewOffsetCommitResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.partition, errCoordinatorNotAvailable
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			r.Topics = append(r.Topics, rt)
-		}
-	case *kmsg.TxnOffsetCommitResponse:
-		for _, t := range q.topics {
-			rt := kmsg.NewTxnOffsetCommitResponseTopic()
-			rt.Topic, rt.TopicID = t.name, t.id
-			for _, p := range t.parts {
-				rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.partition, errCoordinatorNotAvailable
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			r.Topics = append(r.Topics, rt)
-		}
+	case *kmsg.OffsetCommitResponse, *kmsg.TxnOffsetCommitResponse:
+		commitError(q, resp)
 	case *kmsg.ShareFetchResponse, *kmsg.ShareAcknowledgeResponse:
 		shareError(q, resp)
 	case *kmsg.EndTxnResponse:
@@ -251,6 +227,44 @@ func errorResponse(q *request) kmsg.Response {
 		r.ErrorCode = errCoordinatorNotAvailable
 	}
 	return resp
+}
+
+// produceError fails every partition of a Produce with NOT_ENOUGH_REPLICAS:
+// the broker wrote nothing.
+func produceError(q *request, r *kmsg.ProduceResponse) {
+	for _, t := range q.topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic, rt.TopicID = t.name, t.id
+		for _, p := range t.parts {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.BaseOffset = p.partition, errNotEnoughReplicas, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		r.Topics = append(r.Topics, rt)
+	}
+}
+
+// commitError fails every partition of an OffsetCommit or TxnOffsetCommit
+// with COORDINATOR_NOT_AVAILABLE: nothing was committed.
+func commitError(q *request, resp kmsg.Response) {
+	for _, t := range q.topics {
+		switch r := resp.(type) {
+		case *kmsg.OffsetCommitResponse:
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic, rt.TopicID = t.name, t.id
+			for _, p := range t.parts {
+				rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.partition, ErrorCode: errCoordinatorNotAvailable})
+			}
+			r.Topics = append(r.Topics, rt)
+		case *kmsg.TxnOffsetCommitResponse:
+			rt := kmsg.NewTxnOffsetCommitResponseTopic()
+			rt.Topic, rt.TopicID = t.name, t.id
+			for _, p := range t.parts {
+				rt.Partitions = append(rt.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.partition, ErrorCode: errCoordinatorNotAvailable})
+			}
+			r.Topics = append(r.Topics, rt)
+		}
+	}
 }
 
 // fetchError fails a Fetch: from v7 (fetch sessions) with the response's

@@ -202,47 +202,18 @@ func encodeResponse(q *request, resp kmsg.Response) []byte {
 // rewrite points every broker address a response names at the proxy's
 // listener for that broker, and reports whether it changed any.
 func (p *Proxy) rewrite(resp kmsg.Response) (bool, error) {
-	var addrs []hostPort
-	switch r := resp.(type) {
-	case *kmsg.MetadataResponse:
-		for i := range r.Brokers {
-			addrs = append(addrs, hostPort{&r.Brokers[i].Host, &r.Brokers[i].Port})
-		}
+	if r, ok := resp.(*kmsg.DescribeQuorumResponse); ok {
+		return p.rewriteQuorum(r)
+	}
+	if r, ok := resp.(*kmsg.MetadataResponse); ok {
 		for _, t := range r.Topics {
 			if t.Topic != nil {
 				p.learnTopic(t.TopicID, *t.Topic)
 			}
 		}
-	case *kmsg.FindCoordinatorResponse:
-		addrs = append(addrs, hostPort{&r.Host, &r.Port})
-		for i := range r.Coordinators {
-			addrs = append(addrs, hostPort{&r.Coordinators[i].Host, &r.Coordinators[i].Port})
-		}
-	case *kmsg.DescribeClusterResponse:
-		for i := range r.Brokers {
-			addrs = append(addrs, hostPort{&r.Brokers[i].Host, &r.Brokers[i].Port})
-		}
-	case *kmsg.ProduceResponse:
-		for i := range r.Brokers {
-			addrs = append(addrs, hostPort{&r.Brokers[i].Host, &r.Brokers[i].Port})
-		}
-	case *kmsg.FetchResponse:
-		for i := range r.Brokers {
-			addrs = append(addrs, hostPort{&r.Brokers[i].Host, &r.Brokers[i].Port})
-		}
-	case *kmsg.ShareFetchResponse:
-		for i := range r.NodeEndpoints {
-			addrs = append(addrs, hostPort{&r.NodeEndpoints[i].Host, &r.NodeEndpoints[i].Port})
-		}
-	case *kmsg.ShareAcknowledgeResponse:
-		for i := range r.NodeEndpoints {
-			addrs = append(addrs, hostPort{&r.NodeEndpoints[i].Host, &r.NodeEndpoints[i].Port})
-		}
-	case *kmsg.DescribeQuorumResponse:
-		return p.rewriteQuorum(r)
 	}
 	changed := false
-	for _, a := range addrs {
+	for _, a := range brokerAddrs(resp) {
 		if *a.host == "" || *a.port <= 0 {
 			continue // a coordinator not found, a broker unknown
 		}
@@ -253,6 +224,45 @@ func (p *Proxy) rewrite(resp kmsg.Response) (bool, error) {
 		*a.host, *a.port, changed = h, port, true
 	}
 	return changed, nil
+}
+
+// brokerAddrs are the broker addresses a response names, to rewrite in
+// place.
+func brokerAddrs(resp kmsg.Response) []hostPort {
+	var addrs []hostPort
+	add := func(host *string, port *int32) { addrs = append(addrs, hostPort{host, port}) }
+	switch r := resp.(type) {
+	case *kmsg.MetadataResponse:
+		for i := range r.Brokers {
+			add(&r.Brokers[i].Host, &r.Brokers[i].Port)
+		}
+	case *kmsg.FindCoordinatorResponse:
+		add(&r.Host, &r.Port)
+		for i := range r.Coordinators {
+			add(&r.Coordinators[i].Host, &r.Coordinators[i].Port)
+		}
+	case *kmsg.DescribeClusterResponse:
+		for i := range r.Brokers {
+			add(&r.Brokers[i].Host, &r.Brokers[i].Port)
+		}
+	case *kmsg.ProduceResponse:
+		for i := range r.Brokers {
+			add(&r.Brokers[i].Host, &r.Brokers[i].Port)
+		}
+	case *kmsg.FetchResponse:
+		for i := range r.Brokers {
+			add(&r.Brokers[i].Host, &r.Brokers[i].Port)
+		}
+	case *kmsg.ShareFetchResponse:
+		for i := range r.NodeEndpoints {
+			add(&r.NodeEndpoints[i].Host, &r.NodeEndpoints[i].Port)
+		}
+	case *kmsg.ShareAcknowledgeResponse:
+		for i := range r.NodeEndpoints {
+			add(&r.NodeEndpoints[i].Host, &r.NodeEndpoints[i].Port)
+		}
+	}
+	return addrs
 }
 
 type hostPort struct {
