@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/outboxdrill/runner/broker/rabbitmq"
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/internal/testutil"
 	"github.com/outboxdrill/runner/proxy/fault"
@@ -33,7 +34,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	u, err := url.Parse(testservers.RabbitMQ(t))
+	u, err := url.Parse(testservers.Broker(t, rabbitmq.Kind))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +377,7 @@ func TestArmRefusesWhatCannotBe(t *testing.T) {
 // and proxied in turn, with a trigger armed on acks (matched and counted
 // on every publish, never struck).
 func BenchmarkPublish(b *testing.B) {
-	u, err := url.Parse(testservers.RabbitMQ(b))
+	u, err := url.Parse(testservers.Broker(b, rabbitmq.Kind))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	brokerkafka "github.com/outboxdrill/runner/broker/kafka"
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/internal/testutil"
 	"github.com/outboxdrill/runner/proxy/fault"
@@ -37,9 +38,13 @@ type fixture struct {
 }
 
 // kfakeAddr is the kfake broker testservers runs (RUNNER_KAFKA_URL may
-// name another).
+// name another): its first seed.
 func kfakeAddr(t testing.TB) string {
-	return strings.TrimPrefix(testservers.Kafka(t), "kafka://")
+	seeds, err := brokerkafka.Seeds(testservers.Broker(t, brokerkafka.Kind))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seeds[0]
 }
 
 func newFixture(t *testing.T) *fixture {

@@ -14,6 +14,7 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	brokerjs "github.com/outboxdrill/runner/broker/jetstream"
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/internal/testutil"
 	"github.com/outboxdrill/runner/proxy/fault"
@@ -33,7 +34,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	u, err := url.Parse(testservers.NATS(t))
+	u, err := url.Parse(testservers.Broker(t, brokerjs.Kind))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +440,7 @@ func TestParseAckSubject(t *testing.T) {
 // and counted on every publish, never struck). It reports the p50s and
 // their difference.
 func BenchmarkPublish(b *testing.B) {
-	u, err := url.Parse(testservers.NATS(b))
+	u, err := url.Parse(testservers.Broker(b, brokerjs.Kind))
 	if err != nil {
 		b.Fatal(err)
 	}
