@@ -423,3 +423,13 @@ func BenchmarkPublish(b *testing.B) {
 	}
 	testutil.ReportP50(b, rt[0], rt[1])
 }
+
+// Every operation a parser is told of can be armed at one boundary at
+// least.
+func TestOperationsCanBeArmed(t *testing.T) {
+	for _, op := range Operations() {
+		if (Trigger{Boundary: Request, Op: op}).Check() != nil && (Trigger{Boundary: Reply, Op: op}).Check() != nil {
+			t.Errorf("%s can be armed at no boundary", op)
+		}
+	}
+}

@@ -2,6 +2,8 @@ package amqp
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/outboxdrill/runner/proxy/fault"
@@ -78,6 +80,16 @@ func (t Trigger) String() string {
 	}
 	return fmt.Sprintf("%s(%s%s) nth=%d do=%s", t.Boundary, t.Op, filter, max(t.Nth, 1), t.Action)
 }
+
+// Operations are the operations a trigger may name: the neutral ones,
+// then every AMQP 0-9-1 method, sorted (for a parser's "did you mean").
+func Operations() []string {
+	return append([]string{OpPublish, OpDeliver, OpAck}, slices.Sorted(maps.Keys(byName))...)
+}
+
+// Check says what is wrong with a trigger (Arm refuses it): an unknown
+// operation, or a boundary it does not have.
+func (t Trigger) Check() error { return t.check() }
 
 // check says what is wrong with a trigger.
 func (t Trigger) check() error {

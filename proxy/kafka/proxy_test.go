@@ -491,3 +491,13 @@ func TestGroupFaults(t *testing.T) {
 		t.Errorf("SyncGroup events %v; want the failed one, then the client's retry", syncs)
 	}
 }
+
+// Every operation a parser is told of can be armed at one boundary at
+// least.
+func TestOperationsCanBeArmed(t *testing.T) {
+	for _, op := range Operations() {
+		if (Trigger{Boundary: Request, Op: op}).Check() != nil && (Trigger{Boundary: Reply, Op: op}).Check() != nil {
+			t.Errorf("%s can be armed at no boundary", op)
+		}
+	}
+}

@@ -2,6 +2,8 @@ package kafka
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -119,6 +121,17 @@ func (t Trigger) keys() []int16 {
 	}
 	return nil
 }
+
+// Operations are the operations a trigger may name: the neutral ones,
+// then every Kafka API kmsg knows, sorted (for a parser's "did you mean").
+func Operations() []string {
+	return append([]string{OpPublish, OpDeliver, OpAck}, slices.Sorted(maps.Keys(keyByName))...)
+}
+
+// Check says what is wrong with a trigger (Arm refuses it): an unknown
+// operation, a filter its API does not name, an error the proxy cannot
+// answer.
+func (t Trigger) Check() error { return t.check() }
 
 // check says what is wrong with a trigger.
 func (t Trigger) check() error {

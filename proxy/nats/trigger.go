@@ -83,6 +83,16 @@ func (t Trigger) String() string {
 	return fmt.Sprintf("%s(%s%s) nth=%d do=%s", t.Boundary, t.Op, f, max(t.Nth, 1), t.Action)
 }
 
+// Operations are the operations a trigger may name: the neutral ones,
+// then NATS's own (for a parser's "did you mean").
+func Operations() []string {
+	return []string{OpPublish, OpDeliver, OpAck, OpPUB, OpMSG, OpPull, OpAckAck, OpAckNak, OpAckWPI, OpAckTerm, OpAckNext}
+}
+
+// Check says what is wrong with a trigger (Arm refuses it): an unknown
+// operation, a boundary it does not have, a malformed subject.
+func (t Trigger) Check() error { return t.check() }
+
 // check says what is wrong with a trigger.
 func (t Trigger) check() error {
 	if t.Boundary != Request && t.Boundary != Reply {
