@@ -99,6 +99,7 @@ type Topic struct {
 	members map[memberKey]*member
 	txns    map[memberKey]*txnMember // workers reading in broker transactions
 	groups  []string                 // group names created, for Delete
+	adopted []string                 // group ids a team's services joined, for Delete (Adopt)
 }
 
 var _ broker.Broker = (*Topic)(nil)
@@ -170,6 +171,8 @@ func (t *Topic) Capabilities() broker.Capabilities {
 	cs := broker.Capabilities{broker.EntryLog: true, broker.Retention: true, broker.Purge: true, broker.ReplayHistory: true, broker.BrokerTxn: true}
 	if t.opt.Share {
 		cs[broker.DeliveryCount] = true
+	} else {
+		cs[broker.GroupLag] = true // a share group has no committed offset (KIP-932)
 	}
 	return cs
 }
@@ -384,6 +387,7 @@ func (t *Topic) Delete(ctx context.Context) error {
 	txns := t.txns
 	t.txns = map[memberKey]*txnMember{}
 	groups := slices.Clone(t.groups)
+	adopted := slices.Clone(t.adopted)
 	t.mu.Unlock()
 	for _, m := range ms {
 		m.close(ctx, true)
@@ -398,6 +402,11 @@ func (t *Topic) Delete(ctx context.Context) error {
 			ids[i] = t.groupID(g)
 		}
 		if err := t.deleteGroups(ctx, ids...); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(adopted) > 0 {
+		if err := t.deleteAdopted(ctx, adopted); err != nil {
 			errs = append(errs, err)
 		}
 	}
