@@ -110,7 +110,7 @@ func TestSchemaStreamByBroker(t *testing.T) {
 	}
 	stream := "stream: {event_id: e, payload: p}\n"
 	for src, ok := range map[string]bool{
-		kafkaOnly: true,
+		kafkaOnly:          true,
 		kafkaOnly + stream: false,
 		strings.Replace(kafkaOnly, "brokers: [kafka]\n", "", 1):          false,
 		strings.Replace(kafkaOnly, "brokers: [kafka]\n", "", 1) + stream: true,
