@@ -1,0 +1,96 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/outboxdrill/runner/internal/testservers"
+)
+
+// A team's Kafka relay and consumer in Node (kafkajs + pg), told only
+// ${topic}, ${broker.address}, ${group} and ${consumer}. In one run on
+// Kafka: the correct consumer passes its commit-refused window, the
+// group's committed offset read by stream.lag; the commit-first consumer
+// loses the event (stream.lag 0, no inbox row), and declaring lost fails
+// the scenario saying that lost cannot be judged on Kafka, never "the
+// history shows none"; a wrong stream.lag fails with its diff. No verdict
+// lists lost among what it judged.
+func TestNodeKafkaExample(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil || !exists("../../examples/node/node_modules/kafkajs") {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI must install the Node example (npm ci --prefix examples/node): node or kafkajs is missing")
+		}
+		t.Skip("node or examples/node/node_modules/kafkajs missing: run npm ci --prefix examples/node")
+	}
+	withSystem := func(name, scenario, system string, edit func(string) string) string {
+		src, err := os.ReadFile("../../examples/node/kafka-scenarios/" + scenario)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sys, err := filepath.Abs("../../examples/node/" + system)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return scenarioFile(t, name, edit("system: "+sys+"\n"+string(src)))
+	}
+	same := func(s string) string { return s }
+	correct := withSystem("correct.yaml", "seed-2-consumer-commit-fails.yaml", "system-kafka.yaml", same)
+	declared := withSystem("declared.yaml", "commit-first-loses-the-event.yaml", "system-kafka-commit-first.yaml", func(s string) string {
+		s = strings.Replace(s, "tags:", "expect_violations: [lost]\ntags:", 1)
+		return s + "  - expect: {stream.lag: {accounting: 1}}\n" // deliberately wrong: the group is past the record
+	})
+	code, out, errOut := cli(t, "run", "-v", "--parallel", "2", "--broker", "kafka", "--kafka", testservers.Kafka(t), correct, declared)
+	if code != exitFailed {
+		t.Fatalf("exit %d, want 1 (the declared lost cannot be judged):\n%s\n%s", code, out, errOut)
+	}
+	const why = "on kafka there is no publish/ack history without a broker proxy"
+	pass, fail := block(out, "--- PASS: your Kafka consumer's COMMIT fails"), block(out, "--- FAIL: anti-pattern: a Kafka consumer that commits its offset")
+	for _, want := range []string{"ok stream.lag: {}", "ok inbox.rows: 1", "history: no violation (double_applied, phantom, projection_mismatch)",
+		"history: not judged: lost: " + why, "| applied bus-1 (0/0)"} {
+		if !strings.Contains(pass, want) {
+			t.Errorf("the correct consumer: want %q in:\n%s", want, pass)
+		}
+	}
+	for _, want := range []string{
+		"ok stream.lag: {}", "ok inbox.rows: 0", "| bus-1: rolled back (40001",
+		declared + ":8:20: expect_violations: declared lost, but it could not be judged here: " + why,
+		declared + ":16:14: stream.lag:", "want {accounting: 1}", `"accounting": 1,`,
+	} {
+		if !strings.Contains(fail, want) {
+			t.Errorf("the commit-first consumer: want %q in:\n%s", want, fail)
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "the history shows none") || strings.Contains(line, "no violation (") && strings.Contains(line, "lost") {
+			t.Errorf("a verdict claims lost was judged: %s", line)
+		}
+	}
+}
+
+// block is the part of a run's output from the line starting with head to
+// the next scenario's.
+func block(out, head string) string {
+	i := strings.Index(out, head)
+	if i < 0 {
+		return ""
+	}
+	rest := out[i+len(head):]
+	if j := strings.Index(rest, "\n--- "); j >= 0 {
+		rest = rest[:j]
+	}
+	return head + rest
+}
+
+// The Kafka example's scenarios load with both system files, and their
+// placeholders mean something on the brokers the files list.
+func TestNodeKafkaExampleValid(t *testing.T) {
+	for _, sys := range []string{"system-kafka.yaml", "system-kafka-commit-first.yaml"} {
+		code, out, errOut := cli(t, "validate", "--offline", "--system", "../../examples/node/"+sys, "../../examples/node/kafka-scenarios")
+		if code != exitOK || !strings.Contains(out, "ok: 4 scenario(s) valid") {
+			t.Errorf("%s: exit %d\n%s\n%s", sys, code, out, errOut)
+		}
+	}
+}
