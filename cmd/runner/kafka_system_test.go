@@ -94,3 +94,39 @@ func TestNodeKafkaExampleValid(t *testing.T) {
 		}
 	}
 }
+
+// A placeholder that names nothing on the run's broker stops the run before
+// anything starts, exit 2, at the system file's line:col and naming the
+// broker; so does a misspelt one, with the closest name.
+func TestPlaceholderMeaninglessOnTheRunsBroker(t *testing.T) {
+	unlisted := scenarioFile(t, "sys.yaml", strings.Replace(mustRead(t, "../../examples/node/system.yaml"), "brokers:    [redis]", "", 1))
+	dir := filepath.Dir(unlisted)
+	for _, f := range []string{"producer.sql", "consumer.sql"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(mustRead(t, "../../examples/node/"+f)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc := "../../examples/node/scenarios/seed-4-new-entry-same-event.yaml"
+	code, out, errOut := cli(t, "run", "--broker", "kafka", "--system", unlisted, sc)
+	want := unlisted + ":5:115: services: relay: env STREAM: ${stream} means nothing on kafka, only on redis; a service on kafka is told ${topic} and ${group}"
+	if code != exitInvalid || !strings.Contains(errOut, want) || strings.Contains(errOut, "started") {
+		t.Errorf("${stream} on kafka: exit %d, want 2 with\n\t%s\ngot:\n%s\n%s", code, want, out, errOut)
+	}
+	typo := filepath.Join(dir, "typo.yaml")
+	if err := os.WriteFile(typo, []byte(strings.Replace(mustRead(t, unlisted), `STREAM: "${stream}"}, ready`, `STREAM: "${strem}"}, ready`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = cli(t, "validate", "--offline", "--system", typo, sc)
+	if want := typo + `:5:115: services: relay: env STREAM: unknown ${strem} (did you mean "stream"?)`; code != exitInvalid || !strings.Contains(errOut, want) {
+		t.Errorf("a misspelt placeholder: exit %d, want 2 with\n\t%s\ngot:\n%s", code, want, errOut)
+	}
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
