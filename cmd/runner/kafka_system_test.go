@@ -1,12 +1,18 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxdrill/runner/broker/kafka"
 	"github.com/outboxdrill/runner/internal/testservers"
 )
 
@@ -42,7 +48,8 @@ func TestNodeKafkaExample(t *testing.T) {
 		s = strings.Replace(s, "tags:", "expect_violations: [lost]\ntags:", 1)
 		return s + "  - expect: {stream.lag: {accounting: 1}}\n" // deliberately wrong: the group is past the record
 	})
-	code, out, errOut := cli(t, "run", "-v", "--parallel", "2", "--broker", "kafka", "--kafka", testservers.Kafka(t), correct, declared)
+	jsonReport := filepath.Join(t.TempDir(), "report.json")
+	code, out, errOut := cli(t, "run", "-v", "--parallel", "2", "--json", jsonReport, "--broker", "kafka", "--kafka", testservers.Kafka(t), correct, declared)
 	if code != exitFailed {
 		t.Fatalf("exit %d, want 1 (the declared lost cannot be judged):\n%s\n%s", code, out, errOut)
 	}
@@ -66,6 +73,36 @@ func TestNodeKafkaExample(t *testing.T) {
 	for _, line := range strings.Split(out, "\n") {
 		if strings.Contains(line, "the history shows none") || strings.Contains(line, "no violation (") && strings.Contains(line, "lost") {
 			t.Errorf("a verdict claims lost was judged: %s", line)
+		}
+	}
+	teamGroupsGone(t, jsonReport)
+}
+
+// teamGroupsGone: the consumer groups the team's services joined (their
+// ${group}) were deleted with the scenarios' topics, their killed or
+// stopped members removed first.
+func teamGroupsGone(t *testing.T, jsonReport string) {
+	t.Helper()
+	var doc struct{ Scenarios []struct{ Stream string } }
+	if err := json.Unmarshal([]byte(mustRead(t, jsonReport)), &doc); err != nil || len(doc.Scenarios) == 0 {
+		t.Fatalf("JSON report: %v", err)
+	}
+	seeds, err := kafka.Seeds(testservers.Kafka(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	groups, err := kadm.NewClient(cl).ListGroups(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range doc.Scenarios {
+		if g := kafka.Sanitize(sc.Stream) + ".accounting"; slices.Contains(groups.Groups(), g) {
+			t.Errorf("the team's group %s outlived its scenario", g)
 		}
 	}
 }
