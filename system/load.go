@@ -75,19 +75,16 @@ var required = []string{"services", "produce", "outbox", "inbox"}
 
 // checkStream: stream: names the fields of a Redis stream entry. A file
 // whose services may run on Redis needs it; one whose brokers exclude
-// Redis has no such entries (a Kafka record's key is the event id, its
-// value the payload), and a stream: there would only mislead.
+// Redis may leave it out (a Kafka record's key is the event id, its value
+// the payload), and there it is not read.
 func (s *System) checkStream(file string, root *yaml.Node, given bool, errs *diag.Errors) {
-	redis := s.Brokers == nil || slices.Contains(s.Brokers, broker.Redis)
 	switch {
-	case !given && redis && s.Brokers == nil:
+	case given:
+	case s.Brokers == nil:
 		*errs = append(*errs, diag.Errorf(diag.NodePos(file, root), "missing stream: the fields of a Redis stream entry that carry the event id and the payload (stream: {event_id: …, payload: …}); "+
 			"a system whose services do not talk to Redis lists its brokers instead (brokers: [kafka]) and leaves stream: out"))
-	case !given && redis:
+	case slices.Contains(s.Brokers, broker.Redis):
 		*errs = append(*errs, diag.Errorf(s.At("brokers"), "missing stream: brokers lists redis, whose entries carry the event id and the payload in fields the file names (stream: {event_id: …, payload: …})"))
-	case given && !redis:
-		*errs = append(*errs, diag.Errorf(s.At("stream"), "stream: names the fields of a Redis stream entry, and brokers (%s) has no redis: leave it out (on kafka the record key is the event id and the value the payload; on nats the event-id header and the data; on rabbitmq the message_id property and the body)",
-			strings.Join(s.Brokers, ", ")))
 	}
 }
 

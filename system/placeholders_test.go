@@ -20,9 +20,9 @@ brokers: [kafka]
 `
 
 // A file for Kafka alone needs no stream: and may use Kafka's names; a
-// placeholder that names nothing on a broker the file lists, a stream:
-// beside brokers without Redis, and a missing one where Redis may run are
-// errors at their line:col, naming the broker.
+// placeholder that names nothing on a broker the file lists and a missing
+// stream: where Redis may run are errors at their line:col, naming the
+// broker.
 func TestPlaceholdersAndStreamByBroker(t *testing.T) {
 	s, errs := Parse("f.yaml", []byte(kafkaOnly))
 	if len(errs) > 0 {
@@ -40,7 +40,6 @@ func TestPlaceholdersAndStreamByBroker(t *testing.T) {
 		{"topic on redis", strings.Replace(kafkaOnly, "[kafka]", "[kafka, redis]", 1) + "stream: {event_id: e, payload: p}\n",
 			"f.yaml:2:32: services: consumer: run[2]: ${topic} means nothing on redis, only on kafka; a service on redis is told ${stream} and ${group}, and on every broker ${destination}"},
 		{"group on rabbitmq", strings.Replace(kafkaOnly, "[kafka]", "[rabbitmq]", 1), "f.yaml:2:88: services: consumer: env GROUP: ${group} means nothing on rabbitmq, only on redis, kafka and nats; a service on rabbitmq is told ${exchange} and ${queue}"},
-		{"stream beside kafka", kafkaOnly + "stream: {event_id: e, payload: p}\n", "f.yaml:7:9: stream: names the fields of a Redis stream entry, and brokers (kafka) has no redis"},
 		{"no stream, no brokers", strings.Replace(kafkaOnly, "brokers: [kafka]\n", "", 1), "f.yaml:1:1: missing stream: the fields of a Redis stream entry"},
 		{"no stream, redis listed", strings.Replace(kafkaOnly, "[kafka]", "[redis, kafka]", 1), "f.yaml:6:10: missing stream: brokers lists redis"},
 	} {
@@ -111,7 +110,7 @@ func TestSchemaStreamByBroker(t *testing.T) {
 	stream := "stream: {event_id: e, payload: p}\n"
 	for src, ok := range map[string]bool{
 		kafkaOnly:          true,
-		kafkaOnly + stream: false,
+		kafkaOnly + stream: true,
 		strings.Replace(kafkaOnly, "brokers: [kafka]\n", "", 1):          false,
 		strings.Replace(kafkaOnly, "brokers: [kafka]\n", "", 1) + stream: true,
 		strings.Replace(kafkaOnly, "[kafka]", "[redis]", 1):              false,
