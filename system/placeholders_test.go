@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/outboxdrill/runner/broker"
 )
 
@@ -95,18 +93,7 @@ func TestPlaceholdersDocumented(t *testing.T) {
 
 // The schema says the same about stream: as the loader.
 func TestSchemaStreamByBroker(t *testing.T) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(JSONSchema()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("system.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile("system.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := compiledSchema(t)
 	stream := "stream: {event_id: e, payload: p}\n"
 	for src, ok := range map[string]bool{
 		kafkaOnly:          true,

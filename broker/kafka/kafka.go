@@ -401,7 +401,7 @@ func (t *Topic) Delete(ctx context.Context) error {
 		for i, g := range groups {
 			ids[i] = t.groupID(g)
 		}
-		if err := t.deleteGroups(ctx, ids...); err != nil {
+		if err := t.deleteGroups(ctx, t.opt.Session+2*time.Second, ids...); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -424,18 +424,19 @@ func (t *Topic) Delete(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// deleteGroups deletes consumer groups, waiting out the session of a
-// member that died without leaving (the broker refuses to delete a group
-// with members).
-func (t *Topic) deleteGroups(ctx context.Context, ids ...string) error {
-	deadline := time.Now().Add(t.opt.Session + 2*time.Second)
+// deleteGroups deletes consumer groups, waiting up to wait for a group
+// that still has members: one that died without leaving keeps the group
+// until its session runs out (the broker refuses to delete a group with
+// members), and one removed (evict) until the rebalance it started ends.
+func (t *Topic) deleteGroups(ctx context.Context, wait time.Duration, ids ...string) error {
+	deadline := time.Now().Add(wait)
+	var errs []error
 	for {
 		resp, err := t.adm.DeleteGroups(ctx, ids...)
 		if err != nil {
-			return fmt.Errorf("kafka delete groups: %w", err)
+			return errors.Join(append(errs, fmt.Errorf("kafka delete groups: %w", err))...)
 		}
 		var left []string
-		var errs []error
 		for _, r := range resp {
 			switch {
 			case r.Err == nil, errors.Is(r.Err, kerr.GroupIDNotFound):
@@ -449,7 +450,7 @@ func (t *Topic) deleteGroups(ctx context.Context, ids ...string) error {
 			return errors.Join(errs...)
 		}
 		ids = left
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

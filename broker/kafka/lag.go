@@ -108,28 +108,5 @@ func (t *Topic) deleteAdopted(ctx context.Context, ids []string) error {
 	for _, id := range ids {
 		errs = append(errs, t.evict(ctx, id))
 	}
-	// A member removed, the coordinator may still be completing the
-	// rebalance it started: the deletion is retried briefly.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		resp, err := t.adm.DeleteGroups(ctx, ids...)
-		if err != nil {
-			return errors.Join(append(errs, fmt.Errorf("kafka delete groups: %w", err))...)
-		}
-		var left []string
-		for _, r := range resp {
-			switch {
-			case r.Err == nil, errors.Is(r.Err, kerr.GroupIDNotFound):
-			case errors.Is(r.Err, kerr.NonEmptyGroup) && time.Now().Before(deadline):
-				left = append(left, r.Group)
-			default:
-				errs = append(errs, fmt.Errorf("kafka delete group %s: %w", r.Group, r.Err))
-			}
-		}
-		if len(left) == 0 || ctx.Err() != nil {
-			return errors.Join(errs...)
-		}
-		ids = left
-		time.Sleep(50 * time.Millisecond)
-	}
+	return errors.Join(append(errs, t.deleteGroups(ctx, 5*time.Second, ids...))...)
 }
