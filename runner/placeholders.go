@@ -28,6 +28,8 @@ func brokerNames(ctx context.Context, br broker.Broker, key, consumer string) (m
 		return map[string]string{"topic": b.Name(), "destination": b.Name(), "group": b.GroupID(consumer)}, nil
 	case *jsbroker.Stream:
 		return map[string]string{"stream_name": b.Name(), "subject": b.Subject(), "destination": b.Subject(), "group": jsbroker.Durable(consumer)}, nil
+	case ownConnBroker: // a scenario's RabbitMQ broker, on its own connection
+		return brokerNames(ctx, b.Broker, key, consumer)
 	case *rabbitmq.Broker:
 		q, err := b.GroupQueue(ctx, consumer)
 		if err != nil {
