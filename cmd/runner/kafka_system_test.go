@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -166,4 +168,56 @@ func mustRead(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// A team's service on every broker is told where the relay publishes and
+// the broker's address, and its scenario runs to a verdict that says what
+// it could not judge there.
+func TestTeamServiceOnEveryBroker(t *testing.T) {
+	schema, err := filepath.Abs("../../examples/node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := scenarioFile(t, "system.yaml", `services:
+  echo: {run: [sh, -c, 'echo "dest=$DEST addr=$ADDR"; exec sleep 60'], env: {DEST: "${destination}", ADDR: "${broker.address}"}, ready: {log: "dest="}}
+schema: {producer: `+schema+`/producer.sql, consumer: `+schema+`/consumer.sql}
+produce: "INSERT INTO outbox (event_id, payload) VALUES (${event}, ${payload}::jsonb)"
+outbox:     {table: outbox, event_id: event_id, payload: payload, unpublished: "published_at IS NULL"}
+stream:     {event_id: event_id, payload: payload}
+inbox:      {table: inbox, consumer: consumer_id, event_id: event_id, payload: payload}
+projection: "SELECT consumer_id, currency, amount, events FROM projection"
+`)
+	sc := scenarioFile(t, "echo.yaml", "name: told its names\nsystem: "+sys+"\nsteps:\n  - start: echo\n  - expect: {inbox.rows: 0}\n")
+	nats, rabbit := testservers.Brokers(t)
+	code, out, errOut := cli(t, "run", "-v", "--broker", "all", "--nats", nats, "--rabbitmq", rabbit, "--kafka", testservers.Kafka(t), sc)
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0:\n%s\n%s", code, out, errOut)
+	}
+	// Redis: the stream key and the proxy's address; the others: their own
+	// name and the server's.
+	for label, want := range map[string]string{
+		"redis":         `\| dest=drill:[0-9a-f]{8}:[0-9]+ addr=127\.0\.0\.1:[0-9]+\n`,
+		"nats":          `\| dest=drill_[0-9a-f]{8}_[0-9]+\.events addr=` + regexp.QuoteMeta(hostOf(t, nats)) + `\n`,
+		"rabbitmq":      `\| dest=drill:[0-9a-f]{8}:[0-9]+ addr=` + regexp.QuoteMeta(hostOf(t, rabbit)) + `\n`,
+		"kafka (kfake)": `\| dest=drill_[0-9a-f]{8}_[0-9]+ addr=` + regexp.QuoteMeta(strings.TrimPrefix(testservers.Kafka(t), "kafka://")) + `\n`,
+	} {
+		if got := block(out, "--- PASS: told its names ["+label+"]"); !regexp.MustCompile(want).MatchString(got) {
+			t.Errorf("%s: no service said %s in:\n%s", label, want, got)
+		}
+	}
+	for _, b := range []string{"nats", "rabbitmq", "kafka"} {
+		if !strings.Contains(out, "history: not judged: lost: on "+b+" there is no publish/ack history without a broker proxy") {
+			t.Errorf("%s: lost not said to be unjudged:\n%s", b, out)
+		}
+	}
+}
+
+// hostOf is the host:port of a server URL (the test servers' name theirs).
+func hostOf(t *testing.T, u string) string {
+	t.Helper()
+	p, err := url.Parse(u)
+	if err != nil || p.Port() == "" {
+		t.Fatalf("%s: no host:port", u)
+	}
+	return p.Host
 }
