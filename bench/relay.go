@@ -33,7 +33,7 @@ type relayFigures struct {
 // backlog each pass also re-reads that WAL.
 func relays(ctx context.Context, p Params, n, single int) (relayFigures, error) {
 	f := relayFigures{n: n}
-	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, RedisURL: p.Redis, ConnectTimeout: p.ConnectTimeout, Parallel: 1})
+	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, URLs: map[string]string{broker.Redis: p.Redis}, ConnectTimeout: p.ConnectTimeout, Parallel: 1})
 	if err != nil {
 		return f, err
 	}

@@ -47,8 +47,8 @@ func TestLibraryAndGuarantees(t *testing.T) {
 	}
 	// The runner's own PostgreSQL, Redis and NATS, so that the process-fault
 	// scenarios run too; RabbitMQ as the tests find it.
-	_, rabbit := testservers.Brokers(t)
-	p := &Params{Parallel: testParallel(), Brokers: broker.Names, RabbitMQURL: rabbit, Timeout: time.Minute}
+	rabbit := testservers.URL(t, broker.RabbitMQ)
+	p := &Params{Parallel: testParallel(), Brokers: broker.Names(), URLs: map[string]string{broker.RabbitMQ: rabbit}, Timeout: time.Minute}
 	sh := shape{brokers: p.brokers()}
 	for _, sc := range scs {
 		sh.splitDBs = sh.splitDBs || sc.DBFaults

@@ -25,7 +25,7 @@ func TestChecksTheBrokerCannotReadAreNA(t *testing.T) {
 		scenariotest.ParseOne(t, "name: all na\nsteps:\n  - produce\n  - relay\n  - expect: {stream.pending: 0}\n"),
 	}
 	p := testParams(t)
-	_, p.RabbitMQURL = testservers.Brokers(t)
+	p.URLs[broker.RabbitMQ] = testservers.URL(t, broker.RabbitMQ)
 	p.Brokers = []string{broker.RabbitMQ}
 	rep, byName := runAll(t, p, scs)
 

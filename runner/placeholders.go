@@ -28,9 +28,7 @@ func brokerNames(ctx context.Context, br broker.Broker, key, consumer string) (m
 		return map[string]string{"topic": b.Name(), "destination": b.Name(), "group": b.GroupID(consumer)}, nil
 	case *jsbroker.Stream:
 		return map[string]string{"stream_name": b.Name(), "subject": b.Subject(), "destination": b.Subject(), "group": jsbroker.Durable(consumer)}, nil
-	case ownConnBroker: // a scenario's RabbitMQ broker, on its own connection
-		return brokerNames(ctx, b.Broker, key, consumer)
-	case *rabbitmq.Broker:
+	case queued: // RabbitMQ's, also wrapped (a scenario's is on its own connection)
 		q, err := b.GroupQueue(ctx, consumer)
 		if err != nil {
 			return nil, err
@@ -39,6 +37,15 @@ func brokerNames(ctx context.Context, br broker.Broker, key, consumer string) (m
 	}
 	return nil, fmt.Errorf("no placeholders known for a %T", br)
 }
+
+// queued is a RabbitMQ broker (rabbitmq.Broker): an exchange and a queue
+// per consumer group.
+type queued interface {
+	Name() string
+	GroupQueue(ctx context.Context, group string) (string, error)
+}
+
+var _ queued = (*rabbitmq.Broker)(nil)
 
 // placeholderProblems checks, before anything runs, every ${…} the
 // services of each scenario's system file are given on each broker of the

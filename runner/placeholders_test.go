@@ -20,16 +20,17 @@ import (
 func TestBrokerNamesAreThePromisedOnes(t *testing.T) {
 	ctx := context.Background()
 	p := testParams(t)
-	p.NATSURL, p.RabbitMQURL = testservers.Brokers(t)
-	p.KafkaURL = testservers.Kafka(t)
-	p.Brokers = slices.Clone(broker.Names)
+	for _, b := range broker.Names() {
+		p.URLs[b] = testservers.URL(t, b)
+	}
+	p.Brokers = broker.Names()
 	w, err := OpenWorld(ctx, &p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
 	generic := []string{"broker.address", "broker.url", "consumer", "consumer_db.url", "producer_db.url", "runner"}
-	for _, b := range broker.Names {
+	for _, b := range broker.Names() {
 		pair, err := w.TakePair(ctx, b)
 		if err != nil {
 			t.Fatal(err)

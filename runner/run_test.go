@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/kafka"
 	"github.com/outboxdrill/runner/internal/scenariotest"
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/internal/testutil"
@@ -41,7 +42,7 @@ func TestMain(m *testing.M) {
 }
 
 func testParams(t testing.TB) Params {
-	return Params{PGURL: testservers.PG(t), RedisURL: testservers.Redis(t), Parallel: 4}
+	return Params{PGURL: testservers.PG(t), URLs: map[string]string{broker.Redis: testservers.Redis(t)}, Parallel: 4}
 }
 
 // runAll runs scenarios on the test servers and returns results by name.
@@ -307,8 +308,8 @@ func TestSetupFailureIsAnErrorNotAPanic(t *testing.T) {
 		path string
 		want string
 	}{
-		{"bad redis url", Params{PGURL: testservers.PG(t), RedisURL: "notaurl"}, "", "--redis notaurl"},
-		{"no postgres", Params{PGURL: "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=2", RedisURL: testservers.Redis(t)}, "", "PostgreSQL postgres://postgres@127.0.0.1:1/postgres"},
+		{"bad redis url", Params{PGURL: testservers.PG(t), URLs: map[string]string{broker.Redis: "notaurl"}}, "", "--redis notaurl"},
+		{"no postgres", Params{PGURL: "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=2", URLs: map[string]string{broker.Redis: testservers.Redis(t)}}, "", "PostgreSQL postgres://postgres@127.0.0.1:1/postgres"},
 		{"no redis-server binary", Params{PGURL: testservers.PG(t)}, t.TempDir(), `install the Debian package "redis-server"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -522,13 +523,13 @@ steps:
 		return scs[0]
 	}
 	p := testParams(t)
-	p.Brokers, p.KafkaURL = []string{broker.Kafka}, testservers.Kafka(t)
+	p.Brokers, p.URLs[broker.Kafka] = []string{broker.Kafka}, testservers.URL(t, broker.Kafka)
 	_, res := runAll(t, p, []*scenario.Scenario{
 		src("right", "0", "1"), src("aborted output counted", "1", "1"), src("committed output missed", "0", "0"),
 	})
 	if r := res["right"]; !r.Passed() {
 		t.Fatalf("the right one failed:\n%s", report.FormatResult(r, true))
-	} else if r.Label != KfakeLabel || !strings.Contains(r.Name(), "[kafka (kfake)]") {
+	} else if r.Label != kafka.KfakeLabel || !strings.Contains(r.Name(), "[kafka (kfake)]") {
 		t.Errorf("result on the runner's own Kafka named %q (label %q): every report must say kfake", r.Name(), r.Label)
 	}
 	for name, msg := range map[string]string{"aborted output counted": "want 1, got 0", "committed output missed": "want 0, got 1"} {

@@ -107,7 +107,7 @@ func Soak(ctx context.Context, p Params) (*Report, error) {
 		return nil, err
 	}
 	p.Workers, p.Batch = max(1, p.Workers), cmpOr(p.Batch, 100)
-	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, RedisURL: p.Redis, Parallel: 1, ConnectTimeout: p.ConnectTimeout})
+	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, URLs: map[string]string{broker.Redis: p.Redis}, Parallel: 1, ConnectTimeout: p.ConnectTimeout})
 	if err != nil {
 		return nil, err
 	}

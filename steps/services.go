@@ -7,6 +7,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/system"
 )
 
@@ -15,7 +16,7 @@ import (
 type Services interface {
 	// Start starts a service, with f armed on its connections when given,
 	// and returns once it is ready; detail says what runs where.
-	Start(ctx context.Context, name string, env map[string]string, f *system.Fault) (detail string, err error)
+	Start(ctx context.Context, name string, env map[string]string, f *fault.Trigger) (detail string, err error)
 	// Stop sends SIGTERM, then SIGKILL after a grace; Kill sends SIGKILL to
 	// the service's process group at once.
 	Stop(ctx context.Context, name string) error
@@ -28,19 +29,20 @@ type FaultParams struct {
 	Nth int64  `param:"nth" default:"1" min:"1" doc:"strike at the Nth crossing of the boundary"`
 	Do  string `param:"do" required:"yes" doc:"kill: SIGKILL the service while the reply is held (it never sees it); cut: close its connection; error: a commit really rolls back and the client gets an error (Redis: an -ERR reply, the command not forwarded); delay(250ms): hold the reply"`
 
-	fault system.Fault
+	trigger fault.Trigger
 }
 
+// Validate parses the fault once, into the trigger the proxy gets as it is.
 func (f *FaultParams) Validate() error {
 	t, err := system.ParseTrigger(f.On)
 	if err != nil {
 		return ParamErrorf("on", "on: %v", err)
 	}
-	a, err := system.ParseAction(f.Do)
-	if err != nil {
+	if t.Action, err = system.ParseAction(f.Do); err != nil {
 		return ParamErrorf("do", "do: %v", err)
 	}
-	f.fault = system.Fault{Trigger: t, Action: a, Nth: int(f.Nth), Text: fmt.Sprintf("%s nth=%d do=%s", t, f.Nth, f.Do)}
+	t.Nth = int(f.Nth)
+	f.trigger = t
 	return nil
 }
 
@@ -82,9 +84,9 @@ func runStart(ctx context.Context, env *Env, p *StartParams) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	var f *system.Fault
+	var f *fault.Trigger
 	if p.Fault != nil {
-		f = &p.Fault.fault
+		f = &p.Fault.trigger
 	}
 	detail, err := s.Start(ctx, p.Service, p.Env, f)
 	return Result{Details: []string{detail}}, err
@@ -100,12 +102,12 @@ func (e *Env) services() (Services, error) {
 // StartFault is the fault a start step arms, and where its on: is written
 // (the step's own position when that cannot be told); ok is false for
 // any other step, and for a start without a fault.
-func StartFault(c *Call) (f system.Fault, pos diag.Pos, ok bool) {
+func StartFault(c *Call) (f fault.Trigger, pos diag.Pos, ok bool) {
 	p, isStart := c.Params.(*StartParams)
 	if !isStart || p.Fault == nil {
-		return system.Fault{}, diag.Pos{}, false
+		return fault.Trigger{}, diag.Pos{}, false
 	}
-	return p.Fault.fault, onPos(c), true
+	return p.Fault.trigger, onPos(c), true
 }
 
 // onPos is where the on: of a start step's fault map is.

@@ -71,8 +71,8 @@ type service struct {
 // it said and how it ended stay readable after it is gone.
 type instance struct {
 	service string
-	at      diag.Pos      // the start step
-	fault   *system.Fault // armed with this start, nil for none
+	at      diag.Pos       // the start step
+	fault   *fault.Trigger // armed with this start, nil for none
 	mu      sync.Mutex
 	proc    *servers.Service // nil until the process runs
 	ended   string           // how the runner ended it; "" while it runs or when it exited by itself
@@ -91,14 +91,17 @@ func (in *instance) end(how string) {
 type armed struct {
 	service string
 	svc     *service // the process it was armed for
-	f       system.Fault
-	a       interface {
-		Done() <-chan struct{}
-		Fired() bool
-		Holding() bool
-		Err() error
-		StruckAt() time.Time
-	}
+	f       fault.Trigger
+	a       strike
+}
+
+// strike is a trigger armed on a proxy, as pgwire and resp arm it.
+type strike interface {
+	Done() <-chan struct{}
+	Fired() bool
+	Holding() bool
+	Err() error
+	StruckAt() time.Time
 }
 
 var _ steps.Services = (*Run)(nil)
@@ -110,7 +113,7 @@ func New(cfg Config) *Run {
 
 // Start starts a service behind new proxies, arms f on them, and waits for
 // the service to be ready.
-func (r *Run) Start(ctx context.Context, name string, env map[string]string, f *system.Fault) (string, error) {
+func (r *Run) Start(ctx context.Context, name string, env map[string]string, f *fault.Trigger) (string, error) {
 	spec, ok := r.cfg.System.Services[name]
 	if !ok {
 		return "", fmt.Errorf("no service %q in %s; services: %s", name, r.cfg.System.File, strings.Join(r.cfg.System.Names(), ", "))
@@ -168,7 +171,7 @@ func (r *Run) Start(ctx context.Context, name string, env map[string]string, f *
 	r.mu.Unlock()
 	detail := fmt.Sprintf("started %s (pid %d); producer_db via %s, consumer_db via %s, broker via %s", name, proc.PID(), s.pg[0].Addr(), s.pg[1].Addr(), r.brokerVia(s))
 	if f != nil {
-		detail += "; armed " + f.Text
+		detail += "; armed " + f.String()
 	}
 	return detail, nil
 }
@@ -197,7 +200,7 @@ func (r *Run) gone(ctx context.Context, name string) error {
 	if exited, _ := s.proc.Exited(); !exited {
 		for _, a := range r.faults {
 			if a.service == name && !a.a.Fired() {
-				return fmt.Errorf("service %s is running already: its fault %s has not fired yet (wait for what it leaves behind with expect's within:, or stop or kill it first)", name, a.f.Text)
+				return fmt.Errorf("service %s is running already: its fault %s has not fired yet (wait for what it leaves behind with expect's within:, or stop or kill it first)", name, a.f)
 			}
 		}
 		return fmt.Errorf("service %s is running already: stop or kill it first", name)
@@ -341,9 +344,10 @@ func (r *Run) environment(spec *system.Service, extra, vars map[string]string) (
 	return out, nil
 }
 
-// arm puts the fault on the service's proxy for its link.
-func (r *Run) arm(name string, s *service, f system.Fault) error {
-	kill := func() error {
+// arm hands the trigger, as parsed, to the service's proxy for its link,
+// with the function its kill calls.
+func (r *Run) arm(name string, s *service, t fault.Trigger) error {
+	t.Action.Kill = func() error {
 		s.mu.Lock()
 		proc := s.proc
 		s.mu.Unlock()
@@ -353,63 +357,25 @@ func (r *Run) arm(name string, s *service, f system.Fault) error {
 		s.inst.end("killed by the fault")
 		return proc.Kill(context.Background())
 	}
-	do, err := doOf(f.Action.Do)
+	var x strike
+	var err error
+	switch {
+	case t.Link == fault.ProducerDB:
+		x, err = s.pg[0].Arm(t)
+	case t.Link == fault.ConsumerDB:
+		x, err = s.pg[1].Arm(t)
+	case s.redis == nil:
+		return &steps.SkipError{Reason: fmt.Sprintf("%s needs a %s protocol proxy; the runner has one for Redis only (NATS, RabbitMQ and Kafka proxies are later work)", t.On(), r.cfg.BrokerName)}
+	default:
+		x, err = s.redis.Arm(t)
+	}
 	if err != nil {
 		return err
 	}
-	act := fault.Action{Do: do, Delay: f.Action.Delay, Kill: kill}
-	var a *armed
-	switch f.Trigger.Link {
-	case "producer_db", "consumer_db":
-		b := pgwire.Commit
-		if f.Trigger.Boundary == "statement" {
-			b = pgwire.Statement
-		}
-		i := 0
-		if f.Trigger.Link == "consumer_db" {
-			i = 1
-		}
-		x, err := s.pg[i].Arm(pgwire.Trigger{Boundary: b, Table: f.Trigger.Filter, Nth: f.Nth, Action: act})
-		if err != nil {
-			return err
-		}
-		a = &armed{service: name, svc: s, f: f, a: x}
-	case "broker":
-		if s.redis == nil {
-			return &steps.SkipError{Reason: fmt.Sprintf("%s needs a %s protocol proxy; the runner has one for Redis only (NATS, RabbitMQ and Kafka proxies are later work)", f.Trigger, r.cfg.BrokerName)}
-		}
-		b := resp.Reply
-		if f.Trigger.Boundary == "request" {
-			b = resp.Request
-		}
-		x, err := s.redis.Arm(resp.Trigger{Boundary: b, Command: f.Trigger.Filter, Nth: f.Nth, Action: act})
-		if err != nil {
-			return err
-		}
-		a = &armed{service: name, svc: s, f: f, a: x}
-	default:
-		return fmt.Errorf("unknown link %q", f.Trigger.Link)
-	}
 	r.mu.Lock()
-	r.faults = append(r.faults, a)
+	r.faults = append(r.faults, &armed{service: name, svc: s, f: t, a: x})
 	r.mu.Unlock()
 	return nil
-}
-
-// doOf maps a parsed action to the proxies' own; an action it does not
-// know is an error, never silently a delay.
-func doOf(do string) (fault.Do, error) {
-	switch do {
-	case "kill":
-		return fault.Kill, nil
-	case "cut":
-		return fault.Cut, nil
-	case "error":
-		return fault.Error, nil
-	case "delay":
-		return fault.Delay, nil
-	}
-	return 0, fmt.Errorf("unknown fault action %q", do)
 }
 
 // Stop stops a service: SIGTERM, SIGKILL after StopGrace.
@@ -485,16 +451,16 @@ func (r *Run) Unstruck() error {
 		case <-a.a.Done():
 		default:
 			if a.a.Holding() {
-				errs = append(errs, fmt.Errorf("the fault %s on %s struck and was still holding the reply when the scenario ended (wait past its %s with expect's within:, or use a shorter delay)", a.f.Text, a.service, a.f.Action.Delay))
+				errs = append(errs, fmt.Errorf("the fault %s on %s struck and was still holding the reply when the scenario ended (wait past its %s with expect's within:, or use a shorter delay)", a.f, a.service, a.f.Action.Delay))
 				continue
 			}
-			errs = append(errs, fmt.Errorf("the fault %s on %s never fired", a.f.Text, a.service))
+			errs = append(errs, fmt.Errorf("the fault %s on %s never fired", a.f, a.service))
 			continue
 		}
 		if err := a.a.Err(); errors.As(err, &u) {
-			return &steps.SkipError{Reason: fmt.Sprintf("the fault %s on %s: %v", a.f.Text, a.service, err)}
+			return &steps.SkipError{Reason: fmt.Sprintf("the fault %s on %s: %v", a.f, a.service, err)}
 		} else if err != nil {
-			errs = append(errs, fmt.Errorf("the fault %s on %s: %w", a.f.Text, a.service, err))
+			errs = append(errs, fmt.Errorf("the fault %s on %s: %w", a.f, a.service, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -544,16 +510,12 @@ func (r *Run) Outputs() []Output {
 }
 
 // faultText is a fault as a service's label shows it: nth only when not 1.
-func faultText(f system.Fault) string {
-	t := f.Trigger.String()
-	if f.Nth > 1 {
-		t += fmt.Sprintf(" nth=%d", f.Nth)
+func faultText(t fault.Trigger) string {
+	text := t.On()
+	if t.Nth > 1 {
+		text += fmt.Sprintf(" nth=%d", t.Nth)
 	}
-	do := f.Action.Do
-	if do == "delay" {
-		do = fmt.Sprintf("delay(%s)", f.Action.Delay)
-	}
-	return t + " do=" + do
+	return text + " do=" + t.Action.String()
 }
 
 func firstLine(s string) string {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/internal/redact"
+	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/system"
 )
@@ -34,7 +35,7 @@ func TestBrokerFaultSkipsWithoutItsProxy(t *testing.T) {
 	r := New(Config{System: loadSystem(t), BrokerName: "nats", BrokerURL: "nats://127.0.0.1:4222",
 		ProducerURL: "postgres://u@127.0.0.1:5432/p", ConsumerURL: "postgres://u@127.0.0.1:5432/c", Vars: map[string]string{"stream": "s", "consumer": "c"}})
 	defer r.Close(context.Background())
-	f := system.Fault{Trigger: system.Trigger{Link: "broker", Boundary: "reply", Filter: "XADD"}, Action: system.Action{Do: "kill"}, Nth: 1, Text: "broker.reply(XADD)"}
+	f := fault.Trigger{Link: fault.Broker, Boundary: fault.Reply, Filter: fault.Filter{Command: "XADD"}, Action: fault.Action{Do: fault.Kill}, Nth: 1}
 	_, err := r.Start(context.Background(), "relay", nil, &f)
 	var skip *steps.SkipError
 	if !errors.As(err, &skip) || !strings.Contains(skip.Reason, "Redis only") {
@@ -111,19 +112,6 @@ func TestEveryHandedOutSecretIsHidden(t *testing.T) {
 		if strings.Contains(got, leak) {
 			t.Errorf("%s shows in:\n%s", leak, got)
 		}
-	}
-}
-
-// Every action the parser gives maps to the proxies' own; any other is an
-// error, never silently a delay.
-func TestEveryActionMaps(t *testing.T) {
-	for _, a := range []string{"kill", "cut", "error", "delay"} {
-		if _, err := doOf(a); err != nil {
-			t.Errorf("%s: %v", a, err)
-		}
-	}
-	if d, err := doOf("explode"); err == nil {
-		t.Errorf("an unknown action maps to %v", d)
 	}
 }
 

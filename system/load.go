@@ -11,6 +11,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/outboxdrill/runner/broker"
+	// The brokers: field names registered broker kinds; the list must be
+	// complete wherever a system file is read.
+	_ "github.com/outboxdrill/runner/broker/kinds"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/internal/guardfile"
 )
@@ -156,7 +159,7 @@ func keyNames() []string {
 // cannot parse.
 func readBrokers(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 	if kv.Value.Kind != yaml.SequenceNode || len(kv.Value.Content) == 0 {
-		*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "brokers: want a non-empty list of %s, e.g. [redis], got %s", strings.Join(broker.Names, ", "), diag.Describe(kv.Value)))
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "brokers: want a non-empty list of %s, e.g. [redis], got %s", strings.Join(broker.Names(), ", "), diag.Describe(kv.Value)))
 		return
 	}
 	s.Pos["brokers"] = diag.NodePos(file, kv.Value)
@@ -164,8 +167,8 @@ func readBrokers(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 		b := scalar(file, "brokers", n, errs)
 		switch {
 		case b == "":
-		case !slices.Contains(broker.Names, b):
-			*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "brokers: unknown broker %q%s; brokers: %s", b, diag.Suggest(b, broker.Names), strings.Join(broker.Names, ", ")))
+		case !slices.Contains(broker.Names(), b):
+			*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "brokers: unknown broker %q%s; brokers: %s", b, diag.Suggest(b, broker.Names()), strings.Join(broker.Names(), ", ")))
 		case slices.Contains(s.Brokers, b):
 			*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "brokers: %s given twice", b))
 		default:

@@ -54,7 +54,7 @@ func TestPlaceholdersAndStreamByBroker(t *testing.T) {
 // broker is told where it publishes and its address: a service can always
 // be written against ${destination} and ${broker.address}.
 func TestEveryBrokerHasItsNames(t *testing.T) {
-	for _, b := range broker.Names {
+	for _, b := range broker.Names() {
 		on := PlaceholdersOn(b)
 		for _, must := range []string{"destination", "broker.address", "broker.url", "consumer"} {
 			if !strings.Contains(" "+strings.Join(on, " ")+" ", " "+must+" ") {
@@ -71,7 +71,7 @@ func TestEveryBrokerHasItsNames(t *testing.T) {
 
 func knownBrokers(bs []string) bool {
 	for _, b := range bs {
-		if !strings.Contains(" "+strings.Join(broker.Names, " ")+" ", " "+b+" ") {
+		if !strings.Contains(" "+strings.Join(broker.Names(), " ")+" ", " "+b+" ") {
 			return false
 		}
 	}

@@ -42,7 +42,7 @@ func JSONSchema() []byte {
 			"the fields of a Redis stream entry carrying the event id and the payload; required where the services may talk to Redis, not read elsewhere"),
 		"inbox":      obj(map[string]any{"table": ident, "consumer": ident, "event_id": ident, "payload": ident}, "table", "consumer", "event_id", "payload"),
 		"projection": map[string]any{"type": "string", "minLength": 1, "description": "a query returning consumer id, currency, amount, events"},
-		"brokers": map[string]any{"type": "array", "minItems": 1, "uniqueItems": true, "items": map[string]any{"enum": broker.Names},
+		"brokers": map[string]any{"type": "array", "minItems": 1, "uniqueItems": true, "items": map[string]any{"enum": broker.Names()},
 			"description": "the brokers the services support (default: all); a run on another skips the scenario"},
 		"event": event,
 	}, required...)

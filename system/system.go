@@ -112,9 +112,6 @@ func (s *System) Names() []string {
 	return names
 }
 
-// Links are the connections a service's faults can name: its proxies.
-var Links = []string{"broker", "consumer_db", "producer_db"}
-
 // ProduceParams are the ${…} the produce statement may bind.
 var ProduceParams = []string{"aggregate", "amount", "currency", "event", "from", "payload", "to", "version"}
 

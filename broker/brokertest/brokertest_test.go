@@ -133,7 +133,7 @@ func TestFaultyBroker(t *testing.T) {
 	}
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
-	Run(t, broker.Redis, func(t *testing.T, _ ...string) broker.Broker {
+	Run(t, redisstream.Kind, func(t *testing.T, _ ...string) broker.Broker {
 		s := redisstream.New(rdb, "outboxdrill:brokertest-"+rand.Text()[:10])
 		t.Cleanup(func() { _ = s.Delete(context.Background()) })
 		if fault == "own" { // the fault of the case this broker is for

@@ -88,6 +88,7 @@ type Stream struct {
 
 	mu     sync.Mutex
 	groups map[string]*group // by the caller's group name
+	reads  uint64            // Reads and Claims so far: each names the handles it keeps
 }
 
 var _ broker.Broker = (*Stream)(nil)

@@ -200,6 +200,9 @@ func (m *member) pollOnce(ctx context.Context, count int, wait time.Duration) ([
 	m.cl.ResumeFetchTopics(m.t.name)
 	fs := m.cl.PollRecords(pctx, count)
 	m.cl.PauseFetchTopics(m.t.name)
+	if err := m.flushShareAcks(ctx); err != nil {
+		return nil, err
+	}
 	defer func() {
 		if recs := fs.Records(); len(recs) > 0 && !m.t.opt.Share {
 			m.seekPast(recs)

@@ -66,6 +66,11 @@ type Options struct {
 	// worker keeps its partitions (default 6s, the smallest a Kafka broker
 	// accepts by default; the runner's own server accepts 100ms).
 	Session time.Duration
+	// TxnTimeout is how long the broker lets a worker's transaction stay
+	// open before it aborts it (transaction.timeout.ms): what the group's
+	// other workers wait out after a worker died inside one (default twice
+	// the session: 2s on the runner's own server, where drills wait it out).
+	TxnTimeout time.Duration
 	// Share consumes with share groups (KIP-932) instead of classic groups.
 	Share bool
 	// Label names the server in errors: "kafka (kfake)" for the runner's own.
@@ -78,6 +83,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Session <= 0 {
 		o.Session = DefaultSession
+	}
+	if o.TxnTimeout <= 0 {
+		o.TxnTimeout = 2 * o.Session
 	}
 	if o.Label == "" {
 		o.Label = broker.Kafka

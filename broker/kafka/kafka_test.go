@@ -26,7 +26,7 @@ func testCtx(t *testing.T) context.Context {
 // allows.
 func newTopic(t *testing.T, opt Options) *Topic {
 	t.Helper()
-	seeds, err := Seeds(testservers.Kafka(t))
+	seeds, err := Seeds(testservers.Broker(t, Kind))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func newTopic(t *testing.T, opt Options) *Topic {
 }
 
 func TestConformance(t *testing.T) {
-	brokertest.Run(t, broker.Kafka, func(t *testing.T, _ ...string) broker.Broker { return newTopic(t, Options{}) })
+	brokertest.Run(t, Kind, func(t *testing.T, _ ...string) broker.Broker { return newTopic(t, Options{}) })
 }
 
 func read(t *testing.T, tp *Topic, worker string) []string {
@@ -116,7 +116,7 @@ func TestADeadMembersPartitionMovesAfterTheSession(t *testing.T) {
 }
 
 func TestShareGroupConformance(t *testing.T) {
-	brokertest.Run(t, broker.Kafka, func(t *testing.T, _ ...string) broker.Broker { return newTopic(t, Options{Share: true}) })
+	brokertest.Run(t, Kind, func(t *testing.T, _ ...string) broker.Broker { return newTopic(t, Options{Share: true}) })
 }
 
 // A released record comes back to any member with its delivery counted.

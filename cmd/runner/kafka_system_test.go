@@ -51,7 +51,7 @@ func TestNodeKafkaExample(t *testing.T) {
 		return s + "  - expect: {stream.lag: {accounting: 1}}\n" // deliberately wrong: the group is past the record
 	})
 	jsonReport := filepath.Join(t.TempDir(), "report.json")
-	code, out, errOut := cli(t, "run", "-v", "--parallel", "2", "--json", jsonReport, "--broker", "kafka", "--kafka", testservers.Kafka(t), correct, declared)
+	code, out, errOut := cli(t, "run", "-v", "--parallel", "2", "--json", jsonReport, "--broker", "kafka", "--kafka", testservers.URL(t, "kafka"), correct, declared)
 	if code != exitFailed {
 		t.Fatalf("exit %d, want 1 (the declared lost cannot be judged):\n%s\n%s", code, out, errOut)
 	}
@@ -89,7 +89,7 @@ func teamGroupsGone(t *testing.T, jsonReport string) {
 	if err := json.Unmarshal([]byte(mustRead(t, jsonReport)), &doc); err != nil || len(doc.Scenarios) == 0 {
 		t.Fatalf("JSON report: %v", err)
 	}
-	seeds, err := kafka.Seeds(testservers.Kafka(t))
+	seeds, err := kafka.Seeds(testservers.URL(t, "kafka"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,8 +188,8 @@ inbox:      {table: inbox, consumer: consumer_id, event_id: event_id, payload: p
 projection: "SELECT consumer_id, currency, amount, events FROM projection"
 `)
 	sc := scenarioFile(t, "echo.yaml", "name: told its names\nsystem: "+sys+"\nsteps:\n  - start: echo\n  - expect: {inbox.rows: 0}\n")
-	nats, rabbit := testservers.Brokers(t)
-	code, out, errOut := cli(t, "run", "-v", "--broker", "all", "--nats", nats, "--rabbitmq", rabbit, "--kafka", testservers.Kafka(t), sc)
+	nats, rabbit := testservers.URL(t, "nats"), testservers.URL(t, "rabbitmq")
+	code, out, errOut := cli(t, "run", "-v", "--broker", "all", "--nats", nats, "--rabbitmq", rabbit, "--kafka", testservers.URL(t, "kafka"), sc)
 	if code != exitOK {
 		t.Fatalf("exit %d, want 0:\n%s\n%s", code, out, errOut)
 	}
@@ -199,7 +199,7 @@ projection: "SELECT consumer_id, currency, amount, events FROM projection"
 		"redis":         `\| dest=drill:[0-9a-f]{8}:[0-9]+ addr=127\.0\.0\.1:[0-9]+\n`,
 		"nats":          `\| dest=drill_[0-9a-f]{8}_[0-9]+\.events addr=` + regexp.QuoteMeta(hostOf(t, nats)) + `\n`,
 		"rabbitmq":      `\| dest=drill:[0-9a-f]{8}:[0-9]+ addr=` + regexp.QuoteMeta(hostOf(t, rabbit)) + `\n`,
-		"kafka (kfake)": `\| dest=drill_[0-9a-f]{8}_[0-9]+ addr=` + regexp.QuoteMeta(strings.TrimPrefix(testservers.Kafka(t), "kafka://")) + `\n`,
+		"kafka (kfake)": `\| dest=drill_[0-9a-f]{8}_[0-9]+ addr=` + regexp.QuoteMeta(strings.TrimPrefix(testservers.URL(t, "kafka"), "kafka://")) + `\n`,
 	} {
 		if got := block(out, "--- PASS: told its names ["+label+"]"); !regexp.MustCompile(want).MatchString(got) {
 			t.Errorf("%s: no service said %s in:\n%s", label, want, got)
