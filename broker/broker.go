@@ -144,7 +144,20 @@ const (
 	// in ONE broker transaction, readers seeing all or none of it (Kafka's
 	// read-process-write: Transactions).
 	BrokerTxn Capability = "broker_txn"
+	// GroupLag: the broker tells, per consumer group, how many entries the
+	// group has not finished with (not yet delivered, or delivered and not
+	// acknowledged): Lagging. It reads groups a team's services made too.
+	GroupLag Capability = "group_lag"
 )
+
+// Lagging is a broker that counts, per consumer group, the entries the
+// group has not finished with: Redis XINFO GROUPS lag plus pending,
+// JetStream NumPending plus NumAckPending, Kafka the records after the
+// group's committed offset. It lists every group of the stream the server
+// knows, the ones a team's services made included, by consumer id.
+type Lagging interface {
+	Lag(ctx context.Context) (map[string]int64, error)
+}
 
 // Transactions is a broker whose consumer can read, produce to an output
 // and acknowledge in one broker transaction (Kafka's exactly-once
@@ -179,7 +192,7 @@ type Txn interface {
 }
 
 // AllCapabilities lists every capability, in the order documents show them.
-var AllCapabilities = []Capability{EntryLog, PendingCount, PendingList, DeliveryCount, ClaimByIdle,
+var AllCapabilities = []Capability{EntryLog, PendingCount, PendingList, GroupLag, DeliveryCount, ClaimByIdle,
 	ReplayHistory, Retention, Purge, BrokerDedupe, NativeDeadLetter, BrokerTxn, SideStore}
 
 // Capabilities is a broker's declared capability set.

@@ -94,7 +94,7 @@ func judgeSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *repo
 		}
 		if res.Broker != broker.Redis {
 			for _, inv := range wireInvariants {
-				st.NotJudged[inv] = fmt.Sprintf("the services reach %s directly (no protocol proxy for it yet): their publishes, deliveries and acks are not seen", res.Broker)
+				st.NotJudged[inv] = fmt.Sprintf("on %s there is no publish/ack history without a broker proxy: the services reach %s directly (the runner has a protocol proxy for Redis only), so what they published, were handed and acknowledged is not seen", res.Broker, res.Broker)
 			}
 		}
 	})

@@ -109,6 +109,9 @@ func Run(ctx context.Context, p Params, scs []*scenario.Scenario) (rep *report.R
 			jobs = append(jobs, job{sc, b})
 		}
 	}
+	if err := placeholderProblems(scs, sh.brokers); err != nil {
+		return nil, err // a service could not be told what it asks for: nothing starts
+	}
 	w, err := openWorld(ctx, &p, sh)
 	if err != nil {
 		return nil, err

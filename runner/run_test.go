@@ -71,6 +71,7 @@ var wrongValue = map[string][2]string{
 	"stream.entries":                   {"4", "want 4, got 3"},
 	"stream.events":                    {"2", "want 2, got 1"},
 	"stream.pending":                   {"{accounting: 1, audit: 3}", `"accounting": 1`},
+	"stream.lag":                       {"{accounting: 2, audit: 3}", `"accounting": 2`},
 	"outbox.rows":                      {"2", "want 2, got 1"},
 	"outbox.unpublished":               {"1", "want 1, got 0"},
 	"journal.rows":                     {"2", "want 2, got 1"},

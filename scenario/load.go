@@ -300,6 +300,7 @@ func parseScenario(ctx context.Context, file string, root *yaml.Node) ([]*Scenar
 		}
 		if sc.System != nil {
 			verrs = append(verrs, sc.checkServices()...)
+			verrs = append(verrs, sc.CheckPlaceholders(nil)...)
 		}
 		// A mistake outside ${...} repeats in every variant: report it once.
 		for _, e := range verrs {

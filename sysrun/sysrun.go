@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -237,6 +238,9 @@ func (r *Run) proxies(s *service) (map[string]string, []string, error) {
 		return nil, nil, errors.New("broker: not a URL")
 	}
 	vars["broker.url"] = r.cfg.BrokerURL
+	if vars["broker.address"], err = address(r.cfg.BrokerURL); err != nil {
+		return nil, nil, err
+	}
 	if r.cfg.BrokerName == "redis" {
 		if s.redis, err = resp.Listen(u.Host); err != nil {
 			return nil, nil, err
@@ -246,6 +250,7 @@ func (r *Run) proxies(s *service) (map[string]string, []string, error) {
 		r.logs = append(r.logs, brokerLog{service: s.name, start: r.starts, proxy: s.redis, svc: s})
 		r.mu.Unlock()
 		vars["broker.url"] = via(u, s.redis.Addr(), "", "")
+		vars["broker.address"] = s.redis.Addr()
 	}
 	// Every URL handed out, and the servers' own: their passwords (user
 	// info, query, DSN) and tokens, which the service's output hides in
@@ -253,6 +258,34 @@ func (r *Run) proxies(s *service) (map[string]string, []string, error) {
 	secrets := redact.URLSecrets(r.cfg.ProducerURL, r.cfg.ConsumerURL, r.cfg.BrokerURL, vars["producer_db.url"], vars["consumer_db.url"], vars["broker.url"])
 	return vars, secrets, nil
 }
+
+// address is ${broker.address}: the HOST:PORT of every server a broker
+// URL names (kafka://a:9092,b:9092; nats://a:4222,nats://b:4222;
+// amqp://user:pw@host:5672/vhost), comma-separated, without scheme or
+// credentials: what kafkajs's brokers, franz-go's SeedBrokers and
+// librdkafka's bootstrap.servers take.
+func address(brokerURL string) (string, error) {
+	var out []string
+	for _, part := range strings.Split(brokerURL, ",") {
+		part = strings.TrimSpace(part)
+		if !strings.Contains(part, "://") {
+			part = "kafka://" + part // a further seed of kafka://a:1,b:2
+		}
+		u, err := url.Parse(part)
+		if err != nil || u.Host == "" {
+			return "", fmt.Errorf("broker: %s is not a URL with a host", redact.URL(brokerURL))
+		}
+		host := u.Host
+		if u.Port() == "" {
+			host = net.JoinHostPort(u.Hostname(), defaultPorts[u.Scheme])
+		}
+		out = append(out, host)
+	}
+	return strings.Join(out, ","), nil
+}
+
+// defaultPorts are the ports a broker URL without one means.
+var defaultPorts = map[string]string{"redis": "6379", "rediss": "6379", "nats": "4222", "tls": "4222", "amqp": "5672", "amqps": "5671", "kafka": "9092"}
 
 // told reports which of s's proxies the words (env and argv) name.
 func told(s *service, words []string) [3]bool {

@@ -26,7 +26,8 @@ func TestLoadTheContractExample(t *testing.T) {
 	}
 	relay := s.Services["relay"]
 	want := &Service{Name: "relay", Pos: relay.Pos, Run: []string{"node", "relay.js"}, Ready: "ready",
-		Env: map[string]string{"DATABASE_URL": "${producer_db.url}", "REDIS_URL": "${broker.url}", "STREAM": "${stream}"}}
+		Env:    map[string]string{"DATABASE_URL": "${producer_db.url}", "REDIS_URL": "${broker.url}", "STREAM": "${stream}"},
+		RunPos: relay.RunPos, EnvPos: relay.EnvPos}
 	if diff := cmp.Diff(want, relay); diff != "" || relay.Pos.Line != 2 || relay.Pos.Col != 3 {
 		t.Errorf("relay at %s (-want +got):\n%s", relay.Pos, diff)
 	}

@@ -61,6 +61,7 @@ var cases = []struct {
 	{"nack-gives-the-entry-back", nack, ""},
 	{"crash-gives-back-what-the-worker-held", crash, ""},
 	{"dead-letters-round-trip", deadLetters, ""},
+	{"lag-counts-what-a-group-has-not-finished", lag, broker.GroupLag},
 	{"unsupported-says-so", unsupported, ""},
 }
 
@@ -243,6 +244,29 @@ func deadLetters(t *testing.T, newBroker Factory) {
 	left, err2 := b.DeadLetters(ctx(t))
 	if err != nil || err2 != nil || len(taken) != 1 || taken[0] != dl || len(left) != 0 {
 		t.Errorf("take: %+v (%v), left %+v (%v); want it once, then none", taken, err, left, err2)
+	}
+}
+
+// lag: of three entries, a group read two and acked the first: one is not
+// delivered yet and one not acknowledged, so two are not finished with.
+// A broker that acknowledges by position (Kafka) counts the same.
+func lag(t *testing.T, newBroker Factory) {
+	b := newBroker(t, "g")
+	Publish(t, b, "e1", "e2", "e3")
+	ds, err := b.Read(ctx(t), "g", "w1", 2, time.Second)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("read 2: %v, %v", EventIDs(ds), err)
+	}
+	if err := b.Ack(ctx(t), "g", ds[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	lb, ok := b.(broker.Lagging)
+	if !ok {
+		t.Fatalf("%T declares %s but is no broker.Lagging", b, broker.GroupLag)
+	}
+	got, err := lb.Lag(ctx(t))
+	if err != nil || got["g"] != 2 {
+		t.Errorf("lag %v, %v; want g: 2 (e2 unacknowledged, e3 not delivered)", got, err)
 	}
 }
 

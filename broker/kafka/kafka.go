@@ -107,6 +107,7 @@ type Topic struct {
 	members map[memberKey]*member
 	txns    map[memberKey]*txnMember // workers reading in broker transactions
 	groups  []string                 // group names created, for Delete
+	adopted []string                 // group ids a team's services joined, for Delete (Adopt)
 }
 
 var _ broker.Broker = (*Topic)(nil)
@@ -178,6 +179,8 @@ func (t *Topic) Capabilities() broker.Capabilities {
 	cs := broker.Capabilities{broker.EntryLog: true, broker.Retention: true, broker.Purge: true, broker.ReplayHistory: true, broker.BrokerTxn: true}
 	if t.opt.Share {
 		cs[broker.DeliveryCount] = true
+	} else {
+		cs[broker.GroupLag] = true // a share group has no committed offset (KIP-932)
 	}
 	return cs
 }
@@ -392,6 +395,7 @@ func (t *Topic) Delete(ctx context.Context) error {
 	txns := t.txns
 	t.txns = map[memberKey]*txnMember{}
 	groups := slices.Clone(t.groups)
+	adopted := slices.Clone(t.adopted)
 	t.mu.Unlock()
 	for _, m := range ms {
 		m.close(ctx, true)
@@ -405,7 +409,12 @@ func (t *Topic) Delete(ctx context.Context) error {
 		for i, g := range groups {
 			ids[i] = t.groupID(g)
 		}
-		if err := t.deleteGroups(ctx, ids...); err != nil {
+		if err := t.deleteGroups(ctx, t.opt.Session+2*time.Second, ids...); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(adopted) > 0 {
+		if err := t.deleteAdopted(ctx, adopted); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -423,18 +432,19 @@ func (t *Topic) Delete(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// deleteGroups deletes consumer groups, waiting out the session of a
-// member that died without leaving (the broker refuses to delete a group
-// with members).
-func (t *Topic) deleteGroups(ctx context.Context, ids ...string) error {
-	deadline := time.Now().Add(t.opt.Session + 2*time.Second)
+// deleteGroups deletes consumer groups, waiting up to wait for a group
+// that still has members: one that died without leaving keeps the group
+// until its session runs out (the broker refuses to delete a group with
+// members), and one removed (evict) until the rebalance it started ends.
+func (t *Topic) deleteGroups(ctx context.Context, wait time.Duration, ids ...string) error {
+	deadline := time.Now().Add(wait)
+	var errs []error
 	for {
 		resp, err := t.adm.DeleteGroups(ctx, ids...)
 		if err != nil {
-			return fmt.Errorf("kafka delete groups: %w", err)
+			return errors.Join(append(errs, fmt.Errorf("kafka delete groups: %w", err))...)
 		}
 		var left []string
-		var errs []error
 		for _, r := range resp {
 			switch {
 			case r.Err == nil, errors.Is(r.Err, kerr.GroupIDNotFound):
@@ -448,7 +458,7 @@ func (t *Topic) deleteGroups(ctx context.Context, ids ...string) error {
 			return errors.Join(errs...)
 		}
 		ids = left
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

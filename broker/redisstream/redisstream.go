@@ -58,6 +58,7 @@ func (s *Stream) Capabilities() broker.Capabilities {
 		broker.EntryLog: true, broker.ClaimByIdle: true, broker.PendingList: true,
 		broker.PendingCount: true, broker.DeliveryCount: true, broker.Retention: true,
 		broker.ReplayHistory: true, broker.SideStore: true, broker.Purge: true,
+		broker.GroupLag: true,
 	}
 }
 

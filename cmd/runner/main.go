@@ -500,8 +500,14 @@ func loadSystem(ctx context.Context, scs []*scenario.Scenario, file string, stde
 			return nil, printErrors(errs, stderr)
 		}
 	}
+	seen := map[string]bool{}
 	for _, sc := range scs {
-		errs = append(errs, sc.UseSystem(sys)...)
+		for _, e := range sc.UseSystem(sys) {
+			if !seen[e.Error()] { // a system file's mistake, once for all its scenarios
+				seen[e.Error()] = true
+				errs = append(errs, e)
+			}
+		}
 	}
 	return sys, len(errs) == 0 || printErrors(errs, stderr)
 }
