@@ -15,6 +15,19 @@ import (
 	"github.com/outboxdrill/runner/runner"
 )
 
+func benchRelay(ctx context.Context, p Params, row func(what, figure, note string)) error {
+	rf, err := relays(ctx, p, 2000, 50)
+	if err != nil {
+		return err
+	}
+	row(fmt.Sprintf("polling relay, backlog of %d", rf.n), fmt.Sprintf("%.0f events/s", rf.pollRate), "one pass: SELECT … FOR UPDATE SKIP LOCKED, pipelined XADDs, one UPDATE")
+	row(fmt.Sprintf("CDC relay, the same %d events", rf.n), fmt.Sprintf("%.0f events/s", rf.cdcRate), fmt.Sprintf("one pass on the slot: back-to-back transactions published together, then one LSN confirm; CDC/polling %.0f%%", 100*rf.cdcRate/rf.pollRate))
+	row("relay pass for one new event, polling", fmt.Sprintf("%s p50 / %s p99", us(rf.pollOne), us(rf.pollOne99)), "from the pass's start to the event published and marked")
+	row("relay pass for one new event, CDC", fmt.Sprintf("%s p50 / %s p99", us(rf.cdcOne), us(rf.cdcOne99)),
+		fmt.Sprintf("connect for replication, stream, publish, confirm, release: %+d µs p50 against polling", (rf.cdcOne-rf.pollOne).Microseconds()))
+	return nil
+}
+
 // relayFigures compares the polling relay with the CDC relay on the same
 // servers, database and stream.
 type relayFigures struct {
