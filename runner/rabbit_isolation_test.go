@@ -13,6 +13,7 @@ import (
 // (a frame it refuses, as a 300-byte queue name was), the scenario running
 // beside it goes on.
 func TestRabbitMQScenarioLosesOnlyItsOwnConnection(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := testParams(t)
 	_, p.RabbitMQURL = testservers.Brokers(t)
