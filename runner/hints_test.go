@@ -11,6 +11,7 @@ import (
 
 // --keep hints name the tool of the scenario's own broker, and only that one.
 func TestKeepHintsPerBroker(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := testParams(t)
 	p.URLs[broker.NATS], p.URLs[broker.RabbitMQ] = testservers.URL(t, broker.NATS), testservers.URL(t, broker.RabbitMQ)

@@ -34,6 +34,7 @@ import (
 // run generates (-update rewrites it) and the broker-specific scenarios
 // must show their differences.
 func TestLibraryAndGuarantees(t *testing.T) {
+	t.Parallel()
 	files, err := scenario.ExpandPaths([]string{"../scenarios"})
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scenarios: %v", err)

@@ -18,6 +18,7 @@ import (
 // the scenario runs and can fail. A scenario whose every check is n/a is
 // skipped, never passed by omission.
 func TestChecksTheBrokerCannotReadAreNA(t *testing.T) {
+	t.Parallel()
 	const head = "  - produce\n  - relay\n  - consume:\n    expect: {applied: 1}\n"
 	scs := []*scenario.Scenario{
 		scenariotest.ParseOne(t, "name: na pass\nsteps:\n"+head+"  - expect: {inbox.rows: 1, stream.pending: 0}\n"),

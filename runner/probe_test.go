@@ -53,19 +53,23 @@ func TestProbeNamesAWrongServer(t *testing.T) {
 		{broker.RabbitMQ, "amqp://u:secret@" + silentAddr + "/", silentAddr + " gave no answer within 1s; is a RabbitMQ (AMQP 0-9-1) server there?"},
 		{broker.RabbitMQ, "amqp://u:secret@" + hostPort(rd) + "/", hostPort(rd) + ` does not speak the RabbitMQ (AMQP 0-9-1) protocol: it answered "+PONG\r\n" (a Redis server?)`},
 	} {
-		start := time.Now()
-		err := Probe(ctx, tc.kind, tc.url, timeout)
-		took := time.Since(start)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s at %s: err %v\nwant %q", tc.kind, tc.url, err, tc.want)
-			continue
-		}
-		if took > timeout+500*time.Millisecond {
-			t.Errorf("%s at %s: took %s, timeout %s", tc.kind, tc.url, took, timeout)
-		}
-		if strings.Contains(err.Error(), "secret") {
-			t.Errorf("%s: the message shows the password: %v", tc.kind, err)
-		}
+		// Each waits on a server, most on a silent one for the whole
+		// timeout: the probes wait side by side.
+		t.Run(tc.kind+"@"+strings.SplitN(tc.want, " ", 2)[0], func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			err := Probe(ctx, tc.kind, tc.url, timeout)
+			took := time.Since(start)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%s at %s: err %v\nwant %q", tc.kind, tc.url, err, tc.want)
+			}
+			if took > timeout+500*time.Millisecond {
+				t.Errorf("%s at %s: took %s, timeout %s", tc.kind, tc.url, took, timeout)
+			}
+			if strings.Contains(err.Error(), "secret") {
+				t.Errorf("%s: the message shows the password: %v", tc.kind, err)
+			}
+		})
 	}
 	nats := testservers.URL(t, broker.NATS)
 	if err := Probe(ctx, broker.NATS, "nats://"+hostPort(rd), timeout); err == nil {

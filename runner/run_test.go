@@ -96,6 +96,7 @@ var wrongValue = map[string][2]string{
 // pass: the values are right) and once per key with that key's value wrong
 // (it must fail, at that key, with a want/got diff).
 func TestEveryKeyCanFail(t *testing.T) {
+	t.Parallel()
 	type variant struct{ key, wantMsg string }
 	variants := map[string]variant{}
 	var scs []*scenario.Scenario
@@ -175,6 +176,7 @@ func TestEveryKeyCanFail(t *testing.T) {
 }
 
 func TestStepErrors(t *testing.T) {
+	t.Parallel()
 	src := func(name, tail string) *scenario.Scenario {
 		scs, errs := scenario.Parse(name+".yaml", []byte("name: "+name+"\nsteps:\n  - produce(event=bus-1)\n"+tail))
 		if len(errs) > 0 {
@@ -208,6 +210,7 @@ func TestStepErrors(t *testing.T) {
 }
 
 func TestTimeoutCancelsHungStep(t *testing.T) {
+	t.Parallel()
 	scs, errs := scenario.Parse("hang.yaml", []byte("name: hang\nsteps:\n  - consume(block=1m)\n"))
 	if len(errs) > 0 {
 		t.Fatal(errs)
@@ -377,6 +380,7 @@ steps:
 }
 
 func TestTimeoutWhileWaitingWithin(t *testing.T) {
+	t.Parallel()
 	sc := scenariotest.ParseOne(t, "name: waits\nsteps:\n  - produce\n  - expect: {within: 1m, stream.entries: 1}\n")
 	p := testParams(t)
 	p.Timeout = 300 * time.Millisecond
@@ -448,6 +452,7 @@ func processFaultScenarios(t *testing.T) []*scenario.Scenario {
 // servers the runner starts itself, alongside ordinary scenarios at
 // --parallel 4: they pass, and the others are not disturbed.
 func TestProcessFaultsRunOnManagedServers(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts its own servers")
 	}
@@ -484,6 +489,7 @@ func TestProcessFaultsSkipOnExternalServers(t *testing.T) {
 // TestDeclaredViolationMustOccur: expect_violations is an expectation like
 // any other: a correct pipeline that declares a violation fails, naming it.
 func TestDeclaredViolationMustOccur(t *testing.T) {
+	t.Parallel()
 	sc := scenariotest.ParseOne(t, "name: clean but declares loss\nexpect_violations: [lost]\nsteps: [produce, relay, consume]\n")
 	_, byName := runAll(t, testParams(t), []*scenario.Scenario{sc})
 	r := byName[sc.Name]
@@ -504,6 +510,7 @@ var kafkaOnlyChecks = []string{"stream.outputs"}
 // written, and with stream.outputs wrong after the aborted transaction and
 // after the committed one: each must fail there with a want/got diff.
 func TestBrokerTxnCheckCanFail(t *testing.T) {
+	t.Parallel()
 	src := func(name, afterAbort, afterCommit string) *scenario.Scenario {
 		y := "name: " + name + `
 steps:
@@ -547,6 +554,7 @@ var cdcKeys = []string{"relay confirmed", "check metrics.cdc_lag_bytes", "check 
 // TestCDCKeysCanFail runs a CDC scenario as written and once per key with
 // that key's value wrong: each must fail there with a want/got diff.
 func TestCDCKeysCanFail(t *testing.T) {
+	t.Parallel()
 	right := map[string]string{"before": "{metrics.cdc_lag_events: 2, metrics.cdc_slot_active: 0, metrics.cdc_lag_bytes: \"> 0\", metrics.cdc_retained_wal: \"> 0\"}",
 		"relay": "{published: 2, confirmed: 2}", "after": "{metrics.cdc_lag_events: 0}"}
 	wrong := []struct{ name, at, value, key, msg string }{

@@ -100,12 +100,15 @@ type Topic struct {
 	seeds []string
 	adm   *kadm.Client
 	prod  *kgo.Client // produces records and dead letters; idempotent, acks=all
-	name  string
-	opt   Options
+	// refused ends a publish whose every seed broker refused to connect
+	refused *refusals
+	name    string
+	opt     Options
 
 	mu      sync.Mutex
 	members map[memberKey]*member
 	txns    map[memberKey]*txnMember // workers reading in broker transactions
+	crashed []memberKey              // static members that died without leaving
 	groups  []string                 // group names created, for Delete
 	adopted []string                 // group ids a team's services joined, for Delete (Adopt)
 }
@@ -121,12 +124,19 @@ func New(ctx context.Context, seeds []string, name string, opt Options) (*Topic,
 		return nil, fmt.Errorf("kafka: topic name %q has no usable character", name)
 	}
 	opt = opt.withDefaults()
+	refused := newRefusals(seeds)
 	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(5*time.Second)) // a relay facing a dead broker fails within 5 s
+		kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(5*time.Second), // a relay facing a dead broker fails within 5 s
+		kgo.WithHooks(refused), // at once when nothing listens
+		// After a failed metadata load ask again within 250 ms, as the
+		// Java producer does (retry.backoff.ms, 100 ms), not after
+		// franz-go's 5 s: a relay's first publish after a broker restart
+		// would otherwise wait out the rest of those 5 s.
+		kgo.MetadataMinAge(250*time.Millisecond))
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	t := &Topic{seeds: seeds, adm: kadm.NewClient(prod), prod: prod, name: tn, opt: opt, members: map[memberKey]*member{}, txns: map[memberKey]*txnMember{}}
+	t := &Topic{seeds: seeds, adm: kadm.NewClient(prod), prod: prod, refused: refused, name: tn, opt: opt, members: map[memberKey]*member{}, txns: map[memberKey]*txnMember{}}
 	for _, n := range []string{t.name, t.dlqName()} {
 		if err := t.createTopic(ctx, n); err != nil {
 			_ = t.Delete(context.WithoutCancel(ctx))
@@ -192,11 +202,17 @@ func (t *Topic) Publish(ctx context.Context, msgs []broker.Message) ([]string, e
 	for i, m := range msgs {
 		recs[i] = &kgo.Record{Topic: t.name, Key: []byte(m.EventID), Value: []byte(m.Payload)}
 	}
-	res := t.prod.ProduceSync(ctx, recs...)
+	pctx, done := t.refused.watch(ctx)
+	defer done()
+	res := t.prod.ProduceSync(pctx, recs...)
 	ids := make([]string, 0, len(msgs))
 	for i, r := range res {
 		if r.Err != nil {
-			return ids, fmt.Errorf("kafka produce %s (event %s): %w", t.name, msgs[i].EventID, r.Err)
+			err := r.Err
+			if cause := context.Cause(pctx); ctx.Err() == nil && cause != nil {
+				err = cause // refused everywhere: say so, not "context canceled"
+			}
+			return ids, fmt.Errorf("kafka produce %s (event %s): %w", t.name, msgs[i].EventID, err)
 		}
 		ids = append(ids, entryID(r.Record.Partition, r.Record.Offset))
 	}
@@ -400,6 +416,7 @@ func (t *Topic) Delete(ctx context.Context) error {
 	for _, m := range ms {
 		m.close(ctx, true)
 	}
+	t.removeCrashed(ctx)
 	for _, m := range txns {
 		m.sess.Close() // not static: it leaves the group
 	}

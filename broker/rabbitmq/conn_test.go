@@ -13,6 +13,7 @@ import (
 // (a frame it refuses, as a 300-byte queue name was), the scenario running
 // beside it goes on.
 func TestScenarioLosesOnlyItsOwnConnection(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	var h testservers.Host
 	defer h.Close()

@@ -37,6 +37,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -943,7 +944,8 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var p bench.Params
 	countFlag(fs, &p.SoakEvents, "soak-events", 2000, 0, "`N` events for the soak and raw baseline figures (0: skip)")
 	growth := fs.String("growth", "10,100,1000", "generated scenario counts for the growth figures")
-	countFlag(fs, &p.Repeat, "repeat", 3, 1, "`N` runs per start and library figure; the median is printed")
+	countFlag(fs, &p.Repeat, "repeat", 3, 1, "`N` runs per start, library and soak figure; the median is printed (the soak's ratios: min / median / max)")
+	only := fs.String("only", "", "measure only these `SECTIONS`, comma-separated: "+strings.Join(bench.Sections, ", ")+" (default all)")
 	servers := redisFlags(fs, &p.PGURL, &p.Redis)
 	connectTimeoutFlag(fs, &p.ConnectTimeout, servers)
 	paths, code, done := parseArgs(fs, args, stdout, stderr)
@@ -952,6 +954,13 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if !checkURLs(fs, stderr, servers) {
 		return exitInvalid
+	}
+	for _, name := range runner.SplitList(*only) {
+		if !slices.Contains(bench.Sections, name) {
+			fmt.Fprintf(stderr, "runner: --only: %q is not one of %s\n", name, strings.Join(bench.Sections, ", "))
+			return exitInvalid
+		}
+		p.Only = append(p.Only, name)
 	}
 	for _, n := range runner.SplitList(*growth) {
 		var k int

@@ -158,11 +158,13 @@ func TestInterruptCleansUp(t *testing.T) {
 	}
 	bin := buildRunner(t)
 	f := scenarioFile(t, "hang.yaml", "name: hang\nsteps:\n  - produce\n  - consume(block=1m)\n")
+	// Each run starts servers of its own: they wait on the servers
+	// booting, not on each other.
 	for _, delay := range []time.Duration{0, 150 * time.Millisecond, 1500 * time.Millisecond} {
-		t.Run(delay.String(), func(t *testing.T) { interruptManaged(t, bin, f, delay, syscall.SIGINT) })
+		t.Run(delay.String(), func(t *testing.T) { t.Parallel(); interruptManaged(t, bin, f, delay, syscall.SIGINT) })
 	}
 	for _, delay := range []time.Duration{150 * time.Millisecond, 1500 * time.Millisecond} {
-		t.Run("SIGTERM/"+delay.String(), func(t *testing.T) { interruptManaged(t, bin, f, delay, syscall.SIGTERM) })
+		t.Run("SIGTERM/"+delay.String(), func(t *testing.T) { t.Parallel(); interruptManaged(t, bin, f, delay, syscall.SIGTERM) })
 	}
 }
 
@@ -249,13 +251,11 @@ func TestInterruptDropsDatabasesOnExternalServers(t *testing.T) {
 }
 
 // buildRunner builds the runner binary for tests that need a real process.
+// buildRunner is the runner binary, built once per test binary (runnerBin):
+// the tests that run it as a process only read it.
 func buildRunner(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "runner")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
+	return runnerBin(t)
 }
 
 func TestKeepThenClean(t *testing.T) {
