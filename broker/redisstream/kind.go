@@ -33,6 +33,7 @@ var Kind = &broker.Kind{
 	Start:  start,
 	Open:   open,
 	Dir:    servers.RedisDir,
+	Proxy:  proxyKind{},
 	Limits: limits,
 	Mechanisms: map[broker.Mechanism]string{
 		broker.SecondPublish: "a second entry (XADD always appends)",
