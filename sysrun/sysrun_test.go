@@ -38,7 +38,7 @@ func TestBrokerFaultOfAnotherBrokerSkips(t *testing.T) {
 	f := fault.Trigger{Link: fault.Broker, Boundary: fault.Reply, Filter: fault.Filter{Command: "XADD"}, Action: fault.Action{Do: fault.Kill}, Nth: 1}
 	_, err := r.Start(context.Background(), "relay", nil, &f)
 	var skip *steps.SkipError
-	if !errors.As(err, &skip) || !!strings.Contains(skip.Reason, `broker.reply(XADD) does not apply on nats: unknown operation "XADD"`) {
+	if !errors.As(err, &skip) || !strings.Contains(skip.Reason, `broker.reply(XADD) does not apply on nats: unknown operation "XADD"`) {
 		t.Fatalf("err %v, want a skip saying XADD is not a NATS operation", err)
 	}
 	if len(r.Outputs()) != 0 {
