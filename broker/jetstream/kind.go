@@ -33,7 +33,6 @@ var Kind = &broker.Kind{
 	Start:  start,
 	Open:   open,
 	Dir:    servers.NATSDir,
-	Proxy:  proxyKind{},
 	Limits: limits,
 	Mechanisms: map[broker.Mechanism]string{
 		broker.SecondPublish: "dropped inside the stream's duplicate window when Nats-Msg-Id = event id (PubAck.Duplicate); stored again after the window",

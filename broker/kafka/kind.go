@@ -29,7 +29,6 @@ var Kind = &broker.Kind{
 	Start:  start,
 	Open:   open,
 	Dir:    servers.KafkaDir,
-	Proxy:  proxyKind{},
 	Limits: limits,
 	Mechanisms: map[broker.Mechanism]string{
 		broker.SecondPublish: "a second record: the idempotent producer drops a retried batch only within one producer session, never a relay's second publish",

@@ -36,7 +36,6 @@ var Kind = &broker.Kind{
 	Start:  start,
 	Open:   open,
 	Dir:    servers.RabbitMQDir,
-	Proxy:  proxyKind{},
 	Limits: limits,
 	Mechanisms: map[broker.Mechanism]string{
 		broker.SecondPublish: "a second message in every bound queue",

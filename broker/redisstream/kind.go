@@ -33,7 +33,6 @@ var Kind = &broker.Kind{
 	Start:  start,
 	Open:   open,
 	Dir:    servers.RedisDir,
-	Proxy:  proxyKind{},
 	Limits: limits,
 	Mechanisms: map[broker.Mechanism]string{
 		broker.SecondPublish: "a second entry (XADD always appends)",

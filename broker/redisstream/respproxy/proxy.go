@@ -1,4 +1,4 @@
-package redisstream
+package respproxy
 
 import (
 	"fmt"
@@ -14,10 +14,10 @@ import (
 	"github.com/outboxdrill/runner/proxy/resp"
 )
 
-// proxyKind is Redis's protocol proxy (proxy/resp). The neutral
+// Kind is Redis's protocol proxy (proxy/resp). The neutral
 // operations are Redis commands: publish is XADD, deliver XREADGROUP (a
 // takeover's XCLAIM or XAUTOCLAIM is named as itself), ack XACK.
-type proxyKind struct{}
+type Kind struct{}
 
 var neutral = map[string]string{"publish": "XADD", "deliver": "XREADGROUP", "ack": "XACK"}
 
@@ -25,9 +25,9 @@ var neutral = map[string]string{"publish": "XADD", "deliver": "XREADGROUP", "ack
 // it (the parser checks it against Redis's commands).
 var redisName = regexp.MustCompile(`^[A-Z][A-Z_-]*(\.[A-Z][A-Z_-]*)?$`)
 
-func (proxyKind) Operations() []string { return []string{"publish", "deliver", "ack"} }
+func (Kind) Operations() []string { return []string{"publish", "deliver", "ack"} }
 
-func (proxyKind) Check(t fault.Trigger) error {
+func (Kind) Check(t fault.Trigger) error {
 	if _, ok := neutral[t.Filter.Command]; !ok && !redisName.MatchString(t.Filter.Command) {
 		return fmt.Errorf("%s is not a Redis command (want publish, deliver, ack or one such as XADD)", t.Filter.Command)
 	}
@@ -37,7 +37,7 @@ func (proxyKind) Check(t fault.Trigger) error {
 	return nil
 }
 
-func (proxyKind) Listen(url string) (broker.Proxy, error) {
+func (Kind) Listen(url string) (broker.Proxy, error) {
 	up, err := broker.FirstHost(url, "6379")
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package jetstream
+package natsproxy
 
 import (
 	"fmt"
@@ -9,15 +9,15 @@ import (
 	nproxy "github.com/outboxdrill/runner/proxy/nats"
 )
 
-// proxyKind is NATS's protocol proxy (proxy/nats): faults at publish
+// Kind is NATS's protocol proxy (proxy/nats): faults at publish
 // (a PubAck), deliver (a $JS.ACK-replied MSG), ack ($JS.ACK +ACK) and the
 // native operations, filtered by subject. Its request boundary of a
 // publish cannot tell a JetStream publish from a core request until the
 // PubAck comes.
-type proxyKind struct{}
+type Kind struct{}
 
-func (proxyKind) Operations() []string        { return nproxy.Operations() }
-func (proxyKind) Check(t fault.Trigger) error { return native(t).Check() }
+func (Kind) Operations() []string        { return nproxy.Operations() }
+func (Kind) Check(t fault.Trigger) error { return native(t).Check() }
 
 func native(t fault.Trigger) nproxy.Trigger {
 	n := nproxy.Trigger{Boundary: nproxy.Reply, Op: t.Filter.Command, Subject: t.Filter.Subject, Nth: t.Nth, Action: t.Action}
@@ -30,7 +30,7 @@ func native(t fault.Trigger) nproxy.Trigger {
 	return n
 }
 
-func (proxyKind) Listen(url string) (broker.Proxy, error) {
+func (Kind) Listen(url string) (broker.Proxy, error) {
 	up, err := broker.FirstHost(withScheme(url), "4222")
 	if err != nil {
 		return nil, err

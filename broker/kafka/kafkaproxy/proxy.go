@@ -1,4 +1,4 @@
-package kafka
+package kafkaproxy
 
 import (
 	"fmt"
@@ -6,11 +6,12 @@ import (
 	"strings"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/kafka"
 	"github.com/outboxdrill/runner/proxy/fault"
 	kproxy "github.com/outboxdrill/runner/proxy/kafka"
 )
 
-// proxyKind is Kafka's protocol proxy (proxy/kafka): it bootstraps from
+// Kind is Kafka's protocol proxy (proxy/kafka): it bootstraps from
 // the first seed and learns the other brokers from the cluster.
 //
 // The event id of a record is its header named by the stream: mapping's
@@ -18,11 +19,11 @@ import (
 // its value. Acks are offset commits: a commit of offset N acknowledges,
 // for the group, the latest delivery of every record of that partition
 // below N.
-type proxyKind struct{}
+type Kind struct{}
 
-func (proxyKind) Operations() []string { return kproxy.Operations() }
+func (Kind) Operations() []string { return kproxy.Operations() }
 
-func (proxyKind) Check(t fault.Trigger) error { return native(t).Check() }
+func (Kind) Check(t fault.Trigger) error { return native(t).Check() }
 
 // native is t as proxy/kafka arms it: its filters other than topic and
 // group are refused there.
@@ -37,8 +38,8 @@ func native(t fault.Trigger) kproxy.Trigger {
 	return k
 }
 
-func (proxyKind) Listen(url string) (broker.Proxy, error) {
-	seeds, err := Seeds(url)
+func (Kind) Listen(url string) (broker.Proxy, error) {
+	seeds, err := kafka.Seeds(url)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +85,7 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 		if p.TransactionalID != "" && p.Outcome != "committed" {
 			continue
 		}
-		w.Publishes = append(w.Publishes, broker.WireMsg{At: p.At, Op: "Produce", EntryID: entryID(p.Partition, p.Offset),
+		w.Publishes = append(w.Publishes, broker.WireMsg{At: p.At, Op: "Produce", EntryID: kafka.EntryID(p.Partition, p.Offset),
 			EventID: field(p.Record, m.EventID, p.Key), Payload: field(p.Record, m.Payload, p.Value)})
 	}
 	group := onlyGroup(acks)
@@ -95,7 +96,7 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 		if g == "" {
 			g = group
 		}
-		w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: d.API, EntryID: entryID(d.Partition, d.Offset), Group: g,
+		w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: d.API, EntryID: kafka.EntryID(d.Partition, d.Offset), Group: g,
 			EventID: field(d.Record, m.EventID, d.Key), Payload: field(d.Record, m.Payload, d.Value)})
 	}
 	markCommitted(w.Deliveries, dels, acks)

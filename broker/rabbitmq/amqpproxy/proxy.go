@@ -1,4 +1,4 @@
-package rabbitmq
+package amqpproxy
 
 import (
 	"fmt"
@@ -8,14 +8,14 @@ import (
 	"github.com/outboxdrill/runner/proxy/fault"
 )
 
-// proxyKind is RabbitMQ's protocol proxy (proxy/amqp): faults at publish
+// Kind is RabbitMQ's protocol proxy (proxy/amqp): faults at publish
 // (its publisher confirm: reply(publish) needs a channel in confirm
 // mode), deliver (basic.deliver, basic.get-ok), ack (basic.ack) and every
 // AMQP method, filtered by exchange, routing_key, queue.
-type proxyKind struct{}
+type Kind struct{}
 
-func (proxyKind) Operations() []string        { return aproxy.Operations() }
-func (proxyKind) Check(t fault.Trigger) error { return native(t).Check() }
+func (Kind) Operations() []string        { return aproxy.Operations() }
+func (Kind) Check(t fault.Trigger) error { return native(t).Check() }
 
 func native(t fault.Trigger) aproxy.Trigger {
 	a := aproxy.Trigger{Boundary: aproxy.Reply, Op: t.Filter.Command, Exchange: t.Filter.Exchange, RoutingKey: t.Filter.RoutingKey, Queue: t.Filter.Queue, Nth: t.Nth, Action: t.Action}
@@ -28,7 +28,7 @@ func native(t fault.Trigger) aproxy.Trigger {
 	return a
 }
 
-func (proxyKind) Listen(url string) (broker.Proxy, error) {
+func (Kind) Listen(url string) (broker.Proxy, error) {
 	up, err := broker.FirstHost(url, "5672")
 	if err != nil {
 		return nil, err
