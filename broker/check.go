@@ -17,7 +17,7 @@ var optionalKindFields = map[string]string{
 	"LabelNote":  "only a server that is not the broker itself (kfake) has one",
 	"Options":    "a broker without a scenario key",
 	"OptionsDoc": "required with Options (checked below)",
-	"Proxy":      "no broker has its protocol proxy here yet",
+	"Proxy":      "a broker without a protocol proxy: its broker faults skip, its wire history is not judged",
 	"Probe":      "checked field by field below",
 }
 

@@ -83,17 +83,11 @@ type Kind struct {
 	// OptionsDoc says what the options tune: "this scenario's Kafka topic".
 	OptionsDoc string
 
-	// Proxy is the hook for a protocol proxy in front of the server, for
-	// the faults a team's services meet on their broker link. nil: none
-	// yet. Today only Redis has one (proxy/resp, wired in sysrun by name);
-	// it moves here once a fault trigger is one type from parse to proxy.
-	Proxy func(ctx context.Context, upstream string) (Proxy, error)
-}
-
-// Proxy is a protocol proxy a Kind's Proxy hook starts.
-type Proxy interface {
-	Addr() string // where the services connect instead of the server
-	Close()
+	// Proxy is the broker's protocol proxy, in front of the server for
+	// the faults a team's services meet on their broker link and for the
+	// history of what they published, were handed and acknowledged. nil:
+	// none (a broker fault skips the scenario, the history is not judged).
+	Proxy ProxyKind
 }
 
 // Probe is how a server of one kind is told from a wrong one: what the

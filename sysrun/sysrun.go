@@ -16,11 +16,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/proxy/pgwire"
-	"github.com/outboxdrill/runner/proxy/resp"
 	"github.com/outboxdrill/runner/servers"
 	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/system"
@@ -35,9 +35,10 @@ type Config struct {
 	// ProducerURL and ConsumerURL are the scenario's own databases, direct;
 	// the services get proxy addresses instead.
 	ProducerURL, ConsumerURL string
-	// BrokerURL is the broker, direct; BrokerName says which (only Redis
-	// has a protocol proxy: elsewhere the services get BrokerURL itself and
-	// a broker fault skips the scenario).
+	// BrokerURL is the broker, direct; BrokerName says which: its Kind's
+	// protocol proxy stands between each service and it (a Kind without
+	// one: the services get BrokerURL itself and a broker fault skips the
+	// scenario).
 	BrokerURL, BrokerName string
 	// Vars are the scenario's ${…} values: stream, consumer and its vars.
 	Vars map[string]string
@@ -55,12 +56,12 @@ type Run struct {
 }
 
 type service struct {
-	name  string
-	mu    sync.Mutex
-	proc  *servers.Service // set as soon as the process runs
-	inst  *instance
-	pg    [2]*pgwire.Proxy
-	redis *resp.Proxy
+	name   string
+	mu     sync.Mutex
+	proc   *servers.Service // set as soon as the process runs
+	inst   *instance
+	pg     [2]*pgwire.Proxy
+	broker broker.Proxy // nil: the broker has no protocol proxy
 	// given says which proxies the service was told about (its env or
 	// argv names their address): a pool that connects lazily still uses
 	// the link before its first connection.
@@ -95,14 +96,8 @@ type armed struct {
 	a       strike
 }
 
-// strike is a trigger armed on a proxy, as pgwire and resp arm it.
-type strike interface {
-	Done() <-chan struct{}
-	Fired() bool
-	Holding() bool
-	Err() error
-	StruckAt() time.Time
-}
+// strike is a trigger armed on a proxy.
+type strike = broker.Strike
 
 var _ steps.Services = (*Run)(nil)
 
@@ -213,10 +208,10 @@ func (r *Run) gone(ctx context.Context, name string) error {
 }
 
 func (r *Run) brokerVia(s *service) string {
-	if s.redis != nil {
-		return s.redis.Addr()
+	if s.broker != nil {
+		return s.broker.Address()
 	}
-	return r.cfg.BrokerName + " directly (no protocol proxy for it yet)"
+	return r.cfg.BrokerName + " directly (no protocol proxy for it)"
 }
 
 // proxies starts the service's proxies and returns the ${…} that name them
@@ -233,24 +228,20 @@ func (r *Run) proxies(s *service) (map[string]string, []string, error) {
 		}
 		vars[link.name+".url"] = via(u, s.pg[i].Addr(), "sslmode", "disable")
 	}
-	u, err := url.Parse(r.cfg.BrokerURL)
-	if err != nil {
-		return nil, nil, errors.New("broker: not a URL")
-	}
+	var err error
 	vars["broker.url"] = r.cfg.BrokerURL
 	if vars["broker.address"], err = address(r.cfg.BrokerURL); err != nil {
 		return nil, nil, err
 	}
-	if r.cfg.BrokerName == "redis" {
-		if s.redis, err = resp.Listen(u.Host); err != nil {
-			return nil, nil, err
+	if k, ok := broker.Lookup(r.cfg.BrokerName); ok && k.Proxy != nil {
+		if s.broker, err = k.Proxy.Listen(r.cfg.BrokerURL); err != nil {
+			return nil, nil, fmt.Errorf("%s proxy: %w", r.cfg.BrokerName, err)
 		}
 		r.mu.Lock()
 		r.starts++
-		r.logs = append(r.logs, brokerLog{service: s.name, start: r.starts, proxy: s.redis, svc: s})
+		r.logs = append(r.logs, brokerLog{service: s.name, start: r.starts, proxy: s.broker, svc: s})
 		r.mu.Unlock()
-		vars["broker.url"] = via(u, s.redis.Addr(), "", "")
-		vars["broker.address"] = s.redis.Addr()
+		vars["broker.url"], vars["broker.address"] = s.broker.URL(), s.broker.Address()
 	}
 	// Every URL handed out, and the servers' own: their passwords (user
 	// info, query, DSN) and tokens, which the service's output hides in
@@ -291,8 +282,8 @@ var defaultPorts = map[string]string{"redis": "6379", "rediss": "6379", "nats": 
 func told(s *service, words []string) [3]bool {
 	var out [3]bool
 	addrs := [3]string{s.pg[0].Addr(), s.pg[1].Addr(), ""}
-	if s.redis != nil {
-		addrs[2] = s.redis.Addr()
+	if s.broker != nil {
+		addrs[2] = s.broker.Address()
 	}
 	for i, a := range addrs {
 		out[i] = a != "" && slices.ContainsFunc(words, func(w string) bool { return strings.Contains(w, a) })
@@ -364,10 +355,10 @@ func (r *Run) arm(name string, s *service, t fault.Trigger) error {
 		x, err = s.pg[0].Arm(t)
 	case t.Link == fault.ConsumerDB:
 		x, err = s.pg[1].Arm(t)
-	case s.redis == nil:
-		return &steps.SkipError{Reason: fmt.Sprintf("%s needs a %s protocol proxy; the runner has one for Redis only (NATS, RabbitMQ and Kafka proxies are later work)", t.On(), r.cfg.BrokerName)}
+	case s.broker == nil:
+		return &steps.SkipError{Reason: fmt.Sprintf("%s needs a %s protocol proxy; the runner has none for it", t.On(), r.cfg.BrokerName)}
 	default:
-		x, err = s.redis.Arm(t)
+		x, err = r.armBroker(s, t)
 	}
 	if err != nil {
 		return err
@@ -376,6 +367,17 @@ func (r *Run) arm(name string, s *service, t fault.Trigger) error {
 	r.faults = append(r.faults, &armed{service: name, svc: s, f: t, a: x})
 	r.mu.Unlock()
 	return nil
+}
+
+// armBroker arms t on the service's broker proxy. A trigger that names
+// another broker's own operation (XADD on Kafka) skips the scenario on
+// this broker: it was written for that one.
+func (r *Run) armBroker(s *service, t fault.Trigger) (strike, error) {
+	k, _ := broker.Lookup(r.cfg.BrokerName)
+	if err := k.Proxy.Check(t); err != nil {
+		return nil, &steps.SkipError{Reason: fmt.Sprintf("%s does not apply on %s: %v", t.On(), r.cfg.BrokerName, err)}
+	}
+	return s.broker.Arm(t)
 }
 
 // Stop stops a service: SIGTERM, SIGKILL after StopGrace.
@@ -434,8 +436,8 @@ func (s *service) close() {
 			p.Close()
 		}
 	}
-	if s.redis != nil {
-		s.redis.Close()
+	if s.broker != nil {
+		s.broker.Close()
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/proxy/fault"
 )
@@ -46,7 +47,7 @@ func ParseTrigger(on string) (fault.Trigger, error) {
 	filter := strings.TrimSpace(m[3])
 	var err error
 	if link == fault.Broker {
-		t.Filter.Command, err = commandFilter(t, filter)
+		err = commandFilter(&t, filter)
 	} else {
 		t.Filter.Table, err = tableFilter(t, filter)
 	}
@@ -56,17 +57,91 @@ func ParseTrigger(on string) (fault.Trigger, error) {
 	return t, nil
 }
 
-// commandFilter reads a broker boundary's command: CMD or CMD.SUB, one
-// Redis knows (upper-cased).
-func commandFilter(t fault.Trigger, filter string) (string, error) {
-	if !command.MatchString(filter) {
-		return "", fmt.Errorf("%s.%s needs the command it waits for, e.g. %s.%s(XADD); got %q", t.Link, t.Boundary, t.Link, t.Boundary, filter)
+// commandFilter reads a broker boundary's filter: an operation, then
+// key=value filters (broker.reply(publish, topic=orders)). The operation
+// is a neutral one (publish, deliver, ack: every broker), a Redis command
+// (upper-cased, CMD or CMD.SUB), or another broker's own as its proxy
+// spells it (Produce, basic.ack, +ACK); the trigger must suit at least one
+// broker's proxy (on another broker it skips the scenario).
+func commandFilter(t *fault.Trigger, filter string) error {
+	parts := strings.Split(filter, ",")
+	op := strings.TrimSpace(parts[0])
+	if op == "" {
+		return fmt.Errorf("%s.%s needs the command it waits for, e.g. %s.%s(publish) or %s.%s(XADD); got %q", t.Link, t.Boundary, t.Link, t.Boundary, t.Link, t.Boundary, filter)
 	}
-	cmd := strings.ToUpper(filter)
+	for _, kv := range parts[1:] {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || strings.TrimSpace(v) == "" || !t.Filter.SetBroker(strings.TrimSpace(k), strings.TrimSpace(v)) {
+			names := filterNames()
+			return fmt.Errorf("%s.%s(%s): want NAME=VALUE filters, NAME one of %s; got %q%s", t.Link, t.Boundary, filter, strings.Join(names, ", "), strings.TrimSpace(kv), diag.Suggest(strings.TrimSpace(k), names))
+		}
+	}
+	cmd, err := operation(op)
+	if err != nil {
+		return fmt.Errorf("%s.%s(%s): %w", t.Link, t.Boundary, op, err)
+	}
+	t.Filter.Command = cmd
+	return suits(*t)
+}
+
+// operation is op as the trigger carries it: neutral, a Redis command
+// upper-cased, or another broker's own, exactly.
+func operation(op string) (string, error) {
+	if slices.Contains(neutralOps, op) || slices.Contains(otherOps(), op) {
+		return op, nil
+	}
+	cmd := strings.ToUpper(op)
+	if !command.MatchString(op) {
+		return "", fmt.Errorf("no broker operation %s%s; neutral: %s", op, diag.Suggest(op, otherOps()), strings.Join(neutralOps, ", "))
+	}
 	if err := knownCommand(cmd); err != nil {
-		return "", fmt.Errorf("%s.%s(%s): %w", t.Link, t.Boundary, filter, err)
+		if hint := diag.Suggest(op, otherOps()); hint != "" {
+			return "", fmt.Errorf("%w; nor another broker's operation%s", err, hint)
+		}
+		return "", err
 	}
 	return cmd, nil
+}
+
+// neutralOps are the operations every broker's proxy knows.
+var neutralOps = []string{"publish", "deliver", "ack"}
+
+// otherOps are the operations of the brokers' proxies, Redis's aside
+// (knownCommand knows those).
+func otherOps() []string {
+	var out []string
+	for _, k := range broker.Kinds() {
+		if k.Proxy != nil && k.Name != broker.Redis {
+			out = append(out, k.Proxy.Operations()...)
+		}
+	}
+	return out
+}
+
+// suits checks the trigger against every broker's proxy: one must take
+// it, else each one's reason is the error.
+func suits(t fault.Trigger) error {
+	var why []string
+	for _, k := range broker.Kinds() {
+		if k.Proxy == nil {
+			continue
+		}
+		err := k.Proxy.Check(t)
+		if err == nil {
+			return nil
+		}
+		why = append(why, fmt.Sprintf("%s: %v", k.Name, err))
+	}
+	return fmt.Errorf("%s suits no broker's proxy (%s)", t.On(), strings.Join(why, "; "))
+}
+
+// filterNames are the broker filters' names.
+func filterNames() []string {
+	var out []string
+	for _, kv := range (fault.Filter{}).BrokerFilters() {
+		out = append(out, kv[0])
+	}
+	return out
 }
 
 // tableFilter reads a database boundary's filter: (table=NAME) or ().

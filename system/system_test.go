@@ -85,12 +85,18 @@ func TestParseTrigger(t *testing.T) {
 		return fault.Trigger{Link: fault.Broker, Boundary: b, Filter: fault.Filter{Command: cmd}}
 	}
 	for on, want := range map[string]fault.Trigger{
-		"consumer_db.commit(table=inbox)": table(fault.ConsumerDB, fault.Commit, "inbox"),
-		"producer_db.statement()":         table(fault.ProducerDB, fault.Statement, ""),
-		"broker.reply(xadd)":              command(fault.Reply, "XADD"),
-		" broker.request(XACK) ":          command(fault.Request, "XACK"),
-		"broker.request(xgroup.create)":   command(fault.Request, "XGROUP.CREATE"),
-		"broker.reply(CLIENT.NO-EVICT)":   command(fault.Reply, "CLIENT.NO-EVICT"),
+		"consumer_db.commit(table=inbox)":     table(fault.ConsumerDB, fault.Commit, "inbox"),
+		"producer_db.statement()":             table(fault.ProducerDB, fault.Statement, ""),
+		"broker.reply(xadd)":                  command(fault.Reply, "XADD"),
+		" broker.request(XACK) ":              command(fault.Request, "XACK"),
+		"broker.request(xgroup.create)":       command(fault.Request, "XGROUP.CREATE"),
+		"broker.reply(CLIENT.NO-EVICT)":       command(fault.Reply, "CLIENT.NO-EVICT"),
+		"broker.reply(publish)":               command(fault.Reply, "publish"),
+		"broker.request(ack)":                 command(fault.Request, "ack"),
+		"broker.reply(Produce)":               command(fault.Reply, "Produce"),
+		"broker.request(basic.ack)":           command(fault.Request, "basic.ack"),
+		"broker.request(+ACK)":                command(fault.Request, "+ACK"),
+		"broker.reply(publish, topic=orders)": {Link: fault.Broker, Boundary: fault.Reply, Filter: fault.Filter{Command: "publish", Topic: "orders"}},
 	} {
 		got, err := ParseTrigger(on)
 		if diff := cmp.Diff(want, got); err != nil || diff != "" {
@@ -101,15 +107,18 @@ func TestParseTrigger(t *testing.T) {
 		}
 	}
 	for on, want := range map[string]string{
-		"consumer_db.comit(table=inbox)": `consumer_db has no boundary "comit" (did you mean "commit"?)`,
-		"consumerdb.commit()":            `unknown link "consumerdb" (did you mean "consumer_db"?)`,
-		"broker.reply()":                 "broker.reply needs the command",
-		"consumer_db.commit(inbox)":      "takes (table=NAME) or ()",
-		"commit":                         "want <link>.<boundary>(<filter>)",
-		"broker.reply(XAD)":              `broker.reply(XAD): no Redis command XAD (did you mean "XADD"?)`,
-		"broker.request(xreadgrop)":      `no Redis command XREADGROP (did you mean "XREADGROUP"?)`,
-		"broker.request(XGROUP.CRATE)":   `Redis command XGROUP has no subcommand CRATE (did you mean "CREATE"?); it has: CREATE, CREATECONSUMER`,
-		"broker.reply(XADD.NOMKSTREAM)":  "Redis command XADD has no subcommands",
+		"consumer_db.comit(table=inbox)":      `consumer_db has no boundary "comit" (did you mean "commit"?)`,
+		"consumerdb.commit()":                 `unknown link "consumerdb" (did you mean "consumer_db"?)`,
+		"broker.reply()":                      "broker.reply needs the command",
+		"consumer_db.commit(inbox)":           "takes (table=NAME) or ()",
+		"commit":                              "want <link>.<boundary>(<filter>)",
+		"broker.reply(XAD)":                   `broker.reply(XAD): no Redis command XAD (did you mean "XADD"?)`,
+		"broker.request(xreadgrop)":           `no Redis command XREADGROP (did you mean "XREADGROUP"?)`,
+		"broker.request(XGROUP.CRATE)":        `Redis command XGROUP has no subcommand CRATE (did you mean "CREATE"?); it has: CREATE, CREATECONSUMER`,
+		"broker.reply(XADD.NOMKSTREAM)":       "Redis command XADD has no subcommands",
+		"broker.reply(Produc)":                `nor another broker's operation (did you mean "Produce"?)`,
+		"broker.reply(publish, topik=orders)": `(did you mean "topic"?)`,
+		"broker.reply(XADD, topic=orders)":    "suits no broker's proxy (redis: the Redis proxy filters by command only",
 	} {
 		if _, err := ParseTrigger(on); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v; want %q", on, err, want)

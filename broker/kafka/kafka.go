@@ -221,6 +221,9 @@ func (t *Topic) Publish(ctx context.Context, msgs []broker.Message) ([]string, e
 
 func entryID(p int32, off int64) string { return fmt.Sprintf("%d/%d", p, off) }
 
+// EntryID is a record's entry id as the runner names it: PARTITION/OFFSET.
+func EntryID(p int32, off int64) string { return entryID(p, off) }
+
 // parseEntryID reads PARTITION/OFFSET.
 func parseEntryID(id string) (int32, int64, error) {
 	var p int32

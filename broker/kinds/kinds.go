@@ -13,12 +13,22 @@ package kinds
 import (
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/broker/jetstream"
+	"github.com/outboxdrill/runner/broker/jetstream/natsproxy"
 	"github.com/outboxdrill/runner/broker/kafka"
+	"github.com/outboxdrill/runner/broker/kafka/kafkaproxy"
 	"github.com/outboxdrill/runner/broker/rabbitmq"
+	"github.com/outboxdrill/runner/broker/rabbitmq/amqpproxy"
 	"github.com/outboxdrill/runner/broker/redisstream"
+	"github.com/outboxdrill/runner/broker/redisstream/respproxy"
 )
 
 func init() {
+	// The protocol proxies hang here, not in the broker packages: the
+	// proxies' own tests take their server from the broker packages.
+	redisstream.Kind.Proxy = respproxy.Kind{}
+	jetstream.Kind.Proxy = natsproxy.Kind{}
+	rabbitmq.Kind.Proxy = amqpproxy.Kind{}
+	kafka.Kind.Proxy = kafkaproxy.Kind{}
 	broker.Register(
 		redisstream.Kind,
 		jetstream.Kind,

@@ -3,6 +3,7 @@ package fault
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // A Trigger is one fault from the system file to the proxy that strikes
@@ -147,9 +148,42 @@ type Filter struct {
 	// Table (a database link) is the table the transaction or statements
 	// wrote, by name or schema.name; "" matches any.
 	Table string
-	// Command (the broker link) is the command the boundary waits for,
-	// upper case, CMD or CMD.SUB for a subcommand; always given.
+	// Command (the broker link) is the operation the boundary waits for,
+	// always given: a neutral one (publish, deliver, ack), a Redis command
+	// upper case (CMD or CMD.SUB for a subcommand), or another broker's own
+	// as that broker spells it (Produce, basic.ack, +ACK).
 	Command string
+	// Broker filters (the broker link), each "" for any; a broker's proxy
+	// refuses one it cannot apply: Kafka's topic and group, NATS's
+	// subject, AMQP's exchange, routing_key and queue.
+	Topic, Group, Subject, Exchange, RoutingKey, Queue string
+}
+
+// BrokerFilters are the broker filters' names, in the order On writes
+// them, with their values.
+func (f Filter) BrokerFilters() [][2]string {
+	return [][2]string{{"topic", f.Topic}, {"group", f.Group}, {"subject", f.Subject}, {"exchange", f.Exchange}, {"routing_key", f.RoutingKey}, {"queue", f.Queue}}
+}
+
+// Broker is the broker filters given, as On writes them ("" for none).
+func (f Filter) Broker() string {
+	var out []string
+	for _, kv := range f.BrokerFilters() {
+		if kv[1] != "" {
+			out = append(out, kv[0]+"="+kv[1])
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// SetBroker sets the broker filter named name; false for no such filter.
+func (f *Filter) SetBroker(name, value string) bool {
+	ptrs := map[string]*string{"topic": &f.Topic, "group": &f.Group, "subject": &f.Subject, "exchange": &f.Exchange, "routing_key": &f.RoutingKey, "queue": &f.Queue}
+	p, ok := ptrs[name]
+	if ok {
+		*p = value
+	}
+	return ok
 }
 
 // On is the trigger's place as the system file writes it (its on:):
@@ -157,6 +191,8 @@ type Filter struct {
 // broker.reply(XADD).
 func (t Trigger) On() string {
 	switch {
+	case t.Link == Broker && t.Filter.Broker() != "":
+		return fmt.Sprintf("%s.%s(%s, %s)", t.Link, t.Boundary, t.Filter.Command, t.Filter.Broker())
 	case t.Link == Broker:
 		return fmt.Sprintf("%s.%s(%s)", t.Link, t.Boundary, t.Filter.Command)
 	case t.Filter.Table == "":
