@@ -18,7 +18,6 @@ import (
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
-	"github.com/outboxdrill/runner/soak"
 
 	"github.com/outboxdrill/runner/servers"
 )
@@ -31,10 +30,23 @@ var ErrScenariosFailed = errors.New("scenarios failed")
 type Params struct {
 	Scenarios      []*scenario.Scenario // the library, for wall times
 	SoakEvents     int
-	Growth         []int // generated scenario counts
-	Repeat         int   // runs per figure; the median is reported
+	Growth         []int    // generated scenario counts
+	Repeat         int      // runs per figure; the median is reported
+	Only           []string // the Sections to measure (none: all)
 	PGURL, Redis   string
 	ConnectTimeout time.Duration // for the servers given (runner.Params)
+}
+
+// Sections are the parts of the table, in the order Run prints them; Only
+// picks some of them (runner bench --only).
+var Sections = []string{"start", "isolation", "library", "waiting", "growth", "soak", "relay", "proxy"}
+
+// section prints one part of the table through row.
+type section func(ctx context.Context, p Params, row func(what, figure, note string)) error
+
+var sections = map[string]section{
+	"start": benchStart, "isolation": benchIsolation, "library": benchLibrary, "waiting": benchWaiting,
+	"growth": benchGrowth, "soak": benchSoak, "relay": benchRelay, "proxy": benchProxy,
 }
 
 // Run measures what the speed targets speak of and prints one table.
@@ -44,7 +56,19 @@ func Run(ctx context.Context, p Params, out io.Writer) error {
 	defer tw.Flush()
 	fmt.Fprintln(tw, "what\tfigure\tnote")
 	row := func(what, figure, note string) { fmt.Fprintf(tw, "%s\t%s\t%s\n", what, figure, note) }
+	for _, name := range Sections {
+		if len(p.Only) > 0 && !slices.Contains(p.Only, name) {
+			continue
+		}
+		if err := sections[name](ctx, p, row); err != nil {
+			return err
+		}
+		tw.Flush() // a section's rows show before the next one starts
+	}
+	return nil
+}
 
+func benchStart(ctx context.Context, p Params, row func(what, figure, note string)) error {
 	for _, cache := range []string{"warm", "empty"} {
 		d, err := medianOf(p.Repeat, func() (time.Duration, error) { return managedStart(ctx, cache == "empty") })
 		if err != nil {
@@ -52,6 +76,10 @@ func Run(ctx context.Context, p Params, out io.Writer) error {
 		}
 		row("managed start, "+cache+" cache", ms(d), "PostgreSQL and Redis, concurrently, until both answer")
 	}
+	return nil
+}
+
+func benchIsolation(ctx context.Context, p Params, row func(what, figure, note string)) error {
 	setup, teardown, first, err := isolationCost(ctx, p)
 	if err != nil {
 		return err
@@ -59,6 +87,10 @@ func Run(ctx context.Context, p Params, out io.Writer) error {
 	row("isolation set-up", ms(setup), "median: a reset database pair and a new stream")
 	row("isolation tear-down", ms(teardown), "median: delete the rows and the stream")
 	row("first database pair", ms(first), "once per run: 2 × CREATE DATABASE + schemas")
+	return nil
+}
+
+func benchLibrary(ctx context.Context, p Params, row func(what, figure, note string)) error {
 	for _, par := range []int{1, 2, 4} {
 		d, err := medianOf(p.Repeat, func() (time.Duration, error) { return wallTime(ctx, runner.Params{Parallel: par}, p.Scenarios) })
 		if err != nil {
@@ -66,6 +98,10 @@ func Run(ctx context.Context, p Params, out io.Writer) error {
 		}
 		row(fmt.Sprintf("library (%d scenarios), --parallel %d", len(p.Scenarios), par), ms(d), "wall, managed servers started included")
 	}
+	return nil
+}
+
+func benchWaiting(ctx context.Context, p Params, row func(what, figure, note string)) error {
 	for _, par := range []int{1, 4} {
 		d, err := medianOf(p.Repeat, func() (time.Duration, error) { return waiting(ctx, p, par) })
 		if err != nil {
@@ -73,6 +109,10 @@ func Run(ctx context.Context, p Params, out io.Writer) error {
 		}
 		row(fmt.Sprintf("20 scenarios waiting 300 ms each, --parallel %d", par), ms(d), "where parallel runs pay: scenarios that wait")
 	}
+	return nil
+}
+
+func benchGrowth(ctx context.Context, p Params, row func(what, figure, note string)) error {
 	for _, n := range p.Growth {
 		d, heap, err := growth(ctx, p, n)
 		if err != nil {
@@ -80,38 +120,10 @@ func Run(ctx context.Context, p Params, out io.Writer) error {
 		}
 		row(fmt.Sprintf("%d generated scenarios, --parallel 2", n), ms(d), fmt.Sprintf("%.1f ms/scenario, peak heap %.1f MB", float64(d.Microseconds())/1000/float64(n), float64(heap)/1e6))
 	}
-	if p.SoakEvents > 0 {
-		rep, err := soak.Soak(ctx, soak.Params{Events: p.SoakEvents, Faults: 0.1, Seed: 1, Workers: 2, PGURL: p.PGURL, Redis: p.Redis, Baseline: true})
-		if err != nil {
-			return err
-		}
-		verdict := "no violation"
-		if len(rep.Violations) > 0 {
-			verdict = fmt.Sprintf("%d VIOLATIONS", len(rep.Violations))
-		}
-		row(fmt.Sprintf("soak %d events, faults 0.1, --parallel 2", p.SoakEvents), fmt.Sprintf("%.0f events/s", rep.EventsPerSec()), verdict)
-		row("raw baseline, same servers", fmt.Sprintf("%.0f events/s", rep.RawPerSec), fmt.Sprintf("pipeline/raw %.0f%%", 100*rep.EventsPerSec()/rep.RawPerSec))
-		row("relay batch latency", fmt.Sprintf("%s → %s", rep.RelayFirst.Round(10*time.Microsecond), rep.RelayLast.Round(10*time.Microsecond)), "median, first tenth → last tenth of the soak")
-		prox, err := soak.Soak(ctx, soak.Params{Events: p.SoakEvents, Faults: 0.1, Seed: 1, Workers: 2, PGURL: p.PGURL, Redis: p.Redis, ViaProxies: true})
-		if err != nil {
-			return err
-		}
-		verdict = "no violation"
-		if len(prox.Violations) > 0 {
-			verdict = fmt.Sprintf("%d VIOLATIONS", len(prox.Violations))
-		}
-		row("same soak through the protocol proxies", fmt.Sprintf("%.0f events/s", prox.EventsPerSec()),
-			fmt.Sprintf("%s; proxied/direct %.0f%%", verdict, 100*prox.EventsPerSec()/rep.EventsPerSec()))
-	}
-	rf, err := relays(ctx, p, 2000, 50)
-	if err != nil {
-		return err
-	}
-	row(fmt.Sprintf("polling relay, backlog of %d", rf.n), fmt.Sprintf("%.0f events/s", rf.pollRate), "one pass: SELECT … FOR UPDATE SKIP LOCKED, pipelined XADDs, one UPDATE")
-	row(fmt.Sprintf("CDC relay, the same %d events", rf.n), fmt.Sprintf("%.0f events/s", rf.cdcRate), fmt.Sprintf("one pass on the slot: back-to-back transactions published together, then one LSN confirm; CDC/polling %.0f%%", 100*rf.cdcRate/rf.pollRate))
-	row("relay pass for one new event, polling", fmt.Sprintf("%s p50 / %s p99", us(rf.pollOne), us(rf.pollOne99)), "from the pass's start to the event published and marked")
-	row("relay pass for one new event, CDC", fmt.Sprintf("%s p50 / %s p99", us(rf.cdcOne), us(rf.cdcOne99)),
-		fmt.Sprintf("connect for replication, stream, publish, confirm, release: %+d µs p50 against polling", (rf.cdcOne-rf.pollOne).Microseconds()))
+	return nil
+}
+
+func benchProxy(ctx context.Context, p Params, row func(what, figure, note string)) error {
 	rts, err := proxyLatency(ctx, p, 2000)
 	if err != nil {
 		return err
@@ -160,7 +172,7 @@ func managedStart(ctx context.Context, empty bool) (time.Duration, error) {
 
 // isolationCost times acquire and recycle on a warm pool.
 func isolationCost(ctx context.Context, p Params) (setup, teardown, first time.Duration, err error) {
-	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, RedisURL: p.Redis, ConnectTimeout: p.ConnectTimeout, Parallel: 1})
+	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, URLs: map[string]string{broker.Redis: p.Redis}, ConnectTimeout: p.ConnectTimeout, Parallel: 1})
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -236,7 +248,7 @@ steps:
 			}
 		}
 	})
-	d, err := wallTime(ctx, runner.Params{PGURL: p.PGURL, RedisURL: p.Redis, ConnectTimeout: p.ConnectTimeout, Parallel: 2}, scs)
+	d, err := wallTime(ctx, runner.Params{PGURL: p.PGURL, URLs: map[string]string{broker.Redis: p.Redis}, ConnectTimeout: p.ConnectTimeout, Parallel: 2}, scs)
 	close(stop)
 	wg.Wait()
 	return d, peak, err
@@ -258,7 +270,7 @@ steps:
 	if len(errs) > 0 {
 		return 0, errs
 	}
-	return wallTime(ctx, runner.Params{PGURL: p.PGURL, RedisURL: p.Redis, ConnectTimeout: p.ConnectTimeout, Parallel: par}, scs)
+	return wallTime(ctx, runner.Params{PGURL: p.PGURL, URLs: map[string]string{broker.Redis: p.Redis}, ConnectTimeout: p.ConnectTimeout, Parallel: par}, scs)
 }
 
 // median is the middle of ds (upper middle for an even count).

@@ -110,7 +110,7 @@ func BenchmarkIsolation(b *testing.B) {
 }
 
 func testParams(t testing.TB) runner.Params {
-	return runner.Params{PGURL: testservers.PG(t), RedisURL: testservers.Redis(t), Parallel: 4}
+	return runner.Params{PGURL: testservers.PG(t), URLs: map[string]string{broker.Redis: testservers.Redis(t)}, Parallel: 4}
 }
 
 func TestMain(m *testing.M) { testservers.Main(m) }

@@ -49,7 +49,7 @@ func us(d time.Duration) string { return fmt.Sprintf("%d µs", d.Microseconds())
 // SELECT 1 on PostgreSQL, PING on Redis; n of each, direct and proxied in
 // turn so that both see the same machine load.
 func proxyLatency(ctx context.Context, p Params, n int) ([]roundTrips, error) {
-	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, RedisURL: p.Redis, Parallel: 1, ConnectTimeout: p.ConnectTimeout})
+	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, URLs: map[string]string{broker.Redis: p.Redis}, Parallel: 1, ConnectTimeout: p.ConnectTimeout})
 	if err != nil {
 		return nil, err
 	}

@@ -144,7 +144,20 @@ const (
 	// in ONE broker transaction, readers seeing all or none of it (Kafka's
 	// read-process-write: Transactions).
 	BrokerTxn Capability = "broker_txn"
+	// GroupLag: the broker tells, per consumer group, how many entries the
+	// group has not finished with (not yet delivered, or delivered and not
+	// acknowledged): Lagging. It reads groups a team's services made too.
+	GroupLag Capability = "group_lag"
 )
+
+// Lagging is a broker that counts, per consumer group, the entries the
+// group has not finished with: Redis XINFO GROUPS lag plus pending,
+// JetStream NumPending plus NumAckPending, Kafka the records after the
+// group's committed offset. It lists every group of the stream the server
+// knows, the ones a team's services made included, by consumer id.
+type Lagging interface {
+	Lag(ctx context.Context) (map[string]int64, error)
+}
 
 // Transactions is a broker whose consumer can read, produce to an output
 // and acknowledge in one broker transaction (Kafka's exactly-once
@@ -164,13 +177,22 @@ type Txn interface {
 	Emit(ctx context.Context, d Delivery) error
 	// Commit makes the outputs and the group's new position visible at once.
 	Commit(ctx context.Context) error
-	// Crash ends the worker in the middle: the broker aborts the
-	// transaction, so neither its outputs nor its position count.
+	// Abort ends the transaction as a live worker does after a failure:
+	// neither its outputs nor its position count, and the worker goes on.
+	Abort(ctx context.Context) error
+	// Crash kills the worker in the middle, as its process dying would:
+	// nothing more reaches the broker — no end of the transaction, no
+	// leaving the group. The broker aborts the transaction itself (at its
+	// timeout, or when a worker with the same transactional identity
+	// starts), so neither its outputs nor its position count.
 	Crash(ctx context.Context) error
+	// Notes say, for the step's trace, what the broker made this
+	// transaction wait for and how it ended.
+	Notes() []string
 }
 
 // AllCapabilities lists every capability, in the order documents show them.
-var AllCapabilities = []Capability{EntryLog, PendingCount, PendingList, DeliveryCount, ClaimByIdle,
+var AllCapabilities = []Capability{EntryLog, PendingCount, PendingList, GroupLag, DeliveryCount, ClaimByIdle,
 	ReplayHistory, Retention, Purge, BrokerDedupe, NativeDeadLetter, BrokerTxn, SideStore}
 
 // Capabilities is a broker's declared capability set.
@@ -178,26 +200,6 @@ type Capabilities map[Capability]bool
 
 // Has reports whether c is declared.
 func (cs Capabilities) Has(c Capability) bool { return cs[c] }
-
-// limits holds, per broker, why it lacks each capability it lacks: a
-// sentence that cites the broker's own documentation (a URL). Each broker
-// package documents its own from init.
-var limits = map[string]map[Capability]string{}
-
-// DocumentLimits records why broker name lacks each capability in why. Every
-// reason must cite the broker's documentation; a test holds every broker to it.
-func DocumentLimits(name string, why map[Capability]string) {
-	if limits[name] == nil {
-		limits[name] = map[Capability]string{}
-	}
-	for c, w := range why {
-		limits[name][c] = w
-	}
-}
-
-// WhyNot is why broker name lacks c, citing its documentation, or "" when
-// nobody documented it.
-func WhyNot(name string, c Capability) string { return limits[name][c] }
 
 // NotAcked is the error of an Ack that acknowledged only some of its ids:
 // the broker (or the member of the group) held none of IDs any more — acked
@@ -217,13 +219,12 @@ func Unsupported(name string, c Capability) error {
 	return fmt.Errorf("%s: %w (needs %s)", name, ErrUnsupported, c)
 }
 
-// The brokers the runner knows, by the name scenarios and flags use.
+// The names of the built-in brokers, for code that names one (Redis is
+// the default broker; tests pick theirs). A broker needs no constant here:
+// its Kind.Name is its name, and Names lists every registered one.
 const (
 	Redis    = "redis"    // Redis Streams
 	NATS     = "nats"     // NATS JetStream
 	RabbitMQ = "rabbitmq" // RabbitMQ quorum queues
 	Kafka    = "kafka"    // Kafka (the runner's own server is franz-go's kfake)
 )
-
-// Names lists the brokers, the default first.
-var Names = []string{Redis, NATS, RabbitMQ, Kafka}

@@ -22,7 +22,7 @@ import (
 
 func TestMain(m *testing.M) { testservers.Main(m) }
 
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	return c
@@ -30,7 +30,7 @@ func ctx(t *testing.T) context.Context {
 
 // setup is a producer database with its slot (created before anything is
 // produced, as a connector is) and a Redis stream.
-func setup(t *testing.T) (*pgxpool.Pool, *cdc.Slot, broker.Broker) {
+func setup(t testing.TB) (*pgxpool.Pool, *cdc.Slot, broker.Broker) {
 	t.Helper()
 	name := "cdc_test_" + strings.ToLower(rand.Text()[:10])
 	admin, err := pgx.Connect(ctx(t), testservers.PG(t))
@@ -69,7 +69,7 @@ func setup(t *testing.T) (*pgxpool.Pool, *cdc.Slot, broker.Broker) {
 	return db, slot, s
 }
 
-func produce(t *testing.T, db *pgxpool.Pool, ids ...string) {
+func produce(t testing.TB, db *pgxpool.Pool, ids ...string) {
 	t.Helper()
 	p := &pipeline.Producer{DB: db}
 	for _, id := range ids {
@@ -176,5 +176,123 @@ func TestARecreatedSlotSkipsTheGap(t *testing.T) {
 	}
 	if got := events(t, b); !slices.Equal(got, []string{"e3"}) {
 		t.Errorf("stream: %v; want e3 only", got)
+	}
+}
+
+func relay(t *testing.T, slot *cdc.Slot, b broker.Broker, opt cdc.RelayOptions) cdc.RelayResult {
+	t.Helper()
+	res, err := slot.Relay(ctx(t), b, opt)
+	if err != nil {
+		t.Fatalf("relay %+v: %v", opt, err)
+	}
+	return res
+}
+
+func active(t *testing.T, slot *cdc.Slot) bool {
+	t.Helper()
+	st, err := slot.Stats(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Active
+}
+
+// A kept connection stays attached between passes; a pass relays what
+// arrived since the last confirm, and what waits is still readable (from a
+// copy of the slot, which an attached reader keeps from being peeked at).
+func TestKeptConnectionRelaysWhatArrivedSinceTheLastConfirm(t *testing.T) {
+	db, slot, b := setup(t)
+	keep := cdc.RelayOptions{Keep: true}
+	produce(t, db, "e1")
+	if res := relay(t, slot, b, keep); len(res.Published) != 1 || res.Settled != 1 {
+		t.Fatalf("first pass: %+v", res)
+	}
+	if !slot.Connected() || !active(t, slot) {
+		t.Fatalf("after a kept pass: connected %v, slot active %v; want both", slot.Connected(), active(t, slot))
+	}
+	produce(t, db, "e2", "e3")
+	if got := pending(t, slot); !slices.Equal(got, []string{"e2", "e3"}) {
+		t.Fatalf("pending while the relay is attached: %v", got)
+	}
+	if res := relay(t, slot, b, keep); len(res.Published) != 2 || res.Settled != 2 {
+		t.Fatalf("second pass: %+v", res)
+	}
+	if got := pending(t, slot); len(got) != 0 {
+		t.Errorf("pending after the second pass: %v", got)
+	}
+	if res := relay(t, slot, b, keep); len(res.Published) != 0 {
+		t.Errorf("a pass with nothing new published %+v", res.Published)
+	}
+	if got := events(t, b); !slices.Equal(got, []string{"e1", "e2", "e3"}) {
+		t.Errorf("stream: %v", got)
+	}
+}
+
+// A crash on a kept connection is a crash: the connection goes, the next
+// pass starts from the confirmed LSN and publishes again.
+func TestKeptSkipConfirmClosesAndPublishesAgain(t *testing.T) {
+	db, slot, b := setup(t)
+	produce(t, db, "e0")
+	relay(t, slot, b, cdc.RelayOptions{Keep: true})
+	produce(t, db, "e1")
+	if res := relay(t, slot, b, cdc.RelayOptions{Keep: true, SkipConfirm: true}); !res.Crashed || len(res.Published) != 1 {
+		t.Fatalf("crash pass: %+v", res)
+	}
+	if slot.Connected() || active(t, slot) {
+		t.Fatal("the crashed relay's connection is still open")
+	}
+	if got := pending(t, slot); !slices.Equal(got, []string{"e1"}) {
+		t.Fatalf("pending after the crash: %v", got)
+	}
+	relay(t, slot, b, cdc.RelayOptions{Keep: true})
+	if got := events(t, b); !slices.Equal(got, []string{"e0", "e1", "e1"}) {
+		t.Errorf("stream: %v; want e1 twice", got)
+	}
+}
+
+// Confirm first on a kept connection, then a crash: lost, as on a fresh one.
+func TestKeptConfirmFirstLosesOnACrash(t *testing.T) {
+	db, slot, b := setup(t)
+	relay(t, slot, b, cdc.RelayOptions{Keep: true})
+	produce(t, db, "e1")
+	if res := relay(t, slot, b, cdc.RelayOptions{Keep: true, ConfirmFirst: true, SkipPublish: true}); !res.Crashed || res.Settled != 1 {
+		t.Fatalf("crash pass: %+v", res)
+	}
+	relay(t, slot, b, cdc.RelayOptions{Keep: true})
+	if got := events(t, b); len(got) != 0 {
+		t.Errorf("stream: %v; want nothing, e1 is lost", got)
+	}
+}
+
+// A pass that reconnects stops the kept relay first: a slot has one reader.
+func TestReconnectingPassClosesTheKeptConnection(t *testing.T) {
+	db, slot, b := setup(t)
+	produce(t, db, "e1")
+	relay(t, slot, b, cdc.RelayOptions{Keep: true})
+	produce(t, db, "e2")
+	if res := relay(t, slot, b, cdc.RelayOptions{}); len(res.Published) != 1 {
+		t.Fatalf("reconnecting pass: %+v", res)
+	}
+	if slot.Connected() || active(t, slot) {
+		t.Error("the kept connection outlived a reconnecting pass")
+	}
+}
+
+// The server ends the kept connection between passes (as a restart or an
+// expired wal_sender_timeout would): the next pass connects again, and
+// nothing is published twice.
+func TestKeptConnectionReopensAfterTheServerHungUp(t *testing.T) {
+	db, slot, b := setup(t)
+	produce(t, db, "e1")
+	relay(t, slot, b, cdc.RelayOptions{Keep: true})
+	if _, err := db.Exec(ctx(t), "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1", slot.Name); err != nil {
+		t.Fatal(err)
+	}
+	produce(t, db, "e2")
+	if res := relay(t, slot, b, cdc.RelayOptions{Keep: true}); len(res.Published) != 1 {
+		t.Fatalf("pass after the hang-up: %+v", res)
+	}
+	if got := events(t, b); !slices.Equal(got, []string{"e1", "e2"}) {
+		t.Errorf("stream: %v", got)
 	}
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // RelayOptions are the fault points of one relay pass, each at the boundary
-// it names.
+// it names, and how the pass holds its replication connection.
 type RelayOptions struct {
 	// SkipConfirm: publish, then crash before confirming the LSN. The next
 	// pass starts from the old confirmed LSN and publishes again.
@@ -24,6 +24,14 @@ type RelayOptions struct {
 	// ConfirmFirst is the anti-pattern: confirm a transaction's LSN, then
 	// publish its events.
 	ConfirmFirst bool
+	// Keep streams on the replication connection an earlier Keep pass left
+	// open (opening one on the first) and leaves it open, as a running
+	// connector does: a pass relays what arrived since the last confirm.
+	// Without it a pass connects and disconnects, a relay started afresh
+	// (and a connection kept by an earlier pass is closed first: one slot
+	// has one reader). A fault ends either as a crash: the connection
+	// closes, nothing more is confirmed.
+	Keep bool
 }
 
 // Published is one event the pass published.
@@ -36,42 +44,69 @@ type RelayResult struct {
 	Confirmed pglogrepl.LSN // the last LSN confirmed to the slot (0: none)
 	Settled   int           // events whose transaction's LSN was confirmed
 	Crashed   bool          // a fault ended the pass
+	Opened    bool          // the pass opened its replication connection
 }
 
 // catchUpTimeout bounds one pass: the slot is read up to the WAL position
 // flushed when the pass began.
 const catchUpTimeout = 10 * time.Second
 
-// Relay runs one pass as a relay process would: connect for replication,
-// stream from the slot's confirmed LSN up to the WAL flushed now, publish
-// each committed transaction's outbox events and confirm its commit LSN
-// after the broker accepted them; then disconnect. A fault ends the pass
-// as a crash: the connection closes, nothing more is confirmed.
+// Relay runs one pass: it streams from the slot up to the WAL flushed when
+// the pass began, publishes each committed transaction's outbox events and
+// confirms its commit LSN after the broker accepted them. Without
+// opt.Keep it connects for replication first and disconnects after, as a
+// relay process started for the pass would. A fault ends the pass as a
+// crash: the connection closes, nothing more is confirmed.
 func (s *Slot) Relay(ctx context.Context, b broker.Broker, opt RelayOptions) (RelayResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if opt.Keep {
+		return s.relayKept(ctx, b, opt)
+	}
+	if err := s.disconnect(ctx, 0); err != nil {
+		return RelayResult{}, err
+	}
+	return s.relayOnce(ctx, b, opt)
+}
+
+// relayOnce is a pass on a connection of its own.
+func (s *Slot) relayOnce(ctx context.Context, b broker.Broker, opt RelayOptions) (RelayResult, error) {
 	var res RelayResult
-	start, err := s.Stats(ctx)
+	start, err := s.stats(ctx)
 	if err != nil {
 		return res, err
 	}
 	if !start.Exists {
 		return res, fmt.Errorf("replication slot %s does not exist", s.Name)
 	}
-	var flushed string
-	if err := s.DB.QueryRow(ctx, "SELECT pg_current_wal_flush_lsn()::text").Scan(&flushed); err != nil {
+	target, err := s.flushed(ctx)
+	if err != nil {
 		return res, err
 	}
-	target, _ := pglogrepl.ParseLSN(flushed)
 	conn, err := s.connect(ctx)
 	if err != nil {
 		return res, err
 	}
-	p := pass{conn: conn, b: b, opt: opt, res: &res, held: start.Confirmed}
-	err = p.stream(ctx, s.Name, target)
+	res.Opened = true
+	p := pass{conn: conn, b: b, opt: opt, res: &res, held: start.Confirmed, dec: &decoder{}}
+	err = startReplication(ctx, conn, s.Name)
+	if err == nil {
+		err = p.follow(ctx, s.Name, target)
+	}
 	conn.Close(context.WithoutCancel(ctx))
-	if werr := s.awaitRelease(context.WithoutCancel(ctx), res.Confirmed); err == nil {
+	if werr := s.awaitSlot(context.WithoutCancel(ctx), res.Confirmed, true); err == nil {
 		err = werr
 	}
 	return res, err
+}
+
+// flushed is the WAL position flushed now: a pass relays up to it.
+func (s *Slot) flushed(ctx context.Context) (pglogrepl.LSN, error) {
+	var flushed string
+	if err := s.DB.QueryRow(ctx, "SELECT pg_current_wal_flush_lsn()::text").Scan(&flushed); err != nil {
+		return 0, err
+	}
+	return pglogrepl.ParseLSN(flushed)
 }
 
 // connect opens a replication connection to the producer database.
@@ -88,22 +123,35 @@ func (s *Slot) connect(ctx context.Context) (*pgconn.PgConn, error) {
 	return conn, nil
 }
 
-// awaitRelease waits until the server has let go of the slot and holds the
-// confirmed LSN, so the next pass (or a peek) sees where this one left it.
-func (s *Slot) awaitRelease(ctx context.Context, confirmed pglogrepl.LSN) error {
+// startReplication asks the server to stream from the slot's confirmed LSN.
+func startReplication(ctx context.Context, conn *pgconn.PgConn, slot string) error {
+	err := pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + Publication + "'"},
+	})
+	if err != nil {
+		return fmt.Errorf("start replication from slot %s: %w", slot, err)
+	}
+	return nil
+}
+
+// awaitSlot waits until the slot holds the confirmed LSN (the server applies
+// a standby status update after it arrives) and, with released, until the
+// server has let go of it: the next pass, a peek or a drop then sees where
+// this pass left it. The server tells neither: its view is polled.
+func (s *Slot) awaitSlot(ctx context.Context, confirmed pglogrepl.LSN, released bool) error {
 	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st, err := s.Stats(ctx)
+	for pause := 500 * time.Microsecond; ; pause = min(2*pause, 5*time.Millisecond) {
+		st, err := s.stats(ctx)
 		if err != nil {
 			return err
 		}
-		if !st.Active && st.Confirmed >= confirmed {
+		if !st.Exists || (!released || !st.Active) && st.Confirmed >= confirmed {
 			return nil
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("replication slot %s: still active or behind the confirmed %s after the relay left", s.Name, confirmed)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(pause)
 	}
 }
 
@@ -114,24 +162,18 @@ type pass struct {
 	opt   RelayOptions
 	res   *RelayResult
 	held  pglogrepl.LSN // what the slot had confirmed before the pass: sent back unchanged when asking
-	dec   decoder
-	batch []Event // decoded, committed, not yet published
+	dec   *decoder      // a kept connection's: the server sends a relation once per connection
+	batch []Event       // decoded, committed, not yet published
 }
 
 // batchMax bounds how many events one publish carries.
 const batchMax = 1000
 
-// stream reads until the server has sent everything up to target. The
+// follow reads until the server has sent everything up to target. The
 // events of transactions that arrive back to back are published together
 // and confirmed with the last one's commit LSN (as Debezium batches): the
 // confirm still follows the broker's ack of every event it covers.
-func (p *pass) stream(ctx context.Context, slot string, target pglogrepl.LSN) error {
-	err := pglogrepl.StartReplication(ctx, p.conn, slot, 0, pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + Publication + "'"},
-	})
-	if err != nil {
-		return fmt.Errorf("start replication from slot %s: %w", slot, err)
-	}
+func (p *pass) follow(ctx context.Context, slot string, target pglogrepl.LSN) error {
 	if err := p.status(ctx, p.position(), true); err != nil { // where is the server? it answers at once
 		return err
 	}
@@ -141,9 +183,7 @@ func (p *pass) stream(ctx context.Context, slot string, target pglogrepl.LSN) er
 		if len(p.batch) > 0 {
 			wait = time.Millisecond // nothing more right now: publish what is there
 		}
-		rctx, cancel := context.WithTimeout(ctx, wait)
-		msg, err := p.conn.ReceiveMessage(rctx)
-		cancel()
+		msg, err := p.receive(ctx, wait)
 		if pgconn.Timeout(err) && ctx.Err() == nil {
 			if len(p.batch) > 0 {
 				if err := p.flush(ctx); err != nil || p.res.Crashed {
@@ -168,6 +208,20 @@ func (p *pass) stream(ctx context.Context, slot string, target pglogrepl.LSN) er
 			return p.flush(ctx)
 		}
 	}
+}
+
+// receive waits up to wait for the next message. The wait is a read
+// deadline on the socket rather than a context: a context per message
+// costs pgconn a watcher goroutine and a timer, a third of a backlog's
+// time. ctx still ends the wait, checked before it (waits are short).
+func (p *pass) receive(ctx context.Context, wait time.Duration) (pgproto3.BackendMessage, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := p.conn.Conn().SetReadDeadline(time.Now().Add(wait)); err != nil {
+		return nil, err
+	}
+	return p.conn.ReceiveMessage(context.Background())
 }
 
 // handle takes one message; done once the server has sent up to target

@@ -18,6 +18,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -44,6 +46,12 @@ func WalLevel(ctx context.Context, db *pgxpool.Pool) (string, error) {
 type Slot struct {
 	Name string
 	DB   *pgxpool.Pool // the producer database
+
+	mu   sync.Mutex // one pass at a time: a slot has one reader
+	kept *kept      // the connection a Relay with Keep left open
+	// unapplied is the last LSN a kept connection confirmed, until Stats
+	// saw the server apply it (0: none outstanding).
+	unapplied atomic.Uint64
 }
 
 // Create makes the slot, starting at the current WAL position: changes
@@ -61,8 +69,13 @@ func (s *Slot) Create(ctx context.Context) error {
 }
 
 // Drop removes the slot if it exists, waiting for a reader that just left to
-// let go of it. What was not confirmed goes with it.
+// let go of it. What was not confirmed goes with it. A connection a Keep
+// pass left open is closed first: a slot in use cannot be dropped, so a
+// connector is stopped before its slot goes.
 func (s *Slot) Drop(ctx context.Context) error {
+	if err := s.Disconnect(ctx); err != nil {
+		return err
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		tag, err := s.DB.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active", s.Name)
@@ -90,8 +103,21 @@ type Stats struct {
 	LagBytes  int64         // current − confirmed
 }
 
-// Stats reads the slot from pg_replication_slots.
+// Stats reads the slot from pg_replication_slots, once the server applied
+// what a kept relay connection confirmed last: a pass's confirm shows in
+// what the caller reads next.
 func (s *Slot) Stats(ctx context.Context) (Stats, error) {
+	if want := s.unapplied.Load(); want != 0 {
+		if err := s.awaitSlot(ctx, pglogrepl.LSN(want), false); err != nil {
+			return Stats{}, err
+		}
+		s.unapplied.CompareAndSwap(want, 0)
+	}
+	return s.stats(ctx)
+}
+
+// stats reads the slot as the server has it now.
+func (s *Slot) stats(ctx context.Context) (Stats, error) {
 	var st Stats
 	var confirmed, current string
 	var retained, lag *int64
@@ -119,18 +145,43 @@ func (s *Slot) Stats(ctx context.Context) (Stats, error) {
 
 // Pending lists the outbox events committed after the slot's confirmed LSN,
 // in commit order, by peeking at the slot (which moves nothing). Without a
-// slot there is nothing pending in it.
+// slot there is nothing pending in it. A slot a relay is attached to
+// cannot be peeked at: then a temporary copy of it is (same restart and
+// confirmed LSN), dropped again at once.
 func (s *Slot) Pending(ctx context.Context) ([]Event, error) {
 	st, err := s.Stats(ctx)
 	if err != nil || !st.Exists {
 		return nil, err
 	}
+	conn, err := s.DB.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	if !st.Active {
+		return peek(ctx, conn.Conn(), s.Name)
+	}
+	copyName := s.Name + "_peek"
+	if _, err := conn.Exec(ctx, "SELECT pg_copy_logical_replication_slot($1, $2, true)", s.Name, copyName); err != nil {
+		return nil, fmt.Errorf("copy replication slot %s to peek at it: %w", s.Name, err)
+	}
+	evs, err := peek(ctx, conn.Conn(), copyName)
+	if _, derr := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_drop_replication_slot($1)", copyName); derr != nil {
+		// A temporary slot lives as long as its session: end it.
+		_ = conn.Hijack().Close(context.WithoutCancel(ctx))
+		err = errors.Join(err, derr)
+	}
+	return evs, err
+}
+
+// peek decodes what the slot holds after its confirmed LSN, moving nothing.
+func peek(ctx context.Context, conn *pgx.Conn, slot string) ([]Event, error) {
 	var d decoder
 	var out []Event
-	rows, err := s.DB.Query(ctx, `SELECT data FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL,
-		'proto_version', '1', 'publication_names', $2)`, s.Name, Publication)
+	rows, err := conn.Query(ctx, `SELECT data FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL,
+		'proto_version', '1', 'publication_names', $2)`, slot, Publication)
 	if err != nil {
-		return nil, fmt.Errorf("peek replication slot %s: %w", s.Name, err)
+		return nil, fmt.Errorf("peek replication slot %s: %w", slot, err)
 	}
 	var data []byte
 	_, err = pgx.ForEachRow(rows, []any{&data}, func() error {
@@ -139,7 +190,7 @@ func (s *Slot) Pending(ctx context.Context) ([]Event, error) {
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("peek replication slot %s: %w", s.Name, err)
+		return nil, fmt.Errorf("peek replication slot %s: %w", slot, err)
 	}
 	return out, nil
 }

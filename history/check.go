@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/outboxdrill/runner/broker"
 )
 
 // Check returns the invariants ops and st break, for each of the consumer
@@ -44,7 +46,7 @@ func Check(ops []Op, st State, consumers []string, models map[string][]string) [
 		vs = append(vs, phantoms(c, mine, st)...)
 		vs = append(vs, ackedWithoutEffect(c, mine, cs)...)
 		vs = append(vs, lost(c, ops, cs, st)...)
-		vs = append(vs, stranded(c, mine, cs)...)
+		vs = append(vs, stranded(c, mine, cs, st.NotJudged)...)
 	}
 	return slices.DeleteFunc(vs, func(v Violation) bool { _, skip := st.NotJudged[v.Invariant]; return skip })
 }
@@ -196,6 +198,13 @@ func lost(c string, ops []Op, cs *Consumer, st State) []Violation {
 		if inInbox || applied[ev] || st.Unpublished[ev] || st.DeadLetters[ev] || !st.HasStream {
 			continue
 		}
+		if cs.HasReach {
+			if v, ok := lostByBroker(c, ev, cs.Reach, st.NotJudged); ok {
+				v.Witness = trail(relevant(ops, c), ev)
+				vs = append(vs, v)
+			}
+			continue
+		}
 		if live, n, ok := st.Team.live(c, ev); ok {
 			if live {
 				continue // the broker may still hand c an entry of it
@@ -221,6 +230,32 @@ func lost(c string, ops []Op, cs *Consumer, st State) []Violation {
 		vs = append(vs, Violation{Lost, c, ev, "committed and " + why, trail(relevant(ops, c), ev)})
 	}
 	return vs
+}
+
+// lostByBroker judges event ev, committed and never applied by c, on what
+// the broker says of its entries for group c: lost when none may still be
+// handed to c. An entry the broker leaves undecided leaves the event not
+// judged (noted in notJudged), never passed.
+func lostByBroker(c, ev string, es []broker.GroupEntry, notJudged map[string]string) (Violation, bool) {
+	var finished []string
+	for _, e := range es {
+		if e.EventID != ev {
+			continue
+		}
+		switch e.Fate {
+		case broker.Deliverable:
+			return Violation{}, false
+		case broker.Undecided:
+			notJudged[fmt.Sprintf("%s (event %s of %s)", Lost, ev, c)] = e.Why
+			return Violation{}, false
+		}
+		finished = append(finished, e.Why)
+	}
+	why := "the broker holds no entry of it"
+	if len(finished) > 0 {
+		why = fmt.Sprintf("the broker will never hand it to group %s again: %s", c, strings.Join(finished, "; "))
+	}
+	return Violation{Invariant: Lost, Consumer: c, EventID: ev, Detail: "committed, never applied, and " + why}, true
 }
 
 // heldEntries maps each event to the ids of its entries the broker still
@@ -261,19 +296,21 @@ func relevant(ops []Op, c string) []Op {
 	return out
 }
 
+// open is an entry c received and has not acked, as stranded follows it.
+type open struct {
+	op       Op
+	readOn   bool // a later consume pass of c
+	claimed  bool // a later claim pass of c
+	sequence int
+}
+
 // stranded: by the history, an entry c received and never acked, whose
 // event c never applied, after which c read new entries again (a consume
 // pass) and never claimed: the never-claim anti-pattern. A scenario that
 // simply ends inside a fault window is not judged stranded.
-func stranded(c string, mine []Op, cs *Consumer) []Violation {
+func stranded(c string, mine []Op, cs *Consumer, notJudged map[string]string) []Violation {
 	if cs.HasPending && cs.Pending == 0 {
 		return nil
-	}
-	type open struct {
-		op       Op
-		readOn   bool // a later consume pass of c
-		claimed  bool // a later claim pass of c
-		sequence int
 	}
 	pending := map[string]*open{}
 	applied := map[string]bool{}
@@ -299,11 +336,32 @@ func stranded(c string, mine []Op, cs *Consumer) []Violation {
 		}
 	}
 	sort.Slice(left, func(i, j int) bool { return left[i].sequence < left[j].sequence })
+	if cs.HasReach {
+		strandedByBroker(c, left, cs.Reach, notJudged)
+		return nil
+	}
 	var vs []Violation
 	for _, o := range left {
 		vs = append(vs, Violation{Stranded, c, o.op.EventID, fmt.Sprintf("entry %s is still pending (last outcome %s): the consumer read on and never claimed it", o.op.EntryID, o.op.Kind), trail(mine, o.op.EventID)})
 	}
 	return vs
+}
+
+// strandedByBroker: where the broker says what a group may still be handed
+// (a Kafka share group), an entry the history left pending is stranded by
+// nobody: one the broker finished is gone (lost judges its event), and one
+// it still holds for a worker comes back by itself once the worker's
+// acquisition lock runs out (KIP-932,
+// https://cwiki.apache.org/confluence/display/KAFKA/KIP-932%3A+Queues+for+Kafka),
+// no claim needed. Only one the broker leaves undecided is not judged.
+func strandedByBroker(c string, left []*open, es []broker.GroupEntry, notJudged map[string]string) {
+	for _, o := range left {
+		for _, e := range es {
+			if e.ID == o.op.EntryID && e.Fate == broker.Undecided {
+				notJudged[fmt.Sprintf("%s (entry %s of %s)", Stranded, e.ID, c)] = e.Why
+			}
+		}
+	}
 }
 
 // doublePublished: a relay crash before marking legitimately publishes an

@@ -3,6 +3,8 @@ package history
 import (
 	"strings"
 	"testing"
+
+	"github.com/outboxdrill/runner/broker"
 )
 
 const pay = `{"event_id":"e1","amount":100,"currency":"USD"}`
@@ -185,5 +187,38 @@ func TestEachWayTheBooksBreak(t *testing.T) {
 				t.Fatalf("want one unbalanced violation, got %v", vs)
 			}
 		})
+	}
+}
+
+// Where the broker says what a group may still be handed, lost and stranded
+// follow it, not the acks the history saw: e1 failed, was never acked, and
+// the consumer read on. Finished by the broker: lost (the ack log would
+// call it stranded). Still deliverable: neither. Undecided: neither judged
+// for it, and said so.
+func TestLostAndStrandedFollowTheBroker(t *testing.T) {
+	for fate, want := range map[broker.Fate]string{broker.Finished: Lost, broker.Deliverable: "", broker.Undecided: ""} {
+		ops, st := clean()
+		ops[2].Kind, ops[2].Acked = "failed", false
+		ops = append(ops, Op{Step: "s:4", Kind: Pass, Consumer: "c"})
+		noEffect(&st)
+		st.NotJudged = map[string]string{}
+		cs := st.Consumers["c"]
+		cs.HasPending = false // as on Kafka: no pending count
+		cs.Reach, cs.HasReach = []broker.GroupEntry{{ID: "1-0", EventID: "e1", Fate: fate, Why: "the broker says so"}}, true
+		var got []string
+		for _, v := range check(ops, st) {
+			got = append(got, v.Invariant)
+			if !strings.Contains(v.Detail, "the broker says so") {
+				t.Errorf("%v: %s does not give the broker's reason", fate, v)
+			}
+		}
+		if strings.Join(got, ",") != want {
+			t.Errorf("%v: violations %v; want [%s]", fate, got, want)
+		}
+		_, lostOpen := st.NotJudged["lost (event e1 of c)"]
+		_, strandedOpen := st.NotJudged["stranded (entry 1-0 of c)"]
+		if undecided := fate == broker.Undecided; lostOpen != undecided || strandedOpen != undecided {
+			t.Errorf("%v: not judged %v; want lost and stranded of e1 not judged exactly when undecided", fate, st.NotJudged)
+		}
 	}
 }

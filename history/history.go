@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/state"
 )
 
@@ -64,6 +65,11 @@ type Consumer struct {
 	// that no live consumer took again meanwhile; Undecided those settling
 	// could not decide about (not idle long enough yet).
 	Untaken, Undecided []Pending
+	// Reach is what the broker itself says of the entries it holds for
+	// this group (broker.Reacher; HasReach: it said anything). Lost and
+	// stranded are then judged on it, not on the acks the history saw.
+	Reach    []broker.GroupEntry
+	HasReach bool
 }
 
 // State is the end of the scenario as the databases and the broker hold it.

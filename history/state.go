@@ -42,7 +42,31 @@ func LoadStateOf(ctx context.Context, producer, consumer state.DB, b broker.Brok
 	if err != nil {
 		return st, err
 	}
-	return st, st.loadConsumers(ctx, consumer, consumers, models, pending, m)
+	if err := st.loadConsumers(ctx, consumer, consumers, models, pending, m); err != nil {
+		return st, err
+	}
+	st.loadReach(ctx, b, consumers)
+	return st, nil
+}
+
+// loadReach reads, for a broker that keeps it (broker.Reacher), which of
+// its entries each consumer group may still be handed; where it cannot be
+// read, lost and stranded are not judged.
+func (st *State) loadReach(ctx context.Context, b broker.Broker, consumers []string) {
+	r, ok := b.(broker.Reacher)
+	if !ok {
+		return
+	}
+	for _, c := range consumers {
+		es, known, err := r.Reach(ctx, c)
+		if err != nil {
+			// The ack log would judge what the broker decides: say so.
+			why := fmt.Sprintf("what the broker will still hand group %s could not be read from it (%v)", c, err)
+			st.NotJudged[Lost], st.NotJudged[Stranded] = why, why
+			continue
+		}
+		st.Consumers[c].Reach, st.Consumers[c].HasReach = es, known
+	}
 }
 
 func (st *State) loadProducer(ctx context.Context, producer state.DB, m state.Map) error {

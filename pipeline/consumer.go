@@ -101,6 +101,9 @@ type Handled struct {
 // ConsumeResult lists every delivery of one pass in order.
 type ConsumeResult struct {
 	Handled []Handled
+	// Notes are what the broker said of a broker transaction: what it
+	// made the worker wait for, how the transaction ended.
+	Notes []string
 }
 
 // Count counts deliveries with outcome o.
@@ -201,29 +204,39 @@ func (c *Consumer) consumeInTxn(ctx context.Context, opt ConsumeOptions) (Consum
 	if err != nil {
 		return ConsumeResult{}, err
 	}
-	var res ConsumeResult
-	abort := opt.SkipAck
+	res, failed, err := c.handleInTxn(ctx, opt, txn, ds)
+	switch {
+	case opt.SkipAck: // the worker dies before the broker commit
+		err = errors.Join(err, txn.Crash(ctx))
+	case err != nil || failed: // the worker aborts it all
+		err = errors.Join(err, txn.Abort(context.WithoutCancel(ctx)))
+	default:
+		if err = txn.Commit(ctx); err == nil {
+			for i := range res.Handled {
+				res.Handled[i].Acked = true
+			}
+		}
+	}
+	res.Notes = txn.Notes()
+	return res, err
+}
+
+// handleInTxn handles each delivery in its own consumer transaction and
+// emits what it applied (or found a duplicate) to the broker transaction's
+// output; failed says an entry did neither, which aborts the transaction.
+func (c *Consumer) handleInTxn(ctx context.Context, opt ConsumeOptions, txn broker.Txn, ds []broker.Delivery) (res ConsumeResult, failed bool, err error) {
 	for _, d := range ds {
 		h, err := c.handle(ctx, opt, d)
 		if err == nil && (h.Outcome == Applied || h.Outcome == Duplicate) {
 			err = txn.Emit(ctx, d) // an output per input: a retried transaction emits again
 		}
 		if err != nil {
-			return res, errors.Join(fmt.Errorf("entry %s (event %s): %w", d.ID, d.EventID, err), txn.Crash(context.WithoutCancel(ctx)))
+			return res, true, fmt.Errorf("entry %s (event %s): %w", d.ID, d.EventID, err)
 		}
-		abort = abort || h.Outcome != Applied && h.Outcome != Duplicate
+		failed = failed || h.Outcome != Applied && h.Outcome != Duplicate
 		res.Handled = append(res.Handled, h)
 	}
-	if abort { // the worker died, or an entry failed: the broker aborts it all
-		return res, txn.Crash(ctx)
-	}
-	if err := txn.Commit(ctx); err != nil {
-		return res, err
-	}
-	for i := range res.Handled {
-		res.Handled[i].Acked = true
-	}
-	return res, nil
+	return res, failed, nil
 }
 
 // Claim takes over pending entries idle for at least opt.Idle and handles each.

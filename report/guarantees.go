@@ -100,50 +100,6 @@ func (w window) about(r *Result) bool {
 		slices.ContainsFunc(r.Steps, w.shows)
 }
 
-// mechanisms say in words how each broker does what the pipeline needs; the
-// runner's adapters are built on exactly these.
-var mechanisms = []struct {
-	what  string
-	words map[string]string
-}{
-	{"a second publish of the same event", map[string]string{
-		broker.Redis:    "a second entry (XADD always appends)",
-		broker.NATS:     "dropped inside the stream's duplicate window when Nats-Msg-Id = event id (PubAck.Duplicate); stored again after the window",
-		broker.RabbitMQ: "a second message in every bound queue",
-		broker.Kafka:    "a second record: the idempotent producer drops a retried batch only within one producer session, never a relay's second publish",
-	}},
-	{"taking over a dead worker's entry", map[string]string{
-		broker.Redis:    "XCLAIM / XAUTOCLAIM with a minimum idle time: per entry, never from a busy worker",
-		broker.NATS:     "the server redelivers after AckWait (counted from the delivery, or from the worker's last InProgress) to whichever client pulls next; a claim is such a pull",
-		broker.RabbitMQ: "none per message: when the worker's channel closes (its crash) the broker requeues ALL its unacked deliveries, marked Redelivered, for whoever reads next",
-		broker.Kafka:    "none per record: the group rebalances the dead member's partitions (at once if it left, after session.timeout.ms if it just died; a static member coming back takes them straight back) and the new owner fetches everything after the committed offset",
-	}},
-	{"a delivery whose consumer transaction rolled back", map[string]string{
-		broker.Redis:    "no negative ack: it stays in the PEL with its worker until a claim",
-		broker.NATS:     "Nak: redelivered at once, to the next pull",
-		broker.RabbitMQ: "basic.nack with requeue: back in the queue at once, marked Redelivered (with `nack: false` it stays with the channel until that closes)",
-		broker.Kafka:    "no negative ack in a classic group: the consumer seeks back to the failed record, which comes again WITH every record after it; uncounted, so a poison record blocks its partition",
-	}},
-	{"inspecting what is pending", map[string]string{
-		broker.Redis:    "XPENDING: per entry, with owner, idle time and delivery count",
-		broker.NATS:     "counts only: NumAckPending, NumRedelivered",
-		broker.RabbitMQ: "over AMQP only ready messages (queue.declare-ok); unacked counts need the management plugin, so `stream.pending` is n/a",
-		broker.Kafka:    "nothing per record: a committed offset per partition (consumer lag = end offset − committed), so `stream.pending` is n/a",
-	}},
-	{"dead letters", map[string]string{
-		broker.Redis:    "application-level only: a second stream",
-		broker.NATS:     "`broker_dlq`: MaxDeliver + the MAX_DELIVERIES advisory, kept in a stream; beside the application-level DLQ",
-		broker.RabbitMQ: "`broker_dlq`: quorum-queue x-delivery-limit + a dead-letter exchange; beside the application-level DLQ",
-		broker.Kafka:    "application-level only: a second topic (brokers have none; Kafka Connect's is for connectors)",
-	}},
-	{"durability of an acknowledged publish, as drilled", map[string]string{
-		broker.Redis:    "the managed server runs AOF `appendfsync always`: fsync before the XADD reply; a SIGKILL loses nothing acknowledged",
-		broker.NATS:     "the managed nats-server 2.9 syncs to disk every 2 min (sync_interval needs 2.10); a SIGKILL keeps the page cache, so the drill shows survival of a process crash, not of a power loss",
-		broker.RabbitMQ: "quorum queue: the publisher confirm follows the Raft log's fsync",
-		broker.Kafka:    "acks=all; the runner's own server is kfake with one broker writing to its data dir without fsync (Kafka's default: durability comes from replication, which kfake does not implement); a SIGKILL keeps the page cache",
-	}},
-}
-
 // WriteGuarantees writes docs/broker-guarantees.md from a matrix run: per
 // fault window and broker, what held, what failed and what could not be
 // shown there, naming the scenarios as evidence.
@@ -169,10 +125,12 @@ otherwise; "(n n/a)" counts state checks the broker cannot read, reported and no
 		b.WriteString(" " + rep.Label(br) + " |")
 	}
 	b.WriteString("\n|---|" + strings.Repeat("---|", len(rep.Brokers)) + "\n")
-	for _, m := range mechanisms {
-		fmt.Fprintf(&b, "| %s |", m.what)
+	// In words, how each broker does what the pipeline needs (its Kind's
+	// Mechanisms); the runner's adapters are built on exactly these.
+	for _, m := range broker.AllMechanisms {
+		fmt.Fprintf(&b, "| %s |", m)
 		for _, br := range rep.Brokers {
-			b.WriteString(" " + m.words[br] + " |")
+			b.WriteString(" " + mechanism(br, m) + " |")
 		}
 		b.WriteString("\n")
 	}
@@ -183,8 +141,12 @@ otherwise; "(n n/a)" counts state checks the broker cannot read, reported and no
 			fmt.Fprintf(&b, "- **%s**: %s\n", rep.Label(br), verdict(rep, win, br))
 		}
 	}
-	if slices.Contains(rep.Brokers, broker.Kafka) && rep.Label(broker.Kafka) != broker.Kafka {
-		b.WriteString(kfakeNote)
+	// A server that is not the broker itself (kfake) says what its
+	// column can show.
+	for _, br := range rep.Brokers {
+		if k, ok := broker.Lookup(br); ok && rep.Label(br) != br {
+			b.WriteString(k.LabelNote)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -223,7 +185,7 @@ func writeCapabilities(b *strings.Builder, rep *Report) {
 func Capabilities(rep *Report) map[string]broker.Capabilities {
 	caps := map[string]broker.Capabilities{}
 	for _, r := range rep.Results {
-		if caps[r.Broker] == nil && r.Caps != nil && r.Scenario.NATS.MsgID && r.Scenario.BrokerDLQ == 0 {
+		if caps[r.Broker] == nil && r.Caps != nil && !r.Scenario.Tuned(r.Broker) {
 			caps[r.Broker] = r.Caps
 		}
 	}
@@ -294,16 +256,11 @@ func skipReason(s string) string {
 	return s
 }
 
-// kfakeNote says what the "kafka (kfake)" column shows and what it cannot.
-const kfakeNote = `
-## About the kafka (kfake) column
-
-No Kafka server installs from the package sources this runner's CI may use, so the column was drilled
-on **kfake**, franz-go's Kafka-protocol server (github.com/twmb/franz-go/pkg/kfake), run by the runner as
-its own child process so that a kill is a real process death. The client side (franz-go: idempotent
-producer with acks=all, classic consumer groups with static members and manual offset commits, share
-groups) is the real thing; the server is not Apache Kafka. What kfake does not implement no drill on it
-can show: replication and the ISR (an acks=all publish here is on one broker), quotas, tiered storage,
-retention by time or size (only DeleteRecords). Run the library with ` + "`--kafka HOST:PORT`" + ` against a real
-cluster (docker-compose.yml has one) to confirm a column for Apache Kafka.
-`
+// mechanism is how broker br does m, in its kind's words ("" for a
+// broker nobody registered).
+func mechanism(br string, m broker.Mechanism) string {
+	if k, ok := broker.Lookup(br); ok {
+		return k.Mechanisms[m]
+	}
+	return ""
+}

@@ -37,14 +37,15 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 			status = "❌ **FAIL**"
 		case r.Skipped != "":
 			status = "⏭ skip: " + mdLine(r.Skipped)
-		case len(r.NA) > 0:
-			status += fmt.Sprintf(" (%d n/a)", len(r.NA))
+		default:
+			status += notes(r)
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", status, mdCell(r.Name()), mdCode(r.Scenario.File), r.Duration.Round(time.Millisecond))
 	}
 	for _, sc := range rep.NotRun {
 		fmt.Fprintf(&b, "| ⏭ not run | %s | %s | — |\n", mdCell(sc.Name), mdCode(sc.File))
 	}
+	writePassedNotJudged(&b, rep)
 	for _, r := range rep.Results {
 		if r.Passed() {
 			continue
@@ -55,6 +56,7 @@ func WriteMarkdown(w io.Writer, rep *Report) error {
 		}
 		fence := mdFence(text.String())
 		fmt.Fprintf(&b, "\n### ❌ %s\n\n%s\n%s%s\n", mdCell(r.Name()), fence, text.String(), fence)
+		writeNotJudged(&b, r)
 		if len(r.Services) > 0 {
 			said := strings.Join(serviceLines(r.Services), "\n") + "\n"
 			fence := mdFence(said)
@@ -112,13 +114,50 @@ func matrixCell(r *Result) string {
 	case r.Skipped != "":
 		return "⏭ skip: " + mdLine(skipReason(r.Skipped)) // the position is in the detailed table
 	}
-	if len(r.NA) > 0 {
-		cell = fmt.Sprintf("✅ pass (%d n/a)", len(r.NA))
-	}
+	cell += notes(r)
 	if r.Scenario.HasOverrides(r.Broker) {
 		cell += " †"
 	}
 	return cell
+}
+
+// notes counts, after a pass, the checks the broker could not read and the
+// invariants nobody could judge: " (2 n/a, 4 not judged)".
+func notes(r *Result) string {
+	var parts []string
+	if len(r.NA) > 0 {
+		parts = append(parts, fmt.Sprintf("%d n/a", len(r.NA)))
+	}
+	if len(r.NotJudged) > 0 {
+		parts = append(parts, fmt.Sprintf("%d not judged", len(r.NotJudged)))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// writeNotJudged lists what the history checker could not judge of r, and why.
+func writeNotJudged(b *strings.Builder, r *Result) {
+	lines := r.NotJudgedLines()
+	if len(lines) == 0 {
+		return
+	}
+	b.WriteString("\nNot judged (the verdict does not cover these):\n\n")
+	for _, l := range lines {
+		b.WriteString("- " + mdLine(l) + "\n")
+	}
+}
+
+// writePassedNotJudged names, for every passing scenario with invariants
+// not judged, what its pass does not cover: a ✅ never stands for them.
+func writePassedNotJudged(b *strings.Builder, rep *Report) {
+	for _, r := range rep.Results {
+		if r.Passed() && r.Skipped == "" && len(r.NotJudged) > 0 {
+			fmt.Fprintf(b, "\n### ✅ %s: not judged\n", mdCell(r.Name()))
+			writeNotJudged(b, r)
+		}
+	}
 }
 
 // mdCell is a user string for a Markdown table cell or heading: one line,

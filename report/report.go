@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -85,6 +86,9 @@ func WriteJUnit(w io.Writer, rep *Report) error {
 			for _, st := range r.Steps {
 				text.WriteString(strings.Join(st.traceLines(), "\n") + "\n")
 			}
+			if lines := r.NotJudgedLines(); len(lines) > 0 {
+				text.WriteString("\nhistory not judged:\n" + safe.Text(strings.Join(lines, "\n")) + "\n")
+			}
 			if len(r.Services) > 0 {
 				text.WriteString("\nwhat the services said:\n" + strings.Join(serviceLines(r.Services), "\n") + "\n")
 			}
@@ -95,10 +99,13 @@ func WriteJUnit(w io.Writer, rep *Report) error {
 			c.Skipped = &junitSkipped{Message: safe.LongLine(r.Skipped)}
 			s.Skipped++
 		}
-		if len(r.NA) > 0 {
+		if len(r.NA) > 0 || len(r.NotJudged) > 0 {
 			c.Properties = &junitProperties{}
 			for _, n := range r.NA {
 				c.Properties.List = append(c.Properties.List, junitProperty{Name: "n/a", Value: safe.LongLine(n.String())})
+			}
+			for _, inv := range slices.Sorted(maps.Keys(r.NotJudged)) {
+				c.Properties.List = append(c.Properties.List, junitProperty{Name: "not judged", Value: safe.LongLine(inv + ": " + r.NotJudged[inv])})
 			}
 		}
 		if len(r.Alerts) > 0 {

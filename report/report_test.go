@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/internal/scenariotest"
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/report"
@@ -37,7 +38,7 @@ steps:
   - consume: {skip_ack: true}
   - expect: {stream.entries: 6, projection: {accounting: {USD: {amount: 1, events: 1}}}}
 `)
-	rep, err := runner.Run(t.Context(), runner.Params{PGURL: testservers.PG(t), RedisURL: testservers.Redis(t), Parallel: 4}, []*scenario.Scenario{pass, fail})
+	rep, err := runner.Run(t.Context(), runner.Params{PGURL: testservers.PG(t), URLs: map[string]string{broker.Redis: testservers.Redis(t)}, Parallel: 4}, []*scenario.Scenario{pass, fail})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,6 +114,27 @@ func (r *Result) Judged() []string {
 	return slices.DeleteFunc(history.InvariantNames(), func(inv string) bool { _, no := r.NotJudged[inv]; return no })
 }
 
+// NotJudgedLines are the invariants not judged, grouped by why: one line
+// "acked_without_effect, lost: not judged on kafka: …" per reason, in the
+// order of their first invariant. A reason is the runner's own sentence
+// around user values: it is escaped where it is printed.
+func (r *Result) NotJudgedLines() []string {
+	byWhy := map[string][]string{}
+	var order []string
+	for _, inv := range slices.Sorted(maps.Keys(r.NotJudged)) {
+		why := r.NotJudged[inv]
+		if byWhy[why] == nil {
+			order = append(order, why)
+		}
+		byWhy[why] = append(byWhy[why], inv)
+	}
+	lines := make([]string, len(order))
+	for i, why := range order {
+		lines[i] = strings.Join(byWhy[why], ", ") + ": " + why
+	}
+	return lines
+}
+
 // Passed reports whether the scenario did everything it said.
 func (r *Result) Passed() bool { return len(r.Failures) == 0 }
 
@@ -222,6 +243,11 @@ func FormatResult(r *Result, verbose bool) []byte {
 	} else if !verbose {
 		for _, n := range r.NA {
 			fmt.Fprintf(&b, "    n/a %s\n", safe.LongLine(n.String()))
+		}
+		// What the verdict did not cover shows even on a pass: a PASS
+		// never stands for an invariant nobody could judge.
+		for _, line := range r.NotJudgedLines() {
+			fmt.Fprintf(&b, "    history: not judged: %s\n", safe.LongLine(line))
 		}
 	}
 	for _, k := range r.Kept {

@@ -16,6 +16,7 @@ import (
 // scenario must fail. An anti-pattern scenario that passes either way proves
 // nothing.
 func TestAntipatternsShowTheirDamage(t *testing.T) {
+	t.Parallel()
 	fixes := map[string][2]string{ // file → the anti-pattern as written, the correct design
 		"antipattern-mark-before-xadd.yaml":                         {"{mode: mark_first, skip_publish: true}", "{skip_mark: true}"},
 		"antipattern-ack-before-commit.yaml":                        {"{mode: ack_first, fail: divzero}", "{fail: divzero}"},

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,17 +19,18 @@ import (
 // An empty value is an error: it would otherwise mean the default, Redis,
 // and hide a variable that expanded to nothing (--broker "$BROKERS").
 func ParseBrokers(s string) ([]string, error) {
+	names := broker.Names()
 	if strings.TrimSpace(s) == "" {
-		return nil, fmt.Errorf("--broker: empty; want %s, all, or a list such as redis,nats", strings.Join(broker.Names, ", "))
+		return nil, fmt.Errorf("--broker: empty; want %s, all, or a list such as %s", strings.Join(names, ", "), BrokerExample())
 	}
 	if s == "all" {
-		return slices.Clone(broker.Names), nil
+		return names, nil
 	}
 	var out []string
 	for _, b := range strings.Split(s, ",") {
 		b = strings.TrimSpace(b)
-		if !slices.Contains(broker.Names, b) {
-			return nil, fmt.Errorf("--broker: unknown broker %q%s; one of: %s, or all", b, diag.Suggest(b, broker.Names), strings.Join(broker.Names, ", "))
+		if !slices.Contains(names, b) {
+			return nil, fmt.Errorf("--broker: unknown broker %q%s; one of: %s, or all", b, diag.Suggest(b, names), strings.Join(names, ", "))
 		}
 		if !slices.Contains(out, b) {
 			out = append(out, b)
@@ -37,55 +39,45 @@ func ParseBrokers(s string) ([]string, error) {
 	return out, nil
 }
 
-// brokerConn is the run's connection to one kind of broker. A new broker
-// takes a package implementing broker.Broker (with its capability list) and
-// one brokerConn, registered in brokerKinds.
-type brokerConn interface {
-	// New is scenario sc's own stream or queues, named key.
-	New(ctx context.Context, key string, sc *scenario.Scenario) (broker.Broker, error)
-	// Server is the runner's own server process, for process faults; nil,
-	// with the reason, when there is none the runner may crash.
-	Server() (proc, string)
-	// Ready returns once the connection works again after a (re)start.
-	Ready(ctx context.Context) error
-	// Hints tell how to inspect the stream or queues named key (--keep).
-	Hints(key string) []string
-	// Lease marks run runID live on the server until release, or until the
-	// run dies: Clean leaves a live run's objects alone.
-	Lease(ctx context.Context, runID string) (release func(context.Context) error, err error)
-	// Clean removes what runs left on the server: only objects whose names
-	// have the exact shape the runner gives, of runs whose lease is not live.
-	Clean(ctx context.Context) (Cleaned, error)
-}
+// BrokerChoices are --broker's values as help shows them:
+// redis|nats|rabbitmq|kafka|all.
+func BrokerChoices() string { return strings.Join(append(broker.Names(), "all"), "|") }
 
-// brokerKinds connect to a broker's server at url, or start a throwaway one
-// when url is "". Each broker kind adds itself from its own file
-// (broker_redis.go, broker_nats.go, broker_rabbitmq.go).
-var brokerKinds = map[string]func(ctx context.Context, w *World, url string, p *Params) (brokerConn, error){}
-
-// brokerURL is the server a flag names for broker b ("" for the runner's own).
-func brokerURL(p *Params, b string) string {
-	return map[string]string{broker.Redis: p.RedisURL, broker.NATS: p.NATSURL, broker.RabbitMQ: p.RabbitMQURL, broker.Kafka: p.KafkaURL}[b]
+// BrokerExample is a --broker list as help shows one: redis,nats.
+func BrokerExample() string {
+	names := broker.Names()
+	return strings.Join(names[:min(2, len(names))], ",")
 }
 
 // AllGiven reports whether every server of the run is given by URL, none
 // the runner's own (what --keep needs: its own servers go when it exits).
 func AllGiven(p *Params) bool {
 	for _, b := range p.brokers() {
-		if brokerURL(p, b) == "" {
+		if p.URLs[b] == "" {
 			return false
 		}
 	}
 	return p.PGURL != ""
 }
 
-// openBroker connects to (or starts) broker b of the run.
+// openBroker connects to broker b's server given by URL, or starts the
+// runner's own, through its kind.
 func (w *World) openBroker(ctx context.Context, p *Params, b string) error {
-	open, ok := brokerKinds[b]
+	k, ok := broker.Lookup(b)
 	if !ok {
 		return fmt.Errorf("unknown broker %q", b)
 	}
-	conn, err := open(ctx, w, brokerURL(p, b), p)
+	h := worldHost{w, p, b}
+	url := p.URLs[b]
+	var own broker.Process
+	if url == "" {
+		var err error
+		if url, own, err = k.Start(ctx, h); err != nil {
+			return fmt.Errorf("%s: %w", b, err)
+		}
+	}
+	h.SetURL(url)
+	conn, err := k.Open(ctx, h, url, own)
 	if err != nil {
 		return fmt.Errorf("%s: %w", b, err)
 	}
@@ -95,13 +87,34 @@ func (w *World) openBroker(ctx context.Context, p *Params, b string) error {
 	return nil
 }
 
-// newBroker is scenario sc's own stream (or queues) on broker b, named key.
+// worldHost is the broker.Host a kind's Start and Open get: the run's undo
+// list and log, and the World's records of broker b.
+type worldHost struct {
+	w *World
+	p *Params
+	b string
+}
+
+func (h worldHost) Defer(fn func(context.Context) error) { h.w.undo.add(fn) }
+func (h worldHost) Logf(format string, args ...any)      { h.p.logf(format, args...) }
+func (h worldHost) SetURL(url string)                    { h.w.setBrokerURL(h.b, url) }
+func (h worldHost) SetLabel(label string)                { h.w.setBrokerLabel(h.b, label) }
+
+// newBroker is scenario sc's own stream (or queues) on broker b, named key;
+// sc nil: a pair taken without a scenario (soak, bench).
 func (w *World) newBroker(ctx context.Context, b, key string, sc *scenario.Scenario) (broker.Broker, error) {
 	conn, ok := w.conns[b]
 	if !ok {
 		return nil, fmt.Errorf("broker %s was not opened for this run", b)
 	}
-	return conn.New(ctx, key, sc)
+	var use broker.Scenario
+	if sc != nil {
+		use = sc.Broker(b)
+	}
+	if len(use.Consumers) == 0 {
+		use.Consumers = []string{steps.DefaultConsumer}
+	}
+	return conn.New(ctx, key, use)
 }
 
 // lacking is the skip reason of a scenario whose steps need what broker b
@@ -141,8 +154,10 @@ func (c control) Cannot(s steps.Server) string {
 		}
 		return ""
 	case steps.BrokerServer:
-		_, why := c.w.conns[c.broker].Server()
-		return why
+		if srv, why := c.w.conns[c.broker].Server(); srv == nil {
+			return cmp.Or(why, notOursBroker(c.broker))
+		}
+		return ""
 	}
 	return fmt.Sprintf("the runner knows no server %q", s)
 }
@@ -160,11 +175,21 @@ func notOurs(what, flag string) string {
 	return fmt.Sprintf("needs the runner's own %s process; the runner never crashes or stops one given with %s", what, flag)
 }
 
+// notOursBroker is why a process fault cannot run on broker b's server,
+// given by its flag.
+func notOursBroker(b string) string {
+	k, ok := broker.Lookup(b)
+	if !ok {
+		return fmt.Sprintf("the runner knows no broker %q", b)
+	}
+	return notOurs(k.Title, "--"+k.Flag)
+}
+
 func (c control) Broker(ctx context.Context, action string) error {
 	conn := c.w.conns[c.broker]
 	srv, why := conn.Server()
 	if srv == nil {
-		return errors.New(why)
+		return errors.New(cmp.Or(why, notOursBroker(c.broker)))
 	}
 	if err := process(ctx, srv, action); err != nil || action == "kill" || action == "stop" {
 		return err
@@ -176,14 +201,8 @@ func (c control) Postgres(ctx context.Context, s steps.Server, action string) er
 	return c.w.Postgres(ctx, s, action)
 }
 
-// proc is a server process the runner can crash and start.
-type proc interface {
-	Kill(context.Context) error
-	Halt(context.Context) error
-	Start(context.Context) error
-}
-
-func process(ctx context.Context, s proc, action string) error {
+// process applies a process fault to s.
+func process(ctx context.Context, s broker.Process, action string) error {
 	switch action {
 	case "kill":
 		return s.Kill(ctx)

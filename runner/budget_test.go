@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/servers"
@@ -68,7 +69,7 @@ func TestParallelCappedByConnectionBudget(t *testing.T) {
 		}
 	})
 	var warn strings.Builder
-	p := Params{PGURL: url, RedisURL: testservers.Redis(t), Parallel: 64, Warn: &warn}
+	p := Params{PGURL: url, URLs: map[string]string{broker.Redis: testservers.Redis(t)}, Parallel: 64, Warn: &warn}
 	rep, err := Run(t.Context(), p, scs)
 	close(stop)
 	polling.Wait()
@@ -106,7 +107,7 @@ func TestConnectionBudgetTooSmallForOnePair(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	}
-	p := Params{PGURL: url, RedisURL: testservers.Redis(t), Parallel: 1}
+	p := Params{PGURL: url, URLs: map[string]string{broker.Redis: testservers.Redis(t)}, Parallel: 1}
 	w, err := OpenWorld(t.Context(), &p)
 	if err == nil {
 		_ = w.Close()

@@ -62,6 +62,7 @@ const devPG = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 // On a server whose wal_level is not logical a CDC scenario is skipped,
 // naming the setting; the polling relay's scenarios run there as before.
 func TestCDCSkippedWithoutLogicalWAL(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, devPG)

@@ -19,11 +19,9 @@ import (
 	"github.com/outboxdrill/runner/servers"
 )
 
-// What the runner names, and nothing else: prefix, 8-hex run id, counter.
-var (
-	leftoverDB  = regexp.MustCompile(`^` + namePrefix + `_[0-9a-f]{8}_[0-9]+_[pc]$`)
-	leftoverKey = regexp.MustCompile(`^` + namePrefix + `:[0-9a-f]{8}:[0-9]+(:dlq|:seen)?$`)
-)
+// leftoverDB is a database the runner names, and nothing else: prefix,
+// 8-hex run id, counter, side. (Each broker kind knows its own names.)
+var leftoverDB = regexp.MustCompile(`^` + namePrefix + `_[0-9a-f]{8}_[0-9]+_[pc]$`)
 
 // minStaleAge is how old the dir of a runner before leases must be before
 // clean may take it for a killed run's.
@@ -88,37 +86,20 @@ func busyDirs() func(dir string) bool {
 }
 
 // Cleaned lists what Clean removed and what it left.
-type Cleaned struct {
-	Dropped []string // databases, stream keys, streams, queues and exchanges removed
-	InUse   []string // databases with open connections: a run in progress?
-	Live    []string // objects of a run whose lease is live: left alone
-	Notes   []string // what clean cannot see on a server, and how to look by hand
-}
-
-func (c *Cleaned) add(o Cleaned) {
-	c.Dropped = append(c.Dropped, o.Dropped...)
-	c.InUse = append(c.InUse, o.InUse...)
-	c.Live = append(c.Live, o.Live...)
-	c.Notes = append(c.Notes, o.Notes...)
-}
+type Cleaned = broker.Cleaned
 
 // Leases. A run holds one on every server it uses, from before it creates
 // anything there until it has removed what it created; it goes with the
-// run's connection, or (Redis) expires leaseTTL after the run stopped
-// refreshing it. Clean leaves the objects of a run whose lease is live.
-const (
-	leaseTTL     = 15 * time.Second // Redis: refreshed every leaseTTL/3
-	leaseTimeout = 2 * time.Second  // NATS: a live run answers within it
-)
+// run's connection (or, on Redis, expires soon after the run stopped
+// refreshing it). Clean leaves the objects of a run whose lease is live.
+// PostgreSQL's is a session named leaseName("_", ID); each broker kind's
+// is its Conn's Lease.
 
-// leaseName is run id's lease: a PostgreSQL application_name, a Redis key
-// (drill:lease:ID), a NATS subject or a RabbitMQ queue (drill.lease.ID).
-// None has the shape of an object name, so clean never takes a lease.
-func leaseName(sep, runID string) string { return namePrefix + sep + "lease" + sep + runID }
+// leaseName is run id's lease (broker.LeaseName).
+func leaseName(sep, runID string) string { return broker.LeaseName(sep, runID) }
 
-// runOf is the run id in a name of the runner's shape (drill, a separator,
-// 8 hex, ...).
-func runOf(name string) string { return name[len(namePrefix)+1 : len(namePrefix)+9] }
+// runOf is the run id in a name of the runner's shape (broker.RunOf).
+func runOf(name string) string { return broker.RunOf(name) }
 
 // Clean removes every database, stream, queue and exchange the runner left
 // on these servers (runs with --keep, or killed runs), recognised by the
@@ -131,29 +112,26 @@ func Clean(ctx context.Context, pgURL string, brokerURLs map[string]string) (Cle
 	if pgURL != "" {
 		errs = append(errs, cleanDatabases(ctx, pgURL, &c))
 	}
-	for _, b := range broker.Names {
-		url := brokerURLs[b]
+	for _, k := range broker.Kinds() {
+		url := brokerURLs[k.Name]
 		if url == "" {
 			continue
 		}
-		got, err := cleanBroker(ctx, b, url)
-		c.add(got)
+		got, err := cleanBroker(ctx, k, url)
+		c.Add(got)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", b, err))
+			errs = append(errs, fmt.Errorf("%s: %w", k.Name, err))
 		}
 	}
 	return c, errors.Join(errs...)
 }
 
-// cleanBroker connects to broker b's server at url as a run would and asks
-// its brokerConn to clean.
-func cleanBroker(ctx context.Context, b, url string) (Cleaned, error) {
-	open, ok := brokerKinds[b]
-	if !ok {
-		return Cleaned{}, fmt.Errorf("unknown broker %q", b)
-	}
-	w := &World{conns: map[string]brokerConn{}}
-	conn, err := open(ctx, w, url, &Params{})
+// cleanBroker connects to kind k's server at url as a run would and asks
+// its connection to clean.
+func cleanBroker(ctx context.Context, k *broker.Kind, url string) (Cleaned, error) {
+	w := &World{conns: map[string]broker.Conn{}}
+	h := worldHost{w, &Params{}, k.Name}
+	conn, err := k.Open(ctx, h, url, nil)
 	if err == nil {
 		var c Cleaned
 		c, err = conn.Clean(ctx)

@@ -21,8 +21,8 @@ func TestCleanKafka(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p := testParams(t)
-	p.KafkaURL, p.Brokers = testservers.Kafka(t), []string{broker.Kafka}
-	seeds, err := kafka.Seeds(p.KafkaURL)
+	p.URLs[broker.Kafka], p.Brokers = testservers.URL(t, broker.Kafka), []string{broker.Kafka}
+	seeds, err := kafka.Seeds(p.URLs[broker.Kafka])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestCleanKafka(t *testing.T) {
 			t.Fatalf("the dead worker is still in its group after 15 s: %v", err)
 		}
 	}
-	c, err := Clean(ctx, "", map[string]string{broker.Kafka: p.KafkaURL})
+	c, err := Clean(ctx, "", map[string]string{broker.Kafka: p.URLs[broker.Kafka]})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -26,29 +27,28 @@ func TestCleanSparesLiveRunTakesKilledOnes(t *testing.T) {
 	testservers.CleanAlone(t)
 	ctx := context.Background()
 	p := testParams(t)
-	p.NATSURL, p.RabbitMQURL = testservers.Brokers(t)
+	p.URLs[broker.NATS], p.URLs[broker.RabbitMQ] = testservers.URL(t, broker.NATS), testservers.URL(t, broker.RabbitMQ)
 	p.Brokers = []string{broker.Redis, broker.NATS, broker.RabbitMQ}
-	urls := map[string]string{broker.Redis: p.RedisURL, broker.NATS: p.NATSURL, broker.RabbitMQ: p.RabbitMQURL}
+	urls := p.URLs
 
 	pg, err := pgx.Connect(ctx, p.PGURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pg.Close(ctx)
-	rdb := redis.NewClient(mustRedis(t, p.RedisURL))
+	rdb := redis.NewClient(mustRedis(t, urls[broker.Redis]))
 	defer rdb.Close()
-	nc, err := nats.Connect(p.NATSURL)
+	nc, err := nats.Connect(urls[broker.NATS])
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	amq, err := amqp.Dial(p.RabbitMQURL)
+	amq, err := amqp.Dial(urls[broker.RabbitMQ])
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer amq.Close()
-	probe := rabbitConn{conn: amq}
 
 	exists := map[string]func(string) bool{
 		"db": func(n string) bool {
@@ -58,8 +58,8 @@ func TestCleanSparesLiveRunTakesKilledOnes(t *testing.T) {
 		},
 		"key":      func(n string) bool { return rdb.Exists(ctx, n).Val() == 1 },
 		"stream":   func(n string) bool { _, err := js.Stream(ctx, n); return err == nil },
-		"queue":    func(n string) bool { ok, _ := probe.exists(n, false); return ok },
-		"exchange": func(n string) bool { ok, _ := probe.exists(n, true); return ok },
+		"queue":    func(n string) bool { return amqpExists(t, amq, n, false) },
+		"exchange": func(n string) bool { return amqpExists(t, amq, n, true) },
 	}
 
 	// The live run: a World with a pair on each broker.
@@ -128,15 +128,15 @@ func TestCleanSparesLiveRunTakesKilledOnes(t *testing.T) {
 	stay = append(stay, [2]string{"stream", base + "_other"})
 	// RabbitMQ: a run that recorded its names and died (its connection went,
 	// its exclusive lease queue with it); a forged record names a bystander.
-	killed, err := amqp.Dial(p.RabbitMQURL)
+	var killed testservers.Host
+	kc, err := rabbitmq.Kind.Open(ctx, &killed, urls[broker.RabbitMQ], nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kc := rabbitConn{conn: killed, url: p.RabbitMQURL, reg: &registry{}}
 	if _, err := kc.Lease(ctx, dead); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rabbitmq.NewRecorded(ctx, killed, key, []string{"g"}, kc.reg.record); err != nil {
+	if _, err := kc.New(ctx, key, broker.Scenario{Consumers: []string{"g"}}); err != nil {
 		t.Fatal(err)
 	}
 	bystander := key + "x.q"
@@ -145,10 +145,8 @@ func TestCleanSparesLiveRunTakesKilledOnes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ach.QueueDelete(bystander, false, false, false)
-	if err := kc.reg.record([]string{bystander, "someone.else"}); err != nil {
-		t.Fatal(err)
-	}
-	killed.Close()
+	forgeRecord(t, amq, bystander+"\nsomeone.else")
+	killed.Close() // the run's connection, and its exclusive lease queue with it
 	for _, q := range []string{key + ".log", key + ".dlq", key + ".g"} {
 		gone = append(gone, [2]string{"queue", q})
 		defer ach.QueueDelete(q, false, false, false)
@@ -197,11 +195,7 @@ func TestCleanSparesLiveRunTakesKilledOnes(t *testing.T) {
 		t.Fatalf("the live run failed to close after a clean: %v", err)
 	}
 	// Its records went with it: the registry holds none of this run's.
-	held, err := takeRecords(ctx, ach)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range held {
+	for _, d := range takeRecords(t, ach) {
 		if strings.Contains(string(d.Body), w.RunID) {
 			t.Errorf("a run that ended well left its record %q", d.Body)
 		}
@@ -225,4 +219,59 @@ func mustRedis(t *testing.T, url string) *redis.Options {
 		t.Fatal(err)
 	}
 	return o
+}
+
+// rabbitRegistry is the queue where runs record their RabbitMQ names
+// (broker/rabbitmq: AMQP cannot list queues).
+const rabbitRegistry = namePrefix + ".leftovers"
+
+// amqpExists declares name passively on a channel of its own (a miss
+// closes the channel); another connection's exclusive queue exists too.
+func amqpExists(t *testing.T, conn *amqp.Connection, name string, exchange bool) bool {
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	if exchange {
+		err = ch.ExchangeDeclarePassive(name, amqp.ExchangeFanout, true, false, false, false, nil)
+	} else {
+		_, err = ch.QueueDeclarePassive(name, true, false, false, false, nil)
+	}
+	var ae *amqp.Error
+	return err == nil || !exchange && errors.As(err, &ae) && ae.Code == amqp.ResourceLocked
+}
+
+// forgeRecord puts a record naming body's lines in the registry, confirmed.
+func forgeRecord(t *testing.T, conn *amqp.Connection, body string) {
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	dc, err := ch.PublishWithDeferredConfirmWithContext(t.Context(), "", rabbitRegistry, true, false, amqp.Publishing{Body: []byte(body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := dc.WaitContext(t.Context()); !ok || err != nil {
+		t.Fatalf("the record was not confirmed: %v", err)
+	}
+}
+
+// takeRecords takes every record of the registry, each held unacknowledged.
+func takeRecords(t *testing.T, ch *amqp.Channel) []amqp.Delivery {
+	var held []amqp.Delivery
+	for {
+		d, ok, err := ch.Get(rabbitRegistry, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return held
+		}
+		held = append(held, d)
+	}
 }

@@ -11,9 +11,10 @@ import (
 
 // --keep hints name the tool of the scenario's own broker, and only that one.
 func TestKeepHintsPerBroker(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := testParams(t)
-	p.NATSURL, p.RabbitMQURL = testservers.Brokers(t)
+	p.URLs[broker.NATS], p.URLs[broker.RabbitMQ] = testservers.URL(t, broker.NATS), testservers.URL(t, broker.RabbitMQ)
 	p.Brokers = []string{broker.Redis, broker.NATS, broker.RabbitMQ}
 	w, err := OpenWorld(ctx, &p)
 	if err != nil {

@@ -92,12 +92,22 @@ func judgeSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *repo
 				st.NotJudged[inv] = why
 			}
 		}
-		if res.Broker != broker.Redis {
-			for _, inv := range wireInvariants {
-				st.NotJudged[inv] = fmt.Sprintf("the services reach %s directly (no protocol proxy for it yet): their publishes, deliveries and acks are not seen", res.Broker)
-			}
-		}
+		wireNotJudged(st, res.Broker, run)
 	})
+}
+
+// wireNotJudged marks what the run's broker wire cannot support: all the
+// wire invariants without a protocol proxy, else what its proxy says.
+func wireNotJudged(st *history.State, name string, run *sysrun.Run) {
+	if k, ok := broker.Lookup(name); !ok || k.Proxy == nil {
+		for _, inv := range wireInvariants {
+			st.NotJudged[inv] = fmt.Sprintf("on %s there is no publish/ack history without a broker proxy: the services reach %s directly (the runner has no protocol proxy wired for it), so what they published, were handed and acknowledged is not seen", name, name)
+		}
+		return
+	}
+	for inv, why := range run.WireNotJudged() {
+		st.NotJudged[inv] = fmt.Sprintf("on %s: %s", name, why)
+	}
 }
 
 // notJudged marks every invariant not judged, for why.

@@ -34,6 +34,7 @@ import (
 // run generates (-update rewrites it) and the broker-specific scenarios
 // must show their differences.
 func TestLibraryAndGuarantees(t *testing.T) {
+	t.Parallel()
 	files, err := scenario.ExpandPaths([]string{"../scenarios"})
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scenarios: %v", err)
@@ -47,8 +48,8 @@ func TestLibraryAndGuarantees(t *testing.T) {
 	}
 	// The runner's own PostgreSQL, Redis and NATS, so that the process-fault
 	// scenarios run too; RabbitMQ as the tests find it.
-	_, rabbit := testservers.Brokers(t)
-	p := &Params{Parallel: testParallel(), Brokers: broker.Names, RabbitMQURL: rabbit, Timeout: time.Minute}
+	rabbit := testservers.URL(t, broker.RabbitMQ)
+	p := &Params{Parallel: testParallel(), Brokers: broker.Names(), URLs: map[string]string{broker.RabbitMQ: rabbit}, Timeout: time.Minute}
 	sh := shape{brokers: p.brokers()}
 	for _, sc := range scs {
 		sh.splitDBs = sh.splitDBs || sc.DBFaults

@@ -18,6 +18,7 @@ import (
 // the scenario runs and can fail. A scenario whose every check is n/a is
 // skipped, never passed by omission.
 func TestChecksTheBrokerCannotReadAreNA(t *testing.T) {
+	t.Parallel()
 	const head = "  - produce\n  - relay\n  - consume:\n    expect: {applied: 1}\n"
 	scs := []*scenario.Scenario{
 		scenariotest.ParseOne(t, "name: na pass\nsteps:\n"+head+"  - expect: {inbox.rows: 1, stream.pending: 0}\n"),
@@ -25,7 +26,7 @@ func TestChecksTheBrokerCannotReadAreNA(t *testing.T) {
 		scenariotest.ParseOne(t, "name: all na\nsteps:\n  - produce\n  - relay\n  - expect: {stream.pending: 0}\n"),
 	}
 	p := testParams(t)
-	_, p.RabbitMQURL = testservers.Brokers(t)
+	p.URLs[broker.RabbitMQ] = testservers.URL(t, broker.RabbitMQ)
 	p.Brokers = []string{broker.RabbitMQ}
 	rep, byName := runAll(t, p, scs)
 

@@ -15,6 +15,7 @@ import (
 // hold it up (ReturnPair would wait as long as the lock is held), and the
 // pool makes a new pair for the next taker.
 func TestDiscardPairDropsWithoutReset(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	p := testParams(t)
 	w, err := OpenWorld(ctx, &p)

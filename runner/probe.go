@@ -6,18 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	neturl "net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	amqp "github.com/rabbitmq/amqp091-go"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/outboxdrill/runner/broker"
-	"github.com/outboxdrill/runner/broker/kafka"
 	"github.com/outboxdrill/runner/internal/redact"
 )
 
@@ -25,36 +21,32 @@ import (
 // answer before the run gives up on it (--connect-timeout).
 const DefaultConnectTimeout = 5 * time.Second
 
-// Postgres is Probe's kind for PostgreSQL; the brokers go by their names
-// (broker.Redis, broker.NATS, broker.RabbitMQ).
+// Postgres is Probe's kind for PostgreSQL; the brokers go by their kinds'
+// names (broker.Kind.Name).
 const Postgres = "postgres"
 
-// protocol is how Probe tells a server of one kind: what it says first (nil:
-// the server speaks first, as NATS does) and what a right answer starts with.
-type protocol struct {
-	name  string // for messages
-	hello []byte
-	need  int // bytes of the answer ok judges
-	ok    func(answer []byte) bool
-}
+// pgProbe tells a PostgreSQL: an SSLRequest, which any PostgreSQL (and
+// PgBouncer) answers with one byte, S or N.
+var pgProbe = broker.Probe{Protocol: "PostgreSQL", Hello: []byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}, Need: 1,
+	OK:    func(a []byte) bool { return a[0] == 'S' || a[0] == 'N' },
+	Addrs: pgAddrs,
+	Guess: func(a []byte) string {
+		if len(a) == 1 && (a[0] == 'S' || a[0] == 'N') {
+			return "a PostgreSQL server"
+		}
+		return ""
+	}}
 
-var protocols = map[string]protocol{
-	// SSLRequest: any PostgreSQL (and PgBouncer) answers one byte, S or N.
-	Postgres: {"PostgreSQL", []byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}, 1,
-		func(a []byte) bool { return a[0] == 'S' || a[0] == 'N' }},
-	// PING: +PONG, or an error such as -NOAUTH: a Redis either way.
-	broker.Redis: {"Redis", []byte("PING\r\n"), 1,
-		func(a []byte) bool { return a[0] == '+' || a[0] == '-' }},
-	broker.NATS: {"NATS", nil, 5,
-		func(a []byte) bool { return string(a[:5]) == "INFO " }},
-	// The AMQP 0-9-1 header: the answer is a method frame (Connection.Start)
-	// on channel 0.
-	broker.RabbitMQ: {"RabbitMQ (AMQP 0-9-1)", []byte("AMQP\x00\x00\x09\x01"), 3,
-		func(a []byte) bool { return a[0] == 1 && a[1] == 0 && a[2] == 0 }},
-	// ApiVersions v0, correlation id 1, no client id: the answer's header
-	// (after the 4-byte size) carries the correlation id back.
-	broker.Kafka: {"Kafka", []byte{0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff}, 8,
-		func(a []byte) bool { return a[4] == 0 && a[5] == 0 && a[6] == 0 && a[7] == 1 }},
+// probeOf is the probe of a server of kind (Postgres or a broker's name).
+func probeOf(kind string) (broker.Probe, bool) {
+	if kind == Postgres {
+		return pgProbe, true
+	}
+	k, ok := broker.Lookup(kind)
+	if !ok {
+		return broker.Probe{}, false
+	}
+	return k.Probe, true
 }
 
 // nudge is written, on a second connection, to a server that stays silent
@@ -66,27 +58,27 @@ var nudge = []byte("PING\r\n\r\n")
 const nudgeAfter = 300 * time.Millisecond
 
 // Probe checks, within timeout, that the server at url answers and speaks
-// the protocol of kind (Postgres, broker.Redis, broker.NATS,
-// broker.RabbitMQ), so that a wrong --pg or broker URL is an error in
+// the protocol of kind (Postgres, or a registered broker kind's name: its
+// Kind.Probe), so that a wrong --pg or broker URL is an error in
 // seconds that names what answered, not a client waiting minutes. Of
 // several hosts (a PostgreSQL or NATS list) one answering rightly is
 // enough. Over TLS only the connection is checked; a refused connection
 // (no hang) is left to the client to report. Errors name the address, never
 // the URL (it may hold a password).
 func Probe(ctx context.Context, kind, url string, timeout time.Duration) error {
-	pr, ok := protocols[kind]
+	pr, ok := probeOf(kind)
 	if !ok {
 		return fmt.Errorf("probe: unknown server kind %q", kind)
 	}
 	if timeout <= 0 {
 		timeout = DefaultConnectTimeout
 	}
-	addrs, plain, err := probeAddrs(kind, url)
+	addrs, plain, err := pr.Addrs(url)
 	if err != nil || len(addrs) == 0 {
 		return nil // the client's own parse error says it better
 	}
 	if !plain {
-		pr.hello, pr.ok = nil, nil
+		pr.Hello, pr.OK = nil, nil
 	}
 	var errs []error
 	for _, a := range addrs {
@@ -100,101 +92,51 @@ func Probe(ctx context.Context, kind, url string, timeout time.Duration) error {
 }
 
 // CheckURL tells whether url parses as the address of a server of kind
-// (Postgres, broker.Redis, broker.NATS, broker.RabbitMQ, broker.Kafka), by
-// the client's own parser, before anything connects: a URL that does not
-// is a usage error, not a server that failed. The error says what was
-// wanted and the parser's reason, every secret of url hidden. An empty url
-// (the runner's own server) is fine.
+// (Postgres or a broker's name), by the client's own parser, before
+// anything connects: a URL that does not is a usage error, not a server
+// that failed. The error says what was wanted (the kind's Want) and the
+// parser's reason, every secret of url hidden. An empty url (the runner's
+// own server) is fine.
 func CheckURL(kind, url string) error {
 	if url == "" {
 		return nil
 	}
-	want := map[string]string{Postgres: "a PostgreSQL URL or DSN", broker.Redis: "a Redis URL", broker.NATS: "a NATS URL",
-		broker.RabbitMQ: "a RabbitMQ URL", broker.Kafka: "HOST:PORT[,HOST:PORT...]"}[kind]
-	_, _, err := probeAddrs(kind, url)
-	switch {
-	case err == nil:
-		return nil
-	case kind == broker.Kafka: // its message quotes the list, user info and all
-		err = errors.New("want host:port, a comma-separated list of them, or kafka://host:port")
+	pr, ok := probeOf(kind)
+	if !ok {
+		return fmt.Errorf("unknown server kind %q", kind)
 	}
-	return fmt.Errorf("not %s: %w", want, redact.Err(url, err))
+	want := "a PostgreSQL URL or DSN"
+	if k, ok := broker.Lookup(kind); ok {
+		want = k.Want
+	}
+	if _, _, err := pr.Addrs(url); err != nil {
+		return fmt.Errorf("not %s: %w", want, redact.Err(url, err))
+	}
+	return nil
 }
 
-type netAddr struct{ network, addr string }
-
-// probeAddrs are the addresses of url, and whether the protocol's first
-// bytes are plain (not TLS from the start).
-func probeAddrs(kind, url string) (addrs []netAddr, plain bool, err error) {
-	tcp := func(host string, port int) netAddr {
-		return netAddr{"tcp", net.JoinHostPort(host, strconv.Itoa(port))}
+// pgAddrs are the addresses of a PostgreSQL URL or DSN, its fallbacks
+// included; the SSLRequest comes before any TLS.
+func pgAddrs(url string) ([]broker.Addr, bool, error) {
+	cfg, err := pgconn.ParseConfig(url)
+	if err != nil {
+		return nil, false, err
 	}
-	switch kind {
-	case Postgres:
-		cfg, err := pgconn.ParseConfig(url)
-		if err != nil {
-			return nil, false, err
+	var addrs []broker.Addr
+	add := func(host string, port uint16) {
+		if strings.HasPrefix(host, "/") {
+			addrs = append(addrs, broker.Addr{Network: "unix", Addr: filepath.Join(host, ".s.PGSQL."+strconv.Itoa(int(port)))})
+		} else {
+			addrs = append(addrs, broker.Addr{Network: "tcp", Addr: net.JoinHostPort(host, strconv.Itoa(int(port)))})
 		}
-		add := func(host string, port uint16) {
-			if strings.HasPrefix(host, "/") {
-				addrs = append(addrs, netAddr{"unix", filepath.Join(host, ".s.PGSQL."+strconv.Itoa(int(port)))})
-			} else {
-				addrs = append(addrs, tcp(host, int(port)))
-			}
-		}
-		add(cfg.Host, cfg.Port)
-		for _, f := range cfg.Fallbacks {
-			if f.Host != cfg.Host || f.Port != cfg.Port {
-				add(f.Host, f.Port)
-			}
-		}
-		return addrs, true, nil // SSLRequest comes before any TLS
-	case broker.Redis:
-		opt, err := redis.ParseURL(url)
-		if err != nil {
-			return nil, false, err
-		}
-		return []netAddr{{opt.Network, opt.Addr}}, opt.TLSConfig == nil, nil
-	case broker.NATS:
-		plain = true
-		for _, u := range strings.Split(url, ",") {
-			u = strings.TrimSpace(u)
-			if !strings.Contains(u, "://") {
-				u = "nats://" + u
-			}
-			pu, err := neturl.Parse(u)
-			if err != nil {
-				return nil, false, err
-			}
-			switch pu.Scheme {
-			case "nats", "tls":
-			default:
-				return nil, false, nil // websocket: the client checks it
-			}
-			port, _ := strconv.Atoi(pu.Port())
-			if port == 0 {
-				port = 4222
-			}
-			addrs = append(addrs, tcp(pu.Hostname(), port)) // INFO comes before TLS
-		}
-		return addrs, plain, nil
-	case broker.RabbitMQ:
-		uri, err := amqp.ParseURI(url)
-		if err != nil {
-			return nil, false, err
-		}
-		return []netAddr{tcp(uri.Host, uri.Port)}, uri.Scheme == "amqp", nil
-	case broker.Kafka:
-		seeds, err := kafka.Seeds(url)
-		if err != nil {
-			return nil, false, err
-		}
-		for _, s := range seeds {
-			addrs = append(addrs, netAddr{"tcp", s})
-		}
-		return addrs, true, nil
 	}
-	return nil, false, nil
+	add(cfg.Host, cfg.Port)
+	for _, f := range cfg.Fallbacks {
+		if f.Host != cfg.Host || f.Port != cfg.Port {
+			add(f.Host, f.Port)
+		}
+	}
+	return addrs, true, nil
 }
 
 // errRefused: the dial failed at once (refused, no such host).
@@ -207,14 +149,14 @@ type reply struct {
 	nudged bool // the second connection, nudged
 }
 
-func probeAddr(ctx context.Context, a netAddr, pr protocol, timeout time.Duration) error {
+func probeAddr(ctx context.Context, a broker.Addr, pr broker.Probe, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	noAnswer := fmt.Errorf("%s gave no answer within %s; is a %s server there? (--connect-timeout to wait longer)", a.addr, timeout, pr.name)
+	noAnswer := fmt.Errorf("%s gave no answer within %s; is a %s server there? (--connect-timeout to wait longer)", a.Addr, timeout, pr.Protocol)
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	dial := func(write []byte) (net.Conn, error) {
 		var d net.Dialer
-		conn, err := d.DialContext(dctx, a.network, a.addr)
+		conn, err := d.DialContext(dctx, a.Network, a.Addr)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return nil, ctx.Err()
@@ -238,20 +180,20 @@ func probeAddr(ctx context.Context, a netAddr, pr protocol, timeout time.Duratio
 		for {
 			n, err := conn.Read(buf)
 			data = append(data, buf[:n]...)
-			if err != nil || len(data) >= pr.need || nudged && len(data) > 0 {
+			if err != nil || len(data) >= pr.Need || nudged && len(data) > 0 {
 				replies <- reply{data, err, nudged}
 				return
 			}
 		}
 	}
-	conn, err := dial(pr.hello)
+	conn, err := dial(pr.Hello)
 	if err == errRefused {
 		return nil // no hang: the client says it, with its URL
 	}
 	if err != nil {
 		return err
 	}
-	if pr.ok == nil {
+	if pr.OK == nil {
 		conn.Close()
 		return nil // TLS: the connection is all we check
 	}
@@ -261,14 +203,14 @@ func probeAddr(ctx context.Context, a netAddr, pr protocol, timeout time.Duratio
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case len(r.data) >= pr.need && pr.ok(r.data):
+		case len(r.data) >= pr.Need && pr.OK(r.data):
 			return nil
 		case len(r.data) > 0:
-			return fmt.Errorf("%s does not speak the %s protocol: it answered %s", a.addr, pr.name, describe(r.data))
+			return fmt.Errorf("%s does not speak the %s protocol: it answered %s", a.Addr, pr.Protocol, describe(r.data))
 		case errors.As(r.err, &ne) && ne.Timeout():
 			return noAnswer
 		}
-		return fmt.Errorf("%s does not speak the %s protocol: it closed the connection without a reply", a.addr, pr.name)
+		return fmt.Errorf("%s does not speak the %s protocol: it closed the connection without a reply", a.Addr, pr.Protocol)
 	}
 	timer := time.NewTimer(nudgeAfter)
 	defer timer.Stop()
@@ -304,27 +246,40 @@ func probeAddr(ctx context.Context, a netAddr, pr protocol, timeout time.Duratio
 	}
 }
 
-// describe quotes the start of an answer and guesses who gave it.
+// describe quotes the start of an answer and guesses who gave it: a
+// server of a kind the runner knows (its probe's Guess), or another.
 func describe(a []byte) string {
 	a = bytes.TrimRight(a, "\x00")
 	guess := ""
-	switch {
-	case bytes.HasPrefix(a, []byte("INFO {")):
-		guess = " (a NATS server?)"
-	case bytes.HasPrefix(a, []byte("AMQP")):
-		guess = " (an AMQP server such as RabbitMQ?)"
-	case bytes.HasPrefix(a, []byte("HTTP/")):
-		guess = " (an HTTP server?)"
-	case bytes.HasPrefix(a, []byte("SSH-")):
-		guess = " (an SSH server?)"
-	case len(a) > 0 && (a[0] == '+' || a[0] == '-') && bytes.HasSuffix(a, []byte("\r\n")):
-		guess = " (a Redis server?)"
-	case len(a) == 1 && (a[0] == 'S' || a[0] == 'N'):
-		guess = " (a PostgreSQL server?)"
+	if g := guessServer(a); g != "" {
+		guess = " (" + g + "?)"
 	}
 	const max = 40
 	if len(a) > max {
 		return fmt.Sprintf("%q…%s", a[:max], guess)
 	}
 	return fmt.Sprintf("%q%s", a, guess)
+}
+
+// guessServer names the server that answered a, or "".
+func guessServer(a []byte) string {
+	probes := []broker.Probe{pgProbe}
+	for _, k := range broker.Kinds() {
+		probes = append(probes, k.Probe)
+	}
+	for _, pr := range probes {
+		if pr.Guess == nil {
+			continue
+		}
+		if g := pr.Guess(a); g != "" {
+			return g
+		}
+	}
+	switch {
+	case bytes.HasPrefix(a, []byte("HTTP/")):
+		return "an HTTP server"
+	case bytes.HasPrefix(a, []byte("SSH-")):
+		return "an SSH server"
+	}
+	return ""
 }

@@ -53,21 +53,25 @@ func TestProbeNamesAWrongServer(t *testing.T) {
 		{broker.RabbitMQ, "amqp://u:secret@" + silentAddr + "/", silentAddr + " gave no answer within 1s; is a RabbitMQ (AMQP 0-9-1) server there?"},
 		{broker.RabbitMQ, "amqp://u:secret@" + hostPort(rd) + "/", hostPort(rd) + ` does not speak the RabbitMQ (AMQP 0-9-1) protocol: it answered "+PONG\r\n" (a Redis server?)`},
 	} {
-		start := time.Now()
-		err := Probe(ctx, tc.kind, tc.url, timeout)
-		took := time.Since(start)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s at %s: err %v\nwant %q", tc.kind, tc.url, err, tc.want)
-			continue
-		}
-		if took > timeout+500*time.Millisecond {
-			t.Errorf("%s at %s: took %s, timeout %s", tc.kind, tc.url, took, timeout)
-		}
-		if strings.Contains(err.Error(), "secret") {
-			t.Errorf("%s: the message shows the password: %v", tc.kind, err)
-		}
+		// Each waits on a server, most on a silent one for the whole
+		// timeout: the probes wait side by side.
+		t.Run(tc.kind+"@"+strings.SplitN(tc.want, " ", 2)[0], func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			err := Probe(ctx, tc.kind, tc.url, timeout)
+			took := time.Since(start)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%s at %s: err %v\nwant %q", tc.kind, tc.url, err, tc.want)
+			}
+			if took > timeout+500*time.Millisecond {
+				t.Errorf("%s at %s: took %s, timeout %s", tc.kind, tc.url, took, timeout)
+			}
+			if strings.Contains(err.Error(), "secret") {
+				t.Errorf("%s: the message shows the password: %v", tc.kind, err)
+			}
+		})
 	}
-	nats := testservers.NATS(t)
+	nats := testservers.URL(t, broker.NATS)
 	if err := Probe(ctx, broker.NATS, "nats://"+hostPort(rd), timeout); err == nil {
 		t.Error("Redis passes as NATS")
 	}
@@ -83,8 +87,8 @@ func TestProbeNamesAWrongServer(t *testing.T) {
 func TestOpenWorldConnectTimeout(t *testing.T) {
 	addr := testutil.Listener(t, silent)
 	for _, p := range []Params{
-		{PGURL: "postgres://u@" + addr + "/db?sslmode=disable", RedisURL: testservers.Redis(t), ConnectTimeout: time.Second},
-		{PGURL: testservers.PG(t), RedisURL: "redis://" + addr, ConnectTimeout: time.Second},
+		{PGURL: "postgres://u@" + addr + "/db?sslmode=disable", URLs: map[string]string{broker.Redis: testservers.Redis(t)}, ConnectTimeout: time.Second},
+		{PGURL: testservers.PG(t), URLs: map[string]string{broker.Redis: "redis://" + addr}, ConnectTimeout: time.Second},
 	} {
 		start := time.Now()
 		w, err := OpenWorld(context.Background(), &p)
@@ -102,15 +106,15 @@ func TestOpenWorldConnectTimeout(t *testing.T) {
 // is named.
 func TestProbeRabbitMQ(t *testing.T) {
 	ctx := context.Background()
-	if err := Probe(ctx, broker.RabbitMQ, testservers.RabbitMQ(t), time.Second); err != nil {
+	if err := Probe(ctx, broker.RabbitMQ, testservers.URL(t, broker.RabbitMQ), time.Second); err != nil {
 		t.Errorf("the real RabbitMQ fails the probe: %v", err)
 	}
-	nats := testservers.NATS(t)
+	nats := testservers.URL(t, broker.NATS)
 	err := Probe(ctx, broker.RabbitMQ, "amqp://"+hostPort(nats)+"/", time.Second)
 	if err == nil || !strings.Contains(err.Error(), `(a NATS server?)`) {
 		t.Errorf("NATS at --rabbitmq: %v", err)
 	}
-	if err := Probe(ctx, Postgres, "postgres://"+hostPort(testservers.RabbitMQ(t))+"/db", time.Second); err == nil || !strings.Contains(err.Error(), "does not speak the PostgreSQL protocol") {
+	if err := Probe(ctx, Postgres, "postgres://"+hostPort(testservers.URL(t, broker.RabbitMQ))+"/db", time.Second); err == nil || !strings.Contains(err.Error(), "does not speak the PostgreSQL protocol") {
 		t.Errorf("RabbitMQ at --pg: %v", err)
 	}
 }

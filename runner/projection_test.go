@@ -11,6 +11,7 @@ import (
 // scenario names but that has applied nothing yet (stuck on its first
 // event) is the most behind; beside a caught-up one it must not read 0.
 func TestProjectionLagCountsAConsumerWithNoInboxRow(t *testing.T) {
+	t.Parallel()
 	sc := scenariotest.ParseOne(t, `name: one consumer caught up, one never consumed
 steps:
   - produce

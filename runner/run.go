@@ -26,14 +26,14 @@ type Params struct {
 	// and drops its own databases there. Empty: start a throwaway server.
 	PGURL string
 	// Brokers are the brokers every scenario runs on, each its own result
-	// (default: redis). NATSURL, RabbitMQURL and KafkaURL name existing
-	// servers; without one the runner starts its own server (for Kafka:
-	// franz-go's kfake, labelled "kafka (kfake)" in every report).
-	Brokers                        []string
-	NATSURL, RabbitMQURL, KafkaURL string
-	// RedisURL is an existing Redis server; the runner uses and deletes its
-	// own stream keys there. Empty: start a throwaway server.
-	RedisURL string
+	// (default: redis).
+	Brokers []string
+	// URLs name existing broker servers by broker name (--redis, --nats,
+	// …: each kind's flag); the runner uses and deletes its own streams,
+	// topics and queues there. Without one the runner starts its own
+	// server (for Kafka: franz-go's kfake, labelled "kafka (kfake)" in
+	// every report).
+	URLs map[string]string
 	// ConnectTimeout bounds how long a server given by URL may take to
 	// answer (default DefaultConnectTimeout); a wrong one is named at once.
 	ConnectTimeout time.Duration
@@ -113,6 +113,9 @@ func Run(ctx context.Context, p Params, scs []*scenario.Scenario) (rep *report.R
 		for _, b := range sh.brokers {
 			jobs = append(jobs, job{sc, b})
 		}
+	}
+	if err := placeholderProblems(scs, sh.brokers); err != nil {
+		return nil, err // a service could not be told what it asks for: nothing starts
 	}
 	w, err := openWorld(ctx, &p, sh)
 	if err != nil {

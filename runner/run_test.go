@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/kafka"
 	"github.com/outboxdrill/runner/internal/scenariotest"
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/internal/testutil"
@@ -41,7 +42,7 @@ func TestMain(m *testing.M) {
 }
 
 func testParams(t testing.TB) Params {
-	return Params{PGURL: testservers.PG(t), RedisURL: testservers.Redis(t), Parallel: 4}
+	return Params{PGURL: testservers.PG(t), URLs: map[string]string{broker.Redis: testservers.Redis(t)}, Parallel: 4}
 }
 
 // runAll runs scenarios on the test servers and returns results by name.
@@ -70,6 +71,7 @@ var wrongValue = map[string][2]string{
 	"stream.entries":                   {"4", "want 4, got 3"},
 	"stream.events":                    {"2", "want 2, got 1"},
 	"stream.pending":                   {"{accounting: 1, audit: 3}", `"accounting": 1`},
+	"stream.lag":                       {"{accounting: 2, audit: 3}", `"accounting": 2`},
 	"outbox.rows":                      {"2", "want 2, got 1"},
 	"outbox.unpublished":               {"1", "want 1, got 0"},
 	"journal.rows":                     {"2", "want 2, got 1"},
@@ -94,6 +96,7 @@ var wrongValue = map[string][2]string{
 // pass: the values are right) and once per key with that key's value wrong
 // (it must fail, at that key, with a want/got diff).
 func TestEveryKeyCanFail(t *testing.T) {
+	t.Parallel()
 	type variant struct{ key, wantMsg string }
 	variants := map[string]variant{}
 	var scs []*scenario.Scenario
@@ -173,6 +176,7 @@ func TestEveryKeyCanFail(t *testing.T) {
 }
 
 func TestStepErrors(t *testing.T) {
+	t.Parallel()
 	src := func(name, tail string) *scenario.Scenario {
 		scs, errs := scenario.Parse(name+".yaml", []byte("name: "+name+"\nsteps:\n  - produce(event=bus-1)\n"+tail))
 		if len(errs) > 0 {
@@ -206,6 +210,7 @@ func TestStepErrors(t *testing.T) {
 }
 
 func TestTimeoutCancelsHungStep(t *testing.T) {
+	t.Parallel()
 	scs, errs := scenario.Parse("hang.yaml", []byte("name: hang\nsteps:\n  - consume(block=1m)\n"))
 	if len(errs) > 0 {
 		t.Fatal(errs)
@@ -306,8 +311,8 @@ func TestSetupFailureIsAnErrorNotAPanic(t *testing.T) {
 		path string
 		want string
 	}{
-		{"bad redis url", Params{PGURL: testservers.PG(t), RedisURL: "notaurl"}, "", "--redis notaurl"},
-		{"no postgres", Params{PGURL: "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=2", RedisURL: testservers.Redis(t)}, "", "PostgreSQL postgres://postgres@127.0.0.1:1/postgres"},
+		{"bad redis url", Params{PGURL: testservers.PG(t), URLs: map[string]string{broker.Redis: "notaurl"}}, "", "--redis notaurl"},
+		{"no postgres", Params{PGURL: "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=2", URLs: map[string]string{broker.Redis: testservers.Redis(t)}}, "", "PostgreSQL postgres://postgres@127.0.0.1:1/postgres"},
 		{"no redis-server binary", Params{PGURL: testservers.PG(t)}, t.TempDir(), `install the Debian package "redis-server"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -375,6 +380,7 @@ steps:
 }
 
 func TestTimeoutWhileWaitingWithin(t *testing.T) {
+	t.Parallel()
 	sc := scenariotest.ParseOne(t, "name: waits\nsteps:\n  - produce\n  - expect: {within: 1m, stream.entries: 1}\n")
 	p := testParams(t)
 	p.Timeout = 300 * time.Millisecond
@@ -446,6 +452,7 @@ func processFaultScenarios(t *testing.T) []*scenario.Scenario {
 // servers the runner starts itself, alongside ordinary scenarios at
 // --parallel 4: they pass, and the others are not disturbed.
 func TestProcessFaultsRunOnManagedServers(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts its own servers")
 	}
@@ -482,6 +489,7 @@ func TestProcessFaultsSkipOnExternalServers(t *testing.T) {
 // TestDeclaredViolationMustOccur: expect_violations is an expectation like
 // any other: a correct pipeline that declares a violation fails, naming it.
 func TestDeclaredViolationMustOccur(t *testing.T) {
+	t.Parallel()
 	sc := scenariotest.ParseOne(t, "name: clean but declares loss\nexpect_violations: [lost]\nsteps: [produce, relay, consume]\n")
 	_, byName := runAll(t, testParams(t), []*scenario.Scenario{sc})
 	r := byName[sc.Name]
@@ -502,6 +510,7 @@ var kafkaOnlyChecks = []string{"stream.outputs"}
 // written, and with stream.outputs wrong after the aborted transaction and
 // after the committed one: each must fail there with a want/got diff.
 func TestBrokerTxnCheckCanFail(t *testing.T) {
+	t.Parallel()
 	src := func(name, afterAbort, afterCommit string) *scenario.Scenario {
 		y := "name: " + name + `
 steps:
@@ -521,13 +530,13 @@ steps:
 		return scs[0]
 	}
 	p := testParams(t)
-	p.Brokers, p.KafkaURL = []string{broker.Kafka}, testservers.Kafka(t)
+	p.Brokers, p.URLs[broker.Kafka] = []string{broker.Kafka}, testservers.URL(t, broker.Kafka)
 	_, res := runAll(t, p, []*scenario.Scenario{
 		src("right", "0", "1"), src("aborted output counted", "1", "1"), src("committed output missed", "0", "0"),
 	})
 	if r := res["right"]; !r.Passed() {
 		t.Fatalf("the right one failed:\n%s", report.FormatResult(r, true))
-	} else if r.Label != KfakeLabel || !strings.Contains(r.Name(), "[kafka (kfake)]") {
+	} else if r.Label != kafka.KfakeLabel || !strings.Contains(r.Name(), "[kafka (kfake)]") {
 		t.Errorf("result on the runner's own Kafka named %q (label %q): every report must say kfake", r.Name(), r.Label)
 	}
 	for name, msg := range map[string]string{"aborted output counted": "want 1, got 0", "committed output missed": "want 0, got 1"} {
@@ -545,6 +554,7 @@ var cdcKeys = []string{"relay confirmed", "check metrics.cdc_lag_bytes", "check 
 // TestCDCKeysCanFail runs a CDC scenario as written and once per key with
 // that key's value wrong: each must fail there with a want/got diff.
 func TestCDCKeysCanFail(t *testing.T) {
+	t.Parallel()
 	right := map[string]string{"before": "{metrics.cdc_lag_events: 2, metrics.cdc_slot_active: 0, metrics.cdc_lag_bytes: \"> 0\", metrics.cdc_retained_wal: \"> 0\"}",
 		"relay": "{published: 2, confirmed: 2}", "after": "{metrics.cdc_lag_events: 0}"}
 	wrong := []struct{ name, at, value, key, msg string }{

@@ -49,7 +49,13 @@ func (w *World) acquireSystem(ctx context.Context, b string, sc *scenario.Scenar
 	if cat := w.catalogs[systemKey(sys)]; cat != nil {
 		iso.env.EventIDs = cat.EventIDs
 	}
-	vars := map[string]string{"stream": iso.streamKey, "consumer": defaultConsumer, "runner": runnerBinary()}
+	// The broker's own names (${stream}, ${topic}, ${queue}, ${group}, …)
+	// for the scenario's consumer id; the scenario's vars may override any.
+	vars, err := brokerNames(ctx, br, iso.streamKey, defaultConsumerOf(sc))
+	if err != nil {
+		return nil, nil, errors.Join(&brokerError{fmt.Errorf("%s: %w", b, err)}, br.Delete(context.WithoutCancel(ctx)), iso.release(false))
+	}
+	vars["consumer"], vars["runner"] = defaultConsumer, runnerBinary()
 	for k, v := range sc.Vars {
 		vars[k] = v
 	}

@@ -23,7 +23,7 @@ import (
 
 // namePrefix starts every database name and stream key the runner creates;
 // the run id follows it, so the runner can only ever drop its own objects.
-const namePrefix = "drill"
+const namePrefix = broker.NamePrefix
 
 // cleanupTimeout bounds each cleanup action; cleanup runs even after Ctrl-C,
 // on a context of its own.
@@ -81,7 +81,7 @@ type World struct {
 	managed bool // the runner started PostgreSQL: it goes with all its databases
 
 	// conns are the run's brokers by name; written only while opening.
-	conns   map[string]brokerConn
+	conns   map[string]broker.Conn
 	connsMu sync.Mutex
 	// brokerURLs are the brokers' URLs (given or the runner's own), for a
 	// team's services; written only while opening, under connsMu.
@@ -176,7 +176,7 @@ type shape struct {
 }
 
 func openWorld(ctx context.Context, p *Params, sh shape) (*World, error) {
-	w := &World{RunID: newRunID(), conns: map[string]brokerConn{}}
+	w := &World{RunID: newRunID(), conns: map[string]broker.Conn{}}
 	if err := w.open(ctx, p, sh); err != nil {
 		return nil, errors.Join(err, w.Close())
 	}
@@ -267,7 +267,7 @@ func (w *World) startServers(ctx context.Context, p *Params, sh shape) error {
 func probeGiven(ctx context.Context, p *Params, sh shape) error {
 	kinds, urls := []string{Postgres}, []string{p.PGURL}
 	for _, b := range sh.brokers {
-		kinds, urls = append(kinds, b), append(urls, brokerURL(p, b))
+		kinds, urls = append(kinds, b), append(urls, p.URLs[b])
 	}
 	errs := make([]error, len(urls))
 	var wg sync.WaitGroup
@@ -337,8 +337,8 @@ func (w *World) inspect(iso *isolation, b string) []string {
 
 // redisClient is the run's Redis client (raw bench), or nil.
 func (w *World) redisClient() *redis.Client {
-	if c, ok := w.conns[broker.Redis].(redisConn); ok {
-		return c.rdb
+	if c, ok := w.conns[broker.Redis].(interface{ Client() *redis.Client }); ok {
+		return c.Client()
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/history"
 	"github.com/outboxdrill/runner/steps"
@@ -62,7 +63,7 @@ broker when its override applied: ` + "`ok stream.entries (nats): 1`" + `); the 
 
 Where a broker legitimately behaves otherwise, an expect map may hold the broker's name with what
 differs there: ` + "`expect: {stream.entries: 2, nats: {stream.entries: 1}}`" + ` wants 2 entries everywhere but 1 on
-NATS JetStream (its Nats-Msg-Id dedupe drops a relay's retry). Keys: ` + "`redis`, `nats`, `rabbitmq`, `kafka`" + `. The trace
+NATS JetStream (its Nats-Msg-Id dedupe drops a relay's retry). Keys: ` + brokerKeyList() + `. The trace
 marks a check that used an override (` + "`ok stream.entries (nats): 1`" + `); the Markdown matrix marks the cell with †.
 A scenario whose STEPS need what its broker cannot do (see docs/broker-guarantees.md) is skipped
 there, naming the missing capability and citing the broker's documentation. A state CHECK the broker
@@ -173,4 +174,14 @@ from the history alone.
 	for _, n := range history.InvariantNames() {
 		fmt.Fprintf(b, "| `%s` | %s |\n", n, history.Invariants[n])
 	}
+}
+
+// brokerKeyList are the registered brokers' names as the reference lists
+// them: `redis`, `nats`, ….
+func brokerKeyList() string {
+	var names []string
+	for _, b := range broker.Names() {
+		names = append(names, "`"+b+"`")
+	}
+	return strings.Join(names, ", ")
 }

@@ -20,7 +20,7 @@ type topKey struct {
 }
 
 // topKeys are the keys of a scenario file, in the order the reference lists
-// them. A broker's own key (nats:) is added beside its broker kind.
+// them, but for a broker kind's own key (nats:), which allTopKeys adds.
 var topKeys = []*topKey{
 	{Name: "name", Required: true, Doc: "the scenario's name, unique across the files of a run",
 		parse: func(file string, kv steps.Arg, h *header, errs *diag.Errors) {
@@ -78,18 +78,26 @@ func defineTopKey(k *topKey) {
 	topKeys = slices.Insert(topKeys, i, k)
 }
 
+// allTopKeys are the keys of a scenario file in the reference's order: the
+// broker kinds' own keys (brokeropts.go) follow broker_dlq.
+func allTopKeys() []*topKey {
+	i := slices.IndexFunc(topKeys, func(k *topKey) bool { return k.Name == "broker_dlq" }) + 1
+	return slices.Concat(topKeys[:i], brokerTopKeys(), topKeys[i:])
+}
+
 func lookupTopKey(name string) (*topKey, bool) {
-	i := slices.IndexFunc(topKeys, func(k *topKey) bool { return k.Name == name })
+	keys := allTopKeys()
+	i := slices.IndexFunc(keys, func(k *topKey) bool { return k.Name == name })
 	if i < 0 {
 		return nil, false
 	}
-	return topKeys[i], true
+	return keys[i], true
 }
 
 func topKeyNames() []string {
-	names := make([]string, len(topKeys))
-	for i, k := range topKeys {
-		names[i] = k.Name
+	var names []string
+	for _, k := range allTopKeys() {
+		names = append(names, k.Name)
 	}
 	return names
 }
@@ -103,7 +111,7 @@ func scalarSchema() map[string]any {
 func topKeysReference() string {
 	var b strings.Builder
 	b.WriteString("| key | | meaning |\n|---|---|---|\n")
-	for _, k := range topKeys {
+	for _, k := range allTopKeys() {
 		req := " |"
 		if k.Required {
 			req = " required |"

@@ -47,10 +47,11 @@ type Scenario struct {
 	// Exclusive: a step kills, stops or starts a server every scenario of the
 	// run shares, so the scenario runs alone.
 	Exclusive bool
-	// NATS tunes the scenario's JetStream stream (its nats: key).
-	NATS NATSOptions
-	// Kafka tunes the scenario's Kafka topic and groups (its kafka: key).
-	Kafka KafkaOptions
+	// BrokerOptions tune the scenario's stream on each broker with options
+	// (broker.Kind.Options), by broker name: a pointer to the kind's
+	// options struct, decoded from its key (nats:, kafka:) or its defaults.
+	BrokerOptions map[string]any
+	brokerKeys    map[string]bool // the brokers whose key the file wrote
 	// BrokerDLQ, when > 0, has the broker itself set aside an entry on its
 	// BrokerDLQ-th delivery (the broker_dlq: key).
 	BrokerDLQ int
@@ -299,6 +300,7 @@ func parseScenario(ctx context.Context, file string, root *yaml.Node) ([]*Scenar
 		}
 		if sc.System != nil {
 			verrs = append(verrs, sc.checkServices()...)
+			verrs = append(verrs, sc.CheckPlaceholders(nil)...)
 		}
 		// A mistake outside ${...} repeats in every variant: report it once.
 		for _, e := range verrs {
@@ -313,7 +315,8 @@ func parseScenario(ctx context.Context, file string, root *yaml.Node) ([]*Scenar
 }
 
 func parseHeader(ctx context.Context, file string, root *yaml.Node) (header, diag.Errors) {
-	h := header{Scenario: Scenario{File: file, Pos: diag.NodePos(file, root), NATS: defaultNATS}, ctx: ctx, vars: map[string]string{}}
+	h := header{Scenario: Scenario{File: file, Pos: diag.NodePos(file, root), BrokerOptions: defaultBrokerOptions(), brokerKeys: map[string]bool{}},
+		ctx: ctx, vars: map[string]string{}}
 	var errs diag.Errors
 	for _, kv := range diag.Pairs(file, root, &errs) {
 		if strings.HasPrefix(kv.Key, "x-") {
@@ -403,7 +406,7 @@ func parseViolations(file string, n *yaml.Node, errs *diag.Errors) map[string][]
 	if n.Kind != yaml.MappingNode {
 		return map[string][]string{"default": violationList(file, n, errs, false)}
 	}
-	keys := append([]string{"default"}, broker.Names...)
+	keys := append([]string{"default"}, broker.Names()...)
 	out := map[string][]string{}
 	for _, kv := range diag.Pairs(file, n, errs) {
 		if !slices.Contains(keys, kv.Key) {

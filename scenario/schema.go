@@ -35,7 +35,7 @@ func Schema() []byte {
 	defs["checks"] = checksSchema(nil, defs)
 	props := map[string]any{}
 	var required []string
-	for _, k := range topKeys {
+	for _, k := range allTopKeys() {
 		props[k.Name] = k.schema()
 		if k.Required {
 			required = append(required, k.Name)
@@ -73,7 +73,7 @@ func violations(minItems int) map[string]any {
 // brokerLists are the keys of expect_violations in its map form.
 func brokerLists() map[string]any {
 	out := map[string]any{"default": violations(1)}
-	for _, b := range broker.Names {
+	for _, b := range broker.Names() {
 		out[b] = violations(0)
 	}
 	return out
@@ -128,7 +128,7 @@ func checksSchema(d *steps.Def, defs map[string]any) map[string]any {
 	} else {
 		props[steps.ErrorKey] = map[string]any{"type": "string", "minLength": 1, "description": "the step must fail with an error containing this text"}
 	}
-	for _, b := range broker.Names {
+	for _, b := range broker.Names() {
 		props[b] = ref(override)
 	}
 	return map[string]any{"type": "object", "properties": props, "additionalProperties": false}

@@ -80,12 +80,14 @@ func init() {
 var serviceSteps = []string{"kill", "start", "stop"}
 
 // UseSystem gives sc the system file sys unless it names its own, and
-// checks that every service its steps name is in the system file.
+// checks that every service its steps name is in the system file and that
+// every ${…} those services are given has a value (the broker's own are
+// checked when the run's broker is known: CheckPlaceholders).
 func (sc *Scenario) UseSystem(sys *system.System) diag.Errors {
 	if sc.System == nil && sys != nil {
 		sc.System, sc.SystemPos = sys, diag.Pos{File: sys.File, Line: 1, Col: 1}
 	}
-	return sc.checkServices()
+	return append(sc.checkServices(), sc.CheckPlaceholders(nil)...)
 }
 
 // checkServices: a step that runs a service needs a system file naming it.

@@ -1,6 +1,8 @@
 package scenario
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -24,5 +26,50 @@ steps:
 `))
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), `undefined variable "strem" (did you mean "stream"?)`) {
 		t.Errorf("a misspelt placeholder: %v", errs)
+	}
+}
+
+// The system file's ${…} are checked against what each start gives: the
+// placeholders, the scenario's vars and the start's env. A misspelt one is
+// reported where the system file writes it; on a broker where a
+// placeholder names nothing, it says which broker.
+func TestSystemFilePlaceholdersChecked(t *testing.T) {
+	dir := t.TempDir()
+	sys := filepath.Join(dir, "sys.yaml")
+	write := func(env string) {
+		src := "services:\n  consumer: {run: [node, c.js], env: {" + env + "}}\n" +
+			"produce: \"SELECT ${event}\"\noutbox: {table: o, event_id: e, payload: p, unpublished: \"true\"}\n" +
+			"stream: {event_id: e, payload: p}\ninbox: {table: i, consumer: c, event_id: e, payload: p}\n"
+		if err := os.WriteFile(sys, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parse := func(extra string) ([]*Scenario, string) {
+		t.Helper()
+		f := filepath.Join(dir, "s.yaml")
+		src := "name: n\nsystem: sys.yaml\n" + extra + "steps:\n  - start: {service: consumer, env: {OWN: x}}\n"
+		if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		scs, errs := LoadFiles([]string{f})
+		return scs, errs.Error()
+	}
+	write(`T: "${topik}"`)
+	if _, errs := parse(""); !strings.Contains(errs, `sys.yaml:2:42: services: consumer: env T: unknown ${topik} (did you mean "topic"?)`) {
+		t.Errorf("a misspelt placeholder: %s", errs)
+	}
+	write(`T: "${mine}", O: "${OWN}", G: "${group}"`)
+	if _, errs := parse("vars: {mine: 1}\n"); errs != "" {
+		t.Errorf("a var, a start's env and a placeholder: %s", errs)
+	}
+	scs, errs := parse("vars: {mine: 1}\n")
+	if errs != "" {
+		t.Fatal(errs)
+	}
+	if got := scs[0].CheckPlaceholders([]string{"rabbitmq"}).Error(); !strings.Contains(got, "sys.yaml:2:69: services: consumer: env G: ${group} means nothing on rabbitmq, only on redis, kafka and nats") {
+		t.Errorf("on rabbitmq: %s", got)
+	}
+	if got := scs[0].CheckPlaceholders([]string{"kafka"}); len(got) != 0 {
+		t.Errorf("on kafka: %v", got)
 	}
 }

@@ -53,7 +53,7 @@ const KafkaSessionMin = 100 * time.Millisecond
 // StartKafka starts kfake as a child process on a free loopback port, its
 // data in a temp dir, and returns once it answers a metadata request.
 func StartKafka(ctx context.Context) (*Kafka, error) {
-	dir, err := makeDir("kafka")
+	dir, err := makeDir(KafkaDir)
 	if err != nil {
 		return nil, err
 	}

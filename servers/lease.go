@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/outboxdrill/runner/broker"
 )
 
 // A run's lease. Whatever this process makes in a temp root (a managed
@@ -43,12 +46,35 @@ import (
 // by spaces: a runner run as a service of another adds its own.
 const OwnerEnv = "OUTBOXDRILL_OWNER"
 
-// DirKinds are the KIND of every managed server's dir, drill-KIND-*.
-var DirKinds = []string{"pg", "redis", "nats", "rabbitmq", "kafka"}
+// The KIND of each managed server's dir, drill-KIND-*: the server's start
+// makes its dir with it, and a broker's Kind.Dir names it, so that clean
+// looks for exactly the dirs the servers make.
+const (
+	PostgresDir = "pg"
+	RedisDir    = "redis"
+	NATSDir     = "nats"
+	RabbitMQDir = "rabbitmq"
+	KafkaDir    = "kafka"
+)
+
+// DirKinds are the KIND of every managed server's dir clean looks for:
+// PostgreSQL's and every registered broker's (broker.Kind.Dir). The
+// registry is read now, not at init: the broker packages import this one.
+func DirKinds() []string {
+	kinds := []string{PostgresDir}
+	for _, k := range broker.Kinds() {
+		if k.Dir != "" && !slices.Contains(kinds, k.Dir) {
+			kinds = append(kinds, k.Dir)
+		}
+	}
+	return kinds
+}
 
 var (
 	leaseFileName = regexp.MustCompile(`^drill-run-([0-9a-f]{8})\.lease$`)
-	leasedDirName = regexp.MustCompile(`^drill-(` + strings.Join(DirKinds, "|") + `)-([0-9a-f]{8})-[0-9]+$`)
+	// leasedDirName is a managed dir's name: its KIND (one of DirKinds for
+	// clean to look at it), its run's lease id and makeDir's random part.
+	leasedDirName = regexp.MustCompile(`^drill-([a-z][a-z0-9]*)-([0-9a-f]{8})-[0-9]+$`)
 )
 
 // lease is this process's lease in one temp root.
@@ -309,7 +335,7 @@ func CleanDeadRuns(roots []string) (Reclaimed, error) {
 		}
 	}
 	for _, root := range roots {
-		for _, kind := range DirKinds {
+		for _, kind := range DirKinds() {
 			dirs, _ := filepath.Glob(filepath.Join(root, "drill-"+kind+"-*"))
 			for _, d := range dirs {
 				m := leasedDirName.FindStringSubmatch(filepath.Base(d))

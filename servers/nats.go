@@ -43,7 +43,7 @@ func StartNATS(ctx context.Context, opts NATSOptions) (*NATS, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := makeDir("nats")
+	dir, err := makeDir(NATSDir)
 	if err != nil {
 		return nil, err
 	}

@@ -99,7 +99,7 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := makeDir("pg")
+	dir, err := makeDir(PostgresDir)
 	if err != nil {
 		return nil, err
 	}

@@ -78,7 +78,7 @@ func StartRabbitMQ(ctx context.Context, opts RabbitMQOptions) (*RabbitMQ, error)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := makeDir("rabbitmq")
+	dir, err := makeDir(RabbitMQDir)
 	if err != nil {
 		return nil, err
 	}

@@ -125,6 +125,7 @@ func amqpGetOne(t *testing.T, ch *amqp.Channel, queue string) string {
 }
 
 func TestRabbitMQ(t *testing.T) {
+	t.Parallel() // a node of its own, on ports of its own: its boot waits on nobody
 	ctx := rabbitmqCtx(t)
 	r := startRabbitMQ(t, ctx)
 	url, pid, dir := r.URL(), r.PID(), r.Dir
@@ -200,6 +201,7 @@ func TestRabbitMQ(t *testing.T) {
 // TestRabbitMQStop checks a clean Stop leaves nothing behind either, and
 // that the probe does not take a node with another name for ours.
 func TestRabbitMQStop(t *testing.T) {
+	t.Parallel() // a node of its own, on ports of its own: its boot waits on nobody
 	ctx := rabbitmqCtx(t)
 	r := startRabbitMQ(t, ctx)
 	pid, dir := r.PID(), r.Dir
@@ -259,6 +261,7 @@ func unstartedRabbitMQ(t *testing.T) *RabbitMQ {
 // fails, is recognised as a lost port race (so start retries on new ports),
 // and leaves no process behind.
 func TestRabbitMQLostPort(t *testing.T) {
+	t.Parallel() // a node of its own, on ports of its own: its boot waits on nobody
 	ctx := rabbitmqCtx(t)
 	t.Run("epmd", func(t *testing.T) {
 		r := unstartedRabbitMQ(t)

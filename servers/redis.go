@@ -40,7 +40,7 @@ func StartRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := makeDir("redis")
+	dir, err := makeDir(RedisDir)
 	if err != nil {
 		return nil, err
 	}

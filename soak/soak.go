@@ -81,6 +81,17 @@ func (r *Report) EventsPerSec() float64 { return float64(r.Params.Events) / r.Du
 
 const soakConsumer = "accounting"
 
+// pollEvery is how long a relay or consumer pass that did not fill its
+// batch waits before the next, as a poller does (an outbox poller's
+// interval, Debezium's poll.interval.ms). Passing again at once made
+// batches of one to three events, each with a SELECT, XADD and marking
+// UPDATE or an XREADGROUP and XACK of its own: with 2,000 events, 1,000 to
+// 2,000 relay passes and 1,000 to 3,000 consumer reads where the raw
+// baseline makes 20 of each, the most CPU of the soak beyond the raw
+// baseline's work, and the more so the busier the machine (the producers
+// slower, the batches smaller).
+const pollEvery = 20 * time.Millisecond
+
 // soak is one soak run's shared state.
 type soak struct {
 	p       Params
@@ -107,7 +118,7 @@ func Soak(ctx context.Context, p Params) (*Report, error) {
 		return nil, err
 	}
 	p.Workers, p.Batch = max(1, p.Workers), cmpOr(p.Batch, 100)
-	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, RedisURL: p.Redis, Parallel: 1, ConnectTimeout: p.ConnectTimeout})
+	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, URLs: map[string]string{broker.Redis: p.Redis}, Parallel: 1, ConnectTimeout: p.ConnectTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -254,15 +265,15 @@ func (s *soak) concurrent(ctx context.Context) error {
 				cancel(err)
 				return
 			}
-			if got > 0 && pause == 0 {
-				continue
+			if got >= s.p.Batch && pause == 0 {
+				continue // a full batch: more is waiting
 			}
 			select {
 			case <-done:
 				return
 			case <-ctx.Done():
 				return
-			case <-time.After(max(pause, 2*time.Millisecond)):
+			case <-time.After(max(pause, pollEvery)):
 			}
 		}
 	}

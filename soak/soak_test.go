@@ -19,7 +19,7 @@ import (
 func TestSoakHoldsItsInvariants(t *testing.T) {
 	tp := testParams(t)
 	rep, err := Soak(t.Context(), Params{Events: 300, Faults: 0.2, Seed: 1, Workers: 2, Batch: 20,
-		PGURL: tp.PGURL, Redis: tp.RedisURL, Baseline: true})
+		PGURL: tp.PGURL, Redis: tp.URLs[broker.Redis], Baseline: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestSoakVerdictBeforeCleanup(t *testing.T) {
 	}
 	atVerdict := -1
 	var judged *Report
-	rep, err := Soak(ctx, Params{Events: 50, Faults: 0.1, Seed: 1, Workers: 1, Batch: 10, PGURL: tp.PGURL, Redis: tp.RedisURL, Baseline: true,
+	rep, err := Soak(ctx, Params{Events: 50, Faults: 0.1, Seed: 1, Workers: 1, Batch: 10, PGURL: tp.PGURL, Redis: tp.URLs[broker.Redis], Baseline: true,
 		Judged: func(r *Report) { judged, atVerdict = r, ours(r.RunID) }})
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +238,7 @@ func cleanSoak(t *testing.T) (*soak, *runner.Pair) {
 func TestSoakReplaysExactlyWithOneWorker(t *testing.T) {
 	tp := testParams(t)
 	run := func() *Report {
-		rep, err := Soak(t.Context(), Params{Events: 200, Faults: 0.3, Seed: 5, Workers: 1, Batch: 10, PGURL: tp.PGURL, Redis: tp.RedisURL})
+		rep, err := Soak(t.Context(), Params{Events: 200, Faults: 0.3, Seed: 5, Workers: 1, Batch: 10, PGURL: tp.PGURL, Redis: tp.URLs[broker.Redis]})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,7 +259,7 @@ func TestSoakReplaysExactlyWithOneWorker(t *testing.T) {
 }
 
 func testParams(t testing.TB) runner.Params {
-	return runner.Params{PGURL: testservers.PG(t), RedisURL: testservers.Redis(t), Parallel: 4}
+	return runner.Params{PGURL: testservers.PG(t), URLs: map[string]string{broker.Redis: testservers.Redis(t)}, Parallel: 4}
 }
 
 // TestParamsValidate: a library caller's bad counts are an error, not a

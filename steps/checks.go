@@ -155,6 +155,19 @@ func init() {
 			m, err := env.Broker.Pending(ctx)
 			return shapeCounts(m, want), err
 		}})
+	defineCheck(&Check{Name: "stream.lag", Needs: broker.GroupLag, Doc: "entries a consumer group has not finished with, as the broker counts them: not yet delivered, or delivered and not acknowledged; " +
+		"a total over the groups, or a map consumer → count. Redis: XINFO GROUPS lag plus pending; NATS: the consumer's NumPending plus NumAckPending; " +
+		"Kafka: the records after the group's committed offset (per partition the end offset minus the committed one, from the log start where it committed nothing). " +
+		"Every group the broker knows for the scenario counts, a team's services' own too (its ${group}); a group that does not exist counts 0",
+		Value: KindCountOrMap,
+		observe: func(ctx context.Context, env *Env, want any) (any, error) {
+			lb, ok := env.Broker.(broker.Lagging)
+			if !ok {
+				return nil, broker.Unsupported(env.BrokerName, broker.GroupLag)
+			}
+			m, err := lb.Lag(ctx)
+			return shapeCounts(m, want), err
+		}})
 	defineCheck(&Check{Name: "stream.outputs", Needs: broker.BrokerTxn, Doc: "records a reader of committed broker transactions (read_committed) sees in the consumer's output (consume with broker_txn)",
 		Value: kindCount,
 		observe: func(ctx context.Context, env *Env, _ any) (any, error) {

@@ -216,6 +216,9 @@ func consumeResult(res pipeline.ConsumeResult, consumer string, skipAck bool) Re
 		}
 		r.Details = append(r.Details, line)
 	}
+	for _, n := range res.Notes {
+		r.Details = append(r.Details, "broker: "+n)
+	}
 	return r
 }
 

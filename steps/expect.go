@@ -14,6 +14,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/outboxdrill/runner/broker"
+	// Per-broker override keys are the registered kinds: the list must be
+	// complete wherever an expect map is read.
+	_ "github.com/outboxdrill/runner/broker/kinds"
 	"github.com/outboxdrill/runner/diag"
 )
 
@@ -90,7 +93,7 @@ func compileExpect(d *Def, file string, pairs []Arg, broker string) (Expect, dia
 		}
 		seen[a.Key] = true
 		pos := diag.NodePos(file, a.Value)
-		if slices.Contains(brokerNames, a.Key) {
+		if slices.Contains(brokerNames(), a.Key) {
 			if broker != "" {
 				errs = append(errs, diag.Errorf(a.KeyPos, "%s: broker overrides do not nest (inside %s)", a.Key, broker))
 				continue
@@ -150,8 +153,9 @@ func compileExpect(d *Def, file string, pairs []Arg, broker string) (Expect, dia
 	return e, errs
 }
 
-// brokerNames are the keys of per-broker overrides in an expect map.
-var brokerNames = broker.Names
+// brokerNames are the keys of per-broker overrides in an expect map: the
+// registered kinds, read at call time (a test may register one).
+func brokerNames() []string { return broker.Names() }
 
 // compileOverride compiles `nats: {stream.entries: 1}`: wants that apply on
 // that broker only, in place of the common ones with the same key.

@@ -115,17 +115,20 @@ func paramsOf(t reflect.Type) []Param {
 // decodeParams fills a new parameter struct: defaults first, then args.
 // Every problem is returned, each at its own position.
 func decodeParams(t reflect.Type, specs []Param, args []Arg, stepPos diag.Pos) (any, diag.Errors) {
+	return decodeWith(t, specs, args, stepPos, paramWords)
+}
+
+// wording is how decode errors name what they are about: a step's
+// parameters, or the options under a top-level key (`kafka: unknown key`).
+type wording struct{ prefix, noun string }
+
+var paramWords = wording{"", "parameter"}
+
+// decodeWith is decodeParams with errors worded by w.
+func decodeWith(t reflect.Type, specs []Param, args []Arg, stepPos diag.Pos, w wording) (any, diag.Errors) {
 	ptr := reflect.New(t)
 	v := ptr.Elem()
-	for _, p := range specs {
-		if p.Default == "" {
-			continue
-		}
-		n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: p.Default}
-		if err := setField(v.FieldByIndex(p.index), p, n); err != nil {
-			panic(fmt.Sprintf("%s: default of %s: %v", t.Name(), p.Name, err)) // a bug in our tags
-		}
-	}
+	setDefaults(t, v, specs)
 	var errs diag.Errors
 	seen := map[string]bool{}
 	names := make([]string, len(specs))
@@ -136,29 +139,42 @@ func decodeParams(t reflect.Type, specs []Param, args []Arg, stepPos diag.Pos) (
 		p, ok := findParam(specs, a.Key)
 		switch {
 		case !ok:
-			errs = append(errs, diag.Errorf(a.KeyPos, "unknown parameter %q%s; known: %s", a.Key, diag.Suggest(a.Key, names), strings.Join(names, ", ")))
+			errs = append(errs, diag.Errorf(a.KeyPos, "%sunknown %s %q%s; known: %s", w.prefix, w.noun, a.Key, diag.Suggest(a.Key, names), strings.Join(names, ", ")))
 		case seen[a.Key]:
-			errs = append(errs, diag.Errorf(a.KeyPos, "parameter %q given twice", a.Key))
+			errs = append(errs, diag.Errorf(a.KeyPos, "%s%s %q given twice", w.prefix, w.noun, a.Key))
 		default:
 			seen[a.Key] = true
 			if f := v.FieldByIndex(p.index); nested(f.Type()) {
 				errs = append(errs, setNested(f, p, a, stepPos.File)...)
 			} else if err := setField(f, p, a.Value); err != nil {
-				errs = append(errs, diag.Errorf(diag.NodePos(stepPos.File, a.Value), "%s: %v", a.Key, err))
+				errs = append(errs, diag.Errorf(diag.NodePos(stepPos.File, a.Value), "%s%s: %v", w.prefix, a.Key, err))
 			}
 		}
 	}
 	for _, p := range specs {
 		if p.Required && !seen[p.Name] {
-			errs = append(errs, diag.Errorf(stepPos, "missing parameter %q: %s", p.Name, p.Doc))
+			errs = append(errs, diag.Errorf(stepPos, "%smissing %s %q: %s", w.prefix, w.noun, p.Name, p.Doc))
 		}
 	}
 	if vd, ok := ptr.Interface().(interface{ Validate() error }); ok && len(errs) == 0 {
 		if err := vd.Validate(); err != nil {
-			errs = append(errs, diag.Errorf(validatePos(err, args, stepPos), "%v", err))
+			errs = append(errs, diag.Errorf(validatePos(err, args, stepPos), "%s%v", w.prefix, err))
 		}
 	}
 	return ptr.Interface(), errs
+}
+
+// setDefaults decodes each parameter's default tag into v, as user input.
+func setDefaults(t reflect.Type, v reflect.Value, specs []Param) {
+	for _, p := range specs {
+		if p.Default == "" {
+			continue
+		}
+		n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: p.Default}
+		if err := setField(v.FieldByIndex(p.index), p, n); err != nil {
+			panic(fmt.Sprintf("%s: default of %s: %v", t.Name(), p.Name, err)) // a bug in our tags
+		}
+	}
 }
 
 // Nested lists the parameters of a nested map parameter (none otherwise).
@@ -336,8 +352,12 @@ func contains(list []string, s string) bool {
 const durationPattern = `^(0|([0-9]+(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+)$`
 
 // Schema is the parameter's JSON Schema, derived from the same tags that
-// drive decoding.
-func (p Param) Schema() map[string]any {
+// drive decoding. A scalar may also be a ${name} reference.
+func (p Param) Schema() map[string]any { return p.schema(true) }
+
+// schema is Schema; vars: a scalar may be a ${name} reference (steps are
+// substituted, a top-level key's options are not).
+func (p Param) schema(vars bool) map[string]any {
 	t := p.typ
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -347,7 +367,7 @@ func (p Param) Schema() map[string]any {
 	case t.Kind() == reflect.Map:
 		return map[string]any{"type": "object", "additionalProperties": map[string]any{"type": []string{"string", "integer", "boolean"}}, "description": p.Doc}
 	case t.Kind() == reflect.Struct:
-		return ParamsSchema(paramsOf(t), p.Doc)
+		return paramsSchema(paramsOf(t), p.Doc, vars)
 	case len(p.Enum) > 0:
 		s = map[string]any{"enum": p.Enum}
 	case t == durationType:
@@ -361,6 +381,10 @@ func (p Param) Schema() map[string]any {
 		}
 	default:
 		s = map[string]any{"type": []string{"string", "integer"}, "minLength": 1}
+	}
+	if !vars {
+		s["description"] = p.Doc
+		return s
 	}
 	return map[string]any{"anyOf": []any{s, varRefSchema()}, "description": p.Doc}
 }
@@ -377,11 +401,13 @@ func DurationSchema() map[string]any {
 
 // ParamsSchema is the JSON Schema of a map of parameters: its keys typed,
 // the required ones required, no other key allowed.
-func ParamsSchema(ps []Param, doc string) map[string]any {
+func ParamsSchema(ps []Param, doc string) map[string]any { return paramsSchema(ps, doc, true) }
+
+func paramsSchema(ps []Param, doc string, vars bool) map[string]any {
 	props := map[string]any{}
 	var required []string
 	for _, q := range ps {
-		props[q.Name] = q.Schema()
+		props[q.Name] = q.schema(vars)
 		if q.Required {
 			required = append(required, q.Name)
 		}

@@ -18,6 +18,7 @@ type RelayParams struct {
 	Mode     string `param:"mode" default:"publish_first" enum:"publish_first|mark_first|cdc|cdc_confirm_first" doc:"publish_first polls the outbox, publishes, then marks; mark_first is the anti-pattern: mark the rows published, then XADD. cdc reads committed outbox inserts from the scenario's logical replication slot (pgoutput), publishes each transaction's events and confirms its LSN after the broker's ack; cdc_confirm_first is the anti-pattern: confirm the LSN, then publish"`
 	SkipPub  bool   `param:"skip_publish" fault:"yes" doc:"fault: crash before publishing. With mode mark_first after marking (the events are lost); with cdc before confirming (nothing is lost: the slot keeps them); with cdc_confirm_first after confirming (lost)"`
 	SkipConf bool   `param:"skip_confirm" fault:"yes" doc:"fault with mode cdc: publish, then crash before confirming the LSN (the next pass publishes again)"`
+	Conn     string `param:"connection" default:"reconnect" enum:"reconnect|keep" doc:"the cdc relay's replication connection. reconnect: the pass connects, streams from the slot's confirmed LSN and disconnects, a relay restarted for each pass (the slot is free between passes: metrics.cdc_slot_active 0); keep: the connection an earlier keep pass left open streams on, as a running connector's does, and stays attached after (a reconnect pass or slot: drop stops it). A fault is a crash in both: the connection closes, the next pass starts from the confirmed LSN"`
 }
 
 // UsesCDC reports whether the step reads the replication slot.
@@ -28,6 +29,8 @@ func (p *RelayParams) Validate() error {
 	switch {
 	case p.UsesCDC() && (p.Workers > 1 || p.SkipMark || p.Limit > 0 || p.Lease != "skip_locked"):
 		return fmt.Errorf("mode: %s is one relay on the replication slot: workers, limit, lease and skip_mark are the polling relay's", p.Mode)
+	case p.Conn == "keep" && !p.UsesCDC():
+		return ParamErrorf("connection", "connection: keep is the cdc relay's replication connection; mode %s polls the outbox", p.Mode)
 	case p.SkipConf && p.Mode != "cdc":
 		return fmt.Errorf("skip_confirm is the crash window of mode: cdc (publish, then crash before confirming)")
 	case p.SkipConf && p.SkipPub:
@@ -110,8 +113,10 @@ func runCDCRelay(ctx context.Context, env *Env, p *RelayParams) (Result, error) 
 	if env.CDC == nil {
 		return Result{}, fmt.Errorf("mode: %s needs the scenario's replication slot, and this scenario has none", p.Mode)
 	}
-	res, err := env.CDC.Relay(ctx, env.Broker, cdc.RelayOptions{SkipConfirm: p.SkipConf, SkipPublish: p.SkipPub, ConfirmFirst: p.Mode == "cdc_confirm_first"})
+	keep, reused := p.Conn == "keep", env.CDC.Connected()
+	res, err := env.CDC.Relay(ctx, env.Broker, cdc.RelayOptions{SkipConfirm: p.SkipConf, SkipPublish: p.SkipPub, ConfirmFirst: p.Mode == "cdc_confirm_first", Keep: keep})
 	r := Result{Outcome: map[string]int64{"published": int64(len(res.Published)), "marked": 0, "confirmed": int64(res.Settled)}}
+	r.Details = append(r.Details, cdcConnection(keep, reused, res.Opened, env.CDC.Connected()))
 	r.Details = append(r.Details, fmt.Sprintf("decoded %d outbox insert(s) from slot %s", res.Decoded, env.CDC.Name))
 	for _, pub := range res.Published {
 		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s", pub.EventID, pub.EntryID))
@@ -127,6 +132,28 @@ func runCDCRelay(ctx context.Context, env *Env, p *RelayParams) (Result, error) 
 		r.Details = append(r.Details, "crashed: "+cdcCrash(p))
 	}
 	return r, err
+}
+
+// cdcConnection says how the pass held its replication connection: kept
+// from an earlier pass (reused), opened by this one, open after it.
+func cdcConnection(keep, reused, opened, open bool) string {
+	var how string
+	switch {
+	case !keep && reused:
+		return "stopped the relay that kept its connection; connected for this pass, disconnected after"
+	case !keep:
+		return "connected for this pass, disconnected after"
+	case reused && opened:
+		how = "the kept connection was gone (the server ended it): connected again"
+	case reused:
+		how = "streamed on the kept connection"
+	default:
+		how = "connected"
+	}
+	if open {
+		return how + "; the connection stays attached to the slot"
+	}
+	return how + "; the connection closed with the pass"
 }
 
 func cdcCrash(p *RelayParams) string {

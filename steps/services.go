@@ -7,6 +7,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/system"
 )
 
@@ -15,7 +16,7 @@ import (
 type Services interface {
 	// Start starts a service, with f armed on its connections when given,
 	// and returns once it is ready; detail says what runs where.
-	Start(ctx context.Context, name string, env map[string]string, f *system.Fault) (detail string, err error)
+	Start(ctx context.Context, name string, env map[string]string, f *fault.Trigger) (detail string, err error)
 	// Stop sends SIGTERM, then SIGKILL after a grace; Kill sends SIGKILL to
 	// the service's process group at once.
 	Stop(ctx context.Context, name string) error
@@ -28,19 +29,20 @@ type FaultParams struct {
 	Nth int64  `param:"nth" default:"1" min:"1" doc:"strike at the Nth crossing of the boundary"`
 	Do  string `param:"do" required:"yes" doc:"kill: SIGKILL the service while the reply is held (it never sees it); cut: close its connection; error: a commit really rolls back and the client gets an error (Redis: an -ERR reply, the command not forwarded); delay(250ms): hold the reply"`
 
-	fault system.Fault
+	trigger fault.Trigger
 }
 
+// Validate parses the fault once, into the trigger the proxy gets as it is.
 func (f *FaultParams) Validate() error {
 	t, err := system.ParseTrigger(f.On)
 	if err != nil {
 		return ParamErrorf("on", "on: %v", err)
 	}
-	a, err := system.ParseAction(f.Do)
-	if err != nil {
+	if t.Action, err = system.ParseAction(f.Do); err != nil {
 		return ParamErrorf("do", "do: %v", err)
 	}
-	f.fault = system.Fault{Trigger: t, Action: a, Nth: int(f.Nth), Text: fmt.Sprintf("%s nth=%d do=%s", t, f.Nth, f.Do)}
+	t.Nth = int(f.Nth)
+	f.trigger = t
 	return nil
 }
 
@@ -74,7 +76,7 @@ func (p *StartParams) Validate() error {
 // StartFaults are the faults a start step arms: Fault and Also on its
 // process, Then on the supervisor's first restart of it.
 type StartFaults struct {
-	Fault, Also, Then *system.Fault
+	Fault, Also, Then *fault.Trigger
 	Restart           bool // supervised
 }
 
@@ -86,7 +88,7 @@ type Supervisor interface {
 
 // Armer arms a fault on a service's running process (the fault step).
 type Armer interface {
-	Arm(ctx context.Context, name string, f system.Fault) (detail string, err error)
+	Arm(ctx context.Context, name string, f fault.Trigger) (detail string, err error)
 }
 
 func init() {
@@ -131,11 +133,11 @@ func runStart(ctx context.Context, env *Env, p *StartParams) (Result, error) {
 }
 
 // get is the parsed fault, nil when none was given.
-func (f *FaultParams) get() *system.Fault {
+func (f *FaultParams) get() *fault.Trigger {
 	if f == nil {
 		return nil
 	}
-	return &f.fault
+	return &f.trigger
 }
 
 // FaultStepParams arm a fault on a running service.
@@ -153,7 +155,7 @@ func runFault(ctx context.Context, env *Env, p *FaultStepParams) (Result, error)
 	if !ok {
 		return Result{}, fmt.Errorf("fault: these services cannot be armed while they run")
 	}
-	detail, err := a.Arm(ctx, p.Service, p.fault)
+	detail, err := a.Arm(ctx, p.Service, p.trigger)
 	return Result{Details: []string{detail}}, err
 }
 
@@ -167,12 +169,12 @@ func (e *Env) services() (Services, error) {
 // StartFault is the fault a start step arms, and where its on: is written
 // (the step's own position when that cannot be told); ok is false for
 // any other step, and for a start without a fault.
-func StartFault(c *Call) (f system.Fault, pos diag.Pos, ok bool) {
+func StartFault(c *Call) (f fault.Trigger, pos diag.Pos, ok bool) {
 	p, isStart := c.Params.(*StartParams)
 	if !isStart || p.Fault == nil {
-		return system.Fault{}, diag.Pos{}, false
+		return fault.Trigger{}, diag.Pos{}, false
 	}
-	return p.Fault.fault, onPos(c), true
+	return p.Fault.trigger, onPos(c), true
 }
 
 // onPos is where the on: of a start step's fault map is.

@@ -3,14 +3,14 @@ package sysrun
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 )
 
-// FieldProblems are the XADDs the services' broker proxies relayed to the
+// FieldProblems are the publishes (XADDs) the services' broker proxies relayed to the
 // scenario's stream without a field the system file's stream mapping names
 // (stream.event_id, stream.payload): the history read through that mapping
 // would be meaningless (an event id "" acked without an effect), so the
@@ -35,20 +35,18 @@ func (r *Run) FieldProblems() []error {
 	var problems []*problem
 	seen := map[string]*problem{}
 	for _, l := range logs {
-		pubs, _, _ := l.proxy.History()
-		for _, p := range pubs {
-			if stream != "" && p.Stream != stream {
+		for _, p := range l.proxy.Wire(broker.WireMap{}).Publishes {
+			if p.Fields == nil || stream != "" && p.Dest != stream {
 				continue
 			}
 			for _, w := range want {
-				if _, ok := p.Fields[w.field]; ok || w.field == "" {
+				if slices.Contains(p.Fields, w.field) || w.field == "" {
 					continue
 				}
-				fields := slices.Sorted(maps.Keys(p.Fields))
-				key := l.service + "\x00" + w.field + "\x00" + strings.Join(fields, "\x00")
+				key := l.service + "\x00" + w.field + "\x00" + strings.Join(p.Fields, "\x00")
 				if seen[key] == nil {
-					seen[key] = &problem{msg: fmt.Sprintf("service %s: XADD carried no field %q (the system file's %s, at %s); its fields: %s",
-						l.service, w.field, w.key, w.pos, strings.Join(fields, ", "))}
+					seen[key] = &problem{msg: fmt.Sprintf("service %s: %s carried no field %q (the system file's %s, at %s); its fields: %s",
+						l.service, p.Op, w.field, w.key, w.pos, strings.Join(p.Fields, ", "))}
 					problems = append(problems, seen[key])
 				}
 				seen[key].n++

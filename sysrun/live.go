@@ -2,7 +2,6 @@ package sysrun
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -58,11 +57,12 @@ func (r *Run) Live() []Live {
 		if exited, _ := proc.Exited(); exited && !replacing[s] {
 			continue
 		}
-		l := Live{Name: s.name, Seen: s.redis != nil, Restarting: replacing[s],
+		gr, seen := s.broker.(groupReader)
+		l := Live{Name: s.name, Seen: seen, Restarting: replacing[s],
 			Producer: s.given[0] || s.pg[0] != nil && s.pg[0].Connections() > 0,
-			Consumer: (s.given[1] || s.pg[1] != nil && s.pg[1].Connections() > 0) && (s.given[2] || s.redis != nil && s.redis.Connections() > 0)}
-		if s.redis != nil {
-			l.Groups, l.Claims = readGroups(s)
+			Consumer: (s.given[1] || s.pg[1] != nil && s.pg[1].Connections() > 0) && (s.given[2] || seen && gr.Connections() > 0)}
+		if seen {
+			l.Groups, l.Claims = gr.ReadGroups()
 		}
 		out = append(out, l)
 	}
@@ -70,35 +70,12 @@ func (r *Run) Live() []Live {
 	return out
 }
 
-// readGroups are the groups the service's broker connections named in
-// XREADGROUP, XCLAIM or XAUTOCLAIM, and the min-idle of its claims.
-func readGroups(s *service) ([]string, map[string]time.Duration) {
-	var gs []string
-	claims := map[string]time.Duration{}
-	for _, e := range s.redis.Events() {
-		if len(e.Command) < 4 {
-			continue
-		}
-		g := ""
-		switch strings.ToUpper(e.Command[0]) {
-		case "XREADGROUP":
-			if strings.EqualFold(e.Command[1], "GROUP") {
-				g = e.Command[2]
-			}
-		case "XCLAIM", "XAUTOCLAIM": // key group consumer min-idle-time ...
-			g = e.Command[2]
-			if len(e.Command) > 4 {
-				if ms, err := strconv.ParseInt(e.Command[4], 10, 64); err == nil && ms >= 0 {
-					claims[g] = max(claims[g], time.Duration(ms)*time.Millisecond)
-				}
-			}
-		}
-		if g != "" && !slices.Contains(gs, g) {
-			gs = append(gs, g)
-		}
-	}
-	slices.Sort(gs)
-	return gs, claims
+// groupReader is a broker proxy that tells the groups a service read as
+// and its claims' min-idle (Redis's); where the proxy does not, the
+// service's groups stay unseen.
+type groupReader interface {
+	ReadGroups() ([]string, map[string]time.Duration)
+	Connections() int
 }
 
 // ClaimIdle is the longest min-idle a live service claims group's entries

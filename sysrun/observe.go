@@ -83,9 +83,10 @@ func (r *Run) watch(s *service, restart int) {
 	o := &observed{svc: s, process: len(r.observed) + 1, restart: restart}
 	if r.observing {
 		for i, p := range s.pg {
-			for _, b := range []pgwire.Boundary{pgwire.Commit, pgwire.Statement} {
-				if a, err := p.Arm(pgwire.Trigger{Boundary: b, Nth: math.MaxInt, Action: never}); err == nil {
-					o.watchers = append(o.watchers, watcher{[]string{"producer_db", "consumer_db"}[i], a})
+			link := []fault.Link{fault.ProducerDB, fault.ConsumerDB}[i]
+			for _, b := range link.Boundaries() {
+				if a, err := p.Arm(fault.Trigger{Link: link, Boundary: b, Nth: math.MaxInt, Action: never}); err == nil {
+					o.watchers = append(o.watchers, watcher{link.String(), a})
 				}
 			}
 		}
@@ -105,8 +106,8 @@ func (r *Run) Crossings() []Crossing {
 		for i, link := range []string{"producer_db", "consumer_db"} {
 			out = append(out, dbCrossings(base, link, o.svc.pg[i])...)
 		}
-		if o.svc.redis != nil {
-			out = append(out, brokerCrossings(base, o.svc.redis)...)
+		if c, ok := o.svc.broker.(commandLog); ok {
+			out = append(out, brokerCrossings(base, c)...)
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Crossing) int { return a.At.Compare(b.At) })
@@ -121,7 +122,7 @@ func dbCrossings(base Crossing, link string, p *pgwire.Proxy) []Crossing {
 	for _, e := range p.Events() {
 		c := base
 		c.Link, c.Boundary, c.Fault, c.At = link, e.Boundary.String(), e.Fault, e.At
-		c.Unattributed = e.Tables == nil && e.Boundary == pgwire.Commit
+		c.Unattributed = e.Tables == nil && e.Boundary == fault.Commit
 		for _, t := range e.Tables {
 			c.Tables = append(c.Tables, t[strings.LastIndexByte(t, '.')+1:])
 		}
@@ -131,7 +132,15 @@ func dbCrossings(base Crossing, link string, p *pgwire.Proxy) []Crossing {
 	return out
 }
 
-func brokerCrossings(base Crossing, p *resp.Proxy) []Crossing {
+// commandLog is a broker proxy that keeps each command it relayed with
+// its reply (Redis's): the broker boundaries runner explore maps. Where
+// the broker's proxy keeps none, only the database boundaries are
+// explored.
+type commandLog interface {
+	Events() []resp.Event
+}
+
+func brokerCrossings(base Crossing, p commandLog) []Crossing {
 	var out []Crossing
 	for _, e := range p.Events() {
 		if len(e.Command) == 0 {

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/steps"
-	"github.com/outboxdrill/runner/system"
 )
 
 // MaxRestarts bounds how often in a row the supervisor restarts one
@@ -33,7 +33,7 @@ type supervisor struct {
 	env      map[string]string
 	cancel   context.CancelFunc
 	restarts int
-	then     *system.Fault // armed on the next restart, then cleared
+	then     *fault.Trigger // armed on the next restart, then cleared
 	// burst counts the restarts since a process last ran long enough to
 	// be no crash loop (MaxRestarts bounds it); started is when the
 	// running one started.
@@ -99,7 +99,7 @@ func (r *Run) StartSupervised(ctx context.Context, name string, env map[string]s
 // supervised service being restarted is waited for. A fault whose process
 // ends before it struck follows the service: it is armed again on the next
 // process, counting from its start.
-func (r *Run) Arm(ctx context.Context, name string, f system.Fault) (string, error) {
+func (r *Run) Arm(ctx context.Context, name string, f fault.Trigger) (string, error) {
 	for {
 		r.mu.Lock()
 		s, sup := r.svcs[name], r.supervised[name]
@@ -113,7 +113,7 @@ func (r *Run) Arm(ctx context.Context, name string, f system.Fault) (string, err
 				r.mu.Lock()
 				r.following = append(r.following, r.faults[len(r.faults)-1])
 				r.mu.Unlock()
-				return fmt.Sprintf("armed %s on %s (pid %d)", f.Text, name, s.proc.PID()), nil
+				return fmt.Sprintf("armed %s on %s (pid %d)", f, name, s.proc.PID()), nil
 			}
 		}
 		if s == nil && !restarting {
@@ -144,7 +144,7 @@ func (r *Run) ranAndEnded(name string) bool {
 }
 
 // supervise watches the service's running process from now on.
-func (r *Run) supervise(ctx context.Context, name string, env map[string]string, restarts int, then *system.Fault) error {
+func (r *Run) supervise(ctx context.Context, name string, env map[string]string, restarts int, then *fault.Trigger) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.svcs[name]

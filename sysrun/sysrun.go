@@ -9,17 +9,18 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/proxy/pgwire"
-	"github.com/outboxdrill/runner/proxy/resp"
 	"github.com/outboxdrill/runner/servers"
 	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/system"
@@ -34,9 +35,10 @@ type Config struct {
 	// ProducerURL and ConsumerURL are the scenario's own databases, direct;
 	// the services get proxy addresses instead.
 	ProducerURL, ConsumerURL string
-	// BrokerURL is the broker, direct; BrokerName says which (only Redis
-	// has a protocol proxy: elsewhere the services get BrokerURL itself and
-	// a broker fault skips the scenario).
+	// BrokerURL is the broker, direct; BrokerName says which: its Kind's
+	// protocol proxy stands between each service and it (a Kind without
+	// one: the services get BrokerURL itself and a broker fault skips the
+	// scenario).
 	BrokerURL, BrokerName string
 	// Vars are the scenario's ${…} values: stream, consumer and its vars.
 	Vars map[string]string
@@ -61,12 +63,12 @@ type Run struct {
 }
 
 type service struct {
-	name  string
-	mu    sync.Mutex
-	proc  *servers.Service // set as soon as the process runs
-	inst  *instance
-	pg    [2]*pgwire.Proxy
-	redis *resp.Proxy
+	name   string
+	mu     sync.Mutex
+	proc   *servers.Service // set as soon as the process runs
+	inst   *instance
+	pg     [2]*pgwire.Proxy
+	broker broker.Proxy // nil: the broker has no protocol proxy
 	// given says which proxies the service was told about (its env or
 	// argv names their address): a pool that connects lazily still uses
 	// the link before its first connection.
@@ -77,8 +79,8 @@ type service struct {
 // it said and how it ended stay readable after it is gone.
 type instance struct {
 	service string
-	at      diag.Pos      // the start step
-	fault   *system.Fault // armed with this start, nil for none
+	at      diag.Pos       // the start step
+	fault   *fault.Trigger // armed with this start, nil for none
 	mu      sync.Mutex
 	proc    *servers.Service // nil until the process runs
 	ended   string           // how the runner ended it; "" while it runs or when it exited by itself
@@ -97,15 +99,12 @@ func (in *instance) end(how string) {
 type armed struct {
 	service string
 	svc     *service // the process it was armed for
-	f       system.Fault
-	a       interface {
-		Done() <-chan struct{}
-		Fired() bool
-		Holding() bool
-		Err() error
-		StruckAt() time.Time
-	}
+	f       fault.Trigger
+	a       strike
 }
+
+// strike is a trigger armed on a proxy.
+type strike = broker.Strike
 
 var _ steps.Services = (*Run)(nil)
 
@@ -116,13 +115,13 @@ func New(cfg Config) *Run {
 
 // Start starts a service behind new proxies, arms f on them, and waits for
 // the service to be ready.
-func (r *Run) Start(ctx context.Context, name string, env map[string]string, f *system.Fault) (string, error) {
+func (r *Run) Start(ctx context.Context, name string, env map[string]string, f *fault.Trigger) (string, error) {
 	return r.start(ctx, name, env, f)
 }
 
 // start is Start with any further faults armed on the same process (a
 // start step's also:).
-func (r *Run) start(ctx context.Context, name string, env map[string]string, f *system.Fault, more ...*system.Fault) (string, error) {
+func (r *Run) start(ctx context.Context, name string, env map[string]string, f *fault.Trigger, more ...*fault.Trigger) (string, error) {
 	spec, ok := r.cfg.System.Services[name]
 	if !ok {
 		return "", fmt.Errorf("no service %q in %s; services: %s", name, r.cfg.System.File, strings.Join(r.cfg.System.Names(), ", "))
@@ -140,7 +139,7 @@ func (r *Run) start(ctx context.Context, name string, env map[string]string, f *
 		return "", err
 	}
 	r.watch(s, restartOf(ctx))
-	for _, f := range append([]*system.Fault{f}, more...) {
+	for _, f := range append([]*fault.Trigger{f}, more...) {
 		if f == nil {
 			continue
 		}
@@ -187,9 +186,9 @@ func (r *Run) start(ctx context.Context, name string, env map[string]string, f *
 	r.svcs[name] = s
 	r.mu.Unlock()
 	detail := fmt.Sprintf("started %s (pid %d); producer_db via %s, consumer_db via %s, broker via %s", name, proc.PID(), s.pg[0].Addr(), s.pg[1].Addr(), r.brokerVia(s))
-	for _, f := range append([]*system.Fault{f}, more...) {
+	for _, f := range append([]*fault.Trigger{f}, more...) {
 		if f != nil {
-			detail += "; armed " + f.Text
+			detail += "; armed " + f.String()
 		}
 	}
 	return detail, nil
@@ -219,7 +218,7 @@ func (r *Run) gone(ctx context.Context, name string) error {
 	if exited, _ := s.proc.Exited(); !exited {
 		for _, a := range r.faults {
 			if a.service == name && !a.a.Fired() {
-				return fmt.Errorf("service %s is running already: its fault %s has not fired yet (wait for what it leaves behind with expect's within:, or stop or kill it first)", name, a.f.Text)
+				return fmt.Errorf("service %s is running already: its fault %s has not fired yet (wait for what it leaves behind with expect's within:, or stop or kill it first)", name, a.f)
 			}
 		}
 		return fmt.Errorf("service %s is running already: stop or kill it first", name)
@@ -232,10 +231,10 @@ func (r *Run) gone(ctx context.Context, name string) error {
 }
 
 func (r *Run) brokerVia(s *service) string {
-	if s.redis != nil {
-		return s.redis.Addr()
+	if s.broker != nil {
+		return s.broker.Address()
 	}
-	return r.cfg.BrokerName + " directly (no protocol proxy for it yet)"
+	return r.cfg.BrokerName + " directly (no protocol proxy for it)"
 }
 
 // proxies starts the service's proxies and returns the ${…} that name them
@@ -252,20 +251,20 @@ func (r *Run) proxies(s *service) (map[string]string, []string, error) {
 		}
 		vars[link.name+".url"] = via(u, s.pg[i].Addr(), "sslmode", "disable")
 	}
-	u, err := url.Parse(r.cfg.BrokerURL)
-	if err != nil {
-		return nil, nil, errors.New("broker: not a URL")
-	}
+	var err error
 	vars["broker.url"] = r.cfg.BrokerURL
-	if r.cfg.BrokerName == "redis" {
-		if s.redis, err = resp.Listen(u.Host); err != nil {
-			return nil, nil, err
+	if vars["broker.address"], err = address(r.cfg.BrokerURL); err != nil {
+		return nil, nil, err
+	}
+	if k, ok := broker.Lookup(r.cfg.BrokerName); ok && k.Proxy != nil {
+		if s.broker, err = k.Proxy.Listen(r.cfg.BrokerURL); err != nil {
+			return nil, nil, fmt.Errorf("%s proxy: %w", r.cfg.BrokerName, err)
 		}
 		r.mu.Lock()
 		r.starts++
-		r.logs = append(r.logs, brokerLog{service: s.name, start: r.starts, proxy: s.redis, svc: s})
+		r.logs = append(r.logs, brokerLog{service: s.name, start: r.starts, proxy: s.broker, svc: s})
 		r.mu.Unlock()
-		vars["broker.url"] = via(u, s.redis.Addr(), "", "")
+		vars["broker.url"], vars["broker.address"] = s.broker.URL(), s.broker.Address()
 	}
 	// Every URL handed out, and the servers' own: their passwords (user
 	// info, query, DSN) and tokens, which the service's output hides in
@@ -274,12 +273,40 @@ func (r *Run) proxies(s *service) (map[string]string, []string, error) {
 	return vars, secrets, nil
 }
 
+// address is ${broker.address}: the HOST:PORT of every server a broker
+// URL names (kafka://a:9092,b:9092; nats://a:4222,nats://b:4222;
+// amqp://user:pw@host:5672/vhost), comma-separated, without scheme or
+// credentials: what kafkajs's brokers, franz-go's SeedBrokers and
+// librdkafka's bootstrap.servers take.
+func address(brokerURL string) (string, error) {
+	var out []string
+	for _, part := range strings.Split(brokerURL, ",") {
+		part = strings.TrimSpace(part)
+		if !strings.Contains(part, "://") {
+			part = "kafka://" + part // a further seed of kafka://a:1,b:2
+		}
+		u, err := url.Parse(part)
+		if err != nil || u.Host == "" {
+			return "", fmt.Errorf("broker: %s is not a URL with a host", redact.URL(brokerURL))
+		}
+		host := u.Host
+		if u.Port() == "" {
+			host = net.JoinHostPort(u.Hostname(), defaultPorts[u.Scheme])
+		}
+		out = append(out, host)
+	}
+	return strings.Join(out, ","), nil
+}
+
+// defaultPorts are the ports a broker URL without one means.
+var defaultPorts = map[string]string{"redis": "6379", "rediss": "6379", "nats": "4222", "tls": "4222", "amqp": "5672", "amqps": "5671", "kafka": "9092"}
+
 // told reports which of s's proxies the words (env and argv) name.
 func told(s *service, words []string) [3]bool {
 	var out [3]bool
 	addrs := [3]string{s.pg[0].Addr(), s.pg[1].Addr(), ""}
-	if s.redis != nil {
-		addrs[2] = s.redis.Addr()
+	if s.broker != nil {
+		addrs[2] = s.broker.Address()
 	}
 	for i, a := range addrs {
 		out[i] = a != "" && slices.ContainsFunc(words, func(w string) bool { return strings.Contains(w, a) })
@@ -331,9 +358,10 @@ func (r *Run) environment(spec *system.Service, extra, vars map[string]string) (
 	return out, nil
 }
 
-// arm puts the fault on the service's proxy for its link.
-func (r *Run) arm(name string, s *service, f system.Fault) error {
-	kill := func() error {
+// arm hands the trigger, as parsed, to the service's proxy for its link,
+// with the function its kill calls.
+func (r *Run) arm(name string, s *service, t fault.Trigger) error {
+	t.Action.Kill = func() error {
 		s.mu.Lock()
 		proc := s.proc
 		s.mu.Unlock()
@@ -343,63 +371,36 @@ func (r *Run) arm(name string, s *service, f system.Fault) error {
 		s.inst.end("killed by the fault")
 		return proc.Kill(context.Background())
 	}
-	do, err := doOf(f.Action.Do)
+	var x strike
+	var err error
+	switch {
+	case t.Link == fault.ProducerDB:
+		x, err = s.pg[0].Arm(t)
+	case t.Link == fault.ConsumerDB:
+		x, err = s.pg[1].Arm(t)
+	case s.broker == nil:
+		return &steps.SkipError{Reason: fmt.Sprintf("%s needs a %s protocol proxy; the runner has none for it", t.On(), r.cfg.BrokerName)}
+	default:
+		x, err = r.armBroker(s, t)
+	}
 	if err != nil {
 		return err
 	}
-	act := fault.Action{Do: do, Delay: f.Action.Delay, Kill: kill}
-	var a *armed
-	switch f.Trigger.Link {
-	case "producer_db", "consumer_db":
-		b := pgwire.Commit
-		if f.Trigger.Boundary == "statement" {
-			b = pgwire.Statement
-		}
-		i := 0
-		if f.Trigger.Link == "consumer_db" {
-			i = 1
-		}
-		x, err := s.pg[i].Arm(pgwire.Trigger{Boundary: b, Table: f.Trigger.Filter, Nth: f.Nth, Action: act})
-		if err != nil {
-			return err
-		}
-		a = &armed{service: name, svc: s, f: f, a: x}
-	case "broker":
-		if s.redis == nil {
-			return &steps.SkipError{Reason: fmt.Sprintf("%s needs a %s protocol proxy; the runner has one for Redis only (NATS, RabbitMQ and Kafka proxies are later work)", f.Trigger, r.cfg.BrokerName)}
-		}
-		b := resp.Reply
-		if f.Trigger.Boundary == "request" {
-			b = resp.Request
-		}
-		x, err := s.redis.Arm(resp.Trigger{Boundary: b, Command: f.Trigger.Filter, Nth: f.Nth, Action: act})
-		if err != nil {
-			return err
-		}
-		a = &armed{service: name, svc: s, f: f, a: x}
-	default:
-		return fmt.Errorf("unknown link %q", f.Trigger.Link)
-	}
 	r.mu.Lock()
-	r.faults = append(r.faults, a)
+	r.faults = append(r.faults, &armed{service: name, svc: s, f: t, a: x})
 	r.mu.Unlock()
 	return nil
 }
 
-// doOf maps a parsed action to the proxies' own; an action it does not
-// know is an error, never silently a delay.
-func doOf(do string) (fault.Do, error) {
-	switch do {
-	case "kill":
-		return fault.Kill, nil
-	case "cut":
-		return fault.Cut, nil
-	case "error":
-		return fault.Error, nil
-	case "delay":
-		return fault.Delay, nil
+// armBroker arms t on the service's broker proxy. A trigger that names
+// another broker's own operation (XADD on Kafka) skips the scenario on
+// this broker: it was written for that one.
+func (r *Run) armBroker(s *service, t fault.Trigger) (strike, error) {
+	k, _ := broker.Lookup(r.cfg.BrokerName)
+	if err := k.Proxy.Check(t); err != nil {
+		return nil, &steps.SkipError{Reason: fmt.Sprintf("%s does not apply on %s: %v", t.On(), r.cfg.BrokerName, err)}
 	}
-	return 0, fmt.Errorf("unknown fault action %q", do)
+	return s.broker.Arm(t)
 }
 
 // Stop stops a service: SIGTERM, SIGKILL after StopGrace.
@@ -459,8 +460,8 @@ func (s *service) close() {
 			p.Close()
 		}
 	}
-	if s.redis != nil {
-		s.redis.Close()
+	if s.broker != nil {
+		s.broker.Close()
 	}
 }
 
@@ -476,16 +477,16 @@ func (r *Run) Unstruck() error {
 		case <-a.a.Done():
 		default:
 			if a.a.Holding() {
-				errs = append(errs, fmt.Errorf("the fault %s on %s struck and was still holding the reply when the scenario ended (wait past its %s with expect's within:, or use a shorter delay)", a.f.Text, a.service, a.f.Action.Delay))
+				errs = append(errs, fmt.Errorf("the fault %s on %s struck and was still holding the reply when the scenario ended (wait past its %s with expect's within:, or use a shorter delay)", a.f, a.service, a.f.Action.Delay))
 				continue
 			}
-			errs = append(errs, fmt.Errorf("the fault %s on %s never fired", a.f.Text, a.service))
+			errs = append(errs, fmt.Errorf("the fault %s on %s never fired", a.f, a.service))
 			continue
 		}
 		if err := a.a.Err(); errors.As(err, &u) {
-			return &steps.SkipError{Reason: fmt.Sprintf("the fault %s on %s: %v", a.f.Text, a.service, err)}
+			return &steps.SkipError{Reason: fmt.Sprintf("the fault %s on %s: %v", a.f, a.service, err)}
 		} else if err != nil {
-			errs = append(errs, fmt.Errorf("the fault %s on %s: %w", a.f.Text, a.service, err))
+			errs = append(errs, fmt.Errorf("the fault %s on %s: %w", a.f, a.service, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -535,16 +536,12 @@ func (r *Run) Outputs() []Output {
 }
 
 // faultText is a fault as a service's label shows it: nth only when not 1.
-func faultText(f system.Fault) string {
-	t := f.Trigger.String()
-	if f.Nth > 1 {
-		t += fmt.Sprintf(" nth=%d", f.Nth)
+func faultText(t fault.Trigger) string {
+	text := t.On()
+	if t.Nth > 1 {
+		text += fmt.Sprintf(" nth=%d", t.Nth)
 	}
-	do := f.Action.Do
-	if do == "delay" {
-		do = fmt.Sprintf("delay(%s)", f.Action.Delay)
-	}
-	return t + " do=" + do
+	return text + " do=" + t.Action.String()
 }
 
 func firstLine(s string) string {

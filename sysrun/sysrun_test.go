@@ -7,6 +7,7 @@ import (
 	"github.com/outboxdrill/runner/internal/testutil"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/internal/redact"
+	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/system"
 )
@@ -27,17 +29,17 @@ func loadSystem(t *testing.T) *system.System {
 	return sys
 }
 
-// A broker fault needs a protocol proxy for the broker: off Redis the
-// scenario is skipped with the reason, before any process starts.
-func TestBrokerFaultSkipsWithoutItsProxy(t *testing.T) {
+// A broker fault that names another broker's own operation (XADD on
+// NATS) skips the scenario with the reason, before any process starts.
+func TestBrokerFaultOfAnotherBrokerSkips(t *testing.T) {
 	r := New(Config{System: loadSystem(t), BrokerName: "nats", BrokerURL: "nats://127.0.0.1:4222",
 		ProducerURL: "postgres://u@127.0.0.1:5432/p", ConsumerURL: "postgres://u@127.0.0.1:5432/c", Vars: map[string]string{"stream": "s", "consumer": "c"}})
 	defer r.Close(context.Background())
-	f := system.Fault{Trigger: system.Trigger{Link: "broker", Boundary: "reply", Filter: "XADD"}, Action: system.Action{Do: "kill"}, Nth: 1, Text: "broker.reply(XADD)"}
+	f := fault.Trigger{Link: fault.Broker, Boundary: fault.Reply, Filter: fault.Filter{Command: "XADD"}, Action: fault.Action{Do: fault.Kill}, Nth: 1}
 	_, err := r.Start(context.Background(), "relay", nil, &f)
 	var skip *steps.SkipError
-	if !errors.As(err, &skip) || !strings.Contains(skip.Reason, "Redis only") {
-		t.Fatalf("err %v, want a skip naming the missing proxy", err)
+	if !errors.As(err, &skip) || !strings.Contains(skip.Reason, `broker.reply(XADD) does not apply on nats: unknown operation "XADD"`) {
+		t.Fatalf("err %v, want a skip saying XADD is not a NATS operation", err)
 	}
 	if len(r.Outputs()) != 0 {
 		t.Error("a process started although the fault could not be armed")
@@ -113,19 +115,6 @@ func TestEveryHandedOutSecretIsHidden(t *testing.T) {
 	}
 }
 
-// Every action the parser gives maps to the proxies' own; any other is an
-// error, never silently a delay.
-func TestEveryActionMaps(t *testing.T) {
-	for _, a := range []string{"kill", "cut", "error", "delay"} {
-		if _, err := doOf(a); err != nil {
-			t.Errorf("%s: %v", a, err)
-		}
-	}
-	if d, err := doOf("explode"); err == nil {
-		t.Errorf("an unknown action maps to %v", d)
-	}
-}
-
 // At the scenario's end (Close) nothing a service started is left: not the
 // grandchild a running service double-forked and setsid's, and not the
 // daemon a wrapper left when it exited by itself; starting the wrapper
@@ -183,5 +172,76 @@ func TestCloseLeavesNoDescendant(t *testing.T) {
 	}
 	if left := testutil.Marked(mark); len(left) > 0 {
 		t.Errorf("after the scenario: %v still run", left)
+	}
+}
+
+// A service killed and started again that never prints its ready line:
+// the failure's outputs keep both processes, each labelled by how it
+// ended, the killed one as killed, never as the latest output. ready's
+// timeout bounds the wait.
+func TestKilledAndNeverReadyEachLabelled(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "started-once")
+	// The first run is ready at once; the second keeps waiting (a restarted
+	// Kafka consumer waiting out the dead member's session).
+	script := fmt.Sprintf("if [ -e %[1]s ]; then echo rejoining; exec sleep 60; fi; touch %[1]s; echo ready; exec sleep 60", marker)
+	sys := &system.System{File: "system.yaml", Dir: dir, Services: map[string]*system.Service{
+		"consumer": {Name: "consumer", Run: []string{"sh", "-c", script}, Ready: "ready", ReadyTimeout: 300 * time.Millisecond},
+	}}
+	r := New(Config{System: sys, BrokerName: "kafka", BrokerURL: "kafka://127.0.0.1:9092",
+		ProducerURL: "postgres://u@127.0.0.1:5432/p", ConsumerURL: "postgres://u@127.0.0.1:5432/c", Vars: map[string]string{"consumer": "c"}})
+	defer r.Close(context.Background())
+	ctx := context.Background()
+	if _, err := r.Start(ctx, "consumer", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Kill(ctx, "consumer"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := r.Start(ctx, "consumer", nil, nil)
+	if err == nil || !strings.Contains(err.Error(), `no line containing "ready" on its output within 300ms`) || time.Since(start) > 5*time.Second {
+		t.Fatalf("the restart: %v after %s; want it never ready within its 300ms", err, time.Since(start))
+	}
+	outs := r.Outputs()
+	if len(outs) != 2 {
+		t.Fatalf("outputs %+v, want both processes", outs)
+	}
+	if outs[0].Ended != "killed" || !strings.Contains(outs[0].Text, "ready") {
+		t.Errorf("the killed process: ended %q, output %q", outs[0].Ended, outs[0].Text)
+	}
+	if !strings.HasPrefix(outs[1].Ended, "never ready: service consumer: no line containing") || strings.TrimSpace(outs[1].Text) != "rejoining" {
+		t.Errorf("the restart: ended %q, output %q", outs[1].Ended, outs[1].Text)
+	}
+}
+
+// ${broker.address} is HOST:PORT[,HOST:PORT] of every server a broker URL
+// names, without scheme or credentials, a default port filled in; on Redis
+// it is the service's own proxy.
+func TestBrokerAddress(t *testing.T) {
+	for in, want := range map[string]string{
+		"kafka://127.0.0.1:9092":                  "127.0.0.1:9092",
+		"kafka://a:1,b:2":                         "a:1,b:2",
+		"127.0.0.1:59092,127.0.0.1:59093":         "127.0.0.1:59092,127.0.0.1:59093",
+		"nats://u:pw@n1:4222,nats://n2:4223":      "n1:4222,n2:4223",
+		"amqp://guest:s3cret@127.0.0.1/vhost":     "127.0.0.1:5672",
+		"redis://:s3cret@[::1]:6380/0":            "[::1]:6380",
+		"amqps://guest:guest@rabbit.example:5671": "rabbit.example:5671",
+	} {
+		if got, err := address(in); err != nil || got != want {
+			t.Errorf("address(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := address("nats://u:s3cret@[bad"); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("a broken URL: %v (want an error without its password)", err)
+	}
+	r := New(Config{System: loadSystem(t), BrokerName: "redis", BrokerURL: "redis://:s3cret@127.0.0.1:6379/0",
+		ProducerURL: "postgres://u@127.0.0.1:5432/p", ConsumerURL: "postgres://u@127.0.0.1:5432/c", Vars: map[string]string{"stream": "s", "consumer": "c"}})
+	defer r.Close(context.Background())
+	s := &service{name: "relay"}
+	vars, _, err := r.proxies(s)
+	defer s.close()
+	if err != nil || vars["broker.address"] != s.broker.Address() {
+		t.Errorf("on redis broker.address = %q, %v; want the proxy %s", vars["broker.address"], err, s.broker.Address())
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/proxy/fault"
 )
 
 // Catalog is what the team's schema made of a fresh database pair: each
@@ -75,23 +76,24 @@ func (s *System) Check(ctx context.Context, producer, consumer *pgx.Conn) (cat *
 // CheckFault checks a fault's table filter against the catalog: a table
 // the schema does not have is never written, so the fault could never
 // strike. The error says which tables there are.
-func (c *Catalog) CheckFault(f Fault) error {
+func (c *Catalog) CheckFault(t fault.Trigger) error {
+	table := t.Filter.Table
+	if !t.Link.Database() || table == "" {
+		return nil // any table: nothing to look up
+	}
 	side := ProducerSide
-	switch {
-	case f.Trigger.Link == "consumer_db":
+	if t.Link == fault.ConsumerDB {
 		side = ConsumerSide
-	case f.Trigger.Link != "producer_db" || f.Trigger.Filter == "":
-		return nil
 	}
 	// As the proxy matches it: by name or schema.name, in any case.
-	for _, t := range c.tables[side] {
-		if strings.EqualFold(t.name, f.Trigger.Filter) || strings.EqualFold(t.schema+"."+t.name, f.Trigger.Filter) {
+	for _, tab := range c.tables[side] {
+		if strings.EqualFold(tab.name, table) || strings.EqualFold(tab.schema+"."+tab.name, table) {
 			return nil
 		}
 	}
 	names := tableNames(c.tables[side])
 	return fmt.Errorf("%s: no table %q in the %s database after its schema%s; tables: %s",
-		f.Trigger, f.Trigger.Filter, sideNames[side], diag.Suggest(f.Trigger.Filter, names), strings.Join(names, ", "))
+		t.On(), table, sideNames[side], diag.Suggest(table, names), strings.Join(names, ", "))
 }
 
 // checker gathers what a Check found; err is a failure to read the catalog

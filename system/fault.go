@@ -8,35 +8,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/proxy/fault"
 )
 
-// Trigger is where a fault strikes on a service's connections: at the
-// Nth time the boundary is crossed on Link.
-type Trigger struct {
-	Link     string // producer_db, consumer_db or broker
-	Boundary string // commit or statement (databases); request or reply (broker)
-	// Filter narrows the boundary: the table a database transaction or
-	// statement wrote ("" = any), the broker command (always given).
-	Filter string
-}
-
-func (t Trigger) String() string {
-	if t.Link == "broker" {
-		return fmt.Sprintf("%s.%s(%s)", t.Link, t.Boundary, t.Filter)
-	}
-	if t.Filter == "" {
-		return fmt.Sprintf("%s.%s()", t.Link, t.Boundary)
-	}
-	return fmt.Sprintf("%s.%s(table=%s)", t.Link, t.Boundary, t.Filter)
-}
-
-// Boundaries are the boundaries of each kind of link.
-var Boundaries = map[string][]string{
-	"producer_db": {"commit", "statement"},
-	"consumer_db": {"commit", "statement"},
-	"broker":      {"reply", "request"},
-}
+// A fault's trigger is one fault.Trigger from here to the proxy that
+// strikes it: ParseTrigger and ParseAction read and validate the system
+// file's words once; nothing downstream validates them again.
 
 // Actions are what a fault does at its boundary.
 var Actions = []string{"cut", "delay(DURATION)", "error", "kill"}
@@ -47,75 +26,159 @@ var (
 )
 
 // ParseTrigger reads "<link>.<boundary>(<filter>)", e.g.
-// "consumer_db.commit(table=inbox)" or "broker.reply(XADD)".
-func ParseTrigger(on string) (Trigger, error) {
+// "consumer_db.commit(table=inbox)" or "broker.reply(XADD)": where the
+// fault strikes (its Nth and Action are the caller's).
+func ParseTrigger(on string) (fault.Trigger, error) {
 	m := triggerShape.FindStringSubmatch(strings.TrimSpace(on))
 	if m == nil {
-		return Trigger{}, fmt.Errorf("want <link>.<boundary>(<filter>), e.g. consumer_db.commit(table=inbox) or broker.reply(XADD); got %q", on)
+		return fault.Trigger{}, fmt.Errorf("want <link>.<boundary>(<filter>), e.g. consumer_db.commit(table=inbox) or broker.reply(XADD); got %q", on)
 	}
-	t := Trigger{Link: m[1], Boundary: m[2]}
-	bounds, ok := Boundaries[t.Link]
+	link, ok := fault.LinkNamed(m[1])
 	if !ok {
-		return Trigger{}, fmt.Errorf("unknown link %q%s; links: %s", t.Link, diag.Suggest(t.Link, Links), strings.Join(Links, ", "))
+		links := fault.LinkNames()
+		return fault.Trigger{}, fmt.Errorf("unknown link %q%s; links: %s", m[1], diag.Suggest(m[1], links), strings.Join(links, ", "))
 	}
-	if !slices.Contains(bounds, t.Boundary) {
-		return Trigger{}, fmt.Errorf("%s has no boundary %q%s; it has: %s", t.Link, t.Boundary, diag.Suggest(t.Boundary, bounds), strings.Join(bounds, ", "))
+	b, ok := link.Boundary(m[2])
+	if !ok {
+		bounds := link.BoundaryNames()
+		return fault.Trigger{}, fmt.Errorf("%s has no boundary %q%s; it has: %s", link, m[2], diag.Suggest(m[2], bounds), strings.Join(bounds, ", "))
 	}
+	t := fault.Trigger{Link: link, Boundary: b}
 	filter := strings.TrimSpace(m[3])
-	if t.Link == "broker" {
-		if !command.MatchString(filter) {
-			return Trigger{}, fmt.Errorf("%s.%s needs the command it waits for, e.g. %s.%s(XADD); got %q", t.Link, t.Boundary, t.Link, t.Boundary, filter)
-		}
-		t.Filter = strings.ToUpper(filter)
-		if err := knownCommand(t.Filter); err != nil {
-			return Trigger{}, fmt.Errorf("%s.%s(%s): %w", t.Link, t.Boundary, filter, err)
-		}
-		return t, nil
+	var err error
+	if link == fault.Broker {
+		err = commandFilter(&t, filter)
+	} else {
+		t.Filter.Table, err = tableFilter(t, filter)
 	}
-	if filter == "" {
-		return t, nil
+	if err != nil {
+		return fault.Trigger{}, err
 	}
-	table, ok := strings.CutPrefix(filter, "table=")
-	if !ok || !sqlIdent.MatchString(strings.TrimSpace(table)) {
-		return Trigger{}, fmt.Errorf("%s.%s takes (table=NAME) or (); got (%s)", t.Link, t.Boundary, filter)
-	}
-	t.Filter = strings.TrimSpace(table)
 	return t, nil
 }
 
-// Action is what a fault does: kill (SIGKILL the service while the reply is
-// held), cut (close the connection), error (the boundary fails for real),
-// delay (hold for Delay).
-type Action struct {
-	Do    string // kill, cut, error or delay
-	Delay time.Duration
+// commandFilter reads a broker boundary's filter: an operation, then
+// key=value filters (broker.reply(publish, topic=orders)). The operation
+// is a neutral one (publish, deliver, ack: every broker), a Redis command
+// (upper-cased, CMD or CMD.SUB), or another broker's own as its proxy
+// spells it (Produce, basic.ack, +ACK); the trigger must suit at least one
+// broker's proxy (on another broker it skips the scenario).
+func commandFilter(t *fault.Trigger, filter string) error {
+	parts := strings.Split(filter, ",")
+	op := strings.TrimSpace(parts[0])
+	if op == "" {
+		return fmt.Errorf("%s.%s needs the command it waits for, e.g. %s.%s(publish) or %s.%s(XADD); got %q", t.Link, t.Boundary, t.Link, t.Boundary, t.Link, t.Boundary, filter)
+	}
+	for _, kv := range parts[1:] {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || strings.TrimSpace(v) == "" || !t.Filter.SetBroker(strings.TrimSpace(k), strings.TrimSpace(v)) {
+			names := filterNames()
+			return fmt.Errorf("%s.%s(%s): want NAME=VALUE filters, NAME one of %s; got %q%s", t.Link, t.Boundary, filter, strings.Join(names, ", "), strings.TrimSpace(kv), diag.Suggest(strings.TrimSpace(k), names))
+		}
+	}
+	cmd, err := operation(op)
+	if err != nil {
+		return fmt.Errorf("%s.%s(%s): %w", t.Link, t.Boundary, op, err)
+	}
+	t.Filter.Command = cmd
+	return suits(*t)
+}
+
+// operation is op as the trigger carries it: neutral, a Redis command
+// upper-cased, or another broker's own, exactly.
+func operation(op string) (string, error) {
+	if slices.Contains(neutralOps, op) || slices.Contains(otherOps(), op) {
+		return op, nil
+	}
+	cmd := strings.ToUpper(op)
+	if !command.MatchString(op) {
+		return "", fmt.Errorf("no broker operation %s%s; neutral: %s", op, diag.Suggest(op, otherOps()), strings.Join(neutralOps, ", "))
+	}
+	if err := knownCommand(cmd); err != nil {
+		if hint := diag.Suggest(op, otherOps()); hint != "" {
+			return "", fmt.Errorf("%w; nor another broker's operation%s", err, hint)
+		}
+		return "", err
+	}
+	return cmd, nil
+}
+
+// neutralOps are the operations every broker's proxy knows.
+var neutralOps = []string{"publish", "deliver", "ack"}
+
+// otherOps are the operations of the brokers' proxies, Redis's aside
+// (knownCommand knows those).
+func otherOps() []string {
+	var out []string
+	for _, k := range broker.Kinds() {
+		if k.Proxy != nil && k.Name != broker.Redis {
+			out = append(out, k.Proxy.Operations()...)
+		}
+	}
+	return out
+}
+
+// suits checks the trigger against every broker's proxy: one must take
+// it, else each one's reason is the error.
+func suits(t fault.Trigger) error {
+	var why []string
+	for _, k := range broker.Kinds() {
+		if k.Proxy == nil {
+			continue
+		}
+		err := k.Proxy.Check(t)
+		if err == nil {
+			return nil
+		}
+		why = append(why, fmt.Sprintf("%s: %v", k.Name, err))
+	}
+	return fmt.Errorf("%s suits no broker's proxy (%s)", t.On(), strings.Join(why, "; "))
+}
+
+// filterNames are the broker filters' names.
+func filterNames() []string {
+	var out []string
+	for _, kv := range (fault.Filter{}).BrokerFilters() {
+		out = append(out, kv[0])
+	}
+	return out
+}
+
+// tableFilter reads a database boundary's filter: (table=NAME) or ().
+func tableFilter(t fault.Trigger, filter string) (string, error) {
+	if filter == "" {
+		return "", nil
+	}
+	table, ok := strings.CutPrefix(filter, "table=")
+	if !ok || !sqlIdent.MatchString(strings.TrimSpace(table)) {
+		return "", fmt.Errorf("%s.%s takes (table=NAME) or (); got (%s)", t.Link, t.Boundary, filter)
+	}
+	return strings.TrimSpace(table), nil
 }
 
 var delayShape = regexp.MustCompile(`^delay\(([^()]*)\)$`)
 
-// ParseAction reads kill, cut, error or delay(250ms).
-func ParseAction(do string) (Action, error) {
+// ParseAction reads what a fault does: kill (SIGKILL the service while the
+// reply is held), cut (close the connection), error (the boundary fails
+// for real), delay(250ms) (hold the reply that long).
+func ParseAction(do string) (fault.Action, error) {
 	do = strings.TrimSpace(do)
 	switch do {
-	case "kill", "cut", "error":
-		return Action{Do: do}, nil
+	case "kill":
+		return fault.Action{Do: fault.Kill}, nil
+	case "cut":
+		return fault.Action{Do: fault.Cut}, nil
+	case "error":
+		return fault.Action{Do: fault.Error}, nil
 	}
 	if m := delayShape.FindStringSubmatch(do); m != nil {
 		d, err := time.ParseDuration(strings.TrimSpace(m[1]))
 		if err != nil || d <= 0 {
-			return Action{}, fmt.Errorf("delay wants a positive duration, e.g. delay(250ms); got %q", m[1])
+			return fault.Action{}, fmt.Errorf("delay wants a positive duration, e.g. delay(250ms); got %q", m[1])
 		}
-		return Action{Do: "delay", Delay: d}, nil
+		return fault.Action{Do: fault.Delay, Delay: d}, nil
 	}
-	return Action{}, fmt.Errorf("unknown action %q%s; one of: %s", do, diag.Suggest(do, []string{"kill", "cut", "error", "delay"}), strings.Join(Actions, ", "))
-}
-
-// Fault is one armed fault as a scenario step gives it.
-type Fault struct {
-	Trigger Trigger
-	Action  Action
-	Nth     int
-	Text    string // as written: "consumer_db.commit(table=inbox) nth=1 do=kill"
+	return fault.Action{}, fmt.Errorf("unknown action %q%s; one of: %s", do, diag.Suggest(do, []string{"kill", "cut", "error", "delay"}), strings.Join(Actions, ", "))
 }
 
 // knownCommand checks a broker filter, CMD or CMD.SUB, against Redis's

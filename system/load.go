@@ -11,6 +11,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/outboxdrill/runner/broker"
+	// The brokers: field names registered broker kinds; the list must be
+	// complete wherever a system file is read.
+	_ "github.com/outboxdrill/runner/broker/kinds"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/internal/guardfile"
 )
@@ -61,14 +64,32 @@ func Parse(file string, src []byte) (*System, diag.Errors) {
 			errs = append(errs, diag.Errorf(diag.NodePos(file, root), "missing %s: a system file needs %s", k, strings.Join(required, ", ")))
 		}
 	}
+	s.checkStream(file, root, seen["stream"], &errs)
+	s.checkPlaceholders(&errs)
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	return s, nil
 }
 
-// required are the keys every system file has.
-var required = []string{"services", "produce", "outbox", "stream", "inbox"}
+// required are the keys every system file has; stream too where the
+// services talk to Redis (checkStream).
+var required = []string{"services", "produce", "outbox", "inbox"}
+
+// checkStream: stream: names the fields of a Redis stream entry. A file
+// whose services may run on Redis needs it; one whose brokers exclude
+// Redis may leave it out (a Kafka record's key is the event id, its value
+// the payload), and there it is not read.
+func (s *System) checkStream(file string, root *yaml.Node, given bool, errs *diag.Errors) {
+	switch {
+	case given:
+	case s.Brokers == nil:
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, root), "missing stream: the fields of a Redis stream entry that carry the event id and the payload (stream: {event_id: …, payload: …}); "+
+			"a system whose services do not talk to Redis lists its brokers instead (brokers: [kafka]) and leaves stream: out"))
+	case slices.Contains(s.Brokers, broker.Redis):
+		*errs = append(*errs, diag.Errorf(s.At("brokers"), "missing stream: brokers lists redis, whose entries carry the event id and the payload in fields the file names (stream: {event_id: …, payload: …})"))
+	}
+}
 
 // topKeys read each top-level key into the System.
 var topKeys = map[string]func(s *System, file string, kv diag.Pair, errs *diag.Errors){
@@ -138,7 +159,7 @@ func keyNames() []string {
 // cannot parse.
 func readBrokers(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 	if kv.Value.Kind != yaml.SequenceNode || len(kv.Value.Content) == 0 {
-		*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "brokers: want a non-empty list of %s, e.g. [redis], got %s", strings.Join(broker.Names, ", "), diag.Describe(kv.Value)))
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "brokers: want a non-empty list of %s, e.g. [redis], got %s", strings.Join(broker.Names(), ", "), diag.Describe(kv.Value)))
 		return
 	}
 	s.Pos["brokers"] = diag.NodePos(file, kv.Value)
@@ -146,8 +167,8 @@ func readBrokers(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 		b := scalar(file, "brokers", n, errs)
 		switch {
 		case b == "":
-		case !slices.Contains(broker.Names, b):
-			*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "brokers: unknown broker %q%s; brokers: %s", b, diag.Suggest(b, broker.Names), strings.Join(broker.Names, ", ")))
+		case !slices.Contains(broker.Names(), b):
+			*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "brokers: unknown broker %q%s; brokers: %s", b, diag.Suggest(b, broker.Names()), strings.Join(broker.Names(), ", ")))
 		case slices.Contains(s.Brokers, b):
 			*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "brokers: %s given twice", b))
 		default:
@@ -173,13 +194,16 @@ func readServices(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 var serviceName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,62}$`)
 
 func readService(file string, kv diag.Pair, errs *diag.Errors) *Service {
-	svc := &Service{Name: kv.Key, Pos: kv.KeyPos, Env: map[string]string{}}
+	svc := &Service{Name: kv.Key, Pos: kv.KeyPos, Env: map[string]string{}, EnvPos: map[string]diag.Pos{}}
 	f := fields(file, kv, []string{"run", "env", "ready"}, []string{"run"}, errs)
 	if n := f["run"]; n != nil {
 		svc.Run = stringList(file, "run", n, errs)
+		for _, w := range n.Content {
+			svc.RunPos = append(svc.RunPos, diag.NodePos(file, w))
+		}
 	}
 	if n := f["env"]; n != nil {
-		svc.Env = stringMap(file, "env", n, errs)
+		svc.Env, svc.EnvPos = stringMap(file, "env", n, errs)
 	}
 	if n := f["ready"]; n != nil {
 		// log stays required: without a line to wait for, a service is
@@ -294,18 +318,19 @@ func stringList(file, key string, n *yaml.Node, errs *diag.Errors) []string {
 	return out
 }
 
-func stringMap(file, key string, n *yaml.Node, errs *diag.Errors) map[string]string {
-	out := map[string]string{}
+// stringMap reads a map NAME → scalar, and where each value is.
+func stringMap(file, key string, n *yaml.Node, errs *diag.Errors) (map[string]string, map[string]diag.Pos) {
+	out, pos := map[string]string{}, map[string]diag.Pos{}
 	if n.Kind != yaml.MappingNode {
 		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "%s: want a map NAME → value, got %s", key, diag.Describe(n)))
-		return out
+		return out, pos
 	}
 	for _, kv := range diag.Pairs(file, n, errs) {
 		if kv.Value.Kind != yaml.ScalarNode {
 			*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "%s: %s: want a string, got %s", key, kv.Key, diag.Describe(kv.Value)))
 			continue
 		}
-		out[kv.Key] = kv.Value.Value
+		out[kv.Key], pos[kv.Key] = kv.Value.Value, diag.NodePos(file, kv.Value)
 	}
-	return out
+	return out, pos
 }

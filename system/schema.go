@@ -35,16 +35,25 @@ func JSONSchema() []byte {
 	doc := obj(map[string]any{
 		"services": map[string]any{"type": "object", "minProperties": 1, "additionalProperties": service,
 			"propertyNames": map[string]any{"pattern": `^[A-Za-z_][A-Za-z0-9_-]*$`}},
-		"schema":     obj(map[string]any{"producer": str, "consumer": str}),
-		"produce":    map[string]any{"type": "string", "minLength": 1, "description": "one producer transaction; ${" + joinParams() + "} are bound parameters"},
-		"outbox":     obj(map[string]any{"table": ident, "event_id": ident, "payload": ident, "unpublished": str}, "table", "event_id", "payload", "unpublished"),
-		"stream":     obj(map[string]any{"event_id": str, "payload": str}, "event_id", "payload"),
+		"schema":  obj(map[string]any{"producer": str, "consumer": str}),
+		"produce": map[string]any{"type": "string", "minLength": 1, "description": "one producer transaction; ${" + joinParams() + "} are bound parameters"},
+		"outbox":  obj(map[string]any{"table": ident, "event_id": ident, "payload": ident, "unpublished": str}, "table", "event_id", "payload", "unpublished"),
+		"stream": withDescription(obj(map[string]any{"event_id": str, "payload": str}, "event_id", "payload"),
+			"the fields of a Redis stream entry carrying the event id and the payload; required where the services may talk to Redis, not read elsewhere"),
 		"inbox":      obj(map[string]any{"table": ident, "consumer": ident, "event_id": ident, "payload": ident}, "table", "consumer", "event_id", "payload"),
 		"projection": map[string]any{"type": "string", "minLength": 1, "description": "a query returning consumer id, currency, amount, events"},
-		"brokers": map[string]any{"type": "array", "minItems": 1, "uniqueItems": true, "items": map[string]any{"enum": broker.Names},
+		"brokers": map[string]any{"type": "array", "minItems": 1, "uniqueItems": true, "items": map[string]any{"enum": broker.Names()},
 			"description": "the brokers the services support (default: all); a run on another skips the scenario"},
 		"event": event,
 	}, required...)
+	// stream: names a Redis entry's fields: required where the services may
+	// talk to Redis (no brokers: list, or one with redis), optional elsewhere.
+	redis := map[string]any{"contains": map[string]any{"const": broker.Redis}}
+	doc["allOf"] = []any{
+		map[string]any{"if": map[string]any{"not": map[string]any{"required": []string{"brokers"}}}, "then": map[string]any{"required": []string{"stream"}}},
+		map[string]any{"if": map[string]any{"required": []string{"brokers"}, "properties": map[string]any{"brokers": redis}},
+			"then": map[string]any{"required": []string{"stream"}}},
+	}
 	doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
 	doc["title"] = "outbox drill runner: a team's system file"
 	b, _ := json.MarshalIndent(doc, "", "  ")

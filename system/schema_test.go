@@ -18,18 +18,7 @@ import (
 // committed copy is current.
 func TestSchema(t *testing.T) {
 	testutil.Golden(t, "docs/system.schema.json", JSONSchema())
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(JSONSchema()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("system.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile("system.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := compiledSchema(t)
 	files, _ := filepath.Glob("../examples/*/system*.yaml")
 	files = append(files, "testdata/system.yaml", "../cmd/runner/testdata/payments/system.yaml")
 	if len(files) < 3 {
@@ -48,6 +37,24 @@ func TestSchema(t *testing.T) {
 			t.Errorf("%s with outbx: passes the schema", f)
 		}
 	}
+}
+
+// compiledSchema is JSONSchema compiled by a real draft 2020-12 validator.
+func compiledSchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(JSONSchema()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("system.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile("system.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func validate(s *jsonschema.Schema, src string) error {

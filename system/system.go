@@ -68,11 +68,15 @@ func (s *System) Unsupported(b string) string {
 
 // Service is one process of the team's system.
 type Service struct {
-	Name  string
-	Pos   diag.Pos
-	Run   []string          // argv, run in the system file's directory
-	Env   map[string]string // values may hold ${…} placeholders
-	Ready string            // a line containing it on stdout or stderr means ready; "" = once started
+	Name string
+	Pos  diag.Pos
+	Run  []string          // argv, run in the system file's directory
+	Env  map[string]string // values may hold ${…} placeholders
+	// RunPos and EnvPos are where each word of run and each value of env
+	// is written, for the errors about their ${…}.
+	RunPos []diag.Pos
+	EnvPos map[string]diag.Pos
+	Ready  string // a line containing it on stdout or stderr means ready; "" = once started
 	// ReadyTimeout bounds the wait for Ready (ready: {timeout: 60s}); 0: the
 	// runner's default, 30 s.
 	ReadyTimeout time.Duration
@@ -107,13 +111,6 @@ func (s *System) Names() []string {
 	sort.Strings(names)
 	return names
 }
-
-// Links are the connections a service's faults can name: its proxies.
-var Links = []string{"broker", "consumer_db", "producer_db"}
-
-// Placeholders are the ${…} a service's env may use besides the step's env
-// and the scenario's vars: the proxy addresses, the stream, the consumer id.
-var Placeholders = []string{"broker.url", "consumer", "consumer_db.url", "producer_db.url", "runner", "stream"}
 
 // ProduceParams are the ${…} the produce statement may bind.
 var ProduceParams = []string{"aggregate", "amount", "currency", "event", "from", "payload", "to", "version"}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/outboxdrill/runner/proxy/fault"
 )
 
 // The issue's own example loads as written: services with argv, env and
@@ -24,7 +26,8 @@ func TestLoadTheContractExample(t *testing.T) {
 	}
 	relay := s.Services["relay"]
 	want := &Service{Name: "relay", Pos: relay.Pos, Run: []string{"node", "relay.js"}, Ready: "ready",
-		Env: map[string]string{"DATABASE_URL": "${producer_db.url}", "REDIS_URL": "${broker.url}", "STREAM": "${stream}"}}
+		Env:    map[string]string{"DATABASE_URL": "${producer_db.url}", "REDIS_URL": "${broker.url}", "STREAM": "${stream}"},
+		RunPos: relay.RunPos, EnvPos: relay.EnvPos}
 	if diff := cmp.Diff(want, relay); diff != "" || relay.Pos.Line != 2 || relay.Pos.Col != 3 {
 		t.Errorf("relay at %s (-want +got):\n%s", relay.Pos, diff)
 	}
@@ -75,32 +78,47 @@ func TestLoadErrors(t *testing.T) {
 }
 
 func TestParseTrigger(t *testing.T) {
-	for on, want := range map[string]Trigger{
-		"consumer_db.commit(table=inbox)": {"consumer_db", "commit", "inbox"},
-		"producer_db.statement()":         {"producer_db", "statement", ""},
-		"broker.reply(xadd)":              {"broker", "reply", "XADD"},
-		" broker.request(XACK) ":          {"broker", "request", "XACK"},
-		"broker.request(xgroup.create)":   {"broker", "request", "XGROUP.CREATE"},
-		"broker.reply(CLIENT.NO-EVICT)":   {"broker", "reply", "CLIENT.NO-EVICT"},
+	table := func(l fault.Link, b fault.Boundary, name string) fault.Trigger {
+		return fault.Trigger{Link: l, Boundary: b, Filter: fault.Filter{Table: name}}
+	}
+	command := func(b fault.Boundary, cmd string) fault.Trigger {
+		return fault.Trigger{Link: fault.Broker, Boundary: b, Filter: fault.Filter{Command: cmd}}
+	}
+	for on, want := range map[string]fault.Trigger{
+		"consumer_db.commit(table=inbox)":     table(fault.ConsumerDB, fault.Commit, "inbox"),
+		"producer_db.statement()":             table(fault.ProducerDB, fault.Statement, ""),
+		"broker.reply(xadd)":                  command(fault.Reply, "XADD"),
+		" broker.request(XACK) ":              command(fault.Request, "XACK"),
+		"broker.request(xgroup.create)":       command(fault.Request, "XGROUP.CREATE"),
+		"broker.reply(CLIENT.NO-EVICT)":       command(fault.Reply, "CLIENT.NO-EVICT"),
+		"broker.reply(publish)":               command(fault.Reply, "publish"),
+		"broker.request(ack)":                 command(fault.Request, "ack"),
+		"broker.reply(Produce)":               command(fault.Reply, "Produce"),
+		"broker.request(basic.ack)":           command(fault.Request, "basic.ack"),
+		"broker.request(+ACK)":                command(fault.Request, "+ACK"),
+		"broker.reply(publish, topic=orders)": {Link: fault.Broker, Boundary: fault.Reply, Filter: fault.Filter{Command: "publish", Topic: "orders"}},
 	} {
 		got, err := ParseTrigger(on)
-		if err != nil || got != want {
-			t.Errorf("%q: %+v, %v; want %+v", on, got, err, want)
+		if diff := cmp.Diff(want, got); err != nil || diff != "" {
+			t.Errorf("%q: %v (-want +got):\n%s", on, err, diff)
 		}
-		if again, _ := ParseTrigger(got.String()); again != got {
-			t.Errorf("%q does not read back: %q", on, got.String())
+		if again, _ := ParseTrigger(got.On()); !cmp.Equal(again, got) {
+			t.Errorf("%q does not read back: %q", on, got.On())
 		}
 	}
 	for on, want := range map[string]string{
-		"consumer_db.comit(table=inbox)": `consumer_db has no boundary "comit" (did you mean "commit"?)`,
-		"consumerdb.commit()":            `unknown link "consumerdb" (did you mean "consumer_db"?)`,
-		"broker.reply()":                 "broker.reply needs the command",
-		"consumer_db.commit(inbox)":      "takes (table=NAME) or ()",
-		"commit":                         "want <link>.<boundary>(<filter>)",
-		"broker.reply(XAD)":              `broker.reply(XAD): no Redis command XAD (did you mean "XADD"?)`,
-		"broker.request(xreadgrop)":      `no Redis command XREADGROP (did you mean "XREADGROUP"?)`,
-		"broker.request(XGROUP.CRATE)":   `Redis command XGROUP has no subcommand CRATE (did you mean "CREATE"?); it has: CREATE, CREATECONSUMER`,
-		"broker.reply(XADD.NOMKSTREAM)":  "Redis command XADD has no subcommands",
+		"consumer_db.comit(table=inbox)":      `consumer_db has no boundary "comit" (did you mean "commit"?)`,
+		"consumerdb.commit()":                 `unknown link "consumerdb" (did you mean "consumer_db"?)`,
+		"broker.reply()":                      "broker.reply needs the command",
+		"consumer_db.commit(inbox)":           "takes (table=NAME) or ()",
+		"commit":                              "want <link>.<boundary>(<filter>)",
+		"broker.reply(XAD)":                   `broker.reply(XAD): no Redis command XAD (did you mean "XADD"?)`,
+		"broker.request(xreadgrop)":           `no Redis command XREADGROP (did you mean "XREADGROUP"?)`,
+		"broker.request(XGROUP.CRATE)":        `Redis command XGROUP has no subcommand CRATE (did you mean "CREATE"?); it has: CREATE, CREATECONSUMER`,
+		"broker.reply(XADD.NOMKSTREAM)":       "Redis command XADD has no subcommands",
+		"broker.reply(Produc)":                `nor another broker's operation (did you mean "Produce"?)`,
+		"broker.reply(publish, topik=orders)": `(did you mean "topic"?)`,
+		"broker.reply(XADD, topic=orders)":    "suits no broker's proxy (redis: the Redis proxy filters by command only",
 	} {
 		if _, err := ParseTrigger(on); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v; want %q", on, err, want)
@@ -109,10 +127,10 @@ func TestParseTrigger(t *testing.T) {
 }
 
 func TestParseAction(t *testing.T) {
-	if a, err := ParseAction("delay(250ms)"); err != nil || a != (Action{"delay", 250 * time.Millisecond}) {
+	if a, err := ParseAction("delay(250ms)"); err != nil || a.Do != fault.Delay || a.Delay != 250*time.Millisecond {
 		t.Errorf("delay: %+v %v", a, err)
 	}
-	if a, err := ParseAction("kill"); err != nil || a.Do != "kill" {
+	if a, err := ParseAction("kill"); err != nil || a.Do != fault.Kill {
 		t.Errorf("kill: %+v %v", a, err)
 	}
 	for do, want := range map[string]string{"kil": `unknown action "kil" (did you mean "kill"?)`, "delay(-1s)": "positive duration", "delay(x)": "positive duration"} {
@@ -242,5 +260,28 @@ func TestEventErrors(t *testing.T) {
 				t.Errorf("errors:\n%v\nwant one containing %q", errs, c.want)
 			}
 		})
+	}
+}
+
+// The catalog checks a fault's table as the parser and the proxy read it:
+// a boundary without a table matches any, and passes (it was refused as
+// "no table \"\"" on the consumer's side); a table the schema lacks is
+// refused with the closest one.
+func TestCheckFaultReadsTheTriggerAsTheProxyDoes(t *testing.T) {
+	c := &Catalog{}
+	c.tables[ConsumerSide] = []table{{schema: "public", name: "inbox", visible: true}}
+	c.tables[ProducerSide] = []table{{schema: "public", name: "outbox", visible: true}}
+	for _, on := range []string{"consumer_db.commit()", "producer_db.statement()", "consumer_db.commit(table=INBOX)", "consumer_db.statement(table=public.inbox)", "broker.reply(XADD)"} {
+		tr, err := ParseTrigger(on)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.CheckFault(tr); err != nil {
+			t.Errorf("%s: %v", on, err)
+		}
+	}
+	tr, _ := ParseTrigger("consumer_db.commit(table=inbx)")
+	if err := c.CheckFault(tr); err == nil || !strings.Contains(err.Error(), `consumer_db.commit(table=inbx): no table "inbx" in the consumer database after its schema (did you mean "inbox"?)`) {
+		t.Errorf("a misspelt table: %v", err)
 	}
 }

@@ -30,16 +30,17 @@ type Factory func(t *testing.T, groups ...string) broker.Broker
 // AckWait); everything is bounded.
 //
 // A case that needs a capability the broker lacks is skipped, citing the
-// broker's documented reason (broker.WhyNot for name).
-func Run(t *testing.T, name string, newBroker Factory) {
+// broker's documented reason (kind.Limits). The kind is passed, not looked
+// up: a broker package's own tests do not register it (broker/kinds).
+func Run(t *testing.T, kind *broker.Kind, newBroker Factory) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.needs != "" && !newBroker(t).Capabilities().Has(tc.needs) {
-				why := broker.WhyNot(name, tc.needs)
+				why := kind.Limits[tc.needs]
 				if why == "" {
-					t.Fatalf("%s lacks %s without citing why (broker.DocumentLimits)", name, tc.needs)
+					t.Fatalf("%s lacks %s without citing why (its Kind.Limits)", kind.Name, tc.needs)
 				}
-				t.Skipf("%s lacks %s: %s", name, tc.needs, why)
+				t.Skipf("%s lacks %s: %s", kind.Name, tc.needs, why)
 			}
 			tc.run(t, newBroker)
 		})
@@ -60,6 +61,7 @@ var cases = []struct {
 	{"nack-gives-the-entry-back", nack, ""},
 	{"crash-gives-back-what-the-worker-held", crash, ""},
 	{"dead-letters-round-trip", deadLetters, ""},
+	{"lag-counts-what-a-group-has-not-finished", lag, broker.GroupLag},
 	{"unsupported-says-so", unsupported, ""},
 }
 
@@ -242,6 +244,29 @@ func deadLetters(t *testing.T, newBroker Factory) {
 	left, err2 := b.DeadLetters(ctx(t))
 	if err != nil || err2 != nil || len(taken) != 1 || taken[0] != dl || len(left) != 0 {
 		t.Errorf("take: %+v (%v), left %+v (%v); want it once, then none", taken, err, left, err2)
+	}
+}
+
+// lag: of three entries, a group read two and acked the first: one is not
+// delivered yet and one not acknowledged, so two are not finished with.
+// A broker that acknowledges by position (Kafka) counts the same.
+func lag(t *testing.T, newBroker Factory) {
+	b := newBroker(t, "g")
+	Publish(t, b, "e1", "e2", "e3")
+	ds, err := b.Read(ctx(t), "g", "w1", 2, time.Second)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("read 2: %v, %v", EventIDs(ds), err)
+	}
+	if err := b.Ack(ctx(t), "g", ds[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	lb, ok := b.(broker.Lagging)
+	if !ok {
+		t.Fatalf("%T declares %s but is no broker.Lagging", b, broker.GroupLag)
+	}
+	got, err := lb.Lag(ctx(t))
+	if err != nil || got["g"] != 2 {
+		t.Errorf("lag %v, %v; want g: 2 (e2 unacknowledged, e3 not delivered)", got, err)
 	}
 }
 

@@ -24,15 +24,16 @@ func TestMain(m *testing.M) { testservers.Main(m) }
 // faults break one promise of a real broker each; the case named must then
 // fail.
 var faults = map[string]string{
-	"publish-read-ack":                      "reversed-reads",
-	"every-group-gets-every-message":        "second-group-starves",
-	"read-waits-at-most-block":              "empty-read-errs",
-	"entry-log-counts-every-publish":        "entries-miss-one",
-	"claim-takes-over-an-unacked-entry":     "claim-is-a-first-delivery",
-	"nack-gives-the-entry-back":             "nack-acks",
-	"crash-gives-back-what-the-worker-held": "crash-drops-the-entries",
-	"dead-letters-round-trip":               "dead-letters-vanish",
-	"unsupported-says-so":                   "pending-count-undeclared",
+	"publish-read-ack":                         "reversed-reads",
+	"every-group-gets-every-message":           "second-group-starves",
+	"read-waits-at-most-block":                 "empty-read-errs",
+	"entry-log-counts-every-publish":           "entries-miss-one",
+	"claim-takes-over-an-unacked-entry":        "claim-is-a-first-delivery",
+	"nack-gives-the-entry-back":                "nack-acks",
+	"crash-gives-back-what-the-worker-held":    "crash-drops-the-entries",
+	"dead-letters-round-trip":                  "dead-letters-vanish",
+	"unsupported-says-so":                      "pending-count-undeclared",
+	"lag-counts-what-a-group-has-not-finished": "lag-forgets-the-unacked",
 }
 
 // faulty is Redis Streams with fault.
@@ -95,6 +96,18 @@ func (f faulty) Crash(ctx context.Context, group, worker string) error {
 	return f.Broker.Crash(ctx, group, worker)
 }
 
+// Lag counts as if delivered meant finished: the unacknowledged entry
+// drops out.
+func (f faulty) Lag(ctx context.Context) (map[string]int64, error) {
+	m, err := f.Broker.(broker.Lagging).Lag(ctx)
+	if f.fault == "lag-forgets-the-unacked" {
+		for g := range m {
+			m[g]--
+		}
+	}
+	return m, err
+}
+
 func (f faulty) DeadLetters(ctx context.Context) ([]broker.DeadLetter, error) {
 	dls, err := f.Broker.DeadLetters(ctx)
 	if f.fault == "dead-letters-vanish" {
@@ -120,7 +133,7 @@ func TestFaultyBroker(t *testing.T) {
 	}
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
-	Run(t, broker.Redis, func(t *testing.T, _ ...string) broker.Broker {
+	Run(t, redisstream.Kind, func(t *testing.T, _ ...string) broker.Broker {
 		s := redisstream.New(rdb, "outboxdrill:brokertest-"+rand.Text()[:10])
 		t.Cleanup(func() { _ = s.Delete(context.Background()) })
 		if fault == "own" { // the fault of the case this broker is for

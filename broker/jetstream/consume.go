@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,14 +36,20 @@ type group struct {
 	name    string // as the caller named it
 	durable string // the consumer's name
 	cons    jetstream.Consumer
-	handles map[uint64]handle   // by stream sequence: the latest delivery; guarded by Stream.mu
+	// handles are, by stream sequence, the deliveries of the message the
+	// latest read handed out, oldest first: a read that waits can get a
+	// message again when its AckWait runs out meanwhile, and the caller
+	// settles each delivery, in the order it was handed them, with its own
+	// message. Guarded by Stream.mu.
+	handles map[uint64][]handle
 	acked   map[uint64]struct{} // acknowledged sequences, so a second Ack is a no-op as XACK's is
 }
 
-// handle is the latest delivery of one message to a worker of the group.
+// handle is one delivery of a message to a worker of the group.
 type handle struct {
 	msg    jetstream.Msg
 	worker string
+	read   uint64 // the Read or Claim that handed it out
 }
 
 func delivery(m jetstream.Msg, seq uint64, n int) broker.Delivery {
@@ -78,7 +85,7 @@ func (s *Stream) group(ctx context.Context, name string) (*group, error) {
 	if g := s.groups[name]; g != nil { // a concurrent first use won
 		return g, nil
 	}
-	g := &group{name: name, durable: durable, cons: cons, handles: map[uint64]handle{}, acked: map[uint64]struct{}{}}
+	g := &group{name: name, durable: durable, cons: cons, handles: map[uint64][]handle{}, acked: map[uint64]struct{}{}}
 	s.groups[name] = g
 	return g, nil
 }
@@ -115,12 +122,14 @@ func (s *Stream) groupList() []*group {
 // Read is a pull: worker gets up to count messages (count <= 0: all there
 // are), whatever the server delivers to it — new ones, and redeliveries of
 // messages whose AckWait ran out or that were nakked — waiting at most
-// block for the first.
+// block for the first. A message delivered twice within the read is in it
+// twice, each delivery with the server's count.
 func (s *Stream) Read(ctx context.Context, group, worker string, count int, block time.Duration) ([]broker.Delivery, error) {
 	g, err := s.group(ctx, group)
 	if err != nil {
 		return nil, err
 	}
+	read := s.nextRead()
 	var out []broker.Delivery
 	deadline := time.Now().Add(block)
 	for count <= 0 || len(out) < count {
@@ -128,8 +137,8 @@ func (s *Stream) Read(ctx context.Context, group, worker string, count int, bloc
 		if count > 0 {
 			n = min(n, count-len(out))
 		}
-		ds, err := s.pull(ctx, g, n, 0, worker)
-		out = merge(out, ds)
+		ds, err := s.pull(ctx, g, n, 0, worker, read)
+		out = append(out, ds...)
 		switch {
 		case err != nil:
 			return out, err
@@ -140,8 +149,8 @@ func (s *Stream) Read(ctx context.Context, group, worker string, count int, bloc
 		}
 		// Nothing yet: wait for one message, then take the rest as above.
 		// The server ends the wait a little early; the loop waits out the rest.
-		ds, err = s.pull(ctx, g, 1, time.Until(deadline), worker)
-		out = merge(out, ds)
+		ds, err = s.pull(ctx, g, 1, time.Until(deadline), worker, read)
+		out = append(out, ds...)
 		if err != nil {
 			return out, err
 		}
@@ -152,10 +161,12 @@ func (s *Stream) Read(ctx context.Context, group, worker string, count int, bloc
 // Claim takes over what the group's workers left unacknowledged. JetStream
 // gives a delivered message to another pull only once its AckWait has run
 // out (or it was nakked), so Claim pulls, waiting up to AckWait plus a
-// margin, until it has as many messages as the server counts unacknowledged
-// (NumAckPending, at most count) — a pull also hands out new messages,
-// which Claim then returns too: that is what the server delivered. minIdle
-// cannot be honoured below AckWait (no ClaimByIdle).
+// margin, until it has as many distinct messages as the server counts
+// unacknowledged (NumAckPending, at most count) — a pull also hands out new
+// messages, which Claim then returns too, and a message whose AckWait runs
+// out again during the wait comes back as a delivery of its own: that is
+// what the server delivered. minIdle cannot be honoured below AckWait (no
+// ClaimByIdle).
 func (s *Stream) Claim(ctx context.Context, group, worker string, _ time.Duration, count int) ([]broker.Delivery, error) {
 	g, err := s.group(ctx, group)
 	if err != nil {
@@ -172,11 +183,12 @@ func (s *Stream) Claim(ctx context.Context, group, worker string, _ time.Duratio
 	if want <= 0 {
 		return nil, nil
 	}
+	read := s.nextRead()
 	var out []broker.Delivery
 	deadline := time.Now().Add(s.opt.AckWait + claimMargin)
-	for len(out) < want && time.Until(deadline) >= minWait {
-		ds, err := s.pull(ctx, g, want-len(out), time.Until(deadline), worker)
-		out = merge(out, ds)
+	for distinct(out) < want && time.Until(deadline) >= minWait {
+		ds, err := s.pull(ctx, g, want-distinct(out), time.Until(deadline), worker, read)
+		out = append(out, ds...)
 		if err != nil {
 			return out, err
 		}
@@ -189,23 +201,20 @@ func (s *Stream) Claim(ctx context.Context, group, worker string, _ time.Duratio
 	return out, nil
 }
 
-// merge appends ds to out, replacing a delivery of the same entry: a
-// message held longer than AckWait comes back while being pulled, and the
-// caller must get it once, with its latest delivery count.
-func merge(out, ds []broker.Delivery) []broker.Delivery {
-	at := make(map[string]int, len(out))
-	for i, d := range out {
-		at[d.ID] = i
-	}
+// distinct counts the messages among ds: a redelivery of one is no other.
+func distinct(ds []broker.Delivery) int {
+	seen := make(map[string]bool, len(ds))
 	for _, d := range ds {
-		if i, ok := at[d.ID]; ok {
-			out[i] = d
-			continue
-		}
-		at[d.ID] = len(out)
-		out = append(out, d)
+		seen[d.ID] = true
 	}
-	return out
+	return len(seen)
+}
+
+func (s *Stream) nextRead() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reads++
+	return s.reads
 }
 
 // AutoClaim is Claim: JetStream has no scan of its own to tell apart.
@@ -230,10 +239,10 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 
 // pull fetches up to n messages for g, waiting up to wait for the batch
 // to fill (below minWait: only what is there now), and keeps their handles
-// for worker.
-func (s *Stream) pull(ctx context.Context, g *group, n int, wait time.Duration, worker string) ([]broker.Delivery, error) {
+// for worker as handed out by read.
+func (s *Stream) pull(ctx context.Context, g *group, n int, wait time.Duration, worker string, read uint64) ([]broker.Delivery, error) {
 	msgs, err := fetch(ctx, g.cons, n, wait)
-	ds, herr := s.keep(g, msgs, worker)
+	ds, herr := s.keep(g, msgs, worker, read)
 	if err = errors.Join(err, herr); err != nil {
 		return ds, fmt.Errorf("jetstream pull %s %s: %w", s.name, g.durable, err)
 	}
@@ -270,8 +279,11 @@ func fetch(ctx context.Context, c jetstream.Consumer, n int, wait time.Duration)
 }
 
 // keep records the handle of each pulled message for worker and returns
-// the deliveries, as the server numbered them.
-func (s *Stream) keep(g *group, msgs []jetstream.Msg, worker string) ([]broker.Delivery, error) {
+// the deliveries, as the server numbered them. A message read delivers
+// again is queued behind its earlier delivery of the same read; a handle
+// an earlier read left (a delivery the worker kept) is superseded: the
+// worker settles what it was handed last.
+func (s *Stream) keep(g *group, msgs []jetstream.Msg, worker string, read uint64) ([]broker.Delivery, error) {
 	var out []broker.Delivery
 	var errs []error
 	s.mu.Lock()
@@ -283,7 +295,11 @@ func (s *Stream) keep(g *group, msgs []jetstream.Msg, worker string) ([]broker.D
 			continue
 		}
 		seq := md.Sequence.Stream
-		g.handles[seq] = handle{msg: m, worker: worker}
+		hs := g.handles[seq]
+		if len(hs) > 0 && hs[0].read != read {
+			hs = nil
+		}
+		g.handles[seq] = append(hs, handle{msg: m, worker: worker, read: read})
 		out = append(out, delivery(m, seq, int(md.NumDelivered)))
 	}
 	return out, errors.Join(errs...)
@@ -302,7 +318,7 @@ func (s *Stream) Ack(ctx context.Context, group string, ids ...string) error {
 	}
 	var unknown []string
 	for _, id := range ids {
-		seq, msg, known := s.lookup(g, id)
+		seq, msg, known := s.take(g, id)
 		if msg == nil {
 			if !known {
 				unknown = append(unknown, id)
@@ -312,7 +328,7 @@ func (s *Stream) Ack(ctx context.Context, group string, ids ...string) error {
 		if err := msg.DoubleAck(ctx); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
 			return fmt.Errorf("jetstream ack %s %s entry %s (event %s): %w", s.name, g.durable, id, msg.Headers().Get(HeaderEventID), err)
 		}
-		s.forget(g, seq)
+		s.markAcked(g, seq)
 	}
 	if len(unknown) > 0 {
 		return fmt.Errorf("jetstream ack %s %s: entries %s were never delivered to this group", s.name, g.durable, strings.Join(unknown, ", "))
@@ -320,26 +336,30 @@ func (s *Stream) Ack(ctx context.Context, group string, ids ...string) error {
 	return nil
 }
 
-// lookup finds the latest delivery of id; known is also true for an id
-// already acked, which has none.
-func (s *Stream) lookup(g *group, id string) (seq uint64, msg jetstream.Msg, known bool) {
+// take removes and returns the oldest unsettled delivery of id; known is
+// also true for an id already acked, which has none.
+func (s *Stream) take(g *group, id string) (seq uint64, msg jetstream.Msg, known bool) {
 	seq, err := strconv.ParseUint(id, 10, 64)
 	if err != nil {
 		return 0, nil, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if h, ok := g.handles[seq]; ok {
-		return seq, h.msg, true
+	if hs := g.handles[seq]; len(hs) > 0 {
+		if len(hs) == 1 {
+			delete(g.handles, seq)
+		} else {
+			g.handles[seq] = hs[1:]
+		}
+		return seq, hs[0].msg, true
 	}
 	_, acked := g.acked[seq]
 	return seq, nil, acked
 }
 
-func (s *Stream) forget(g *group, seq uint64) {
+func (s *Stream) markAcked(g *group, seq uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(g.handles, seq)
 	g.acked[seq] = struct{}{}
 }
 
@@ -353,13 +373,10 @@ func (s *Stream) Nack(ctx context.Context, group string, ids ...string) error {
 		return err
 	}
 	for _, id := range ids {
-		if seq, msg, _ := s.lookup(g, id); msg != nil {
+		if _, msg, _ := s.take(g, id); msg != nil { // given back: its next delivery brings a new handle
 			if err := msg.Nak(); err != nil {
 				return fmt.Errorf("jetstream nak %s %s entry %s: %w", s.name, g.durable, id, err)
 			}
-			s.mu.Lock()
-			delete(g.handles, seq) // given back: its next delivery brings a new handle
-			s.mu.Unlock()
 		}
 	}
 	return nil
@@ -371,9 +388,11 @@ func (s *Stream) Crash(ctx context.Context, group, worker string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if g := s.groups[group]; g != nil {
-		for seq, h := range g.handles {
-			if h.worker == worker {
+		for seq, hs := range g.handles {
+			if hs = slices.DeleteFunc(hs, func(h handle) bool { return h.worker == worker }); len(hs) == 0 {
 				delete(g.handles, seq)
+			} else {
+				g.handles[seq] = hs
 			}
 		}
 	}

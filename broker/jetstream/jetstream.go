@@ -88,6 +88,7 @@ type Stream struct {
 
 	mu     sync.Mutex
 	groups map[string]*group // by the caller's group name
+	reads  uint64            // Reads and Claims so far: each names the handles it keeps
 }
 
 var _ broker.Broker = (*Stream)(nil)
@@ -173,6 +174,13 @@ func (s *Stream) advName() string { return s.name + "_adv" }
 // Name is the JetStream stream name; the dead letters are in Name()+"_dlq".
 func (s *Stream) Name() string { return s.name }
 
+// Subject is the one subject the stream takes: what a relay publishes to.
+func (s *Stream) Subject() string { return subject(s.name) }
+
+// Durable is the name of group g's durable consumer, as the Stream creates
+// it and as a team's consumer should name its own.
+func Durable(g string) string { return sanitize(g) }
+
 // Capabilities: an entry log with retention and history, pending counts, and
 // broker dedupe when Nats-Msg-Id is set. No idle-based claim, no pending list
 // with idle times, no side store.
@@ -180,7 +188,7 @@ func (s *Stream) Capabilities() broker.Capabilities {
 	cs := broker.Capabilities{
 		broker.EntryLog: true, broker.PendingCount: true, broker.DeliveryCount: true,
 		broker.Retention: true, broker.ReplayHistory: true, broker.Purge: true,
-		broker.NativeDeadLetter: true,
+		broker.NativeDeadLetter: true, broker.GroupLag: true,
 	}
 	if s.opt.Dedupe {
 		cs[broker.BrokerDedupe] = true
@@ -357,6 +365,35 @@ func (s *Stream) Pending(ctx context.Context) (map[string]int64, error) {
 			return nil, err
 		}
 		out[g.name] = int64(info.NumAckPending)
+	}
+	return out, nil
+}
+
+// Lag counts, for every consumer of the stream (a team's too), the
+// messages it has not finished with: not yet delivered (NumPending) and
+// delivered but not acknowledged (NumAckPending), from its consumer info
+// (https://docs.nats.io/nats-concepts/jetstream/consumers). A group the
+// Stream made is named by its group name, any other by its consumer name.
+func (s *Stream) Lag(ctx context.Context) (map[string]int64, error) {
+	names := map[string]string{}
+	for _, g := range s.groupList() {
+		names[g.durable] = g.name
+	}
+	st, err := s.js.Stream(ctx, s.name)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream stream %s: %w", s.name, err)
+	}
+	out := map[string]int64{}
+	infos := st.ListConsumers(ctx)
+	for info := range infos.Info() {
+		name := info.Name
+		if n, ok := names[name]; ok {
+			name = n
+		}
+		out[name] = int64(info.NumPending) + int64(info.NumAckPending)
+	}
+	if err := infos.Err(); err != nil {
+		return nil, fmt.Errorf("jetstream list consumers %s: %w", s.name, err)
 	}
 	return out, nil
 }

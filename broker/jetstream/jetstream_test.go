@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,10 +23,10 @@ import (
 
 func TestMain(m *testing.M) { testservers.Main(m) }
 
-// connect reaches the NATS server of the tests (testservers.NATS).
+// connect reaches the NATS server of the tests (testservers.Broker).
 func connect(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	url := testservers.NATS(t)
+	url := testservers.Broker(t, Kind)
 	absent := func(err error) {
 		t.Helper()
 		testservers.Absent(t, fmt.Errorf("no NATS server with JetStream at %s: %w", url, err))
@@ -202,15 +203,23 @@ func TestDedupe(t *testing.T) {
 	}
 }
 
+// readTwo publishes e1 and e2 on a stream with ackWait and reads both as
+// w1 of group g.
+func readTwo(t *testing.T, ackWait time.Duration) (*Stream, []broker.Delivery) {
+	t.Helper()
+	s := newStream(t, connect(t), Options{AckWait: ackWait})
+	brokertest.Publish(t, s, "e1", "e2")
+	ds, err := s.Read(testCtx(t), "g", "w1", 0, time.Second)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("Read = %v, %v; want e1 and e2", ds, err)
+	}
+	return s, ds
+}
+
 func TestClaimAfterAckWait(t *testing.T) {
 	const ackWait = 300 * time.Millisecond
-	s := newStream(t, connect(t), Options{AckWait: ackWait})
+	s, ds := readTwo(t, ackWait)
 	ctx := testCtx(t)
-	brokertest.Publish(t, s, "e1", "e2")
-	ds, err := s.Read(ctx, "g", "w1", 0, time.Second)
-	if err != nil || len(ds) != 2 {
-		t.Fatalf("Read = %v, %v; want 2", ds, err)
-	}
 	if err := s.Ack(ctx, "g", ds[0].ID); err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +464,7 @@ func TestManyEntries(t *testing.T) {
 // TestConformance runs the suite every broker passes.
 func TestConformance(t *testing.T) {
 	js := connect(t)
-	brokertest.Run(t, broker.NATS, func(t *testing.T, _ ...string) broker.Broker {
+	brokertest.Run(t, Kind, func(t *testing.T, _ ...string) broker.Broker {
 		return newStream(t, js, Options{Dedupe: true})
 	})
 }
@@ -500,4 +509,79 @@ func TestMaxDeliverDeadLetters(t *testing.T) {
 	if left, err := s.DeadLetters(ctx); err != nil || len(left) != 0 {
 		t.Errorf("after take: %+v, %v; want none", left, err)
 	}
+}
+
+// A message whose AckWait runs out again while a claim waits comes back in
+// that claim as a delivery of its own, with the server's count: the claim
+// must not fold it into the first (a worker would handle it twice, and a
+// history reading one delivery would miss the second). Each delivery is
+// then settled with its own message.
+func TestARedeliveryWithinOneClaimIsADeliveryOfItsOwn(t *testing.T) {
+	const ackWait = 400 * time.Millisecond
+	s, ds := readTwo(t, ackWait)
+	ctx := testCtx(t)
+	// w1 abandons e1 and keeps working on e2 (InProgress restarts its
+	// AckWait), so the claim below waits for e2 to its end, and e1's
+	// AckWait runs out twice meanwhile.
+	stop := inProgress(t, s, "g", ds[1].ID, ackWait/8)
+	defer stop()
+	time.Sleep(ackWait * 9 / 10)
+	claimed, err := s.Claim(ctx, "g", "w2", 0, 0)
+	stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counts []int
+	for _, d := range claimed {
+		if d.EventID != "e1" {
+			t.Fatalf("claimed %+v; only e1 was abandoned", claimed)
+		}
+		counts = append(counts, d.Deliveries)
+	}
+	if len(counts) < 2 || counts[0] != 2 || !increasing(counts) {
+		t.Fatalf("the claim got e1 with delivery counts %v; want each redelivery on its own (2, 3, …)", counts)
+	}
+	for range counts {
+		if err := s.Ack(ctx, "g", ds[0].ID); err != nil {
+			t.Fatalf("ack of one delivery of e1: %v", err)
+		}
+	}
+	if n := pending(t, s, "g"); n != 1 {
+		t.Errorf("pending after acking e1 = %d; want 1 (e2)", n)
+	}
+}
+
+// inProgress tells the server, every interval until stop, that the worker
+// holding entry id of group is still working on it.
+func inProgress(t *testing.T, s *Stream, group, id string, interval time.Duration) (stop func()) {
+	t.Helper()
+	seq, _ := strconv.ParseUint(id, 10, 64)
+	s.mu.Lock()
+	msg := s.groups[group].handles[seq][0].msg
+	s.mu.Unlock()
+	done := make(chan struct{})
+	var once sync.Once
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(interval):
+				if err := msg.InProgress(); err != nil {
+					t.Errorf("in progress: %v", err)
+					return
+				}
+			}
+		}
+	}()
+	return func() { once.Do(func() { close(done) }) }
+}
+
+func increasing(xs []int) bool {
+	for i := 1; i < len(xs); i++ {
+		if xs[i] <= xs[i-1] {
+			return false
+		}
+	}
+	return true
 }

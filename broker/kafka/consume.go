@@ -49,6 +49,9 @@ type member struct {
 	// commit may reach once no older record is held, even when that ack
 	// came while an older record was still held.
 	acked map[int32]int64
+	// owned are the partitions the group assigned the member, as its
+	// client's callbacks last heard
+	owned map[int32]bool
 }
 
 // member returns the worker's client in group, creating and joining it on
@@ -58,7 +61,7 @@ func (t *Topic) member(ctx context.Context, group, worker string) (*member, erro
 	t.mu.Lock()
 	m := t.members[k]
 	if m == nil {
-		m = &member{t: t, key: k, joined: make(chan struct{}), held: map[int32]map[int64]*kgo.Record{}, committed: map[int32]int64{}, acked: map[int32]int64{}}
+		m = &member{t: t, key: k, joined: make(chan struct{}), held: map[int32]map[int64]*kgo.Record{}, committed: map[int32]int64{}, acked: map[int32]int64{}, owned: map[int32]bool{}}
 		opts := t.memberOpts(m)
 		if !slices.Contains(t.groups, group) {
 			if t.opt.Share {
@@ -114,6 +117,7 @@ func (t *Topic) memberOpts(m *member) []kgo.Opt {
 			if len(ps[t.name]) > 0 && m.backlog(ctx, ps[t.name]) {
 				m.expect.Store(true)
 			}
+			m.own(ps[t.name]) // after expect: a claim that sees them owned knows what to wait for
 			m.once.Do(func() { close(m.joined) })
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { m.forget(ps[t.name]) }),
@@ -153,6 +157,16 @@ func (m *member) forget(ps []int32) {
 	for _, p := range ps {
 		delete(m.held, p)
 		delete(m.acked, p)
+		delete(m.owned, p)
+	}
+}
+
+// own records partitions the group assigned the member.
+func (m *member) own(ps []int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range ps {
+		m.owned[p] = true
 	}
 }
 
@@ -200,6 +214,9 @@ func (m *member) pollOnce(ctx context.Context, count int, wait time.Duration) ([
 	m.cl.ResumeFetchTopics(m.t.name)
 	fs := m.cl.PollRecords(pctx, count)
 	m.cl.PauseFetchTopics(m.t.name)
+	if err := m.flushShareAcks(ctx); err != nil {
+		return nil, err
+	}
 	defer func() {
 		if recs := fs.Records(); len(recs) > 0 && !m.t.opt.Share {
 			m.seekPast(recs)
@@ -289,16 +306,25 @@ func (t *Topic) Read(ctx context.Context, group, worker string, count int, block
 	return m.poll(ctx, count, block)
 }
 
-// Claim polls as worker, waiting as long as the group needs to hand it the
-// partitions of a member that died without leaving (the session timeout):
-// what it gets is everything after the group's committed offset. minIdle
-// plays no part (ClaimByIdle is not declared).
+// Claim polls as worker once the group has handed it what it will: the
+// partitions of a member that died without leaving come after its session
+// ran out, and those of a live member never. What it gets is everything
+// after the group's committed offset. minIdle plays no part (ClaimByIdle
+// is not declared). A group it cannot judge (a member of another process)
+// it waits out for the session and a margin, as a fixed wait.
 func (t *Topic) Claim(ctx context.Context, group, worker string, _ time.Duration, count int) ([]broker.Delivery, error) {
 	m, err := t.member(ctx, group, worker)
 	if err != nil {
 		return nil, err
 	}
-	return m.poll(ctx, count, t.opt.Session+rebalanceMargin)
+	if t.opt.Share { // no assignment: the broker hands records to any member
+		return m.poll(ctx, count, t.opt.Session+rebalanceMargin)
+	}
+	settled, err := t.awaitGroup(ctx, m)
+	if err != nil || settled && !m.ownsAny() {
+		return nil, err // a live member keeps its partitions: nothing to take over
+	}
+	return m.poll(ctx, count, claimWait)
 }
 
 // AutoClaim: Kafka has no scan for idle records to take over.
@@ -463,6 +489,9 @@ func (t *Topic) Crash(ctx context.Context, group, worker string) error {
 	t.mu.Lock()
 	m := t.members[memberKey{group, worker}]
 	delete(t.members, memberKey{group, worker})
+	if m != nil {
+		t.crashed = append(t.crashed, m.key)
+	}
 	t.mu.Unlock()
 	if m != nil {
 		m.close(ctx, false)

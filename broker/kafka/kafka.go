@@ -66,6 +66,11 @@ type Options struct {
 	// worker keeps its partitions (default 6s, the smallest a Kafka broker
 	// accepts by default; the runner's own server accepts 100ms).
 	Session time.Duration
+	// TxnTimeout is how long the broker lets a worker's transaction stay
+	// open before it aborts it (transaction.timeout.ms): what the group's
+	// other workers wait out after a worker died inside one (default twice
+	// the session: 2s on the runner's own server, where drills wait it out).
+	TxnTimeout time.Duration
 	// Share consumes with share groups (KIP-932) instead of classic groups.
 	Share bool
 	// Label names the server in errors: "kafka (kfake)" for the runner's own.
@@ -78,6 +83,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Session <= 0 {
 		o.Session = DefaultSession
+	}
+	if o.TxnTimeout <= 0 {
+		o.TxnTimeout = 2 * o.Session
 	}
 	if o.Label == "" {
 		o.Label = broker.Kafka
@@ -92,13 +100,17 @@ type Topic struct {
 	seeds []string
 	adm   *kadm.Client
 	prod  *kgo.Client // produces records and dead letters; idempotent, acks=all
-	name  string
-	opt   Options
+	// refused ends a publish whose every seed broker refused to connect
+	refused *refusals
+	name    string
+	opt     Options
 
 	mu      sync.Mutex
 	members map[memberKey]*member
 	txns    map[memberKey]*txnMember // workers reading in broker transactions
+	crashed []memberKey              // static members that died without leaving
 	groups  []string                 // group names created, for Delete
+	adopted []string                 // group ids a team's services joined, for Delete (Adopt)
 }
 
 var _ broker.Broker = (*Topic)(nil)
@@ -112,12 +124,19 @@ func New(ctx context.Context, seeds []string, name string, opt Options) (*Topic,
 		return nil, fmt.Errorf("kafka: topic name %q has no usable character", name)
 	}
 	opt = opt.withDefaults()
+	refused := newRefusals(seeds)
 	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(5*time.Second)) // a relay facing a dead broker fails within 5 s
+		kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(5*time.Second), // a relay facing a dead broker fails within 5 s
+		kgo.WithHooks(refused), // at once when nothing listens
+		// After a failed metadata load ask again within 250 ms, as the
+		// Java producer does (retry.backoff.ms, 100 ms), not after
+		// franz-go's 5 s: a relay's first publish after a broker restart
+		// would otherwise wait out the rest of those 5 s.
+		kgo.MetadataMinAge(250*time.Millisecond))
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	t := &Topic{seeds: seeds, adm: kadm.NewClient(prod), prod: prod, name: tn, opt: opt, members: map[memberKey]*member{}, txns: map[memberKey]*txnMember{}}
+	t := &Topic{seeds: seeds, adm: kadm.NewClient(prod), prod: prod, refused: refused, name: tn, opt: opt, members: map[memberKey]*member{}, txns: map[memberKey]*txnMember{}}
 	for _, n := range []string{t.name, t.dlqName()} {
 		if err := t.createTopic(ctx, n); err != nil {
 			_ = t.Delete(context.WithoutCancel(ctx))
@@ -170,6 +189,8 @@ func (t *Topic) Capabilities() broker.Capabilities {
 	cs := broker.Capabilities{broker.EntryLog: true, broker.Retention: true, broker.Purge: true, broker.ReplayHistory: true, broker.BrokerTxn: true}
 	if t.opt.Share {
 		cs[broker.DeliveryCount] = true
+	} else {
+		cs[broker.GroupLag] = true // a share group has no committed offset (KIP-932)
 	}
 	return cs
 }
@@ -181,11 +202,17 @@ func (t *Topic) Publish(ctx context.Context, msgs []broker.Message) ([]string, e
 	for i, m := range msgs {
 		recs[i] = &kgo.Record{Topic: t.name, Key: []byte(m.EventID), Value: []byte(m.Payload)}
 	}
-	res := t.prod.ProduceSync(ctx, recs...)
+	pctx, done := t.refused.watch(ctx)
+	defer done()
+	res := t.prod.ProduceSync(pctx, recs...)
 	ids := make([]string, 0, len(msgs))
 	for i, r := range res {
 		if r.Err != nil {
-			return ids, fmt.Errorf("kafka produce %s (event %s): %w", t.name, msgs[i].EventID, r.Err)
+			err := r.Err
+			if cause := context.Cause(pctx); ctx.Err() == nil && cause != nil {
+				err = cause // refused everywhere: say so, not "context canceled"
+			}
+			return ids, fmt.Errorf("kafka produce %s (event %s): %w", t.name, msgs[i].EventID, err)
 		}
 		ids = append(ids, entryID(r.Record.Partition, r.Record.Offset))
 	}
@@ -193,6 +220,9 @@ func (t *Topic) Publish(ctx context.Context, msgs []broker.Message) ([]string, e
 }
 
 func entryID(p int32, off int64) string { return fmt.Sprintf("%d/%d", p, off) }
+
+// EntryID is a record's entry id as the runner names it: PARTITION/OFFSET.
+func EntryID(p int32, off int64) string { return entryID(p, off) }
 
 // parseEntryID reads PARTITION/OFFSET.
 func parseEntryID(id string) (int32, int64, error) {
@@ -384,10 +414,12 @@ func (t *Topic) Delete(ctx context.Context) error {
 	txns := t.txns
 	t.txns = map[memberKey]*txnMember{}
 	groups := slices.Clone(t.groups)
+	adopted := slices.Clone(t.adopted)
 	t.mu.Unlock()
 	for _, m := range ms {
 		m.close(ctx, true)
 	}
+	t.removeCrashed(ctx)
 	for _, m := range txns {
 		m.sess.Close() // not static: it leaves the group
 	}
@@ -397,7 +429,12 @@ func (t *Topic) Delete(ctx context.Context) error {
 		for i, g := range groups {
 			ids[i] = t.groupID(g)
 		}
-		if err := t.deleteGroups(ctx, ids...); err != nil {
+		if err := t.deleteGroups(ctx, t.opt.Session+2*time.Second, ids...); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(adopted) > 0 {
+		if err := t.deleteAdopted(ctx, adopted); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -415,18 +452,19 @@ func (t *Topic) Delete(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// deleteGroups deletes consumer groups, waiting out the session of a
-// member that died without leaving (the broker refuses to delete a group
-// with members).
-func (t *Topic) deleteGroups(ctx context.Context, ids ...string) error {
-	deadline := time.Now().Add(t.opt.Session + 2*time.Second)
+// deleteGroups deletes consumer groups, waiting up to wait for a group
+// that still has members: one that died without leaving keeps the group
+// until its session runs out (the broker refuses to delete a group with
+// members), and one removed (evict) until the rebalance it started ends.
+func (t *Topic) deleteGroups(ctx context.Context, wait time.Duration, ids ...string) error {
+	deadline := time.Now().Add(wait)
+	var errs []error
 	for {
 		resp, err := t.adm.DeleteGroups(ctx, ids...)
 		if err != nil {
-			return fmt.Errorf("kafka delete groups: %w", err)
+			return errors.Join(append(errs, fmt.Errorf("kafka delete groups: %w", err))...)
 		}
 		var left []string
-		var errs []error
 		for _, r := range resp {
 			switch {
 			case r.Err == nil, errors.Is(r.Err, kerr.GroupIDNotFound):
@@ -440,7 +478,7 @@ func (t *Topic) deleteGroups(ctx context.Context, ids ...string) error {
 			return errors.Join(errs...)
 		}
 		ids = left
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

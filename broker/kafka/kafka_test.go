@@ -26,7 +26,7 @@ func testCtx(t *testing.T) context.Context {
 // allows.
 func newTopic(t *testing.T, opt Options) *Topic {
 	t.Helper()
-	seeds, err := Seeds(testservers.Kafka(t))
+	seeds, err := Seeds(testservers.Broker(t, Kind))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func newTopic(t *testing.T, opt Options) *Topic {
 }
 
 func TestConformance(t *testing.T) {
-	brokertest.Run(t, broker.Kafka, func(t *testing.T, _ ...string) broker.Broker { return newTopic(t, Options{}) })
+	brokertest.Run(t, Kind, func(t *testing.T, _ ...string) broker.Broker { return newTopic(t, Options{}) })
 }
 
 func read(t *testing.T, tp *Topic, worker string) []string {
@@ -115,8 +115,27 @@ func TestADeadMembersPartitionMovesAfterTheSession(t *testing.T) {
 	t.Logf("the partition moved after %s (session %s)", time.Since(start).Round(time.Millisecond), tp.opt.Session)
 }
 
+// A live worker keeps its partition: a claim by another gets nothing (it
+// has seen the group settle with the partition where it was), and the
+// owner still has its unacked records.
+func TestALiveMembersPartitionStays(t *testing.T) {
+	tp := newTopic(t, Options{Session: time.Second})
+	brokertest.Publish(t, tp, "e1")
+	if got := read(t, tp, "owner"); !slices.Equal(got, []string{"e1"}) {
+		t.Fatalf("owner read %v", got)
+	}
+	ds, err := tp.Claim(testCtx(t), "g", "taker", 0, 0)
+	if err != nil || len(ds) != 0 {
+		t.Fatalf("claim from a live owner: %v, %v; want nothing", brokertest.EventIDs(ds), err)
+	}
+	brokertest.Publish(t, tp, "e2")
+	if got := read(t, tp, "owner"); !slices.Equal(got, []string{"e2"}) {
+		t.Errorf("the owner read %v after the claim; want e2 (its partition stayed)", got)
+	}
+}
+
 func TestShareGroupConformance(t *testing.T) {
-	brokertest.Run(t, broker.Kafka, func(t *testing.T, _ ...string) broker.Broker { return newTopic(t, Options{Share: true}) })
+	brokertest.Run(t, Kind, func(t *testing.T, _ ...string) broker.Broker { return newTopic(t, Options{Share: true}) })
 }
 
 // A released record comes back to any member with its delivery counted.

@@ -3,11 +3,15 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outboxdrill/runner/broker"
 )
 
 // Share groups (KIP-932, Options.Share): the broker hands each record to
@@ -17,6 +21,10 @@ import (
 // a member was handed and did not settle is accepted by its next poll
 // (franz-go, like the Java client's implicit mode): a failed record the
 // worker keeps (nack: false) is therefore acknowledged by the next read.
+// And a record released group.share.delivery.count.limit times (5 by
+// default) is archived by the broker: never delivered again, written
+// nowhere. Neither shows in the worker's own acks, so Reach reads what the
+// broker will still deliver from its share-partition state.
 
 // shareOpts: a member of the topic's share group.
 func (t *Topic) shareOpts(m *member) []kgo.Opt {
@@ -54,6 +62,23 @@ func (t *Topic) startAtEarliest(ctx context.Context, group string) error {
 	return nil
 }
 
+// flushShareAcks sends a share member's pending acknowledgements: a poll
+// accepts what the previous one handed out and the worker did not settle
+// (franz-go, as the Java client's implicit mode). The next fetch would
+// carry them anyway; flushed at once, what the broker says afterwards
+// (Reach) includes them.
+func (m *member) flushShareAcks(ctx context.Context) error {
+	if !m.t.opt.Share {
+		return nil
+	}
+	fctx, cancel := context.WithTimeout(ctx, settle)
+	defer cancel()
+	if err := m.cl.FlushAcks(fctx); err != nil {
+		return fmt.Errorf("kafka share acks of %s as %s/%s: %w", m.t.name, m.key.group, m.key.worker, err)
+	}
+	return nil
+}
+
 // settle acknowledges the member's records offs with status and waits until
 // the broker has them.
 func (m *member) settle(ctx context.Context, offs map[int32][]int64, status kgo.AckStatus) error {
@@ -73,4 +98,90 @@ func (m *member) settle(ctx context.Context, offs map[int32][]int64, status kgo.
 		return fmt.Errorf("kafka share ack (%s) %s as %s/%s: %w", status, m.t.name, m.key.group, m.key.worker, err)
 	}
 	return nil
+}
+
+var _ broker.Reacher = (*Topic)(nil)
+
+// Reach reads what a share group may still be handed from the broker's
+// share-partition state (DescribeShareGroupOffsets, KIP-932 and KIP-1226):
+// a record below the share-partition start offset (SPSO) is finished —
+// accepted by a worker, by its client on its behalf (franz-go accepts at
+// the next poll what the previous one handed out and nobody settled), or
+// archived by the broker at its delivery limit — and never delivered to the
+// group again. A record at the SPSO is not finished (that is what the SPSO
+// is); one past it is not either when the lag says no record past the SPSO
+// finished, else the broker does not say which did and it is Undecided.
+// A classic group has no such state of the broker's own: ok is false.
+func (t *Topic) Reach(ctx context.Context, group string) ([]broker.GroupEntry, bool, error) {
+	t.mu.Lock()
+	used := slices.Contains(t.groups, group)
+	t.mu.Unlock()
+	if !t.opt.Share || !used {
+		return nil, false, nil // a share group nobody read starts at the earliest record (startAtEarliest)
+	}
+	offs, err := t.shareOffsets(ctx, group)
+	if err != nil {
+		return nil, false, err
+	}
+	_, end, err := t.bounds(ctx, t.name)
+	if err != nil {
+		return nil, false, err
+	}
+	recs, err := t.read(ctx, t.name, kgo.ReadUncommitted())
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]broker.GroupEntry, len(recs))
+	for i, r := range recs {
+		so, ok := offs[r.Partition]
+		if !ok {
+			so.StartOffset = -1 // the group has no state on the partition
+		}
+		fate, why := t.fate(group, r.Partition, r.Offset, so, end[r.Partition])
+		out[i] = broker.GroupEntry{ID: entryID(r.Partition, r.Offset), EventID: string(r.Key), Fate: fate, Why: why}
+	}
+	return out, true, nil
+}
+
+// fate is what share-partition state so (with the partition's high
+// watermark hwm) says of the record at off.
+func (t *Topic) fate(group string, p int32, off int64, so kadm.ShareOffset, hwm int64) (broker.Fate, string) {
+	g := t.groupID(group)
+	switch {
+	case so.StartOffset < 0: // no member fetched the partition yet: it starts at the earliest record
+		return broker.Deliverable, ""
+	case off < so.StartOffset:
+		return broker.Finished, fmt.Sprintf("its record %s is below the share-partition start offset %d of group %s (lag %d): the broker holds it accepted or archived (at its delivery limit), never to deliver it again",
+			entryID(p, off), so.StartOffset, g, so.Lag)
+	case off == so.StartOffset:
+		return broker.Deliverable, ""
+	case so.Lag < 0:
+		return broker.Undecided, fmt.Sprintf("the broker reports no lag for partition %d of group %s (DescribeShareGroupOffsets before v1, KIP-1226): whether record %s past the share-partition start offset %d finished is not known",
+			p, g, entryID(p, off), so.StartOffset)
+	case hwm-so.StartOffset-so.Lag == 0:
+		return broker.Deliverable, ""
+	}
+	return broker.Undecided, fmt.Sprintf("the broker's lag (%d) says %d of the records past the share-partition start offset %d of group %s finished (accepted, or archived behind one still in flight), not which: record %s may be one",
+		so.Lag, hwm-so.StartOffset-so.Lag, so.StartOffset, g, entryID(p, off))
+}
+
+// shareOffsets is the share-partition state of group on the topic's
+// partitions, by partition.
+func (t *Topic) shareOffsets(ctx context.Context, group string) (map[int32]kadm.ShareOffset, error) {
+	g := t.groupID(group)
+	ds, err := t.adm.DescribeShareGroupOffsets(ctx, g)
+	if err == nil {
+		err = ds.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kafka describe share group offsets %s: %w", g, err)
+	}
+	out := map[int32]kadm.ShareOffset{}
+	for p, so := range ds[g].Offsets[t.name] {
+		if so.Err != nil {
+			return nil, fmt.Errorf("kafka describe share group offsets %s partition %d: %w", g, p, so.Err)
+		}
+		out[p] = so
+	}
+	return out, nil
 }

@@ -229,6 +229,16 @@ func (b *Broker) tell(names ...string) error {
 
 // ensureGroup declares the group's queue on first use. A queue declared
 // late only receives what is published after it: no history.
+// GroupQueue declares (once) and names the queue of consumer group group,
+// bound to the exchange: what a team's consumer is told to consume from
+// (${queue}), declared before the relay publishes so it misses nothing.
+func (b *Broker) GroupQueue(ctx context.Context, group string) (string, error) {
+	if err := b.ensureGroup(ctx, group); err != nil {
+		return "", err
+	}
+	return b.groupQueue(group), nil
+}
+
 func (b *Broker) ensureGroup(ctx context.Context, group string) error {
 	if err := ctx.Err(); err != nil {
 		return err

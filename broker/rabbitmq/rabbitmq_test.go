@@ -21,10 +21,10 @@ import (
 
 func TestMain(m *testing.M) { testservers.Main(m) }
 
-// dial reaches the RabbitMQ server of the tests (testservers.RabbitMQ).
+// dial reaches the RabbitMQ server of the tests (testservers.Broker).
 func dial(t *testing.T) *amqp.Connection {
 	t.Helper()
-	addr := testservers.RabbitMQ(t)
+	addr := testservers.Broker(t, Kind)
 	conn, err := amqp.DialConfig(addr, amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
 	if err != nil {
 		shown := addr
@@ -603,7 +603,7 @@ func TestDeliveriesCount(t *testing.T) {
 // TestConformance runs the suite every broker passes.
 func TestConformance(t *testing.T) {
 	conn := dial(t)
-	brokertest.Run(t, broker.RabbitMQ, func(t *testing.T, groups ...string) broker.Broker {
+	brokertest.Run(t, Kind, func(t *testing.T, groups ...string) broker.Broker {
 		return newBroker(t, conn, groups...)
 	})
 }

@@ -63,6 +63,34 @@ func (s *Stream) Groups(ctx context.Context) ([]Group, error) {
 	return out, nil
 }
 
+// Lag counts, per group, the entries it has not finished with: those not
+// handed out yet (XINFO GROUPS lag) and those pending. Where Redis cannot
+// tell the lag (nil after a deletion) the entries after the group's
+// last-delivered id are counted (XRANGE), not estimated.
+func (s *Stream) Lag(ctx context.Context) (map[string]int64, error) {
+	out := map[string]int64{}
+	n, err := s.rdb.Exists(ctx, s.key).Result()
+	if err != nil || n == 0 {
+		return out, err
+	}
+	infos, err := s.rdb.XInfoGroups(ctx, s.key).Result()
+	if err != nil {
+		return nil, fmt.Errorf("XINFO GROUPS %s: %w", s.key, err)
+	}
+	for _, g := range infos {
+		lag := g.Lag
+		if lag < 0 {
+			after, err := s.rdb.XRange(ctx, s.key, "("+g.LastDeliveredID, "+").Result()
+			if err != nil {
+				return nil, fmt.Errorf("XRANGE %s: %w", s.key, err)
+			}
+			lag = int64(len(after))
+		}
+		out[g.Name] = lag + g.Pending
+	}
+	return out, nil
+}
+
 func (s *Stream) lastID(ctx context.Context) (string, error) {
 	msgs, err := s.rdb.XRevRangeN(ctx, s.key, "+", "-", 1).Result()
 	if err != nil {

@@ -58,16 +58,16 @@ func (s *Stream) Capabilities() broker.Capabilities {
 		broker.EntryLog: true, broker.ClaimByIdle: true, broker.PendingList: true,
 		broker.PendingCount: true, broker.DeliveryCount: true, broker.Retention: true,
 		broker.ReplayHistory: true, broker.SideStore: true, broker.Purge: true,
+		broker.GroupLag: true,
 	}
 }
 
-func init() {
-	broker.DocumentLimits(broker.Redis, map[broker.Capability]string{
-		broker.BrokerTxn:    "the runner drives broker transactions only through Kafka's transactional producer; Redis MULTI/EXEC could make an XACK and an XADD atomic, and would cover the consumer's PostgreSQL no more than Kafka's does (https://redis.io/docs/latest/develop/interactions/transactions/)",
-		broker.BrokerDedupe: "XADD always appends a new entry; Redis Streams keeps no idempotency key (https://redis.io/docs/latest/commands/xadd/)",
-		broker.NativeDeadLetter: "Redis Streams has no dead-letter mechanism: XPENDING's delivery counter is there for the application to move an entry aside itself " +
-			"(https://redis.io/docs/latest/develop/data-types/streams/, \"Claiming and the delivery counter\")",
-	})
+// limits are why Redis Streams lacks what it lacks, in its own documentation.
+var limits = map[broker.Capability]string{
+	broker.BrokerTxn:    "the runner drives broker transactions only through Kafka's transactional producer; Redis MULTI/EXEC could make an XACK and an XADD atomic, and would cover the consumer's PostgreSQL no more than Kafka's does (https://redis.io/docs/latest/develop/interactions/transactions/)",
+	broker.BrokerDedupe: "XADD always appends a new entry; Redis Streams keeps no idempotency key (https://redis.io/docs/latest/commands/xadd/)",
+	broker.NativeDeadLetter: "Redis Streams has no dead-letter mechanism: XPENDING's delivery counter is there for the application to move an entry aside itself " +
+		"(https://redis.io/docs/latest/develop/data-types/streams/, \"Claiming and the delivery counter\")",
 }
 
 // Key is the Redis key of the stream.

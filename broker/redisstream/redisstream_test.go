@@ -21,7 +21,7 @@ func TestConformance(t *testing.T) {
 	}
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
-	brokertest.Run(t, broker.Redis, func(t *testing.T, _ ...string) broker.Broker {
+	brokertest.Run(t, Kind, func(t *testing.T, _ ...string) broker.Broker {
 		s := New(rdb, "outboxdrill:test-"+rand.Text()[:10])
 		t.Cleanup(func() {
 			if err := s.Delete(context.Background()); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/internal/testutil"
 )
@@ -27,7 +29,7 @@ func TestKillThenCleanEveryBroker(t *testing.T) {
 	}
 	testservers.CleanAlone(t)
 	ctx := context.Background()
-	natsURL, rabbitURL := testservers.Brokers(t)
+	natsURL, rabbitURL := testservers.URL(t, broker.NATS), testservers.URL(t, broker.RabbitMQ)
 	t.Setenv("RUNNER_NATS_URL", natsURL)
 	t.Setenv("RUNNER_RABBITMQ_URL", rabbitURL)
 	pg, err := pgx.Connect(ctx, testservers.PG(t))
@@ -138,5 +140,48 @@ func TestKillThenCleanEveryBroker(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "note: RabbitMQ: AMQP cannot list queues") {
 		t.Errorf("clean does not say what it cannot see on RabbitMQ:\n%s", stdout)
+	}
+}
+
+// TestKillKafkaRunThenCleanTakesItsDir SIGKILLs a run on the runner's own
+// kfake, then runs clean: the run's drill-kafka-* dir goes (it once
+// survived, the kind missing from clean's list of dir kinds), its lease
+// file too.
+func TestKillKafkaRunThenCleanTakesItsDir(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	testservers.CleanAlone(t) // clean takes the killed run's databases too
+	bin := runnerBin(t)
+	tmp := t.TempDir()
+	env := append(ownEnv(tmp), "RUNNER_PG_URL="+testservers.PG(t))
+	f := scenarioFile(t, "hang.yaml", "name: hang\nsteps:\n  - produce\n  - consume(block=1m)\n")
+	cmd, out := startRunner(t, bin, env, "run", "--broker", "kafka", f)
+	var dirs []string
+	for deadline := time.Now().Add(30 * time.Second); len(dirs) == 0; time.Sleep(50 * time.Millisecond) {
+		dirs, _ = filepath.Glob(filepath.Join(tmp, "drill-kafka-*"))
+		if time.Now().After(deadline) {
+			t.Fatalf("the run made no drill-kafka-* dir:\n%s", out.String())
+		}
+	}
+	time.Sleep(time.Second) // into the scenario
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if left, _ := filepath.Glob(filepath.Join(tmp, "drill-kafka-*")); len(left) == 0 {
+		t.Fatalf("the killed run left no drill-kafka-* dir: the test proves nothing\n%s", out.String())
+	}
+	clean := exec.Command(bin, "clean")
+	clean.Env = env
+	stdout, err := clean.CombinedOutput()
+	if err != nil {
+		t.Fatalf("clean: %v\n%s", err, stdout)
+	}
+	if !strings.Contains(string(stdout), "removed "+dirs[0]) {
+		t.Errorf("clean does not say it removed %s:\n%s", dirs[0], stdout)
+	}
+	if rest, _ := filepath.Glob(filepath.Join(tmp, "drill-*")); len(rest) > 0 {
+		t.Errorf("the killed run's dir and lease outlived clean: %v\n%s", rest, stdout)
 	}
 }

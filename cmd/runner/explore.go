@@ -31,6 +31,7 @@ type exploreFlags struct {
 	random                  bool
 	rnd                     explore.Random
 	reports                 [3]string // junit, json, markdown
+	servers                 []runner.ServerFlag
 }
 
 func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -94,26 +95,26 @@ func defineExploreFlags(fs *flag.FlagSet) *exploreFlags {
 	check(fs, "faults", "a number from 0 to 1 such as 0.1", func() bool { return f.rnd.Faults >= 0 && f.rnd.Faults <= 1 })
 	countFlag(fs, &f.rnd.Events, "events", 100, 1, "with --random, drive `N` events")
 	countFlag(fs, &p.Runner.Parallel, "parallel", runtime.NumCPU(), 1, "run `N` points at once")
-	fs.StringVar(&f.broker, "broker", "redis", "the `broker` the services talk to (only Redis has a protocol proxy: elsewhere only database boundaries are explored)")
+	fs.StringVar(&f.broker, "broker", broker.Redis, "the `broker` the services talk to (only Redis's proxy maps the broker's boundaries: elsewhere only database boundaries are explored)")
 	fs.BoolVar(&p.Verbose, "v", false, "print every point's verdict, held ones too")
-	exploreServerFlags(fs, &p.Runner)
+	f.servers = exploreServerFlags(fs, &p.Runner)
 	fs.StringVar(&f.reports[0], "junit", "", "write a JUnit XML report (one testcase per point) to `FILE`")
 	fs.StringVar(&f.reports[1], "json", "", "write a JSON report (the boundary map, every point, the findings) to `FILE`")
 	fs.StringVar(&f.reports[2], "markdown", "", "write a Markdown coverage report (a boundary × action table) to `FILE`")
 	return f
 }
 
-// exploreServerFlags are the servers' and the run's flags, as run's.
-func exploreServerFlags(fs *flag.FlagSet, p *runner.Params) {
-	serverFlags(fs, &p.PGURL, &p.RedisURL)
-	fs.StringVar(&p.NATSURL, "nats", os.Getenv("RUNNER_NATS_URL"), "use the NATS server at `URL` (env RUNNER_NATS_URL)")
-	fs.StringVar(&p.RabbitMQURL, "rabbitmq", os.Getenv("RUNNER_RABBITMQ_URL"), "use the RabbitMQ server at `URL` (env RUNNER_RABBITMQ_URL)")
-	fs.StringVar(&p.KafkaURL, "kafka", os.Getenv("RUNNER_KAFKA_URL"), "use the Kafka cluster at `HOST:PORT` (env RUNNER_KAFKA_URL)")
+// exploreServerFlags are the servers' and the run's flags, as run's; it
+// returns the server flags, whose URLs exploreInput checks and puts in
+// p.URLs.
+func exploreServerFlags(fs *flag.FlagSet, p *runner.Params) []runner.ServerFlag {
+	servers := append([]runner.ServerFlag{runner.PGFlag(fs, &p.PGURL, false)}, runner.BrokerFlags(fs, false)...)
 	durationFlag(fs, &p.Timeout, "timeout", time.Minute, maxTimeout, "cancel a point's run that takes longer than `DURATION`")
 	p.Settle = runner.DefaultSettle
 	fs.Var(&boundedDuration{p: &p.Settle, max: scenario.MaxSettle}, "settle", "give the system up to `DURATION` after the workload's last step to settle (a workload's settle: overrides it)")
 	check(fs, "settle", "a duration of at least 500ms such as 5s", func() bool { return p.Settle >= scenario.MinSettle })
-	connectTimeoutFlag(fs, &p.ConnectTimeout)
+	connectTimeoutFlag(fs, &p.ConnectTimeout, servers)
+	return servers
 }
 
 // exploreInput checks the flags and loads the system and the workload
@@ -151,10 +152,10 @@ func exploreInput(ctx context.Context, fs *flag.FlagSet, f *exploreFlags, paths 
 	if len(f.p.Runner.Brokers) != 1 {
 		return usage("--broker %s: one broker at a time (each point runs on one)", safe.Line(f.broker))
 	}
-	if !checkURLs(fs, stderr, serverURL{"pg", runner.Postgres, f.p.Runner.PGURL}, serverURL{"redis", broker.Redis, f.p.Runner.RedisURL}, serverURL{"nats", broker.NATS, f.p.Runner.NATSURL},
-		serverURL{"rabbitmq", broker.RabbitMQ, f.p.Runner.RabbitMQURL}, serverURL{"kafka", broker.Kafka, f.p.Runner.KafkaURL}) {
+	if !checkURLs(fs, stderr, f.servers) {
 		return nil, false
 	}
+	f.p.Runner.URLs = runner.URLs(f.servers)
 	if f.random {
 		f.p.Random = &f.rnd
 		set := false

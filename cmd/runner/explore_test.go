@@ -105,12 +105,3 @@ steps:
 		t.Errorf("no --out: exit %d, want 2\n%s", code, stderr)
 	}
 }
-
-func mustAbs(t *testing.T, p string) string {
-	t.Helper()
-	a, err := filepath.Abs(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}

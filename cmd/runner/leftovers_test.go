@@ -97,21 +97,8 @@ projection: "SELECT consumer_id, currency, amount, events FROM projection"
 	}
 	f := scenarioFile(t, "hang.yaml", "name: hang\nsystem: "+sys+"\nsteps:\n  - start: daemon\n  - expect: {inbox.rows: 1, within: 1m}\n")
 	// The runner's own servers, their dirs and lease in tmp.
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "RUNNER_") && !strings.HasPrefix(kv, "TMPDIR=") && !strings.HasPrefix(kv, "OUTBOXDRILL_OWNER=") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env, "TMPDIR="+tmp)
-	cmd := exec.Command(bin, "run", f)
-	cmd.Env = env
-	var out testutil.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	env := ownEnv(tmp)
+	cmd, out := startRunner(t, bin, env, "run", f)
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	var during map[string][]int
@@ -180,4 +167,32 @@ func counts(procs map[string][]int) map[string]int {
 		out[k] = len(procs[k])
 	}
 	return out
+}
+
+// ownEnv is this process's environment for a runner whose own servers,
+// their dirs and lease go in tmp: no RUNNER_ server URL, no run's owner
+// token (the runner would pass it on to what it starts), TMPDIR=tmp.
+func ownEnv(tmp string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "RUNNER_") && !strings.HasPrefix(kv, "TMPDIR=") && !strings.HasPrefix(kv, "OUTBOXDRILL_OWNER=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "TMPDIR="+tmp)
+}
+
+// startRunner starts bin with args and env, its output in out; it is
+// killed when the test ends.
+func startRunner(t *testing.T, bin string, env []string, args ...string) (*exec.Cmd, *testutil.SyncBuffer) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	var out testutil.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return cmd, &out
 }

@@ -38,6 +38,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -106,13 +107,13 @@ func main() {
 // what it does. Kept apart from commands, whose functions print it.
 var help = map[string]struct{ args, summary string }{
 	"bench":     {"[flags] [files or dirs...]", "measure start, isolation, library wall time, growth and soak throughput; print a table"},
-	"clean":     {"[--pg URL] [--redis URL] [--nats URL] [--rabbitmq URL]", "remove what earlier runs left: databases, streams, queues and exchanges (--keep, killed runs; never a live run's), killed runs' server dirs and service processes"},
+	"clean":     {runner.ServerArgs(), "remove what earlier runs left: databases, streams, queues and exchanges (--keep, killed runs; never a live run's), killed runs' server dirs and service processes"},
 	"docs":      {"", "print the scenario-language reference (Markdown)"},
 	"explore":   {"[--system FILE] [WORKLOAD.yaml] --out DIR [flags]", "find a team's fault windows: observe the boundaries its services cross, try a fault at each, write each violation as a minimal scenario"},
 	"help":      {"[command]", "print the usage of runner, or of one command"},
 	"list":      {"[flags] [files or dirs...]", "list scenarios: file, name, tags"},
 	"reference": {"[flags] relay|consumer", "run the reference relay or consumer as a long-lived process (env DATABASE_URL, REDIS_URL, STREAM, GROUP), to drill it through a system file"},
-	"run":       {"[flags] [files or dirs...]", "run scenarios against real PostgreSQL and Redis Streams, NATS JetStream or RabbitMQ (--broker)"},
+	"run":       {"[flags] [files or dirs...]", "run scenarios against real PostgreSQL and " + runner.BrokerList() + " (--broker)"},
 	"schema":    {"[--system]", "print the JSON Schema of scenario files, or of system files (draft 2020-12)"},
 	"soak":      {"[flags]", "drive N events through the pipeline with random faults, then check the history"},
 	"validate":  {"[--system FILE] [files or dirs...]", "check scenarios and system files without running anything; a system file's mappings are checked against its schema on a throwaway database pair"},
@@ -437,9 +438,10 @@ func countFlag(fs *flag.FlagSet, p *int, name string, value, least int, usage st
 	check(fs, name, fmt.Sprintf("a whole number, %d or more", least), func() bool { return *p >= least })
 }
 
-// connectTimeoutFlag is --connect-timeout of every command that connects.
-func connectTimeoutFlag(fs *flag.FlagSet, p *time.Duration) {
-	durationFlag(fs, p, "connect-timeout", runner.DefaultConnectTimeout, maxConnectTimeout, "give up on a server that does not answer within `DURATION` (each of --pg, --redis, --nats, --rabbitmq)")
+// connectTimeoutFlag is --connect-timeout of every command that connects
+// to the servers its flags name.
+func connectTimeoutFlag(fs *flag.FlagSet, p *time.Duration, servers []runner.ServerFlag) {
+	durationFlag(fs, p, "connect-timeout", runner.DefaultConnectTimeout, maxConnectTimeout, "give up on a server that does not answer within `DURATION` (each of "+runner.FlagNames(servers)+")")
 }
 
 // load expands paths and loads every scenario, printing every problem. The
@@ -502,8 +504,14 @@ func loadSystem(ctx context.Context, scs []*scenario.Scenario, file string, stde
 			return nil, printErrors(errs, stderr)
 		}
 	}
+	seen := map[string]bool{}
 	for _, sc := range scs {
-		errs = append(errs, sc.UseSystem(sys)...)
+		for _, e := range sc.UseSystem(sys) {
+			if !seen[e.Error()] { // a system file's mistake, once for all its scenarios
+				seen[e.Error()] = true
+				errs = append(errs, e)
+			}
+		}
 	}
 	return sys, len(errs) == 0 || printErrors(errs, stderr)
 }
@@ -524,11 +532,8 @@ func printErrors(errs diag.Errors, stderr io.Writer) bool {
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("run")
 	p := runner.Params{Out: stdout, Log: stderr, Warn: stderr}
-	serverFlags(fs, &p.PGURL, &p.RedisURL)
-	brokers := fs.String("broker", "redis", "run every scenario on `redis|nats|rabbitmq|kafka|all` (or a list: redis,nats): one result per scenario and broker")
-	fs.StringVar(&p.NATSURL, "nats", os.Getenv("RUNNER_NATS_URL"), "use the NATS server (JetStream on) at `URL` instead of starting one (env RUNNER_NATS_URL)")
-	fs.StringVar(&p.RabbitMQURL, "rabbitmq", os.Getenv("RUNNER_RABBITMQ_URL"), "use the RabbitMQ server at `URL`, e.g. amqp://guest:guest@127.0.0.1:5672/ (env RUNNER_RABBITMQ_URL)")
-	fs.StringVar(&p.KafkaURL, "kafka", os.Getenv("RUNNER_KAFKA_URL"), "use the Kafka cluster at `HOST:PORT`[,HOST:PORT...] instead of starting kfake (env RUNNER_KAFKA_URL)")
+	servers := append([]runner.ServerFlag{runner.PGFlag(fs, &p.PGURL, false)}, runner.BrokerFlags(fs, false)...)
+	brokers := fs.String("broker", broker.Redis, "run every scenario on `"+runner.BrokerChoices()+"` (or a list: "+runner.BrokerExample()+"): one result per scenario and broker")
 	sel := selectionFlags(fs, &p)
 	durationFlag(fs, &p.Timeout, "timeout", time.Minute, maxTimeout, "cancel a scenario that runs longer than `DURATION` (at most 24h)")
 	p.Settle = runner.DefaultSettle
@@ -536,14 +541,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	check(fs, "settle", "a duration of at least 500ms such as 5s or 30s (a system is quiet after 300ms without a change)", func() bool { return p.Settle >= scenario.MinSettle })
 	fs.BoolVar(&p.Verbose, "v", false, "print every scenario's step trace")
 	countFlag(fs, &p.Parallel, "parallel", runtime.NumCPU(), 1, "run `N` scenarios at once")
-	connectTimeoutFlag(fs, &p.ConnectTimeout)
+	connectTimeoutFlag(fs, &p.ConnectTimeout, servers)
 	fs.BoolVar(&p.FailFast, "fail-fast", false, "start no new scenario after one failed")
 	var reports [4]string
 	fs.StringVar(&reports[0], "junit", "", "write a JUnit XML report to `FILE`")
 	fs.StringVar(&reports[1], "json", "", "write a JSON report (every step, params, outcome, observed state) to `FILE`")
 	fs.StringVar(&reports[2], "markdown", "", "write a Markdown report with sequence diagrams of failures to `FILE`")
 	fs.StringVar(&reports[3], "guarantees", "", "write what each broker guaranteed, per fault window, to `FILE` (use with --broker all: docs/broker-guarantees.md)")
-	keep := fs.String("keep", "", "leave the databases and stream of `failed|all` scenarios for inspection (needs the URL of PostgreSQL and of every broker of the run: --pg, --redis, --nats, --rabbitmq)")
+	keep := fs.String("keep", "", "leave the databases and stream of `failed|all` scenarios for inspection (needs the URL of PostgreSQL and of every broker of the run: "+runner.FlagNames(servers)+")")
 	systemFile := fs.String("system", "", "drill a team's own services: the system `FILE` applies to every scenario without a system: key")
 	paths, code, done := parseArgs(fs, args, stdout, stderr)
 	if done {
@@ -554,10 +559,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return exitInvalid
 	}
-	if !checkURLs(fs, stderr, serverURL{"pg", runner.Postgres, p.PGURL}, serverURL{"redis", broker.Redis, p.RedisURL}, serverURL{"nats", broker.NATS, p.NATSURL},
-		serverURL{"rabbitmq", broker.RabbitMQ, p.RabbitMQURL}, serverURL{"kafka", broker.Kafka, p.KafkaURL}) {
+	if !checkURLs(fs, stderr, servers) {
 		return exitInvalid
 	}
+	p.URLs = runner.URLs(servers)
 	switch runner.Keep(*keep) {
 	case runner.KeepNone, runner.KeepFailed, runner.KeepAll:
 		p.Keep = runner.Keep(*keep)
@@ -566,7 +571,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 	if p.Keep != runner.KeepNone && !runner.AllGiven(&p) {
-		fmt.Fprintln(stderr, "runner: --keep needs --pg and the URL of each broker run (--redis, --nats, --rabbitmq): the runner's own servers stop when it exits")
+		fmt.Fprintf(stderr, "runner: --keep needs --pg and the URL of each broker run (%s): the runner's own servers stop when it exits\n", runner.FlagNames(servers[1:]))
 		return exitInvalid
 	}
 	scs, ok := loadSelected(ctx, paths, sel, &p, stderr)
@@ -612,34 +617,28 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// serverFlags adds --pg and --redis, defaulting to RUNNER_PG_URL and
-// RUNNER_REDIS_URL; empty means the runner starts its own server.
-func serverFlags(fs *flag.FlagSet, pg, redis *string) {
-	fs.StringVar(pg, "pg", os.Getenv("RUNNER_PG_URL"), "use the PostgreSQL server at admin `URL` instead of starting one (env RUNNER_PG_URL)")
-	fs.StringVar(redis, "redis", os.Getenv("RUNNER_REDIS_URL"), "use the Redis server at `URL` instead of starting one (env RUNNER_REDIS_URL)")
+// redisFlags are --pg and --redis, the servers of soak and bench: they
+// drive the pipeline on Redis only.
+func redisFlags(fs *flag.FlagSet, pg, redis *string) []runner.ServerFlag {
+	k, _ := broker.Lookup(broker.Redis)
+	return []runner.ServerFlag{runner.PGFlag(fs, pg, false), runner.BrokerFlag(fs, k, redis, false)}
 }
-
-// serverURL is a server flag's value to check: flag name, Probe's kind.
-type serverURL struct{ flag, kind, url string }
-
-// envOf names the variable each server flag defaults to.
-var envOf = map[string]string{"pg": "RUNNER_PG_URL", "redis": "RUNNER_REDIS_URL", "nats": "RUNNER_NATS_URL", "rabbitmq": "RUNNER_RABBITMQ_URL", "kafka": "RUNNER_KAFKA_URL"}
 
 // checkURLs refuses a server URL that does not parse as a usage error (it
 // used to be found by the client, as if the server had failed: exit 3),
 // before anything connects or starts. A value that came from the
 // environment is named by its variable. Secrets never show.
-func checkURLs(fs *flag.FlagSet, stderr io.Writer, urls ...serverURL) bool {
+func checkURLs(fs *flag.FlagSet, stderr io.Writer, servers []runner.ServerFlag) bool {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for _, u := range urls {
-		err := runner.CheckURL(u.kind, u.url)
+	for _, u := range servers {
+		err := runner.CheckURL(u.Kind, *u.URL)
 		if err == nil {
 			continue
 		}
-		name := "--" + u.flag
-		if !set[u.flag] && envOf[u.flag] != "" {
-			name = envOf[u.flag] + " (the default of --" + u.flag + ")"
+		name := "--" + u.Name
+		if !set[u.Name] {
+			name = u.Env + " (the default of --" + u.Name + ")"
 		}
 		fmt.Fprintf(stderr, "runner: %s: %s\n", name, safe.LongLine(err.Error()))
 		return false
@@ -750,14 +749,15 @@ func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs := newFlags("validate")
 	p := runner.Params{Parallel: 1}
 	fs.StringVar(&p.PGURL, "pg", os.Getenv("RUNNER_PG_URL"), "check the system files' mappings on the PostgreSQL server at admin `URL` (env RUNNER_PG_URL); without it, on a server the runner starts")
-	connectTimeoutFlag(fs, &p.ConnectTimeout)
+	pg := []runner.ServerFlag{{Name: "pg", Env: "RUNNER_PG_URL", Kind: runner.Postgres, URL: &p.PGURL}}
+	connectTimeoutFlag(fs, &p.ConnectTimeout, pg)
 	systemFile := fs.String("system", "", "the system `FILE` applies to every scenario without a system: key, as with run; alone, validate checks that file")
 	offline := fs.Bool("offline", false, "load and check the files only: no mapping is checked against a database")
 	paths, code, done := parseArgs(fs, args, stdout, stderr)
 	if done {
 		return code
 	}
-	if !*offline && !checkURLs(fs, stderr, serverURL{"pg", runner.Postgres, p.PGURL}) {
+	if !*offline && !checkURLs(fs, stderr, pg) {
 		return exitInvalid
 	}
 	var scs []*scenario.Scenario
@@ -844,26 +844,22 @@ func cmdDocs(_ context.Context, args []string, stdout, stderr io.Writer) int {
 
 func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("clean")
-	var pg, rd, nats, rabbit, kfk string
-	serverFlags(fs, &pg, &rd)
-	fs.StringVar(&nats, "nats", os.Getenv("RUNNER_NATS_URL"), "clean the NATS server at `URL` (env RUNNER_NATS_URL)")
-	fs.StringVar(&rabbit, "rabbitmq", os.Getenv("RUNNER_RABBITMQ_URL"), "clean the RabbitMQ server at `URL` (env RUNNER_RABBITMQ_URL)")
-	fs.StringVar(&kfk, "kafka", os.Getenv("RUNNER_KAFKA_URL"), "clean the Kafka cluster at `HOST:PORT` (env RUNNER_KAFKA_URL)")
+	var pg string
+	servers := append([]runner.ServerFlag{runner.PGFlag(fs, &pg, true)}, runner.BrokerFlags(fs, true)...)
 	var connectTimeout time.Duration
-	connectTimeoutFlag(fs, &connectTimeout)
-	if code, done := noArgs(fs, args, stdout, stderr, "runner clean [--pg URL] [--redis URL] [--nats URL] [--rabbitmq URL] [--kafka HOST:PORT]"); done {
+	connectTimeoutFlag(fs, &connectTimeout, servers)
+	if code, done := noArgs(fs, args, stdout, stderr, "runner clean "+runner.ServerArgs()); done {
 		return code
 	}
-	if !checkURLs(fs, stderr, serverURL{"pg", runner.Postgres, pg}, serverURL{"redis", broker.Redis, rd}, serverURL{"nats", broker.NATS, nats},
-		serverURL{"rabbitmq", broker.RabbitMQ, rabbit}, serverURL{"kafka", broker.Kafka, kfk}) {
+	if !checkURLs(fs, stderr, servers) {
 		return exitInvalid
 	}
 	// A wrong server is named in seconds, before anything is removed.
-	for _, s := range []struct{ kind, url string }{{runner.Postgres, pg}, {broker.Redis, rd}, {broker.NATS, nats}, {broker.RabbitMQ, rabbit}, {broker.Kafka, kfk}} {
-		if s.url == "" {
+	for _, s := range servers {
+		if *s.URL == "" {
 			continue
 		}
-		if err := runner.Probe(ctx, s.kind, s.url, connectTimeout); err != nil {
+		if err := runner.Probe(ctx, s.Kind, *s.URL, connectTimeout); err != nil {
 			fmt.Fprintf(stderr, "runner: %v\n", err)
 			return exitEnvironment
 		}
@@ -880,7 +876,7 @@ func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return exitEnvironment
 	}
-	c, err := runner.Clean(ctx, pg, map[string]string{"redis": rd, "nats": nats, "rabbitmq": rabbit, "kafka": kfk})
+	c, err := runner.Clean(ctx, pg, runner.URLs(servers))
 	c.Dropped = append(dirs, c.Dropped...)
 	c.Live = append(local.Live, c.Live...)
 	for _, d := range c.Dropped[len(dirs):] {
@@ -916,9 +912,9 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Uint64Var(&p.Seed, "seed", uint64(time.Now().UnixNano()%1_000_000), "seed of the fault choices: the same seed injects the same faults")
 	countFlag(fs, &p.Workers, "parallel", 2, 1, "`N` concurrent producers and consumers")
 	countFlag(fs, &p.Batch, "batch", 100, 1, "relay and consume batch size (`N` events)")
-	connectTimeoutFlag(fs, &p.ConnectTimeout)
+	servers := redisFlags(fs, &p.PGURL, &p.Redis)
+	connectTimeoutFlag(fs, &p.ConnectTimeout, servers)
 	fs.BoolVar(&p.Baseline, "baseline", false, "first measure the raw baseline (bare transactions and XADD/XACK) on the same servers")
-	serverFlags(fs, &p.PGURL, &p.Redis)
 	const soakUsage = "runner soak --events N --faults RATE (0..1) --seed S [--parallel W] [--baseline]"
 	if code, done := noArgs(fs, args, stdout, stderr, soakUsage); done {
 		return code
@@ -927,7 +923,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "runner soak: %v\nusage: %s\n", err, soakUsage)
 		return exitInvalid
 	}
-	if !checkURLs(fs, stderr, serverURL{"pg", runner.Postgres, p.PGURL}, serverURL{"redis", broker.Redis, p.Redis}) {
+	if !checkURLs(fs, stderr, servers) {
 		return exitInvalid
 	}
 	// The verdict is printed once known, before the cleanup.
@@ -951,15 +947,23 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var p bench.Params
 	countFlag(fs, &p.SoakEvents, "soak-events", 2000, 0, "`N` events for the soak and raw baseline figures (0: skip)")
 	growth := fs.String("growth", "10,100,1000", "generated scenario counts for the growth figures")
-	countFlag(fs, &p.Repeat, "repeat", 3, 1, "`N` runs per start and library figure; the median is printed")
-	connectTimeoutFlag(fs, &p.ConnectTimeout)
-	serverFlags(fs, &p.PGURL, &p.Redis)
+	countFlag(fs, &p.Repeat, "repeat", 3, 1, "`N` runs per start, library and soak figure; the median is printed (the soak's ratios: min / median / max)")
+	only := fs.String("only", "", "measure only these `SECTIONS`, comma-separated: "+strings.Join(bench.Sections, ", ")+" (default all)")
+	servers := redisFlags(fs, &p.PGURL, &p.Redis)
+	connectTimeoutFlag(fs, &p.ConnectTimeout, servers)
 	paths, code, done := parseArgs(fs, args, stdout, stderr)
 	if done {
 		return code
 	}
-	if !checkURLs(fs, stderr, serverURL{"pg", runner.Postgres, p.PGURL}, serverURL{"redis", broker.Redis, p.Redis}) {
+	if !checkURLs(fs, stderr, servers) {
 		return exitInvalid
+	}
+	for _, name := range runner.SplitList(*only) {
+		if !slices.Contains(bench.Sections, name) {
+			fmt.Fprintf(stderr, "runner: --only: %q is not one of %s\n", name, strings.Join(bench.Sections, ", "))
+			return exitInvalid
+		}
+		p.Only = append(p.Only, name)
 	}
 	for _, n := range runner.SplitList(*growth) {
 		var k int

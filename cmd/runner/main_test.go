@@ -158,11 +158,13 @@ func TestInterruptCleansUp(t *testing.T) {
 	}
 	bin := buildRunner(t)
 	f := scenarioFile(t, "hang.yaml", "name: hang\nsteps:\n  - produce\n  - consume(block=1m)\n")
+	// Each run starts servers of its own: they wait on the servers
+	// booting, not on each other.
 	for _, delay := range []time.Duration{0, 150 * time.Millisecond, 1500 * time.Millisecond} {
-		t.Run(delay.String(), func(t *testing.T) { interruptManaged(t, bin, f, delay, syscall.SIGINT) })
+		t.Run(delay.String(), func(t *testing.T) { t.Parallel(); interruptManaged(t, bin, f, delay, syscall.SIGINT) })
 	}
 	for _, delay := range []time.Duration{150 * time.Millisecond, 1500 * time.Millisecond} {
-		t.Run("SIGTERM/"+delay.String(), func(t *testing.T) { interruptManaged(t, bin, f, delay, syscall.SIGTERM) })
+		t.Run("SIGTERM/"+delay.String(), func(t *testing.T) { t.Parallel(); interruptManaged(t, bin, f, delay, syscall.SIGTERM) })
 	}
 }
 
@@ -249,13 +251,11 @@ func TestInterruptDropsDatabasesOnExternalServers(t *testing.T) {
 }
 
 // buildRunner builds the runner binary for tests that need a real process.
+// buildRunner is the runner binary, built once per test binary (runnerBin):
+// the tests that run it as a process only read it.
 func buildRunner(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "runner")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
+	return runnerBin(t)
 }
 
 func TestKeepThenClean(t *testing.T) {
@@ -483,7 +483,7 @@ func TestHeaderCommentIsComplete(t *testing.T) {
 			t.Errorf("main.go's header comment lacks the %s command", name)
 		}
 	}
-	for _, b := range broker.Names {
+	for _, b := range broker.Names() {
 		if !strings.Contains(header, b) {
 			t.Errorf("main.go's header comment lacks the %s broker", b)
 		}
@@ -643,21 +643,28 @@ func TestNoPasswordInErrors(t *testing.T) {
 		"host=127.0.0.1 port=1 password='s3cr3t x'",
 		"host=127.0.0.1 port=1 password='s3cr3t",
 	}
-	redises := []string{"redis://:s3cr3t@127.0.0.1:1", "redis://u:s3cr3t@127.0.0.1:1/0", "redis://u:s3cr3t@[bad", "redis://u:s3cr3t@127.0.0.1:x"}
-	natses := []string{"nats://u:s3cr3t@127.0.0.1:1", "nats://s3cr3t@127.0.0.1:1", "nats://u:s3cr3t@[bad"}
-	rabbits := []string{"amqp://u:s3cr3t@127.0.0.1:1/", "amqp://u:s3cr3t@[bad", "amqp://u:s3cr3t@127.0.0.1:x/"}
+	// Every registered broker kind needs its cases here: a new one without
+	// them fails the test.
+	brokerURLs := map[string][]string{
+		broker.Redis:    {"redis://:s3cr3t@127.0.0.1:1", "redis://u:s3cr3t@127.0.0.1:1/0", "redis://u:s3cr3t@[bad", "redis://u:s3cr3t@127.0.0.1:x"},
+		broker.NATS:     {"nats://u:s3cr3t@127.0.0.1:1", "nats://s3cr3t@127.0.0.1:1", "nats://u:s3cr3t@[bad"},
+		broker.RabbitMQ: {"amqp://u:s3cr3t@127.0.0.1:1/", "amqp://u:s3cr3t@[bad", "amqp://u:s3cr3t@127.0.0.1:x/"},
+		broker.Kafka:    {"u:s3cr3t@127.0.0.1:1", "kafka://u:s3cr3t@127.0.0.1:1"},
+	}
 	var cases [][]string
 	for _, u := range pgs {
 		cases = append(cases, []string{"run", "--pg", u, f}, []string{"clean", "--pg", u}, []string{"soak", "--events", "1", "--pg", u})
 	}
-	for _, u := range redises {
-		cases = append(cases, []string{"run", "--redis", u, f}, []string{"clean", "--redis", u}, []string{"soak", "--events", "1", "--redis", u})
+	for _, u := range brokerURLs[broker.Redis] {
+		cases = append(cases, []string{"soak", "--events", "1", "--redis", u})
 	}
-	for _, u := range natses {
-		cases = append(cases, []string{"run", "--broker", "nats", "--nats", u, f})
-	}
-	for _, u := range rabbits {
-		cases = append(cases, []string{"run", "--broker", "rabbitmq", "--rabbitmq", u, f})
+	for _, k := range broker.Kinds() {
+		if len(brokerURLs[k.Name]) == 0 {
+			t.Errorf("no password case for --%s", k.Flag)
+		}
+		for _, u := range brokerURLs[k.Name] {
+			cases = append(cases, []string{"run", "--broker", k.Name, "--" + k.Flag, u, f}, []string{"clean", "--" + k.Flag, u})
+		}
 	}
 	if !testing.Short() {
 		cases = append(cases, []string{"bench", "--repeat", "1", "--soak-events", "0", "--growth", "1", "--pg", pgs[0], f})
@@ -669,8 +676,9 @@ func TestNoPasswordInErrors(t *testing.T) {
 		}
 	}
 	// The flags' defaults come from the environment: --help shows them.
-	for env, u := range map[string]string{"RUNNER_PG_URL": pgs[0], "RUNNER_REDIS_URL": redises[0], "RUNNER_NATS_URL": natses[0], "RUNNER_RABBITMQ_URL": rabbits[0]} {
-		t.Setenv(env, u)
+	t.Setenv("RUNNER_PG_URL", pgs[0])
+	for _, k := range broker.Kinds() {
+		t.Setenv(k.Env, brokerURLs[k.Name][0])
 	}
 	for _, cmd := range []string{"run", "clean", "soak", "bench"} {
 		if _, out, errs := run0(cmd, "--help"); strings.Contains(out+errs, "s3cr3t") || !strings.Contains(out, "***") {

@@ -8,6 +8,9 @@ import (
 )
 
 // A system that keeps changing its read model never settles: the scenario
+// (one psql session commits every 50 ms, ready once it moved: a psql
+// started per change, or one still starting when settling began, took
+// longer than the 300 ms quiet on a loaded machine, and the system settled)
 // fails naming that, within its settle: limit, and nothing is judged on
 // the moving state.
 func TestASystemThatNeverSettlesIsNotJudged(t *testing.T) {
@@ -20,8 +23,9 @@ func TestASystemThatNeverSettlesIsNotJudged(t *testing.T) {
 	}
 	sys := scenarioFile(t, "system.yaml", `services:
   mover:
-    run: [sh, -c, 'while :; do psql "$DATABASE_URL" -qc "INSERT INTO projection VALUES (''accounting'', ''USD'', 1, 1) ON CONFLICT (consumer_id, currency) DO UPDATE SET amount = projection.amount + 1" >/dev/null; sleep 0.05; done']
+    run: [sh, -c, 'exec psql "$DATABASE_URL" -qc "DO \$\$ BEGIN LOOP INSERT INTO projection VALUES (''accounting'', ''USD'', 1, 1) ON CONFLICT (consumer_id, currency) DO UPDATE SET amount = projection.amount + 1; COMMIT; RAISE NOTICE ''moving''; PERFORM pg_sleep(0.05); END LOOP; END \$\$"']
     env: {DATABASE_URL: "${consumer_db.url}"}
+    ready: {log: moving}
 schema: {producer: `+schema+`/producer.sql, consumer: `+schema+`/consumer.sql}
 produce: "INSERT INTO outbox (event_id, payload) VALUES (${event}, ${payload}::jsonb)"
 outbox:     {table: outbox, event_id: event_id, payload: payload, unpublished: "published_at IS NULL"}
@@ -41,7 +45,8 @@ steps:
 			t.Errorf("exit %d, want 1 with %q:\n%s\n%s", code, want, out, errOut)
 		}
 	}
-	if strings.Contains(out, "projection_mismatch") {
-		t.Errorf("a moving state was judged:\n%s", out)
+	// Said as not judged, every invariant, even without -v; never a violation.
+	if strings.Contains(out, "projection_mismatch: ") || !strings.Contains(out, "history: not judged: acked_without_effect, double_applied, double_published, lost, phantom, projection_mismatch, stranded, unbalanced: the system never settled") {
+		t.Errorf("a moving state was judged, or not said to be unjudged:\n%s", out)
 	}
 }

@@ -1,6 +1,7 @@
 // Package redact hides the secrets of server URLs and connection strings in
 // messages: one function for every form the runner takes (PostgreSQL URLs
-// and keyword/value DSNs, redis://, nats://, amqp:// URLs), whether or not
+// and keyword/value DSNs, redis://, nats://, amqp:// URLs, host:port lists),
+// whether or not
 // the text parses, and one for the errors their clients return (which may
 // quote the text they could not parse).
 package redact
@@ -112,10 +113,13 @@ type span struct {
 // replace them in order without moving the others).
 func spans(s string) []span {
 	var out []span
-	if i := strings.Index(s, "://"); i >= 0 {
+	switch i := strings.Index(s, "://"); {
+	case i >= 0:
 		out = urlSpans(s, i)
-	} else if strings.Contains(s, "=") {
+	case strings.Contains(s, "="):
 		out = dsnSpans(s)
+	case strings.Contains(s, "@"):
+		out = hostSpans(s)
 	}
 	slices.SortFunc(out, func(a, b span) int { return b.start - a.start })
 	return out
@@ -155,6 +159,26 @@ func urlSpans(s string, schemeEnd int) []span {
 	if q := strings.Index(rest[queryFrom:], "?"); q >= 0 {
 		qs := restStart + queryFrom + q + 1
 		out = append(out, querySpans(s, qs)...)
+	}
+	return out
+}
+
+// hostSpans: a list of user:password@host:port without a scheme (a
+// --kafka value may carry user info it refuses): in each, the password
+// (what follows the first ':' before its last '@'), or the whole user
+// info when it has no ':' (a token).
+func hostSpans(s string) []span {
+	var out []span
+	from := 0
+	for _, part := range strings.Split(s, ",") {
+		if at := strings.LastIndex(part, "@"); at >= 0 {
+			start := from
+			if c := strings.Index(part[:at], ":"); c >= 0 {
+				start = from + c + 1
+			}
+			out = append(out, span{start: start, end: from + at})
+		}
+		from += len(part) + 1
 	}
 	return out
 }

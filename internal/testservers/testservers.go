@@ -1,12 +1,14 @@
-// Package testservers gives integration tests real PostgreSQL, Redis, NATS
-// and RabbitMQ servers, and a Kafka-protocol server (kfake), started exactly as the runner starts them, at most
-// once per test binary and only when a test asks (loader tests and fuzzing
-// start none). The runner's own variables make the tests use existing
-// servers instead, one name per server: RUNNER_PG_URL, RUNNER_REDIS_URL,
-// RUNNER_NATS_URL, RUNNER_RABBITMQ_URL, RUNNER_KAFKA_URL.
+// Package testservers gives integration tests a real PostgreSQL and a
+// server of every broker kind (broker.Kind: Redis, NATS, RabbitMQ, and
+// kfake for Kafka), started exactly as the runner starts them, at most once
+// per test binary and only when a test asks (loader tests and fuzzing start
+// none). The runner's own variables make the tests use existing servers
+// instead, one name per server: RUNNER_PG_URL and each kind's Env
+// (RUNNER_REDIS_URL, RUNNER_NATS_URL, RUNNER_RABBITMQ_URL, RUNNER_KAFKA_URL).
 package testservers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,17 +17,20 @@ import (
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/servers"
 )
 
 var (
-	once      sync.Once
-	pgURL     string
-	redisURL  string
-	startErr  error
+	once     sync.Once
+	pgURL    string
+	redisURL string
+	startErr error
+	// stopFuncs remove what the package started; brokers start in
+	// parallel tests, so appends hold stopMu.
 	stopFuncs []func(context.Context) error
+	stopMu    sync.Mutex
 	// inMain: the test binary runs under Main, which removes what start
 	// started. Without it the servers' dirs would outlive the tests.
 	inMain bool
@@ -38,6 +43,8 @@ func Main(m *testing.M) {
 	servers.ServeKfakeChild() // this binary re-executed as the Kafka server
 	inMain = true
 	code := m.Run()
+	stopMu.Lock()
+	defer stopMu.Unlock()
 	for _, stop := range stopFuncs {
 		_ = stop(context.Background())
 	}
@@ -84,81 +91,119 @@ func start() {
 	wg.Wait()
 	if pg != nil {
 		pgURL = pg.URL
-		stopFuncs = append(stopFuncs, pg.Discard)
+		deferStop(pg.Discard)
 	}
 	if rd != nil {
 		redisURL = rd.URL
-		stopFuncs = append(stopFuncs, rd.Discard)
+		deferStop(rd.Discard)
 	}
 	startErr = errors.Join(pgErr, rdErr)
 }
 
-var (
-	natsOnce, rabbitOnce sync.Once
-	natsURL, rabbitURL   string
-	natsErr, rabbitErr   error
-)
+// deferStop has Main run fn after the tests.
+func deferStop(fn func(context.Context) error) {
+	stopMu.Lock()
+	stopFuncs = append(stopFuncs, fn)
+	stopMu.Unlock()
+}
 
 // SkipAbsentEnv, set to 1, lets a test that needs an absent broker skip
 // instead of failing (local runs only: CI must have them all).
 const SkipAbsentEnv = "OUTBOXDRILL_SKIP_ABSENT"
 
-// Brokers returns the NATS and RabbitMQ URLs for the broker matrix (see
-// NATS and RabbitMQ).
-func Brokers(t testing.TB) (nats, rabbitmq string) {
-	t.Helper()
-	return NATS(t), RabbitMQ(t)
+// brokerServer is one kind's server for the whole test binary.
+type brokerServer struct {
+	once sync.Once
+	url  string
+	err  error
 }
 
-// NATS is RUNNER_NATS_URL, else a nats-server started like the runner
-// starts it.
-func NATS(t testing.TB) string {
+var (
+	brokersMu sync.Mutex
+	brokers   = map[string]*brokerServer{}
+)
+
+// Broker is the URL of a server of kind k for the tests: k.Env when set,
+// else k.Local when it answers, else k's own server started as the runner
+// starts it (k.Start). Redis is the server URLs starts beside PostgreSQL.
+// A broker package's tests pass their own Kind: they do not register it.
+func Broker(t testing.TB, k *broker.Kind) string {
 	t.Helper()
+	if k.Name == broker.Redis {
+		return Redis(t)
+	}
 	requireMain(t)
-	natsOnce.Do(func() {
-		if natsURL = os.Getenv("RUNNER_NATS_URL"); natsURL != "" {
-			return
-		}
-		n, err := servers.StartNATS(context.Background(), servers.NATSOptions{})
-		if err != nil {
-			natsErr = fmt.Errorf("NATS: %w", err)
-			return
-		}
-		natsURL = n.URL()
-		stopFuncs = append(stopFuncs, n.Discard)
-	})
-	Absent(t, natsErr)
-	return natsURL
+	brokersMu.Lock()
+	s := brokers[k.Name]
+	if s == nil {
+		s = &brokerServer{}
+		brokers[k.Name] = s
+	}
+	brokersMu.Unlock()
+	s.once.Do(func() { s.url, s.err = startBroker(k) })
+	Absent(t, s.err)
+	return s.url
 }
 
-// devRabbitMQ is the RabbitMQ server the development machines and CI run.
-const devRabbitMQ = "amqp://guest:guest@127.0.0.1:5672/"
-
-// RabbitMQ is RUNNER_RABBITMQ_URL, else the development server on
-// 127.0.0.1:5672 when it answers, else a node started like the runner
-// starts it (6–13 s).
-func RabbitMQ(t testing.TB) string {
+// URL is Broker for the registered kind named name (a test binary that
+// links broker/kinds).
+func URL(t testing.TB, name string) string {
 	t.Helper()
-	requireMain(t)
-	rabbitOnce.Do(func() {
-		if rabbitURL = os.Getenv("RUNNER_RABBITMQ_URL"); rabbitURL != "" {
-			return
-		}
-		if c, err := amqp.DialConfig(devRabbitMQ, amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)}); err == nil {
-			c.Close()
-			rabbitURL = devRabbitMQ
-			return
-		}
-		r, err := servers.StartRabbitMQ(context.Background(), servers.RabbitMQOptions{})
-		if err != nil {
-			rabbitErr = fmt.Errorf("RabbitMQ: none at %s and none could be started: %w", devRabbitMQ, err)
-			return
-		}
-		rabbitURL = r.URL()
-		stopFuncs = append(stopFuncs, r.Discard)
-	})
-	Absent(t, rabbitErr)
-	return rabbitURL
+	k, ok := broker.Lookup(name)
+	if !ok {
+		t.Fatalf("testservers: no broker kind %q is registered (import broker/kinds)", name)
+	}
+	return Broker(t, k)
+}
+
+func startBroker(k *broker.Kind) (string, error) {
+	if url := os.Getenv(k.Env); url != "" {
+		return url, nil
+	}
+	ctx := context.Background()
+	if k.Local != "" && answers(ctx, k, k.Local) {
+		return k.Local, nil
+	}
+	url, _, err := k.Start(ctx, host{})
+	if err != nil {
+		return "", fmt.Errorf("%s: none at %s and none could be started: %w", k.Title, cmp.Or(redact.URL(k.Local), k.Env), err)
+	}
+	return url, nil
+}
+
+// answers reports whether k's server at url takes a connection.
+func answers(ctx context.Context, k *broker.Kind, url string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var h Host
+	_, err := k.Open(ctx, &h, url, nil)
+	h.Close()
+	return err == nil
+}
+
+// host is the broker.Host of a server the tests start: removed by Main.
+type host struct{}
+
+func (host) Defer(fn func(context.Context) error) { deferStop(fn) }
+func (host) Logf(string, ...any)                  {}
+func (host) SetURL(string)                        {}
+func (host) SetLabel(string)                      {}
+
+// Host is the broker.Host of a connection a test opens as a run would
+// (or only tries): Close undoes what the run would, newest first.
+type Host struct{ fns []func(context.Context) error }
+
+func (h *Host) Defer(fn func(context.Context) error) { h.fns = append(h.fns, fn) }
+func (*Host) Logf(string, ...any)                    {}
+func (*Host) SetURL(string)                          {}
+func (*Host) SetLabel(string)                        {}
+
+// Close runs what Defer registered, newest first.
+func (h *Host) Close() {
+	for i := len(h.fns) - 1; i >= 0; i-- {
+		_ = h.fns[i](context.Background())
+	}
+	h.fns = nil
 }
 
 // Absent fails the test with err, the reason a broker is missing, or skips
@@ -172,31 +217,4 @@ func Absent(t testing.TB, err error) {
 		t.Skipf("testservers: %v (skipped: %s=1)", err, SkipAbsentEnv)
 	}
 	t.Fatalf("testservers: %v (set %s=1 to skip locally)", err, SkipAbsentEnv)
-}
-
-var (
-	kafkaOnce sync.Once
-	kafkaURL  string
-	kafkaErr  error
-)
-
-// Kafka is RUNNER_KAFKA_URL (host:port), else franz-go's kfake started as
-// the runner starts it: this test binary re-executed (Main serves it).
-func Kafka(t testing.TB) string {
-	t.Helper()
-	requireMain(t)
-	kafkaOnce.Do(func() {
-		if kafkaURL = os.Getenv("RUNNER_KAFKA_URL"); kafkaURL != "" {
-			return
-		}
-		k, err := servers.StartKafka(context.Background())
-		if err != nil {
-			kafkaErr = fmt.Errorf("Kafka (kfake): %w", err)
-			return
-		}
-		kafkaURL = k.URL()
-		stopFuncs = append(stopFuncs, k.Discard)
-	})
-	Absent(t, kafkaErr)
-	return kafkaURL
 }

@@ -28,6 +28,7 @@ var EveryKey = []Step{
 		{"stream.entries", "3"},
 		{"stream.events", "1"},
 		{"stream.pending", "{audit: 3}"},
+		{"stream.lag", "{accounting: 1, audit: 3}"},
 		{"outbox.rows", "1"},
 		{"outbox.unpublished", "0"},
 		{"journal.rows", "1"},

@@ -75,3 +75,36 @@ func TestDelayIsHoldingUntilItRunsOut(t *testing.T) {
 		t.Error("a cut that struck counts as holding")
 	}
 }
+
+// The vocabulary a trigger is written in: every link names its
+// boundaries, each name reads back, and On spells the trigger as the
+// system file writes it.
+func TestTriggerVocabulary(t *testing.T) {
+	if got := LinkNames(); !slices.Equal(got, []string{"broker", "consumer_db", "producer_db"}) {
+		t.Errorf("links %v", got)
+	}
+	for _, name := range LinkNames() {
+		l, ok := LinkNamed(name)
+		if !ok || l.String() != name || len(l.Boundaries()) != 2 {
+			t.Errorf("%s: %v %v, boundaries %v", name, l, ok, l.Boundaries())
+		}
+		for _, b := range l.BoundaryNames() {
+			if got, ok := l.Boundary(b); !ok || got.String() != b {
+				t.Errorf("%s.%s reads back as %v", name, b, got)
+			}
+		}
+	}
+	if _, ok := Broker.Boundary("commit"); ok {
+		t.Error("the broker link has a commit boundary")
+	}
+	for want, tr := range map[string]Trigger{
+		"consumer_db.commit(table=inbox) nth=1 do=kill": {Link: ConsumerDB, Boundary: Commit, Filter: Filter{Table: "inbox"}, Action: Action{Do: Kill}},
+		"producer_db.statement() nth=2 do=cut":          {Link: ProducerDB, Boundary: Statement, Nth: 2, Action: Action{Do: Cut}},
+		"broker.reply(XADD) nth=1 do=delay(250ms)":      {Link: Broker, Boundary: Reply, Filter: Filter{Command: "XADD"}, Action: Action{Do: Delay, Delay: 250 * time.Millisecond}},
+		"broker.request(XGROUP.CREATE) nth=3 do=error":  {Link: Broker, Boundary: Request, Filter: Filter{Command: "XGROUP.CREATE"}, Nth: 3, Action: Action{Do: Error}},
+	} {
+		if got := tr.String(); got != want {
+			t.Errorf("%+v reads %q; want %q", tr, got, want)
+		}
+	}
+}

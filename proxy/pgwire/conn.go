@@ -142,7 +142,7 @@ func (c *conn) greet() ([]byte, bool) {
 		msg, err := c.be.ReceiveStartupMessage()
 		if err != nil {
 			if askedTLS && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
-				c.p.failWaiting(&fault.Unclassifiable{Reason: "a client asked for TLS and hung up on the proxy's plain-TCP answer: connect with sslmode=disable"}, Commit, Statement)
+				c.p.failWaiting(&fault.Unclassifiable{Reason: "a client asked for TLS and hung up on the proxy's plain-TCP answer: connect with sslmode=disable"}, fault.Commit, fault.Statement)
 			}
 			return nil, false
 		}

@@ -222,7 +222,7 @@ func TestHeldReplyOverTheCap(t *testing.T) {
 	c := f.client()
 	wide := "INSERT INTO " + f.a + " (id) VALUES ($1) RETURNING repeat('y', 3000000)"
 
-	a := f.arm(Trigger{Boundary: Statement, Table: f.a, Action: fault.Action{Do: fault.Cut}})
+	a := f.arm(fault.Trigger{Link: fault.ConsumerDB, Boundary: fault.Statement, Filter: fault.Filter{Table: f.a}, Action: fault.Action{Do: fault.Cut}})
 	tx, err := c.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +241,7 @@ func TestHeldReplyOverTheCap(t *testing.T) {
 
 	// Autocommit: the proxy wraps the statement in a transaction of its
 	// own, and the client still sees it end outside one.
-	b := f.arm(Trigger{Boundary: Commit, Table: f.a, Action: fault.Action{Do: fault.Cut}})
+	b := f.arm(fault.Trigger{Link: fault.ConsumerDB, Boundary: fault.Commit, Filter: fault.Filter{Table: f.a}, Action: fault.Action{Do: fault.Cut}})
 	if err := c.QueryRow(ctx, wide, "2").Scan(&s); err != nil || len(s) != 3000000 {
 		t.Fatalf("autocommit: %d bytes, %v", len(s), err)
 	}
@@ -261,7 +261,7 @@ func TestHeldReplyOverTheCap(t *testing.T) {
 func TestBatchOverTheCap(t *testing.T) {
 	lower(t, &maxBatch, 64<<10)
 	f := newFixture(t)
-	a := f.arm(Trigger{Boundary: Statement, Table: f.a, Action: fault.Action{Do: fault.Cut}})
+	a := f.arm(fault.Trigger{Link: fault.ConsumerDB, Boundary: fault.Statement, Filter: fault.Filter{Table: f.a}, Action: fault.Action{Do: fault.Cut}})
 	c, fe := f.raw(t)
 	fe.Send(&pgproto3.Query{String: "BEGIN"})
 	fe.Send(&pgproto3.Parse{Name: "ins", Query: "INSERT INTO " + f.a + " (id) VALUES ($1) /* " + strings.Repeat("x", 1000) + " */"})
@@ -312,7 +312,7 @@ func TestPreparedOverTheCap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a := f.arm(Trigger{Boundary: Commit, Table: f.a, Action: fault.Action{Do: fault.Cut}})
+	a := f.arm(fault.Trigger{Link: fault.ConsumerDB, Boundary: fault.Commit, Filter: fault.Filter{Table: f.a}, Action: fault.Action{Do: fault.Cut}})
 	if err := insertAndCommit(ctx, c, "1", f.a); err != nil {
 		t.Fatal(err)
 	}

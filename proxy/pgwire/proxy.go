@@ -42,7 +42,7 @@ type Proxy struct {
 // armed.
 type Event struct {
 	Conn     int // the proxy's number for the client connection, from 1
-	Boundary Boundary
+	Boundary fault.Boundary
 	Tables   []string
 	Fault    string // the trigger that struck here, "" for none
 	At       time.Time
@@ -112,11 +112,12 @@ func (p *Proxy) Connections() int { return p.ln.Accepted() }
 // Addr is the proxy's "host:port".
 func (p *Proxy) Addr() string { return p.ln.Addr() }
 
-// Arm adds a trigger; it applies to every connection through this proxy,
-// counting matches across them in the order the proxy sees them.
-func (p *Proxy) Arm(t Trigger) (*Armed, error) {
-	if t.Boundary != Commit && t.Boundary != Statement {
-		return nil, fmt.Errorf("pgwire: unknown boundary %v", t.Boundary)
+// Arm adds a trigger of a database link; it applies to every connection
+// through this proxy, counting matches across them in the order the proxy
+// sees them.
+func (p *Proxy) Arm(t fault.Trigger) (*Armed, error) {
+	if !t.Link.Database() {
+		return nil, fmt.Errorf("pgwire: %s is not a database link's trigger", t.On())
 	}
 	fa, err := fault.NewArmed(t.Action, t.Nth)
 	if err != nil {
@@ -128,7 +129,7 @@ func (p *Proxy) Arm(t Trigger) (*Armed, error) {
 }
 
 // waiting returns the armed triggers of a boundary that may still strike.
-func (p *Proxy) waiting(b Boundary) []*Armed {
+func (p *Proxy) waiting(b fault.Boundary) []*Armed {
 	var out []*Armed
 	for _, a := range p.Waiting() {
 		if a.Trigger.Boundary == b {
@@ -139,7 +140,7 @@ func (p *Proxy) waiting(b Boundary) []*Armed {
 }
 
 // failWaiting fails every trigger of the boundaries that may still strike.
-func (p *Proxy) failWaiting(err error, bs ...Boundary) {
+func (p *Proxy) failWaiting(err error, bs ...fault.Boundary) {
 	for _, b := range bs {
 		for _, a := range p.waiting(b) {
 			a.Fail(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -94,7 +95,7 @@ func (f *fixture) rows(table string) int {
 	return n
 }
 
-func (f *fixture) arm(tr Trigger) *Armed {
+func (f *fixture) arm(tr fault.Trigger) *Armed {
 	f.t.Helper()
 	a, err := f.proxy.Arm(tr)
 	if err != nil {
@@ -140,7 +141,7 @@ func TestKillHoldsTheCommitReply(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	var killed atomic.Int32
-	a := f.arm(Trigger{Boundary: Commit, Table: f.a, Action: fault.Action{Do: fault.Kill, Kill: func() error { killed.Add(1); return nil }}})
+	a := f.arm(fault.Trigger{Link: fault.ConsumerDB, Boundary: fault.Commit, Filter: fault.Filter{Table: f.a}, Action: fault.Action{Do: fault.Kill, Kill: func() error { killed.Add(1); return nil }}})
 	c := f.client()
 	if err := insertAndCommit(ctx, c, "x", f.b); err != nil {
 		t.Fatalf("a transaction that wrote only %s: %v", f.b, err)
@@ -157,15 +158,25 @@ func TestKillHoldsTheCommitReply(t *testing.T) {
 		t.Errorf("%s has %d rows; the server committed before the kill, want 1", f.a, got)
 	}
 	ev := f.proxy.Events()
-	if len(ev) != 2 || ev[1].Fault == "" || len(ev[1].Tables) != 1 {
-		t.Errorf("events %+v: want the second commit struck, with its table", ev)
+	if len(ev) != 2 || ev[1].Fault != "consumer_db.commit(table="+f.a+") nth=1 do=kill" || len(ev[1].Tables) != 1 {
+		t.Errorf("events %+v: want the second commit struck, recorded in the system file's words, with its table", ev)
+	}
+}
+
+// The runner hands each proxy the triggers of its own link: another's is
+// refused, never armed to wait for a boundary this proxy never sees.
+func TestArmRefusesAnotherLinksTrigger(t *testing.T) {
+	f := newFixture(t)
+	_, err := f.proxy.Arm(fault.Trigger{Link: fault.Broker, Boundary: fault.Reply, Filter: fault.Filter{Command: "XADD"}, Action: fault.Action{Do: fault.Cut}})
+	if err == nil || !strings.Contains(err.Error(), "broker.reply(XADD) is not a database link's trigger") {
+		t.Errorf("a broker trigger on a PostgreSQL proxy: %v", err)
 	}
 }
 
 func TestErrorRollsBackForReal(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	a := f.arm(Trigger{Boundary: Commit, Table: f.a, Nth: 2, Action: fault.Action{Do: fault.Error}})
+	a := f.arm(fault.Trigger{Link: fault.ConsumerDB, Boundary: fault.Commit, Filter: fault.Filter{Table: f.a}, Nth: 2, Action: fault.Action{Do: fault.Error}})
 	c := f.client()
 	if err := insertAndCommit(ctx, c, "1", f.a, f.b); err != nil {
 		t.Fatal(err)
@@ -187,14 +198,14 @@ func TestErrorRollsBackForReal(t *testing.T) {
 func TestCutAndDelay(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	a := f.arm(Trigger{Boundary: Commit, Action: fault.Action{Do: fault.Delay, Delay: 150 * time.Millisecond}})
+	a := f.arm(fault.Trigger{Link: fault.ConsumerDB, Boundary: fault.Commit, Action: fault.Action{Do: fault.Delay, Delay: 150 * time.Millisecond}})
 	c := f.client()
 	start := time.Now()
 	if err := insertAndCommit(ctx, c, "d", f.a); err != nil || time.Since(start) < 150*time.Millisecond {
 		t.Fatalf("delayed commit: %v after %v", err, time.Since(start))
 	}
 	<-a.Done()
-	cut := f.arm(Trigger{Boundary: Commit, Action: fault.Action{Do: fault.Cut}})
+	cut := f.arm(fault.Trigger{Link: fault.ConsumerDB, Boundary: fault.Commit, Action: fault.Action{Do: fault.Cut}})
 	if err := insertAndCommit(ctx, c, "e", f.a); err == nil {
 		t.Fatal("a cut commit succeeded on the client")
 	}
@@ -207,7 +218,7 @@ func TestCutAndDelay(t *testing.T) {
 func TestExtendedProtocolCommit(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	a := f.arm(Trigger{Boundary: Commit, Table: f.a, Action: fault.Action{Do: fault.Error}})
+	a := f.arm(fault.Trigger{Link: fault.ConsumerDB, Boundary: fault.Commit, Filter: fault.Filter{Table: f.a}, Action: fault.Action{Do: fault.Error}})
 	c := f.client()
 	if _, err := c.Prepare(ctx, "done", "COMMIT"); err != nil {
 		t.Fatal(err)
@@ -235,7 +246,7 @@ func TestExtendedProtocolCommit(t *testing.T) {
 func TestStatementBoundary(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	a := f.arm(Trigger{Boundary: Statement, Table: f.a, Action: fault.Action{Do: fault.Error}})
+	a := f.arm(fault.Trigger{Link: fault.ConsumerDB, Boundary: fault.Statement, Filter: fault.Filter{Table: f.a}, Action: fault.Action{Do: fault.Error}})
 	c := f.client()
 	tx, err := c.Begin(ctx)
 	if err != nil {
@@ -261,7 +272,7 @@ func TestStatementBoundary(t *testing.T) {
 func TestUnclassifiableIsNotApproximated(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	a := f.arm(Trigger{Boundary: Commit, Action: fault.Action{Do: fault.Error}})
+	a := f.arm(fault.Trigger{Link: fault.ConsumerDB, Boundary: fault.Commit, Action: fault.Action{Do: fault.Error}})
 	c := f.client()
 	if _, err := c.Exec(ctx, "BEGIN; INSERT INTO "+f.a+" (id) VALUES ('m'); COMMIT"); err != nil {
 		t.Fatalf("the multi-statement query must pass untouched: %v", err)
@@ -278,7 +289,7 @@ func TestUnclassifiableIsNotApproximated(t *testing.T) {
 
 func TestTLSIsUnclassifiable(t *testing.T) {
 	f := newFixture(t)
-	a := f.arm(Trigger{Boundary: Commit, Action: fault.Action{Do: fault.Cut}})
+	a := f.arm(fault.Trigger{Link: fault.ConsumerDB, Boundary: fault.Commit, Action: fault.Action{Do: fault.Cut}})
 	host, port, _ := net.SplitHostPort(f.proxy.Addr())
 	cfg, err := pgx.ParseConfig(fmt.Sprintf("postgres://postgres@%s:%s/postgres?sslmode=require", host, port))
 	if err != nil {
@@ -310,7 +321,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 				c = f.clientB(b)
 			}
 			if mode == "proxy-armed" {
-				if _, err := f.proxy.Arm(Trigger{Boundary: Commit, Table: "no_such_table", Action: fault.Action{Do: fault.Cut}}); err != nil {
+				if _, err := f.proxy.Arm(fault.Trigger{Link: fault.ConsumerDB, Boundary: fault.Commit, Filter: fault.Filter{Table: "no_such_table"}, Action: fault.Action{Do: fault.Cut}}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -341,7 +352,7 @@ func TestImplicitCommit(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	c := f.client()
-	fail := f.arm(Trigger{Boundary: Commit, Table: f.a, Action: fault.Action{Do: fault.Error}})
+	fail := f.arm(fault.Trigger{Link: fault.ConsumerDB, Boundary: fault.Commit, Filter: fault.Filter{Table: f.a}, Action: fault.Action{Do: fault.Error}})
 	if _, err := c.Exec(ctx, "INSERT INTO "+f.b+" (id) VALUES ($1)", "other"); err != nil {
 		t.Fatalf("an autocommit insert into another table: %v", err)
 	}
@@ -355,7 +366,7 @@ func TestImplicitCommit(t *testing.T) {
 		t.Errorf("%d rows after the failed implicit commit, want 0", got)
 	}
 	var killed atomic.Int32
-	kill := f.arm(Trigger{Boundary: Commit, Table: f.a, Action: fault.Action{Do: fault.Kill, Kill: func() error { killed.Add(1); return nil }}})
+	kill := f.arm(fault.Trigger{Link: fault.ConsumerDB, Boundary: fault.Commit, Filter: fault.Filter{Table: f.a}, Action: fault.Action{Do: fault.Kill, Kill: func() error { killed.Add(1); return nil }}})
 	if _, err := c.Exec(ctx, "INSERT INTO "+f.a+" (id) VALUES ('y')"); err == nil {
 		t.Fatal("the client saw its autocommit insert succeed: the reply was not held")
 	}
@@ -379,7 +390,7 @@ func TestImplicitCommit(t *testing.T) {
 func TestVacuumIsNotWrapped(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	f.arm(Trigger{Boundary: Commit, Table: f.a, Action: fault.Action{Do: fault.Cut}})
+	f.arm(fault.Trigger{Link: fault.ConsumerDB, Boundary: fault.Commit, Filter: fault.Filter{Table: f.a}, Action: fault.Action{Do: fault.Cut}})
 	c := f.client()
 	if _, err := c.Exec(ctx, "VACUUM "+f.a); err != nil {
 		t.Fatalf("VACUUM through an armed proxy: %v", err)

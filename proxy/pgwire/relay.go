@@ -72,7 +72,7 @@ func (c *conn) fromClient() {
 			case c.unsync: // its reply is queued already
 				ok = c.send(nil, batch)
 			case c.forgot && len(execs) > 0:
-				c.p.failWaiting(&fault.Unclassifiable{Reason: "a connection prepared more than " + size(maxPrepared) + " of statements and portals: the proxy no longer knows what its Executes run"}, Commit, Statement)
+				c.p.failWaiting(&fault.Unclassifiable{Reason: "a connection prepared more than " + size(maxPrepared) + " of statements and portals: the proxy no longer knows what its Executes run"}, fault.Commit, fault.Statement)
 				ok = c.send(&reply{}, batch)
 			default:
 				ok = c.dispatch(execs, false, batch)
@@ -106,10 +106,10 @@ func (c *conn) fromClient() {
 // only its Sync ends it.
 func (c *conn) flushed(b []byte, why string) bool {
 	if slices.ContainsFunc(c.execs, isCommit) {
-		c.p.failWaiting(&fault.Unclassifiable{Reason: "a COMMIT in an extended-protocol batch " + why}, Commit)
+		c.p.failWaiting(&fault.Unclassifiable{Reason: "a COMMIT in an extended-protocol batch " + why}, fault.Commit)
 	}
 	if len(c.execs) > 0 {
-		c.p.failWaiting(&fault.Unclassifiable{Reason: "statements in an extended-protocol batch " + why + ": the proxy cannot snapshot around them"}, Statement)
+		c.p.failWaiting(&fault.Unclassifiable{Reason: "statements in an extended-protocol batch " + why + ": the proxy cannot snapshot around them"}, fault.Statement)
 	}
 	var r *reply
 	if !c.unsync {
@@ -140,15 +140,15 @@ func (c *conn) dispatch(sqls []string, simple bool, b []byte) bool {
 		if simple {
 			kind = "a multi-statement simple query"
 		}
-		c.p.failWaiting(&fault.Unclassifiable{Reason: fmt.Sprintf("a COMMIT inside %s of %d statements: its reply cannot be held alone", kind, len(sqls))}, Commit, Statement)
+		c.p.failWaiting(&fault.Unclassifiable{Reason: fmt.Sprintf("a COMMIT inside %s of %d statements: its reply cannot be held alone", kind, len(sqls))}, fault.Commit, fault.Statement)
 	case commits == 1:
 		if !c.beforeCommit(r) {
 			return false
 		}
-	case c.status.Load() == 'I' && c.p.waiting(Commit) != nil && !slices.ContainsFunc(sqls, isBegin) && !slices.ContainsFunc(sqls, outsideTx):
+	case c.status.Load() == 'I' && c.p.waiting(fault.Commit) != nil && !slices.ContainsFunc(sqls, isBegin) && !slices.ContainsFunc(sqls, outsideTx):
 		return c.sendWrapped(r, b)
 	default:
-		if c.p.waiting(Statement) != nil {
+		if c.p.waiting(fault.Statement) != nil {
 			return c.sendHeld(r, b)
 		}
 	}
@@ -212,11 +212,11 @@ func isBegin(stmt string) bool {
 // the idle point before the transaction begins, it counts that transaction
 // alone. pg_stat_force_next_flush is PostgreSQL 15's.
 func (c *conn) flushStats() bool {
-	if c.status.Load() != 'I' || len(c.p.waiting(Commit))+len(c.p.waiting(Statement)) == 0 {
+	if c.status.Load() != 'I' || len(c.p.waiting(fault.Commit))+len(c.p.waiting(fault.Statement)) == 0 {
 		return true
 	}
 	if c.major < 15 {
-		c.p.failWaiting(&fault.Unclassifiable{Reason: fmt.Sprintf("PostgreSQL %d cannot tell a transaction's writes from its predecessors' unflushed ones (pg_stat_force_next_flush is 15's)", c.major)}, Commit, Statement)
+		c.p.failWaiting(&fault.Unclassifiable{Reason: fmt.Sprintf("PostgreSQL %d cannot tell a transaction's writes from its predecessors' unflushed ones (pg_stat_force_next_flush is 15's)", c.major)}, fault.Commit, fault.Statement)
 		return true
 	}
 	return c.own("SELECT pg_catalog.pg_stat_force_next_flush()") != nil
@@ -240,9 +240,9 @@ func (c *conn) sendHeld(r *reply, b []byte) bool {
 // beforeCommit asks the server, inside the transaction, what it wrote, and
 // arms the reply to this COMMIT when a trigger matches.
 func (c *conn) beforeCommit(r *reply) bool {
-	waiting := c.p.waiting(Commit)
+	waiting := c.p.waiting(fault.Commit)
 	if len(waiting) == 0 {
-		c.p.record(Event{Conn: c.id, Boundary: Commit})
+		c.p.record(Event{Conn: c.id, Boundary: fault.Commit})
 		return true
 	}
 	snap, ok := c.ask(written)
@@ -254,12 +254,12 @@ func (c *conn) beforeCommit(r *reply) bool {
 	}
 	tables := names(snap.rows)
 	for _, a := range waiting {
-		if a.Trigger.matches(tables) && a.Take() {
+		if matches(a.Trigger, tables) && a.Take() {
 			r.commit = a
 			break
 		}
 	}
-	e := Event{Conn: c.id, Boundary: Commit, Tables: tables}
+	e := Event{Conn: c.id, Boundary: fault.Commit, Tables: tables}
 	if r.commit != nil {
 		e.Fault = r.commit.Trigger.String()
 	}
@@ -480,16 +480,16 @@ func (c *conn) resolve(h *reply) bool {
 		tables = nil // committed or failed already: no open statement to strike
 	}
 	var a *Armed
-	for _, w := range c.p.waiting(Statement) {
-		if w.Trigger.matches(tables) && h.spilled {
+	for _, w := range c.p.waiting(fault.Statement) {
+		if matches(w.Trigger, tables) && h.spilled {
 			w.Fail(spilledErr())
-		} else if w.Trigger.matches(tables) && w.Take() {
+		} else if matches(w.Trigger, tables) && w.Take() {
 			a = w
 			break
 		}
 	}
 	if len(tables) > 0 {
-		e := Event{Conn: c.id, Boundary: Statement, Tables: tables}
+		e := Event{Conn: c.id, Boundary: fault.Statement, Tables: tables}
 		if a != nil {
 			e.Fault = a.Trigger.String()
 		}
@@ -545,16 +545,16 @@ func (c *conn) resolveImplicit(h *reply) bool {
 	if h.status != 'T' {
 		end, tables = "ROLLBACK", nil
 	}
-	for _, w := range c.p.waiting(Commit) {
-		if len(tables) > 0 && w.Trigger.matches(tables) && h.spilled {
+	for _, w := range c.p.waiting(fault.Commit) {
+		if len(tables) > 0 && matches(w.Trigger, tables) && h.spilled {
 			w.Fail(spilledErr())
-		} else if len(tables) > 0 && w.Trigger.matches(tables) && w.Take() {
+		} else if len(tables) > 0 && matches(w.Trigger, tables) && w.Take() {
 			h.stmt.strike = w
 			break
 		}
 	}
 	if len(tables) > 0 {
-		e := Event{Conn: c.id, Boundary: Commit, Tables: tables}
+		e := Event{Conn: c.id, Boundary: fault.Commit, Tables: tables}
 		if h.stmt.strike != nil {
 			e.Fault = h.stmt.strike.Trigger.String()
 		}

@@ -120,7 +120,7 @@ func (c *conn) relay(cmd []string, raw []byte) bool {
 		return c.send(nil, raw)
 	}
 	a := c.p.strikeOn(cmd)
-	if a != nil && (a.Trigger.Boundary == Request || a.Do == fault.Error) {
+	if a != nil && (a.Trigger.Boundary == fault.Request || a.Do == fault.Error) {
 		if !c.barrier() {
 			return false
 		}

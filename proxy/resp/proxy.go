@@ -28,43 +28,19 @@ import (
 	"github.com/outboxdrill/runner/proxy/listen"
 )
 
-// Boundary is where on a command a trigger strikes.
-type Boundary int
+// A trigger on the broker link (fault.Broker) strikes at the Nth command
+// named Filter.Command (e.g. "XADD"; "XGROUP.CREATE" names a subcommand):
+// before it is forwarded (fault.Request: Redis never runs it) or once
+// Redis ran it, with its reply held (fault.Reply). Error, at either
+// boundary, does not forward the command and answers the client with an
+// -ERR reply.
 
-const (
-	// Request strikes before the command is forwarded: Redis never runs it.
-	Request Boundary = iota + 1
-	// Reply strikes once Redis has run the command, with its reply held.
-	Reply
-)
-
-func (b Boundary) String() string {
-	if b == Request {
-		return "request"
-	}
-	return "reply"
-}
-
-// Trigger arms one fault at the Nth command named Command (e.g. "XADD";
-// "XGROUP.CREATE" names a subcommand). Error, at either boundary, does not
-// forward the command and answers the client with an -ERR reply.
-type Trigger struct {
-	Boundary Boundary
-	Command  string
-	Nth      int // 1 = the first; 0 counts as 1
-	fault.Action
-}
-
-func (t Trigger) String() string {
-	return fmt.Sprintf("%s(%s) nth=%d do=%s", t.Boundary, t.Command, max(t.Nth, 1), t.Action)
-}
-
-// matches reports whether a command (its words) is the trigger's.
-func (t Trigger) matches(cmd []string) bool {
+// matches reports whether a command (its words) is t's.
+func matches(t fault.Trigger, cmd []string) bool {
 	if len(cmd) == 0 {
 		return false
 	}
-	name, sub, hasSub := strings.Cut(t.Command, ".")
+	name, sub, hasSub := strings.Cut(t.Filter.Command, ".")
 	if !strings.EqualFold(cmd[0], name) {
 		return false
 	}
@@ -74,7 +50,7 @@ func (t Trigger) matches(cmd []string) bool {
 // Armed is a trigger waiting on a proxy.
 type Armed struct {
 	*fault.Armed
-	Trigger Trigger
+	Trigger fault.Trigger
 }
 
 // Event is one command the proxy relayed (or failed), with its reply.
@@ -129,13 +105,11 @@ func (p *Proxy) Addr() string { return p.ln.Addr() }
 // Close stops listening, closes every relayed connection and waits.
 func (p *Proxy) Close() error { return p.ln.Close() }
 
-// Arm adds a trigger; it applies to every connection through this proxy.
-func (p *Proxy) Arm(t Trigger) (*Armed, error) {
-	if t.Boundary != Request && t.Boundary != Reply {
-		return nil, fmt.Errorf("resp: unknown boundary %v", t.Boundary)
-	}
-	if t.Command == "" {
-		return nil, fmt.Errorf("resp: a trigger needs the command it waits for")
+// Arm adds a trigger of the broker link; it applies to every connection
+// through this proxy.
+func (p *Proxy) Arm(t fault.Trigger) (*Armed, error) {
+	if t.Link != fault.Broker {
+		return nil, fmt.Errorf("resp: %s is not the broker link's trigger", t.On())
 	}
 	fa, err := fault.NewArmed(t.Action, t.Nth)
 	if err != nil {
@@ -150,7 +124,7 @@ func (p *Proxy) Arm(t Trigger) (*Armed, error) {
 // strike now, if any.
 func (p *Proxy) strikeOn(cmd []string) *Armed {
 	for _, a := range p.Waiting() {
-		if a.Trigger.matches(cmd) && a.Take() {
+		if matches(a.Trigger, cmd) && a.Take() {
 			return a
 		}
 	}
@@ -160,7 +134,7 @@ func (p *Proxy) strikeOn(cmd []string) *Armed {
 // failOn fails the waiting triggers that match cmd.
 func (p *Proxy) failOn(cmd []string, err error) {
 	for _, a := range p.Waiting() {
-		if a.Trigger.matches(cmd) {
+		if matches(a.Trigger, cmd) {
 			a.Fail(err)
 		}
 	}

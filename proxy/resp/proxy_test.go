@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -55,7 +56,7 @@ func (f *fixture) client(proto int) *redis.Client {
 	return c
 }
 
-func (f *fixture) arm(tr Trigger) *Armed {
+func (f *fixture) arm(tr fault.Trigger) *Armed {
 	f.t.Helper()
 	a, err := f.proxy.Arm(tr)
 	if err != nil {
@@ -124,7 +125,7 @@ func TestReplyKillRunsTheCommandAndHoldsItsReply(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	var kills atomic.Int32
-	a := f.arm(Trigger{Boundary: Reply, Command: "XADD", Nth: 2, Action: fault.Action{Do: fault.Kill, Kill: func() error { kills.Add(1); return nil }}})
+	a := f.arm(fault.Trigger{Link: fault.Broker, Boundary: fault.Reply, Filter: fault.Filter{Command: "XADD"}, Nth: 2, Action: fault.Action{Do: fault.Kill, Kill: func() error { kills.Add(1); return nil }}})
 	c := f.client(3)
 	if err := xadd(ctx, c, f.stream, "e1").Err(); err != nil {
 		t.Fatal(err)
@@ -143,18 +144,33 @@ func TestReplyKillRunsTheCommandAndHoldsItsReply(t *testing.T) {
 	if diff := cmp.Diff([]string{"e1", "e2"}, f.entries()); diff != "" {
 		t.Errorf("stream (-want +got): e2 was run, e3 never sent\n%s", diff)
 	}
+	// The record names the fault in the system file's words.
+	struck := slices.IndexFunc(f.proxy.Events(), func(e Event) bool { return e.Fault != "" })
+	if struck < 0 || f.proxy.Events()[struck].Fault != "broker.reply(XADD) nth=2 do=kill" {
+		t.Errorf("events %+v: want the strike recorded as broker.reply(XADD) nth=2 do=kill", f.proxy.Events())
+	}
+}
+
+// The runner hands each proxy the triggers of its own link: another's is
+// refused, never armed to wait for a boundary this proxy never sees.
+func TestArmRefusesAnotherLinksTrigger(t *testing.T) {
+	f := newFixture(t)
+	_, err := f.proxy.Arm(fault.Trigger{Link: fault.ConsumerDB, Boundary: fault.Commit, Action: fault.Action{Do: fault.Cut}})
+	if err == nil || !strings.Contains(err.Error(), "consumer_db.commit() is not the broker link's trigger") {
+		t.Errorf("a consumer_db trigger on the Redis proxy: %v", err)
+	}
 }
 
 func TestRequestFaultsNeverReachRedis(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	c := f.client(2)
-	kill := f.arm(Trigger{Boundary: Request, Command: "XADD", Action: fault.Action{Do: fault.Kill, Kill: func() error { return nil }}})
+	kill := f.arm(fault.Trigger{Link: fault.Broker, Boundary: fault.Request, Filter: fault.Filter{Command: "XADD"}, Action: fault.Action{Do: fault.Kill, Kill: func() error { return nil }}})
 	if err := xadd(ctx, c, f.stream, "k").Err(); err == nil {
 		t.Fatal("a killed XADD succeeded")
 	}
 	<-kill.Done()
-	fail := f.arm(Trigger{Boundary: Reply, Command: "XADD", Action: fault.Action{Do: fault.Error}})
+	fail := f.arm(fault.Trigger{Link: fault.Broker, Boundary: fault.Reply, Filter: fault.Filter{Command: "XADD"}, Action: fault.Action{Do: fault.Error}})
 	err := xadd(ctx, c, f.stream, "x").Err()
 	if err == nil || !strings.Contains(err.Error(), "outboxdrill") {
 		t.Fatalf("error fault: %v; want the drill's -ERR", err)
@@ -172,13 +188,13 @@ func TestDelayAndMulti(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	c := f.client(3)
-	d := f.arm(Trigger{Boundary: Reply, Command: "XADD", Action: fault.Action{Do: fault.Delay, Delay: 120 * time.Millisecond}})
+	d := f.arm(fault.Trigger{Link: fault.Broker, Boundary: fault.Reply, Filter: fault.Filter{Command: "XADD"}, Action: fault.Action{Do: fault.Delay, Delay: 120 * time.Millisecond}})
 	start := time.Now()
 	if err := xadd(ctx, c, f.stream, "d").Err(); err != nil || time.Since(start) < 120*time.Millisecond {
 		t.Fatalf("delayed XADD: %v after %v", err, time.Since(start))
 	}
 	<-d.Done()
-	m := f.arm(Trigger{Boundary: Reply, Command: "XADD", Action: fault.Action{Do: fault.Cut}})
+	m := f.arm(fault.Trigger{Link: fault.Broker, Boundary: fault.Reply, Filter: fault.Filter{Command: "XADD"}, Action: fault.Action{Do: fault.Cut}})
 	tx := c.TxPipeline()
 	xadd(ctx, tx, f.stream, "m")
 	if _, err := tx.Exec(ctx); err != nil {
@@ -236,7 +252,7 @@ func BenchmarkXAdd(b *testing.B) {
 				o.Addr = p.Addr()
 			}
 			if mode == "proxy-armed" {
-				if _, err := p.Arm(Trigger{Boundary: Reply, Command: "XACK", Action: fault.Action{Do: fault.Cut}}); err != nil {
+				if _, err := p.Arm(fault.Trigger{Link: fault.Broker, Boundary: fault.Reply, Filter: fault.Filter{Command: "XACK"}, Action: fault.Action{Do: fault.Cut}}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,4 +1,4 @@
-package runner
+package kafka
 
 import (
 	"context"
@@ -15,20 +15,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outboxdrill/runner/broker"
-	"github.com/outboxdrill/runner/broker/kafka"
-	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/servers"
 )
 
-func init() { brokerKinds[broker.Kafka] = openKafka }
-
-// KfakeLabel names the runner's own Kafka-protocol server in every report:
-// it is franz-go's kfake, not Apache Kafka, and what it shows is what kfake
-// does.
-const KfakeLabel = "kafka (kfake)"
-
-// kafkaConn is the run's admin client, and its server when the runner's own.
-type kafkaConn struct {
+// conn is a run's admin client, and its server when the runner's own.
+type conn struct {
 	seeds   []string
 	cl      *kgo.Client
 	adm     *kadm.Client
@@ -41,32 +32,25 @@ type kafkaConn struct {
 // a dead worker's partitions move on quickly.
 const (
 	kfakeSession = time.Second
-	kafkaSession = kafka.DefaultSession // group.min.session.timeout.ms of a real broker
+	kafkaSession = DefaultSession // group.min.session.timeout.ms of a real broker
 )
 
-func openKafka(ctx context.Context, w *World, url string, p *Params) (brokerConn, error) {
-	c := kafkaConn{session: kafkaSession, label: broker.Kafka}
-	if url == "" {
-		srv, err := servers.StartKafka(ctx)
-		if err != nil {
-			return nil, err
-		}
-		w.undo.add(srv.Discard)
-		c.srv, url, c.session, c.label = srv, srv.URL(), kfakeSession, KfakeLabel
-		p.logf("started kfake (franz-go's Kafka-protocol server, not Apache Kafka) pid %d at %s in %s", srv.PID(), srv.Addr(), srv.Dir)
+func open(ctx context.Context, h broker.Host, url string, own broker.Process) (broker.Conn, error) {
+	c := conn{session: kafkaSession, label: broker.Kafka}
+	if c.srv, _ = own.(*servers.Kafka); c.srv != nil {
+		c.session, c.label = kfakeSession, KfakeLabel
 	}
-	w.setBrokerURL(broker.Kafka, url)
-	w.setBrokerLabel(broker.Kafka, c.label)
-	seeds, err := kafka.Seeds(url)
+	h.SetLabel(c.label)
+	seeds, err := Seeds(url)
 	if err != nil {
-		return nil, err
+		return nil, errSeeds
 	}
 	c.seeds = seeds
 	c.cl, err = kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DialTimeout(5*time.Second))
 	if err != nil {
 		return nil, err
 	}
-	w.undo.add(func(context.Context) error { c.cl.Close(); return nil })
+	h.Defer(func(context.Context) error { c.cl.Close(); return nil })
 	c.adm = kadm.NewClient(c.cl)
 	meta, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, c.cl)
 	if err != nil {
@@ -76,28 +60,28 @@ func openKafka(ctx context.Context, w *World, url string, p *Params) (brokerConn
 		// Given by URL, but a kfake a runner started (another run's, or the
 		// tests'): its reports say so all the same.
 		c.label, c.session = KfakeLabel, kfakeSession
-		w.setBrokerLabel(broker.Kafka, c.label)
+		h.SetLabel(c.label)
 	}
 	return c, nil
 }
 
-func (c kafkaConn) New(ctx context.Context, key string, sc *scenario.Scenario) (broker.Broker, error) {
-	opt := kafka.Options{Session: c.session, Label: c.label}
-	if sc != nil {
-		opt.Partitions, opt.Share = sc.Kafka.Partitions, sc.Kafka.Share
+func (c conn) New(ctx context.Context, key string, sc broker.Scenario) (broker.Broker, error) {
+	opt := Options{Session: c.session, Label: c.label}
+	if o, ok := sc.Options.(*ScenarioOptions); ok {
+		opt.Partitions, opt.Share = o.Partitions, o.Share
 	}
-	return kafka.New(ctx, c.seeds, key, opt)
+	return New(ctx, c.seeds, key, opt)
 }
 
-func (c kafkaConn) Server() (proc, string) {
+func (c conn) Server() (broker.Process, string) {
 	if c.srv == nil {
-		return nil, notOurs("Kafka", "--kafka")
+		return nil, ""
 	}
 	return c.srv, ""
 }
 
 // Ready waits until the server answers again.
-func (c kafkaConn) Ready(ctx context.Context) error {
+func (c conn) Ready(ctx context.Context) error {
 	for {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		err := c.cl.Ping(pctx)
@@ -114,8 +98,8 @@ func (c kafkaConn) Ready(ctx context.Context) error {
 }
 
 // Hints tell how to look at a kept scenario's topic (kcat).
-func (c kafkaConn) Hints(key string) []string {
-	t := kafka.Sanitize(key)
+func (c conn) Hints(key string) []string {
+	t := Sanitize(key)
 	b := strings.Join(c.seeds, ",")
 	return []string{
 		"records:     kcat -b " + b + " -C -t " + t + " -e -f '%p/%o %k %s\\n'",
@@ -124,17 +108,17 @@ func (c kafkaConn) Hints(key string) []string {
 }
 
 // leftoverTopic and leftoverGroup are a scenario's topics and groups: the
-// runner's key drill:ID:N sanitized (broker/kafka), and nothing else.
+// runner's key drill:ID:N sanitized (Sanitize), and nothing else.
 var (
-	leftoverTopic = regexp.MustCompile(`^` + namePrefix + `_[0-9a-f]{8}_[0-9]+(\.dlq|\.out)?$`)
-	leftoverGroup = regexp.MustCompile(`^` + namePrefix + `_[0-9a-f]{8}_[0-9]+\..+$`)
+	leftoverTopic = regexp.MustCompile(`^` + broker.NamePrefix + `_[0-9a-f]{8}_[0-9]+(\.dlq|\.out)?$`)
+	leftoverGroup = regexp.MustCompile(`^` + broker.NamePrefix + `_[0-9a-f]{8}_[0-9]+\..+$`)
 )
 
 // Lease is a consumer group named drill.lease.ID with one member, this
 // run's: while the run lives the group has a member; when the run dies its
 // session runs out and the group is empty.
-func (c kafkaConn) Lease(ctx context.Context, runID string) (func(context.Context) error, error) {
-	topic := leaseName(".", "topic")
+func (c conn) Lease(ctx context.Context, runID string) (func(context.Context) error, error) {
+	topic := broker.LeaseName(".", "topic")
 	resp, err := c.adm.CreateTopic(ctx, 1, -1, nil, topic)
 	if err == nil {
 		err = resp.Err
@@ -144,7 +128,7 @@ func (c kafkaConn) Lease(ctx context.Context, runID string) (func(context.Contex
 	}
 	joined := make(chan struct{})
 	var once bool
-	member, err := kgo.NewClient(kgo.SeedBrokers(c.seeds...), kgo.ConsumerGroup(leaseName(".", runID)), kgo.ConsumeTopics(topic),
+	member, err := kgo.NewClient(kgo.SeedBrokers(c.seeds...), kgo.ConsumerGroup(broker.LeaseName(".", runID)), kgo.ConsumeTopics(topic),
 		kgo.SessionTimeout(c.session), kgo.HeartbeatInterval(c.session/4),
 		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) {
 			if !once {
@@ -175,12 +159,12 @@ func (c kafkaConn) Lease(ctx context.Context, runID string) (func(context.Contex
 }
 
 // live reports whether run's lease group has a member (unknown: live).
-func (c kafkaConn) live(ctx context.Context, run string) bool {
-	ds, err := c.adm.DescribeGroups(ctx, leaseName(".", run))
+func (c conn) live(ctx context.Context, run string) bool {
+	ds, err := c.adm.DescribeGroups(ctx, broker.LeaseName(".", run))
 	if err != nil {
 		return true
 	}
-	d, ok := ds[leaseName(".", run)]
+	d, ok := ds[broker.LeaseName(".", run)]
 	switch {
 	case !ok:
 		return true
@@ -193,15 +177,37 @@ func (c kafkaConn) live(ctx context.Context, run string) bool {
 }
 
 // Clean deletes the topics and groups of runs whose lease group is empty.
-func (c kafkaConn) Clean(ctx context.Context) (Cleaned, error) {
-	var out Cleaned
-	topics, err := c.adm.ListTopics(ctx)
+func (c conn) Clean(ctx context.Context) (broker.Cleaned, error) {
+	var out broker.Cleaned
+	names, err := c.leftovers(ctx)
 	if err != nil {
 		return out, err
 	}
+	live := broker.LiveRuns(func(run string) bool { return c.live(ctx, run) })
+	var dropTopics, dropGroups []string
+	for _, n := range names {
+		switch {
+		case live(n):
+			out.Live = append(out.Live, n)
+		case leftoverTopic.MatchString(n):
+			dropTopics = append(dropTopics, n)
+		default:
+			dropGroups = append(dropGroups, n)
+		}
+	}
+	errs := []error{c.dropGroups(ctx, dropGroups, &out), c.dropTopics(ctx, dropTopics, &out)}
+	return out, errors.Join(errs...)
+}
+
+// leftovers are the topics and groups with the runner's names, sorted.
+func (c conn) leftovers(ctx context.Context) ([]string, error) {
+	topics, err := c.adm.ListTopics(ctx)
+	if err != nil {
+		return nil, err
+	}
 	groups, err := c.adm.ListGroups(ctx)
 	if err != nil {
-		return out, err
+		return nil, err
 	}
 	var names []string
 	for _, t := range topics.Names() {
@@ -215,50 +221,41 @@ func (c kafkaConn) Clean(ctx context.Context) (Cleaned, error) {
 		}
 	}
 	slices.Sort(names)
-	live := map[string]bool{}
-	var dropTopics, dropGroups []string
-	for _, n := range names {
-		run := runOf(n)
-		l, seen := live[run]
-		if !seen {
-			l = c.live(ctx, run)
-			live[run] = l
-		}
+	return names, nil
+}
+
+func (c conn) dropGroups(ctx context.Context, groups []string, out *broker.Cleaned) error {
+	if len(groups) == 0 {
+		return nil
+	}
+	resp, err := c.adm.DeleteGroups(ctx, groups...)
+	errs := []error{err}
+	for _, r := range resp {
 		switch {
-		case l:
-			out.Live = append(out.Live, n)
-		case leftoverTopic.MatchString(n):
-			dropTopics = append(dropTopics, n)
-		default:
-			dropGroups = append(dropGroups, n)
+		case r.Err == nil:
+			out.Dropped = append(out.Dropped, "group "+r.Group)
+		case errors.Is(r.Err, kerr.NonEmptyGroup):
+			out.InUse = append(out.InUse, "group "+r.Group)
+		case !errors.Is(r.Err, kerr.GroupIDNotFound):
+			errs = append(errs, fmt.Errorf("delete group %s: %w", r.Group, r.Err))
 		}
 	}
-	var errs []error
-	if len(dropGroups) > 0 {
-		resp, err := c.adm.DeleteGroups(ctx, dropGroups...)
-		errs = append(errs, err)
-		for _, r := range resp {
-			switch {
-			case r.Err == nil:
-				out.Dropped = append(out.Dropped, "group "+r.Group)
-			case errors.Is(r.Err, kerr.NonEmptyGroup):
-				out.InUse = append(out.InUse, "group "+r.Group)
-			case !errors.Is(r.Err, kerr.GroupIDNotFound):
-				errs = append(errs, fmt.Errorf("delete group %s: %w", r.Group, r.Err))
-			}
+	return errors.Join(errs...)
+}
+
+func (c conn) dropTopics(ctx context.Context, topics []string, out *broker.Cleaned) error {
+	if len(topics) == 0 {
+		return nil
+	}
+	resp, err := c.adm.DeleteTopics(ctx, topics...)
+	errs := []error{err}
+	for _, r := range resp {
+		switch {
+		case r.Err == nil:
+			out.Dropped = append(out.Dropped, "topic "+r.Topic)
+		case !errors.Is(r.Err, kerr.UnknownTopicOrPartition):
+			errs = append(errs, fmt.Errorf("delete topic %s: %w", r.Topic, r.Err))
 		}
 	}
-	if len(dropTopics) > 0 {
-		resp, err := c.adm.DeleteTopics(ctx, dropTopics...)
-		errs = append(errs, err)
-		for _, r := range resp {
-			switch {
-			case r.Err == nil:
-				out.Dropped = append(out.Dropped, "topic "+r.Topic)
-			case !errors.Is(r.Err, kerr.UnknownTopicOrPartition):
-				errs = append(errs, fmt.Errorf("delete topic %s: %w", r.Topic, r.Err))
-			}
-		}
-	}
-	return out, errors.Join(errs...)
+	return errors.Join(errs...)
 }

@@ -1,4 +1,4 @@
-package runner
+package rabbitmq
 
 import (
 	"context"
@@ -12,97 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxdrill/runner/broker"
-	"github.com/outboxdrill/runner/broker/rabbitmq"
-	"github.com/outboxdrill/runner/internal/redact"
-	"github.com/outboxdrill/runner/scenario"
-	"github.com/outboxdrill/runner/servers"
-	"github.com/outboxdrill/runner/steps"
 )
-
-func init() { brokerKinds[broker.RabbitMQ] = openRabbitMQ }
-
-// rabbitConn is the run's AMQP connection (the registry's and clean's);
-// each scenario gets a connection of its own (New).
-type rabbitConn struct {
-	conn *amqp.Connection
-	url  string
-	reg  *registry
-}
-
-func openRabbitMQ(ctx context.Context, w *World, url string, p *Params) (brokerConn, error) {
-	if url == "" {
-		// A RabbitMQ node boots in 6–13 s here: give --rabbitmq to skip that.
-		srv, err := servers.StartRabbitMQ(ctx, servers.RabbitMQOptions{})
-		if err != nil {
-			return nil, err
-		}
-		w.undo.add(srv.Discard)
-		url = srv.URL()
-		p.logf("started RabbitMQ pid %d at %s in %s", srv.PID(), redact.URL(url), srv.Dir)
-	}
-	w.setBrokerURL(broker.RabbitMQ, url)
-	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", redact.URL(url), redact.Err(url, err))
-	}
-	w.undo.add(func(context.Context) error { return conn.Close() })
-	return rabbitConn{conn, url, &registry{}}, nil
-}
-
-// New declares a queue per consumer id the scenario names, before anything
-// is published, as infrastructure-as-code would.
-func (c rabbitConn) New(ctx context.Context, key string, sc *scenario.Scenario) (broker.Broker, error) {
-	var ids []string
-	if sc != nil { // TakePair: no scenario, the default consumer
-		ids = sc.Consumers()
-	}
-	if len(ids) == 0 {
-		ids = []string{steps.DefaultConsumer}
-	}
-	// A connection per scenario: an error the server answers with a
-	// connection close (a frame it refuses) ends this scenario's
-	// connection, never the run's or another scenario's.
-	own, err := amqp.DialConfig(c.url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", redact.URL(c.url), redact.Err(c.url, err))
-	}
-	var opts []rabbitmq.Option
-	if sc != nil && sc.BrokerDLQ > 0 {
-		opts = append(opts, rabbitmq.WithDeliveryLimit(sc.BrokerDLQ))
-	}
-	b, err := rabbitmq.NewRecorded(ctx, own, key, ids, c.reg.record, opts...)
-	if err != nil {
-		own.Close()
-		return nil, err
-	}
-	return ownConnBroker{b, own}, nil
-}
-
-// ownConnBroker is a scenario's broker on its own connection, closed with
-// the broker's objects.
-type ownConnBroker struct {
-	*rabbitmq.Broker
-	conn *amqp.Connection
-}
-
-func (b ownConnBroker) Delete(ctx context.Context) error {
-	return errors.Join(b.Broker.Delete(ctx), b.conn.Close())
-}
-
-// Server: none, even the runner's own node. Killed within ~0.5 s of
-// declaring a quorum queue, RabbitMQ 3.10 loses the queue's registration and
-// hangs reads on it for 60 s (rabbitmq/ra PR #443, fixed in 2024): a drill
-// would test that bug, not the pipeline.
-func (c rabbitConn) Server() (proc, string) {
-	return nil, "process faults on RabbitMQ are not run yet: a 3.10 node killed within ~0.5 s of declaring a quorum queue loses its registration and hangs reads on it for 60 s (https://github.com/rabbitmq/ra/pull/443); drilling a crash needs the runner's own node, a wait past that window and a reconnect after the restart, which the runner does not do yet"
-}
-
-func (c rabbitConn) Ready(context.Context) error { return nil }
-
-// Hints tell how to look at a kept scenario's queues.
-func (c rabbitConn) Hints(key string) []string {
-	return []string{"queues:      rabbitmqctl list_queues name messages messages_unacknowledged | grep " + key}
-}
 
 // AMQP 0-9-1 cannot list a server's queues and exchanges (only the
 // management plugin can, and a server need not have it). So every run
@@ -111,7 +21,7 @@ func (c rabbitConn) Hints(key string) []string {
 // queue declared later). A run that ends takes back its records whose
 // objects are gone (forget). Clean takes every record: a live run's goes
 // back, a dead run's objects are deleted and its record with them.
-const registryQueue = namePrefix + ".leftovers"
+const registryQueue = broker.NamePrefix + ".leftovers"
 
 // rabbitNote is what clean says about RabbitMQ: what it cannot see.
 const rabbitNote = "RabbitMQ: AMQP cannot list queues, so clean removes what runs recorded in queue " + registryQueue +
@@ -122,8 +32,8 @@ const rabbitNote = "RabbitMQ: AMQP cannot list queues, so clean removes what run
 // The runner's RabbitMQ names: the exchange drill:ID:N and its queues
 // drill:ID:N.<log, dlq or group>.
 var (
-	leftoverExchange = regexp.MustCompile(`^` + namePrefix + `:[0-9a-f]{8}:[0-9]+$`)
-	leftoverQueue    = regexp.MustCompile(`^` + namePrefix + `:[0-9a-f]{8}:[0-9]+\..+$`)
+	leftoverExchange = regexp.MustCompile(`^` + broker.NamePrefix + `:[0-9a-f]{8}:[0-9]+$`)
+	leftoverQueue    = regexp.MustCompile(`^` + broker.NamePrefix + `:[0-9a-f]{8}:[0-9]+\..+$`)
 )
 
 // registry publishes the run's records, each confirmed before the names it
@@ -154,12 +64,12 @@ func (r *registry) record(names []string) error {
 
 // Lease is an exclusive queue drill.lease.ID, which the server deletes with
 // the run's connection. Its channel also records the run's names.
-func (c rabbitConn) Lease(ctx context.Context, runID string) (func(context.Context) error, error) {
+func (c conn) Lease(ctx context.Context, runID string) (func(context.Context) error, error) {
 	ch, err := c.conn.Channel()
 	if err != nil {
 		return nil, err
 	}
-	lease := leaseName(".", runID)
+	lease := broker.LeaseName(".", runID)
 	if _, err := ch.QueueDeclare(lease, false, true, true, false, nil); err != nil {
 		return nil, fmt.Errorf("declare %s: %w", lease, err)
 	}
@@ -185,7 +95,7 @@ func (c rabbitConn) Lease(ctx context.Context, runID string) (func(context.Conte
 // exists declares name passively on a channel of its own (a miss closes the
 // channel): false when the server has none, or when it is another
 // connection's exclusive queue.
-func (c rabbitConn) exists(name string, exchange bool) (bool, error) {
+func (c conn) exists(name string, exchange bool) (bool, error) {
 	ch, err := c.conn.Channel()
 	if err != nil {
 		return false, err
@@ -209,7 +119,7 @@ func (c rabbitConn) exists(name string, exchange bool) (bool, error) {
 }
 
 // remove deletes the exchange or queue name if it is there.
-func (c rabbitConn) remove(name string, exchange bool) (bool, error) {
+func (c conn) remove(name string, exchange bool) (bool, error) {
 	if ok, err := c.exists(name, exchange); !ok || err != nil {
 		return false, err
 	}
@@ -244,7 +154,7 @@ func takeRecords(ctx context.Context, ch *amqp.Channel) ([]amqp.Delivery, error)
 // forget takes the run's own records out of the registry once none of their
 // objects is left (a kept scenario's stay, for clean), so that a run that
 // ends well leaves no record.
-func (c rabbitConn) forget(ctx context.Context, runID string) error {
+func (c conn) forget(ctx context.Context, runID string) error {
 	ch, err := c.conn.Channel()
 	if err != nil {
 		return err
@@ -256,7 +166,7 @@ func (c rabbitConn) forget(ctx context.Context, runID string) error {
 		done := true
 		for _, name := range strings.Split(string(d.Body), "\n") {
 			exchange := leftoverExchange.MatchString(name)
-			if !exchange && !leftoverQueue.MatchString(name) || runOf(name) != runID {
+			if !exchange && !leftoverQueue.MatchString(name) || broker.RunOf(name) != runID {
 				done = false // not this run's record
 				break
 			}
@@ -278,8 +188,8 @@ func (c rabbitConn) forget(ctx context.Context, runID string) error {
 // Clean takes every record of the registry, deletes the objects of runs
 // whose lease queue is gone, and puts back the records of live runs (and of
 // objects it failed to delete).
-func (c rabbitConn) Clean(ctx context.Context) (Cleaned, error) {
-	out := Cleaned{Notes: []string{rabbitNote}}
+func (c conn) Clean(ctx context.Context) (broker.Cleaned, error) {
+	out := broker.Cleaned{Notes: []string{rabbitNote}}
 	if ok, err := c.exists(registryQueue, false); !ok || err != nil {
 		return out, err // no run ever recorded anything here
 	}
@@ -301,10 +211,10 @@ func (c rabbitConn) Clean(ctx context.Context) (Cleaned, error) {
 			if !exchange && !leftoverQueue.MatchString(name) {
 				continue // not a name of the runner's: never deleted
 			}
-			run := runOf(name)
+			run := broker.RunOf(name)
 			l, seen := live[run]
 			if !seen {
-				l, err = c.exists(leaseName(".", run), false)
+				l, err = c.exists(broker.LeaseName(".", run), false)
 				if err != nil {
 					return out, errors.Join(err, ch.Close())
 				}

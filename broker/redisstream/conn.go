@@ -1,57 +1,32 @@
-package runner
+package redisstream
 
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outboxdrill/runner/broker"
-	"github.com/outboxdrill/runner/broker/redisstream"
 	"github.com/outboxdrill/runner/internal/redact"
-	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/servers"
 )
 
-func init() { brokerKinds[broker.Redis] = openRedis }
-
-// redisConn is the run's Redis client, and its server when the runner's own.
-type redisConn struct {
+// conn is a run's Redis client, and its server when the runner's own.
+type conn struct {
 	rdb *redis.Client
 	srv *servers.Redis
 }
 
-func (c redisConn) New(_ context.Context, key string, _ *scenario.Scenario) (broker.Broker, error) {
-	return redisstream.New(c.rdb, key), nil
-}
-
-func (c redisConn) Server() (proc, string) {
-	if c.srv == nil {
-		return nil, notOurs("Redis", "--redis")
-	}
-	return c.srv, ""
-}
-
-func (c redisConn) Ready(context.Context) error { return nil } // go-redis dials anew
-
-// openRedis connects to the Redis at url, or starts the runner's own.
-func openRedis(ctx context.Context, w *World, url string, p *Params) (brokerConn, error) {
-	var c redisConn
-	if url == "" {
-		srv, err := servers.StartRedis(ctx, servers.RedisOptions{})
-		if err != nil {
-			return nil, err
-		}
-		w.undo.add(srv.Discard)
-		c.srv, url = srv, srv.URL
-		p.logf("started Redis pid %d on port %d in %s", srv.PID(), srv.Port, srv.Dir)
-	}
-	w.setBrokerURL(broker.Redis, url)
+// open connects to the Redis at url (the runner's own when own is not nil).
+func open(ctx context.Context, h broker.Host, url string, own broker.Process) (broker.Conn, error) {
+	var c conn
+	c.srv, _ = own.(*servers.Redis)
 	opt, err := redis.ParseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("--redis %s: %w", redact.URL(url), redact.Err(url, err))
+		return nil, fmt.Errorf("--%s %s: %w", flagName, redact.URL(url), redact.Err(url, err))
 	}
 	if c.srv != nil {
 		// Our own broker is only ever down because a step made it so: a
@@ -60,15 +35,31 @@ func openRedis(ctx context.Context, w *World, url string, p *Params) (brokerConn
 		opt.DialerRetries, opt.DialerRetryTimeout, opt.MaxRetries = 1, 10*time.Millisecond, 1
 	}
 	c.rdb = redis.NewClient(opt)
-	w.undo.add(func(context.Context) error { return c.rdb.Close() })
+	h.Defer(func(context.Context) error { return c.rdb.Close() })
 	if err := c.rdb.Ping(ctx).Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", redact.URL(url), redact.Err(url, err))
 	}
 	return c, nil
 }
 
+// Client is the run's Redis client (the raw baseline of soak and bench).
+func (c conn) Client() *redis.Client { return c.rdb }
+
+func (c conn) New(_ context.Context, key string, _ broker.Scenario) (broker.Broker, error) {
+	return New(c.rdb, key), nil
+}
+
+func (c conn) Server() (broker.Process, string) {
+	if c.srv == nil {
+		return nil, ""
+	}
+	return c.srv, ""
+}
+
+func (c conn) Ready(context.Context) error { return nil } // go-redis dials anew
+
 // Hints tell how to look at a kept scenario's stream.
-func (c redisConn) Hints(key string) []string {
+func (c conn) Hints(key string) []string {
 	rc := c.rdb.Options()
 	host, port, _ := strings.Cut(rc.Addr, ":")
 	cli := fmt.Sprintf("redis-cli -h %s -p %s -n %d", host, port, rc.DB)
@@ -79,13 +70,17 @@ func (c redisConn) Hints(key string) []string {
 	}
 }
 
+// leaseTTL is how long a run's lease key outlives the run's last refresh
+// (every leaseTTL/3).
+const leaseTTL = 15 * time.Second
+
 // Lease is a key (drill:lease:ID) that expires leaseTTL after the run last
 // refreshed it; the runner's own Redis goes with the run and needs none.
-func (c redisConn) Lease(ctx context.Context, runID string) (func(context.Context) error, error) {
+func (c conn) Lease(ctx context.Context, runID string) (func(context.Context) error, error) {
 	if c.srv != nil {
 		return func(context.Context) error { return nil }, nil
 	}
-	key := leaseName(":", runID)
+	key := broker.LeaseName(":", runID)
 	if err := c.rdb.Set(ctx, key, "1", leaseTTL).Err(); err != nil {
 		return nil, err
 	}
@@ -112,20 +107,24 @@ func (c redisConn) Lease(ctx context.Context, runID string) (func(context.Contex
 	}, nil
 }
 
+// leftoverKey is a scenario's stream key or its dead letters and seen set:
+// drill:ID:N, and nothing else.
+var leftoverKey = regexp.MustCompile(`^` + broker.NamePrefix + `:[0-9a-f]{8}:[0-9]+(:dlq|:seen)?$`)
+
 // Clean deletes the stream keys of runs whose lease key is gone.
-func (c redisConn) Clean(ctx context.Context) (Cleaned, error) {
-	var out Cleaned
+func (c conn) Clean(ctx context.Context) (broker.Cleaned, error) {
+	var out broker.Cleaned
 	live := map[string]bool{}
-	iter := c.rdb.Scan(ctx, 0, namePrefix+":*", 1000).Iterator()
+	iter := c.rdb.Scan(ctx, 0, broker.NamePrefix+":*", 1000).Iterator()
 	for iter.Next(ctx) {
 		key := iter.Val()
 		if !leftoverKey.MatchString(key) {
 			continue
 		}
-		run := runOf(key)
+		run := broker.RunOf(key)
 		l, seen := live[run]
 		if !seen {
-			n, err := c.rdb.Exists(ctx, leaseName(":", run)).Result()
+			n, err := c.rdb.Exists(ctx, broker.LeaseName(":", run)).Result()
 			if err != nil {
 				return out, err
 			}

@@ -1,0 +1,167 @@
+package kafkaproxy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/kafka"
+	"github.com/outboxdrill/runner/proxy/fault"
+	kproxy "github.com/outboxdrill/runner/proxy/kafka"
+)
+
+// Kind is Kafka's protocol proxy (proxy/kafka): it bootstraps from
+// the first seed and learns the other brokers from the cluster.
+//
+// The event id of a record is its header named by the stream: mapping's
+// event_id, else its key; the payload its header named by payload, else
+// its value. Acks are offset commits: a commit of offset N acknowledges,
+// for the group, the latest delivery of every record of that partition
+// below N.
+type Kind struct{}
+
+func (Kind) Operations() []string { return kproxy.Operations() }
+
+func (Kind) Check(t fault.Trigger) error { return native(t).Check() }
+
+// native is t as proxy/kafka arms it: its filters other than topic and
+// group are refused there.
+func native(t fault.Trigger) kproxy.Trigger {
+	k := kproxy.Trigger{Boundary: kproxy.Reply, Op: t.Filter.Command, Topic: t.Filter.Topic, Group: t.Filter.Group, Nth: t.Nth, Action: t.Action}
+	if t.Boundary == fault.Request {
+		k.Boundary = kproxy.Request
+	}
+	if f := t.Filter; f.Subject != "" || f.Exchange != "" || f.RoutingKey != "" || f.Queue != "" {
+		k.Op = "" // Check: no such filter on Kafka
+	}
+	return k
+}
+
+func (Kind) Listen(url string) (broker.Proxy, error) {
+	seeds, err := kafka.Seeds(url)
+	if err != nil {
+		return nil, err
+	}
+	p, err := kproxy.Listen(seeds[0])
+	if err != nil {
+		return nil, err
+	}
+	via := p.Addr()
+	if strings.HasPrefix(url, "kafka://") {
+		via = "kafka://" + via
+	}
+	return &proxy{p: p, url: via}, nil
+}
+
+type proxy struct {
+	p   *kproxy.Proxy
+	url string
+}
+
+func (x *proxy) URL() string     { return x.url }
+func (x *proxy) Address() string { return x.p.Addr() }
+func (x *proxy) Close()          { x.p.Close() }
+
+func (x *proxy) Arm(t fault.Trigger) (broker.Strike, error) {
+	k := native(t)
+	if err := k.Check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", t.On(), err)
+	}
+	return x.p.Arm(k)
+}
+
+// notJudged is what a Kafka wire cannot support.
+var notJudged = map[string]string{
+	"stranded": "a Kafka consumer group holds no record for a worker: one it was handed and did not commit is fetched again from the committed offset by whoever owns the partition, so no entry is stranded with a dead worker",
+}
+
+// Wire maps the produced, fetched and committed records: a transaction's
+// records count once committed (an aborted one never happened).
+func (x *proxy) Wire(m broker.WireMap) broker.Wire {
+	pubs, dels, acks := x.p.History()
+	pass := x.passes() // after History: every request it read is there
+	w := broker.Wire{NotJudged: notJudged}
+	for _, p := range pubs {
+		if p.TransactionalID != "" && p.Outcome != "committed" {
+			continue
+		}
+		w.Publishes = append(w.Publishes, broker.WireMsg{At: p.At, Op: "Produce", EntryID: kafka.EntryID(p.Partition, p.Offset),
+			EventID: field(p.Record, m.EventID, p.Key), Payload: field(p.Record, m.Payload, p.Value), Pass: pass[p.At]})
+	}
+	group := onlyGroup(acks)
+	// A response an error fault replaced never reached the client.
+	dels = slices.DeleteFunc(dels, func(d kproxy.Delivery) bool { return d.Dropped })
+	for _, d := range dels {
+		g := d.Group
+		if g == "" {
+			g = group
+		}
+		w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: d.API, EntryID: kafka.EntryID(d.Partition, d.Offset), Group: g,
+			EventID: field(d.Record, m.EventID, d.Key), Payload: field(d.Record, m.Payload, d.Value), Pass: pass[d.At]})
+	}
+	markCommitted(w.Deliveries, dels, acks)
+	return w
+}
+
+// passes are, by the time each request was recorded, how many broker
+// faults struck before it, in the order the proxy recorded them
+// (broker.WireMsg's Pass).
+func (x *proxy) passes() map[time.Time]int {
+	out := map[time.Time]int{}
+	n := 0
+	for _, e := range x.p.Events() {
+		out[e.At] = n
+		if e.Fault != "" {
+			n++
+		}
+	}
+	return out
+}
+
+// field is the record's header named name, else def.
+func field(r kproxy.Record, name string, def []byte) string {
+	if name != "" {
+		for _, h := range r.Headers {
+			if h.Key == name {
+				return string(h.Value)
+			}
+		}
+	}
+	return string(def)
+}
+
+// onlyGroup is the one group the service committed as: a Fetch names no
+// group, so its records are the group's only when the service committed
+// for no other ("" then: the deliveries are nobody's, never guessed).
+func onlyGroup(acks []kproxy.Ack) string {
+	g := ""
+	for _, a := range acks {
+		if a.Group == "" || a.Share != nil || g != "" && a.Group != g {
+			return ""
+		}
+		g = a.Group
+	}
+	return g
+}
+
+// markCommitted sets Acked on the latest delivery, before each commit, of
+// each record below the committed offset of its group's partition (an
+// aborted transactional commit never happened).
+func markCommitted(out []broker.WireMsg, dels []kproxy.Delivery, acks []kproxy.Ack) {
+	for _, a := range acks {
+		if a.Share != nil || a.TransactionalID != "" && a.Outcome != "committed" {
+			continue
+		}
+		latest := map[int64]int{}
+		for i, d := range dels {
+			if !d.At.After(a.At) && out[i].Group == a.Group && d.Topic == a.Topic && d.Partition == a.Partition && d.Offset < a.Offset {
+				latest[d.Offset] = i
+			}
+		}
+		for _, i := range latest {
+			out[i].Acked = true
+		}
+	}
+}

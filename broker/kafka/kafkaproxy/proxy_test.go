@@ -1,0 +1,33 @@
+package kafkaproxy
+
+import (
+	"testing"
+	"time"
+
+	"github.com/outboxdrill/runner/broker"
+	kproxy "github.com/outboxdrill/runner/proxy/kafka"
+)
+
+// A commit of offset N acknowledges the group's latest delivery, before
+// it, of each record below N on its partition: not a later redelivery,
+// not the record at N, not another group's.
+func TestMarkCommitted(t *testing.T) {
+	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
+	rec := func(off int64) kproxy.Record { return kproxy.Record{Topic: "t", Partition: 0, Offset: off} }
+	dels := []kproxy.Delivery{{Record: rec(0), At: at(1)}, {Record: rec(0), At: at(2)}, {Record: rec(1), At: at(2)}, {Record: rec(0), At: at(9)}}
+	out := []broker.WireMsg{{Group: "g"}, {Group: "g"}, {Group: "g"}, {Group: "g"}}
+	acks := []kproxy.Ack{{At: at(5), Group: "g", Topic: "t", Partition: 0, Offset: 1}, {At: at(6), Group: "other", Topic: "t", Partition: 0, Offset: 2}}
+	markCommitted(out, dels, acks)
+	want := []bool{false, true, false, false}
+	for i, w := range want {
+		if out[i].Acked != w {
+			t.Errorf("delivery %d (offset %d at %v): acked %v, want %v", i, dels[i].Offset, dels[i].At, out[i].Acked, w)
+		}
+	}
+	if g := onlyGroup(acks); g != "" {
+		t.Errorf("two groups committed: onlyGroup %q, want none", g)
+	}
+	if g := onlyGroup(acks[:1]); g != "g" {
+		t.Errorf("one group committed: onlyGroup %q, want g", g)
+	}
+}

@@ -1,0 +1,111 @@
+package kafka
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/brokertest"
+)
+
+// fates reads what the broker says of group g's entries, by event id.
+func fates(t *testing.T, tp *Topic) map[string]broker.GroupEntry {
+	t.Helper()
+	es, ok, err := tp.Reach(testCtx(t), "g")
+	if err != nil || !ok {
+		t.Fatalf("reach: ok %v, %v", ok, err)
+	}
+	out := map[string]broker.GroupEntry{}
+	for _, e := range es {
+		out[e.EventID] = e
+	}
+	return out
+}
+
+func readOne(t *testing.T, tp *Topic, worker, want string) broker.Delivery {
+	t.Helper()
+	ds, err := tp.Read(testCtx(t), "g", worker, 1, time.Second)
+	if err != nil || len(ds) != 1 || ds[0].EventID != want {
+		t.Fatalf("read as %s: %+v, %v; want %s", worker, ds, err, want)
+	}
+	return ds[0]
+}
+
+func readAll(t *testing.T, tp *Topic) []broker.Delivery {
+	t.Helper()
+	ds, err := tp.Read(testCtx(t), "g", "w", 0, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+// A record released as often as the broker's delivery limit allows
+// (group.share.delivery.count.limit, 5 by default) is archived: the broker
+// says it will never deliver it again, and no read gets it.
+func TestShareGroupReachTellsARecordArchivedAtItsDeliveryLimit(t *testing.T) {
+	tp := newTopic(t, Options{Share: true})
+	brokertest.Publish(t, tp, "e1")
+	for n := 1; n <= 5; n++ {
+		d := readOne(t, tp, "w", "e1")
+		if d.Deliveries != n {
+			t.Fatalf("delivery %d counted %d", n, d.Deliveries)
+		}
+		if f := fates(t, tp)["e1"]; f.Fate != broker.Deliverable {
+			t.Fatalf("e1 held on its delivery %d: %v (%s); want deliverable", n, f.Fate, f.Why)
+		}
+		if err := tp.Nack(testCtx(t), "g", d.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ds, err := tp.Read(testCtx(t), "g", "w", 0, 300*time.Millisecond); err != nil || len(ds) != 0 {
+		t.Fatalf("read after the limit: %+v, %v; want nothing", ds, err)
+	}
+	if f := fates(t, tp)["e1"]; f.Fate != broker.Finished || !strings.Contains(f.Why, "below the share-partition start offset 1") {
+		t.Fatalf("e1 after its 5th release: %v (%s); want finished, below the start offset", f.Fate, f.Why)
+	}
+}
+
+// What a worker was handed and did not settle, its client accepts at the
+// next poll: the broker finished it although the worker never acked it.
+func TestShareGroupReachTellsARecordTheNextPollAccepted(t *testing.T) {
+	tp := newTopic(t, Options{Share: true})
+	brokertest.Publish(t, tp, "e1", "e2")
+	readOne(t, tp, "w", "e1") // kept: neither acked nor released
+	readOne(t, tp, "w", "e2")
+	fs := fates(t, tp)
+	if fs["e1"].Fate != broker.Finished {
+		t.Errorf("e1, kept and then polled past: %v (%s); want finished", fs["e1"].Fate, fs["e1"].Why)
+	}
+	if fs["e2"].Fate != broker.Deliverable {
+		t.Errorf("e2, held: %v (%s); want deliverable", fs["e2"].Fate, fs["e2"].Why)
+	}
+}
+
+// A record accepted past one still in flight is finished, but the broker
+// says only how many past the start offset finished, not which: undecided.
+func TestShareGroupReachLeavesOutOfOrderAcceptsUndecided(t *testing.T) {
+	tp := newTopic(t, Options{Share: true})
+	ids := brokertest.Publish(t, tp, "e1", "e2")
+	if got := brokertest.EventIDs(readAll(t, tp)); len(got) != 2 {
+		t.Fatalf("read %v; want e1 and e2", got)
+	}
+	if err := tp.Ack(testCtx(t), "g", ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	fs := fates(t, tp)
+	if fs["e1"].Fate != broker.Deliverable || fs["e2"].Fate != broker.Undecided || !strings.Contains(fs["e2"].Why, "not which") {
+		t.Errorf("e1 %v, e2 %v (%s); want deliverable and undecided", fs["e1"].Fate, fs["e2"].Fate, fs["e2"].Why)
+	}
+}
+
+// A classic group's position is the runner's own commit: Reach says nothing.
+func TestClassicGroupHasNoReach(t *testing.T) {
+	tp := newTopic(t, Options{})
+	brokertest.Publish(t, tp, "e1")
+	read(t, tp, "w")
+	if _, ok, err := tp.Reach(testCtx(t), "g"); ok || err != nil {
+		t.Errorf("reach of a classic group: ok %v, %v; want not ok", ok, err)
+	}
+}

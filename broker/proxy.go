@@ -1,0 +1,119 @@
+package broker
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/outboxdrill/runner/proxy/fault"
+)
+
+// ProxyKind is a broker's protocol proxy as the runner uses it: one per
+// service start, so that a fault and a history entry belong to exactly
+// one service's connection.
+type ProxyKind interface {
+	// Listen starts a proxy in front of the server at url (the run's
+	// broker URL, with its credentials).
+	Listen(url string) (Proxy, error)
+	// Operations are what a broker.* fault may name on this broker: the
+	// neutral publish, deliver, ack, then the broker's own.
+	Operations() []string
+	// Check says what is wrong with t (its Link is fault.Broker) on this
+	// broker: an operation it does not know, a filter it cannot apply.
+	Check(t fault.Trigger) error
+}
+
+// Proxy is one started protocol proxy.
+type Proxy interface {
+	// URL is the run's broker URL pointed at the proxy (${broker.url});
+	// Address its host:port (${broker.address}).
+	URL() string
+	Address() string
+	// Arm arms t, checked by ProxyKind.Check, on the proxy.
+	Arm(t fault.Trigger) (Strike, error)
+	// Wire is what crossed the proxy, in the checker's terms, with the
+	// system file's stream: mapping saying where the event id is.
+	Wire(m WireMap) Wire
+	Close()
+}
+
+// Strike is a trigger armed on a proxy (fault.Armed is one).
+type Strike interface {
+	Done() <-chan struct{}
+	Fired() bool
+	Holding() bool
+	Err() error
+	StruckAt() time.Time
+}
+
+// WireMap is the system file's stream: mapping: the field (Redis), header
+// (Kafka, NATS, AMQP) or property that carries the event id and the
+// payload. Each proxy says in its Kind's doc where it looks when the field
+// is absent or "" (Kafka: the record key and value).
+type WireMap struct{ EventID, Payload string }
+
+// Wire is a proxy's history: what the services published, were handed and
+// acknowledged, in the order the proxy saw it.
+type Wire struct {
+	Publishes  []WireMsg
+	Deliveries []WireMsg
+	// NotJudged are the invariants (history's names) this broker's wire
+	// cannot support, each with why.
+	NotJudged map[string]string
+}
+
+// WireMsg is one publish or delivery.
+type WireMsg struct {
+	At time.Time
+	// Op is the broker's own operation (XADD, Produce, basic.deliver), for
+	// step traces.
+	Op                        string
+	EntryID, EventID, Payload string
+	// Dest is where it was published (a stream key, a topic); Fields the
+	// names of the fields it carried where the WireMap names one of them
+	// (Redis), sorted; nil where the mapping falls back (Kafka's key).
+	Dest   string
+	Fields []string
+	// Group is a delivery's consumer group as the broker names it; "" when
+	// the wire does not say.
+	Group string
+	// Acked: the group acknowledged this delivery (the latest of its
+	// entry before the ack), as the broker confirmed.
+	Acked bool
+	// Pass is how many broker faults struck before it, in the proxy's
+	// record order (0 where the proxy does not count them): a strike's
+	// time is taken as its request goes out, but what the client
+	// pipelined before it is answered, and recorded, after that and
+	// belongs to the pass before, as does the struck request itself. The
+	// history splits a service process's publishes into passes by it.
+	Pass int
+}
+
+// ViaURL is url pointed at the proxy listening on addr: its first host
+// replaced, further seeds (kafka://a:1,b:2) dropped since the proxy learns
+// the others from the cluster. The credentials, path and query stay.
+func ViaURL(raw, addr string) (string, error) {
+	first, _, _ := strings.Cut(raw, ",")
+	u, err := url.Parse(strings.TrimSpace(first))
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("broker: not a URL with a host")
+	}
+	u.Host = addr
+	return u.String(), nil
+}
+
+// FirstHost is the HOST:PORT of url's first server, def the port when it
+// names none: the upstream a proxy dials.
+func FirstHost(raw, def string) (string, error) {
+	first, _, _ := strings.Cut(raw, ",")
+	u, err := url.Parse(strings.TrimSpace(first))
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("broker: not a URL with a host")
+	}
+	if u.Port() == "" {
+		return net.JoinHostPort(u.Hostname(), def), nil
+	}
+	return u.Host, nil
+}

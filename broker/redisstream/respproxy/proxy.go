@@ -1,0 +1,159 @@
+package respproxy
+
+import (
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/proxy/fault"
+	"github.com/outboxdrill/runner/proxy/resp"
+)
+
+// Kind is Redis's protocol proxy (proxy/resp). The neutral
+// operations are Redis commands: publish is XADD, deliver XREADGROUP (a
+// takeover's XCLAIM or XAUTOCLAIM is named as itself), ack XACK.
+type Kind struct{}
+
+var neutral = map[string]string{"publish": "XADD", "deliver": "XREADGROUP", "ack": "XACK"}
+
+// redisName is a Redis command as the system file's parser upper-cases
+// it (the parser checks it against Redis's commands).
+var redisName = regexp.MustCompile(`^[A-Z][A-Z_-]*(\.[A-Z][A-Z_-]*)?$`)
+
+func (Kind) Operations() []string { return []string{"publish", "deliver", "ack"} }
+
+func (Kind) Check(t fault.Trigger) error {
+	if _, ok := neutral[t.Filter.Command]; !ok && !redisName.MatchString(t.Filter.Command) {
+		return fmt.Errorf("%s is not a Redis command (want publish, deliver, ack or one such as XADD)", t.Filter.Command)
+	}
+	if f := t.Filter.Broker(); f != "" {
+		return fmt.Errorf("the Redis proxy filters by command only, not by %s", f)
+	}
+	return nil
+}
+
+func (Kind) Listen(url string) (broker.Proxy, error) {
+	up, err := broker.FirstHost(url, "6379")
+	if err != nil {
+		return nil, err
+	}
+	p, err := resp.Listen(up)
+	if err != nil {
+		return nil, err
+	}
+	via, err := broker.ViaURL(url, p.Addr())
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	return &proxy{p: p, url: via}, nil
+}
+
+type proxy struct {
+	p   *resp.Proxy
+	url string
+}
+
+func (x *proxy) URL() string     { return x.url }
+func (x *proxy) Address() string { return x.p.Addr() }
+func (x *proxy) Close()          { x.p.Close() }
+
+func (x *proxy) Arm(t fault.Trigger) (broker.Strike, error) {
+	if cmd, ok := neutral[t.Filter.Command]; ok {
+		t.Filter.Command = cmd
+	}
+	return x.p.Arm(t)
+}
+
+// Wire maps the relayed XADDs, deliveries and XACKs; the stream mapping
+// names the entry fields of the event id and the payload.
+func (x *proxy) Wire(m broker.WireMap) broker.Wire {
+	pubs, dels, acks := x.p.History()
+	pass := x.passes() // after History: every command it read is there
+	var w broker.Wire
+	for _, p := range pubs {
+		w.Publishes = append(w.Publishes, broker.WireMsg{At: p.At, Op: "XADD", EntryID: p.ID, EventID: p.Fields[m.EventID], Payload: p.Fields[m.Payload],
+			Dest: p.Stream, Fields: slices.Sorted(maps.Keys(p.Fields)), Pass: pass[p.At]})
+	}
+	// An XACK acknowledges the latest delivery of each id to its group
+	// before it: merge both in wire order.
+	latest := map[[2]string]int{}
+	i := 0
+	for _, a := range acks {
+		for ; i < len(dels) && !dels[i].At.After(a.At); i++ {
+			d := dels[i]
+			latest[[2]string{d.Group, d.ID}] = len(w.Deliveries)
+			w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: d.Command, EntryID: d.ID, Group: d.Group, EventID: d.Fields[m.EventID], Payload: d.Fields[m.Payload], Pass: pass[d.At]})
+		}
+		// Redis counts what an XACK acknowledged, not which: only a count
+		// of all its ids says each one was (never a guess).
+		if n, _ := strconv.Atoi(a.Acked); n == len(a.IDs) {
+			for _, id := range a.IDs {
+				if j, ok := latest[[2]string{a.Group, id}]; ok {
+					w.Deliveries[j].Acked = true
+				}
+			}
+		}
+	}
+	for _, d := range dels[i:] {
+		w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: d.Command, EntryID: d.ID, Group: d.Group, EventID: d.Fields[m.EventID], Payload: d.Fields[m.Payload], Pass: pass[d.At]})
+	}
+	return w
+}
+
+// passes are, by the time each command was recorded, how many broker
+// faults struck before it, in the order the proxy recorded them
+// (broker.WireMsg's Pass).
+func (x *proxy) passes() map[time.Time]int {
+	out := map[time.Time]int{}
+	n := 0
+	for _, e := range x.p.Events() {
+		out[e.At] = n
+		if e.Fault != "" {
+			n++
+		}
+	}
+	return out
+}
+
+func (x *proxy) Connections() int { return x.p.Connections() }
+
+// Events are the commands the proxy relayed, each with its reply, in the
+// order it recorded them: runner explore's broker boundaries.
+func (x *proxy) Events() []resp.Event { return x.p.Events() }
+
+// ReadGroups are the groups the service's connections named in
+// XREADGROUP, XCLAIM or XAUTOCLAIM, and the min-idle of its claims.
+func (x *proxy) ReadGroups() ([]string, map[string]time.Duration) {
+	var gs []string
+	claims := map[string]time.Duration{}
+	for _, e := range x.p.Events() {
+		if len(e.Command) < 4 {
+			continue
+		}
+		g := ""
+		switch strings.ToUpper(e.Command[0]) {
+		case "XREADGROUP":
+			if strings.EqualFold(e.Command[1], "GROUP") {
+				g = e.Command[2]
+			}
+		case "XCLAIM", "XAUTOCLAIM": // key group consumer min-idle-time ...
+			g = e.Command[2]
+			if len(e.Command) > 4 {
+				if ms, err := strconv.ParseInt(e.Command[4], 10, 64); err == nil && ms >= 0 {
+					claims[g] = max(claims[g], time.Duration(ms)*time.Millisecond)
+				}
+			}
+		}
+		if g != "" && !slices.Contains(gs, g) {
+			gs = append(gs, g)
+		}
+	}
+	slices.Sort(gs)
+	return gs, claims
+}

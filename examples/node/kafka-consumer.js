@@ -1,0 +1,71 @@
+// An inbox consumer on Kafka (kafkajs): for each record, ONE transaction
+// inserts the inbox row (keyed by business event id, the record key) and
+// updates the read model; only after its COMMIT is the offset committed.
+// A transaction that fails is retried (kafkajs runs the record again): the
+// offset never passes a record whose effect is not durable.
+//
+// BUG=commit-first turns it into the classic mistake: commit the offset
+// first, then the transaction, and log a failed one and move on. A refused
+// COMMIT then loses the event for good: the group is past it.
+//
+// BROKERS is host:port[,host:port] (${broker.address}), TOPIC the topic
+// (${topic}), GROUP the consumer group (${group}), CONSUMER the consumer id
+// the inbox records (${consumer}).
+'use strict';
+const { Client } = require('pg');
+const { Kafka, logLevel } = require('kafkajs');
+
+const { TOPIC: topic, GROUP: group, CONSUMER: consumerId } = process.env;
+const commitFirst = process.env.BUG === 'commit-first';
+// Kafka's smallest session by default (group.min.session.timeout.ms): a
+// restarted consumer joins once the killed one's session has run out.
+const sessionTimeout = Number(process.env.SESSION_TIMEOUT_MS || 6000);
+const db = new Client({ connectionString: process.env.DATABASE_URL });
+const kafka = new Kafka({ clientId: 'consumer', brokers: process.env.BROKERS.split(','), logLevel: logLevel.WARN });
+const consumer = kafka.consumer({ groupId: group, sessionTimeout, heartbeatInterval: sessionTimeout / 6 });
+
+async function apply(eventId, payload) {
+  await db.query('BEGIN');
+  try {
+    const ins = await db.query(
+      'INSERT INTO inbox (consumer_id, event_id, payload) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
+      [consumerId, eventId, payload]);
+    if (ins.rowCount === 1) {
+      const p = JSON.parse(payload);
+      await db.query(
+        `INSERT INTO projection (consumer_id, currency, amount, events) VALUES ($1, $2, $3, 1)
+         ON CONFLICT (consumer_id, currency)
+         DO UPDATE SET amount = projection.amount + EXCLUDED.amount, events = projection.events + 1`,
+        [consumerId, p.currency, p.amount]);
+    }
+    await db.query('COMMIT');
+    return ins.rowCount === 1 ? 'applied' : 'duplicate';
+  } catch (err) {
+    await db.query('ROLLBACK').catch(() => {});
+    throw err;
+  }
+}
+
+async function handle({ partition, message }) {
+  const eventId = message.key.toString();
+  const next = [{ topic, partition, offset: (BigInt(message.offset) + 1n).toString() }];
+  if (commitFirst) await consumer.commitOffsets(next);
+  try {
+    console.log(`${await apply(eventId, message.value.toString())} ${eventId} (${partition}/${message.offset})`);
+  } catch (err) {
+    console.log(`${eventId}: rolled back (${err.code || ''} ${err.message})`);
+    if (commitFirst) return; // the offset is committed already: the event is gone
+    throw err; // kafkajs runs the record again; the offset stays before it
+  }
+  if (!commitFirst) await consumer.commitOffsets(next);
+}
+
+async function main() {
+  await db.connect();
+  consumer.on(consumer.events.GROUP_JOIN, () => console.log('consumer ready'));
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  await consumer.run({ autoCommit: false, eachMessage: handle });
+}
+
+main().catch((err) => { console.error('consumer:', err.message); process.exit(1); });

@@ -1,0 +1,135 @@
+package amqp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/outboxdrill/runner/internal/testutil"
+	"github.com/outboxdrill/runner/proxy/fault"
+)
+
+// dial opens a raw connection to the proxy.
+func (f *fixture) dial() net.Conn {
+	f.t.Helper()
+	c, err := net.Dial("tcp", f.proxy.Addr())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// lastClose reads the frames a peer sent and returns the last one's
+// method with its reply code and text ("" when none is a close).
+func lastClose(t *testing.T, b []byte) string {
+	t.Helper()
+	var got string
+	for len(b) >= 8 {
+		n := int(binary.BigEndian.Uint32(b[3:7]))
+		if len(b) < n+8 {
+			break
+		}
+		if m, err := parseMethod(b[7 : 7+n]); err == nil && b[0] == frameMethod && strings.HasSuffix(m.name(), ".close") {
+			got = fmt.Sprintf("%s %d %s", m.name(), m.replyCode, m.replyText)
+		}
+		b = b[n+8:]
+	}
+	return got
+}
+
+func TestFrameOverTheCapIsAFrameError(t *testing.T) {
+	f := newFixture(t)
+	var got string
+	n := testutil.Allocated(func() {
+		c := f.dial()
+		head := append([]byte(nil), protocolHeader...)
+		head = append(head, frameMethod, 0, 0)
+		head = binary.BigEndian.AppendUint32(head, MaxFrame+1)
+		go testutil.Flood(c, string(head), "x", 1<<20)
+		got = testutil.ReadToClose(t, c)
+	})
+	if want := "connection.close 501 FRAME_ERROR - a frame of 67108873 bytes is over the frame-max of 67108872"; lastClose(t, []byte(got)) != want {
+		t.Errorf("got %q, want %q", lastClose(t, []byte(got)), want)
+	}
+	if n > 16<<20 {
+		t.Errorf("the attack allocated %d MB, want under 16", n>>20)
+	}
+}
+
+// A frame under the cap costs what arrived of it, not what it announced.
+func TestFrameCostsWhatArrived(t *testing.T) {
+	f := newFixture(t)
+	n := testutil.Allocated(func() {
+		c := f.dial()
+		head := append([]byte(nil), protocolHeader...)
+		head = append(head, frameBody, 0, 1)
+		head = binary.BigEndian.AppendUint32(head, MaxFrame-100)
+		testutil.Flood(c, string(head), "x", 1<<20)
+		c.(*net.TCPConn).CloseWrite()
+		testutil.ReadToClose(t, c)
+	})
+	if n > 16<<20 {
+		t.Errorf("1 MB of a 64 MB frame allocated %d MB, want under 16", n>>20)
+	}
+}
+
+func TestMessageOverTheCapClosesItsChannel(t *testing.T) {
+	f := newFixture(t)
+	_, ch := f.client()
+	notified := onClose(ch)
+	if err := ch.Publish("", f.queue, false, false, amqp.Publishing{Body: make([]byte, MaxContent+1)}); err != nil {
+		t.Fatal(err)
+	}
+	e := closed(t, notified)
+	if e == nil || e.Code != 406 || !strings.Contains(e.Reason, "message size 67108865 is larger than configured max size 67108864") {
+		t.Fatalf("channel closed with %v", e)
+	}
+}
+
+func TestAnotherProtocolIsRelayedBlindly(t *testing.T) {
+	f := newFixture(t)
+	a := f.arm(Trigger{Boundary: Reply, Op: OpPublish, Action: fault.Action{Do: fault.Cut}})
+	c := f.dial()
+	c.Write([]byte("AMQP\x00\x01\x00\x00")) // AMQP 1.0
+	if got := testutil.ReadToClose(t, c); got != string(protocolHeader) {
+		t.Errorf("got %q; want RabbitMQ's own header", got)
+	}
+	testutil.Within(t, 10*time.Second, "the trigger failing", func() { <-a.Done() })
+	var u *fault.Unclassifiable
+	if !errors.As(a.Err(), &u) {
+		t.Errorf("err=%v; want unclassifiable", a.Err())
+	}
+}
+
+func TestConnectionCap(t *testing.T) {
+	f := newFixture(t)
+	f.proxy.ln.SetMax(1)
+	f.client()
+	c := f.dial()
+	c.Write(protocolHeader)
+	if got, want := lastClose(t, []byte(testutil.ReadToClose(t, c))), "connection.close 530 NOT_ALLOWED - outboxdrill amqp proxy: too many client connections (cap 1)"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestFrameReaderHoldsTheFrameMax(t *testing.T) {
+	var max atomic.Int64
+	max.Store(4096 - 8)
+	frame := encodeFrame(frameBody, 1, make([]byte, 4096-7))
+	if _, err := newFrameReader(bytes.NewReader(frame), &max).next(); err == nil || !strings.Contains(err.Error(), "501 FRAME_ERROR") {
+		t.Errorf("a frame over frame-max: %v", err)
+	}
+	frame = encodeFrame(frameBody, 1, make([]byte, 4096-8))
+	if _, err := newFrameReader(bytes.NewReader(frame), &max).next(); err != nil {
+		t.Errorf("a frame of frame-max: %v", err)
+	}
+}

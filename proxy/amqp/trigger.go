@@ -1,0 +1,184 @@
+package amqp
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/outboxdrill/runner/proxy/fault"
+)
+
+// Boundary is where on a method a trigger strikes.
+type Boundary int
+
+const (
+	// Request strikes before the client's method (with its content) is
+	// forwarded: the server never sees it.
+	Request Boundary = iota + 1
+	// Reply strikes with the server's answer held: a publish's confirm,
+	// a synchronous method's -ok, or a method the server sends (a
+	// delivery) before the client sees it.
+	Reply
+)
+
+func (b Boundary) String() string {
+	if b == Request {
+		return "request"
+	}
+	return "reply"
+}
+
+// The broker-neutral operations, as every proxy has them.
+const (
+	// OpPublish is basic.publish; its reply is the publisher confirm
+	// (basic.ack or basic.nack from the server) that covers it.
+	OpPublish = "publish"
+	// OpDeliver is, at Reply, basic.deliver or basic.get-ok (with its
+	// message); at Request, basic.get.
+	OpDeliver = "deliver"
+	// OpAck is the client's basic.ack (Request only: AMQP answers no ack).
+	OpAck = "ack"
+)
+
+// Trigger arms one fault at the Nth crossing of Op: a neutral operation,
+// or a method by its name (basic.publish, basic.ack, tx.commit, …).
+//
+// At Request a method names what the client sends. At Reply it names the
+// answer to a client's method (basic.publish: its confirm; a synchronous
+// method such as tx.commit or basic.get: its -ok), else a method the
+// server sends (basic.deliver, basic.return; basic.ack and basic.nack:
+// the server's confirms).
+//
+// Exchange and RoutingKey match a publish's, a delivery's or a return's;
+// Queue the queue a delivery came from (by its consumer or basic.get), a
+// basic.get or basic.consume reads, or an ack's delivery came from; a
+// publish to the default exchange names its queue as its routing key.
+// "" matches any.
+//
+// Error does not forward the method (or, at a delivery, the message): the
+// proxy closes the channel on both sides, the client getting RabbitMQ's
+// own kind of channel.close, 406 PRECONDITION_FAILED, naming the method.
+type Trigger struct {
+	Boundary                    Boundary
+	Op                          string
+	Exchange, RoutingKey, Queue string
+	Nth                         int // 1 = the first; 0 counts as 1
+	fault.Action
+}
+
+func (t Trigger) String() string {
+	var f []string
+	for _, kv := range [][2]string{{"exchange", t.Exchange}, {"routing_key", t.RoutingKey}, {"queue", t.Queue}} {
+		if kv[1] != "" {
+			f = append(f, kv[0]+"="+kv[1])
+		}
+	}
+	filter := ""
+	if len(f) > 0 {
+		filter = ", " + strings.Join(f, ", ")
+	}
+	return fmt.Sprintf("%s(%s%s) nth=%d do=%s", t.Boundary, t.Op, filter, max(t.Nth, 1), t.Action)
+}
+
+// Operations are the operations a trigger may name: the neutral ones,
+// then every AMQP 0-9-1 method, sorted (for a parser's "did you mean").
+func Operations() []string {
+	return append([]string{OpPublish, OpDeliver, OpAck}, slices.Sorted(maps.Keys(byName))...)
+}
+
+// Check says what is wrong with a trigger (Arm refuses it): an unknown
+// operation, or a boundary it does not have.
+func (t Trigger) Check() error { return t.check() }
+
+// check says what is wrong with a trigger.
+func (t Trigger) check() error {
+	if t.Boundary != Request && t.Boundary != Reply {
+		return fmt.Errorf("unknown boundary %v", t.Boundary)
+	}
+	switch t.Op {
+	case OpPublish, OpDeliver:
+		return nil
+	case OpAck:
+		if t.Boundary == Reply {
+			return fmt.Errorf("AMQP answers no basic.ack: use request(ack)")
+		}
+		return nil
+	case "":
+		return fmt.Errorf("a trigger needs the operation it waits for")
+	}
+	id, ok := byName[t.Op]
+	if !ok {
+		return fmt.Errorf("unknown operation %q (want publish, deliver, ack or an AMQP 0-9-1 method such as basic.publish)", t.Op)
+	}
+	info := methods[id]
+	switch {
+	case t.Boundary == Request && !info.client:
+		return fmt.Errorf("%s is the server's: it has no request boundary (use reply)", t.Op)
+	case t.Boundary == Reply && !answered(info) && !info.server:
+		return fmt.Errorf("the server answers no %s", t.Op)
+	}
+	return nil
+}
+
+// answered reports whether a client's method has an answer to hold: a
+// synchronous method's -ok, or a publish's confirm.
+func answered(info methodInfo) bool {
+	return info.client && (len(info.replies) > 0 || info.name == "basic.publish")
+}
+
+// atServer reports whether the trigger counts what the server sends
+// (else what the client sends, holding its answer at Reply).
+func (t Trigger) atServer() bool {
+	switch t.Op {
+	case OpDeliver:
+		return t.Boundary == Reply
+	case OpPublish, OpAck:
+		return false
+	}
+	return t.Boundary == Reply && !answered(methods[byName[t.Op]])
+}
+
+// crossing is one method (with its content) as the triggers see it.
+type crossing struct {
+	kind                        Kind
+	method                      string
+	exchange, routingKey, queue string
+	queueKnown                  bool // an ack's: the proxy saw its delivery
+	fromServer                  bool
+}
+
+// matches reports whether a crossing is the trigger's.
+func (t Trigger) matches(x crossing) bool {
+	if x.fromServer != t.atServer() || !t.filter(x) {
+		return false
+	}
+	switch t.Op {
+	case OpPublish:
+		return x.method == "basic.publish"
+	case OpDeliver:
+		if t.Boundary == Request {
+			return x.method == "basic.get"
+		}
+		return x.kind == KindDelivery
+	case OpAck:
+		return x.method == "basic.ack"
+	}
+	return x.method == t.Op
+}
+
+// filter applies Exchange, RoutingKey and Queue.
+func (t Trigger) filter(x crossing) bool {
+	queue := x.queue
+	if x.method == "basic.publish" && x.exchange == "" {
+		queue = x.routingKey // the default exchange routes to the queue of that name
+	}
+	return (t.Exchange == "" || t.Exchange == x.exchange) && (t.RoutingKey == "" || t.RoutingKey == x.routingKey) &&
+		(t.Queue == "" || t.Queue == queue || x.kind == KindAck && !x.queueKnown)
+}
+
+// Armed is a trigger waiting on a proxy.
+type Armed struct {
+	*fault.Armed
+	Trigger Trigger
+}

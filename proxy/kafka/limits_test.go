@@ -1,0 +1,171 @@
+package kafka
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outboxdrill/runner/internal/testutil"
+	"github.com/outboxdrill/runner/proxy/fault"
+)
+
+// dial opens a raw connection to the proxy's bootstrap listener.
+func (f *fixture) dial() net.Conn {
+	f.t.Helper()
+	c, err := net.Dial("tcp", f.proxy.Addr())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// frame is a request message: its size, header (v1) and body.
+func frame(key, version int16, corr int32, body []byte) []byte {
+	h := binary.BigEndian.AppendUint16(nil, uint16(key))
+	h = binary.BigEndian.AppendUint16(h, uint16(version))
+	h = binary.BigEndian.AppendUint32(h, uint32(corr))
+	h = binary.BigEndian.AppendUint16(h, 0xffff) // no client id
+	if isFlexible(key, version) {
+		h = append(h, 0)
+	}
+	msg := binary.BigEndian.AppendUint32(nil, uint32(len(h)+len(body)))
+	return append(append(msg, h...), body...)
+}
+
+func TestMessageOverTheCapClosesTheConnection(t *testing.T) {
+	f := newFixture(t)
+	var got string
+	n := testutil.Allocated(func() {
+		c := f.dial()
+		go testutil.Flood(c, string(binary.BigEndian.AppendUint32(nil, MaxMessage+1)), "x", 1<<20)
+		got = testutil.ReadToClose(t, c)
+	})
+	if got != "" {
+		t.Errorf("got %q; a broker closes without a word", got)
+	}
+	if n > 16<<20 {
+		t.Errorf("the attack allocated %d MB, want under 16", n>>20)
+	}
+}
+
+// A message under the cap costs what arrived of it, not what it announced.
+func TestMessageCostsWhatArrived(t *testing.T) {
+	f := newFixture(t)
+	n := testutil.Allocated(func() {
+		c := f.dial()
+		testutil.Flood(c, string(binary.BigEndian.AppendUint32(nil, MaxMessage-100)), "x", 1<<20)
+		c.(*net.TCPConn).CloseWrite()
+		testutil.ReadToClose(t, c)
+	})
+	if n > 16<<20 {
+		t.Errorf("1 MB of a 64 MB message allocated %d MB, want under 16", n>>20)
+	}
+}
+
+// A count a request announces never sizes an allocation: a Produce that
+// claims two billion topics in a few bytes costs those bytes.
+func TestCountsAllocateNothing(t *testing.T) {
+	body := []byte{0xff, 0xff, 0, 1, 0, 0, 0, 0} // no transactional id, acks 1, timeout 0
+	body = binary.BigEndian.AppendUint32(body, 1<<31-1)
+	body = append(body, make([]byte, 1<<20)...)
+	msg := frame(keyProduce, 8, 1, body)
+	var q *request
+	n := testutil.Allocated(func() { q, _ = parseRequest(msg) })
+	if q == nil || q.unread == "" {
+		t.Errorf("a Produce of 2^31 topics was read: %+v", q)
+	}
+	if n > 64<<10 {
+		t.Errorf("reading it allocated %d KB, want under 64", n>>10)
+	}
+}
+
+// A request over MaxEntries partitions is forwarded unread; a trigger that
+// filters its topic cannot tell, and says so.
+func TestEntriesOverTheCapAreUnread(t *testing.T) {
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks = 8, 1
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "t"
+	for i := range MaxEntries + 1 {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = int32(i)
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	q, err := parseRequest(frame(keyProduce, 8, 1, req.AppendTo(nil)))
+	if err != nil || q.unread == "" {
+		t.Fatalf("read: %v %q", err, q.unread)
+	}
+	p := &Proxy{topicIDs: map[[16]byte]string{}, txns: map[string]*txn{}}
+	a, _ := p.Arm(Trigger{Boundary: Request, Op: OpPublish, Topic: "t", Action: fault.Action{Do: fault.Cut}})
+	if p.strikeOn(p.resolve(q)) != nil {
+		t.Fatal("struck on a request it could not read")
+	}
+	var u *fault.Unclassifiable
+	if !errors.As(a.Err(), &u) {
+		t.Errorf("err=%v; want unclassifiable", a.Err())
+	}
+}
+
+func TestConnectionCap(t *testing.T) {
+	f := newFixture(t)
+	f.proxy.listeners[f.proxy.seed].SetMax(1)
+	f.dial()
+	testutil.Within(t, 10*time.Second, "the first connection served", func() {
+		for f.proxy.Connections() < 1 {
+			time.Sleep(time.Millisecond)
+		}
+	})
+	c := f.dial()
+	if got := testutil.ReadToClose(t, c); got != "" {
+		t.Errorf("got %q; a broker over its cap closes without a word", got)
+	}
+}
+
+func TestTLSFailsTheTriggers(t *testing.T) {
+	f := newFixture(t)
+	a := f.arm(Trigger{Boundary: Reply, Op: OpPublish, Action: fault.Action{Do: fault.Cut}})
+	c := f.dial()
+	c.Write([]byte{0x16, 0x03, 0x01, 0x00, 0x05, 'h', 'e', 'l', 'l', 'o'})
+	testutil.Within(t, 10*time.Second, "the trigger failing", func() { <-a.Done() })
+	var u *fault.Unclassifiable
+	if !errors.As(a.Err(), &u) {
+		t.Errorf("err=%v; want unclassifiable", a.Err())
+	}
+}
+
+// Two Produce requests sent at once: with the first's response held, the
+// second never reaches the broker before the fault strikes (here: ever,
+// the connection being cut).
+func TestTheBarrierHoldsWhatWasPipelined(t *testing.T) {
+	f := newFixture(t)
+	a := f.arm(Trigger{Boundary: Reply, Op: OpPublish, Action: fault.Action{Do: fault.Cut}})
+	var both []byte
+	for corr, event := range []string{"e1", "e2"} {
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis = 8, -1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = f.topic
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = batchOf(event, "v")
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		both = append(both, frame(keyProduce, 8, int32(corr), req.AppendTo(nil))...)
+	}
+	c := f.dial()
+	if _, err := c.Write(both); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ReadToClose(t, c); got != "" {
+		t.Errorf("the client got %d bytes; want the connection cut before any response", len(got))
+	}
+	<-a.Done()
+	if got := f.stored(); got != 1 {
+		t.Errorf("the log ends at %d; want 1: e1 stored, e2 never sent", got)
+	}
+}

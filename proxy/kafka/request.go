@@ -1,0 +1,280 @@
+package kafka
+
+import "fmt"
+
+// API keys the proxy reads.
+const (
+	keyProduce                = 0
+	keyFetch                  = 1
+	keyMetadata               = 3
+	keyOffsetCommit           = 8
+	keyFindCoordinator        = 10
+	keyJoinGroup              = 11
+	keyHeartbeat              = 12
+	keyLeaveGroup             = 13
+	keySyncGroup              = 14
+	keyApiVersions            = 18
+	keyAddOffsetsToTxn        = 25
+	keyEndTxn                 = 26
+	keyTxnOffsetCommit        = 28
+	keyDescribeQuorum         = 55
+	keyDescribeCluster        = 60
+	keyConsumerGroupHeartbeat = 68
+	keyShareGroupHeartbeat    = 76
+	keyShareFetch             = 78
+	keyShareAcknowledge       = 79
+)
+
+// request is what the proxy reads of a client's request: the header, and
+// for the APIs the history and the triggers read, the names and offsets
+// the body carries. The body is read by hand, never decoded by kmsg: kmsg
+// sizes a slice by the count a peer sends (bounded only by the bytes left
+// times its element's size, some 30 times the message), and a client must
+// not make the proxy allocate more than it sent.
+type request struct {
+	header
+	txnID, group string
+	acks         int16 // Produce: 0 gets no response
+	commit       bool  // EndTxn
+	isolation    int8  // Fetch: 1 is read_committed
+	topics       []topic
+	entries      int
+	// unread says why the body was not read: "" when it was, or its API
+	// is none the proxy reads.
+	unread string
+}
+
+type topic struct {
+	name  string // resolved from id by the proxy when the request names topics by id
+	id    [16]byte
+	parts []part
+}
+
+type part struct {
+	partition int32
+	records   []byte     // Produce: the record batches
+	offset    int64      // Fetch: the fetch offset; OffsetCommit, TxnOffsetCommit: the committed offset
+	acks      []ackBatch // ShareFetch, ShareAcknowledge
+}
+
+// ackBatch is a share group's acknowledgement of a range of offsets: one
+// type for the range, or one per offset. 0 gap, 1 accept, 2 release, 3
+// reject.
+type ackBatch struct {
+	first, last int64
+	types       []int8
+}
+
+// parseRequest reads a request's header and, for the APIs the proxy
+// reads, its body.
+func parseRequest(msg []byte) (*request, error) {
+	h, err := parseHeader(msg)
+	if err != nil {
+		return nil, err
+	}
+	q := &request{header: h, acks: -1}
+	r := &reader{b: h.body}
+	f, v := h.flexible, h.version
+	switch h.key {
+	case keyProduce:
+		q.produce(r, f, v)
+	case keyFetch:
+		q.fetch(r, f, v)
+	case keyOffsetCommit:
+		q.offsetCommit(r, f, v)
+	case keyTxnOffsetCommit:
+		q.txnOffsetCommit(r, f, v)
+	case keyEndTxn:
+		q.txnID = r.str(f)
+		r.i64()
+		r.i16()
+		q.commit = r.i8() != 0
+	case keyAddOffsetsToTxn:
+		q.txnID = r.str(f)
+		r.i64()
+		r.i16()
+		q.group = r.str(f)
+	case keyJoinGroup, keyHeartbeat, keyLeaveGroup, keySyncGroup, keyConsumerGroupHeartbeat, keyShareGroupHeartbeat:
+		q.group = r.str(f)
+	case keyShareFetch, keyShareAcknowledge:
+		q.share(r, v)
+	}
+	switch {
+	case r.bad:
+		q.unread = fmt.Sprintf("the proxy could not read this %s v%d", name(h.key), v)
+	case q.entries > MaxEntries:
+		q.unread = fmt.Sprintf("this %s names over %d partitions, the proxy's cap", name(h.key), MaxEntries)
+	}
+	return q, nil
+}
+
+// topics reads a request's topics array: each by name, or by id from
+// version byID, then its partitions.
+func (q *request) readTopics(r *reader, flexible, byID bool, each func(*part)) {
+	r.array(flexible, func() {
+		var t topic
+		if byID {
+			t.id = r.uuid()
+		} else {
+			t.name = r.str(flexible)
+		}
+		r.array(flexible, func() {
+			if q.entries++; q.entries > MaxEntries {
+				r.bad = true
+				return
+			}
+			p := part{partition: r.i32()}
+			each(&p)
+			r.tags(flexible)
+			t.parts = append(t.parts, p)
+		})
+		r.tags(flexible)
+		q.topics = append(q.topics, t)
+	})
+}
+
+func (q *request) produce(r *reader, f bool, v int16) {
+	if v >= 3 {
+		q.txnID = r.str(f)
+	}
+	q.acks = r.i16()
+	r.i32() // timeout
+	q.readTopics(r, f, v >= 13, func(p *part) { p.records = r.bytes(f) })
+}
+
+func (q *request) fetch(r *reader, f bool, v int16) {
+	if v <= 14 {
+		r.i32() // replica id
+	}
+	r.i32() // max wait
+	r.i32() // min bytes
+	if v >= 3 {
+		r.i32() // max bytes
+	}
+	if v >= 4 {
+		q.isolation = r.i8()
+	}
+	if v >= 7 {
+		r.i32() // session id
+		r.i32() // session epoch
+	}
+	q.readTopics(r, f, v >= 13, func(p *part) {
+		if v >= 9 {
+			r.i32() // current leader epoch
+		}
+		p.offset = r.i64()
+		if v >= 12 {
+			r.i32() // last fetched epoch
+		}
+		if v >= 5 {
+			r.i64() // log start offset
+		}
+		r.i32() // partition max bytes
+	})
+}
+
+func (q *request) offsetCommit(r *reader, f bool, v int16) {
+	q.group = r.str(f)
+	if v >= 1 {
+		r.i32()  // generation
+		r.str(f) // member id
+	}
+	if v >= 7 {
+		r.str(f) // instance id
+	}
+	if v >= 2 && v <= 4 {
+		r.i64() // retention
+	}
+	q.readTopics(r, f, v >= 10, func(p *part) {
+		p.offset = r.i64()
+		if v == 1 {
+			r.i64() // timestamp
+		}
+		if v >= 6 {
+			r.i32() // leader epoch
+		}
+		r.str(f) // metadata
+	})
+}
+
+func (q *request) txnOffsetCommit(r *reader, f bool, v int16) {
+	q.txnID, q.group = r.str(f), r.str(f)
+	r.i64() // producer id
+	r.i16() // producer epoch
+	if v >= 3 {
+		r.i32()  // generation
+		r.str(f) // member id
+		r.str(f) // instance id
+	}
+	q.readTopics(r, f, v >= 6, func(p *part) {
+		p.offset = r.i64()
+		if v >= 2 {
+			r.i32() // leader epoch
+		}
+		r.str(f) // metadata
+	})
+}
+
+// share reads a ShareFetch or ShareAcknowledge request (KIP-932; always
+// flexible, topics by id).
+func (q *request) share(r *reader, v int16) {
+	q.group = r.str(true)
+	r.str(true) // member id
+	r.i32()     // share session epoch
+	if q.key == keyShareFetch {
+		r.i32() // max wait
+		r.i32() // min bytes
+		r.i32() // max bytes
+		if v >= 1 {
+			r.i32() // max records
+			r.i32() // batch size
+		}
+		if v >= 2 {
+			r.i8() // acquire mode
+		}
+	}
+	if v >= 2 {
+		r.i8() // is renew ack
+	}
+	q.readTopics(r, true, true, func(p *part) {
+		if q.key == keyShareFetch && v == 0 {
+			r.i32() // partition max bytes
+		}
+		r.array(true, func() {
+			if q.entries++; q.entries > MaxEntries {
+				r.bad = true
+				return
+			}
+			b := ackBatch{first: r.i64(), last: r.i64()}
+			r.array(true, func() { b.types = append(b.types, r.i8()) })
+			r.tags(true)
+			p.acks = append(p.acks, b)
+		})
+	})
+}
+
+// topicNames is the topics a request names (resolved ids included).
+func (q *request) topicNames() []string {
+	out := make([]string, 0, len(q.topics))
+	for _, t := range q.topics {
+		out = append(out, t.name)
+	}
+	return out
+}
+
+// accepts reports whether a share request acknowledges any record as
+// processed (type 1, accept).
+func (q *request) accepts() bool {
+	for _, t := range q.topics {
+		for _, p := range t.parts {
+			for _, b := range p.acks {
+				for _, ty := range b.types {
+					if ty == 1 {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,213 @@
+package kafka
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outboxdrill/runner/proxy/fault"
+)
+
+// Boundary is where on a request a trigger strikes.
+type Boundary int
+
+const (
+	// Request strikes before the client's request is forwarded: the broker
+	// never sees it.
+	Request Boundary = iota + 1
+	// Reply strikes with the broker's response held.
+	Reply
+)
+
+func (b Boundary) String() string {
+	if b == Request {
+		return "request"
+	}
+	return "reply"
+}
+
+// The broker-neutral operations, as every proxy has them.
+const (
+	// OpPublish is Produce; its reply is the Produce response (a request
+	// with acks=0 has none).
+	OpPublish = "publish"
+	// OpDeliver is, at Request, a Fetch or ShareFetch request; at Reply, a
+	// Fetch or ShareFetch response that hands the client records (counted
+	// there: an empty long poll is no delivery).
+	OpDeliver = "deliver"
+	// OpAck is OffsetCommit, TxnOffsetCommit, ShareAcknowledge, or a
+	// ShareFetch that accepts records; at Reply, its response.
+	OpAck = "ack"
+)
+
+// Trigger arms one fault at the Nth crossing of Op: a neutral operation,
+// or an API by kmsg's name for it (Produce, Fetch, OffsetCommit,
+// TxnOffsetCommit, EndTxn, JoinGroup, SyncGroup, ShareFetch,
+// ShareAcknowledge, …). At Reply it holds the API's response.
+//
+// Topic matches a request that names the topic (by name, or by an id the
+// proxy learned from a Metadata response; an EndTxn, the topics its
+// transaction produced to); Group one that names the group (an EndTxn,
+// its transaction's group from AddOffsetsToTxn). "" matches any.
+//
+// Error does not forward the request: the client gets a response with a
+// real, retriable error: Produce NOT_ENOUGH_REPLICAS (the broker wrote
+// nothing), Fetch FETCH_SESSION_ID_NOT_FOUND (NOT_LEADER_OR_FOLLOWER
+// before v7), ShareFetch and ShareAcknowledge NOT_LEADER_OR_FOLLOWER, the
+// commits, EndTxn and the group APIs COORDINATOR_NOT_AVAILABLE. At a
+// delivery the response is replaced by that error: the client fetches
+// again.
+type Trigger struct {
+	Boundary     Boundary
+	Op           string
+	Topic, Group string
+	Nth          int // 1 = the first; 0 counts as 1
+	fault.Action
+}
+
+func (t Trigger) String() string {
+	var f []string
+	if t.Topic != "" {
+		f = append(f, "topic="+t.Topic)
+	}
+	if t.Group != "" {
+		f = append(f, "group="+t.Group)
+	}
+	filter := ""
+	if len(f) > 0 {
+		filter = ", " + strings.Join(f, ", ")
+	}
+	return fmt.Sprintf("%s(%s%s) nth=%d do=%s", t.Boundary, t.Op, filter, max(t.Nth, 1), t.Action)
+}
+
+// keyByName is every API kmsg knows, by name.
+var keyByName = func() map[string]int16 {
+	m := map[string]int16{}
+	for k := int16(0); k < 200; k++ {
+		if kmsg.RequestForKey(k) != nil {
+			m[kmsg.NameForKey(k)] = k
+		}
+	}
+	return m
+}()
+
+// The APIs that name topics, groups, and those the proxy can answer with
+// an error.
+var (
+	namesTopic = map[int16]bool{keyProduce: true, keyFetch: true, keyOffsetCommit: true, keyTxnOffsetCommit: true, keyEndTxn: true,
+		keyShareFetch: true, keyShareAcknowledge: true}
+	namesGroup = map[int16]bool{keyOffsetCommit: true, keyTxnOffsetCommit: true, keyEndTxn: true, keyAddOffsetsToTxn: true,
+		keyJoinGroup: true, keyHeartbeat: true, keyLeaveGroup: true, keySyncGroup: true, keyConsumerGroupHeartbeat: true,
+		keyShareGroupHeartbeat: true, keyShareFetch: true, keyShareAcknowledge: true}
+	errorable = map[int16]bool{keyProduce: true, keyFetch: true, keyOffsetCommit: true, keyTxnOffsetCommit: true, keyEndTxn: true,
+		keyJoinGroup: true, keyHeartbeat: true, keyLeaveGroup: true, keySyncGroup: true, keyShareFetch: true, keyShareAcknowledge: true}
+)
+
+// keys are the APIs an operation crosses.
+func (t Trigger) keys() []int16 {
+	switch t.Op {
+	case OpPublish:
+		return []int16{keyProduce}
+	case OpDeliver:
+		return []int16{keyFetch, keyShareFetch}
+	case OpAck:
+		return []int16{keyOffsetCommit, keyTxnOffsetCommit, keyShareAcknowledge, keyShareFetch}
+	}
+	if k, ok := keyByName[t.Op]; ok {
+		return []int16{k}
+	}
+	return nil
+}
+
+// Operations are the operations a trigger may name: the neutral ones,
+// then every Kafka API kmsg knows, sorted (for a parser's "did you mean").
+func Operations() []string {
+	return append([]string{OpPublish, OpDeliver, OpAck}, slices.Sorted(maps.Keys(keyByName))...)
+}
+
+// Check says what is wrong with a trigger (Arm refuses it): an unknown
+// operation, a filter its API does not name, an error the proxy cannot
+// answer.
+func (t Trigger) Check() error { return t.check() }
+
+// check says what is wrong with a trigger.
+func (t Trigger) check() error {
+	if t.Boundary != Request && t.Boundary != Reply {
+		return fmt.Errorf("unknown boundary %v", t.Boundary)
+	}
+	keys := t.keys()
+	if len(keys) == 0 {
+		return fmt.Errorf("unknown operation %q (want publish, deliver, ack or a Kafka API such as Produce)", t.Op)
+	}
+	for _, k := range keys {
+		switch {
+		case t.Topic != "" && !namesTopic[k] && len(keys) == 1:
+			return fmt.Errorf("%s names no topic", name(k))
+		case t.Group != "" && !namesGroup[k] && len(keys) == 1:
+			return fmt.Errorf("%s names no group", name(k))
+		case t.Do == fault.Error && !errorable[k]:
+			return fmt.Errorf("the proxy cannot answer %s with an error (it can: Produce, Fetch, the commits, EndTxn, the group APIs, ShareFetch, ShareAcknowledge)", name(k))
+		}
+	}
+	return nil
+}
+
+// atServer reports whether the trigger counts responses (deliveries),
+// else requests.
+func (t Trigger) atServer() bool { return t.Op == OpDeliver && t.Boundary == Reply }
+
+// crossing is one request (or, for a delivery, its response) as the
+// triggers see it.
+type crossing struct {
+	key        int16
+	fromServer bool
+	topics     []string
+	unresolved bool // a topic named by an id the proxy never learned
+	group      string
+	groupKnown bool
+	accepts    bool   // a ShareFetch that accepts records
+	unread     string // why the proxy could not read the request
+}
+
+// matches reports whether a crossing is the trigger's (its filters
+// aside).
+func (t Trigger) matches(x crossing) bool {
+	if x.fromServer != t.atServer() {
+		return false
+	}
+	if t.Op == OpAck && x.key == keyShareFetch && !x.accepts && x.unread == "" {
+		return false
+	}
+	for _, k := range t.keys() {
+		if k == x.key {
+			return true
+		}
+	}
+	return false
+}
+
+// filter applies Topic and Group; undecided says why it cannot tell.
+func (t Trigger) filter(x crossing) (ok bool, undecided string) {
+	switch {
+	case (t.Topic != "" || t.Group != "") && x.unread != "":
+		return false, x.unread
+	case t.Topic != "" && x.unresolved:
+		return false, fmt.Sprintf("a %s names a topic by an id the proxy never saw in a Metadata response", name(x.key))
+	case t.Group != "" && !x.groupKnown:
+		return false, fmt.Sprintf("a %s names no group", name(x.key))
+	}
+	topicOK := t.Topic == ""
+	for _, n := range x.topics {
+		topicOK = topicOK || n == t.Topic
+	}
+	return topicOK && (t.Group == "" || t.Group == x.group), ""
+}
+
+// Armed is a trigger waiting on a proxy.
+type Armed struct {
+	*fault.Armed
+	Trigger Trigger
+}

@@ -1,0 +1,94 @@
+package report_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"strings"
+	"testing"
+
+	"github.com/outboxdrill/runner/history"
+	"github.com/outboxdrill/runner/report"
+	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/steps"
+)
+
+// An invariant the evidence could not decide is said, with why, in every
+// place a verdict shows: the console with and without -v, JSON, JUnit and
+// Markdown; "no violation" lists only what was judged.
+func TestNotJudgedEverywhere(t *testing.T) {
+	const why = "on kafka there is no publish/ack history without a broker proxy"
+	nj := map[string]string{history.Lost: why, history.AckedWithoutEffect: why, history.Unbalanced: "books not mapped"}
+	pass := &report.Result{Scenario: &scenario.Scenario{Name: "team on kafka", File: "a.yaml"}, Broker: "kafka", NotJudged: nj}
+	fail := &report.Result{Scenario: &scenario.Scenario{Name: "declares lost", File: "b.yaml"}, Broker: "kafka", NotJudged: nj,
+		Failures: []steps.Failure{{Key: "expect_violations", Msg: "declared lost, but it could not be judged here: " + why}}}
+	rep := &report.Report{Brokers: []string{"kafka"}, Results: []*report.Result{pass, fail}}
+
+	quiet := string(report.FormatResult(pass, false))
+	for _, want := range []string{"history: not judged: acked_without_effect, lost: " + why, "history: not judged: unbalanced: books not mapped"} {
+		if !strings.Contains(quiet, want) {
+			t.Errorf("console without -v lacks %q:\n%s", want, quiet)
+		}
+	}
+	verbose := string(report.FormatResult(pass, true))
+	_, after, _ := strings.Cut(verbose, "history: no violation (")
+	judgedLine, _, _ := strings.Cut(after, ")")
+	if !strings.Contains(verbose, "history: not judged: lost: "+why) || judgedLine == "" ||
+		strings.Contains(judgedLine, "lost") || strings.Contains(judgedLine, "acked_without_effect") || strings.Contains(judgedLine, "unbalanced") {
+		t.Errorf("console -v: want lost not judged, and no violation listing only the judged (%q):\n%s", judgedLine, verbose)
+	}
+	if j := pass.Judged(); strings.Contains(strings.Join(j, ","), "lost") || len(j) != len(history.InvariantNames())-3 {
+		t.Errorf("judged %v", j)
+	}
+
+	var js bytes.Buffer
+	if err := report.WriteJSON(&js, rep); err != nil {
+		t.Fatal(err)
+	}
+	var doc report.JSONReport
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if s := doc.Scenarios[0]; s.NotJudged[history.Lost] != why || strings.Contains(strings.Join(s.Judged, ","), "lost") {
+		t.Errorf("JSON: judged %v, not judged %v", s.Judged, s.NotJudged)
+	}
+
+	var ju bytes.Buffer
+	if err := report.WriteJUnit(&ju, rep); err != nil {
+		t.Fatal(err)
+	}
+	var junit struct {
+		Suites []struct {
+			Cases []struct {
+				Props []struct {
+					Name  string `xml:"name,attr"`
+					Value string `xml:"value,attr"`
+				} `xml:"properties>property"`
+				Failure *struct {
+					Text string `xml:",chardata"`
+				} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(ju.Bytes(), &junit); err != nil {
+		t.Fatal(err)
+	}
+	cases := junit.Suites[0].Cases
+	props := cases[0].Props
+	if len(props) != 3 || props[1].Name != "not judged" || props[1].Value != "lost: "+why {
+		t.Errorf("JUnit properties %+v", props)
+	}
+	if f := cases[1].Failure; f == nil || !strings.Contains(f.Text, "history not judged:\nacked_without_effect, lost: "+why) {
+		t.Errorf("JUnit failure text %+v", f)
+	}
+
+	var md bytes.Buffer
+	if err := report.WriteMarkdown(&md, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| ✅ pass (3 not judged) | team on kafka |", "### ✅ team on kafka: not judged", "- acked_without_effect, lost: " + why, "### ❌ declares lost"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("Markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+}

@@ -1,0 +1,78 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/outboxdrill/runner/broker"
+	jsbroker "github.com/outboxdrill/runner/broker/jetstream"
+	"github.com/outboxdrill/runner/broker/kafka"
+	"github.com/outboxdrill/runner/broker/rabbitmq"
+	"github.com/outboxdrill/runner/broker/redisstream"
+	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/scenario"
+)
+
+// brokerNames are the placeholders that name the scenario's objects on the
+// broker in use (system.PlaceholderList): the very names the runner's own
+// checks read, so that a service told them is the one the checks see.
+// consumer is ${consumer}, whose group ${group} (or queue) names.
+func brokerNames(ctx context.Context, br broker.Broker, key, consumer string) (map[string]string, error) {
+	switch b := br.(type) {
+	case *redisstream.Stream:
+		return map[string]string{"stream": key, "destination": key, "group": consumer}, nil
+	case *kafka.Topic:
+		// The team's consumer joins the group itself: the Topic deletes it
+		// with the scenario's topic.
+		b.Adopt(consumer)
+		return map[string]string{"topic": b.Name(), "destination": b.Name(), "group": b.GroupID(consumer)}, nil
+	case *jsbroker.Stream:
+		return map[string]string{"stream_name": b.Name(), "subject": b.Subject(), "destination": b.Subject(), "group": jsbroker.Durable(consumer)}, nil
+	case queued: // RabbitMQ's, also wrapped (a scenario's is on its own connection)
+		q, err := b.GroupQueue(ctx, consumer)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]string{"exchange": b.Name(), "destination": b.Name(), "queue": q}, nil
+	}
+	return nil, fmt.Errorf("no placeholders known for a %T", br)
+}
+
+// queued is a RabbitMQ broker (rabbitmq.Broker): an exchange and a queue
+// per consumer group.
+type queued interface {
+	Name() string
+	GroupQueue(ctx context.Context, group string) (string, error)
+}
+
+var _ queued = (*rabbitmq.Broker)(nil)
+
+// placeholderProblems checks, before anything runs, every ${…} the
+// services of each scenario's system file are given on each broker of the
+// run that the file supports: one that names nothing there is an error
+// naming the broker (scenario.CheckPlaceholders).
+func placeholderProblems(scs []*scenario.Scenario, brokers []string) error {
+	var errs diag.Errors
+	seen := map[string]bool{}
+	for _, sc := range scs {
+		if sc.System == nil {
+			continue
+		}
+		for _, b := range brokers {
+			if sc.System.Unsupported(b) != "" {
+				continue // skipped there, with the reason
+			}
+			for _, e := range sc.CheckPlaceholders([]string{b}) {
+				if !seen[e.Error()] {
+					seen[e.Error()] = true
+					errs = append(errs, e)
+				}
+			}
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	errs.Sort()
+	return &InvalidError{errs}
+}
