@@ -1,0 +1,56 @@
+package respproxy
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/testservers"
+	"github.com/outboxdrill/runner/proxy/fault"
+)
+
+func TestMain(m *testing.M) { testservers.Main(m) }
+
+// A publish's Pass counts the broker faults struck before it in the
+// proxy's record: the XADD a fault failed ends the first pass, so the
+// same event published again after it is the next pass's (a retry), and
+// the one before stays in the first.
+func TestWirePassCountsBrokerFaults(t *testing.T) {
+	url := testservers.Redis(t)
+	p, err := Kind{}.Listen(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Arm(fault.Trigger{Link: fault.Broker, Boundary: fault.Request, Filter: fault.Filter{Command: "publish"}, Nth: 2, Action: fault.Action{Do: fault.Error}}); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := redis.ParseURL(p.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.MaxRetries = -1
+	c := redis.NewClient(opts)
+	defer c.Close()
+	ctx := context.Background()
+	stream := fmt.Sprintf("respproxy-pass-test:%d", time.Now().UnixNano())
+	defer c.Del(ctx, stream)
+	for i, ev := range []string{"e1", "e2", "e2"} {
+		err := c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: map[string]any{"event_id": ev}}).Err()
+		if (err != nil) != (i == 1) {
+			t.Fatalf("XADD %d (%s): %v; want an error for the second only", i+1, ev, err)
+		}
+	}
+	w := p.Wire(broker.WireMap{EventID: "event_id"})
+	var got []string
+	for _, m := range w.Publishes {
+		got = append(got, fmt.Sprintf("%s@%d", m.EventID, m.Pass))
+	}
+	if want := "[e1@0 e2@1]"; fmt.Sprint(got) != want {
+		t.Errorf("publishes %v, want %s", got, want)
+	}
+}
