@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/outboxdrill/runner/broker"
 )
@@ -17,6 +18,7 @@ import (
 type kept struct {
 	conn      *pgconn.PgConn
 	dec       decoder       // the relations the server described on this connection
+	carry     []Event       // decoded after the last pass's confirm: the next one publishes them
 	confirmed pglogrepl.LSN // the position this connection last reported done
 	idleMax   time.Duration // past this without a word from us the server may have hung up
 	used      time.Time     // when the last pass ended
@@ -54,23 +56,66 @@ func (s *Slot) keptPass(ctx context.Context, b broker.Broker, opt RelayOptions, 
 		}
 	}
 	k := s.kept
-	p := pass{conn: k.conn, b: b, opt: opt, res: &res, held: k.confirmed, dec: &k.dec}
-	if err := p.follow(ctx, s.Name, target); err != nil || res.Crashed {
+	p := pass{conn: k.conn, b: b, opt: opt, res: &res, held: k.confirmed, dec: &k.dec, batch: k.carry}
+	k.carry = nil
+	err := p.follow(ctx, s.Name, target)
+	if err == nil && !res.Crashed && res.Confirmed > 0 {
+		err = p.awaitReply(ctx)
+	}
+	if err != nil || res.Crashed {
 		return res, errors.Join(err, s.disconnect(context.WithoutCancel(ctx), res.Confirmed))
 	}
-	k.confirmed, k.used = p.position(), time.Now()
-	if res.Confirmed > 0 {
-		// A running connector does not wait for the server to apply its
-		// confirm; whoever reads the slot next does (Stats).
-		s.unapplied.Store(uint64(res.Confirmed))
+	k.confirmed, k.used, k.carry = p.position(), time.Now(), p.batch
+	if res.Confirmed == 0 {
+		return res, nil
 	}
-	return res, nil
+	// The walsender applies a confirm as it answers it: a pass ends once
+	// the slot holds it, so that a drill that reads the slot or kills the
+	// database next does not race the walsender.
+	return res, s.awaitSlot(ctx, res.Confirmed, false)
+}
+
+// awaitReply asks the walsender to answer and reads up to its answer: it
+// has then read the pass's confirm, which it applies as it answers (a
+// keepalive it sent on its own may come first: the slot check after the
+// pass settles that). Transactions that arrive meanwhile are decoded and
+// carried to the next pass, unpublished and unconfirmed.
+func (p *pass) awaitReply(ctx context.Context) error {
+	if err := p.status(ctx, p.position(), true); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(catchUpTimeout); time.Now().Before(deadline); {
+		msg, err := p.receive(ctx, time.Until(deadline))
+		if err != nil {
+			return fmt.Errorf("replication: waiting for the answer to a confirm: %w", err)
+		}
+		cd, ok := msg.(*pgproto3.CopyData)
+		switch {
+		case !ok:
+			if e, isErr := msg.(*pgproto3.ErrorResponse); isErr {
+				return fmt.Errorf("replication: %s (SQLSTATE %s)", e.Message, e.Code)
+			}
+		case cd.Data[0] == pglogrepl.PrimaryKeepaliveMessageByteID:
+			return nil
+		case cd.Data[0] == pglogrepl.XLogDataByteID:
+			x, err := pglogrepl.ParseXLogData(cd.Data[1:])
+			if err != nil {
+				return err
+			}
+			evs, err := p.dec.feed(x.WALData)
+			if err != nil {
+				return err
+			}
+			p.batch = append(p.batch, evs...)
+		}
+	}
+	return fmt.Errorf("replication: no answer to a confirm within %s", catchUpTimeout)
 }
 
 // open connects for replication and starts streaming from the slot's
 // confirmed LSN.
 func (s *Slot) open(ctx context.Context) error {
-	st, err := s.stats(ctx)
+	st, err := s.Stats(ctx)
 	if err != nil {
 		return err
 	}
@@ -105,11 +150,7 @@ func (s *Slot) disconnect(ctx context.Context, confirmed pglogrepl.LSN) error {
 	}
 	s.kept.conn.Close(ctx)
 	s.kept = nil
-	err := s.awaitSlot(ctx, confirmed, true)
-	if err == nil { // released: the server read everything the connection sent
-		s.unapplied.Store(0)
-	}
-	return err
+	return s.awaitSlot(ctx, confirmed, true)
 }
 
 // Disconnect stops the relay whose connection a Keep pass left open, as an

@@ -72,7 +72,7 @@ func (s *Slot) Relay(ctx context.Context, b broker.Broker, opt RelayOptions) (Re
 // relayOnce is a pass on a connection of its own.
 func (s *Slot) relayOnce(ctx context.Context, b broker.Broker, opt RelayOptions) (RelayResult, error) {
 	var res RelayResult
-	start, err := s.stats(ctx)
+	start, err := s.Stats(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -141,7 +141,7 @@ func startReplication(ctx context.Context, conn *pgconn.PgConn, slot string) err
 func (s *Slot) awaitSlot(ctx context.Context, confirmed pglogrepl.LSN, released bool) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for pause := 500 * time.Microsecond; ; pause = min(2*pause, 5*time.Millisecond) {
-		st, err := s.stats(ctx)
+		st, err := s.Stats(ctx)
 		if err != nil {
 			return err
 		}

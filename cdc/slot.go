@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -49,9 +48,6 @@ type Slot struct {
 
 	mu   sync.Mutex // one pass at a time: a slot has one reader
 	kept *kept      // the connection a Relay with Keep left open
-	// unapplied is the last LSN a kept connection confirmed, until Stats
-	// saw the server apply it (0: none outstanding).
-	unapplied atomic.Uint64
 }
 
 // Create makes the slot, starting at the current WAL position: changes
@@ -103,21 +99,8 @@ type Stats struct {
 	LagBytes  int64         // current − confirmed
 }
 
-// Stats reads the slot from pg_replication_slots, once the server applied
-// what a kept relay connection confirmed last: a pass's confirm shows in
-// what the caller reads next.
+// Stats reads the slot from pg_replication_slots.
 func (s *Slot) Stats(ctx context.Context) (Stats, error) {
-	if want := s.unapplied.Load(); want != 0 {
-		if err := s.awaitSlot(ctx, pglogrepl.LSN(want), false); err != nil {
-			return Stats{}, err
-		}
-		s.unapplied.CompareAndSwap(want, 0)
-	}
-	return s.stats(ctx)
-}
-
-// stats reads the slot as the server has it now.
-func (s *Slot) stats(ctx context.Context) (Stats, error) {
 	var st Stats
 	var confirmed, current string
 	var retained, lag *int64
