@@ -62,6 +62,12 @@ type Wire struct {
 	// NotJudged are the invariants (history's names) this broker's wire
 	// cannot support, each with why.
 	NotJudged map[string]string
+	// Copies: the broker gives an entry no id the wire shows (AMQP), so
+	// EntryID is "" and a publish is told from its retry only by count:
+	// each publish puts one copy in every bound queue, and each delivery
+	// Acked settled one copy for good. The checker counts copies instead
+	// of following entry ids (history.Team.Copies).
+	Copies bool
 }
 
 // WireMsg is one publish or delivery.
@@ -89,6 +95,21 @@ type WireMsg struct {
 	// belongs to the pass before, as does the struck request itself. The
 	// history splits a service process's publishes into passes by it.
 	Pass int
+}
+
+// Passes maps the time of each of a proxy's n records, in its record
+// order, to how many broker faults struck before it (WireMsg.Pass): at is
+// record i's time, struck whether a fault struck at it.
+func Passes(n int, at func(int) time.Time, struck func(int) bool) map[time.Time]int {
+	out := make(map[time.Time]int, n)
+	k := 0
+	for i := range n {
+		out[at(i)] = k
+		if struck(i) {
+			k++
+		}
+	}
+	return out
 }
 
 // ViaURL is url pointed at the proxy listening on addr: its first host

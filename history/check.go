@@ -142,8 +142,12 @@ func ackedWithoutEffect(c string, mine []Op, cs *Consumer) []Violation {
 		}
 		if _, ok := cs.Inbox[op.EventID]; !ok {
 			seen[op.EventID] = true
+			what := "entry " + op.EntryID
+			if op.EntryID == "" {
+				what = "a delivery of it" // a broker whose entries have no id on the wire
+			}
 			vs = append(vs, Violation{AckedWithoutEffect, c, op.EventID,
-				fmt.Sprintf("entry %s was acked (outcome %s) but the inbox holds no row for the event", op.EntryID, op.Kind), trail(mine, op.EventID)})
+				fmt.Sprintf("%s was acked (outcome %s) but the inbox holds no row for the event", what, op.Kind), trail(mine, op.EventID)})
 		}
 	}
 	return vs
@@ -203,6 +207,17 @@ func lost(c string, ops []Op, cs *Consumer, st State) []Violation {
 				v.Witness = trail(relevant(ops, c), ev)
 				vs = append(vs, v)
 			}
+			continue
+		}
+		if left, took, ok := st.Team.unsettled(c, ev, ops); ok {
+			if left > 0 {
+				continue // a copy c has not settled is still in its queue
+			}
+			why := "the broker took no copy of it"
+			if took > 0 {
+				why = fmt.Sprintf("group %s's consumers settled every copy of it the broker took (%d): acked, or rejected without requeue", c, took)
+			}
+			vs = append(vs, Violation{Lost, c, ev, "committed, never applied, and " + why, trail(relevant(ops, c), ev)})
 			continue
 		}
 		if live, n, ok := st.Team.live(c, ev); ok {

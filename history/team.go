@@ -34,6 +34,12 @@ type Team struct {
 	// Held maps each event to the ids of the entries the broker holds of
 	// it, as the broker lists them; nil when it cannot list them.
 	Held map[string][]string
+	// Copies, for a broker whose entries carry no id the wire shows
+	// (AMQP), is how many copies of each event the broker took, as its own
+	// log lists them; nil elsewhere. Every publish puts one copy in each
+	// group's queue and every Acked delivery settled one for good, so a
+	// group may still be handed an event while it settled fewer.
+	Copies map[string]int
 	// Deliverable are, per consumer group, the entries it may still be
 	// handed (pending, or past its last-delivered id); a group missing
 	// here does not exist yet, and whoever creates it decides.
@@ -55,6 +61,22 @@ func (t *Team) live(c, ev string) (live bool, held int, ok bool) {
 		}
 	}
 	return false, len(ids), true
+}
+
+// unsettled reports, where the broker is counted in copies (Copies),
+// how many copies of ev group c may still be handed, and how many the
+// broker took; ok is false elsewhere.
+func (t *Team) unsettled(c, ev string, ops []Op) (left, took int, ok bool) {
+	if t == nil || t.Copies == nil {
+		return 0, 0, false
+	}
+	settled := 0
+	for _, op := range ops {
+		if op.Consumer == c && isDelivery(op) && op.EventID == ev && op.Acked {
+			settled++
+		}
+	}
+	return max(t.Copies[ev]-settled, 0), t.Copies[ev], true
 }
 
 // Pending is one entry still pending at the end, as the broker lists it.

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -138,4 +139,50 @@ func TestNotJudgedIsNeverReported(t *testing.T) {
 	if vs := check(ops, st); len(vs) != 1 || vs[0].Invariant != Lost {
 		t.Errorf("want lost alone once judged again, got %v", vs)
 	}
+}
+
+// Where the broker gives entries no id the wire shows (AMQP), copies are
+// counted: lost while the group settled every copy the broker's log took
+// and applied none; not while a copy stays unsettled (a republish the
+// consumer has not been handed yet, an unacked delivery requeued).
+func TestTeamCopiesCounted(t *testing.T) {
+	ackFirst := func() ([]Op, State) {
+		ops, st := teamClean()
+		for i := range ops {
+			ops[i].EntryID = ""
+		}
+		st.Consumers["c"].Rows, st.Consumers["c"].InboxSums, st.Projections["c"] = nil, map[string]Sum{}, map[string]Sum{}
+		st.Team.EntryEvents, st.Team.Copies = map[string]string{}, map[string]int{"e1": 1}
+		return ops, st
+	}
+	ops, st := ackFirst()
+	vs := check(ops, st)
+	want := "lost: consumer c, event e1: committed, never applied, and group c's consumers settled every copy of it the broker took (1): acked, or rejected without requeue"
+	if !strings.Contains(fmt.Sprint(vs), want) || !strings.Contains(fmt.Sprint(vs), "acked_without_effect: consumer c, event e1: a delivery of it was acked") {
+		t.Errorf("ack-first: want %q, got %v", want, vs)
+	}
+	ops, st = ackFirst()
+	st.Team.Copies["e1"] = 2 // the relay published it again: one copy is still the group's
+	if vs := check(ops, st); hasInvariant(vs, Lost) {
+		t.Errorf("a copy unsettled: %v", vs)
+	}
+	ops, st = ackFirst()
+	ops[2].Acked = false // handed, never settled: requeued when its channel closed
+	if vs := check(ops, st); hasInvariant(vs, Lost) {
+		t.Errorf("a delivery never settled: %v", vs)
+	}
+	ops, st = ackFirst()
+	st.Team.Copies = map[string]int{} // marked published, never taken
+	if vs := check(ops, st); !strings.Contains(fmt.Sprint(vs), "lost: consumer c, event e1: committed, never applied, and the broker took no copy of it") {
+		t.Errorf("never published: %v", vs)
+	}
+}
+
+func hasInvariant(vs []Violation, inv string) bool {
+	for _, v := range vs {
+		if v.Invariant == inv {
+			return true
+		}
+	}
+	return false
 }

@@ -93,6 +93,9 @@ func judgeSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *repo
 			}
 		}
 		wireNotJudged(st, res.Broker, run)
+		if run.WireCopies() {
+			team.Copies = st.Stream // the broker's own log, by event
+		}
 	})
 }
 

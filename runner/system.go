@@ -25,7 +25,7 @@ const defaultConsumer = "accounting"
 // own with the team's schema (pooled pairs hold the reference schema), a
 // new stream, and the team's services ready to start.
 func (w *World) acquireSystem(ctx context.Context, b string, sc *scenario.Scenario) (*isolation, *sysrun.Run, error) {
-	sys := sc.System
+	sys := sc.System.On(b) // its variants for this broker
 	n := w.pairs.next()
 	base := fmt.Sprintf("%s_%s_%d", namePrefix, w.RunID, n)
 	iso := &isolation{producer: base + "_p", consumer: base + "_c", own: true}

@@ -27,11 +27,24 @@ func (sc *Scenario) CheckPlaceholders(brokers []string) diag.Errors {
 		if !ok || sc.System.Services[p.Service] == nil {
 			continue // checkServices reports a service the file lacks
 		}
-		for _, r := range sc.System.Services[p.Service].Refs() {
-			if e := sc.checkRef(r, p.Env, brokers); e != nil && !seen[e.Error()] {
-				seen[e.Error()] = true
-				errs = append(errs, e)
+		check := func(svc *system.Service, brokers []string) {
+			for _, r := range svc.Refs() {
+				if e := sc.checkRef(r, p.Env, brokers); e != nil && !seen[e.Error()] {
+					seen[e.Error()] = true
+					errs = append(errs, e)
+				}
 			}
+		}
+		svc := sc.System.Services[p.Service]
+		if brokers == nil {
+			// Every variant's words, on a broker told later.
+			check(svc, nil)
+			for _, b := range slices.Sorted(maps.Keys(svc.Variants)) {
+				check(svc.Variants[b], nil)
+			}
+		}
+		for _, b := range brokers {
+			check(svc.On(b), []string{b})
 		}
 	}
 	return errs

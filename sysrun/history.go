@@ -31,11 +31,20 @@ func (r *Run) Ops() []history.Op {
 // WireNotJudged are the invariants the broker's wire cannot support, with
 // why ("" keys none); nil when the broker has no proxy.
 func (r *Run) WireNotJudged() map[string]string {
-	_, nj := r.wire()
-	return nj
+	_, w := r.wire()
+	return w.NotJudged
 }
 
-func (r *Run) wire() ([]history.Op, map[string]string) {
+// WireCopies reports whether the broker's entries are counted, not
+// followed (broker.Wire's Copies).
+func (r *Run) WireCopies() bool {
+	_, w := r.wire()
+	return w.Copies
+}
+
+// wire is the history and what the broker's wire says of itself (its
+// NotJudged and Copies; no messages).
+func (r *Run) wire() ([]history.Op, broker.Wire) {
 	r.mu.Lock()
 	logs := slices.Clone(r.logs)
 	r.mu.Unlock()
@@ -44,7 +53,7 @@ func (r *Run) wire() ([]history.Op, map[string]string) {
 		op history.Op
 	}
 	var all []timed
-	var notJudged map[string]string
+	var kind broker.Wire
 	m := broker.WireMap{EventID: r.cfg.System.Stream.EventID, Payload: r.cfg.System.Stream.Payload}
 	for _, l := range logs {
 		where := fmt.Sprintf("%s (service %s, start %d, via its broker proxy)", r.cfg.System.File, l.service, l.start)
@@ -55,7 +64,7 @@ func (r *Run) wire() ([]history.Op, map[string]string) {
 		// database fault's is told by the time it struck.
 		dbStrikes := r.strikes(l.svc)
 		w := l.proxy.Wire(m)
-		notJudged = w.NotJudged
+		kind.NotJudged, kind.Copies = w.NotJudged, w.Copies
 		for _, p := range w.Publishes {
 			step := 1<<20 + l.start<<10 + passOf(dbStrikes, p.At) + p.Pass
 			all = append(all, timed{p.At, history.Op{Step: where + " " + p.Op, StepN: step, Kind: history.Publish,
@@ -72,14 +81,16 @@ func (r *Run) wire() ([]history.Op, map[string]string) {
 	for i, t := range all {
 		out[i] = t.op
 	}
-	return out, notJudged
+	return out, kind
 }
 
 // consumerOf is the consumer id a broker group stands for: the services
-// are told ${group} for ${consumer} (on Redis the two are one; on Kafka the
-// group is the scenario's topic's). Another group is its own id.
+// are told ${group} (or, on RabbitMQ, ${queue}) for ${consumer} (on Redis
+// the group and the id are one; on Kafka the group is the scenario's
+// topic's). Another group is its own id.
 func (r *Run) consumerOf(group string) string {
-	if group != "" && group == r.cfg.Vars["group"] && r.cfg.Vars["consumer"] != "" {
+	v := r.cfg.Vars
+	if group != "" && (group == v["group"] || group == v["queue"]) && v["consumer"] != "" {
 		return r.cfg.Vars["consumer"]
 	}
 	return group

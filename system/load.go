@@ -65,6 +65,7 @@ func Parse(file string, src []byte) (*System, diag.Errors) {
 		}
 	}
 	s.checkStream(file, root, seen["stream"], &errs)
+	s.checkVariants(&errs)
 	s.checkPlaceholders(&errs)
 	if len(errs) > 0 {
 		return nil, errs
@@ -195,7 +196,23 @@ var serviceName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,62}$`)
 
 func readService(file string, kv diag.Pair, errs *diag.Errors) *Service {
 	svc := &Service{Name: kv.Key, Pos: kv.KeyPos, Env: map[string]string{}, EnvPos: map[string]diag.Pos{}}
-	f := fields(file, kv, []string{"run", "env", "ready"}, []string{"run"}, errs)
+	required := []string{"run"}
+	if hasKey(kv.Value, "variants") {
+		required = nil // checkVariants: a variant may give it
+	}
+	readServiceFields(file, kv, svc, required, errs)
+	return svc
+}
+
+// readServiceFields reads run, env and ready into svc, and a service's
+// variants (a variant has none: required is nil there).
+func readServiceFields(file string, kv diag.Pair, svc *Service, required []string, errs *diag.Errors) {
+	known := []string{"run", "env", "ready", "variants"}
+	variant := strings.Contains(kv.Key, ": variants: ")
+	if variant {
+		known = known[:3]
+	}
+	f := fields(file, kv, known, required, errs)
 	if n := f["run"]; n != nil {
 		svc.Run = stringList(file, "run", n, errs)
 		for _, w := range n.Content {
@@ -212,7 +229,9 @@ func readService(file string, kv diag.Pair, errs *diag.Errors) *Service {
 		svc.Ready = text(file, r["log"], errs)
 		svc.ReadyTimeout = duration(file, "ready: timeout", r["timeout"], errs)
 	}
-	return svc
+	if n := f["variants"]; n != nil {
+		readVariants(file, n, svc, errs)
+	}
 }
 
 // fields reads a map whose keys are among known, each once, the required

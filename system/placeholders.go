@@ -153,12 +153,13 @@ func (s *System) checkPlaceholders(errs *diag.Errors) {
 	if s.Brokers == nil {
 		return // the run's broker decides (see scenario's CheckPlaceholders)
 	}
+	said := map[diag.Pos]bool{}
 	for _, name := range s.Names() {
-		for _, r := range s.Services[name].Refs() {
-			for _, b := range s.Brokers {
-				if IsPlaceholder(r.Name) && !Means(r.Name, b) {
+		for _, b := range s.Brokers {
+			for _, r := range s.On(b).Services[name].Refs() {
+				if IsPlaceholder(r.Name) && !Means(r.Name, b) && !said[r.Pos] {
+					said[r.Pos] = true
 					*errs = append(*errs, diag.Errorf(r.Pos, "services: %s: %s: %s (the file's brokers: %s)", r.Service, r.Where, Meaningless(r.Name, b), strings.Join(s.Brokers, ", ")))
-					break
 				}
 			}
 		}

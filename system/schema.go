@@ -20,12 +20,20 @@ func JSONSchema() []byte {
 		}
 		return o
 	}
-	service := obj(map[string]any{
-		"run": map[string]any{"type": "array", "minItems": 1, "items": str, "description": "argv, run in the system file's directory"},
-		"env": map[string]any{"type": "object", "additionalProperties": map[string]any{"type": []string{"string", "number", "boolean"}}, "description": "added to the runner's environment; ${…} expanded"},
-		"ready": obj(map[string]any{"log": str,
-			"timeout": map[string]any{"type": "string", "pattern": `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`, "description": "how long to wait for the log line (default 30s)"}}, "log"),
-	}, "run")
+	serviceProps := func() map[string]any {
+		return map[string]any{
+			"run": map[string]any{"type": "array", "minItems": 1, "items": str, "description": "argv, run in the system file's directory"},
+			"env": map[string]any{"type": "object", "additionalProperties": map[string]any{"type": []string{"string", "number", "boolean"}}, "description": "added to the runner's environment; ${…} expanded"},
+			"ready": obj(map[string]any{"log": str,
+				"timeout": map[string]any{"type": "string", "pattern": `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`, "description": "how long to wait for the log line (default 30s)"}}, "log"),
+		}
+	}
+	props := serviceProps()
+	props["variants"] = map[string]any{"type": "object", "minProperties": 1, "propertyNames": map[string]any{"enum": broker.Names()},
+		"additionalProperties": obj(serviceProps()),
+		"description": "per broker, what differs on it: its run replaces the service's, its env goes over the service's, its ready replaces the service's"}
+	service := obj(props)
+	service["anyOf"] = []any{map[string]any{"required": []string{"run"}}, map[string]any{"required": []string{"variants"}}}
 	path := map[string]any{"type": "string", "pattern": `^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$`}
 	event := obj(map[string]any{
 		"payload":  map[string]any{"type": "object", "description": "the event's JSON; a string that is exactly ${amount} or ${version} is a number, other ${" + strings.Join(PayloadVars, "}, ${") + "} are text"},
@@ -39,7 +47,7 @@ func JSONSchema() []byte {
 		"produce": map[string]any{"type": "string", "minLength": 1, "description": "one producer transaction; ${" + joinParams() + "} are bound parameters"},
 		"outbox":  obj(map[string]any{"table": ident, "event_id": ident, "payload": ident, "unpublished": str}, "table", "event_id", "payload", "unpublished"),
 		"stream": withDescription(obj(map[string]any{"event_id": str, "payload": str}, "event_id", "payload"),
-			"the fields of a Redis stream entry carrying the event id and the payload; required where the services may talk to Redis, not read elsewhere"),
+			"the fields of a Redis stream entry carrying the event id and the payload; required where the services may talk to Redis; elsewhere the message header of that name, where a message has one"),
 		"inbox":      obj(map[string]any{"table": ident, "consumer": ident, "event_id": ident, "payload": ident}, "table", "consumer", "event_id", "payload"),
 		"projection": map[string]any{"type": "string", "minLength": 1, "description": "a query returning consumer id, currency, amount, events"},
 		"brokers": map[string]any{"type": "array", "minItems": 1, "uniqueItems": true, "items": map[string]any{"enum": broker.Names()},

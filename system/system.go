@@ -80,6 +80,8 @@ type Service struct {
 	// ReadyTimeout bounds the wait for Ready (ready: {timeout: 60s}); 0: the
 	// runner's default, 30 s.
 	ReadyTimeout time.Duration
+	// Variants are, per broker, what differs on it (variants:; see On).
+	Variants map[string]*Service
 }
 
 // Schema are the DDL files applied to each fresh producer and consumer database.

@@ -285,3 +285,48 @@ func TestCheckFaultReadsTheTriggerAsTheProxyDoes(t *testing.T) {
 		t.Errorf("a misspelt table: %v", err)
 	}
 }
+
+// A service's variants: per broker: its run replaces the service's, its
+// env goes over the service's, its ready replaces; a broker without one
+// runs the service as written. Each mistake is said where it is written.
+func TestVariants(t *testing.T) {
+	const rest = "produce: \"SELECT ${event}\"\noutbox: {table: o, event_id: e, payload: p, unpublished: \"true\"}\nstream: {event_id: e, payload: p}\ninbox: {table: i, consumer: c, event_id: e, payload: p}\n"
+	src := `services:
+  relay:
+    run: [node, relay.js]
+    env: {DB: "${producer_db.url}", URL: "${broker.url}"}
+    ready: {log: ready}
+    variants:
+      kafka: {run: [node, kafka-relay.js], env: {URL: "${broker.address}", TOPIC: "${topic}"}, ready: {log: "kafka ready", timeout: 20s}}
+      nats: {env: {SUBJECT: "${subject}"}}
+`
+	s, errs := Parse("f.yaml", []byte(src+rest))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	k := s.On("kafka").Services["relay"]
+	if !slices.Equal(k.Run, []string{"node", "kafka-relay.js"}) || k.Ready != "kafka ready" || k.ReadyTimeout != 20*time.Second || k.Variants != nil ||
+		!cmp.Equal(k.Env, map[string]string{"DB": "${producer_db.url}", "URL": "${broker.address}", "TOPIC": "${topic}"}) || k.RunPos[1].Line != 7 {
+		t.Errorf("on kafka: %+v", k)
+	}
+	n := s.On("nats").Services["relay"]
+	if !slices.Equal(n.Run, []string{"node", "relay.js"}) || n.Ready != "ready" || n.Env["SUBJECT"] != "${subject}" || n.Env["URL"] != "${broker.url}" {
+		t.Errorf("on nats: %+v", n)
+	}
+	if r := s.On("redis").Services["relay"]; !cmp.Equal(r.Env, map[string]string{"DB": "${producer_db.url}", "URL": "${broker.url}"}) || s.Services["relay"].Env["TOPIC"] != "" {
+		t.Errorf("on redis, or the file's own service, changed: %+v", r)
+	}
+	for _, c := range []struct{ src, want string }{
+		{strings.Replace(src, "kafka: {run", "kafak: {run", 1), `f.yaml:7:7: services: relay: variants: unknown broker "kafak" (did you mean "kafka"?)`},
+		{strings.Replace(src, "    run: [node, relay.js]\n", "", 1), "f.yaml:2:3: services: relay: missing run: it runs on redis, nats, rabbitmq without a variant that gives one"},
+		{src + "brokers: [kafka]\n", "f.yaml:8:7: services: relay: variants: nats is not among the file's brokers (kafka)"},
+		{src + "brokers: [redis, nats]\n", "f.yaml:7:7: services: relay: variants: kafka is not among the file's brokers (redis, nats): add it there, or drop the variant"},
+		{strings.Replace(src, "nats: {env", "nats: {rn: [x], env", 1), `f.yaml:8:14: relay: variants: nats: unknown key "rn" (did you mean "run"?)`},
+		{strings.Replace(src, "${subject}", "${topic}", 1) + "brokers: [kafka, nats]\n", "f.yaml:8:29: services: relay: env SUBJECT: ${topic} means nothing on nats"},
+	} {
+		_, errs := Parse("f.yaml", []byte(c.src+rest))
+		if !strings.Contains(errs.Error(), c.want) {
+			t.Errorf("want %q in:\n%v", c.want, errs)
+		}
+	}
+}

@@ -15,6 +15,7 @@ type Publish struct {
 	Properties           Properties // MessageID and Headers are where services put an event id
 	Body                 []byte
 	Tag                  uint64 // its publisher-confirm number (0: the channel had no confirms)
+	Tx                   bool   // sent on a transactional channel
 	// Outcome is the broker's word on it: "ack" (confirmed), "nack"
 	// (refused), "committed" or "rolled-back" (a transaction's), or ""
 	// (nothing: a channel without confirms or transactions, or the
@@ -56,6 +57,7 @@ type Ack struct {
 	// Outcome is "committed" or "rolled-back" on a transactional channel
 	// once the broker said so, else "".
 	Outcome string
+	Tx      bool // sent on a transactional channel
 }
 
 // chanHistory is what History keeps per channel while it reads.
@@ -104,7 +106,7 @@ func (p *Proxy) History() (pubs []Publish, dels []Delivery, acks []Ack) {
 			}
 		case e.Kind == KindAck && !e.Dropped:
 			acks = append(acks, Ack{At: e.At, Conn: e.Conn, Channel: e.Channel, Method: e.Method, DeliveryTag: e.DeliveryTag,
-				Multiple: e.Multiple, Requeue: e.Requeue, Deliveries: h.settle(e.DeliveryTag, e.Multiple)})
+				Multiple: e.Multiple, Requeue: e.Requeue, Tx: e.Tx, Deliveries: h.settle(e.DeliveryTag, e.Multiple)})
 			if e.Tx {
 				h.txAcks = append(h.txAcks, len(acks)-1)
 			}
@@ -116,7 +118,7 @@ func (p *Proxy) History() (pubs []Publish, dels []Delivery, acks []Ack) {
 }
 
 func publishOf(e Event) Publish {
-	p := Publish{At: e.At, Conn: e.Conn, Channel: e.Channel, Exchange: e.Exchange, RoutingKey: e.RoutingKey, Body: e.Body, Tag: e.Tag, Fault: e.Fault}
+	p := Publish{At: e.At, Conn: e.Conn, Channel: e.Channel, Exchange: e.Exchange, RoutingKey: e.RoutingKey, Body: e.Body, Tag: e.Tag, Tx: e.Tx, Fault: e.Fault}
 	if e.Properties != nil {
 		p.Properties = *e.Properties
 	}

@@ -2,7 +2,9 @@ package natsproxy
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/proxy/fault"
@@ -73,10 +75,59 @@ func (x *proxy) Arm(t fault.Trigger) (broker.Strike, error) {
 	return x.p.Arm(n)
 }
 
-// Wire: proxy/nats records the publishes, deliveries and acks, but they
-// are not yet tied to the runner's entry ids and groups (open work): the
-// wire invariants stay not judged, saying so.
-func (x *proxy) Wire(broker.WireMap) broker.Wire {
-	why := "the NATS proxy records publishes, deliveries and acks, but they are not mapped into the history checker yet, so what the services did on the broker is not judged"
-	return broker.Wire{NotJudged: map[string]string{"acked_without_effect": why, "double_published": why, "lost": why, "stranded": why}}
+// notJudged is what a JetStream wire cannot support.
+var notJudged = map[string]string{
+	"stranded": "JetStream redelivers a message its consumer did not acknowledge within the consumer's AckWait to whichever client pulls next (https://docs.nats.io/nats-concepts/jetstream/consumers#ackwait), so no message is stranded with a dead worker",
+}
+
+// Wire maps the stored publishes (a PubAck naming a stream and sequence;
+// one JetStream dropped as a duplicate of its Nats-Msg-Id is no publish),
+// the deliveries ($JS.ACK-replied messages) and their acks: +ACK, and
+// +TERM (the consumer told JetStream never to redeliver it), each acking
+// the delivery its subject names. An entry's id is its stream sequence;
+// a delivery's group its consumer (the durable's name). The event id is
+// the header the stream: mapping names, else event-id, else Nats-Msg-Id;
+// the payload the header it names, else the data.
+func (x *proxy) Wire(m broker.WireMap) broker.Wire {
+	pubs, dels, acks := x.p.History()
+	es := x.p.Events() // after History: every operation it read is there
+	pass := broker.Passes(len(es), func(i int) time.Time { return es[i].At }, func(i int) bool { return es[i].Fault != "" })
+	w := broker.Wire{NotJudged: notJudged}
+	for _, p := range pubs {
+		if p.Duplicate {
+			continue
+		}
+		w.Publishes = append(w.Publishes, broker.WireMsg{At: p.At, Op: "PubAck", EntryID: strconv.FormatUint(p.Seq, 10), Dest: p.Subject,
+			EventID: eventID(p.Header, m.EventID), Payload: payload(p.Header, m.Payload, p.Data), Pass: pass[p.At]})
+	}
+	acked := map[string]bool{}
+	for _, a := range acks {
+		if a.Kind == "+ACK" || a.Kind == "+TERM" {
+			acked[a.AckSubject] = true
+		}
+	}
+	for _, d := range dels {
+		if d.Dropped || d.StreamSeq == 0 {
+			continue // never reached the client, or not JetStream's
+		}
+		w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: "MSG", EntryID: strconv.FormatUint(d.StreamSeq, 10), Group: d.Consumer,
+			EventID: eventID(d.Header, m.EventID), Payload: payload(d.Header, m.Payload, d.Data), Acked: acked[d.AckSubject], Pass: pass[d.At]})
+	}
+	return w
+}
+
+func eventID(h nproxy.Header, name string) string {
+	for _, k := range []string{name, "event-id", "Nats-Msg-Id"} {
+		if v := h.Get(k); k != "" && v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func payload(h nproxy.Header, name string, data []byte) string {
+	if v := h.Get(name); name != "" && v != "" {
+		return v
+	}
+	return string(data)
 }

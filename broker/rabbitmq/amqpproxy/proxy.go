@@ -2,6 +2,7 @@ package amqpproxy
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/outboxdrill/runner/broker"
 	aproxy "github.com/outboxdrill/runner/proxy/amqp"
@@ -62,11 +63,74 @@ func (x *proxy) Arm(t fault.Trigger) (broker.Strike, error) {
 	return x.p.Arm(a)
 }
 
-// Wire: proxy/amqp records the publishes (with their confirms),
-// deliveries and acks, but an AMQP publish carries no broker id to tie to
-// the runner's entries (open work): the wire invariants stay not judged,
-// saying so.
-func (x *proxy) Wire(broker.WireMap) broker.Wire {
-	why := "the RabbitMQ proxy records publishes, deliveries and acks, but they are not mapped into the history checker yet, so what the services did on the broker is not judged"
-	return broker.Wire{NotJudged: map[string]string{"acked_without_effect": why, "double_published": why, "lost": why, "stranded": why}}
+// notJudged is what an AMQP wire cannot support.
+var notJudged = map[string]string{
+	"stranded": "RabbitMQ requeues every message a channel holds unacknowledged when the channel or its connection closes (https://www.rabbitmq.com/docs/confirms#automatic-requeueing), so no message is stranded with a dead worker; one a live consumer holds is not counted over AMQP (https://www.rabbitmq.com/amqp-0-9-1-reference#queue.declare-ok)",
+}
+
+// Wire maps the publishes the broker took (took),
+// the deliveries and their settlements. A message carries no id the
+// broker gave it, so entries are counted, not followed (broker.Wire's
+// Copies): a delivery is Acked when a basic.ack settled it, or a
+// basic.nack or basic.reject without requeue (the broker drops or
+// dead-letters it: https://www.rabbitmq.com/docs/confirms#consumer-nacks-requeue),
+// outside a transaction or in a committed one. A delivery's group is its
+// queue. The event id is the header the stream: mapping names, else the
+// message_id property; the payload the header it names, else the body.
+func (x *proxy) Wire(m broker.WireMap) broker.Wire {
+	pubs, dels, acks := x.p.History()
+	es := x.p.Events() // after History: every method it read is there
+	pass := broker.Passes(len(es), func(i int) time.Time { return es[i].At }, func(i int) bool { return es[i].Fault != "" })
+	w := broker.Wire{NotJudged: notJudged, Copies: true}
+	for _, p := range pubs {
+		if !took(p) {
+			continue
+		}
+		w.Publishes = append(w.Publishes, broker.WireMsg{At: p.At, Op: "basic.publish", Dest: p.Exchange,
+			EventID: eventID(p.Properties, m.EventID), Payload: payload(p.Properties, m.Payload, p.Body), Pass: pass[p.At]})
+	}
+	settled := map[int]bool{}
+	for _, a := range acks {
+		if a.Tx && a.Outcome != "committed" || a.Method != "basic.ack" && a.Requeue {
+			continue
+		}
+		for _, i := range a.Deliveries {
+			settled[i] = true
+		}
+	}
+	for i, d := range dels {
+		if d.Dropped {
+			continue
+		}
+		w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: d.Method, Group: d.Queue,
+			EventID: eventID(d.Properties, m.EventID), Payload: payload(d.Properties, m.Payload, d.Body), Acked: settled[i], Pass: pass[d.At]})
+	}
+	return w
+}
+
+// took reports whether the broker took p: confirmed, committed, or sent
+// on a channel with neither (the broker says nothing there; nothing
+// refused it). A confirm that never came leaves it unknown: not counted.
+func took(p aproxy.Publish) bool {
+	switch {
+	case p.Tx:
+		return p.Outcome == "committed"
+	case p.Tag > 0:
+		return p.Outcome == "ack"
+	}
+	return true
+}
+
+func eventID(p aproxy.Properties, header string) string {
+	if v, ok := p.Headers[header].(string); header != "" && ok && v != "" {
+		return v
+	}
+	return p.MessageID
+}
+
+func payload(p aproxy.Properties, header string, body []byte) string {
+	if v, ok := p.Headers[header].(string); header != "" && ok {
+		return v
+	}
+	return string(body)
 }

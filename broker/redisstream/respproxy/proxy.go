@@ -106,19 +106,10 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 	return w
 }
 
-// passes are, by the time each command was recorded, how many broker
-// faults struck before it, in the order the proxy recorded them
-// (broker.WireMsg's Pass).
+// passes are broker.Passes of the commands the proxy recorded.
 func (x *proxy) passes() map[time.Time]int {
-	out := map[time.Time]int{}
-	n := 0
-	for _, e := range x.p.Events() {
-		out[e.At] = n
-		if e.Fault != "" {
-			n++
-		}
-	}
-	return out
+	es := x.p.Events()
+	return broker.Passes(len(es), func(i int) time.Time { return es[i].At }, func(i int) bool { return es[i].Fault != "" })
 }
 
 func (x *proxy) Connections() int { return x.p.Connections() }

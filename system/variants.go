@@ -1,0 +1,108 @@
+package system
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/diag"
+)
+
+// A team that moves to another broker rewrites its relay and consumer;
+// both builds are drilled from one system file. A service's variants:
+// name, per broker, what differs there:
+//
+//	relay:
+//	  run: [node, relay.js]
+//	  env: {DATABASE_URL: "${producer_db.url}", REDIS_URL: "${broker.url}"}
+//	  variants:
+//	    kafka: {run: [node, kafka-relay.js], env: {BROKERS: "${broker.address}"}}
+//
+// On a broker with a variant, its run replaces the service's, its env is
+// added over the service's (a key of both takes the variant's value) and
+// its ready replaces the service's; elsewhere the service runs as written.
+
+// readVariants reads a service's variants: into svc.
+func readVariants(file string, n *yaml.Node, svc *Service, errs *diag.Errors) {
+	if n.Kind != yaml.MappingNode || len(n.Content) == 0 {
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "services: %s: variants: want a map broker → {run: [...], env: {...}, ready: {log: ...}}, e.g. {kafka: {run: [node, kafka-relay.js]}}, got %s", svc.Name, diag.Describe(n)))
+		return
+	}
+	svc.Variants = map[string]*Service{}
+	for _, kv := range diag.Pairs(file, n, errs) {
+		if !slices.Contains(broker.Names(), kv.Key) {
+			*errs = append(*errs, diag.Errorf(kv.KeyPos, "services: %s: variants: unknown broker %q%s; brokers: %s", svc.Name, kv.Key, diag.Suggest(kv.Key, broker.Names()), strings.Join(broker.Names(), ", ")))
+			continue
+		}
+		v := &Service{Name: svc.Name, Pos: kv.KeyPos, Env: map[string]string{}, EnvPos: map[string]diag.Pos{}}
+		readServiceFields(file, diag.Pair{Key: svc.Name + ": variants: " + kv.Key, KeyPos: kv.KeyPos, Value: kv.Value}, v, nil, errs)
+		svc.Variants[kv.Key] = v
+	}
+}
+
+// checkVariants: a variant is for a broker the file's brokers: list
+// names, and a service without run of its own has a variant with run on
+// every broker it may run on.
+func (s *System) checkVariants(errs *diag.Errors) {
+	for _, name := range s.Names() {
+		svc := s.Services[name]
+		for _, b := range slices.Sorted(maps.Keys(svc.Variants)) {
+			if s.Brokers != nil && !slices.Contains(s.Brokers, b) {
+				*errs = append(*errs, diag.Errorf(svc.Variants[b].Pos, "services: %s: variants: %s is not among the file's brokers (%s): add it there, or drop the variant", name, b, strings.Join(s.Brokers, ", ")))
+			}
+		}
+		if svc.Run != nil {
+			continue
+		}
+		var bare []string
+		for _, b := range s.brokersOrAll() {
+			if v := svc.Variants[b]; v == nil || v.Run == nil {
+				bare = append(bare, b)
+			}
+		}
+		if len(bare) > 0 {
+			*errs = append(*errs, diag.Errorf(svc.Pos, "services: %s: missing run: it runs on %s without a variant that gives one (give the service a run:, or list its brokers: and a variant with run: for each)", name, strings.Join(bare, ", ")))
+		}
+	}
+}
+
+func (s *System) brokersOrAll() []string {
+	if s.Brokers != nil {
+		return s.Brokers
+	}
+	return broker.Names()
+}
+
+// On is the system as it runs on broker b: each service with its
+// variant for b applied (and no variants left). s itself is unchanged.
+func (s *System) On(b string) *System {
+	out := *s
+	out.Services = make(map[string]*Service, len(s.Services))
+	for name, svc := range s.Services {
+		out.Services[name] = svc.On(b)
+	}
+	return &out
+}
+
+// On is svc as it runs on broker b: its variant for b applied.
+func (svc *Service) On(b string) *Service {
+	out := *svc
+	out.Variants = nil
+	v := svc.Variants[b]
+	if v == nil {
+		return &out
+	}
+	if v.Run != nil {
+		out.Run, out.RunPos = v.Run, v.RunPos
+	}
+	out.Env, out.EnvPos = maps.Clone(svc.Env), maps.Clone(svc.EnvPos)
+	maps.Copy(out.Env, v.Env)
+	maps.Copy(out.EnvPos, v.EnvPos)
+	if v.Ready != "" {
+		out.Ready, out.ReadyTimeout = v.Ready, v.ReadyTimeout
+	}
+	return &out
+}
