@@ -31,7 +31,7 @@ func JSONSchema() []byte {
 	props := serviceProps()
 	props["variants"] = map[string]any{"type": "object", "minProperties": 1, "propertyNames": map[string]any{"enum": broker.Names()},
 		"additionalProperties": obj(serviceProps()),
-		"description": "per broker, what differs on it: its run replaces the service's, its env goes over the service's, its ready replaces the service's"}
+		"description":          "per broker, what differs on it: its run replaces the service's, its env goes over the service's, its ready replaces the service's"}
 	service := obj(props)
 	service["anyOf"] = []any{map[string]any{"required": []string{"run"}}, map[string]any{"required": []string{"variants"}}}
 	path := map[string]any{"type": "string", "pattern": `^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$`}
