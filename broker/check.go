@@ -57,6 +57,9 @@ func (k *Kind) checkWords() []error {
 	if strings.Count(k.FlagUsage, "`") != 2 {
 		errs = append(errs, fmt.Errorf("%s: FlagUsage %q does not name its argument in backquotes", k.Name, k.FlagUsage))
 	}
+	if v := k.Verbs; v.Publish == "" || v.Read == "" || v.Ack == "" || v.Claim == "" {
+		errs = append(errs, fmt.Errorf("%s: Verbs needs Publish, Read, Ack and Claim", k.Name))
+	}
 	for _, m := range AllMechanisms {
 		if k.Mechanisms[m] == "" {
 			errs = append(errs, fmt.Errorf("%s: no words for the mechanism %q", k.Name, m))

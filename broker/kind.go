@@ -70,6 +70,9 @@ type Kind struct {
 	// Mechanisms say in words how the broker does each Mechanism: the
 	// guarantees document's "How each broker does it".
 	Mechanisms map[Mechanism]string
+	// Verbs are the broker's own names of what the steps do, for their
+	// traces (verbose output, sequence diagrams).
+	Verbs Verbs
 	// LabelNote is a section the guarantees document ends with when the
 	// run's server carried a label (Host.SetLabel: the runner's kfake).
 	LabelNote string
@@ -180,6 +183,15 @@ func (c *Cleaned) Add(o Cleaned) {
 	c.InUse = append(c.InUse, o.InUse...)
 	c.Live = append(c.Live, o.Live...)
 	c.Notes = append(c.Notes, o.Notes...)
+}
+
+// Verbs name, in the broker's own words, what a step does on it: a step
+// trace says "Produce bus-1 → entry 0/0" on Kafka, "XADD …" on Redis.
+type Verbs struct {
+	Publish string // a relay's publish: XADD
+	Read    string // a consume's read: XREADGROUP
+	Ack     string // an acknowledgement: XACK
+	Claim   string // a claim's takeover: XCLAIM
 }
 
 // Mechanism is one thing the pipeline needs that brokers do each their

@@ -158,7 +158,7 @@ func runConsume(ctx context.Context, env *Env, p *ConsumeParams) (Result, error)
 	opt.Block, opt.BrokerTxn = p.Block, p.Txn
 	res, err := (&pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}).Consume(ctx, opt)
 	env.conflicts += int64(res.Count(pipeline.Conflict))
-	return consumeResult(res, p.Consumer, p.SkipAck), err
+	return consumeResult(res, p.Consumer, p.SkipAck, verbs(env).Ack), err
 }
 
 func runClaim(ctx context.Context, env *Env, p *ClaimParams) (Result, error) {
@@ -166,7 +166,7 @@ func runClaim(ctx context.Context, env *Env, p *ClaimParams) (Result, error) {
 	opt.Idle, opt.Auto = p.Idle, p.Auto
 	res, err := (&pipeline.Consumer{DB: env.Consumer, Broker: env.Broker}).Claim(ctx, opt)
 	env.conflicts += int64(res.Count(pipeline.Conflict))
-	return consumeResult(res, p.Consumer, p.SkipAck), err
+	return consumeResult(res, p.Consumer, p.SkipAck, verbs(env).Ack), err
 }
 
 // seenStore is the broker's SETNX store when dedupe is setnx.
@@ -177,7 +177,7 @@ func seenStore(env *Env, dedupe string) pipeline.SeenStore {
 	return nil
 }
 
-func consumeResult(res pipeline.ConsumeResult, consumer string, skipAck bool) Result {
+func consumeResult(res pipeline.ConsumeResult, consumer string, skipAck bool, ack string) Result {
 	r := Result{Outcome: map[string]int64{
 		"delivered":     int64(len(res.Handled)),
 		"applied":       int64(res.Count(pipeline.Applied)),
@@ -198,7 +198,7 @@ func consumeResult(res pipeline.ConsumeResult, consumer string, skipAck bool) Re
 		case h.Acked:
 			line += ", acked"
 		case skipAck && (h.Outcome == pipeline.Applied || h.Outcome == pipeline.Duplicate):
-			line += ", skip_ack: crashed before XACK, stays pending"
+			line += ", skip_ack: crashed before " + ack + ", not acked"
 		case h.Nacked:
 			line += ", nacked: given back for redelivery (on Redis Streams it stays pending)"
 		default:
@@ -241,7 +241,7 @@ func (h *Handling) Needs() []broker.Capability {
 
 func (*Handling) FaultSite() Participant { return ConsumerDB }
 
-func (*ConsumeParams) Draw(d Diagram, r Result) { drawDeliveries(d, "XREADGROUP", r) }
+func (*ConsumeParams) Draw(d Diagram, r Result) { drawDeliveries(d, r.verbsOr().Read, r) }
 
 func (p *ClaimParams) Consumes() Consumption {
 	c := p.Handling.Consumes()
@@ -258,7 +258,7 @@ func (p *ClaimParams) Needs() []broker.Capability {
 	return needs
 }
 
-func (*ClaimParams) Draw(d Diagram, r Result) { drawDeliveries(d, "XCLAIM", r) }
+func (*ClaimParams) Draw(d Diagram, r Result) { drawDeliveries(d, r.verbsOr().Claim, r) }
 
 // drawDeliveries draws each delivery: the entry handed over, its outcome,
 // a dead-lettering and the ack.
@@ -270,7 +270,7 @@ func drawDeliveries(d Diagram, verb string, r Result) {
 			d.Note("to the dead-letter stream: "+e.EventID, BrokerP)
 		}
 		if e.Acked {
-			d.Msg(ConsumerDB, BrokerP, "-->>", "XACK "+e.EntryID)
+			d.Msg(ConsumerDB, BrokerP, "-->>", r.verbsOr().Ack+" "+e.EntryID)
 		}
 	}
 	if len(r.Entries) == 0 {

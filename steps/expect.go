@@ -245,6 +245,7 @@ func (f Failure) String() string { return fmt.Sprintf("%s: %s: %s", f.Pos, f.Key
 // Exec runs the step and judges it against its expectations.
 func (c *Call) Exec(ctx context.Context, env *Env) (Result, []Failure) {
 	res, err := c.Def.run(context.WithValue(ctx, callKey{}, c), env, c.Params)
+	res.Verbs = verbs(env)
 	var skip *SkipError
 	if errors.As(err, &skip) {
 		res.Skipped = skip.Reason

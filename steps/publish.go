@@ -46,7 +46,7 @@ func runPublish(ctx context.Context, env *Env, p *PublishParams) (Result, error)
 	ids, err := env.Broker.Publish(ctx, []broker.Message{{EventID: t.EventID, Payload: payload, Republish: true}})
 	r := Result{Outcome: map[string]int64{"published": int64(len(ids))}}
 	for _, id := range ids {
-		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s, payload %s", showEvent(name, t.EventID), id, payload))
+		r.Details = append(r.Details, fmt.Sprintf("%s %s → entry %s, payload %s", verbs(env).Publish, showEvent(name, t.EventID), id, payload))
 		r.Entries = append(r.Entries, Entry{EntryID: id, EventID: t.EventID, Outcome: "published", Payload: payload, Republish: true})
 	}
 	return r, err
@@ -61,7 +61,7 @@ func deref[T any](p *T, def T) T {
 
 func (*PublishParams) FaultSite() Participant { return BrokerP }
 
-func (*PublishParams) Draw(d Diagram, r Result) { drawPublished(d, "raw XADD", r) }
+func (*PublishParams) Draw(d Diagram, r Result) { drawPublished(d, "raw "+r.verbsOr().Publish, r) }
 
 // drawPublished notes each entry a step put on the broker directly.
 func drawPublished(d Diagram, verb string, r Result) {

@@ -42,7 +42,7 @@ func runReplayDLQ(ctx context.Context, env *Env, _ *ReplayDLQParams) (Result, er
 	ids, err := env.Broker.Publish(ctx, msgs)
 	r := Result{Outcome: map[string]int64{"replayed": int64(len(ids))}}
 	for i, id := range ids {
-		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s (was %s, dead-lettered: %s)", dls[i].EventID, id, dls[i].EntryID, dls[i].Reason))
+		r.Details = append(r.Details, fmt.Sprintf("%s %s → entry %s (was %s, dead-lettered: %s)", verbs(env).Publish, dls[i].EventID, id, dls[i].EntryID, dls[i].Reason))
 		r.Entries = append(r.Entries, Entry{EntryID: id, EventID: dls[i].EventID, Outcome: "published", Payload: dls[i].Payload, Republish: true})
 	}
 	return r, err
@@ -64,7 +64,7 @@ func runReconcile(ctx context.Context, env *Env, p *ReconcileParams) (Result, er
 	res, err := relay.Reconcile(ctx, env.Consumer, p.Consumer, pending)
 	r := Result{Outcome: map[string]int64{"republished": int64(len(res.Published))}}
 	for _, pub := range res.Published {
-		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s (not applied by %s)", pub.EventID, pub.EntryID, p.Consumer))
+		r.Details = append(r.Details, fmt.Sprintf("%s %s → entry %s (not applied by %s)", verbs(env).Publish, pub.EventID, pub.EntryID, p.Consumer))
 		r.Entries = append(r.Entries, Entry{EntryID: pub.EntryID, EventID: pub.EventID, Outcome: "published", Payload: pub.Payload, Republish: true})
 	}
 	return r, err
@@ -82,7 +82,7 @@ func runPurge(ctx context.Context, env *Env, p *PurgeParams) (Result, error) {
 func (*ReplayDLQParams) FaultSite() Participant { return BrokerP }
 
 func (*ReplayDLQParams) Draw(d Diagram, r Result) {
-	drawPublished(d, "replay from the dead-letter stream, XADD", r)
+	drawPublished(d, "replay from the dead-letter stream, "+r.verbsOr().Publish, r)
 }
 
 func (*ReconcileParams) FaultSite() Participant { return RelayP }
@@ -90,7 +90,7 @@ func (*ReconcileParams) FaultSite() Participant { return RelayP }
 func (p *ReconcileParams) Draw(d Diagram, r Result) {
 	d.Msg(RelayP, ConsumerDB, "->>", "which published events has "+p.Consumer+" not applied?")
 	for _, e := range r.Entries {
-		d.Msg(RelayP, BrokerP, "->>", fmt.Sprintf("XADD %s → %s (republished)", e.EventID, e.EntryID))
+		d.Msg(RelayP, BrokerP, "->>", fmt.Sprintf("%s %s → %s (republished)", r.verbsOr().Publish, e.EventID, e.EntryID))
 	}
 }
 

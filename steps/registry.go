@@ -58,6 +58,9 @@ type Result struct {
 	// Skipped, when set, says why the scenario cannot go on here (it is
 	// reported as skipped, never as passed).
 	Skipped string
+	// Verbs are the run's broker's names of what the step did, for its
+	// diagram (Exec sets them).
+	Verbs broker.Verbs `json:"-"`
 }
 
 // Entry is one broker entry a step published or handled.

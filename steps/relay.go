@@ -79,7 +79,7 @@ func runRelay(ctx context.Context, env *Env, p *RelayParams) (Result, error) {
 		r.Outcome["published"] += int64(len(res.Published))
 		r.Outcome["marked"] += int64(res.Marked)
 		for _, pub := range res.Published {
-			line := fmt.Sprintf("XADD %s → entry %s", pub.EventID, pub.EntryID)
+			line := fmt.Sprintf("%s %s → entry %s", verbs(env).Publish, pub.EventID, pub.EntryID)
 			if len(results) > 1 {
 				line = fmt.Sprintf("relay %d: %s", w+1, line)
 			}
@@ -91,7 +91,7 @@ func runRelay(ctx context.Context, env *Env, p *RelayParams) (Result, error) {
 		r.Details = append(r.Details, "skip_mark: crashed before marking; the rows stay unpublished")
 	}
 	if p.SkipPub && r.Outcome["marked"] > 0 {
-		r.Details = append(r.Details, "mark_first + skip_publish: marked published, crashed before XADD; no relay will read these rows again")
+		r.Details = append(r.Details, "mark_first + skip_publish: marked published, crashed before "+verbs(env).Publish+"; no relay will read these rows again")
 	}
 	return r, err
 }
@@ -101,7 +101,7 @@ func (*RelayParams) FaultSite() Participant { return RelayP }
 func (*RelayParams) Draw(d Diagram, r Result) {
 	d.Msg(RelayP, ProducerDB, "->>", "SELECT unpublished outbox rows")
 	for _, e := range r.Entries {
-		d.Msg(RelayP, BrokerP, "->>", fmt.Sprintf("XADD %s → %s", e.EventID, e.EntryID))
+		d.Msg(RelayP, BrokerP, "->>", fmt.Sprintf("%s %s → %s", r.verbsOr().Publish, e.EventID, e.EntryID))
 	}
 	if n := r.Outcome["marked"]; n > 0 {
 		d.Msg(RelayP, ProducerDB, "->>", fmt.Sprintf("mark %d row(s) published", n))
@@ -119,7 +119,7 @@ func runCDCRelay(ctx context.Context, env *Env, p *RelayParams) (Result, error) 
 	r.Details = append(r.Details, cdcConnection(keep, reused, res.Opened, env.CDC.Connected()))
 	r.Details = append(r.Details, fmt.Sprintf("decoded %d outbox insert(s) from slot %s", res.Decoded, env.CDC.Name))
 	for _, pub := range res.Published {
-		r.Details = append(r.Details, fmt.Sprintf("XADD %s → entry %s", pub.EventID, pub.EntryID))
+		r.Details = append(r.Details, fmt.Sprintf("%s %s → entry %s", verbs(env).Publish, pub.EventID, pub.EntryID))
 		r.Entries = append(r.Entries, Entry{EntryID: pub.EntryID, EventID: pub.EventID, Outcome: "published", Payload: pub.Payload})
 	}
 	switch {

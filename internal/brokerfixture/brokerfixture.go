@@ -51,6 +51,7 @@ var Kind = &broker.Kind{
 	Limits: map[broker.Capability]string{
 		broker.ClaimByIdle: "the fixture keeps no pending entries to claim (https://example.com/fixture#claim)",
 	},
+	Verbs: broker.Verbs{Publish: "PUT", Read: "TAKE", Ack: "DONE", Claim: "RETAKE"},
 	Mechanisms: map[broker.Mechanism]string{
 		broker.SecondPublish: "fixture: a second publish",
 		broker.Takeover:      "fixture: a takeover",
