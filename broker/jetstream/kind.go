@@ -34,7 +34,7 @@ var Kind = &broker.Kind{
 	Open:   open,
 	Dir:    servers.NATSDir,
 	Limits: limits,
-	Verbs: broker.Verbs{Publish: "PUB (PubAck)", Read: "pull (CONSUMER.MSG.NEXT)", Ack: "+ACK", Claim: "pull (after AckWait)"},
+	Verbs:  broker.Verbs{Publish: "PUB (PubAck)", Read: "pull (CONSUMER.MSG.NEXT)", Ack: "+ACK", Claim: "pull (after AckWait)"},
 	Mechanisms: map[broker.Mechanism]string{
 		broker.SecondPublish: "dropped inside the stream's duplicate window when Nats-Msg-Id = event id (PubAck.Duplicate); stored again after the window",
 		broker.Takeover:      "the server redelivers after AckWait (counted from the delivery, or from the worker's last InProgress) to whichever client pulls next; a claim is such a pull",

@@ -30,7 +30,7 @@ var Kind = &broker.Kind{
 	Open:   open,
 	Dir:    servers.KafkaDir,
 	Limits: limits,
-	Verbs: broker.Verbs{Publish: "Produce", Read: "Fetch", Ack: "OffsetCommit", Claim: "Fetch (after the rebalance)"},
+	Verbs:  broker.Verbs{Publish: "Produce", Read: "Fetch", Ack: "OffsetCommit", Claim: "Fetch (after the rebalance)"},
 	Mechanisms: map[broker.Mechanism]string{
 		broker.SecondPublish: "a second record: the idempotent producer drops a retried batch only within one producer session, never a relay's second publish",
 		broker.Takeover:      "none per record: the group rebalances the dead member's partitions (at once if it left, after session.timeout.ms if it just died; a static member coming back takes them straight back) and the new owner fetches everything after the committed offset",

@@ -37,7 +37,7 @@ var Kind = &broker.Kind{
 	Open:   open,
 	Dir:    servers.RabbitMQDir,
 	Limits: limits,
-	Verbs: broker.Verbs{Publish: "basic.publish (confirm)", Read: "basic.get", Ack: "basic.ack", Claim: "basic.get (requeued)"},
+	Verbs:  broker.Verbs{Publish: "basic.publish (confirm)", Read: "basic.get", Ack: "basic.ack", Claim: "basic.get (requeued)"},
 	Mechanisms: map[broker.Mechanism]string{
 		broker.SecondPublish: "a second message in every bound queue",
 		broker.Takeover:      "none per message: when the worker's channel closes (its crash) the broker requeues ALL its unacked deliveries, marked Redelivered, for whoever reads next",

@@ -34,7 +34,7 @@ var Kind = &broker.Kind{
 	Open:   open,
 	Dir:    servers.RedisDir,
 	Limits: limits,
-	Verbs: broker.Verbs{Publish: "XADD", Read: "XREADGROUP", Ack: "XACK", Claim: "XCLAIM"},
+	Verbs:  broker.Verbs{Publish: "XADD", Read: "XREADGROUP", Ack: "XACK", Claim: "XCLAIM"},
 	Mechanisms: map[broker.Mechanism]string{
 		broker.SecondPublish: "a second entry (XADD always appends)",
 		broker.Takeover:      "XCLAIM / XAUTOCLAIM with a minimum idle time: per entry, never from a busy worker",
