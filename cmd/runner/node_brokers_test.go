@@ -1,0 +1,135 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/outboxdrill/runner/internal/testservers"
+)
+
+// A team's JetStream relay and consumer in Node (nats + pg), told only
+// ${broker.url}, ${subject}, ${stream_name}, ${group} and ${consumer},
+// through the NATS proxy: the correct consumer passes its commit-refused
+// window and the relay killed with its PubAck held (Nats-Msg-Id makes the
+// retry a duplicate the stream drops); the ack-first consumer acks, its
+// COMMIT is refused, and the inbox stays empty while the durable consumer
+// has nothing left to deliver.
+func TestNodeNATSExample(t *testing.T) {
+	testNodeBrokerExample(t, nodeBrokerExample{
+		broker: "nats", module: "nats", scenarios: "nats-scenarios",
+		system: "system-nats.yaml", ackFirst: "system-nats-ack-first.yaml",
+		seed2:        "--- PASS: your NATS consumer's COMMIT fails for real",
+		relayKilled:  "--- PASS: your NATS relay killed with the PubAck held",
+		antipattern:  "anti-pattern: a NATS consumer that acks before its transaction",
+		seed2Output:  []string{"ok stream.lag: {}", "| bus-1: rolled back (40001", "nak, it comes again", "| applied bus-1 (drill_"},
+		relayOutput:  []string{"ok stream.entries: 1", "ok stream.events: 1", "(duplicate: the stream had it)", "killed by the fault"},
+		ackFirstLags: "ok stream.lag: {}",
+	})
+}
+
+// The same on RabbitMQ (amqplib + pg), told ${broker.url}, ${exchange},
+// ${queue} and ${consumer}, through the AMQP proxy: the relay waits for its
+// publisher confirm (killed while it is held, it publishes again: two
+// messages, RabbitMQ has no dedupe), the consumer nacks with requeue.
+func TestNodeRabbitMQExample(t *testing.T) {
+	testNodeBrokerExample(t, nodeBrokerExample{
+		broker: "rabbitmq", module: "amqplib", scenarios: "rabbitmq-scenarios",
+		system: "system-rabbitmq.yaml", ackFirst: "system-rabbitmq-ack-first.yaml",
+		seed2:       "--- PASS: your RabbitMQ consumer's COMMIT fails for real",
+		relayKilled: "--- PASS: your RabbitMQ relay killed with the publisher confirm held",
+		antipattern: "anti-pattern: a RabbitMQ consumer that acks before its transaction",
+		seed2Output: []string{"| bus-1: rolled back (40001", "nack with requeue, it comes again", "| applied bus-1 (delivery 2, redelivered)"},
+		relayOutput: []string{"ok stream.entries: 2", "ok stream.events: 1", "| duplicate bus-1", "killed by the fault"},
+	})
+}
+
+type nodeBrokerExample struct {
+	broker, module, scenarios, system, ackFirst string
+	seed2, relayKilled, antipattern             string // the scenarios' result lines
+	seed2Output, relayOutput                    []string
+	ackFirstLags                                string // the check showing the broker has nothing left, where it can tell
+}
+
+func testNodeBrokerExample(t *testing.T, ex nodeBrokerExample) {
+	if _, err := exec.LookPath("node"); err != nil || !exists("../../examples/node/node_modules/"+ex.module) {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI must install the Node example (npm ci --prefix examples/node): node or %s is missing", ex.module)
+		}
+		t.Skipf("node or examples/node/node_modules/%s missing: run npm ci --prefix examples/node", ex.module)
+	}
+	dir := "../../examples/node/" + ex.scenarios + "/"
+	seed2, relayKilled, antipattern := dir+"seed-2-consumer-commit-fails.yaml", dir+"relay-killed-at-publish.yaml", dir+"ack-first-loses-the-event.yaml"
+	// The correct consumer's seed-2 window on the ack-first system: its
+	// inbox.rows 1 never holds (a shorter within: the event is gone).
+	sys, err := filepath.Abs("../../examples/node/" + ex.ackFirst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := mustRead(t, seed2)
+	onAckFirst := regexp.MustCompile(`(?m)^system: .*$`).ReplaceAllString(src, "system: "+sys)
+	onAckFirst = strings.Replace(onAckFirst, "within: 15s}", "within: 3s}", 1)
+	onAckFirst = strings.Replace(onAckFirst, "name: \"", "name: \"on the ack-first consumer: ", 1)
+	if onAckFirst == src || !strings.Contains(onAckFirst, "within: 3s}") {
+		t.Fatalf("%s: no system: line or final within: 15s to rewrite", seed2)
+	}
+	wrong := scenarioFile(t, "seed-2-on-ack-first.yaml", onAckFirst)
+
+	code, out, errOut := cli(t, "run", "-v", "--parallel", "4", "--broker", ex.broker, "--"+ex.broker, testservers.URL(t, ex.broker),
+		seed2, relayKilled, antipattern, wrong)
+	if code != exitFailed {
+		t.Fatalf("exit %d, want 1 (the ack-first consumer leaves the inbox empty):\n%s\n%s", code, out, errOut)
+	}
+	check := func(what, blk string, wants ...string) {
+		t.Helper()
+		if blk == "" {
+			t.Errorf("%s: no result in:\n%s", what, out)
+			return
+		}
+		for _, want := range wants {
+			if !strings.Contains(blk, want) {
+				t.Errorf("%s: want %q in:\n%s", what, want, blk)
+			}
+		}
+	}
+	check("seed-2 on the correct consumer", block(out, ex.seed2),
+		append([]string{"ok inbox.rows: 1", "ok projection: {accounting: {USD: {amount: 100, events: 1}}}", "consumer ready"}, ex.seed2Output...)...)
+	check("the relay killed at its publish", block(out, ex.relayKilled),
+		append([]string{"ok outbox.unpublished: 1", "ok outbox.unpublished: 0", "ok inbox.rows: 1", "armed broker.reply(publish) nth=1 do=kill"}, ex.relayOutput...)...)
+	lost := block(out, "--- FAIL: on the ack-first consumer: ")
+	check("seed-2 on the ack-first consumer", lost,
+		"FAIL "+wrong+":", "acked already, moving on")
+	if !regexp.MustCompile(`inbox\.rows:\s+want 1, got 0\n`).MatchString(lost) {
+		t.Errorf("seed-2 on the ack-first consumer: want inbox.rows: want 1, got 0 in:\n%s", lost)
+	}
+	// The anti-pattern's own scenario: the inbox empty after the ack. Its
+	// declared lost is judged once the broker's wire history reaches the
+	// checker (then it passes); until then it fails, saying so.
+	anti := block(out, "--- FAIL: "+ex.antipattern)
+	if anti == "" {
+		anti = block(out, "--- PASS: "+ex.antipattern)
+		check("the ack-first scenario, judged", anti, "history (declared): lost")
+	} else {
+		check("the ack-first scenario, not judged", anti, "expect_violations: declared lost, but it could not be judged here")
+	}
+	check("the ack-first scenario", anti, "ok inbox.rows: 0", "| bus-1: rolled back (40001", "acked already, moving on")
+	if ex.ackFirstLags != "" {
+		check("the ack-first consumers' broker state", anti, ex.ackFirstLags)
+	}
+}
+
+// The NATS and RabbitMQ examples' scenarios load with the system files they
+// name (their system: keys), offline.
+func TestNodeBrokerExamplesValid(t *testing.T) {
+	for _, dir := range []string{"nats-scenarios", "rabbitmq-scenarios"} {
+		files, _ := filepath.Glob("../../examples/node/" + dir + "/*.yaml")
+		code, out, errOut := cli(t, "validate", "--offline", "../../examples/node/"+dir)
+		if want := "ok: " + strconv.Itoa(len(files)) + " scenario(s) valid"; code != exitOK || len(files) < 4 || !strings.Contains(out, want) {
+			t.Errorf("%s: exit %d, want 0 and %q\n%s\n%s", dir, code, want, out, errOut)
+		}
+	}
+}

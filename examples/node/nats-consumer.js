@@ -1,0 +1,84 @@
+// An inbox consumer on NATS JetStream (nats): it creates its durable pull
+// consumer on the stream (explicit acks, from the first message, a short
+// AckWait), and for each message ONE transaction inserts the inbox row
+// (keyed by business event id, the event-id header) and updates the read
+// model; only after its COMMIT is the message acked (+ACK). A transaction
+// that fails is naked (-NAK): JetStream delivers the message again at once.
+// A consumer killed before its ack gets it again after AckWait.
+//
+// BUG=ack-first turns it into the classic mistake: ack first, then the
+// transaction, and log a failed one and move on. A refused COMMIT then loses
+// the event for good: the stream has nothing left to deliver.
+//
+// NATS_URL is nats://host:port (${broker.url}), STREAM the stream
+// (${stream_name}), DURABLE the durable consumer's name (${group}), CONSUMER
+// the consumer id the inbox records (${consumer}).
+'use strict';
+const { Client } = require('pg');
+const { connect, AckPolicy, DeliverPolicy, StringCodec, nanos } = require('nats');
+
+const { STREAM: stream, DURABLE: durable, CONSUMER: consumerId } = process.env;
+const ackFirst = process.env.BUG === 'ack-first';
+const ackWaitMs = Number(process.env.ACK_WAIT_MS || 2000);
+const db = new Client({ connectionString: process.env.DATABASE_URL });
+const sc = StringCodec();
+
+async function apply(eventId, payload) {
+  await db.query('BEGIN');
+  try {
+    const ins = await db.query(
+      'INSERT INTO inbox (consumer_id, event_id, payload) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
+      [consumerId, eventId, payload]);
+    if (ins.rowCount === 1) {
+      const p = JSON.parse(payload);
+      await db.query(
+        `INSERT INTO projection (consumer_id, currency, amount, events) VALUES ($1, $2, $3, 1)
+         ON CONFLICT (consumer_id, currency)
+         DO UPDATE SET amount = projection.amount + EXCLUDED.amount, events = projection.events + 1`,
+        [consumerId, p.currency, p.amount]);
+    }
+    await db.query('COMMIT');
+    return ins.rowCount === 1 ? 'applied' : 'duplicate';
+  } catch (err) {
+    await db.query('ROLLBACK').catch(() => {});
+    throw err;
+  }
+}
+
+async function handle(m) {
+  const eventId = m.headers && m.headers.get('event-id');
+  const where = `${m.info.stream}/${m.seq}, delivery ${m.info.redeliveryCount}`;
+  if (ackFirst) await m.ackAck();
+  try {
+    console.log(`${await apply(eventId, sc.decode(m.data))} ${eventId} (${where})`);
+  } catch (err) {
+    if (ackFirst) { // acked already: the event is gone
+      console.log(`${eventId}: rolled back (${err.code || ''} ${err.message}); acked already, moving on`);
+      return;
+    }
+    console.log(`${eventId}: rolled back (${err.code || ''} ${err.message}); nak, it comes again`);
+    m.nak();
+    return;
+  }
+  if (!ackFirst) await m.ackAck();
+}
+
+async function main() {
+  await db.connect();
+  const nc = await connect({ servers: process.env.NATS_URL, name: 'consumer' });
+  nc.closed().then((err) => { console.error('consumer: nats connection closed', err ? err.message : ''); process.exit(1); });
+  const jsm = await nc.jetstreamManager();
+  // Idempotent: a restarted consumer adds the same configuration again.
+  await jsm.consumers.add(stream, {
+    durable_name: durable,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    ack_wait: nanos(ackWaitMs),
+  });
+  const c = await nc.jetstream().consumers.get(stream, durable);
+  const messages = await c.consume({ max_messages: 10 });
+  console.log('consumer ready');
+  for await (const m of messages) await handle(m);
+}
+
+main().catch((err) => { console.error('consumer:', err.message); process.exit(1); });
