@@ -16,7 +16,8 @@ const { Client } = require('pg');
 const { Kafka, logLevel } = require('kafkajs');
 
 const { TOPIC: topic, GROUP: group, CONSUMER: consumerId } = process.env;
-const commitFirst = process.env.BUG === 'commit-first';
+// ack-first is the same mistake in every example's words.
+const commitFirst = process.env.BUG === 'commit-first' || process.env.BUG === 'ack-first';
 // Kafka's smallest session by default (group.min.session.timeout.ms): a
 // restarted consumer joins once the killed one's session has run out.
 const sessionTimeout = Number(process.env.SESSION_TIMEOUT_MS || 6000);
