@@ -89,6 +89,10 @@ func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Dur
 	var moved []string // what changed last
 	for polls := 0; ; polls++ {
 		fp, groups, err := readFingerprint(rctx, env, rs)
+		var lag map[string]int64
+		if err == nil && rs == nil {
+			lag, err = readLag(rctx, env, &fp)
+		}
 		if err != nil {
 			return settled{}, fmt.Errorf("settle: %w", err)
 		}
@@ -101,6 +105,9 @@ func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Dur
 		}
 		live := run.Live()
 		v, err := w.look(rctx, rs, fp, groups, live)
+		if rs == nil {
+			v.soft = append(v.soft, lagging(lag, live)...)
+		}
 		if err != nil {
 			return settled{}, fmt.Errorf("settle: %w", err)
 		}
@@ -217,6 +224,46 @@ func readFingerprint(ctx context.Context, env *steps.Env, rs *redisstream.Stream
 	slices.Sort(gs)
 	fp.groups = strings.Join(gs, ",")
 	return fp, groups, nil
+}
+
+// readLag reads, on a broker other than Redis that counts it, what each
+// consumer group has not finished with, and adds it to fp.groups.
+func readLag(ctx context.Context, env *steps.Env, fp *fingerprint) (map[string]int64, error) {
+	l, ok := env.Broker.(broker.Lagging)
+	if !ok || !env.Broker.Capabilities().Has(broker.GroupLag) {
+		return nil, nil
+	}
+	lag, err := l.Lag(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the consumer groups' lag: %w", err)
+	}
+	for _, g := range slices.Sorted(maps.Keys(lag)) {
+		fp.groups += fmt.Sprintf(",lag %s:%d", g, lag[g])
+	}
+	return lag, nil
+}
+
+// lagging: a group with entries it has not finished with (not yet
+// delivered, or delivered and not acknowledged) while a consumer runs is
+// work the consumer may still do: waited for, up to the limit (a message
+// a correct consumer retries for ever stays, and is then judged as is).
+func lagging(lag map[string]int64, live []sysrun.Live) []string {
+	var consumers []string
+	for _, l := range live {
+		if l.Consumer {
+			consumers = append(consumers, l.Name)
+		}
+	}
+	if len(consumers) == 0 {
+		return nil
+	}
+	var out []string
+	for _, g := range slices.Sorted(maps.Keys(lag)) {
+		if lag[g] > 0 {
+			out = append(out, fmt.Sprintf("group %s has %d entr(ies) it has not finished with, as the broker counts them, and service %s runs", g, lag[g], strings.Join(consumers, ", ")))
+		}
+	}
+	return out
 }
 
 // watch remembers, across polls, what settling saw of pending entries.
