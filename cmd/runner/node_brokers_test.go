@@ -133,3 +133,64 @@ func TestNodeBrokerExamplesValid(t *testing.T) {
 		}
 	}
 }
+
+// The drill on every broker, each on its own build of the team's
+// services (one system file, variants:): the relay killed with the
+// broker's acknowledgement of its publish held, the consumer killed at its
+// inbox COMMIT, then one COMMIT refused. The correct builds pass on Redis,
+// Kafka (kfake), NATS and RabbitMQ; the same drill with BUG=ack-first fails
+// on each, lost and acked_without_effect found from the wire.
+func TestNodeEveryBroker(t *testing.T) {
+	for _, m := range []string{"ioredis", "kafkajs", "nats", "amqplib"} {
+		if _, err := exec.LookPath("node"); err != nil || !exists("../../examples/node/node_modules/"+m) {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("CI must install the Node example (npm ci --prefix examples/node): node or %s is missing", m)
+			}
+			t.Skipf("node or examples/node/node_modules/%s missing: run npm ci --prefix examples/node", m)
+		}
+	}
+	correct := "../../examples/node/every-broker/relay-and-consumer-killed.yaml"
+	sys, err := filepath.Abs("../../examples/node/system-every-broker.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := mustRead(t, correct)
+	ack := strings.ReplaceAll(src, "start: {service: consumer, fault", "start: {service: consumer, env: {BUG: ack-first}, fault")
+	ack = strings.Replace(ack, "system: ../system-every-broker.yaml", "system: "+sys, 1)
+	ack = strings.Replace(strings.Replace(ack, "within: 20s}\n", "within: 6s}\n", -1), "name: \"", "name: \"ack-first: ", 1)
+	if strings.Count(ack, "BUG: ack-first") != 2 || !strings.Contains(ack, "system: "+sys) {
+		t.Fatalf("%s: its consumer starts or system: line are not where this test rewrites them", correct)
+	}
+	ackFirst := scenarioFile(t, "ack-first.yaml", ack)
+	args := []string{"run", "-v", "--parallel", "8", "--broker", "all"}
+	for _, b := range []string{"nats", "rabbitmq", "kafka"} {
+		args = append(args, "--"+b, testservers.URL(t, b))
+	}
+	code, out, errOut := cli(t, append(args, correct, ackFirst)...)
+	if code != exitFailed {
+		t.Fatalf("exit %d, want 1 (the ack-first builds):\n%s\n%s", code, out, errOut)
+	}
+	for _, label := range []string{"redis", "kafka (kfake)", "nats", "rabbitmq"} {
+		pass := block(out, "--- PASS: your relay killed with the broker's acknowledgement held")
+		for _, b := range strings.Split(out, "--- ")[1:] {
+			if strings.HasPrefix(b, "PASS: your relay killed") && strings.Contains(b, " ["+label+"] ") {
+				pass = b
+			}
+		}
+		if !strings.Contains(pass, " ["+label+"] ") || !strings.Contains(pass, "history: no violation (acked_without_effect, double_applied, double_published, lost, phantom, projection_mismatch") ||
+			!strings.Contains(pass, "armed broker.reply(publish) nth=1 do=kill") {
+			t.Errorf("%s: the correct build did not pass with the wire judged:\n%s", label, pass)
+		}
+		var fail string
+		for _, b := range strings.Split(out, "--- ")[1:] {
+			if strings.HasPrefix(b, "FAIL: ack-first: ") && strings.Contains(b, " ["+label+"] ") {
+				fail = b
+			}
+		}
+		for _, want := range []string{"lost: consumer accounting, event bus-2: committed", "acked_without_effect: consumer accounting, event bus-2:", "via its broker proxy)"} {
+			if !strings.Contains(fail, want) {
+				t.Errorf("%s: the ack-first build: want %q in:\n%s", label, want, fail)
+			}
+		}
+	}
+}
