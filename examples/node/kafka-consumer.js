@@ -13,6 +13,7 @@
 // the inbox records (${consumer}).
 'use strict';
 const { Client } = require('pg');
+const inbox = require('./inbox');
 const { Kafka, logLevel } = require('kafkajs');
 
 const { TOPIC: topic, GROUP: group, CONSUMER: consumerId } = process.env;
@@ -25,27 +26,7 @@ const db = new Client({ connectionString: process.env.DATABASE_URL });
 const kafka = new Kafka({ clientId: 'consumer', brokers: process.env.BROKERS.split(','), logLevel: logLevel.WARN });
 const consumer = kafka.consumer({ groupId: group, sessionTimeout, heartbeatInterval: sessionTimeout / 6 });
 
-async function apply(eventId, payload) {
-  await db.query('BEGIN');
-  try {
-    const ins = await db.query(
-      'INSERT INTO inbox (consumer_id, event_id, payload) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
-      [consumerId, eventId, payload]);
-    if (ins.rowCount === 1) {
-      const p = JSON.parse(payload);
-      await db.query(
-        `INSERT INTO projection (consumer_id, currency, amount, events) VALUES ($1, $2, $3, 1)
-         ON CONFLICT (consumer_id, currency)
-         DO UPDATE SET amount = projection.amount + EXCLUDED.amount, events = projection.events + 1`,
-        [consumerId, p.currency, p.amount]);
-    }
-    await db.query('COMMIT');
-    return ins.rowCount === 1 ? 'applied' : 'duplicate';
-  } catch (err) {
-    await db.query('ROLLBACK').catch(() => {});
-    throw err;
-  }
-}
+const apply = (eventId, payload) => inbox.apply(db, consumerId, eventId, payload);
 
 async function handle({ partition, message }) {
   const eventId = message.key.toString();

@@ -15,6 +15,7 @@
 // the consumer id the inbox records (${consumer}).
 'use strict';
 const { Client } = require('pg');
+const inbox = require('./inbox');
 const { connect, AckPolicy, DeliverPolicy, StringCodec, nanos } = require('nats');
 
 const { STREAM: stream, DURABLE: durable, CONSUMER: consumerId } = process.env;
@@ -23,27 +24,7 @@ const ackWaitMs = Number(process.env.ACK_WAIT_MS || 2000);
 const db = new Client({ connectionString: process.env.DATABASE_URL });
 const sc = StringCodec();
 
-async function apply(eventId, payload) {
-  await db.query('BEGIN');
-  try {
-    const ins = await db.query(
-      'INSERT INTO inbox (consumer_id, event_id, payload) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
-      [consumerId, eventId, payload]);
-    if (ins.rowCount === 1) {
-      const p = JSON.parse(payload);
-      await db.query(
-        `INSERT INTO projection (consumer_id, currency, amount, events) VALUES ($1, $2, $3, 1)
-         ON CONFLICT (consumer_id, currency)
-         DO UPDATE SET amount = projection.amount + EXCLUDED.amount, events = projection.events + 1`,
-        [consumerId, p.currency, p.amount]);
-    }
-    await db.query('COMMIT');
-    return ins.rowCount === 1 ? 'applied' : 'duplicate';
-  } catch (err) {
-    await db.query('ROLLBACK').catch(() => {});
-    throw err;
-  }
-}
+const apply = (eventId, payload) => inbox.apply(db, consumerId, eventId, payload);
 
 async function handle(m) {
   const eventId = m.headers && m.headers.get('event-id');
