@@ -68,6 +68,11 @@ type Wire struct {
 	// Acked settled one copy for good. The checker counts copies instead
 	// of following entry ids (history.Team.Copies).
 	Copies bool
+	// EventIDFrom says where this wire looks for a message's event id
+	// (the mapping's header, else the broker's own place), for the error
+	// about a message that carried none; "" where the mapping names a
+	// field every message must carry (Redis: WireMsg.Fields).
+	EventIDFrom string
 }
 
 // WireMsg is one publish or delivery.

@@ -12,10 +12,12 @@ import (
 
 // FieldProblems are the publishes (XADDs) the services' broker proxies relayed to the
 // scenario's stream without a field the system file's stream mapping names
-// (stream.event_id, stream.payload): the history read through that mapping
+// (stream.event_id, stream.payload), and, on the other brokers, the
+// messages published or delivered with no event id where the wire looks
+// (broker.Wire's EventIDFrom): the history read through that mapping
 // would be meaningless (an event id "" acked without an effect), so the
-// mismatch is reported for what it is, once per service, field and field
-// set, in start order.
+// mismatch is reported for what it is, once per service and field set (or
+// operation), in start order.
 func (r *Run) FieldProblems() []error {
 	r.mu.Lock()
 	logs := slices.Clone(r.logs)
@@ -34,8 +36,20 @@ func (r *Run) FieldProblems() []error {
 	}
 	var problems []*problem
 	seen := map[string]*problem{}
+	m := broker.WireMap{EventID: r.cfg.System.Stream.EventID, Payload: r.cfg.System.Stream.Payload}
 	for _, l := range logs {
-		for _, p := range l.proxy.Wire(broker.WireMap{}).Publishes {
+		w := l.proxy.Wire(m)
+		for _, p := range append(w.Publishes, w.Deliveries...) {
+			if p.Fields == nil && p.EventID == "" && w.EventIDFrom != "" {
+				// No field list to name (not Redis): the wire's own places.
+				key := l.service + "\x00" + p.Op
+				if seen[key] == nil {
+					seen[key] = &problem{msg: fmt.Sprintf("service %s: %s carried no event id where the runner looks for it: %s", l.service, p.Op, w.EventIDFrom)}
+					problems = append(problems, seen[key])
+				}
+				seen[key].n++
+				continue
+			}
 			if p.Fields == nil || stream != "" && p.Dest != stream {
 				continue
 			}
@@ -56,7 +70,7 @@ func (r *Run) FieldProblems() []error {
 	var errs []error
 	for _, p := range problems {
 		if p.n > 1 {
-			p.msg += fmt.Sprintf(" (%d such XADDs)", p.n)
+			p.msg += fmt.Sprintf(" (%d such messages)", p.n)
 		}
 		errs = append(errs, errors.New(p.msg))
 	}

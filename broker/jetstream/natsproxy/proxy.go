@@ -92,7 +92,7 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 	pubs, dels, acks := x.p.History()
 	es := x.p.Events() // after History: every operation it read is there
 	pass := broker.Passes(len(es), func(i int) time.Time { return es[i].At }, func(i int) bool { return es[i].Fault != "" })
-	w := broker.Wire{NotJudged: notJudged}
+	w := broker.Wire{NotJudged: notJudged, EventIDFrom: from(m.EventID, "the event-id header, else Nats-Msg-Id")}
 	for _, p := range pubs {
 		if p.Duplicate {
 			continue
@@ -114,6 +114,14 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 			EventID: eventID(d.Header, m.EventID), Payload: payload(d.Header, m.Payload, d.Data), Acked: acked[d.AckSubject], Pass: pass[d.At]})
 	}
 	return w
+}
+
+// from says where the event id is looked for: the mapping's header first.
+func from(header, rest string) string {
+	if header != "" {
+		return fmt.Sprintf("the header %q (the system file's stream.event_id), else %s", header, rest)
+	}
+	return rest
 }
 
 func eventID(h nproxy.Header, name string) string {

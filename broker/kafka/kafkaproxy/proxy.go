@@ -82,7 +82,10 @@ var notJudged = map[string]string{
 func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 	pubs, dels, acks := x.p.History()
 	pass := x.passes() // after History: every request it read is there
-	w := broker.Wire{NotJudged: notJudged}
+	w := broker.Wire{NotJudged: notJudged, EventIDFrom: "the record key"}
+	if m.EventID != "" {
+		w.EventIDFrom = fmt.Sprintf("the header %q (the system file's stream.event_id), else the record key", m.EventID)
+	}
 	for _, p := range pubs {
 		if p.TransactionalID != "" && p.Outcome != "committed" {
 			continue

@@ -81,7 +81,10 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 	pubs, dels, acks := x.p.History()
 	es := x.p.Events() // after History: every method it read is there
 	pass := broker.Passes(len(es), func(i int) time.Time { return es[i].At }, func(i int) bool { return es[i].Fault != "" })
-	w := broker.Wire{NotJudged: notJudged, Copies: true}
+	w := broker.Wire{NotJudged: notJudged, Copies: true, EventIDFrom: "the message_id property"}
+	if m.EventID != "" {
+		w.EventIDFrom = fmt.Sprintf("the header %q (the system file's stream.event_id), else the message_id property", m.EventID)
+	}
 	for _, p := range pubs {
 		if !took(p) {
 			continue
