@@ -2,6 +2,7 @@ package kafkaproxy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -86,6 +87,14 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 	if m.EventID != "" {
 		w.EventIDFrom = fmt.Sprintf("the header %q (the system file's stream.event_id), else the record key", m.EventID)
 	}
+	if u := unread(x.p.Events()); u != "" {
+		// A request or response the proxy could not read is missing from
+		// the history: what rests on all of it is not judged.
+		w.NotJudged = maps.Clone(notJudged)
+		for _, inv := range []string{"acked_without_effect", "double_published", "lost"} {
+			w.NotJudged[inv] = "the Kafka proxy could not read all it relayed (" + u + "), so the history from the wire lacks it"
+		}
+	}
 	for _, p := range pubs {
 		if p.TransactionalID != "" && p.Outcome != "committed" {
 			continue
@@ -106,6 +115,16 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 	}
 	markCommitted(w.Deliveries, dels, acks)
 	return w
+}
+
+// unread is the first thing the proxy could not read, "" for none.
+func unread(es []kproxy.Event) string {
+	for _, e := range es {
+		if e.Unread != "" {
+			return e.API + ": " + e.Unread
+		}
+	}
+	return ""
 }
 
 // passes are broker.Passes of the requests the proxy recorded.
