@@ -164,7 +164,11 @@ func onlyGroup(acks []kproxy.Ack) string {
 // aborted transactional commit never happened).
 func markCommitted(out []broker.WireMsg, dels []kproxy.Delivery, acks []kproxy.Ack) {
 	for _, a := range acks {
-		if a.Share != nil || a.TransactionalID != "" && a.Outcome != "committed" {
+		if a.Share != nil {
+			markShareAcked(out, dels, a)
+			continue
+		}
+		if a.TransactionalID != "" && a.Outcome != "committed" {
 			continue
 		}
 		latest := map[int64]int{}
@@ -175,6 +179,37 @@ func markCommitted(out []broker.WireMsg, dels []kproxy.Delivery, acks []kproxy.A
 		}
 		for _, i := range latest {
 			out[i].Acked = true
+		}
+	}
+}
+
+// markShareAcked sets Acked on the group's latest delivery, before the
+// acknowledgement, of each record a share group's consumer accepted or
+// rejected (KIP-932: 1 accept, 2 release, 3 reject; one type for the
+// whole batch, or one per offset): both finish the record for the group,
+// a release hands it out again.
+func markShareAcked(out []broker.WireMsg, dels []kproxy.Delivery, a kproxy.Ack) {
+	for _, b := range a.Share {
+		for off := b.First; off <= b.Last && off-b.First < 1<<20; off++ {
+			t := int8(0)
+			switch {
+			case len(b.Types) == 1:
+				t = b.Types[0]
+			case off-b.First < int64(len(b.Types)):
+				t = b.Types[off-b.First]
+			}
+			if t != 1 && t != 3 {
+				continue
+			}
+			latest := -1
+			for i, d := range dels {
+				if !d.At.After(a.At) && out[i].Group == a.Group && d.Topic == a.Topic && d.Partition == a.Partition && d.Offset == off {
+					latest = i
+				}
+			}
+			if latest >= 0 {
+				out[latest].Acked = true
+			}
 		}
 	}
 }

@@ -31,3 +31,20 @@ func TestMarkCommitted(t *testing.T) {
 		t.Errorf("one group committed: onlyGroup %q, want g", g)
 	}
 }
+
+// A share group's accept or reject acknowledges the group's latest
+// delivery of that record before it; a release does not.
+func TestMarkShareAcked(t *testing.T) {
+	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
+	rec := func(off int64) kproxy.Record { return kproxy.Record{Topic: "t", Partition: 0, Offset: off} }
+	dels := []kproxy.Delivery{{Record: rec(0), At: at(1)}, {Record: rec(0), At: at(2)}, {Record: rec(1), At: at(2)}, {Record: rec(2), At: at(2)}, {Record: rec(0), At: at(9)}}
+	out := []broker.WireMsg{{Group: "g"}, {Group: "g"}, {Group: "g"}, {Group: "g"}, {Group: "g"}}
+	acks := []kproxy.Ack{{At: at(5), Group: "g", Topic: "t", Partition: 0, Share: []kproxy.ShareAckBatch{{First: 0, Last: 2, Types: []int8{1, 2, 3}}}}}
+	markCommitted(out, dels, acks)
+	want := []bool{false, true, false, true, false}
+	for i, w := range want {
+		if out[i].Acked != w {
+			t.Errorf("delivery %d (offset %d at %v): acked %v, want %v", i, dels[i].Offset, dels[i].At, out[i].Acked, w)
+		}
+	}
+}
