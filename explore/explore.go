@@ -217,7 +217,7 @@ func (e *explorer) runScenarios(ctx context.Context, scs []*scenario.Scenario) (
 	return out, err
 }
 
-// systematic runs every point not pruned, a batch of Parallel at a time,
+// systematic runs every point not pruned, a batch at a time,
 // until the budget is spent.
 func (e *explorer) systematic(ctx context.Context, res *Result, xs []sysrun.Crossing, start time.Time) error {
 	res.Points = Enumerate(res.Workload, xs, e.p.Actions, e.p.NthCap)
@@ -249,8 +249,11 @@ func (e *explorer) only(ps []*Point) {
 	}
 }
 
-// runPoints runs points a batch of Parallel at a time until the budget is
-// spent, and returns what each run crossed (read for depth 2).
+// pointRounds is how many rounds of Parallel points one batch holds.
+const pointRounds = 4
+
+// runPoints runs points a batch at a time until the budget is spent, and
+// returns what each run crossed (read for depth 2).
 func (e *explorer) runPoints(ctx context.Context, res *Result, todo []*Point, start time.Time) (map[*Point][]sysrun.Crossing, error) {
 	runs := map[*Point][]sysrun.Crossing{}
 	done, total := 0, len(todo)
@@ -261,7 +264,11 @@ func (e *explorer) runPoints(ctx context.Context, res *Result, todo []*Point, st
 			}
 			return runs, nil
 		}
-		batch := todo[:min(len(todo), res.Parallel)]
+		// A batch is a few rounds of Parallel: the session keeps its
+		// workers busy within it, and only its end waits for the slowest
+		// point (a batch of Parallel waited at every round). The budget
+		// is looked at between batches.
+		batch := todo[:min(len(todo), res.Parallel*pointRounds)]
 		todo = todo[len(batch):]
 		vs := make([]Variant, len(batch))
 		for i, pt := range batch {
