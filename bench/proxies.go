@@ -127,6 +127,7 @@ func proxyLatency(ctx context.Context, p Params, n int) ([]roundTrips, error) {
 		return nil, err
 	}
 	defer w.Close()
+	wg.Wait() // a RabbitMQ booting would weigh on PostgreSQL's and Redis's figures
 	pgRT, err := pgLatency(ctx, w, n)
 	if err != nil {
 		return nil, err
@@ -136,7 +137,6 @@ func proxyLatency(ctx context.Context, p Params, n int) ([]roundTrips, error) {
 		return nil, err
 	}
 	out := []roundTrips{pgRT, redisRT}
-	wg.Wait()
 	for i, b := range brokerRTs {
 		rt := roundTrips{proto: b.kind.Title, what: b.what}
 		s := servers[i]
@@ -152,7 +152,7 @@ func proxyLatency(ctx context.Context, p Params, n int) ([]roundTrips, error) {
 				return nil, err
 			}
 			rt.direct, rt.proxied = nil, nil
-			rt.na = "n/a: " + oneLine(err.Error())
+			rt.na = "not measured: " + oneLine(err.Error())
 		}
 		out = append(out, rt)
 	}
