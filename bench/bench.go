@@ -28,12 +28,16 @@ var ErrScenariosFailed = errors.New("scenarios failed")
 
 // Params configures `runner bench`.
 type Params struct {
-	Scenarios      []*scenario.Scenario // the library, for wall times
-	SoakEvents     int
-	Growth         []int    // generated scenario counts
-	Repeat         int      // runs per figure; the median is reported
-	Only           []string // the Sections to measure (none: all)
-	PGURL, Redis   string
+	Scenarios    []*scenario.Scenario // the library, for wall times
+	SoakEvents   int
+	Growth       []int    // generated scenario counts
+	Repeat       int      // runs per figure; the median is reported
+	Only         []string // the Sections to measure (none: all)
+	PGURL, Redis string
+	// URLs are the other brokers' servers by broker name, for the proxy
+	// figures (runner.Params.URLs); a broker without one gets the
+	// runner's own server.
+	URLs           map[string]string
 	ConnectTimeout time.Duration // for the servers given (runner.Params)
 }
 

@@ -3,10 +3,15 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/jetstream"
+	"github.com/outboxdrill/runner/broker/kafka"
+	"github.com/outboxdrill/runner/broker/rabbitmq"
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/runner"
 
@@ -105,6 +110,72 @@ func BenchmarkIsolation(b *testing.B) {
 		}
 		if err := w.ReturnPair(ctx, iso); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// proxyProtocols are the rows of bench --only proxy: one per protocol
+// proxy.
+var proxyProtocols = []string{"PostgreSQL", "Redis", "NATS", "RabbitMQ", "Kafka"}
+
+// TestProxyLatencyEveryProtocol: every protocol proxy has its row, each
+// with n round trips timed direct and n proxied. No figure is judged: the
+// machine's load decides them.
+func TestProxyLatencyEveryProtocol(t *testing.T) {
+	p := Params{PGURL: testservers.PG(t), Redis: testservers.Redis(t), URLs: map[string]string{}}
+	for _, k := range []*broker.Kind{jetstream.Kind, rabbitmq.Kind, kafka.Kind} {
+		p.URLs[k.Name] = testservers.Broker(t, k)
+	}
+	const n = 20
+	rts, err := proxyLatency(context.Background(), p, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, rt := range rts {
+		got = append(got, rt.proto)
+	}
+	if !slices.Equal(got, proxyProtocols) {
+		t.Fatalf("rows %q, want %q", got, proxyProtocols)
+	}
+	for _, rt := range rts {
+		if rt.na != "" || rt.figure() == "n/a" {
+			t.Errorf("%s: no figure: %s", rt.proto, rt.note())
+			continue
+		}
+		if len(rt.direct) != n || len(rt.proxied) != n {
+			t.Errorf("%s: %d direct and %d proxied round trips, want %d each", rt.proto, len(rt.direct), len(rt.proxied), n)
+		}
+		for _, d := range append(slices.Clone(rt.direct), rt.proxied...) {
+			if d <= 0 {
+				t.Errorf("%s: a round trip of %v", rt.proto, d)
+				break
+			}
+		}
+		if !strings.HasPrefix(rt.note(), rt.what+": direct ") {
+			t.Errorf("%s: note %q", rt.proto, rt.note())
+		}
+	}
+	if rt := rts[len(rts)-1]; !strings.Contains(rt.what, "(kfake)") {
+		t.Errorf("Kafka on the tests' kfake: row %q does not say kfake", rt.what)
+	}
+}
+
+// TestProxyLatencyBrokerAbsent: a broker whose server cannot be had keeps
+// its row, n/a with the reason; the bench goes on.
+func TestProxyLatencyBrokerAbsent(t *testing.T) {
+	p := Params{PGURL: testservers.PG(t), Redis: testservers.Redis(t), ConnectTimeout: 2 * time.Second, URLs: map[string]string{
+		broker.NATS: "nats://127.0.0.1:1", broker.RabbitMQ: "amqp://guest:guest@127.0.0.1:1/", broker.Kafka: "127.0.0.1:1"}}
+	rts, err := proxyLatency(context.Background(), p, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rts) != len(proxyProtocols) {
+		t.Fatalf("%d rows, want %d", len(rts), len(proxyProtocols))
+	}
+	for _, rt := range rts[2:] {
+		if rt.figure() != "n/a" || !strings.Contains(rt.note(), "127.0.0.1:1") || strings.Contains(rt.note(), "guest:guest") {
+			t.Errorf("%s: %s | %s", rt.proto, rt.figure(), rt.note())
 		}
 	}
 }

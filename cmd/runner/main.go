@@ -950,6 +950,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	countFlag(fs, &p.Repeat, "repeat", 3, 1, "`N` runs per start, library and soak figure; the median is printed (the soak's ratios: min / median / max)")
 	only := fs.String("only", "", "measure only these `SECTIONS`, comma-separated: "+strings.Join(bench.Sections, ", ")+" (default all)")
 	servers := redisFlags(fs, &p.PGURL, &p.Redis)
+	for _, k := range broker.Kinds() { // the other brokers: the proxy figures only
+		if k.Name != broker.Redis {
+			servers = append(servers, runner.BrokerFlag(fs, k, new(string), false))
+		}
+	}
 	connectTimeoutFlag(fs, &p.ConnectTimeout, servers)
 	paths, code, done := parseArgs(fs, args, stdout, stderr)
 	if done {
@@ -958,6 +963,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if !checkURLs(fs, stderr, servers) {
 		return exitInvalid
 	}
+	p.URLs = runner.URLs(servers)
 	for _, name := range runner.SplitList(*only) {
 		if !slices.Contains(bench.Sections, name) {
 			fmt.Fprintf(stderr, "runner: --only: %q is not one of %s\n", name, strings.Join(bench.Sections, ", "))
