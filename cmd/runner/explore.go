@@ -32,6 +32,9 @@ type exploreFlags struct {
 	rnd                     explore.Random
 	reports                 [3]string // junit, json, markdown
 	servers                 []runner.ServerFlag
+	// cmd and usage name the command in usage errors: explore, or soak
+	// (explore's random mode on the reference system by default).
+	cmd, usage string
 }
 
 func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -41,6 +44,11 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if done {
 		return code
 	}
+	return runExplore(ctx, fs, f, paths, stdout, stderr)
+}
+
+// runExplore explores with the parsed flags f: explore's, or soak's.
+func runExplore(ctx context.Context, fs *flag.FlagSet, f *exploreFlags, paths []string, stdout, stderr io.Writer) int {
 	w, ok := exploreInput(ctx, fs, f, paths, stderr)
 	if !ok {
 		return loadFailed(ctx, stderr)
@@ -56,7 +64,7 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if f.p.Random != nil {
 		mode = fmt.Sprintf("random: seed %d, %d events, fault rate %g per event", f.rnd.Seed, f.rnd.Events, f.rnd.Faults)
 	}
-	fmt.Fprintf(stdout, "explore %s: workload %q, actions %s, %s, budget %s\n", safe.Line(w.System.File), safe.Line(w.Name), strings.Join(f.p.Actions, ","), mode, f.p.Budget)
+	fmt.Fprintf(stdout, "%s %s: workload %q, actions %s, %s, budget %s\n", f.cmd, safe.Line(w.System.File), safe.Line(w.Name), strings.Join(f.p.Actions, ","), mode, f.p.Budget)
 	res, err := explore.Explore(ctx, f.p, w)
 	if res != nil {
 		res.Summary(stdout)
@@ -70,7 +78,7 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		printErrors(invalid.Errs, stderr)
 		return exitInvalid
 	case err != nil:
-		fmt.Fprintf(stderr, "runner: explore: %s\n", safe.Text(err.Error()))
+		fmt.Fprintf(stderr, "runner: %s: %s\n", f.cmd, safe.Text(err.Error()))
 		return exitEnvironment
 	case res.Observed.Outcome != explore.Held || len(res.Findings) > 0:
 		return exitFailed
@@ -79,7 +87,7 @@ func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 }
 
 func defineExploreFlags(fs *flag.FlagSet) *exploreFlags {
-	f := &exploreFlags{}
+	f := &exploreFlags{cmd: "explore", usage: exploreUsage}
 	p := &f.p
 	fs.StringVar(&f.system, "system", "", "the team's system `FILE` (else the workload's system: key)")
 	fs.StringVar(&p.Out, "out", "", "write each violation's minimal scenario to `DIR` (required; created)")
@@ -121,7 +129,7 @@ func exploreServerFlags(fs *flag.FlagSet, p *runner.Params) []runner.ServerFlag 
 // (the built-in one without a file); a problem is printed, ok false.
 func exploreInput(ctx context.Context, fs *flag.FlagSet, f *exploreFlags, paths []string, stderr io.Writer) (*explore.Workload, bool) {
 	usage := func(format string, args ...any) (*explore.Workload, bool) {
-		fmt.Fprintf(stderr, "runner explore: "+format+"\nusage: %s\n", append(args, exploreUsage)...)
+		fmt.Fprintf(stderr, "runner "+f.cmd+": "+format+"\nusage: %s\n", append(args, f.usage)...)
 		return nil, false
 	}
 	switch {

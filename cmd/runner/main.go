@@ -10,7 +10,7 @@
 //	runner docs                                 print the scenario-language reference
 //	runner schema [--system]                    print the JSON Schema of scenario (or system) files
 //	runner explore [flags] [WORKLOAD.yaml]      find a team's fault windows, write each as a minimal scenario
-//	runner soak [flags]                         drive N events with random faults, check the history
+//	runner soak [flags]                         explore's random mode, on the reference system by default
 //	runner bench [flags] [files or dirs...]     measure start, isolation, growth and throughput
 //	runner clean [--pg URL] [--redis URL] [--nats URL] [--rabbitmq URL] [--kafka HOST:PORT]  remove what earlier runs left behind
 //	runner reference [flags] relay|consumer     run the reference relay or consumer as a process (drill it via --system)
@@ -57,7 +57,6 @@ import (
 	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/servers"
-	"github.com/outboxdrill/runner/soak"
 	"github.com/outboxdrill/runner/system"
 )
 
@@ -115,7 +114,7 @@ var help = map[string]struct{ args, summary string }{
 	"reference": {"[flags] relay|consumer", "run the reference relay or consumer as a long-lived process (env DATABASE_URL, REDIS_URL, STREAM, GROUP), to drill it through a system file"},
 	"run":       {"[flags] [files or dirs...]", "run scenarios against real PostgreSQL and " + runner.BrokerList() + " (--broker)"},
 	"schema":    {"[--system]", "print the JSON Schema of scenario files, or of system files (draft 2020-12)"},
-	"soak":      {"[flags]", "drive N events through the pipeline with random faults, then check the history"},
+	"soak":      {"[flags]", "explore's random mode: N events with faults at random crossings, on the reference system (or --system); --in-process: the in-process engine"},
 	"validate":  {"[--system FILE] [files or dirs...]", "check scenarios and system files without running anything; a system file's mappings are checked against its schema on a throwaway database pair"},
 }
 
@@ -899,45 +898,6 @@ func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return exitEnvironment
-	}
-	return exitOK
-}
-
-func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("soak")
-	var p soak.Params
-	countFlag(fs, &p.Events, "events", 10000, 1, "drive `N` events through the pipeline")
-	fs.Float64Var(&p.Faults, "faults", 0.1, "probability of a fault at each decision point (`RATE`, 0..1)")
-	check(fs, "faults", "a number from 0 to 1 such as 0.1", func() bool { return p.Faults >= 0 && p.Faults <= 1 })
-	fs.Uint64Var(&p.Seed, "seed", uint64(time.Now().UnixNano()%1_000_000), "seed of the fault choices: the same seed injects the same faults")
-	countFlag(fs, &p.Workers, "parallel", 2, 1, "`N` concurrent producers and consumers")
-	countFlag(fs, &p.Batch, "batch", 100, 1, "relay and consume batch size (`N` events)")
-	servers := redisFlags(fs, &p.PGURL, &p.Redis)
-	connectTimeoutFlag(fs, &p.ConnectTimeout, servers)
-	fs.BoolVar(&p.Baseline, "baseline", false, "first measure the raw baseline (bare transactions and XADD/XACK) on the same servers")
-	const soakUsage = "runner soak --events N --faults RATE (0..1) --seed S [--parallel W] [--baseline]"
-	if code, done := noArgs(fs, args, stdout, stderr, soakUsage); done {
-		return code
-	}
-	if err := p.Validate(); err != nil { // the flags checked each value already
-		fmt.Fprintf(stderr, "runner soak: %v\nusage: %s\n", err, soakUsage)
-		return exitInvalid
-	}
-	if !checkURLs(fs, stderr, servers) {
-		return exitInvalid
-	}
-	// The verdict is printed once known, before the cleanup.
-	p.Judged = func(rep *soak.Report) { fmt.Fprint(stdout, rep.Format()) }
-	rep, err := soak.Soak(ctx, p)
-	switch {
-	case ctx.Err() != nil:
-		return interrupted(stderr, false)
-	case err != nil:
-		fmt.Fprintf(stderr, "runner: soak: %v (seed %d)\n", err, p.Seed)
-		return exitEnvironment
-	}
-	if len(rep.Violations) > 0 {
-		return exitFailed
 	}
 	return exitOK
 }

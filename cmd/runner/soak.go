@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/outboxdrill/runner/soak"
+	"github.com/outboxdrill/runner/sql"
+)
+
+const soakUsage = "runner soak [--system FILE] [--events N] [--faults RATE] [--seed S] [--out DIR] [explore's flags] | runner soak --in-process --events N --faults RATE --seed S [--parallel W] [--batch N] [--baseline]"
+
+// soakEvents is runner soak's default number of events: the soak is the
+// long run.
+const soakEvents = 2000
+
+// cmdSoak is explore's random mode (one fault schedule, one shrinker, one
+// checker): N events with faults at random crossings, on the team's
+// system (--system) or, by default, on the reference system — the
+// runner's own relay and consumer as processes behind the proxies. A
+// violation is shrunk and written as a scenario to --out (default: a
+// directory of its own, kept only when it holds one). --in-process keeps
+// the in-process engine the throughput figures of runner bench measure.
+func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if slices.ContainsFunc(args, isInProcess) {
+		return cmdSoakInProcess(ctx, slices.DeleteFunc(slices.Clone(args), isInProcess), stdout, stderr)
+	}
+	fs := newFlags("soak")
+	f := defineExploreFlags(fs)
+	f.cmd, f.usage, f.random, f.rnd.Events = "soak", soakUsage, true, soakEvents
+	fs.Lookup("events").DefValue = fmt.Sprint(soakEvents)
+	fs.Lookup("random").Usage = "always on: runner soak is explore's random mode"
+	fs.Lookup("out").Usage = "write each violation's minimal scenario to `DIR` (default: a new directory, kept only when it holds one)"
+	fs.Lookup("system").Usage = "the team's system `FILE` (default: the reference system, the runner's own relay and consumer as processes)"
+	fs.Bool("in-process", false, "the in-process engine instead: the reference pipeline's steps in this process, faults at the windows the steps know (flags: --events, --faults, --seed, --parallel W workers, --batch N, --baseline, --pg, --redis)")
+	var batch int
+	countFlag(fs, &batch, "batch", 100, 1, "with --in-process: relay and consume batch size (`N` events)")
+	fs.Bool("baseline", false, "with --in-process: first measure the raw baseline on the same servers")
+	paths, code, done := parseArgs(fs, args, stdout, stderr)
+	if done {
+		return code
+	}
+	var onlyInProcess []string
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "batch" || fl.Name == "baseline" {
+			onlyInProcess = append(onlyInProcess, "--"+fl.Name)
+		}
+	})
+	if len(onlyInProcess) > 0 {
+		fmt.Fprintf(stderr, "runner soak: %s: only with --in-process (the in-process engine's)\nusage: %s\n", strings.Join(onlyInProcess, ", "), soakUsage)
+		return exitInvalid
+	}
+	cleanup, ok := soakDefaults(f, paths, stderr)
+	if !ok {
+		return exitEnvironment
+	}
+	code = runExplore(ctx, fs, f, paths, stdout, stderr)
+	cleanup(code == exitFailed)
+	return code
+}
+
+// isInProcess is --in-process among the arguments (as a flag: before a
+// "--", any spelling flag takes).
+func isInProcess(a string) bool {
+	return a == "--in-process" || a == "-in-process" || a == "--in-process=true" || a == "-in-process=true"
+}
+
+// soakDefaults gives a soak without --system the reference system and
+// without --out a directory of its own; cleanup removes what nobody needs
+// once the soak ended (the out directory unless it holds a finding).
+func soakDefaults(f *exploreFlags, paths []string, stderr io.Writer) (cleanup func(found bool), ok bool) {
+	var dirs []string
+	cleanup = func(found bool) {
+		for _, d := range dirs {
+			if found && d == f.p.Out {
+				fmt.Fprintf(stderr, "runner soak: the findings are in %s\n", d)
+				continue
+			}
+			os.RemoveAll(d)
+		}
+	}
+	if f.system == "" && len(paths) == 0 {
+		dir, err := os.MkdirTemp("", "runner-soak-system-")
+		if err != nil {
+			fmt.Fprintf(stderr, "runner soak: %v\n", err)
+			return cleanup, false
+		}
+		dirs = append(dirs, dir)
+		if f.system, err = writeReferenceSystem(dir); err != nil {
+			fmt.Fprintf(stderr, "runner soak: %v\n", err)
+			return cleanup, false
+		}
+	}
+	if f.p.Out == "" {
+		dir, err := os.MkdirTemp("", "runner-soak-"+time.Now().Format("20060102-150405")+"-")
+		if err != nil {
+			fmt.Fprintf(stderr, "runner soak: %v\n", err)
+			return cleanup, false
+		}
+		f.p.Out, dirs = dir, append(dirs, dir)
+	}
+	return cleanup, true
+}
+
+// referenceSystem is the reference pipeline as a team's system: the
+// runner's own relay and consumer (runner reference relay|consumer) as
+// processes, drilled through the proxies like anybody's services.
+const referenceSystem = `# The reference relay and consumer as processes (runner soak's default system).
+services:
+  relay:    {run: ["${runner}", reference, relay], env: {DATABASE_URL: "${producer_db.url}", REDIS_URL: "${broker.url}", STREAM: "${stream}"}, ready: {log: "ready"}}
+  consumer: {run: ["${runner}", reference, consumer], env: {DATABASE_URL: "${consumer_db.url}", REDIS_URL: "${broker.url}", STREAM: "${stream}", GROUP: "${consumer}"}, ready: {log: "ready"}}
+schema: {producer: producer.sql, consumer: consumer.sql}
+produce: "INSERT INTO outbox (event_id, payload) VALUES (${event}, ${payload}::jsonb)"
+outbox:     {table: outbox, event_id: event_id, payload: payload, unpublished: "NOT published"}
+stream:     {event_id: event_id, payload: payload}
+inbox:      {table: inbox, consumer: consumer_id, event_id: event_id, payload: payload}
+projection: "SELECT consumer_id, currency, amount, events FROM projection"
+brokers:    [redis]
+`
+
+// writeReferenceSystem writes the reference system and its schema (the
+// runner's own, embedded) to dir, and returns the system file.
+func writeReferenceSystem(dir string) (string, error) {
+	for name, text := range map[string]string{"system.yaml": referenceSystem, "producer.sql": sql.Producer, "consumer.sql": sql.Consumer} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			return "", err
+		}
+	}
+	return filepath.Join(dir, "system.yaml"), nil
+}
+
+// cmdSoakInProcess is runner soak --in-process: the reference pipeline's
+// steps in this process, faults at the windows the steps know (no service
+// processes, no proxies), judged by the same history checker.
+func cmdSoakInProcess(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("soak")
+	var p soak.Params
+	countFlag(fs, &p.Events, "events", 10000, 1, "drive `N` events through the pipeline")
+	fs.Float64Var(&p.Faults, "faults", 0.1, "probability of a fault at each decision point (`RATE`, 0..1)")
+	check(fs, "faults", "a number from 0 to 1 such as 0.1", func() bool { return p.Faults >= 0 && p.Faults <= 1 })
+	fs.Uint64Var(&p.Seed, "seed", uint64(time.Now().UnixNano()%1_000_000), "seed of the fault choices: the same seed injects the same faults")
+	countFlag(fs, &p.Workers, "parallel", 2, 1, "`N` concurrent producers and consumers")
+	countFlag(fs, &p.Batch, "batch", 100, 1, "relay and consume batch size (`N` events)")
+	servers := redisFlags(fs, &p.PGURL, &p.Redis)
+	connectTimeoutFlag(fs, &p.ConnectTimeout, servers)
+	fs.BoolVar(&p.Baseline, "baseline", false, "first measure the raw baseline (bare transactions and XADD/XACK) on the same servers")
+	fs.Bool("in-process", true, "the in-process engine (this one)")
+	const soakUsage = "runner soak --in-process --events N --faults RATE (0..1) --seed S [--parallel W] [--batch N] [--baseline]"
+	if code, done := noArgs(fs, args, stdout, stderr, soakUsage); done {
+		return code
+	}
+	if err := p.Validate(); err != nil { // the flags checked each value already
+		fmt.Fprintf(stderr, "runner soak: %v\nusage: %s\n", err, soakUsage)
+		return exitInvalid
+	}
+	if !checkURLs(fs, stderr, servers) {
+		return exitInvalid
+	}
+	// The verdict is printed once known, before the cleanup.
+	p.Judged = func(rep *soak.Report) { fmt.Fprint(stdout, rep.Format()) }
+	rep, err := soak.Soak(ctx, p)
+	switch {
+	case ctx.Err() != nil:
+		return interrupted(stderr, false)
+	case err != nil:
+		fmt.Fprintf(stderr, "runner: soak: %v (seed %d)\n", err, p.Seed)
+		return exitEnvironment
+	}
+	if len(rep.Violations) > 0 {
+		return exitFailed
+	}
+	return exitOK
+}

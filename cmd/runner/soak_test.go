@@ -1,0 +1,43 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// runner soak is explore's random mode: by default on the reference
+// system (the runner's own relay and consumer as processes behind the
+// proxies), seeded, its schedule printed, nothing left behind when it
+// held; --batch and --baseline belong to --in-process, which keeps the
+// in-process engine.
+func TestSoakIsExploreRandomOnTheReferenceSystem(t *testing.T) {
+	t.Setenv("RUNNER_BIN", runnerBin(t))
+	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "runner-soak-*"))
+	code, out, errOut := cli(t, "soak", "--events", "40", "--faults", "0.1", "--seed", "3")
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0:\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"soak ", "/system.yaml: workload ", "random: seed 3, 40 events, fault rate 0.1 per event", "relay (started at", "consumer (started at",
+		"random: seed 3, 40 events, "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in:\n%s", want, out)
+		}
+	}
+	if !regexp.MustCompile(`random: seed 3, 40 events, \d+ fault\(s\) \(the same seed draws the same schedule\): held in`).MatchString(out) {
+		t.Errorf("no held verdict of the seeded schedule:\n%s", out)
+	}
+	if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "runner-soak-*")); len(left) > len(before) {
+		t.Errorf("a soak that held left %v (there were %v)", left, before)
+	}
+	code, _, errOut = cli(t, "soak", "--batch", "5", "--events", "1")
+	if code != exitInvalid || !strings.Contains(errOut, "runner soak: --batch: only with --in-process") {
+		t.Errorf("--batch without --in-process: exit %d, %s", code, errOut)
+	}
+	code, out, errOut = cli(t, "soak", "--in-process", "--events", "200", "--faults", "0.1", "--seed", "3", "--batch", "20")
+	if code != exitOK || !strings.Contains(out, "soak: 200 events, faults 0.10, seed 3") {
+		t.Errorf("--in-process: exit %d:\n%s\n%s", code, out, errOut)
+	}
+}
