@@ -82,7 +82,8 @@ type WireMsg struct {
 	// step traces.
 	Op                        string
 	EntryID, EventID, Payload string
-	// Dest is where it was published (a stream key, a topic); Fields the
+	// Dest is where it was published (a stream key, a topic, a subject,
+	// an exchange), of a delivery too; Fields the
 	// names of the fields it carried where the WireMap names one of them
 	// (Redis), sorted; nil where the mapping falls back (Kafka's key).
 	Dest   string

@@ -40,6 +40,9 @@ func (r *Run) FieldProblems() []error {
 	for _, l := range logs {
 		w := l.proxy.Wire(m)
 		for _, p := range append(w.Publishes, w.Deliveries...) {
+			if !r.ours(p) {
+				continue // elsewhere: not the scenario's events
+			}
 			if p.Fields == nil && p.EventID == "" && w.EventIDFrom != "" {
 				// No field list to name (not Redis): the wire's own places.
 				key := l.service + "\x00" + p.Op

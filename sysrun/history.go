@@ -66,11 +66,17 @@ func (r *Run) wire() ([]history.Op, broker.Wire) {
 		w := l.proxy.Wire(m)
 		kind.NotJudged, kind.Copies = w.NotJudged, w.Copies
 		for _, p := range w.Publishes {
+			if !r.ours(p) {
+				continue
+			}
 			step := 1<<20 + l.start<<10 + passOf(dbStrikes, p.At) + p.Pass
 			all = append(all, timed{p.At, history.Op{Step: where + " " + p.Op, StepN: step, Kind: history.Publish,
 				EventID: p.EventID, EntryID: p.EntryID, Payload: p.Payload}})
 		}
 		for _, d := range w.Deliveries {
+			if !r.ours(d) {
+				continue
+			}
 			c := r.consumerOf(d.Group)
 			all = append(all, timed{d.At, history.Op{Step: where + " " + d.Op, StepN: 1<<20 + l.start<<10, Kind: history.Delivered,
 				EventID: d.EventID, EntryID: d.EntryID, Consumer: c, Model: c, Payload: d.Payload, Acked: d.Acked}})
@@ -82,6 +88,15 @@ func (r *Run) wire() ([]history.Op, broker.Wire) {
 		out[i] = t.op
 	}
 	return out, kind
+}
+
+// ours reports whether m went to the scenario's own destination (its
+// stream, topic, subject or exchange): what a service published elsewhere
+// (an output topic, its own dead-letter stream) is not the history of the
+// scenario's events on the broker, whose entries the checker counts.
+func (r *Run) ours(m broker.WireMsg) bool {
+	dest := r.cfg.Vars["destination"]
+	return m.Dest == "" || dest == "" || m.Dest == dest
 }
 
 // consumerOf is the consumer id a broker group stands for: the services

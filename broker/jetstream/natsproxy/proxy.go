@@ -110,7 +110,7 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 		if d.Dropped || d.StreamSeq == 0 {
 			continue // never reached the client, or not JetStream's
 		}
-		w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: "MSG", EntryID: strconv.FormatUint(d.StreamSeq, 10), Group: d.Consumer,
+		w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: "MSG", EntryID: strconv.FormatUint(d.StreamSeq, 10), Dest: d.Subject, Group: d.Consumer,
 			EventID: eventID(d.Header, m.EventID), Payload: payload(d.Header, m.Payload, d.Data), Acked: acked[d.AckSubject], Pass: pass[d.At]})
 	}
 	return w

@@ -99,7 +99,7 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 		if p.TransactionalID != "" && p.Outcome != "committed" {
 			continue
 		}
-		w.Publishes = append(w.Publishes, broker.WireMsg{At: p.At, Op: "Produce", EntryID: kafka.EntryID(p.Partition, p.Offset),
+		w.Publishes = append(w.Publishes, broker.WireMsg{At: p.At, Op: "Produce", EntryID: kafka.EntryID(p.Partition, p.Offset), Dest: p.Topic,
 			EventID: field(p.Record, m.EventID, p.Key), Payload: field(p.Record, m.Payload, p.Value), Pass: pass[p.At]})
 	}
 	group := onlyGroup(acks)
@@ -110,7 +110,7 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 		if g == "" {
 			g = group
 		}
-		w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: d.API, EntryID: kafka.EntryID(d.Partition, d.Offset), Group: g,
+		w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: d.API, EntryID: kafka.EntryID(d.Partition, d.Offset), Dest: d.Topic, Group: g,
 			EventID: field(d.Record, m.EventID, d.Key), Payload: field(d.Record, m.Payload, d.Value), Pass: pass[d.At]})
 	}
 	markCommitted(w.Deliveries, dels, acks)

@@ -88,7 +88,7 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 		for ; i < len(dels) && !dels[i].At.After(a.At); i++ {
 			d := dels[i]
 			latest[[2]string{d.Group, d.ID}] = len(w.Deliveries)
-			w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: d.Command, EntryID: d.ID, Group: d.Group, EventID: d.Fields[m.EventID], Payload: d.Fields[m.Payload], Pass: pass[d.At]})
+			w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: d.Command, EntryID: d.ID, Dest: d.Stream, Group: d.Group, EventID: d.Fields[m.EventID], Payload: d.Fields[m.Payload], Pass: pass[d.At]})
 		}
 		// Redis counts what an XACK acknowledged, not which: only a count
 		// of all its ids says each one was (never a guess).
@@ -101,7 +101,7 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 		}
 	}
 	for _, d := range dels[i:] {
-		w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: d.Command, EntryID: d.ID, Group: d.Group, EventID: d.Fields[m.EventID], Payload: d.Fields[m.Payload], Pass: pass[d.At]})
+		w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: d.Command, EntryID: d.ID, Dest: d.Stream, Group: d.Group, EventID: d.Fields[m.EventID], Payload: d.Fields[m.Payload], Pass: pass[d.At]})
 	}
 	return w
 }
