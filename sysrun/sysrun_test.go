@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/internal/testutil"
 	"net/url"
 	"os"
@@ -243,5 +244,39 @@ func TestBrokerAddress(t *testing.T) {
 	defer s.close()
 	if err != nil || vars["broker.address"] != s.broker.Address() {
 		t.Errorf("on redis broker.address = %q, %v; want the proxy %s", vars["broker.address"], err, s.broker.Address())
+	}
+}
+
+// fakeProxy is a broker proxy whose wire is given.
+type fakeProxy struct{ w broker.Wire }
+
+func (f fakeProxy) URL() string                              { return "" }
+func (f fakeProxy) Address() string                          { return "" }
+func (f fakeProxy) Arm(fault.Trigger) (broker.Strike, error) { return nil, nil }
+func (f fakeProxy) Wire(broker.WireMap) broker.Wire          { return f.w }
+func (f fakeProxy) Close()                                   {}
+
+// The history from the wire is the scenario's destination's: a service's
+// publish to an output topic, or a delivery from another stream, is not
+// an entry the checker counts; a message with no event id there is said
+// to be one, elsewhere not.
+func TestWireKeepsTheScenariosDestination(t *testing.T) {
+	r := New(Config{System: loadSystem(t), Vars: map[string]string{"destination": "orders", "group": "g", "consumer": "c"}})
+	t0 := time.Now()
+	w := broker.Wire{EventIDFrom: "the record key",
+		Publishes:  []broker.WireMsg{{At: t0, Op: "Produce", EntryID: "0/0", EventID: "e1", Dest: "orders"}, {At: t0.Add(time.Millisecond), Op: "Produce", EntryID: "0/0", Dest: "orders-out"}},
+		Deliveries: []broker.WireMsg{{At: t0.Add(2 * time.Millisecond), Op: "Fetch", EntryID: "0/0", EventID: "e1", Dest: "orders", Group: "g"}, {At: t0.Add(3 * time.Millisecond), Op: "Fetch", Dest: "other", Group: "g"}}}
+	r.logs = append(r.logs, brokerLog{service: "svc", start: 1, proxy: fakeProxy{w}, svc: &service{name: "svc"}})
+	ops := r.Ops()
+	if len(ops) != 2 || ops[0].EventID != "e1" || ops[1].Consumer != "c" {
+		t.Errorf("ops %+v, want e1's publish and its delivery to c only", ops)
+	}
+	if errs := r.FieldProblems(); len(errs) != 0 {
+		t.Errorf("a message elsewhere without an event id was reported: %v", errs)
+	}
+	w.Publishes[0].EventID = ""
+	r.logs[0].proxy = fakeProxy{w}
+	if errs := r.FieldProblems(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "service svc: Produce carried no event id where the runner looks for it: the record key") {
+		t.Errorf("the scenario's own message without an event id: %v", errs)
 	}
 }
