@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/system"
