@@ -43,9 +43,9 @@ type Crossing struct {
 	// broker.reply(Command) meet the crossing: counted and able to strike
 	// it (the zero value, as on Redis), counted only, or passed by.
 	AtRequest, AtReply broker.Meet
-	Setup              bool // a connection's setup: no point
-	Fault        string // the trigger that struck here, "" for none
-	At           time.Time
+	Setup              bool   // a connection's setup: no point
+	Fault              string // the trigger that struck here, "" for none
+	At                 time.Time
 }
 
 // Label names the crossing as the boundary map shows it:
