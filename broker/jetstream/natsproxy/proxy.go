@@ -1,6 +1,7 @@
 package natsproxy
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -163,6 +164,7 @@ func (x *proxy) Crossings() []broker.Crossing {
 		case nproxy.KindPublish:
 			c.Op, c.Reply = nproxy.OpPublish, "none"
 			if a, ok := answer[e.Seq]; ok {
+				c.Fault = cmp.Or(c.Fault, a.Fault) // a reply(publish) strikes at the PubAck
 				var pa struct {
 					Stream string          `json:"stream"`
 					Error  json.RawMessage `json:"error"`
@@ -193,10 +195,16 @@ func (x *proxy) Crossings() []broker.Crossing {
 			default:
 				c.Op = k
 			}
-			if e.Reply == "" {
+			a, paired := answer[e.Seq] // paired when a trigger held its answer
+			switch {
+			case e.Reply == "":
 				c.Response = broker.Counted // the server answers nothing to hold
-			} else if c.Reply = "none"; msgOn[e.Reply] {
+			case paired:
+				c.Reply, c.Fault = "ok", cmp.Or(c.Fault, a.Fault)
+			case msgOn[e.Reply]:
 				c.Reply = "ok"
+			default:
+				c.Reply = "none"
 			}
 		default:
 			continue
