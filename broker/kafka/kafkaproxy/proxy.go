@@ -190,7 +190,10 @@ func (x *proxy) Crossings() []broker.Crossing {
 			}
 			if e.API == "ShareFetch" && accepts(e) {
 				out = append(out, c)
-				c = broker.Crossing{Op: kproxy.OpAck, Reply: reply(e), Fault: e.Fault, At: e.At}
+				c = broker.Crossing{Op: kproxy.OpAck, Reply: reply(e), At: e.At}
+				if strings.Contains(e.Fault, "(ack") { // the strike was the ack's, not the delivery's
+					out[len(out)-1].Fault, c.Fault = "", e.Fault
+				}
 			}
 		case "OffsetCommit", "TxnOffsetCommit", "ShareAcknowledge":
 			c.Op = kproxy.OpAck

@@ -1,6 +1,7 @@
 package amqpproxy
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -167,6 +168,7 @@ func (x *proxy) Crossings() []broker.Crossing {
 				for _, i := range unconfirmed[k] {
 					if t := out[i]; tags[i] == e.DeliveryTag || e.Multiple && tags[i] < e.DeliveryTag {
 						t.Reply = map[bool]string{true: "ok", false: "error"}[e.Method == "basic.ack"]
+						t.Fault = cmp.Or(t.Fault, e.Fault) // a reply(publish) strikes at the confirm
 						out[i] = t
 						continue
 					}
@@ -176,6 +178,9 @@ func (x *proxy) Crossings() []broker.Crossing {
 			case e.Method == "basic.get-ok" || e.Method == "basic.get-empty" || e.Method == "tx.commit-ok":
 				if i, ok := answer[k]; ok {
 					out[i].Reply = map[string]string{"basic.get-ok": "entries", "basic.get-empty": "empty", "tx.commit-ok": "ok"}[e.Method]
+					if e.Method == "tx.commit-ok" {
+						out[i].Fault = cmp.Or(out[i].Fault, e.Fault) // a reply(tx.commit) strikes at its commit-ok
+					}
 					delete(answer, k)
 				}
 			case e.Kind == aproxy.KindChannel: // the broker closed the channel: nothing more answers on it
