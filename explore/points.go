@@ -51,14 +51,18 @@ func (p *Point) String() string {
 // Each crossing of a start step's own process is a candidate, named by a
 // trigger that strikes it: a database crossing by one of the tables it
 // wrote (the one it is the lowest nth of; the inbox or outbox table on a
-// tie), a broker command by request(CMD) and reply(CMD). Pruned, as
+// tie), a broker operation by request(OP) and reply(OP) where each can
+// strike it, each with its own nth (sysrun.Crossing's AtRequest, AtReply:
+// a Kafka Fetch is counted by request(deliver) always, by reply(deliver)
+// only when it handed out records). Pruned, as
 // Filibuster's dynamic reduction prunes: a crossing of the same kind as an
 // earlier one of the process after the same set of kinds of crossings (same
 // boundary, same recorded prefix: the fault would meet the same state); an
 // idle poll (a read that handed out nothing) after the process's first,
-// since a fault there meets no work in flight; a kind past nthCap points; reply(CMD) with
-// error, which the proxy applies as request(CMD) does (the command is not
-// sent). Crossings with a skip reason (boundary map) get no point.
+// since a fault there meets no work in flight; a kind past nthCap points; reply(OP) with
+// error where request(OP) strikes the same crossing, which the proxy
+// applies as request(OP) does (the command is not sent) — but for deliver,
+// whose reply error keeps a delivery from the service. Crossings with a skip reason (boundary map) get no point.
 func Enumerate(w *Workload, xs []sysrun.Crossing, actions []string, nthCap int) []*Point {
 	var out []*Point
 	procs := processes(w, xs)
