@@ -170,7 +170,7 @@ type Crossing struct {
 	// nothing to this operation, or it is a request whose answer is a
 	// crossing of its own).
 	Reply string
-	// Request and Reply say how broker.request(Op) and broker.reply(Op)
+	// Request and Response say how broker.request(Op) and broker.reply(Op)
 	// meet it; a point's nth is its count among the crossings its trigger
 	// counts, as the proxy counts them.
 	Request, Response Meet
