@@ -144,3 +144,50 @@ func FirstHost(raw, def string) (string, error) {
 	}
 	return u.Host, nil
 }
+
+// Meet is how a trigger on a crossing's operation, at one boundary, meets
+// the crossing: whether the trigger's count moves there, and whether it
+// can strike there.
+type Meet int
+
+const (
+	// Strikes: the trigger counts the crossing and can strike it.
+	Strikes Meet = iota
+	// Counted: the trigger counts the crossing, but struck there it fails
+	// as unclassifiable (the broker answers nothing to hold: a publish on
+	// an AMQP channel not in confirm mode, a NATS ack without a reply
+	// subject, a Produce with acks=0).
+	Counted
+	// Passed: the trigger does not count it (a NATS delivery for
+	// request(deliver), a pull request for reply(deliver)).
+	Passed
+)
+
+// Crossing is one operation a broker proxy relayed, as runner explore maps
+// it: the boundary map's broker lines and the points it tries there.
+type Crossing struct {
+	// Op is what a trigger names to strike it on this broker: a Redis
+	// command (XADD, XREADGROUP, …), the neutral publish, deliver, ack, or
+	// a native operation (NATS -NAK, AMQP basic.nack, Kafka EndTxn).
+	Op string
+	// Reply is the kind of the broker's answer: "entries" (a read that
+	// handed out entries), "empty" (one that handed out nothing), "ok",
+	// "error", "none" (no answer reached it), "" (the broker answers
+	// nothing to this operation, or it is a request whose answer is a
+	// crossing of its own).
+	Reply string
+	// Request and Response say how broker.request(Op) and broker.reply(Op)
+	// meet it; a point's nth is its count among the crossings its trigger
+	// counts, as the proxy counts them.
+	Request, Response Meet
+	// Setup: a connection's setup, which gets no point.
+	Setup bool
+	Fault string // the trigger that struck here, "" for none
+	At    time.Time
+}
+
+// CrossingLog is a Proxy that keeps what crossed it as Crossings, in the
+// order its triggers counted them (every broker proxy the runner has).
+type CrossingLog interface {
+	Crossings() []Crossing
+}

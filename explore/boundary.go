@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/sysrun"
@@ -49,7 +50,7 @@ var setupCommands = []string{"AUTH", "CLIENT", "COMMAND", "ECHO", "HELLO", "INFO
 func label(c sysrun.Crossing) string {
 	switch {
 	case c.Link == "broker":
-		return fmt.Sprintf("broker.%s→%s", c.Command, c.Reply)
+		return sysrun.BrokerLabel(c)
 	case c.Unattributed:
 		return c.Link + "." + c.Boundary + "(unattributed)"
 	case len(c.Tables) == 0:
@@ -61,8 +62,10 @@ func label(c sysrun.Crossing) string {
 // skipOf is why a crossing gets no point, "" when it gets points.
 func skipOf(c sysrun.Crossing) string {
 	switch {
-	case c.Link == "broker" && slices.Contains(setupCommands, c.Command):
+	case c.Link == "broker" && (c.Setup || slices.Contains(setupCommands, c.Command)):
 		return "connection setup"
+	case c.Link == "broker" && c.AtRequest != broker.Strikes && c.AtReply != broker.Strikes:
+		return "no trigger can strike it"
 	case c.Unattributed:
 		return "unclassifiable: the proxy did not learn what this transaction wrote (see below)"
 	case c.Link != "broker" && len(c.Tables) == 0:

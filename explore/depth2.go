@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/sysrun"
 )
 
@@ -85,7 +86,13 @@ func recovery(w *Workload, p *Point, xs []sysrun.Crossing, actions []string, nth
 // strikes reports whether trigger on would match crossing c.
 func strikes(on string, c sysrun.Crossing) bool {
 	if c.Link == "broker" {
-		return strings.HasSuffix(on, "("+c.Command+")")
+		switch on {
+		case "broker.request(" + c.Command + ")":
+			return c.AtRequest != broker.Passed
+		case "broker.reply(" + c.Command + ")":
+			return c.AtReply != broker.Passed
+		}
+		return false
 	}
 	if !strings.HasPrefix(on, c.Link+"."+c.Boundary+"(") {
 		return false

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/history"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/scenario"
@@ -197,5 +198,58 @@ func TestClassifyNeverGuesses(t *testing.T) {
 	v := Verdict{Outcome: Violated, Broken: []string{"double_published"}}.afterXADDError([]Fault{{On: "broker.request(XADD)", Do: "error"}})
 	if v.Outcome != Held || v.Unjudged["double_published"] == "" {
 		t.Errorf("double_published after an XADD error: %+v, want held and not judged", v)
+	}
+}
+
+// On NATS, RabbitMQ and Kafka each boundary's trigger counts its own
+// crossings (broker.Meet): a Kafka Fetch that handed out records after two
+// idle polls is request(deliver) nth=3 but reply(deliver) nth=1; a NATS
+// pull request is request(deliver)'s only, a delivery reply(deliver)'s
+// only; an ack the broker answers nothing to (no reply subject) moves
+// reply(ack)'s count but gets no reply point.
+func TestEnumerateCountsEachBoundaryAsTheProxyDoes(t *testing.T) {
+	w := defaultWorkload(t, t.TempDir())
+	step := w.Starts[len(w.Starts)-1]
+	at := time.Now()
+	var xs []sysrun.Crossing
+	add := func(op, reply string, req, rep broker.Meet) {
+		at = at.Add(time.Millisecond)
+		xs = append(xs, sysrun.Crossing{Service: "consumer", Start: w.StartPos(step), Process: 2, At: at,
+			Link: "broker", Boundary: "command", Command: op, Reply: reply, AtRequest: req, AtReply: rep})
+	}
+	add("deliver", "empty", broker.Strikes, broker.Passed)    // Kafka: an idle Fetch
+	add("deliver", "empty", broker.Strikes, broker.Passed)    // another
+	add("deliver", "entries", broker.Strikes, broker.Strikes) // a Fetch with records
+	add("deliver", "", broker.Strikes, broker.Passed)         // NATS: a pull request
+	add("deliver", "entries", broker.Passed, broker.Strikes)  // NATS: a delivery
+	add("ack", "", broker.Strikes, broker.Counted)            // an ack without a reply subject
+	add("ack", "ok", broker.Strikes, broker.Strikes)          // ackAck: answered
+	ps := Enumerate(w, xs, []string{"kill", "error"}, 5)
+	run := map[string]string{}
+	for _, p := range ps {
+		run[p.String()] = p.Pruned + "|" + p.Crossing
+	}
+	for want, crossing := range map[string]string{
+		"consumer broker.request(deliver) nth=1 do=kill": "broker.request(deliver)→empty",
+		"consumer broker.request(deliver) nth=3 do=kill": "broker.deliver→entries",
+		"consumer broker.reply(deliver) nth=1 do=kill":   "broker.deliver→entries",
+		"consumer broker.reply(deliver) nth=1 do=error":  "broker.deliver→entries", // keeps the delivery from the service: not a request error
+		"consumer broker.request(deliver) nth=4 do=kill": "broker.request(deliver)",
+		"consumer broker.reply(deliver) nth=2 do=kill":   "broker.reply(deliver)→entries",
+		"consumer broker.request(ack) nth=1 do=kill":     "broker.request(ack)",
+		"consumer broker.request(ack) nth=2 do=kill":     "broker.ack→ok",
+		"consumer broker.reply(ack) nth=2 do=kill":       "broker.ack→ok",
+	} {
+		if got, ok := run[want]; !ok || got != "|"+crossing {
+			t.Errorf("%s: %q, want run at %s; points: %v", want, got, crossing, run)
+		}
+	}
+	for _, never := range []string{"consumer broker.reply(ack) nth=1 do=kill", "consumer broker.request(deliver) nth=5 do=kill", "consumer broker.reply(deliver) nth=3 do=kill"} {
+		if _, ok := run[never]; ok {
+			t.Errorf("a point the proxy would never strike: %s", never)
+		}
+	}
+	if got := run["consumer broker.reply(ack) nth=2 do=error"]; !strings.HasPrefix(got, "the same as request error") {
+		t.Errorf("reply(ack) error: %q, want pruned as a request error", got)
 	}
 }

@@ -264,16 +264,35 @@ func actionWords(f Fault) string {
 	switch {
 	case f.Do == "kill" && request:
 		return "— killed before the command reached the broker, then restarted by its supervisor"
+	case f.Do == "kill" && f.On == "broker.reply(deliver)":
+		return "— the broker handed it out, the delivery was held and the service killed, then restarted by its supervisor"
+	case f.Do == "kill" && strings.HasPrefix(f.On, "broker.") && neutralOp(f.On):
+		return "— the broker took it, its answer was held and the service killed, then restarted by its supervisor"
 	case f.Do == "kill" && strings.HasPrefix(f.On, "broker."):
 		return "— Redis ran it, the reply was held and the service killed, then restarted by its supervisor"
 	case f.Do == "kill":
 		return "— the server did it, the reply was held and the service killed, then restarted by its supervisor"
 	case f.Do == "cut":
 		return "— its connection closed instead of the reply"
+	case f.Do == "error" && f.On == "broker.reply(deliver)":
+		return "— the delivery kept from the service, an error instead"
+	case f.Do == "error" && strings.HasPrefix(f.On, "broker.") && neutralOp(f.On):
+		return "— not sent to the broker, an error answer instead"
 	case f.Do == "error" && strings.HasPrefix(f.On, "broker."):
 		return "— the command not sent, an error reply instead"
 	case f.Do == "error":
 		return "— the transaction really rolled back, the client got SQLSTATE 40001"
 	}
 	return "— the reply held that long"
+}
+
+// neutralOp: a broker trigger on publish, deliver or ack (NATS, RabbitMQ,
+// Kafka), not a Redis command.
+func neutralOp(on string) bool {
+	_, op, _ := strings.Cut(on, "(")
+	switch strings.TrimSuffix(op, ")") {
+	case "publish", "deliver", "ack":
+		return true
+	}
+	return false
 }

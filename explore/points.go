@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/sysrun"
 	"github.com/outboxdrill/runner/system"
 )
@@ -50,14 +51,18 @@ func (p *Point) String() string {
 // Each crossing of a start step's own process is a candidate, named by a
 // trigger that strikes it: a database crossing by one of the tables it
 // wrote (the one it is the lowest nth of; the inbox or outbox table on a
-// tie), a broker command by request(CMD) and reply(CMD). Pruned, as
+// tie), a broker operation by request(OP) and reply(OP) where each can
+// strike it, each with its own nth (sysrun.Crossing's AtRequest, AtReply:
+// a Kafka Fetch is counted by request(deliver) always, by reply(deliver)
+// only when it handed out records). Pruned, as
 // Filibuster's dynamic reduction prunes: a crossing of the same kind as an
 // earlier one of the process after the same set of kinds of crossings (same
 // boundary, same recorded prefix: the fault would meet the same state); an
 // idle poll (a read that handed out nothing) after the process's first,
-// since a fault there meets no work in flight; a kind past nthCap points; reply(CMD) with
-// error, which the proxy applies as request(CMD) does (the command is not
-// sent). Crossings with a skip reason (boundary map) get no point.
+// since a fault there meets no work in flight; a kind past nthCap points; reply(OP) with
+// error where request(OP) strikes the same crossing, which the proxy
+// applies as request(OP) does (the command is not sent) — but for deliver,
+// whose reply error keeps a delivery from the service. Crossings with a skip reason (boundary map) get no point.
 func Enumerate(w *Workload, xs []sysrun.Crossing, actions []string, nthCap int) []*Point {
 	var out []*Point
 	procs := processes(w, xs)
@@ -95,10 +100,11 @@ func (e *enumerator) points(c sysrun.Crossing) []*Point {
 	kind := label(c)
 	prefix := strings.Join(sortedKeys(e.kinds), "|")
 	e.kinds[kind] = true
-	on, nth := e.trigger(c)
-	if skipOf(c) != "" || on == "" {
+	ts := e.trigger(c)
+	if skipOf(c) != "" || len(ts) == 0 {
 		return nil
 	}
+	on, nth := ts[0].on, ts[0].nth
 	why := ""
 	key := kind + "#" + prefix
 	switch first, dup := e.seen[key]; {
@@ -118,13 +124,13 @@ func (e *enumerator) points(c sysrun.Crossing) []*Point {
 		}
 	}
 	var out []*Point
-	for _, t := range e.triggers(c, on) {
+	for _, t := range ts {
 		for _, do := range e.actions {
-			p := &Point{Service: e.w.Service(e.step), Step: e.step, On: t, Nth: nth, Do: do, Crossing: kind, Pruned: why}
-			if p.Pruned == "" && strings.HasPrefix(t, "broker.reply(") && do == "error" {
+			p := &Point{Service: e.w.Service(e.step), Step: e.step, On: t.on, Nth: t.nth, Do: do, Crossing: kind, Pruned: why}
+			if p.Pruned == "" && strings.HasPrefix(t.on, "broker.reply(") && do == "error" && c.AtRequest == broker.Strikes && c.Command != "deliver" {
 				p.Pruned = "the same as request error: the proxy does not send the command either way"
 			}
-			if _, err := system.ParseTrigger(t); err != nil && p.Pruned == "" {
+			if _, err := system.ParseTrigger(t.on); err != nil && p.Pruned == "" {
 				p.Pruned = "cannot be armed: " + err.Error()
 			}
 			out = append(out, p)
@@ -133,16 +139,37 @@ func (e *enumerator) points(c sysrun.Crossing) []*Point {
 	return out
 }
 
-// trigger names the crossing: the trigger that strikes it, and its nth.
-// Every table's count moves, whichever names it.
-func (e *enumerator) trigger(c sysrun.Crossing) (string, int) {
+// struck is a trigger that strikes a crossing, and the crossing's nth
+// among those it counts.
+type struck struct {
+	on  string
+	nth int
+}
+
+// trigger names the crossing: the triggers that strike it, each with its
+// nth. Every trigger that counts it moves its count, whichever names it: a
+// database crossing's tables (named by the one it is the lowest nth of), a
+// broker operation's request(OP) and reply(OP), each counted as the proxy
+// counts it (broker.Meet) and named only where it can strike.
+func (e *enumerator) trigger(c sysrun.Crossing) []struck {
 	if c.Link == "broker" {
-		k := "broker.request(" + c.Command + ")"
-		e.count[k]++
-		return k, e.count[k]
+		var out []struck
+		for _, b := range []struct {
+			on   string
+			meet broker.Meet
+		}{{"broker.request(" + c.Command + ")", c.AtRequest}, {"broker.reply(" + c.Command + ")", c.AtReply}} {
+			if b.meet == broker.Passed {
+				continue
+			}
+			e.count[b.on]++
+			if b.meet == broker.Strikes {
+				out = append(out, struck{b.on, e.count[b.on]})
+			}
+		}
+		return out
 	}
 	if len(c.Tables) == 0 {
-		return "", 0
+		return nil
 	}
 	best, bestN := "", 0
 	for _, t := range c.Tables {
@@ -153,16 +180,7 @@ func (e *enumerator) trigger(c sysrun.Crossing) (string, int) {
 			best, bestN = k, n
 		}
 	}
-	return best, bestN
-}
-
-// triggers are the triggers of a crossing named on: both boundaries of a
-// broker command.
-func (e *enumerator) triggers(c sysrun.Crossing, on string) []string {
-	if c.Link == "broker" {
-		return []string{on, "broker.reply(" + c.Command + ")"}
-	}
-	return []string{on}
+	return []struck{{best, bestN}}
 }
 
 // mapped: the system file's inbox or outbox table.

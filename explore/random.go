@@ -111,7 +111,7 @@ func Candidates(w *Workload, xs []sysrun.Crossing, actions []string) []Fault {
 // carries: a crossing that moved an event (a write, a publish, a read
 // that handed out entries), not a service's start-up.
 func carries(c sysrun.Crossing) bool {
-	return len(c.Tables) > 0 || c.Reply == "entries" || c.Command == "XADD" && c.Reply == "ok"
+	return len(c.Tables) > 0 || c.Reply == "entries" || (c.Command == "XADD" || c.Command == "publish") && c.Reply == "ok"
 }
 
 // random runs the random mode: the schedule on the long workload, once.

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/proxy/pgwire"
-	"github.com/outboxdrill/runner/proxy/resp"
 )
 
 // Crossing is one boundary a service process crossed, as its proxies saw
@@ -31,22 +31,52 @@ type Crossing struct {
 	// Unattributed: a commit whose tables the proxy did not learn (the
 	// observer was given up, see Run.Unclassified).
 	Unattributed bool
-	Command      string // broker: the command's name, upper case
-	Reply        string // broker: "empty", "entries", "error", "none" (no reply reached it) or "ok"
-	Fault        string // the trigger that struck here, "" for none
-	At           time.Time
+	// Command is, on the broker, the operation a trigger names to strike
+	// it: a Redis command (upper case), publish, deliver, ack, or a native
+	// operation (broker.Crossing's Op).
+	Command string
+	// Reply is the kind of the broker's answer: "empty", "entries",
+	// "error", "none" (no reply reached it), "ok", or "" (it answers
+	// nothing, or its answer is a crossing of its own).
+	Reply string
+	// AtRequest and AtReply say how broker.request(Command) and
+	// broker.reply(Command) meet the crossing: counted and able to strike
+	// it (the zero value, as on Redis), counted only, or passed by.
+	AtRequest, AtReply broker.Meet
+	Setup              bool   // a connection's setup: no point
+	Fault              string // the trigger that struck here, "" for none
+	At                 time.Time
 }
 
 // Label names the crossing as the boundary map shows it:
 // "consumer_db.commit(table=inbox,projection)", "broker.XREADGROUP→empty".
 func (c Crossing) Label() string {
 	if c.Link == "broker" {
-		return fmt.Sprintf("broker.%s→%s", c.Command, c.Reply)
+		return BrokerLabel(c)
 	}
 	if c.Unattributed {
 		return c.Link + "." + c.Boundary + "(?)"
 	}
 	return fmt.Sprintf("%s.%s(table=%s)", c.Link, c.Boundary, strings.Join(c.Tables, ","))
+}
+
+// BrokerLabel names a broker crossing by the triggers that strike it:
+// "broker.XADD→ok" (request(XADD) and reply(XADD) both), and where only
+// one of them can, "broker.request(deliver)" (a NATS pull request),
+// "broker.reply(deliver)→entries" (a NATS delivery), "broker.request(ack)"
+// (an AMQP basic.ack: the broker answers nothing).
+func BrokerLabel(c Crossing) string {
+	l := "broker." + c.Command
+	switch {
+	case c.AtRequest == broker.Strikes && c.AtReply != broker.Strikes:
+		l = "broker.request(" + c.Command + ")"
+	case c.AtRequest != broker.Strikes && c.AtReply == broker.Strikes:
+		l = "broker.reply(" + c.Command + ")"
+	}
+	if c.Reply != "" {
+		l += "→" + c.Reply
+	}
+	return l
 }
 
 // observed is one process's proxies, kept for Crossings after it ended.
@@ -106,7 +136,7 @@ func (r *Run) Crossings() []Crossing {
 		for i, link := range []string{"producer_db", "consumer_db"} {
 			out = append(out, dbCrossings(base, link, o.svc.pg[i])...)
 		}
-		if c, ok := o.svc.broker.(commandLog); ok {
+		if c, ok := o.svc.broker.(broker.CrossingLog); ok {
 			out = append(out, brokerCrossings(base, c)...)
 		}
 	}
@@ -132,58 +162,15 @@ func dbCrossings(base Crossing, link string, p *pgwire.Proxy) []Crossing {
 	return out
 }
 
-// commandLog is a broker proxy that keeps each command it relayed with
-// its reply (Redis's): the broker boundaries runner explore maps. Where
-// the broker's proxy keeps none, only the database boundaries are
-// explored.
-type commandLog interface {
-	Events() []resp.Event
-}
-
-func brokerCrossings(base Crossing, p commandLog) []Crossing {
+func brokerCrossings(base Crossing, p broker.CrossingLog) []Crossing {
 	var out []Crossing
-	for _, e := range p.Events() {
-		if len(e.Command) == 0 {
-			continue
-		}
+	for _, e := range p.Crossings() {
 		c := base
 		c.Link, c.Boundary, c.Fault, c.At = "broker", "command", e.Fault, e.At
-		c.Command = strings.ToUpper(e.Command[0])
-		c.Reply = replyKind(c.Command, e.Reply)
+		c.Command, c.Reply, c.AtRequest, c.AtReply, c.Setup = e.Op, e.Reply, e.Request, e.Response, e.Setup
 		out = append(out, c)
 	}
 	return out
-}
-
-// replyKind sorts a reply: whether a read handed out anything is what
-// tells an idle poll from one that carried work.
-func replyKind(cmd string, v resp.Value) string {
-	switch {
-	case v.Type == 0:
-		return "none"
-	case v.Err():
-		return "error"
-	case v.Null:
-		return "empty"
-	}
-	switch cmd {
-	case "XREADGROUP", "XCLAIM", "XRANGE", "XREVRANGE", "XREAD":
-		if len(v.Elems) == 0 {
-			return "empty"
-		}
-		return "entries"
-	case "XPENDING": // the summary [count, first, last, consumers], or the entries
-		if len(v.Elems) == 0 || v.Elems[0].Str == "0" && len(v.Elems) == 4 && v.Elems[1].Null {
-			return "empty"
-		}
-		return "entries"
-	case "XAUTOCLAIM": // [next, entries, deleted]
-		if len(v.Elems) < 2 || len(v.Elems[1].Elems) == 0 {
-			return "empty"
-		}
-		return "entries"
-	}
-	return "ok"
 }
 
 // Unclassified says, per process and database link, why the proxy gave up

@@ -2,9 +2,12 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/outboxdrill/runner/internal/testservers"
 )
 
 // exploreWorkload is two payments through the Go payments example: the
@@ -103,5 +106,43 @@ steps:
 	code, _, stderr = cli(t, "explore", wl)
 	if code != exitInvalid || !strings.Contains(stderr, "--out DIR is required") {
 		t.Errorf("no --out: exit %d, want 2\n%s", code, stderr)
+	}
+}
+
+// On NATS the boundary map has the broker's side too — the relay's
+// JetStream publishes (PubAck), the consumer's pull requests, deliveries
+// and acks (ackAck: answered) — and the points there strike: the Node
+// consumer killed with its first ack held, or before it reaches the
+// server, gets the message again after its AckWait, finds it in its inbox
+// and acks it: held.
+func TestExploreNodeNATSMapsAndStrikesBrokerBoundaries(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil || !exists("../../examples/node/node_modules/nats") {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI must install the Node example (npm ci --prefix examples/node): node or nats is missing")
+		}
+		t.Skip("node or examples/node/node_modules/nats missing: run npm ci --prefix examples/node")
+	}
+	jsonReport := filepath.Join(t.TempDir(), "explore.json")
+	code, out, errOut := cli(t, "explore", "-v", "--broker", "nats", "--nats", testservers.URL(t, "nats"),
+		"--system", "../../examples/node/system-nats.yaml", "--out", t.TempDir(), "--json", jsonReport,
+		"--actions", "kill", "--only", `^consumer broker\.(request|reply)\(ack\) nth=1 `, "--parallel", "2", "--budget", "2m")
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"broker.publish→ok                                          ×3",
+		"broker.reply(deliver)→entries                              ×3",
+		"broker.ack→ok                                              ×3",
+		"one pass: broker.request(deliver) → broker.reply(deliver)→entries → consumer_db.statement(table=inbox) → consumer_db.statement(table=projection) → consumer_db.commit(table=inbox,projection) → broker.ack→ok",
+		"consumer broker.request(ack) nth=1 do=kill: held",
+		"consumer broker.reply(ack) nth=1 do=kill: held",
+		"explored 2 point(s)", "0 never reached",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in:\n%s", want, out)
+		}
+	}
+	if report := mustRead(t, jsonReport); !strings.Contains(report, `"on": "broker.request(publish)"`) || !strings.Contains(report, `"on": "broker.reply(deliver)"`) {
+		t.Errorf("the JSON report lacks the relay's publish points or the consumer's delivery points:\n%s", report)
 	}
 }

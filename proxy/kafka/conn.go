@@ -37,9 +37,12 @@ type topicPartition struct {
 
 // call is a request awaiting its response.
 type call struct {
-	q        *request
-	x        crossing
-	strike   *Armed // a reply trigger: hold the response
+	q      *request
+	x      crossing
+	strike *Armed // a reply trigger: hold the response
+	// delayed is the request trigger that delayed it, "" for none: its
+	// event (recorded with the response) says it struck there.
+	delayed  string
 	answered chan struct{}
 }
 
@@ -87,6 +90,7 @@ func (c *conn) request(q *request, msg []byte, more bool) bool {
 	x := c.p.resolve(q)
 	c.noteFetch(q)
 	a := c.p.strikeOn(x)
+	delayed := ""
 	if a != nil && (a.Trigger.Boundary == Request || a.Do == fault.Error) {
 		if a.Do != fault.Delay {
 			return c.strikeRequest(a, q)
@@ -94,18 +98,18 @@ func (c *conn) request(q *request, msg []byte, more bool) bool {
 		if !c.drain() || c.toServer.Flush() != nil || !a.Hold(c.Done, c.Close, func() bool { return true }) {
 			return false
 		}
-		a = nil // the delay has passed: the request goes on
+		a, delayed = nil, a.Trigger.String() // the delay has passed: the request goes on
 	}
 	if q.key == keyProduce && q.acks == 0 {
 		// No response comes: the history has the request alone.
 		if a != nil {
 			a.Finish(&fault.Unclassifiable{Reason: "a Produce with acks=0: the broker answers nothing to hold"})
 		}
-		c.p.record(c.requestEvent(q, "", true))
+		c.p.record(c.requestEvent(q, delayed, true))
 		_, err := c.toServer.Write(msg)
 		return err == nil
 	}
-	k := &call{q: q, x: x, strike: a, answered: make(chan struct{})}
+	k := &call{q: q, x: x, strike: a, delayed: delayed, answered: make(chan struct{})}
 	c.mu.Lock()
 	c.inflight = append(c.inflight, k)
 	c.last = k

@@ -156,7 +156,7 @@ var decoded = map[int16]bool{keyMetadata: true, keyFindCoordinator: true, keyDes
 // delivery, the crossing the triggers count.
 func (c *conn) readResponse(k *call, msg []byte) ([]byte, Event, crossing, error) {
 	q := k.q
-	ev := c.requestEvent(q, "", false)
+	ev := c.requestEvent(q, k.delayed, false)
 	if !decoded[q.key] {
 		return msg, ev, crossing{}, nil
 	}

@@ -115,8 +115,54 @@ func (x *proxy) passes() map[time.Time]int {
 func (x *proxy) Connections() int { return x.p.Connections() }
 
 // Events are the commands the proxy relayed, each with its reply, in the
-// order it recorded them: runner explore's broker boundaries.
+// order it recorded them.
 func (x *proxy) Events() []resp.Event { return x.p.Events() }
+
+// Crossings are the commands the proxy relayed, each named by its command
+// (request(CMD) and reply(CMD) count every one) with the kind of its
+// reply: runner explore's broker boundaries.
+func (x *proxy) Crossings() []broker.Crossing {
+	var out []broker.Crossing
+	for _, e := range x.p.Events() {
+		if len(e.Command) == 0 {
+			continue
+		}
+		cmd := strings.ToUpper(e.Command[0])
+		out = append(out, broker.Crossing{Op: cmd, Reply: replyKind(cmd, e.Reply), Fault: e.Fault, At: e.At})
+	}
+	return out
+}
+
+// replyKind sorts a reply: whether a read handed out anything is what
+// tells an idle poll from one that carried work.
+func replyKind(cmd string, v resp.Value) string {
+	switch {
+	case v.Type == 0:
+		return "none"
+	case v.Err():
+		return "error"
+	case v.Null:
+		return "empty"
+	}
+	switch cmd {
+	case "XREADGROUP", "XCLAIM", "XRANGE", "XREVRANGE", "XREAD":
+		if len(v.Elems) == 0 {
+			return "empty"
+		}
+		return "entries"
+	case "XPENDING": // the summary [count, first, last, consumers], or the entries
+		if len(v.Elems) == 0 || v.Elems[0].Str == "0" && len(v.Elems) == 4 && v.Elems[1].Null {
+			return "empty"
+		}
+		return "entries"
+	case "XAUTOCLAIM": // [next, entries, deleted]
+		if len(v.Elems) < 2 || len(v.Elems[1].Elems) == 0 {
+			return "empty"
+		}
+		return "entries"
+	}
+	return "ok"
+}
 
 // ReadGroups are the groups the service's connections named in
 // XREADGROUP, XCLAIM or XAUTOCLAIM, and the min-idle of its claims.
