@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,16 +24,61 @@ import (
 	"github.com/outboxdrill/runner/scenario"
 )
 
-func TestMain(m *testing.M) { testservers.Main(m) }
+func TestMain(m *testing.M) {
+	testservers.Parallel(4)
+	testservers.Main(m)
+}
 
-// cli runs Main in-process on the test servers.
+// envMu serializes setProcessEnv's check-then-set.
+var envMu sync.Mutex
+
+// setProcessEnv sets key to value for the whole test binary, not for one
+// test (t.Setenv forbids t.Parallel). Only for values every test shares
+// (the test servers' URLs, the built binaries): a parallel test may run
+// beside any other and sees them all. A serial test may still t.Setenv
+// one of them to something else: Go starts the parallel top-level tests
+// only after every serial one ended (and restored what it set).
+func setProcessEnv(t testing.TB, key, value string) {
+	t.Helper()
+	envMu.Lock()
+	defer envMu.Unlock()
+	if os.Getenv(key) != value {
+		if err := os.Setenv(key, value); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// cli runs Main in-process on the test servers: RUNNER_PG_URL and
+// RUNNER_REDIS_URL are theirs, set each time (a serial test's t.Setenv
+// of them ends with that test).
 func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	t.Setenv("RUNNER_PG_URL", testservers.PG(t))
-	t.Setenv("RUNNER_REDIS_URL", testservers.Redis(t))
+	pg, rd := testservers.URLs(t)
+	setProcessEnv(t, "RUNNER_PG_URL", pg)
+	setProcessEnv(t, "RUNNER_REDIS_URL", rd)
 	var out, errb bytes.Buffer
 	code = Main(context.Background(), args, &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// cliEnv runs the built runner as a process on the test servers, env
+// (KEY=value) added to its environment: what a team's services get from
+// the runner's environment (BUG=ack-first runner run …) differs per run,
+// and in-process runs would share one environment.
+func cliEnv(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	bin := runnerBin(t)
+	pg, rd := testservers.URLs(t)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "RUNNER_PG_URL="+pg, "RUNNER_REDIS_URL="+rd, "RUNNER_BIN="+bin)
+	cmd.Env = append(cmd.Env, env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil && cmd.ProcessState == nil {
+		t.Fatalf("runner %v: %v", args, err)
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
 }
 
 func scenarioFile(t *testing.T, name, content string) string {
