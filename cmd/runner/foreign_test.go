@@ -112,7 +112,9 @@ func TestForeignServicesVerdicts(t *testing.T) {
 				correct[r.system+" "+r.scenario] = c
 			}
 			mu.Unlock()
-			c.once.Do(func() { c.code, c.out, c.errs = cliEnv(t, []string{payments, "BUG="}, "run", "--system", r.system, r.scenario) })
+			c.once.Do(func() {
+				c.code, c.out, c.errs = cliEnv(t, []string{payments, "BUG="}, "run", "--system", r.system, r.scenario)
+			})
 			if c.code != exitOK {
 				t.Fatalf("the correct service: exit %d, want 0\n%s\n%s", c.code, c.out, c.errs)
 			}
