@@ -142,8 +142,11 @@ func TestNodeBrokerExamplesValid(t *testing.T) {
 // inbox COMMIT, then one COMMIT refused. The correct builds pass on Redis,
 // Kafka (kfake), NATS and RabbitMQ; the same drill with BUG=ack-first fails
 // on each, lost and acked_without_effect found from the wire.
+//
+// Serial: beside the other parallel tests (2 cores) its NATS ack-first build
+// got bus-2 again after acking it first (JetStream redelivers what is not
+// acked within the example's 2 s AckWait), applied it, and passed.
 func TestNodeEveryBroker(t *testing.T) {
-	t.Parallel()
 	for _, m := range []string{"ioredis", "kafkajs", "nats", "amqplib"} {
 		if _, err := exec.LookPath("node"); err != nil || !exists("../../examples/node/node_modules/"+m) {
 			if os.Getenv("CI") != "" {
