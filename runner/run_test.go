@@ -2,14 +2,12 @@ package runner
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -29,15 +27,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
 	// The library's subtests wait on servers, not on the CPU: without an
 	// explicit -parallel, run 4 at once (as the library test always did)
 	// even where GOMAXPROCS is smaller.
-	explicit := false
-	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
-	if !explicit && runtime.GOMAXPROCS(0) < 4 {
-		_ = flag.Set("test.parallel", "4")
-	}
+	testservers.Parallel(4)
 	testservers.Main(m)
 }
 

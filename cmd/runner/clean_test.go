@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,26 +20,33 @@ import (
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/internal/testutil"
+	"github.com/outboxdrill/runner/servers"
 )
 
 // TestKillThenCleanEveryBroker SIGKILLs a run on every broker mid-scenario,
 // then runs clean: nothing of the run is left on PostgreSQL, Redis, NATS or
 // RabbitMQ.
+//
+// In parallel with the other tests: on a PostgreSQL and a Redis of its own
+// (the run's lease found there is this run's, not another test's), the
+// brokers' URLs given to the run's process and to clean, not set in the
+// environment; clean leaves the live runs of the other tests to them (their
+// leases), and CleanAlone keeps every other test that cleans away.
 func TestKillThenCleanEveryBroker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
+	t.Parallel()
 	testservers.CleanAlone(t)
 	ctx := context.Background()
 	natsURL, rabbitURL := testservers.URL(t, broker.NATS), testservers.URL(t, broker.RabbitMQ)
-	t.Setenv("RUNNER_NATS_URL", natsURL)
-	t.Setenv("RUNNER_RABBITMQ_URL", rabbitURL)
-	pg, err := pgx.Connect(ctx, testservers.PG(t))
+	pgURL, redisURL := ownServers(t)
+	pg, err := pgx.Connect(ctx, pgURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pg.Close(ctx)
-	ro, _ := redis.ParseURL(testservers.Redis(t))
+	ro, _ := redis.ParseURL(redisURL)
 	rdb := redis.NewClient(ro)
 	defer rdb.Close()
 	nc, err := nats.Connect(natsURL)
@@ -54,7 +63,8 @@ func TestKillThenCleanEveryBroker(t *testing.T) {
 
 	bin := buildRunner(t)
 	f := scenarioFile(t, "hang.yaml", "name: hang\nsteps:\n  - produce\n  - consume(block=1m)\n")
-	cmd := exec.Command(bin, "run", "--broker", "all", "--parallel", "3", "--pg", testservers.PG(t), "--redis", testservers.Redis(t), f)
+	cmd := exec.Command(bin, "run", "--broker", "all", "--parallel", "3", "--pg", pgURL, "--redis", redisURL, f)
+	cmd.Env = append(os.Environ(), "RUNNER_NATS_URL="+natsURL, "RUNNER_RABBITMQ_URL="+rabbitURL)
 	var out testutil.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -127,7 +137,7 @@ func TestKillThenCleanEveryBroker(t *testing.T) {
 	for deadline := time.Now().Add(20 * time.Second); rdb.Exists(ctx, "drill:lease:"+run).Val() == 1 && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 	}
-	code, stdout, stderr := cli(t, "clean")
+	code, stdout, stderr := cli(t, "clean", "--pg", pgURL, "--redis", redisURL, "--nats", natsURL, "--rabbitmq", rabbitURL)
 	if code != 0 {
 		t.Fatalf("clean: exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -141,6 +151,29 @@ func TestKillThenCleanEveryBroker(t *testing.T) {
 	if !strings.Contains(stdout, "note: RabbitMQ: AMQP cannot list queues") {
 		t.Errorf("clean does not say what it cannot see on RabbitMQ:\n%s", stdout)
 	}
+}
+
+// ownServers starts a PostgreSQL and a Redis for the calling test alone,
+// as the runner starts its own, removed when the test ends.
+func ownServers(t *testing.T) (pgURL, redisURL string) {
+	t.Helper()
+	ctx := context.Background()
+	var pg *servers.Postgres
+	var pgErr error
+	done := make(chan struct{})
+	go func() { defer close(done); pg, pgErr = servers.StartPostgres(ctx, servers.PostgresOptions{}) }()
+	rd, rdErr := servers.StartRedis(ctx, servers.RedisOptions{})
+	<-done
+	if pg != nil {
+		t.Cleanup(func() { _ = pg.Discard(context.Background()) })
+	}
+	if rd != nil {
+		t.Cleanup(func() { _ = rd.Discard(context.Background()) })
+	}
+	if pgErr != nil || rdErr != nil {
+		t.Fatalf("own servers: %v", errors.Join(pgErr, rdErr))
+	}
+	return pg.URL, rd.URL
 }
 
 // TestKillKafkaRunThenCleanTakesItsDir SIGKILLs a run on the runner's own

@@ -31,10 +31,11 @@ steps:
 
 // explore narrowed to the consumer's COMMIT with an error: the window the
 // ack-first mistake loses an event in (a lean run: the whole exploration
-// is what `runner explore` without --only does).
-func exploreCommits(t *testing.T, wl, out string) (int, string, string) {
+// is what `runner explore` without --only does). A runner process, env
+// (PAYMENTS_BIN, BUG) in its environment.
+func exploreCommits(t *testing.T, env []string, wl, out string) (int, string, string) {
 	t.Helper()
-	return cli(t, "explore", wl, "--out", out, "--actions", "error", "--only", `^consumer consumer_db\.commit`, "--confirm", "1", "--parallel", "2")
+	return cliEnv(t, env, "explore", wl, "--out", out, "--actions", "error", "--only", `^consumer consumer_db\.commit`, "--confirm", "1", "--parallel", "2")
 }
 
 func yamlFiles(t *testing.T, dir string) []string {
@@ -47,45 +48,51 @@ func yamlFiles(t *testing.T, dir string) []string {
 }
 
 func TestExploreFindsAPlantedBugAndWritesAScenarioThatFails(t *testing.T) {
-	t.Setenv("PAYMENTS_BIN", paymentsService(t))
+	t.Parallel()
+	payments := "PAYMENTS_BIN=" + paymentsService(t)
 	wl := exploreWorkload(t)
 
-	t.Setenv("BUG", "ack-first")
-	out := t.TempDir()
-	code, stdout, stderr := exploreCommits(t, wl, out)
-	if code != exitFailed {
-		t.Fatalf("BUG=ack-first: exit %d, want 1\n%s\n%s", code, stdout, stderr)
-	}
-	for _, want := range []string{"consumer_db.commit(table=account_balances,processed_messages)", "acked_without_effect, lost", "reproduces 1/1", "2 → 1 event(s)"} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("the report lacks %q:\n%s", want, stdout)
+	t.Run("BUG=ack-first", func(t *testing.T) {
+		t.Parallel()
+		env := []string{payments, "BUG=ack-first"}
+		out := t.TempDir()
+		code, stdout, stderr := exploreCommits(t, env, wl, out)
+		if code != exitFailed {
+			t.Fatalf("BUG=ack-first: exit %d, want 1\n%s\n%s", code, stdout, stderr)
 		}
-	}
-	files := yamlFiles(t, out)
-	if len(files) != 1 {
-		t.Fatalf("wrote %v, want one scenario\n%s", files, stdout)
-	}
-	body, _ := os.ReadFile(files[0])
-	for _, want := range []string{"system: ", `fault: {on: "consumer_db.commit(table=processed_messages)", do: error}`, "restart: true"} {
-		if !strings.Contains(string(body), want) {
-			t.Errorf("the written scenario lacks %q:\n%s", want, body)
+		for _, want := range []string{"consumer_db.commit(table=account_balances,processed_messages)", "acked_without_effect, lost", "reproduces 1/1", "2 → 1 event(s)"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("the report lacks %q:\n%s", want, stdout)
+			}
 		}
-	}
-	// Runnable as is, and failing while the bug is there.
-	code, stdout, stderr = cli(t, "run", files[0])
-	if code != exitFailed || !strings.Contains(stdout, "acked_without_effect") {
-		t.Fatalf("runner run %s: exit %d, want 1 naming acked_without_effect\n%s\n%s\n%s", files[0], code, body, stdout, stderr)
-	}
+		files := yamlFiles(t, out)
+		if len(files) != 1 {
+			t.Fatalf("wrote %v, want one scenario\n%s", files, stdout)
+		}
+		body, _ := os.ReadFile(files[0])
+		for _, want := range []string{"system: ", `fault: {on: "consumer_db.commit(table=processed_messages)", do: error}`, "restart: true"} {
+			if !strings.Contains(string(body), want) {
+				t.Errorf("the written scenario lacks %q:\n%s", want, body)
+			}
+		}
+		// Runnable as is, and failing while the bug is there.
+		code, stdout, stderr = cliEnv(t, env, "run", files[0])
+		if code != exitFailed || !strings.Contains(stdout, "acked_without_effect") {
+			t.Fatalf("runner run %s: exit %d, want 1 naming acked_without_effect\n%s\n%s\n%s", files[0], code, body, stdout, stderr)
+		}
+	})
 
-	t.Setenv("BUG", "")
-	out = t.TempDir()
-	code, stdout, stderr = exploreCommits(t, wl, out)
-	if code != exitOK || !strings.Contains(stdout, "no violation") {
-		t.Fatalf("the correct consumer: exit %d, want 0\n%s\n%s", code, stdout, stderr)
-	}
-	if files := yamlFiles(t, out); len(files) != 0 {
-		t.Errorf("the correct consumer: wrote %v, want nothing", files)
-	}
+	t.Run("correct", func(t *testing.T) {
+		t.Parallel()
+		out := t.TempDir()
+		code, stdout, stderr := exploreCommits(t, []string{payments, "BUG="}, wl, out)
+		if code != exitOK || !strings.Contains(stdout, "no violation") {
+			t.Fatalf("the correct consumer: exit %d, want 0\n%s\n%s", code, stdout, stderr)
+		}
+		if files := yamlFiles(t, out); len(files) != 0 {
+			t.Errorf("the correct consumer: wrote %v, want nothing", files)
+		}
+	})
 }
 
 func TestExploreRefusesBadInput(t *testing.T) {

@@ -59,7 +59,10 @@ func pythonReady(t *testing.T) bool {
 // checker must find the bug on its own.
 
 func TestForeignServicesVerdicts(t *testing.T) {
-	t.Setenv("PAYMENTS_BIN", paymentsService(t))
+	t.Parallel()
+	// BUG reaches the services from the runner's environment: each run is
+	// a runner process with its own (cliEnv), so the rows run in parallel.
+	payments := "PAYMENTS_BIN=" + paymentsService(t)
 	const (
 		goSys = "../../examples/go-payments/system.yaml"
 		goSc  = "../../examples/go-payments/scenarios/"
@@ -86,23 +89,36 @@ func TestForeignServicesVerdicts(t *testing.T) {
 		{pySys, pySc + "commit-fails.yaml", "ack-first", []string{"lost", "acked_without_effect"}},
 	}
 	python := pythonReady(t)
-	passed := map[string]bool{} // system + scenario whose correct run passed
+	// The correct service's run of each system + scenario, once: the rows
+	// that share one wait for it.
+	type correctRun struct {
+		once      sync.Once
+		code      int
+		out, errs string
+	}
+	var mu sync.Mutex
+	correct := map[string]*correctRun{}
 	for _, r := range rows {
 		name := filepath.Base(filepath.Dir(r.system)) + "/" + strings.TrimSuffix(filepath.Base(r.scenario), ".yaml") + "/BUG=" + r.bug
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			if r.system == pySys && !python {
 				t.Skip("/usr/bin/python3 lacks psycopg2 or redis: apt-get install python3-psycopg2 python3-redis")
 			}
-			if key := r.system + " " + r.scenario; !passed[key] {
-				t.Setenv("BUG", "")
-				code, out, errOut := cli(t, "run", "--system", r.system, r.scenario)
-				if code != exitOK {
-					t.Fatalf("the correct service: exit %d, want 0\n%s\n%s", code, out, errOut)
-				}
-				passed[key] = true
+			mu.Lock()
+			c := correct[r.system+" "+r.scenario]
+			if c == nil {
+				c = &correctRun{}
+				correct[r.system+" "+r.scenario] = c
 			}
-			t.Setenv("BUG", r.bug)
-			code, out, errOut := cli(t, "run", "--system", r.system, r.scenario)
+			mu.Unlock()
+			c.once.Do(func() {
+				c.code, c.out, c.errs = cliEnv(t, []string{payments, "BUG="}, "run", "--system", r.system, r.scenario)
+			})
+			if c.code != exitOK {
+				t.Fatalf("the correct service: exit %d, want 0\n%s\n%s", c.code, c.out, c.errs)
+			}
+			code, out, errOut := cliEnv(t, []string{payments, "BUG=" + r.bug}, "run", "--system", r.system, r.scenario)
 			if code != exitFailed {
 				t.Fatalf("BUG=%s: exit %d, want 1\n%s\n%s", r.bug, code, out, errOut)
 			}

@@ -266,6 +266,7 @@ func TestFlagEdgeCases(t *testing.T) {
 // in every encoding: a percent-encoded user info password and a
 // ?password= in the query showed (the red team's P%40ss%2Fw0rd%3A1).
 func TestServiceOutputHidesPasswordsEverywhere(t *testing.T) {
+	t.Parallel()
 	admin, err := url.Parse(testservers.PG(t))
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 // consumer passes; the commit-first consumer with a refused inbox COMMIT
 // is judged lost, which passes declared and fails undeclared, naming it.
 func TestNodeKafkaThroughProxy(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("node"); err != nil || !exists("../../examples/node/node_modules/kafkajs") {
 		if os.Getenv("CI") != "" {
 			t.Fatal("CI must install the Node example (npm ci --prefix examples/node): node or kafkajs is missing")

@@ -27,6 +27,7 @@ import (
 // (stream.lag 0, no inbox row): its declared lost is found from the wire,
 // its undeclared acked_without_effect and a wrong stream.lag fail it.
 func TestNodeKafkaExample(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("node"); err != nil || !exists("../../examples/node/node_modules/kafkajs") {
 		if os.Getenv("CI") != "" {
 			t.Fatal("CI must install the Node example (npm ci --prefix examples/node): node or kafkajs is missing")
@@ -174,6 +175,7 @@ func mustRead(t *testing.T, path string) string {
 // the broker's address, and its scenario runs to a verdict that says what
 // it could not judge there.
 func TestTeamServiceOnEveryBroker(t *testing.T) {
+	t.Parallel()
 	schema, err := filepath.Abs("../../examples/node")
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,16 +25,61 @@ import (
 	"github.com/outboxdrill/runner/scenario"
 )
 
-func TestMain(m *testing.M) { testservers.Main(m) }
+func TestMain(m *testing.M) {
+	testservers.Parallel(4)
+	testservers.Main(m)
+}
 
-// cli runs Main in-process on the test servers.
+// envMu serializes setProcessEnv's check-then-set.
+var envMu sync.Mutex
+
+// setProcessEnv sets key to value for the whole test binary, not for one
+// test (t.Setenv forbids t.Parallel). Only for values every test shares
+// (the test servers' URLs, the built binaries): a parallel test may run
+// beside any other and sees them all. A serial test may still t.Setenv
+// one of them to something else: Go starts the parallel top-level tests
+// only after every serial one ended (and restored what it set).
+func setProcessEnv(t testing.TB, key, value string) {
+	t.Helper()
+	envMu.Lock()
+	defer envMu.Unlock()
+	if os.Getenv(key) != value {
+		if err := os.Setenv(key, value); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// cli runs Main in-process on the test servers: RUNNER_PG_URL and
+// RUNNER_REDIS_URL are theirs, set each time (a serial test's t.Setenv
+// of them ends with that test).
 func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	t.Setenv("RUNNER_PG_URL", testservers.PG(t))
-	t.Setenv("RUNNER_REDIS_URL", testservers.Redis(t))
+	pg, rd := testservers.URLs(t)
+	setProcessEnv(t, "RUNNER_PG_URL", pg)
+	setProcessEnv(t, "RUNNER_REDIS_URL", rd)
 	var out, errb bytes.Buffer
 	code = Main(context.Background(), args, &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// cliEnv runs the built runner as a process on the test servers, env
+// (KEY=value) added to its environment: what a team's services get from
+// the runner's environment (BUG=ack-first runner run …) differs per run,
+// and in-process runs would share one environment.
+func cliEnv(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	bin := runnerBin(t)
+	pg, rd := testservers.URLs(t)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "RUNNER_PG_URL="+pg, "RUNNER_REDIS_URL="+rd, "RUNNER_BIN="+bin)
+	cmd.Env = append(cmd.Env, env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil && cmd.ProcessState == nil {
+		t.Fatalf("runner %v: %v", args, err)
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
 }
 
 func scenarioFile(t *testing.T, name, content string) string {
@@ -669,10 +716,25 @@ func TestNoPasswordInErrors(t *testing.T) {
 	if !testing.Short() {
 		cases = append(cases, []string{"bench", "--repeat", "1", "--soak-events", "0", "--growth", "1", "--pg", pgs[0], f})
 	}
-	for _, args := range cases {
+	check := func(t *testing.T, args []string) {
 		code, out, errs := cli(t, args...)
 		if code == 0 || strings.Contains(out+errs, "s3cr3t") {
 			t.Errorf("%q: exit %d\nstdout: %s\nstderr: %s", args, code, out, errs)
+		}
+	}
+	// The runs, soaks and bench at once (each fails on its own server
+	// flag); the cleans one by one after them: clean also takes what a
+	// dead run left on the test servers, and on the temp dir.
+	t.Run("runs", func(t *testing.T) {
+		for i, args := range cases {
+			if args[0] != "clean" {
+				t.Run(strconv.Itoa(i), func(t *testing.T) { t.Parallel(); check(t, args) })
+			}
+		}
+	})
+	for _, args := range cases {
+		if args[0] == "clean" {
+			check(t, args)
 		}
 	}
 	// The flags' defaults come from the environment: --help shows them.

@@ -12,6 +12,7 @@ import (
 // consumer group (here: the event id) must not turn every ack into
 // acked_without_effect: the verdict says what it could not judge and why.
 func TestAnInboxOfStrangersIsNotJudged(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("node"); err != nil || !exists("../../examples/node/node_modules/pg") {
 		if os.Getenv("CI") != "" {
 			t.Fatal("CI must install the Node example (npm ci --prefix examples/node)")

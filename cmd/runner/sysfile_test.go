@@ -65,6 +65,7 @@ func TestValidateSystem(t *testing.T) {
 // system file, with the closest existing name: from validate and from run,
 // which then runs nothing.
 func TestMappingCheckedAgainstTheSchema(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name  string
 		edits []string
@@ -147,6 +148,7 @@ steps:
 // The team's payload and ids: a uuid outbox column gets the name's UUID v5
 // in the database, on the wire and in the report; the trace shows both.
 func TestTeamPayloadAndUUIDs(t *testing.T) {
+	t.Parallel()
 	sys := teamSystem(t)
 	pay := scenarioFile(t, "pay.yaml", paymentScenario)
 	report := filepath.Join(t.TempDir(), "report.json")
@@ -196,6 +198,7 @@ func TestTeamPayloadAndUUIDs(t *testing.T) {
 // An integer event id column gets the number a name ends in; two names
 // that would be one id are an error naming both.
 func TestIntegerEventIDs(t *testing.T) {
+	t.Parallel()
 	sys := teamSystem(t, "producer.sql=message_id uuid", "message_id bigint", "consumer.sql=message_id uuid", "message_id bigint")
 	ok := scenarioFile(t, "ints.yaml", `name: bigint ids
 steps:
@@ -235,6 +238,7 @@ steps:
 
 // ready: {timeout} bounds the wait for the ready line.
 func TestReadyTimeoutFromTheSystemFile(t *testing.T) {
+	t.Parallel()
 	sys := teamSystem(t)
 	sc := scenarioFile(t, "slow.yaml", `name: a service that never says it is ready
 steps:

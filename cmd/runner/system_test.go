@@ -43,7 +43,8 @@ func runnerBin(t *testing.T) string {
 }
 
 func TestReferenceProcessesThroughTheProxies(t *testing.T) {
-	t.Setenv("RUNNER_BIN", runnerBin(t))
+	t.Parallel()
+	setProcessEnv(t, "RUNNER_BIN", runnerBin(t))
 	code, out, errOut := cli(t, "run", "../../examples/reference")
 	if code != exitOK {
 		t.Fatalf("exit %d, want 0\n%s\n%s", code, out, errOut)
@@ -56,7 +57,8 @@ func TestReferenceProcessesThroughTheProxies(t *testing.T) {
 // A system scenario's checks can fail, a fault that never fires fails its
 // scenario, and a service the system file lacks is a load error.
 func TestSystemScenariosCanFail(t *testing.T) {
-	t.Setenv("RUNNER_BIN", runnerBin(t))
+	t.Parallel()
+	setProcessEnv(t, "RUNNER_BIN", runnerBin(t))
 	sys, err := filepath.Abs("../../examples/reference/system.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -100,22 +102,29 @@ steps:
 // drilled unchanged. The correct consumer passes the seed windows; the
 // ack-first one fails them, and the history checker names its violation.
 func TestNodeExample(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("node"); err != nil || !exists("../../examples/node/node_modules/pg") {
 		if os.Getenv("CI") != "" {
 			t.Fatal("CI must install the Node example (npm ci --prefix examples/node): node or its modules are missing")
 		}
 		t.Skip("node or examples/node/node_modules missing: run npm ci --prefix examples/node")
 	}
-	code, out, errOut := cli(t, "run", "--system", "../../examples/node/system.yaml", "../../examples/node/scenarios")
-	if code != exitOK {
-		t.Fatalf("the correct Node services: exit %d, want 0\n%s\n%s", code, out, errOut)
-	}
-	code, out, _ = cli(t, "run", "--system", "../../examples/node/system-ack-first.yaml", "../../examples/node/scenarios")
-	for _, want := range []string{"lost: consumer accounting, event bus-1", "acked_without_effect: consumer accounting, event bus-1"} {
-		if code != exitFailed || !strings.Contains(out, want) {
-			t.Errorf("the ack-first Node consumer: exit %d, want 1 naming %q:\n%s", code, want, out)
+	t.Run("correct", func(t *testing.T) {
+		t.Parallel()
+		code, out, errOut := cli(t, "run", "--system", "../../examples/node/system.yaml", "../../examples/node/scenarios")
+		if code != exitOK {
+			t.Fatalf("the correct Node services: exit %d, want 0\n%s\n%s", code, out, errOut)
 		}
-	}
+	})
+	t.Run("ack-first", func(t *testing.T) {
+		t.Parallel()
+		code, out, _ := cli(t, "run", "--system", "../../examples/node/system-ack-first.yaml", "../../examples/node/scenarios")
+		for _, want := range []string{"lost: consumer accounting, event bus-1", "acked_without_effect: consumer accounting, event bus-1"} {
+			if code != exitFailed || !strings.Contains(out, want) {
+				t.Errorf("the ack-first Node consumer: exit %d, want 1 naming %q:\n%s", code, want, out)
+			}
+		}
+	})
 }
 
 func exists(path string) bool { _, err := os.Stat(path); return err == nil }
@@ -139,7 +148,8 @@ func lineOf(out, prefix string) string {
 // ended; in the failure trace, in the JSON report, and with -v for a
 // passing scenario. A start's trace line shows the fault it armed.
 func TestWhatTheServicesSaid(t *testing.T) {
-	t.Setenv("RUNNER_BIN", runnerBin(t))
+	t.Parallel()
+	setProcessEnv(t, "RUNNER_BIN", runnerBin(t))
 	sys, err := filepath.Abs("../../examples/reference/system.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +237,8 @@ steps:
 // A delay still holding its reply when the scenario ends is reported as
 // holding, not as a fault that never fired.
 func TestDelayStillHolding(t *testing.T) {
-	t.Setenv("RUNNER_BIN", runnerBin(t))
+	t.Parallel()
+	setProcessEnv(t, "RUNNER_BIN", runnerBin(t))
 	sys, err := filepath.Abs("../../examples/reference/system.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +263,8 @@ steps:
 // reported as such, not as the consumer's acked_without_effect on an event
 // id "" that a history read through the wrong field would show.
 func TestXADDWithoutTheMappedField(t *testing.T) {
-	t.Setenv("RUNNER_BIN", runnerBin(t))
+	t.Parallel()
+	setProcessEnv(t, "RUNNER_BIN", runnerBin(t))
 	sql, err := filepath.Abs("../../sql")
 	if err != nil {
 		t.Fatal(err)

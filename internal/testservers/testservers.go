@@ -11,8 +11,11 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -42,6 +45,9 @@ var (
 func Main(m *testing.M) {
 	servers.ServeKfakeChild() // this binary re-executed as the Kafka server
 	inMain = true
+	if parallel > 0 {
+		setDefaultParallel(parallel)
+	}
 	code := m.Run()
 	stopMu.Lock()
 	defer stopMu.Unlock()
@@ -49,6 +55,28 @@ func Main(m *testing.M) {
 		_ = stop(context.Background())
 	}
 	os.Exit(code)
+}
+
+// parallel is Parallel's n: 0, -test.parallel's own default.
+var parallel int
+
+// Parallel, called before Main, runs up to n parallel tests at once
+// unless -test.parallel says otherwise (its default is GOMAXPROCS, when
+// the package's parallel tests mostly wait: on services, on the servers,
+// on a scenario's within:). n below GOMAXPROCS changes nothing.
+func Parallel(n int) { parallel = n }
+
+// setDefaultParallel sets -test.parallel to n when the command line did
+// not set it and n is above its default.
+func setDefaultParallel(n int) {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set && n > runtime.GOMAXPROCS(0) {
+		_ = flag.Set("test.parallel", strconv.Itoa(n))
+	}
 }
 
 // requireMain fails a test whose binary does not run under Main: the
