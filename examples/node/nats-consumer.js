@@ -57,7 +57,10 @@ async function main() {
     ack_wait: nanos(ackWaitMs),
   });
   const c = await nc.jetstream().consumers.get(stream, durable);
-  const messages = await c.consume({ max_messages: 10 });
+  // One message at a time: a message's AckWait runs from its delivery, so
+  // one that waited in a client-side buffer behind slow work would be
+  // redelivered while still unhandled.
+  const messages = await c.consume({ max_messages: 1 });
   console.log('consumer ready');
   for await (const m of messages) await handle(m);
 }
