@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/brokertest"
 	js "github.com/outboxdrill/runner/broker/jetstream"
 	"github.com/outboxdrill/runner/broker/jetstream/natsproxy"
 	"github.com/outboxdrill/runner/internal/testservers"
@@ -106,34 +107,5 @@ func TestCrossingsCountAsTheTriggersDo(t *testing.T) {
 	if fmt.Sprint(got) != want {
 		t.Fatalf("crossings\n%v\nwant\n%v", got, want)
 	}
-	for _, b := range []fault.Boundary{fault.Request, fault.Reply} {
-		count := map[string]int{}
-		for i, c := range xs {
-			meet := c.Request
-			if b == fault.Reply {
-				meet = c.Response
-			}
-			if meet == broker.Passed {
-				continue
-			}
-			count[c.Op]++
-			if meet != broker.Strikes {
-				continue
-			}
-			tr := fault.Trigger{Link: fault.Broker, Boundary: b, Filter: fault.Filter{Command: c.Op}, Nth: count[c.Op],
-				Action: fault.Action{Do: fault.Delay, Delay: time.Millisecond}}
-			t.Run(fmt.Sprintf("%s(%s)#%d", b, c.Op, tr.Nth), func(t *testing.T) {
-				ys, s := drill(t, &tr)
-				if !s.Fired() || s.Err() != nil {
-					t.Fatalf("fired %v, err %v", s.Fired(), s.Err())
-				}
-				if len(ys) != len(xs) || ys[i].Fault == "" {
-					t.Errorf("struck elsewhere than crossing %d", i)
-					for j, y := range ys {
-						t.Logf("%d %s→%s %q", j, y.Op, y.Reply, y.Fault)
-					}
-				}
-			})
-		}
-	}
+	brokertest.EveryCrossingStrikes(t, xs, drill, nil)
 }

@@ -1,0 +1,64 @@
+package brokertest
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/proxy/fault"
+)
+
+// Drill runs a proxy adapter's fixed client traffic through a new proxy,
+// with arm armed on it (nil: none), and returns the crossings its
+// CrossingLog reported and the strike.
+type Drill func(t *testing.T, arm *fault.Trigger) ([]broker.Crossing, broker.Strike)
+
+// meet is how a crossing meets a trigger at boundary b.
+func meet(c broker.Crossing, b fault.Boundary) broker.Meet {
+	if b == fault.Reply {
+		return c.Response
+	}
+	return c.Request
+}
+
+// EveryCrossingStrikes arms, for every crossing of xs (a fault-free
+// drill's) where a trigger can strike, a 1 ms delay at the nth the
+// crossings predict for its operation and boundary, runs the drill again,
+// and checks that it struck exactly there: the nth runner explore gives a
+// point is the one the proxy counts. skip leaves out a crossing whose nth
+// varies from run to run (idle polls).
+func EveryCrossingStrikes(t *testing.T, xs []broker.Crossing, drill Drill, skip func(c broker.Crossing, nth int) bool) {
+	t.Helper()
+	for _, b := range []fault.Boundary{fault.Request, fault.Reply} {
+		count := map[string]int{}
+		for _, c := range xs {
+			m := meet(c, b)
+			if m == broker.Passed {
+				continue
+			}
+			count[c.Op]++
+			if m != broker.Strikes || skip != nil && skip(c, count[c.Op]) {
+				continue
+			}
+			tr := fault.Trigger{Link: fault.Broker, Boundary: b, Filter: fault.Filter{Command: c.Op}, Nth: count[c.Op],
+				Action: fault.Action{Do: fault.Delay, Delay: time.Millisecond}}
+			t.Run(fmt.Sprintf("%s(%s)#%d", b, c.Op, tr.Nth), func(t *testing.T) {
+				ys, s := drill(t, &tr)
+				if !s.Fired() || s.Err() != nil {
+					t.Fatalf("fired %v, err %v", s.Fired(), s.Err())
+				}
+				n := 0
+				for _, y := range ys {
+					if y.Op != c.Op || meet(y, b) == broker.Passed {
+						continue
+					}
+					if n++; (y.Fault != "") != (n == tr.Nth) || y.Fault != "" && !strings.HasPrefix(y.Fault, b.String()+"("+c.Op) {
+						t.Errorf("%s #%d: fault %q, want the strike at #%d", y.Op, n, y.Fault, tr.Nth)
+					}
+				}
+			})
+		}
+	}
+}
