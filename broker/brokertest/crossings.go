@@ -62,3 +62,25 @@ func EveryCrossingStrikes(t *testing.T, xs []broker.Crossing, drill Drill, skip 
 		}
 	}
 }
+
+// Through starts kind's proxy in front of the server at url, arms arm on
+// it (nil: nothing), runs traffic, the client's side, through it (given
+// the proxy), and returns what the proxy's CrossingLog then reports, with
+// the strike. A short pause lets the last replies cross first.
+func Through(t *testing.T, kind broker.ProxyKind, url string, arm *fault.Trigger, traffic func(p broker.Proxy)) ([]broker.Crossing, broker.Strike) {
+	t.Helper()
+	p, err := kind.Listen(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var strike broker.Strike
+	if arm != nil {
+		if strike, err = p.Arm(*arm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	traffic(p)
+	time.Sleep(100 * time.Millisecond)
+	return p.(broker.CrossingLog).Crossings(), strike
+}

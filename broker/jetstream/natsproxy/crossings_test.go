@@ -24,70 +24,58 @@ func TestMain(m *testing.M) { testservers.Main(m) }
 // a -NAK, then a second pull and the nak'd message's ackAck.
 func drill(t *testing.T, arm *fault.Trigger) ([]broker.Crossing, broker.Strike) {
 	t.Helper()
-	url := testservers.Broker(t, js.Kind)
-	p, err := natsproxy.Kind{}.Listen(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	var strike broker.Strike
-	if arm != nil {
-		if strike, err = p.Arm(*arm); err != nil {
+	return brokertest.Through(t, natsproxy.Kind{}, testservers.Broker(t, js.Kind), arm, func(p broker.Proxy) {
+		nc, err := nats.Connect(p.URL(), nats.Timeout(2*time.Second))
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	nc, err := nats.Connect(p.URL(), nats.Timeout(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	j, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	name := fmt.Sprintf("XING%d", time.Now().UnixNano())
-	s, err := j.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.DeleteStream(context.Background(), name)
-	for i := range 3 {
-		if _, err := j.Publish(ctx, name+".ev", []byte(fmt.Sprint(i))); err != nil {
+		defer nc.Close()
+		j, err := jetstream.New(nc)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	c, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "d", AckPolicy: jetstream.AckExplicitPolicy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ms []jetstream.Msg
-	for len(ms) < 3 {
-		b, err := c.Fetch(3-len(ms), jetstream.FetchMaxWait(2*time.Second))
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		name := fmt.Sprintf("XING%d", time.Now().UnixNano())
+		s, err := j.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer j.DeleteStream(context.Background(), name)
+		for i := range 3 {
+			if _, err := j.Publish(ctx, name+".ev", []byte(fmt.Sprint(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "d", AckPolicy: jetstream.AckExplicitPolicy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ms []jetstream.Msg
+		for len(ms) < 3 {
+			b, err := c.Fetch(3-len(ms), jetstream.FetchMaxWait(2*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for m := range b.Messages() {
+				ms = append(ms, m)
+			}
+			if len(ms) < 3 {
+				t.Fatalf("fetched %d of 3", len(ms))
+			}
+		}
+		_ = ms[0].Ack()
+		_ = ms[1].DoubleAck(ctx)
+		_ = ms[2].Nak()
+		b, err := c.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for m := range b.Messages() {
-			ms = append(ms, m)
+			_ = m.DoubleAck(ctx)
 		}
-		if len(ms) < 3 {
-			t.Fatalf("fetched %d of 3", len(ms))
-		}
-	}
-	_ = ms[0].Ack()
-	_ = ms[1].DoubleAck(ctx)
-	_ = ms[2].Nak()
-	b, err := c.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for m := range b.Messages() {
-		_ = m.DoubleAck(ctx)
-	}
-	_ = nc.Flush()
-	time.Sleep(100 * time.Millisecond)
-	return p.(broker.CrossingLog).Crossings(), strike
+		_ = nc.Flush()
+	})
 }
 
 // Each point explore would take from the crossings strikes the crossing it

@@ -23,60 +23,48 @@ func TestMain(m *testing.M) { testservers.Main(m) }
 // Produces, then the records fetched and each committed on its own.
 func drill(t *testing.T, arm *fault.Trigger) ([]broker.Crossing, broker.Strike) {
 	t.Helper()
-	url := testservers.Broker(t, kafka.Kind)
-	p, err := kafkaproxy.Kind{}.Listen(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	var strike broker.Strike
-	if arm != nil {
-		if strike, err = p.Arm(*arm); err != nil {
+	return brokertest.Through(t, kafkaproxy.Kind{}, testservers.Broker(t, kafka.Kind), arm, func(p broker.Proxy) {
+		seeds, err := kafka.Seeds(p.URL())
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	seeds, err := kafka.Seeds(p.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	topic := fmt.Sprintf("xing-%d", time.Now().UnixNano())
-	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	if _, err := kadm.NewClient(admin).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
-	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	for i := range 3 {
-		if err := prod.ProduceSync(ctx, kgo.StringRecord(fmt.Sprint(i))).FirstErr(); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		topic := fmt.Sprintf("xing-%d", time.Now().UnixNano())
+		admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(topic), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	var recs []*kgo.Record
-	for len(recs) < 3 && ctx.Err() == nil {
-		recs = append(recs, cons.PollFetches(ctx).Records()...)
-	}
-	for _, r := range recs {
-		if err := cons.CommitRecords(ctx, r); err != nil {
+		defer admin.Close()
+		if _, err := kadm.NewClient(admin).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
 			t.Fatal(err)
 		}
-	}
-	time.Sleep(100 * time.Millisecond)
-	return p.(broker.CrossingLog).Crossings(), strike
+		prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer prod.Close()
+		for i := range 3 {
+			if err := prod.ProduceSync(ctx, kgo.StringRecord(fmt.Sprint(i))).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(topic), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cons.Close()
+		var recs []*kgo.Record
+		for len(recs) < 3 && ctx.Err() == nil {
+			recs = append(recs, cons.PollFetches(ctx).Records()...)
+		}
+		for _, r := range recs {
+			if err := cons.CommitRecords(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
 }
 
 // Each point explore would take from the crossings strikes the crossing it

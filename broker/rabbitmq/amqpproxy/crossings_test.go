@@ -24,98 +24,86 @@ func TestMain(m *testing.M) { testservers.Main(m) }
 // one get-empty), then a publish consumed by basic.consume and acked.
 func drill(t *testing.T, arm *fault.Trigger) ([]broker.Crossing, broker.Strike) {
 	t.Helper()
-	url := testservers.Broker(t, rabbitmq.Kind)
-	p, err := amqpproxy.Kind{}.Listen(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	var strike broker.Strike
-	if arm != nil {
-		if strike, err = p.Arm(*arm); err != nil {
-			t.Fatal(err)
-		}
-	}
-	conn, err := amqp.Dial(p.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch := func() *amqp.Channel {
-		c, err := conn.Channel()
+	return brokertest.Through(t, amqpproxy.Kind{}, testservers.Broker(t, rabbitmq.Kind), arm, func(p broker.Proxy) {
+		conn, err := amqp.Dial(p.URL())
 		if err != nil {
 			t.Fatal(err)
 		}
-		return c
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	plain, confirmed, reader := ch(), ch(), ch()
-	q := fmt.Sprintf("xing-%d", time.Now().UnixNano())
-	if _, err := plain.QueueDeclare(q, false, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	defer plain.QueueDelete(q, false, false, false)
-	if err := confirmed.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
-	publish := func(c *amqp.Channel, body string) {
-		t.Helper()
-		dc, err := c.PublishWithDeferredConfirmWithContext(ctx, "", q, false, false, amqp.Publishing{Body: []byte(body)})
+		defer conn.Close()
+		ch := func() *amqp.Channel {
+			c, err := conn.Channel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		plain, confirmed, reader := ch(), ch(), ch()
+		q := fmt.Sprintf("xing-%d", time.Now().UnixNano())
+		if _, err := plain.QueueDeclare(q, false, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+		defer plain.QueueDelete(q, false, false, false)
+		if err := confirmed.Confirm(false); err != nil {
+			t.Fatal(err)
+		}
+		publish := func(c *amqp.Channel, body string) {
+			t.Helper()
+			dc, err := c.PublishWithDeferredConfirmWithContext(ctx, "", q, false, false, amqp.Publishing{Body: []byte(body)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if dc != nil && !dc.Wait() {
+				t.Fatal("nacked")
+			}
+		}
+		publish(plain, "0")
+		for i := 1; i <= 3; i++ {
+			publish(confirmed, fmt.Sprint(i))
+		}
+		for { // the plain publish is routed too
+			st, err := plain.QueueDeclarePassive(q, false, false, false, false, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Messages == 4 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		get := func() amqp.Delivery {
+			t.Helper()
+			m, ok, err := reader.Get(q, false)
+			if err != nil || !ok {
+				t.Fatalf("get: %v %v", ok, err)
+			}
+			return m
+		}
+		_ = get().Ack(false)
+		_ = get().Nack(false, true)
+		_ = get().Ack(false) // its redelivery
+		_ = get().Reject(false)
+		_ = get().Ack(false)
+		if _, ok, err := reader.Get(q, false); ok || err != nil {
+			t.Fatalf("get-empty: %v %v", ok, err)
+		}
+		publish(confirmed, "4")
+		if err := reader.Qos(1, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := reader.ConsumeWithContext(ctx, q, "c", false, false, false, false, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if dc != nil && !dc.Wait() {
-			t.Fatal("nacked")
+		select {
+		case m := <-ds:
+			_ = m.Ack(false)
+		case <-ctx.Done():
+			t.Fatal("no delivery")
 		}
-	}
-	publish(plain, "0")
-	for i := 1; i <= 3; i++ {
-		publish(confirmed, fmt.Sprint(i))
-	}
-	for { // the plain publish is routed too
-		st, err := plain.QueueDeclarePassive(q, false, false, false, false, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Messages == 4 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	get := func() amqp.Delivery {
-		t.Helper()
-		m, ok, err := reader.Get(q, false)
-		if err != nil || !ok {
-			t.Fatalf("get: %v %v", ok, err)
-		}
-		return m
-	}
-	_ = get().Ack(false)
-	_ = get().Nack(false, true)
-	_ = get().Ack(false) // its redelivery
-	_ = get().Reject(false)
-	_ = get().Ack(false)
-	if _, ok, err := reader.Get(q, false); ok || err != nil {
-		t.Fatalf("get-empty: %v %v", ok, err)
-	}
-	publish(confirmed, "4")
-	if err := reader.Qos(1, 0, false); err != nil {
-		t.Fatal(err)
-	}
-	ds, err := reader.ConsumeWithContext(ctx, q, "c", false, false, false, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case m := <-ds:
-		_ = m.Ack(false)
-	case <-ctx.Done():
-		t.Fatal("no delivery")
-	}
-	_ = reader.Cancel("c", false)
-	time.Sleep(100 * time.Millisecond)
-	return p.(broker.CrossingLog).Crossings(), strike
+		_ = reader.Cancel("c", false)
+	})
 }
 
 // Each point explore would take from the crossings strikes the crossing it
