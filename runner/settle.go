@@ -294,6 +294,13 @@ func (w *watch) look(ctx context.Context, rs *redisstream.Stream, fp fingerprint
 		}
 	}
 	for _, l := range live {
+		if len(l.InTx) > 0 {
+			// Soft: one a service leaves open for ever (idle in
+			// transaction) is waited for up to the limit, then judged.
+			v.soft = append(v.soft, fmt.Sprintf("service %s holds a transaction open on %s", l.Name, strings.Join(l.InTx, " and ")))
+		}
+	}
+	for _, l := range live {
 		if l.Producer && fp.unpublished > 0 {
 			v.hard = append(v.hard, fmt.Sprintf("the outbox holds %d unpublished event(s) and service %s, which uses the producer's database, runs", fp.unpublished, l.Name))
 			break

@@ -28,6 +28,10 @@ type Live struct {
 	// Restarting: its process ended and its supervisor is starting the
 	// next (what it uses is the ended process's).
 	Restarting bool
+	// InTx names the databases ("producer_db", "consumer_db") on which it
+	// holds a transaction open now: it is mid-work, whatever the tables
+	// show yet.
+	InTx []string
 }
 
 // Live lists the services still running, by name.
@@ -63,6 +67,11 @@ func (r *Run) Live() []Live {
 			Consumer: (s.given[1] || s.pg[1] != nil && s.pg[1].Connections() > 0) && (s.given[2] || seen && gr.Connections() > 0)}
 		if seen {
 			l.Groups, l.Claims = gr.ReadGroups()
+		}
+		for i, p := range s.pg {
+			if p != nil && p.OpenTransactions() > 0 {
+				l.InTx = append(l.InTx, []string{"producer_db", "consumer_db"}[i])
+			}
 		}
 		out = append(out, l)
 	}

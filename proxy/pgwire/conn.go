@@ -87,8 +87,10 @@ type stmtHold struct {
 }
 
 func newConn(p *Proxy, id int, client net.Conn) *conn {
-	return &conn{p: p, id: id, client: client, done: make(chan struct{}), pending: make(chan *reply, 4096),
+	c := &conn{p: p, id: id, client: client, done: make(chan struct{}), pending: make(chan *reply, 4096),
 		stmts: map[string]string{}, portals: map[string]string{}}
+	p.live.Store(id, c)
+	return c
 }
 
 // Close closes both sides of the relay.
@@ -96,6 +98,7 @@ func (c *conn) Close() { c.close() }
 
 func (c *conn) close() {
 	c.closeOnce.Do(func() {
+		c.p.live.Delete(c.id)
 		close(c.done)
 		c.client.Close()
 		c.serverMu.Lock()

@@ -19,6 +19,7 @@ package pgwire
 import (
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -32,6 +33,7 @@ import (
 type Proxy struct {
 	upstream string
 	ln       *listen.Listener
+	live     sync.Map // id → *conn, while open: OpenTransactions reads their status
 
 	fault.Registry[*Armed, Event]
 }
@@ -108,6 +110,21 @@ func (p *Proxy) cancel(msg *pgproto3.CancelRequest) {
 // Connections is how many client connections the proxy has taken so far:
 // whether the service uses this link at all.
 func (p *Proxy) Connections() int { return p.ln.Accepted() }
+
+// OpenTransactions is how many of its client connections are inside a
+// transaction block now (the server's last ReadyForQuery said T, or E: a
+// failed one not yet rolled back): a service mid-transaction is still
+// working, whatever the tables show so far.
+func (p *Proxy) OpenTransactions() int {
+	n := 0
+	p.live.Range(func(_, v any) bool {
+		if s := v.(*conn).status.Load(); s == 'T' || s == 'E' {
+			n++
+		}
+		return true
+	})
+	return n
+}
 
 // Addr is the proxy's "host:port".
 func (p *Proxy) Addr() string { return p.ln.Addr() }

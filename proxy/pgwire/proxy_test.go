@@ -396,3 +396,47 @@ func TestVacuumIsNotWrapped(t *testing.T) {
 		t.Fatalf("VACUUM through an armed proxy: %v", err)
 	}
 }
+
+// A connection inside a transaction block (or a failed one not yet rolled
+// back) counts as open until its COMMIT or ROLLBACK, or until it closes:
+// what settling waits for.
+func TestOpenTransactions(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	c, other := f.client(), f.client()
+	if n := f.proxy.OpenTransactions(); n != 0 {
+		t.Fatalf("idle: %d open, want 0", n)
+	}
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO "+f.a+" (id) VALUES ('x')"); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.proxy.OpenTransactions(); n != 1 {
+		t.Errorf("mid-transaction: %d open, want 1", n)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.proxy.OpenTransactions(); n != 0 {
+		t.Errorf("committed: %d open, want 0", n)
+	}
+	otx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = otx.Exec(ctx, "SELECT 1/0") // failed: E until rolled back
+	if n := f.proxy.OpenTransactions(); n != 1 {
+		t.Errorf("a failed transaction: %d open, want 1", n)
+	}
+	other.Close(ctx)
+	deadline := time.Now().Add(2 * time.Second)
+	for f.proxy.OpenTransactions() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := f.proxy.OpenTransactions(); n != 0 {
+		t.Errorf("its connection closed: %d open, want 0", n)
+	}
+}
