@@ -9,36 +9,29 @@ import (
 	"github.com/outboxdrill/runner/proxy/fault"
 )
 
-// Boundary is where on a method a trigger strikes.
-type Boundary int
+// Boundary is where on an operation a trigger strikes: fault.Request,
+// before the client's operation is forwarded (the server never sees it),
+// or fault.Reply, with the server's answer held, or a message the
+// server sends before the client sees it. Each operation's own reply
+// is said at its constant below.
+type Boundary = fault.Boundary
 
+// The two boundaries a broker operation has.
 const (
-	// Request strikes before the client's method (with its content) is
-	// forwarded: the server never sees it.
-	Request Boundary = iota + 1
-	// Reply strikes with the server's answer held: a publish's confirm,
-	// a synchronous method's -ok, or a method the server sends (a
-	// delivery) before the client sees it.
-	Reply
+	Request = fault.Request
+	Reply   = fault.Reply
 )
-
-func (b Boundary) String() string {
-	if b == Request {
-		return "request"
-	}
-	return "reply"
-}
 
 // The broker-neutral operations, as every proxy has them.
 const (
 	// OpPublish is basic.publish; its reply is the publisher confirm
 	// (basic.ack or basic.nack from the server) that covers it.
-	OpPublish = "publish"
+	OpPublish = fault.OpPublish
 	// OpDeliver is, at Reply, basic.deliver or basic.get-ok (with its
 	// message); at Request, basic.get.
-	OpDeliver = "deliver"
+	OpDeliver = fault.OpDeliver
 	// OpAck is the client's basic.ack (Request only: AMQP answers no ack).
-	OpAck = "ack"
+	OpAck = fault.OpAck
 )
 
 // Trigger arms one fault at the Nth crossing of Op: a neutral operation,

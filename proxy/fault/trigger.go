@@ -115,6 +115,17 @@ const (
 	Reply
 )
 
+// The broker-neutral operations every broker's proxy names the same:
+// what a relay's publish, a consumer's delivery and its acknowledgement
+// are on that broker (XADD, Produce, a JetStream publish, basic.publish
+// with its confirm; XREADGROUP, Fetch, …; XACK, OffsetCommit, +ACK,
+// basic.ack).
+const (
+	OpPublish = "publish"
+	OpDeliver = "deliver"
+	OpAck     = "ack"
+)
+
 var boundaryNames = map[Boundary]string{Commit: "commit", Statement: "statement", Request: "request", Reply: "reply"}
 
 func (b Boundary) String() string {

@@ -11,36 +11,31 @@ import (
 	"github.com/outboxdrill/runner/proxy/fault"
 )
 
-// Boundary is where on a request a trigger strikes.
-type Boundary int
+// Boundary is where on an operation a trigger strikes: fault.Request,
+// before the client's operation is forwarded (the server never sees it),
+// or fault.Reply, with the server's answer held, or a message the
+// server sends before the client sees it. Each operation's own reply
+// is said at its constant below.
+type Boundary = fault.Boundary
 
+// The two boundaries a broker operation has.
 const (
-	// Request strikes before the client's request is forwarded: the broker
-	// never sees it.
-	Request Boundary = iota + 1
-	// Reply strikes with the broker's response held.
-	Reply
+	Request = fault.Request
+	Reply   = fault.Reply
 )
-
-func (b Boundary) String() string {
-	if b == Request {
-		return "request"
-	}
-	return "reply"
-}
 
 // The broker-neutral operations, as every proxy has them.
 const (
 	// OpPublish is Produce; its reply is the Produce response (a request
 	// with acks=0 has none).
-	OpPublish = "publish"
+	OpPublish = fault.OpPublish
 	// OpDeliver is, at Request, a Fetch or ShareFetch request; at Reply, a
 	// Fetch or ShareFetch response that hands the client records (counted
 	// there: an empty long poll is no delivery).
-	OpDeliver = "deliver"
+	OpDeliver = fault.OpDeliver
 	// OpAck is OffsetCommit, TxnOffsetCommit, ShareAcknowledge, or a
 	// ShareFetch that accepts records; at Reply, its response.
-	OpAck = "ack"
+	OpAck = fault.OpAck
 )
 
 // Trigger arms one fault at the Nth crossing of Op: a neutral operation,

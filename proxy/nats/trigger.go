@@ -7,25 +7,18 @@ import (
 	"github.com/outboxdrill/runner/proxy/fault"
 )
 
-// Boundary is where on an operation a trigger strikes.
-type Boundary int
+// Boundary is where on an operation a trigger strikes: fault.Request,
+// before the client's operation is forwarded (the server never sees it),
+// or fault.Reply, with the server's answer held, or a message the
+// server sends before the client sees it. Each operation's own reply
+// is said at its constant below.
+type Boundary = fault.Boundary
 
+// The two boundaries a broker operation has.
 const (
-	// Request strikes before the client's operation is forwarded: the
-	// server never sees it.
-	Request Boundary = iota + 1
-	// Reply strikes with the server's answer held: a publish's PubAck, a
-	// delivery (a message JetStream hands the consumer), the answer to an
-	// acknowledged ack.
-	Reply
+	Request = fault.Request
+	Reply   = fault.Reply
 )
-
-func (b Boundary) String() string {
-	if b == Request {
-		return "request"
-	}
-	return "reply"
-}
 
 // The operations a trigger names: broker-neutral ones, as every proxy has
 // them, and NATS's own.
@@ -33,13 +26,13 @@ const (
 	// OpPublish is a JetStream publish: a PUB or HPUB with a reply
 	// subject, to a subject outside the server's own ($JS., $SYS., $JSC.,
 	// $NRG., $SRV., _INBOX.). Its reply is the PubAck.
-	OpPublish = "publish"
+	OpPublish = fault.OpPublish
 	// OpDeliver is, at Reply, a JetStream delivery (a MSG or HMSG whose
 	// reply subject is $JS.ACK.…); at Request, a pull request.
-	OpDeliver = "deliver"
+	OpDeliver = fault.OpDeliver
 	// OpAck is a positive ack: +ACK (or an empty or +OK payload) or +NXT
 	// published to a delivery's $JS.ACK subject.
-	OpAck = "ack"
+	OpAck = fault.OpAck
 
 	OpPUB  = "PUB"      // any PUB or HPUB the client sends
 	OpMSG  = "MSG"      // any MSG or HMSG the server sends (Reply only)

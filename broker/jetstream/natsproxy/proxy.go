@@ -22,10 +22,7 @@ func (Kind) Operations() []string        { return nproxy.Operations() }
 func (Kind) Check(t fault.Trigger) error { return native(t).Check() }
 
 func native(t fault.Trigger) nproxy.Trigger {
-	n := nproxy.Trigger{Boundary: nproxy.Reply, Op: t.Filter.Command, Subject: t.Filter.Subject, Nth: t.Nth, Action: t.Action}
-	if t.Boundary == fault.Request {
-		n.Boundary = nproxy.Request
-	}
+	n := nproxy.Trigger{Boundary: t.Boundary, Op: t.Filter.Command, Subject: t.Filter.Subject, Nth: t.Nth, Action: t.Action}
 	if f := t.Filter; f.Topic != "" || f.Group != "" || f.Exchange != "" || f.RoutingKey != "" || f.Queue != "" {
 		n.Op = "" // Check: NATS filters by subject only
 	}

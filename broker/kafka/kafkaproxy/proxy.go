@@ -30,10 +30,7 @@ func (Kind) Check(t fault.Trigger) error { return native(t).Check() }
 // native is t as proxy/kafka arms it: its filters other than topic and
 // group are refused there.
 func native(t fault.Trigger) kproxy.Trigger {
-	k := kproxy.Trigger{Boundary: kproxy.Reply, Op: t.Filter.Command, Topic: t.Filter.Topic, Group: t.Filter.Group, Nth: t.Nth, Action: t.Action}
-	if t.Boundary == fault.Request {
-		k.Boundary = kproxy.Request
-	}
+	k := kproxy.Trigger{Boundary: t.Boundary, Op: t.Filter.Command, Topic: t.Filter.Topic, Group: t.Filter.Group, Nth: t.Nth, Action: t.Action}
 	if f := t.Filter; f.Subject != "" || f.Exchange != "" || f.RoutingKey != "" || f.Queue != "" {
 		k.Op = "" // Check: no such filter on Kafka
 	}

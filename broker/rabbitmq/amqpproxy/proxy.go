@@ -19,10 +19,7 @@ func (Kind) Operations() []string        { return aproxy.Operations() }
 func (Kind) Check(t fault.Trigger) error { return native(t).Check() }
 
 func native(t fault.Trigger) aproxy.Trigger {
-	a := aproxy.Trigger{Boundary: aproxy.Reply, Op: t.Filter.Command, Exchange: t.Filter.Exchange, RoutingKey: t.Filter.RoutingKey, Queue: t.Filter.Queue, Nth: t.Nth, Action: t.Action}
-	if t.Boundary == fault.Request {
-		a.Boundary = aproxy.Request
-	}
+	a := aproxy.Trigger{Boundary: t.Boundary, Op: t.Filter.Command, Exchange: t.Filter.Exchange, RoutingKey: t.Filter.RoutingKey, Queue: t.Filter.Queue, Nth: t.Nth, Action: t.Action}
 	if f := t.Filter; f.Topic != "" || f.Group != "" || f.Subject != "" {
 		a.Op = "" // Check: AMQP filters by exchange, routing key, queue
 	}
