@@ -2,6 +2,7 @@ package natsproxy
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -90,6 +91,13 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 	es := x.p.Events() // after History: every operation it read is there
 	pass := broker.Passes(len(es), func(i int) time.Time { return es[i].At }, func(i int) bool { return es[i].Fault != "" })
 	w := broker.Wire{NotJudged: notJudged, EventIDFrom: from(m.EventID, "the event-id header, else Nats-Msg-Id")}
+	if n := x.p.Unpaired(); n > 0 {
+		// Replies passed on unpaired: publishes missing from the history.
+		w.NotJudged = maps.Clone(notJudged)
+		for _, inv := range []string{"acked_without_effect", "double_published", "lost"} {
+			w.NotJudged[inv] = fmt.Sprintf("the NATS proxy passed on %d repl(ies) without pairing them with their publish (over its cap of requests awaiting a reply), so the history from the wire lacks those publishes", n)
+		}
+	}
 	for _, p := range pubs {
 		if p.Duplicate {
 			continue
