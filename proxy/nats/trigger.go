@@ -7,18 +7,11 @@ import (
 	"github.com/outboxdrill/runner/proxy/fault"
 )
 
-// Boundary is where on an operation a trigger strikes: fault.Request,
-// before the client's operation is forwarded (the server never sees it),
-// or fault.Reply, with the server's answer held, or a message the
-// server sends before the client sees it. Each operation's own reply
-// is said at its constant below.
+// Boundary, Request and Reply are fault's (the reply of each operation
+// is said at its constant below).
 type Boundary = fault.Boundary
 
-// The two boundaries a broker operation has.
-const (
-	Request = fault.Request
-	Reply   = fault.Reply
-)
+const Request, Reply = fault.Request, fault.Reply
 
 // The operations a trigger names: broker-neutral ones, as every proxy has
 // them, and NATS's own.
