@@ -103,7 +103,7 @@ func (h worldHost) SetLabel(label string)                { h.w.setBrokerLabel(h.
 // newBroker is scenario sc's own stream (or queues) on broker b, named key;
 // sc nil: a pair taken without a scenario (soak, bench).
 func (w *World) newBroker(ctx context.Context, b, key string, sc *scenario.Scenario) (broker.Broker, error) {
-	conn, ok := w.conns[b]
+	conn, ok := w.brokerConns()[b]
 	if !ok {
 		return nil, fmt.Errorf("broker %s was not opened for this run", b)
 	}
@@ -154,7 +154,7 @@ func (c control) Cannot(s steps.Server) string {
 		}
 		return ""
 	case steps.BrokerServer:
-		if srv, why := c.w.conns[c.broker].Server(); srv == nil {
+		if srv, why := c.w.brokerConns()[c.broker].Server(); srv == nil {
 			return cmp.Or(why, notOursBroker(c.broker))
 		}
 		return ""
@@ -186,7 +186,7 @@ func notOursBroker(b string) string {
 }
 
 func (c control) Broker(ctx context.Context, action string) error {
-	conn := c.w.conns[c.broker]
+	conn := c.w.brokerConns()[c.broker]
 	srv, why := conn.Server()
 	if srv == nil {
 		return errors.New(cmp.Or(why, notOursBroker(c.broker)))
@@ -228,7 +228,7 @@ func (w *World) restore(ctx context.Context, iso *isolation) error {
 	ctx, cancel := context.WithTimeout(ctx, restoreTimeout)
 	defer cancel()
 	var errs []error
-	for _, conn := range w.conns {
+	for _, conn := range w.brokerConns() {
 		if srv, _ := conn.Server(); srv != nil {
 			if err := srv.Start(ctx); err != nil {
 				errs = append(errs, err)

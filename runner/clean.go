@@ -160,13 +160,25 @@ func (w *World) lease(ctx context.Context) error {
 			w.undo.add(func(ctx context.Context) error { return conn.Close(ctx) })
 		}
 	}
-	for b, conn := range w.conns {
-		release, err := conn.Lease(ctx, w.RunID)
-		if err != nil {
-			return fmt.Errorf("%s: lease: %w", b, err)
-		}
-		w.undo.add(release)
+	if w.up != nil {
+		return nil // each broker leases its server as it comes up (leaseBroker)
 	}
+	for b := range w.conns {
+		if err := w.leaseBroker(ctx, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// leaseBroker takes the run's lease on broker b's server, before anything
+// is created there.
+func (w *World) leaseBroker(ctx context.Context, b string) error {
+	release, err := w.brokerConns()[b].Lease(ctx, w.RunID)
+	if err != nil {
+		return fmt.Errorf("%s: lease: %w", b, err)
+	}
+	w.undo.add(release)
 	return nil
 }
 

@@ -80,6 +80,9 @@ func (pp *pairPool) next() int {
 // acquire hands out a reset database pair with a new stream (or queues) on
 // broker b for scenario sc.
 func (w *World) acquire(ctx context.Context, b string, sc *scenario.Scenario) (*isolation, error) {
+	if err := w.brokerUp(ctx, b); err != nil {
+		return nil, err
+	}
 	pp := &w.pairs
 	iso, err := pp.take(ctx, growAfter)
 	if iso == nil && err == nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,6 +127,9 @@ func Run(ctx context.Context, p Params, scs []*scenario.Scenario) (rep *report.R
 		return nil, err
 	}
 	results, err := schedule(ctx, &p, w, jobs)
+	if serr := w.setupErr(); serr != nil {
+		return nil, serr // a broker's server could not be had: a setup error, as before any scenario
+	}
 	return newReport(w, sh.brokers, start, jobs, results), errors.Join(err, context.Cause(ctx))
 }
 
@@ -139,7 +143,10 @@ type job struct {
 // new jobs from starting; the ones running finish.
 func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*report.Result, error) {
 	results := make([]*report.Result, len(jobs))
-	var next atomic.Int64 // index of the next scenario to start
+	next := picker{w: w, jobs: jobs, todo: make([]int, len(jobs))}
+	for i := range next.todo {
+		next.todo[i] = i
+	}
 	var stop atomic.Bool
 	var mu sync.Mutex // errs, results
 	var exclusive sync.RWMutex
@@ -150,8 +157,8 @@ func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*report.R
 	for range min(p.Parallel, len(jobs)) {
 		wg.Go(func() {
 			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(jobs) || stop.Load() || ctx.Err() != nil {
+				i, ok := next.take()
+				if !ok || stop.Load() || ctx.Err() != nil {
 					return
 				}
 				// A scenario that kills or stops a shared server runs alone.
@@ -188,6 +195,28 @@ func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*report.R
 	}
 	wg.Wait()
 	return results, errors.Join(errs...)
+}
+
+// picker hands the workers the jobs in order, but first those whose
+// broker's server is up: the others wait for theirs (a RabbitMQ node
+// booting) without holding up the rest.
+type picker struct {
+	mu   sync.Mutex
+	w    *World
+	jobs []job
+	todo []int // job indexes not taken yet, in order
+}
+
+func (pk *picker) take() (int, bool) {
+	pk.mu.Lock()
+	defer pk.mu.Unlock()
+	if len(pk.todo) == 0 {
+		return 0, false
+	}
+	at := max(slices.IndexFunc(pk.todo, func(i int) bool { return pk.w.isUp(pk.jobs[i].broker) }), 0)
+	i := pk.todo[at]
+	pk.todo = slices.Delete(pk.todo, at, at+1)
+	return i, true
 }
 
 // InternalError is a panic in a scenario's worker: a bug in the runner,
@@ -228,6 +257,9 @@ func allNA(res *report.Result) string {
 }
 
 func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Result, error) {
+	if err := w.brokerUp(ctx, j.broker); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	sc := j.sc
 	if sc.System != nil {

@@ -59,7 +59,7 @@ func (w *World) acquireSystem(ctx context.Context, b string, sc *scenario.Scenar
 	for k, v := range sc.Vars {
 		vars[k] = v
 	}
-	run := sysrun.New(sysrun.Config{System: sys, Vars: vars, BrokerName: b, BrokerURL: w.brokerURLs[b],
+	run := sysrun.New(sysrun.Config{System: sys, Vars: vars, BrokerName: b, BrokerURL: w.brokerURL(b),
 		ProducerURL: w.dbURL(producerSide, iso.producer), ConsumerURL: w.dbURL(consumerSide, iso.consumer)})
 	iso.env.Services, iso.env.System = run, sys
 	// Closed first (LIFO): the services stop before their databases go.

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,6 +89,14 @@ type World struct {
 	// team's services; written only while opening, under connsMu.
 	brokerURLs   map[string]string
 	brokerLabels map[string]string // report labels where the server is not the broker itself
+	// up holds, per broker OpenWorld started, a channel closed once its
+	// server is open and leased (or failed: upErr): a scenario on one
+	// broker need not wait for another's server to boot (a RabbitMQ node
+	// takes seconds). nil in a world whose brokers were opened before it
+	// was returned (runner clean's).
+	up       map[string]chan struct{}
+	upErr    map[string]error // under connsMu
+	starting sync.WaitGroup   // broker starts still running: Close waits
 
 	// catalogs are the system files' catalogs by file (systemKey), from
 	// the check before the run; written only then.
@@ -113,6 +123,13 @@ func (w *World) Labels() map[string]string {
 		out[b] = l
 	}
 	return out
+}
+
+// brokerURL is broker b's URL, given or the runner's own server's.
+func (w *World) brokerURL(b string) string {
+	w.connsMu.Lock()
+	defer w.connsMu.Unlock()
+	return w.brokerURLs[b]
 }
 
 func (w *World) setBrokerURL(b, url string) {
@@ -226,11 +243,9 @@ func (w *World) startServers(ctx context.Context, p *Params, sh shape) error {
 	if err := probeGiven(ctx, p, sh); err != nil {
 		return err
 	}
-	errs := make([]error, 2+len(sh.brokers))
+	errs := make([]error, 2)
 	var wg sync.WaitGroup
-	for i, b := range sh.brokers {
-		wg.Go(func() { errs[2+i] = w.openBroker(ctx, p, b) })
-	}
+	w.startBrokers(ctx, p, sh.brokers)
 	w.pgURLs = [2]string{p.PGURL, p.PGURL}
 	sides := []string{"producer", "consumer"}
 	if !sh.splitDBs {
@@ -288,7 +303,83 @@ func (p *Params) connectTimeout() time.Duration {
 }
 
 // Close drops what the run created and stops what it started.
-func (w *World) Close() error { return w.undo.run() }
+func (w *World) Close() error {
+	w.starting.Wait() // what a start still brings up goes too
+	return w.undo.run()
+}
+
+// startBrokers opens each broker's server (given, or the runner's own) in
+// the background; brokerUp waits for one.
+func (w *World) startBrokers(ctx context.Context, p *Params, brokers []string) {
+	w.up, w.upErr = map[string]chan struct{}{}, map[string]error{}
+	for _, b := range brokers {
+		w.up[b] = make(chan struct{})
+	}
+	for _, b := range brokers {
+		w.starting.Go(func() {
+			err := w.openBroker(ctx, p, b)
+			if err == nil {
+				err = w.leaseBroker(ctx, b)
+			}
+			w.connsMu.Lock()
+			if err != nil {
+				w.upErr[b] = err
+			}
+			w.connsMu.Unlock()
+			close(w.up[b])
+		})
+	}
+}
+
+// brokerUp waits until broker b's server is open and leased, and says
+// why not when it could not be.
+func (w *World) brokerUp(ctx context.Context, b string) error {
+	ch, ok := w.up[b]
+	if !ok {
+		return nil // opened with the world, or not this run's
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	w.connsMu.Lock()
+	defer w.connsMu.Unlock()
+	return w.upErr[b]
+}
+
+// setupErr is why a broker's server could not be had, nil when all were
+// (or are still coming up).
+func (w *World) setupErr() error {
+	w.connsMu.Lock()
+	defer w.connsMu.Unlock()
+	var errs []error
+	for _, b := range slices.Sorted(maps.Keys(w.upErr)) {
+		errs = append(errs, w.upErr[b])
+	}
+	return errors.Join(errs...)
+}
+
+// isUp reports whether broker b's server is open (or will never be).
+func (w *World) isUp(b string) bool {
+	ch, ok := w.up[b]
+	if !ok {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// brokerConns are the brokers opened so far.
+func (w *World) brokerConns() map[string]broker.Conn {
+	w.connsMu.Lock()
+	defer w.connsMu.Unlock()
+	return maps.Clone(w.conns)
+}
 
 // createDB creates a database and registers its drop. Names are built by
 // the runner only, from the prefix, the run id and a counter.
@@ -329,7 +420,7 @@ func (w *World) inspect(iso *isolation, b string) []string {
 	}
 	hints := []string{"producer DB: " + psql(producerSide, iso.producer) + " -c 'TABLE outbox'",
 		"consumer DB: " + psql(consumerSide, iso.consumer) + " -c 'TABLE inbox' -c 'TABLE projection'"}
-	if conn, ok := w.conns[b]; ok {
+	if conn, ok := w.brokerConns()[b]; ok {
 		hints = append(hints, conn.Hints(iso.streamKey)...)
 	}
 	return hints
@@ -337,7 +428,10 @@ func (w *World) inspect(iso *isolation, b string) []string {
 
 // redisClient is the run's Redis client (raw bench), or nil.
 func (w *World) redisClient() *redis.Client {
-	if c, ok := w.conns[broker.Redis].(interface{ Client() *redis.Client }); ok {
+	if w.brokerUp(context.Background(), broker.Redis) != nil {
+		return nil
+	}
+	if c, ok := w.brokerConns()[broker.Redis].(interface{ Client() *redis.Client }); ok {
 		return c.Client()
 	}
 	return nil
