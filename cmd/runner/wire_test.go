@@ -72,3 +72,21 @@ brokers: [nats]
 		t.Errorf("a verdict about an event without an id, or no word that none was judged:\n%s", out)
 	}
 }
+
+// A step's trace names the broker's own operation (broker.Kind.Verbs):
+// the relay's publish is a JetStream publish on NATS and a basic.publish on
+// RabbitMQ, never an XADD there; on Redis it is the XADD.
+func TestTracesNameEachBrokersOperation(t *testing.T) {
+	t.Parallel()
+	sc := scenarioFile(t, "verbs.yaml", "name: verbs\nsteps:\n  - produce(event=bus-1)\n  - relay\n  - consume\n  - expect: {inbox.rows: 1}\n")
+	code, out, errOut := cli(t, "run", "-v", "--broker", "redis,nats,rabbitmq", "--nats", testservers.URL(t, "nats"), "--rabbitmq", testservers.URL(t, "rabbitmq"), sc)
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s\n%s", code, out, errOut)
+	}
+	for label, want := range map[string]string{"redis": "XADD bus-1 → entry ", "nats": "PUB (PubAck) bus-1 → entry ", "rabbitmq": "basic.publish (confirm) bus-1 → entry "} {
+		got := block(out, "--- PASS: verbs ["+label+"]")
+		if !strings.Contains(got, want) || label != "redis" && strings.Contains(got, "XADD") {
+			t.Errorf("%s: want %q and no XADD in:\n%s", label, want, got)
+		}
+	}
+}
