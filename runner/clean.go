@@ -207,12 +207,26 @@ func cleanDatabases(ctx context.Context, pgURL string, c *Cleaned) error {
 	if err != nil {
 		return err
 	}
+	// A database with a session on it is in use: DROP DATABASE would wait
+	// 5 s for the session to go before refusing (55006), per database.
+	rows, err = conn.Query(ctx, `SELECT DISTINCT datname FROM pg_stat_activity WHERE datname LIKE $1`, namePrefix+`\_%`)
+	if err != nil {
+		return err
+	}
+	connected, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
 	for _, name := range names {
 		if !leftoverDB.MatchString(name) {
 			continue
 		}
 		if slices.Contains(leases, leaseName("_", runOf(name))) {
 			c.Live = append(c.Live, name)
+			continue
+		}
+		if slices.Contains(connected, name) {
+			c.InUse = append(c.InUse, name)
 			continue
 		}
 		// The CDC relay's slot is named after its producer database and

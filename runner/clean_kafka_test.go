@@ -53,6 +53,7 @@ func TestCleanKafka(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer w.ReturnPair(ctx, pr) // before Close: a pair still out keeps its sessions
 	liveTopic := kafka.Sanitize(pr.Stream)
 	if _, err := pr.Env.Broker.Read(ctx, "g", "w", 0, 10*time.Millisecond); err != nil { // its group
 		t.Fatal(err)

@@ -108,6 +108,24 @@ func TestCleanSparesLiveRunTakesKilledOnes(t *testing.T) {
 		defer pg.Exec(ctx, "DROP DATABASE IF EXISTS "+db)
 	}
 	gone = append(gone, [2]string{"db", base + "_p"}, [2]string{"db", base + "_c"})
+	// A killed run's database someone still has a session on is in use: not
+	// dropped, and said at once (DROP DATABASE would wait 5 s to refuse).
+	held := namePrefix + "_" + dead + "_2_p"
+	if _, err := pg.Exec(ctx, "CREATE DATABASE "+held); err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Exec(ctx, "DROP DATABASE IF EXISTS "+held)
+	hcfg, err := pgx.ParseConfig(p.PGURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hcfg.Database = held
+	hc, err := pgx.ConnectConfig(ctx, hcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hc.Close(ctx)
+	stay = append(stay, [2]string{"db", held})
 	stay = append(stay, [2]string{"db", base + "_x"})
 	for _, k := range []string{key, key + ":dlq", key + ":other"} {
 		rdb.XAdd(ctx, &redis.XAddArgs{Stream: k, Values: []string{"a", "b"}})
@@ -178,6 +196,13 @@ func TestCleanSparesLiveRunTakesKilledOnes(t *testing.T) {
 		if !exists[o[0]](o[1]) {
 			t.Errorf("bystander %s %s was removed", o[0], o[1])
 		}
+	}
+	if !slices.Contains(c.InUse, held) {
+		t.Errorf("the killed run's database %s with a session on it is not listed in use: %v", held, c.InUse)
+	}
+	hc.Close(ctx)
+	if _, err := pg.Exec(ctx, "DROP DATABASE "+held); err != nil {
+		t.Fatal(err)
 	}
 	if len(c.Notes) != 1 || !strings.Contains(c.Notes[0], "rabbitmqctl list_queues") {
 		t.Errorf("notes: %q", c.Notes)
