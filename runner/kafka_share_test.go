@@ -47,6 +47,7 @@ var shareProbes = []struct{ name, steps, lost string }{
 // lost (and nothing else) with the share-partition start offset as the
 // reason; one whose record the broker still holds must pass, lost judged.
 func TestKafkaShareGroupLostComesFromTheBroker(t *testing.T) {
+	t.Parallel()
 	var scs []*scenario.Scenario
 	for _, p := range shareProbes {
 		scs = append(scs, scenariotest.ParseOne(t, "name: "+p.name+"\nkafka: {share: true}\nsteps:\n  - produce: {event: bus-1, amount: 100}\n  - relay"+p.steps))

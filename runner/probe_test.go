@@ -85,6 +85,7 @@ func TestProbeNamesAWrongServer(t *testing.T) {
 // TestOpenWorldConnectTimeout: a run whose --pg or --redis is a silent
 // port fails within the connect timeout (it hung ~120 s), naming it.
 func TestOpenWorldConnectTimeout(t *testing.T) {
+	t.Parallel()
 	addr := testutil.Listener(t, silent)
 	for _, p := range []Params{
 		{PGURL: "postgres://u@" + addr + "/db?sslmode=disable", URLs: map[string]string{broker.Redis: testservers.Redis(t)}, ConnectTimeout: time.Second},

@@ -37,7 +37,6 @@ func TestKillThenCleanEveryBroker(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	t.Parallel()
-	testservers.CleanAlone(t)
 	ctx := context.Background()
 	natsURL, rabbitURL := testservers.URL(t, broker.NATS), testservers.URL(t, broker.RabbitMQ)
 	pgURL, redisURL := ownServers(t)
@@ -137,6 +136,10 @@ func TestKillThenCleanEveryBroker(t *testing.T) {
 	for deadline := time.Now().Add(20 * time.Second); rdb.Exists(ctx, "drill:lease:"+run).Val() == 1 && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 	}
+	// Only now alone: the wait above is for this test's own Redis, and
+	// another test's clean that took the killed run's NATS streams or
+	// RabbitMQ queues first would leave this one's checks true.
+	testservers.CleanAlone(t)
 	code, stdout, stderr := cli(t, "clean", "--pg", pgURL, "--redis", redisURL, "--nats", natsURL, "--rabbitmq", rabbitURL)
 	if code != 0 {
 		t.Fatalf("clean: exit %d\n%s\n%s", code, stdout, stderr)
