@@ -13,7 +13,10 @@ import (
 // ratio compares runs that saw the same machine load.
 type soakFigures struct {
 	soak, raw, proxied []float64 // events/s per run
-	violations         int       // over every run
+	// clean is the same soak without faults (events/s), work what the
+	// faults made the faulted soak do (Report.Work).
+	clean, work []float64
+	violations  int // over every run
 }
 
 func measureSoak(ctx context.Context, p Params) (soakFigures, error) {
@@ -26,6 +29,12 @@ func measureSoak(ctx context.Context, p Params) (soakFigures, error) {
 		if err != nil {
 			return f, err
 		}
+		clean := base
+		clean.Faults = 0
+		cl, err := soak.Soak(ctx, clean)
+		if err != nil {
+			return f, err
+		}
 		viaProxies := base
 		viaProxies.ViaProxies = true
 		prox, err := soak.Soak(ctx, viaProxies)
@@ -33,7 +42,8 @@ func measureSoak(ctx context.Context, p Params) (soakFigures, error) {
 			return f, err
 		}
 		f.soak, f.raw, f.proxied = append(f.soak, rep.EventsPerSec()), append(f.raw, rep.RawPerSec), append(f.proxied, prox.EventsPerSec())
-		f.violations += len(rep.Violations) + len(prox.Violations)
+		f.clean, f.work = append(f.clean, cl.EventsPerSec()), append(f.work, 100*(rep.Work()-1))
+		f.violations += len(rep.Violations) + len(prox.Violations) + len(cl.Violations)
 	}
 	return f, nil
 }
@@ -71,6 +81,8 @@ func benchSoak(ctx context.Context, p Params, row func(what, figure, note string
 	row(fmt.Sprintf("soak %d events, faults 0.1, --parallel 2", p.SoakEvents), spread(f.soak, "%.0f")+" events/s", runs+"; "+verdict)
 	row("raw baseline, same servers", spread(f.raw, "%.0f")+" events/s", runs+"; each run just before its soak")
 	row("soak/raw", spread(ratios(f.soak, f.raw), "%.0f%%"), runs+": each soak against its own baseline")
+	row("work the faults added", spread(f.work, "+%.0f%%"), runs+": produces done again, entries published again, deliveries again, over the raw baseline's work for as many events")
+	row("the same soak without faults / raw", spread(ratios(f.clean, f.raw), "%.0f%%"), runs+": what the soak's own engine costs (recording, decisions), each against the baseline of its run")
 	row("same soak through the protocol proxies", spread(f.proxied, "%.0f")+" events/s", runs+"; "+verdict)
 	row("proxied/direct", spread(ratios(f.proxied, f.soak), "%.0f%%"), runs+": each against the direct soak just before it")
 	return nil

@@ -79,6 +79,22 @@ type Report struct {
 // EventsPerSec is the soak's throughput, faults and recovery included.
 func (r *Report) EventsPerSec() float64 { return float64(r.Params.Events) / r.Duration.Seconds() }
 
+// Work is what the soak had the servers do for its events, in units of
+// what the raw baseline does for as many: its producer transactions (one
+// a fault rolled back too), stream entries and deliveries, each one per
+// event there. 1 without faults; a fault's recovery is work the baseline
+// never does (a rolled-back produce done again, a batch published again
+// because it was not marked, a pass that failed or did not ack delivered
+// again), and this says how much of it there was.
+func (r *Report) Work() float64 {
+	var delivered int64
+	for _, n := range r.Outcomes {
+		delivered += n
+	}
+	produced := int64(r.Params.Events) + r.Faults["produce.divzero"]
+	return float64(produced+int64(r.History.StreamEntries)+delivered) / float64(3*r.Params.Events)
+}
+
 const soakConsumer = "accounting"
 
 // pollEvery is how long a relay or consumer pass that did not fill its
