@@ -35,6 +35,15 @@ func TestSoakHoldsItsInvariants(t *testing.T) {
 	if rep.Outcomes[pipeline.Duplicate] == 0 || rep.RawPerSec <= 0 {
 		t.Errorf("no duplicates delivered or no baseline:\n%s", rep.Format())
 	}
+	// The faults' recovery is work beyond the baseline's; without faults
+	// there is none.
+	if w := rep.Work(); w <= 1.05 {
+		t.Errorf("faults 0.2 added %.0f%% work, want more than 5%%:\n%s", 100*(w-1), rep.Format())
+	}
+	clean, err := Soak(t.Context(), Params{Events: 100, Seed: 1, Workers: 2, Batch: 20, PGURL: tp.PGURL, Redis: tp.URLs[broker.Redis]})
+	if err != nil || clean.Work() != 1 {
+		t.Errorf("without faults the work is %v, want 1 (%v)", clean.Work(), err)
+	}
 }
 
 // The verdict is handed over as soon as the history is judged, while the
