@@ -184,6 +184,7 @@ func ownServers(t *testing.T) (pgURL, redisURL string) {
 // survived, the kind missing from clean's list of dir kinds), its lease
 // file too.
 func TestKillKafkaRunThenCleanTakesItsDir(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

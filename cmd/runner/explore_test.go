@@ -123,6 +123,7 @@ steps:
 // server, gets the message again after its AckWait, finds it in its inbox
 // and acks it: held.
 func TestExploreNodeNATSMapsAndStrikesBrokerBoundaries(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("node"); err != nil || !exists("../../examples/node/node_modules/nats") {
 		if os.Getenv("CI") != "" {
 			t.Fatal("CI must install the Node example (npm ci --prefix examples/node): node or nats is missing")

@@ -656,6 +656,7 @@ func TestNumericFlagsAreChecked(t *testing.T) {
 // something else, is exit 3 within --connect-timeout (it hung ~120 s),
 // naming the address and what answered; for run, soak and clean.
 func TestConnectTimeout(t *testing.T) {
+	t.Parallel()
 	silent, garbage := testutil.Listener(t, hello(nil)), testutil.Listener(t, hello([]byte("garbage\r\n")))
 	f := scenarioFile(t, "a.yaml", "name: a\nsteps: [produce]\n")
 	noAnswer := " gave no answer within 1s; is a PostgreSQL server there?"

@@ -14,6 +14,7 @@ import (
 // fails naming that, within its settle: limit, and nothing is judged on
 // the moving state.
 func TestASystemThatNeverSettlesIsNotJudged(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("psql"); err != nil {
 		t.Skip("psql (PostgreSQL's client) is not installed")
 	}

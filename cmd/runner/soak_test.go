@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,8 +13,8 @@ import (
 // held; --batch and --baseline belong to --in-process, which keeps the
 // in-process engine.
 func TestSoakIsExploreRandomOnTheReferenceSystem(t *testing.T) {
-	t.Setenv("RUNNER_BIN", runnerBin(t))
-	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "runner-soak-*"))
+	t.Parallel()
+	setProcessEnv(t, "RUNNER_BIN", runnerBin(t))
 	code, out, errOut := cli(t, "soak", "--events", "40", "--faults", "0.1", "--seed", "3")
 	if code != exitOK {
 		t.Fatalf("exit %d, want 0:\n%s\n%s", code, out, errOut)
@@ -29,8 +28,12 @@ func TestSoakIsExploreRandomOnTheReferenceSystem(t *testing.T) {
 	if !regexp.MustCompile(`random: seed 3, 40 events, \d+ fault\(s\) \(the same seed draws the same schedule\): held in`).MatchString(out) {
 		t.Errorf("no held verdict of the seeded schedule:\n%s", out)
 	}
-	if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "runner-soak-*")); len(left) > len(before) {
-		t.Errorf("a soak that held left %v (there were %v)", left, before)
+	// Its own out dir (other tests may run a soak meanwhile).
+	dir := regexp.MustCompile(regexp.QuoteMeta(os.TempDir()) + `/runner-soak-[0-9-]+`).FindString(out)
+	if dir == "" {
+		t.Errorf("the output names no runner-soak-* dir:\n%s", out)
+	} else if _, err := os.Stat(dir); err == nil {
+		t.Errorf("a soak that held left %s", dir)
 	}
 	code, _, errOut = cli(t, "soak", "--batch", "5", "--events", "1")
 	if code != exitInvalid || !strings.Contains(errOut, "runner soak: --batch: only with --in-process") {

@@ -15,6 +15,7 @@ import (
 // would be about an event "" (a double publish, a loss), so the scenario
 // fails saying what the messages lacked, never with a made-up verdict.
 func TestAMessageWithoutAnEventIDIsSaidSo(t *testing.T) {
+	t.Parallel()
 	modules, err := filepath.Abs("../../examples/node/node_modules")
 	if err != nil {
 		t.Fatal(err)
