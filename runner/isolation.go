@@ -167,31 +167,46 @@ func (w *World) createPair(n int) {
 	defer pp.creating.Unlock()
 	base := fmt.Sprintf("%s_%s_%d", namePrefix, w.RunID, n)
 	iso := &isolation{producer: base + "_p", consumer: base + "_c"}
+	// Both sides at once: a scenario needs the two, and each is mostly
+	// round trips and the server's work on its own files.
+	var errs [2]error
+	var wg sync.WaitGroup
 	for i, db := range []struct{ name, ddl string }{{iso.producer, schema.Producer}, {iso.consumer, schema.Consumer}} {
-		err := w.createDB(pp.bg, i, db.name, &iso.drop)
-		if err == nil {
-			iso.pools[i], err = w.pool(pp.bg, i, db.name)
-		}
-		if err == nil {
-			pool := iso.pools[i]
-			iso.close.add(func(context.Context) error { pool.Close(); return nil })
-			_, err = pool.Exec(pp.bg, db.ddl)
-		}
-		if err != nil {
-			pp.mu.Lock()
-			pp.pairs--
-			pp.mu.Unlock()
-			if pp.bg.Err() == nil { // not our own shutdown: a waiting scenario reports it
-				select {
-				case pp.failed <- fmt.Errorf("database %s: %w", db.name, err):
-				default:
-				}
+		wg.Go(func() { errs[i] = w.createSide(pp.bg, iso, i, db.name, db.ddl) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
+		pp.mu.Lock()
+		pp.pairs--
+		pp.mu.Unlock()
+		if pp.bg.Err() == nil { // not our own shutdown: a waiting scenario reports it
+			select {
+			case pp.failed <- err:
+			default:
 			}
-			_ = iso.release(false)
-			return
 		}
+		_ = iso.release(false)
+		return
 	}
 	pp.free <- iso
+}
+
+// createSide creates one side's database of iso with its schema,
+// registering each undo as it goes.
+func (w *World) createSide(ctx context.Context, iso *isolation, side int, name, ddl string) error {
+	err := w.createDB(ctx, side, name, &iso.drop) // cleanups may be added to at once
+	if err == nil {
+		iso.pools[side], err = w.pool(ctx, side, name)
+	}
+	if err != nil {
+		return fmt.Errorf("database %s: %w", name, err)
+	}
+	pool := iso.pools[side]
+	iso.close.add(func(context.Context) error { pool.Close(); return nil })
+	if _, err := pool.Exec(ctx, ddl); err != nil {
+		return fmt.Errorf("database %s: %w", name, err)
+	}
+	return nil
 }
 
 // recycle ends a scenario's use of iso. Kept: the databases and stream stay
