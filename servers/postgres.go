@@ -235,7 +235,7 @@ func (p *Postgres) launch(ctx context.Context, port int) (*child, error) {
 func (p *Postgres) pidFileReady(c *child) error {
 	b, err := os.ReadFile(filepath.Join(p.dataDir, "postmaster.pid"))
 	if err != nil {
-		return fmt.Errorf("postmaster.pid: %w", err)
+		return err // not yet written, or removed by a postmaster giving up
 	}
 	lines := strings.Split(string(b), "\n")
 	const statusLine = 8 // LOCK_FILE_LINE_PM_STATUS
