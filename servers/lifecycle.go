@@ -205,7 +205,12 @@ type launchSpec struct {
 	command func(out io.Writer) *exec.Cmd
 	// probe succeeds once the process c serves: the server on its port is
 	// this one (not a stranger that won the port) and answers.
-	probe   func(ctx context.Context, c *child) error
+	probe func(ctx context.Context, c *child) error
+	// ready, if set, is a cheap check (no connection) that c is ready,
+	// polled every readyPeek until it passes; only then is probe tried. A
+	// probe that fails is not free: a PostgreSQL still starting forks a
+	// backend to refuse it, competing with the startup it waits for.
+	ready   func(c *child) error
 	timeout time.Duration // for the process to become ready; 0: readyTimeout
 }
 
@@ -222,7 +227,11 @@ func (s launchSpec) run(ctx context.Context, kill func(*child)) (*child, error) 
 		return nil, err
 	}
 	probe := func(ctx context.Context) error { return s.probe(ctx, c) }
-	if err := waitReady(ctx, c, s.logPath, offset, cmp.Or(s.timeout, readyTimeout), probe); err != nil {
+	var ready func() error
+	if s.ready != nil {
+		ready = func() error { return s.ready(c) }
+	}
+	if err := waitReady(ctx, c, s.logPath, offset, cmp.Or(s.timeout, readyTimeout), ready, probe); err != nil {
 		kill(c)
 		return nil, err
 	}
@@ -230,9 +239,10 @@ func (s launchSpec) run(ctx context.Context, kill func(*child)) (*child, error) 
 }
 
 // waitReady polls probe until it succeeds, the child exits, ctx is done or
-// timeout passes. A probe in flight is cancelled when the child exits: a
-// stranger that won the port may accept connections and never answer.
-func waitReady(ctx context.Context, c *child, logPath string, logOffset int64, timeout time.Duration, probe func(context.Context) error) error {
+// timeout passes; if ready is set, probe is tried only while ready passes. A
+// probe in flight is cancelled when the child exits: a stranger that won the
+// port may accept connections and never answer.
+func waitReady(ctx context.Context, c *child, logPath string, logOffset int64, timeout time.Duration, ready func() error, probe func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	go func() {
@@ -249,6 +259,12 @@ func waitReady(ctx context.Context, c *child, logPath string, logOffset int64, t
 		select {
 		case <-ctx.Done():
 		case <-t.C:
+			if ready != nil {
+				if last = ready(); last != nil {
+					t.Reset(readyPeek)
+					continue
+				}
+			}
 			pctx, pcancel := context.WithTimeout(ctx, probeTimeout)
 			last = probe(pctx)
 			pcancel()

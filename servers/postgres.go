@@ -2,6 +2,7 @@ package servers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -222,8 +223,26 @@ func (p *Postgres) launch(ctx context.Context, port int) (*child, error) {
 		command: func(out io.Writer) *exec.Cmd {
 			return newCmd(filepath.Join(p.binDir, "postgres"), args, p.Dir, out, p.cred)
 		},
+		ready: p.pidFileReady,
 		probe: func(ctx context.Context, _ *child) error { return p.probe(ctx, cfg) },
 	}.run(ctx, p.kill)
+}
+
+// pidFileReady passes once the postmaster c says in postmaster.pid that it
+// accepts connections: its 8th line, the status, becomes "ready" then. The
+// pid on the first line must be c's: a killed server leaves its file behind,
+// saying "ready", until the new postmaster replaces it.
+func (p *Postgres) pidFileReady(c *child) error {
+	b, err := os.ReadFile(filepath.Join(p.dataDir, "postmaster.pid"))
+	if err != nil {
+		return err // not yet written, or removed by a postmaster giving up
+	}
+	lines := strings.Split(string(b), "\n")
+	const statusLine = 8 // LOCK_FILE_LINE_PM_STATUS
+	if len(lines) < statusLine || lines[0] != strconv.Itoa(c.pid()) || strings.TrimSpace(lines[statusLine-1]) != "ready" {
+		return errors.New("postmaster.pid does not say ready yet")
+	}
+	return nil
 }
 
 // probe succeeds once our server answers a query. It checks cluster_name so a

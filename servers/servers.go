@@ -30,6 +30,7 @@ import (
 const (
 	readyTimeout = 30 * time.Second      // longest a server may take to accept connections
 	readyPoll    = 10 * time.Millisecond // pause between readiness probes (2 ms: no gain measured)
+	readyPeek    = time.Millisecond      // pause between cheap readiness checks (launchSpec.ready)
 	probeTimeout = time.Second           // bound on one readiness probe
 	stopGrace    = 10 * time.Second      // time a server gets to shut down cleanly
 	waitDelay    = 2 * time.Second       // bound on waiting for a killed child's output pipe
