@@ -1,7 +1,6 @@
 package servers
 
 import (
-	"fmt"
 	"github.com/outboxdrill/runner/internal/testutil"
 	"os"
 	"os/exec"
@@ -19,7 +18,7 @@ import (
 func TestCleanDeadRunsKillsOnlyDeadRuns(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
-	mark := fmt.Sprintf("1000.%d", os.Getpid())
+	mark := testutil.Mark(1)
 	killMarked(t, mark)
 
 	s, err := startSh(t, "sleep "+mark+"1 & echo ready; wait", "ready")

@@ -2,7 +2,6 @@ package servers
 
 import (
 	"context"
-	"fmt"
 	"github.com/outboxdrill/runner/internal/testutil"
 	"net/url"
 	"os"
@@ -152,7 +151,7 @@ func killMarked(t *testing.T, mark string) {
 func TestServiceEndTakesEveryDescendant(t *testing.T) {
 	for i, end := range []string{"kill", "stop", "exited"} {
 		t.Run(end, func(t *testing.T) {
-			mark := fmt.Sprintf("1000.%d%d", os.Getpid(), i)
+			mark := testutil.Mark(2 + i)
 			killMarked(t, mark)
 			script := `( setsid sh -c 'exec sleep ` + mark + `1' </dev/null >/dev/null 2>&1 & )
 set -m; sleep ` + mark + `2 & set +m

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -121,7 +120,7 @@ func TestEveryHandedOutSecretIsHidden(t *testing.T) {
 // daemon a wrapper left when it exited by itself; starting the wrapper
 // again takes the daemon its last run left first.
 func TestCloseLeavesNoDescendant(t *testing.T) {
-	mark := fmt.Sprintf("1000.%d", os.Getpid())
+	mark := testutil.Mark(1)
 	t.Cleanup(func() {
 		for _, pid := range testutil.Marked(mark) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)

@@ -67,7 +67,7 @@ func TestKillRunnerThenCleanTakesItsProcesses(t *testing.T) {
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	mark := fmt.Sprintf("1000.%d", os.Getpid())
+	mark := testutil.Mark(1)
 	t.Cleanup(func() { // whatever this test failed to see go
 		for _, pids := range runProcs(tmp, mark) {
 			for _, pid := range pids {

@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"strconv"
@@ -19,6 +20,12 @@ func Allocated(f func()) uint64 {
 	runtime.ReadMemStats(&after)
 	return after.TotalAlloc - before.TotalAlloc
 }
+
+// Mark is a unique argument for a test's processes to carry (a number, so
+// that `sleep MARK1` runs): the process id at a fixed width, so that no
+// other test binary's mark is a prefix of it (1000.123 would be of
+// 1000.1234), then slot, distinct for each caller in one test binary.
+func Mark(slot int) string { return fmt.Sprintf("1000.%07d%d", os.Getpid(), slot) }
 
 // Marked lists the live (not zombie) processes one of whose arguments
 // after the first starts with mark: a unique argument such as "1000.4242"
