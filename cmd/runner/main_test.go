@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/internal/testutil"
 	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/system"
 )
 
 func TestMain(m *testing.M) {
@@ -842,5 +844,17 @@ func hello(msg []byte) func(net.Conn) {
 			_, _ = c.Write(msg)
 		}
 		time.Sleep(10 * time.Second)
+	}
+}
+
+// TestDefaultParallel: two scenarios per CPU, as they mostly wait; one per
+// CPU once a team's services (processes that work) are among them.
+func TestDefaultParallel(t *testing.T) {
+	plain, team := &scenario.Scenario{}, &scenario.Scenario{System: &system.System{}}
+	if got, want := defaultParallel([]*scenario.Scenario{plain, plain}), 2*runtime.NumCPU(); got != want {
+		t.Errorf("library scenarios: %d at once, want %d", got, want)
+	}
+	if got, want := defaultParallel([]*scenario.Scenario{plain, team}), runtime.NumCPU(); got != want {
+		t.Errorf("with a team's services: %d at once, want %d", got, want)
 	}
 }
