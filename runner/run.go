@@ -143,10 +143,7 @@ type job struct {
 // new jobs from starting; the ones running finish.
 func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*report.Result, error) {
 	results := make([]*report.Result, len(jobs))
-	next := picker{w: w, jobs: jobs, todo: make([]int, len(jobs))}
-	for i := range next.todo {
-		next.todo[i] = i
-	}
+	next := newPicker(w, jobs)
 	var stop atomic.Bool
 	var mu sync.Mutex // errs, results
 	var exclusive sync.RWMutex
@@ -197,14 +194,30 @@ func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*report.R
 	return results, errors.Join(errs...)
 }
 
-// picker hands the workers the jobs in order, but first those whose
-// broker's server is up: the others wait for theirs (a RabbitMQ node
-// booting) without holding up the rest.
+// picker hands the workers the jobs in its order (newPicker), but first
+// those whose broker's server is up: the others wait for theirs (a
+// RabbitMQ node booting) without holding up the rest.
 type picker struct {
 	mu   sync.Mutex
 	w    *World
 	jobs []job
 	todo []int // job indexes not taken yet, in order
+}
+
+// newPicker orders the jobs: those that run alone (Exclusive) first, then
+// the rest, each group in file order. An exclusive job waits for every
+// running one to end; handed out together, they wait once, at the start
+// where nothing runs, instead of draining the workers once each.
+func newPicker(w *World, jobs []job) *picker {
+	pk := &picker{w: w, jobs: jobs}
+	for _, alone := range []bool{true, false} {
+		for i, j := range jobs {
+			if j.sc.Exclusive == alone {
+				pk.todo = append(pk.todo, i)
+			}
+		}
+	}
+	return pk
 }
 
 func (pk *picker) take() (int, bool) {
