@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -124,12 +123,7 @@ steps:
 // and acks it: held.
 func TestExploreNodeNATSMapsAndStrikesBrokerBoundaries(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("node"); err != nil || !exists("../../examples/node/node_modules/nats") {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI must install the Node example (npm ci --prefix examples/node): node or nats is missing")
-		}
-		t.Skip("node or examples/node/node_modules/nats missing: run npm ci --prefix examples/node")
-	}
+	needNode(t, "nats")
 	jsonReport := filepath.Join(t.TempDir(), "explore.json")
 	code, out, errOut := cli(t, "explore", "-v", "--broker", "nats", "--nats", testservers.URL(t, "nats"),
 		"--system", "../../examples/node/system-nats.yaml", "--out", t.TempDir(), "--json", jsonReport,

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,12 +15,7 @@ import (
 // is judged lost, which passes declared and fails undeclared, naming it.
 func TestNodeKafkaThroughProxy(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("node"); err != nil || !exists("../../examples/node/node_modules/kafkajs") {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI must install the Node example (npm ci --prefix examples/node): node or kafkajs is missing")
-		}
-		t.Skip("node or examples/node/node_modules/kafkajs missing: run npm ci --prefix examples/node")
-	}
+	needNode(t, "kafkajs")
 	sys := func(name string) string { return "system: " + mustAbs(t, "../../examples/node/"+name) + "\n" }
 	relay := scenarioFile(t, "relay.yaml", sys("system-kafka.yaml")+mustRead(t, "../../examples/node/kafka-scenarios/relay-killed-at-publish.yaml"))
 	first := mustRead(t, "../../examples/node/kafka-scenarios/commit-first-loses-the-event.yaml")

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -28,12 +27,7 @@ import (
 // its undeclared acked_without_effect and a wrong stream.lag fail it.
 func TestNodeKafkaExample(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("node"); err != nil || !exists("../../examples/node/node_modules/kafkajs") {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI must install the Node example (npm ci --prefix examples/node): node or kafkajs is missing")
-		}
-		t.Skip("node or examples/node/node_modules/kafkajs missing: run npm ci --prefix examples/node")
-	}
+	needNode(t, "kafkajs")
 	withSystem := func(name, scenario, system string, edit func(string) string) string {
 		src, err := os.ReadFile("../../examples/node/kafka-scenarios/" + scenario)
 		if err != nil {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -63,12 +61,7 @@ type nodeBrokerExample struct {
 }
 
 func testNodeBrokerExample(t *testing.T, ex nodeBrokerExample) {
-	if _, err := exec.LookPath("node"); err != nil || !exists("../../examples/node/node_modules/"+ex.module) {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI must install the Node example (npm ci --prefix examples/node): node or %s is missing", ex.module)
-		}
-		t.Skipf("node or examples/node/node_modules/%s missing: run npm ci --prefix examples/node", ex.module)
-	}
+	needNode(t, ex.module)
 	dir := "../../examples/node/" + ex.scenarios + "/"
 	seed2, relayKilled, antipattern := dir+"seed-2-consumer-commit-fails.yaml", dir+"relay-killed-at-publish.yaml", dir+"ack-first-loses-the-event.yaml"
 	// The correct consumer's seed-2 window on the ack-first system: its
@@ -147,14 +140,7 @@ func TestNodeBrokerExamplesValid(t *testing.T) {
 // messages at a time, and under load one waited in its buffer past the 2 s
 // AckWait, came again and was applied (the consumer now pulls one at a time).
 func TestNodeEveryBroker(t *testing.T) {
-	for _, m := range []string{"ioredis", "kafkajs", "nats", "amqplib"} {
-		if _, err := exec.LookPath("node"); err != nil || !exists("../../examples/node/node_modules/"+m) {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("CI must install the Node example (npm ci --prefix examples/node): node or %s is missing", m)
-			}
-			t.Skipf("node or examples/node/node_modules/%s missing: run npm ci --prefix examples/node", m)
-		}
-	}
+	needNode(t, "ioredis", "kafkajs", "nats", "amqplib")
 	t.Parallel()
 	correct := "../../examples/node/every-broker/relay-and-consumer-killed.yaml"
 	sys, err := filepath.Abs("../../examples/node/system-every-broker.yaml")

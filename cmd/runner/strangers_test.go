@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,12 +12,7 @@ import (
 // acked_without_effect: the verdict says what it could not judge and why.
 func TestAnInboxOfStrangersIsNotJudged(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("node"); err != nil || !exists("../../examples/node/node_modules/pg") {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI must install the Node example (npm ci --prefix examples/node)")
-		}
-		t.Skip("node or examples/node/node_modules missing: run npm ci --prefix examples/node")
-	}
+	needNode(t, "pg")
 	node, err := filepath.Abs("../../examples/node")
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -114,12 +113,7 @@ steps:
 // ack-first one fails them, and the history checker names its violation.
 func TestNodeExample(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("node"); err != nil || !exists("../../examples/node/node_modules/pg") {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI must install the Node example (npm ci --prefix examples/node): node or its modules are missing")
-		}
-		t.Skip("node or examples/node/node_modules missing: run npm ci --prefix examples/node")
-	}
+	needNode(t, "pg")
 	t.Run("correct", func(t *testing.T) {
 		t.Parallel()
 		code, out, errOut := cli(t, "run", "--system", "../../examples/node/system.yaml", "../../examples/node/scenarios")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,12 +19,7 @@ func TestAMessageWithoutAnEventIDIsSaidSo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := exec.LookPath("node"); err != nil || !exists(modules+"/nats") {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI must install the Node example (npm ci --prefix examples/node): node or nats is missing")
-		}
-		t.Skip("node or examples/node/node_modules/nats missing: run npm ci --prefix examples/node")
-	}
+	needNode(t, "nats")
 	schema, err := filepath.Abs("../../examples/node")
 	if err != nil {
 		t.Fatal(err)
