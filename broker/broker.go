@@ -203,10 +203,17 @@ func (cs Capabilities) Has(c Capability) bool { return cs[c] }
 
 // NotAcked is the error of an Ack that acknowledged only some of its ids:
 // the broker (or the member of the group) held none of IDs any more — acked
-// already, or taken back when their worker crashed. The others were acked.
-type NotAcked struct{ IDs []string }
+// already, or taken back when their worker crashed — or, when Why says so,
+// the broker refused their acknowledgement. The others were acked.
+type NotAcked struct {
+	IDs []string
+	Why string // what the broker said, when it refused; empty: no member held them
+}
 
 func (e *NotAcked) Error() string {
+	if e.Why != "" {
+		return fmt.Sprintf("not acknowledged: %v: %s", e.IDs, e.Why)
+	}
 	return fmt.Sprintf("not acknowledged: no member holds %v (acked already, or taken back from a crashed worker)", e.IDs)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,9 @@ type member struct {
 	joined chan struct{} // closed on the first assignment (possibly empty)
 	once   sync.Once
 	expect atomic.Bool // records are known to be on their way: the next poll waits for them
+
+	ackMu   sync.Mutex
+	refused map[int32]error // share acknowledgements the broker refused, by partition (noteAcks)
 
 	mu        sync.Mutex
 	held      map[int32]map[int64]*kgo.Record
@@ -339,19 +343,42 @@ func (t *Topic) AutoClaim(context.Context, string, string, time.Duration, int) (
 // *broker.NotAcked, the others acked.
 func (t *Topic) Ack(ctx context.Context, group string, ids ...string) error {
 	byMember, unheld := t.holders(group, ids)
+	var refused []*broker.NotAcked
 	for m, offs := range byMember {
-		commit := m.commit
-		if t.opt.Share {
-			commit = func(ctx context.Context, offs map[int32][]int64) error { return m.settle(ctx, offs, kgo.AckAccept) }
+		if !t.opt.Share {
+			if err := m.commit(ctx, offs); err != nil {
+				return err
+			}
+			continue
 		}
-		if err := commit(ctx, offs); err != nil {
+		na, err := m.settle(ctx, offs, kgo.AckAccept)
+		if err != nil {
 			return err
 		}
+		if na != nil {
+			refused = append(refused, na)
+		}
 	}
-	if len(unheld) > 0 {
-		return &broker.NotAcked{IDs: unheld}
+	return notAcked(unheld, refused)
+}
+
+// notAcked is Ack's error: the ids no member held, and those the broker
+// refused, with what it said.
+func notAcked(unheld []string, refused []*broker.NotAcked) error {
+	if len(unheld) == 0 && len(refused) == 0 {
+		return nil
 	}
-	return nil
+	out := &broker.NotAcked{IDs: unheld}
+	var whys []string
+	if len(unheld) > 0 && len(refused) > 0 {
+		whys = append(whys, fmt.Sprintf("no member holds %v", unheld))
+	}
+	for _, na := range refused {
+		out.IDs = append(out.IDs, na.IDs...)
+		whys = append(whys, fmt.Sprintf("%v: %s", na.IDs, na.Why))
+	}
+	out.Why = strings.Join(whys, "; ")
+	return out
 }
 
 // holders groups ids by the member of group holding each, as partition →
@@ -453,8 +480,12 @@ func (t *Topic) Nack(ctx context.Context, group string, ids ...string) error {
 	byMember, _ := t.holders(group, ids) // an id no member holds has nothing to give back
 	for m, offs := range byMember {
 		if t.opt.Share { // released: redelivered to any member, counted
-			if err := m.settle(ctx, offs, kgo.AckRelease); err != nil {
+			na, err := m.settle(ctx, offs, kgo.AckRelease)
+			if err != nil {
 				return err
+			}
+			if na != nil { // the record stays locked to this worker: no redelivery now
+				return fmt.Errorf("kafka nack of %v: %s", na.IDs, na.Why)
 			}
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -33,7 +34,35 @@ func (t *Topic) shareOpts(m *member) []kgo.Opt {
 		kgo.ShareGroup(t.groupID(m.key.group)),
 		kgo.ConsumeTopics(t.name),
 		kgo.FetchMaxWait(100 * time.Millisecond),
+		kgo.ShareAckCallback(m.noteAcks),
 	}
+}
+
+// noteAcks keeps what the broker refused of the member's acknowledgements,
+// by partition: without a callback franz-go drops a refused one silently,
+// and a release the broker refused leaves the record locked to this worker
+// (until its acquisition lock runs out) while the scenario believes it
+// redelivered.
+func (m *member) noteAcks(_ *kgo.Client, rs kgo.ShareAckResults) {
+	m.ackMu.Lock()
+	defer m.ackMu.Unlock()
+	for _, r := range rs {
+		if r.Err != nil && r.Topic == m.t.name {
+			if m.refused == nil {
+				m.refused = map[int32]error{}
+			}
+			m.refused[r.Partition] = r.Err
+		}
+	}
+}
+
+// takeRefused returns and forgets what the broker refused since the last call.
+func (m *member) takeRefused() map[int32]error {
+	m.ackMu.Lock()
+	defer m.ackMu.Unlock()
+	out := m.refused
+	m.refused = nil
+	return out
 }
 
 // startAtEarliest sets the share group's share.auto.offset.reset to
@@ -76,12 +105,16 @@ func (m *member) flushShareAcks(ctx context.Context) error {
 	if err := m.cl.FlushAcks(fctx); err != nil {
 		return fmt.Errorf("kafka share acks of %s as %s/%s: %w", m.t.name, m.key.group, m.key.worker, err)
 	}
+	for p, err := range m.takeRefused() {
+		return fmt.Errorf("kafka share acks of %s as %s/%s: the broker refused the acknowledgements the poll sent on the worker's behalf (partition %d): %w", m.t.name, m.key.group, m.key.worker, p, err)
+	}
 	return nil
 }
 
 // settle acknowledges the member's records offs with status and waits until
-// the broker has them.
-func (m *member) settle(ctx context.Context, offs map[int32][]int64, status kgo.AckStatus) error {
+// the broker has them. Refused (non-nil only when the broker refused some)
+// are the entry ids of offs the broker did not take, and why.
+func (m *member) settle(ctx context.Context, offs map[int32][]int64, status kgo.AckStatus) (*broker.NotAcked, error) {
 	var recs []*kgo.Record
 	m.mu.Lock()
 	for p, os := range offs {
@@ -95,9 +128,24 @@ func (m *member) settle(ctx context.Context, offs map[int32][]int64, status kgo.
 	m.mu.Unlock()
 	m.cl.MarkAcks(status, recs...)
 	if err := m.cl.FlushAcks(ctx); err != nil {
-		return fmt.Errorf("kafka share ack (%s) %s as %s/%s: %w", status, m.t.name, m.key.group, m.key.worker, err)
+		return nil, fmt.Errorf("kafka share ack (%s) %s as %s/%s: %w", status, m.t.name, m.key.group, m.key.worker, err)
 	}
-	return nil
+	refused := m.takeRefused()
+	if len(refused) == 0 {
+		return nil, nil
+	}
+	na := &broker.NotAcked{}
+	var whys []string
+	for p, err := range refused {
+		for _, o := range offs[p] {
+			na.IDs = append(na.IDs, entryID(p, o))
+		}
+		whys = append(whys, fmt.Sprintf("partition %d: %v", p, err))
+	}
+	slices.Sort(na.IDs)
+	slices.Sort(whys)
+	na.Why = fmt.Sprintf("the broker refused the %s as %s/%s (%s)", status, m.key.group, m.key.worker, strings.Join(whys, "; "))
+	return na, nil
 }
 
 var _ broker.Reacher = (*Topic)(nil)

@@ -1,9 +1,15 @@
 package kafka
 
 import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/broker/brokertest"
@@ -107,5 +113,38 @@ func TestClassicGroupHasNoReach(t *testing.T) {
 	read(t, tp, "w")
 	if _, ok, err := tp.Reach(testCtx(t), "g"); ok || err != nil {
 		t.Errorf("reach of a classic group: ok %v, %v; want not ok", ok, err)
+	}
+}
+
+// An acknowledgement the broker refuses is reported, not dropped: a record
+// whose acquisition lock ran out (the broker took it back) is not
+// acknowledged by the worker's late ack, and the Ack says what the broker
+// said; a release refused likewise fails the Nack.
+func TestShareGroupAckTheBrokerRefusedIsReported(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{
+		"group.share.record.lock.duration.ms": "200",
+		"share.record.lock.sweep.interval.ms": "20",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	tp, err := New(testCtx(t), c.ListenAddrs(), "outboxdrill:test-"+rand.Text()[:10], Options{Share: true, Session: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tp.Delete(context.Background()) })
+	brokertest.Publish(t, tp, "e1", "e2")
+	ds := readAll(t, tp)
+	if len(ds) != 2 {
+		t.Fatalf("read %v; want e1 and e2", brokertest.EventIDs(ds))
+	}
+	time.Sleep(500 * time.Millisecond) // both locks run out: the broker takes them back
+	var na *broker.NotAcked
+	if err := tp.Ack(testCtx(t), "g", ds[0].ID); !errors.As(err, &na) || !slices.Equal(na.IDs, []string{ds[0].ID}) || !strings.Contains(na.Why, "refused") {
+		t.Fatalf("ack after the lock ran out: %v; want e1 not acknowledged, the broker's refusal named", err)
+	}
+	if err := tp.Nack(testCtx(t), "g", ds[1].ID); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("nack after the lock ran out: %v; want the broker's refusal", err)
 	}
 }
