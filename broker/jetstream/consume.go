@@ -363,7 +363,11 @@ func (s *Stream) markAcked(g *group, seq uint64) {
 	g.acked[seq] = struct{}{}
 }
 
-// Nack asks the server to redeliver ids now (Nak).
+// Nack asks the server to redeliver ids now (Nak), and waits until it
+// has: the Nak goes as a request, which the server answers once it
+// processed it (as DoubleAck does for an ack). A Nak only published could
+// still be on its way when the next pull arrives, which then gets the
+// entries after it first.
 func (s *Stream) Nack(ctx context.Context, group string, ids ...string) error {
 	if len(ids) == 0 {
 		return ctx.Err()
@@ -374,13 +378,29 @@ func (s *Stream) Nack(ctx context.Context, group string, ids ...string) error {
 	}
 	for _, id := range ids {
 		if _, msg, _ := s.take(g, id); msg != nil { // given back: its next delivery brings a new handle
-			if err := msg.Nak(); err != nil {
+			if err := s.nak(ctx, msg); err != nil {
 				return fmt.Errorf("jetstream nak %s %s entry %s: %w", s.name, g.durable, id, err)
 			}
 		}
 	}
 	return nil
 }
+
+// nak sends msg's Nak as a request and waits (at most nakWait when ctx
+// sets no deadline) for the server's answer.
+func (s *Stream) nak(ctx context.Context, msg jetstream.Msg) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, nakWait)
+		defer cancel()
+	}
+	_, err := s.js.Conn().RequestWithContext(ctx, msg.Reply(), []byte("-NAK"))
+	return err
+}
+
+// nakWait bounds a Nak's wait for the server's answer when the caller set
+// no deadline: a server that does not answer is down, not slow.
+const nakWait = 5 * time.Second
 
 // Crash: the worker's process dies with its handles; the server redelivers
 // what it held once AckWait runs out, to whoever pulls.

@@ -585,3 +585,21 @@ func increasing(xs []int) bool {
 	}
 	return true
 }
+
+// A Nack returns once the server has the Nak: the very next pull gets the
+// entry again, ahead of the ones after it, every time (a Nak only
+// published may still be on its way when that pull arrives).
+func TestANackIsInPlaceBeforeTheNextPull(t *testing.T) {
+	s := newStream(t, connect(t), Options{AckWait: time.Minute})
+	ctx := testCtx(t)
+	brokertest.Publish(t, s, "e1", "e2")
+	for i := 1; i <= 20; i++ {
+		ds, err := s.Read(ctx, "g", "w1", 1, time.Second)
+		if err != nil || len(ds) != 1 || ds[0].EventID != "e1" || ds[0].Deliveries != i {
+			t.Fatalf("read %d = %+v, %v; want e1, delivery %d", i, ds, err, i)
+		}
+		if err := s.Nack(context.Background(), "g", ds[0].ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
