@@ -148,6 +148,14 @@ type Conn interface {
 	Clean(ctx context.Context) (Cleaned, error)
 }
 
+// Downer is a Conn whose client learns of its server's end on its own
+// (a connection it keeps, read in the background): Down returns once it
+// has, so that the step after a stop or kill meets a client that knows,
+// not one still writing into the dead connection and waiting for a reply.
+type Downer interface {
+	Down(ctx context.Context) error
+}
+
 // Scenario is what one scenario asks of its broker.
 type Scenario struct {
 	// Consumers are the consumer ids its steps name, at least one (a

@@ -191,8 +191,14 @@ func (c control) Broker(ctx context.Context, action string) error {
 	if srv == nil {
 		return errors.New(cmp.Or(why, notOursBroker(c.broker)))
 	}
-	if err := process(ctx, srv, action); err != nil || action == "kill" || action == "stop" {
+	if err := process(ctx, srv, action); err != nil {
 		return err
+	}
+	if action == "kill" || action == "stop" {
+		if d, ok := conn.(broker.Downer); ok {
+			return d.Down(ctx)
+		}
+		return nil
 	}
 	return conn.Ready(ctx)
 }

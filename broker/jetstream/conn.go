@@ -63,6 +63,23 @@ func (c conn) Ready(ctx context.Context) error {
 	return nil
 }
 
+var _ broker.Downer = conn{}
+
+// Down waits until the client has seen its server go (it reads the
+// connection in the background): from then on a publish fails at once
+// (nothing is buffered while disconnected), where one sent a moment
+// earlier went into the dead connection and waited for its PubAck.
+func (c conn) Down(ctx context.Context) error {
+	for c.nc.IsConnected() {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
+}
+
 // Hints tell how to look at a kept scenario's stream (the nats CLI).
 func (c conn) Hints(key string) []string {
 	srv := c.nc.ConnectedUrlRedacted()

@@ -202,7 +202,7 @@ func (s *Stream) Capabilities() broker.Capabilities {
 func (s *Stream) Publish(ctx context.Context, msgs []broker.Message) ([]string, error) {
 	ids := make([]string, 0, len(msgs))
 	for _, m := range msgs {
-		ack, err := s.js.PublishMsg(ctx, s.natsMsg(m), jetstream.WithExpectStream(s.name))
+		ack, err := s.publish(ctx, m)
 		if err != nil {
 			return ids, fmt.Errorf("jetstream publish %s (event %s): %w", s.name, m.EventID, err)
 		}
@@ -210,6 +210,18 @@ func (s *Stream) Publish(ctx context.Context, msgs []broker.Message) ([]string, 
 	}
 	return ids, nil
 }
+
+// publish sends m and waits for its PubAck at most publishWait, as a
+// NATS client's own default: a reply lost with its connection never
+// comes, and a relay gives up on it rather than wait out the scenario.
+func (s *Stream) publish(ctx context.Context, m broker.Message) (*jetstream.PubAck, error) {
+	ctx, cancel := context.WithTimeout(ctx, publishWait)
+	defer cancel()
+	return s.js.PublishMsg(ctx, s.natsMsg(m), jetstream.WithExpectStream(s.name))
+}
+
+// publishWait is nats.go's JetStream default timeout (jetstream.New).
+const publishWait = 5 * time.Second
 
 func (s *Stream) natsMsg(m broker.Message) *nats.Msg {
 	nm := nats.NewMsg(subject(s.name))

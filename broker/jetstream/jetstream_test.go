@@ -19,6 +19,7 @@ import (
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/broker/brokertest"
 	"github.com/outboxdrill/runner/internal/testservers"
+	"github.com/outboxdrill/runner/servers"
 )
 
 func TestMain(m *testing.M) { testservers.Main(m) }
@@ -601,5 +602,37 @@ func TestANackIsInPlaceBeforeTheNextPull(t *testing.T) {
 		if err := s.Nack(context.Background(), "g", ds[0].ID); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// After its server stopped, the connection's Down returns once the client
+// knows, and a publish then fails at once instead of waiting for a PubAck
+// that went down with the connection.
+func TestAPublishAfterDownFailsAtOnce(t *testing.T) {
+	ctx := testCtx(t)
+	srv, err := servers.StartNATS(ctx, servers.NATSOptions{})
+	if err != nil {
+		testservers.Absent(t, err)
+	}
+	t.Cleanup(func() { _ = srv.Discard(context.Background()) })
+	var h testservers.Host
+	t.Cleanup(h.Close)
+	c, err := Kind.Open(ctx, &h, srv.URL(), srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.New(ctx, uniqueName(t), broker.Scenario{Consumers: []string{"g"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Halt(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.(broker.Downer).Down(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := b.Publish(ctx, brokertest.Messages("e1")); err == nil || time.Since(start) > time.Second {
+		t.Fatalf("publish with the server down: %v after %v; want an error at once", err, time.Since(start))
 	}
 }
