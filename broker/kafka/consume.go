@@ -46,6 +46,10 @@ type member struct {
 	ackMu   sync.Mutex
 	refused map[int32]error // share acknowledgements the broker refused, by partition (noteAcks)
 
+	polling atomic.Bool // a poll is under way: what the client buffers is the worker's (stray.go)
+	strayMu sync.Mutex
+	strays  map[int32]map[int64]bool // released strays still in the client's buffer
+
 	mu        sync.Mutex
 	held      map[int32]map[int64]*kgo.Record
 	committed map[int32]int64
@@ -215,17 +219,31 @@ func (m *member) poll(ctx context.Context, count int, wait time.Duration) ([]bro
 func (m *member) pollOnce(ctx context.Context, count int, wait time.Duration) ([]broker.Delivery, error) {
 	pctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	m.cl.ResumeFetchTopics(m.t.name)
-	fs := m.cl.PollRecords(pctx, count)
-	m.cl.PauseFetchTopics(m.t.name)
-	if err := m.flushShareAcks(ctx); err != nil {
-		return nil, err
-	}
-	defer func() {
-		if recs := fs.Records(); len(recs) > 0 && !m.t.opt.Share {
-			m.seekPast(recs)
+	var fs kgo.Fetches
+	var recs []*kgo.Record
+	for {
+		m.polling.Store(true)
+		m.cl.ResumeFetchTopics(m.t.name)
+		fs = m.cl.PollRecords(pctx, count)
+		m.cl.PauseFetchTopics(m.t.name)
+		m.polling.Store(false)
+		if err := m.flushShareAcks(ctx); err != nil {
+			return nil, err
 		}
-	}()
+		all := fs.Records()
+		if !m.t.opt.Share {
+			if len(all) > 0 {
+				defer m.seekPast(all)
+			}
+			recs = all
+			break
+		}
+		// Strays the poll found in the buffer were released: the broker
+		// hands them out again, maybe to this worker, on a later fetch.
+		if recs = m.dropStrays(all); len(recs) > 0 || len(all) == 0 || pctx.Err() != nil {
+			break
+		}
+	}
 	var errs []error
 	fs.EachError(func(_ string, _ int32, err error) {
 		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
@@ -241,13 +259,13 @@ func (m *member) pollOnce(ctx context.Context, count int, wait time.Duration) ([
 	var out []broker.Delivery
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	fs.EachRecord(func(r *kgo.Record) {
+	for _, r := range recs {
 		if m.held[r.Partition] == nil {
 			m.held[r.Partition] = map[int64]*kgo.Record{}
 		}
 		m.held[r.Partition][r.Offset] = r
 		out = append(out, broker.Delivery{ID: entryID(r.Partition, r.Offset), EventID: string(r.Key), Payload: string(r.Value), Deliveries: int(r.DeliveryCount())})
-	})
+	}
 	return out, nil
 }
 

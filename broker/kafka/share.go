@@ -35,6 +35,7 @@ func (t *Topic) shareOpts(m *member) []kgo.Opt {
 		kgo.ConsumeTopics(t.name),
 		kgo.FetchMaxWait(100 * time.Millisecond),
 		kgo.ShareAckCallback(m.noteAcks),
+		kgo.WithHooks(strayHook{m}),
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -146,5 +147,36 @@ func TestShareGroupAckTheBrokerRefusedIsReported(t *testing.T) {
 	}
 	if err := tp.Nack(testCtx(t), "g", ds[1].ID); err == nil || !strings.Contains(err.Error(), "refused") {
 		t.Fatalf("nack after the lock ran out: %v; want the broker's refusal", err)
+	}
+}
+
+// A fetch still on its way when a worker's poll ended (its wait ran out
+// during the fetch's long poll) brings a record published meanwhile: the
+// broker acquires it for that worker, which never sees it. The adapter
+// gives it back at once, so another worker's claim gets it (not after the
+// 30 s acquisition lock), and the first worker's next poll does not hand
+// out the copy still in its client's buffer.
+func TestShareGroupAFetchAfterThePollEndedIsGivenBack(t *testing.T) {
+	tp := newTopic(t, Options{Share: true})
+	brokertest.Publish(t, tp, "e0")
+	readOne(t, tp, "w1", "e0") // w1 joined and fetches
+	for i := 1; i <= 5; i++ {
+		// Nothing new: the poll's 20 ms run out during the fetch's 100 ms long poll.
+		if ds, err := tp.Read(testCtx(t), "g", "w1", 1, 20*time.Millisecond); err != nil || len(ds) != 0 {
+			t.Fatalf("read %d with nothing new: %+v, %v", i, ds, err)
+		}
+		id := fmt.Sprintf("e%d", i)
+		brokertest.Publish(t, tp, id)
+		time.Sleep(150 * time.Millisecond) // the long poll answers with it
+		ds, err := tp.Claim(testCtx(t), "g", "w2", 0, 1)
+		if err != nil || len(ds) != 1 || ds[0].EventID != id {
+			t.Fatalf("claim %d by w2: %+v, %v; want %s", i, ds, err, id)
+		}
+		if err := tp.Ack(testCtx(t), "g", ds[0].ID); err != nil {
+			t.Fatal(err)
+		}
+		if ds, err := tp.Read(testCtx(t), "g", "w1", 1, 200*time.Millisecond); err != nil || len(ds) != 0 {
+			t.Fatalf("w1's read after w2 took %s: %+v, %v; want nothing", id, ds, err)
+		}
 	}
 }
