@@ -225,8 +225,8 @@ func (m *member) pollOnce(ctx context.Context, count int, wait time.Duration) ([
 		m.polling.Store(true)
 		m.cl.ResumeFetchTopics(m.t.name)
 		fs = m.cl.PollRecords(pctx, count)
+		m.polling.Store(false) // first: what a fetch brings after the poll is a stray
 		m.cl.PauseFetchTopics(m.t.name)
-		m.polling.Store(false)
 		if err := m.flushShareAcks(ctx); err != nil {
 			return nil, err
 		}
