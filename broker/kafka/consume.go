@@ -219,30 +219,12 @@ func (m *member) poll(ctx context.Context, count int, wait time.Duration) ([]bro
 func (m *member) pollOnce(ctx context.Context, count int, wait time.Duration) ([]broker.Delivery, error) {
 	pctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	var fs kgo.Fetches
-	var recs []*kgo.Record
-	for {
-		m.polling.Store(true)
-		m.cl.ResumeFetchTopics(m.t.name)
-		fs = m.cl.PollRecords(pctx, count)
-		m.polling.Store(false) // first: what a fetch brings after the poll is a stray
-		m.cl.PauseFetchTopics(m.t.name)
-		if err := m.flushShareAcks(ctx); err != nil {
-			return nil, err
-		}
-		all := fs.Records()
-		if !m.t.opt.Share {
-			if len(all) > 0 {
-				defer m.seekPast(all)
-			}
-			recs = all
-			break
-		}
-		// Strays the poll found in the buffer were released: the broker
-		// hands them out again, maybe to this worker, on a later fetch.
-		if recs = m.dropStrays(all); len(recs) > 0 || len(all) == 0 || pctx.Err() != nil {
-			break
-		}
+	fs, recs, err := m.pollRecords(ctx, pctx, count)
+	if err != nil {
+		return nil, err
+	}
+	if !m.t.opt.Share && len(fs.Records()) > 0 {
+		defer m.seekPast(fs.Records())
 	}
 	var errs []error
 	fs.EachError(func(_ string, _ int32, err error) {
@@ -256,6 +238,36 @@ func (m *member) pollOnce(ctx context.Context, count int, wait time.Duration) ([
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("kafka poll %s as %s/%s: %w", m.t.name, m.key.group, m.key.worker, errors.Join(errs...))
 	}
+	return m.hold(recs), nil
+}
+
+// pollRecords is one PollRecords within pctx, the topic resumed only
+// meanwhile; for a share member, again while all it brought were strays
+// (stray.go), and recs without them.
+func (m *member) pollRecords(ctx, pctx context.Context, count int) (fs kgo.Fetches, recs []*kgo.Record, err error) {
+	for {
+		m.polling.Store(true)
+		m.cl.ResumeFetchTopics(m.t.name)
+		fs = m.cl.PollRecords(pctx, count)
+		m.polling.Store(false) // first: what a fetch brings after the poll is a stray
+		m.cl.PauseFetchTopics(m.t.name)
+		if err := m.flushShareAcks(ctx); err != nil {
+			return fs, nil, err
+		}
+		all := fs.Records()
+		if !m.t.opt.Share {
+			return fs, all, nil
+		}
+		// Strays it found in the buffer were released: the broker hands
+		// them out again, maybe to this worker, on a later fetch.
+		if recs = m.dropStrays(all); len(recs) > 0 || len(all) == 0 || pctx.Err() != nil {
+			return fs, recs, nil
+		}
+	}
+}
+
+// hold records recs as handed to the worker and not yet settled.
+func (m *member) hold(recs []*kgo.Record) []broker.Delivery {
 	var out []broker.Delivery
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -266,7 +278,7 @@ func (m *member) pollOnce(ctx context.Context, count int, wait time.Duration) ([
 		m.held[r.Partition][r.Offset] = r
 		out = append(out, broker.Delivery{ID: entryID(r.Partition, r.Offset), EventID: string(r.Key), Payload: string(r.Value), Deliveries: int(r.DeliveryCount())})
 	}
-	return out, nil
+	return out
 }
 
 // next is, per partition, the offset after the last of ds.
