@@ -23,6 +23,49 @@ import (
 // back, a dead run's objects are deleted and its record with them.
 const registryQueue = broker.NamePrefix + ".leftovers"
 
+// registryLock is held by whoever takes the registry's records out (a
+// clean, a run's forget): basic.get does not see a message another channel
+// holds unacknowledged, so a clean beside a run that is ending found the
+// registry (nearly) empty and left a dead run's objects where they were.
+// It is an exclusive queue: the server refuses it to any other connection
+// (RESOURCE_LOCKED) and deletes it with its holder's connection, also when
+// the holder dies.
+const registryLock = registryQueue + ".lock"
+
+// lockRegistry waits (within ctx, at most lockWait) until it holds
+// registryLock; unlock gives it up.
+func (c conn) lockRegistry(ctx context.Context) (unlock func(), err error) {
+	ctx, cancel := context.WithTimeout(ctx, lockWait)
+	defer cancel()
+	for {
+		ch, err := c.conn.Channel()
+		if err != nil {
+			return nil, err
+		}
+		_, err = ch.QueueDeclare(registryLock, false, false, true, false, nil)
+		if err == nil {
+			return func() {
+				_, _ = ch.QueueDelete(registryLock, false, false, false)
+				_ = ch.Close()
+			}, nil
+		}
+		_ = ch.Close() // the server closed it with the refusal
+		var ae *amqp.Error
+		if !errors.As(err, &ae) || ae.Code != amqp.ResourceLocked {
+			return nil, fmt.Errorf("declare %s: %w", registryLock, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s: held by another run or clean: %w", registryLock, context.Cause(ctx))
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// lockWait bounds the wait for registryLock: a holder checks each record's
+// names (a round trip each) and puts the records back.
+const lockWait = 30 * time.Second
+
 // rabbitNote is what clean says about RabbitMQ: what it cannot see.
 const rabbitNote = "RabbitMQ: AMQP cannot list queues, so clean removes what runs recorded in queue " + registryQueue +
 	"; objects no run recorded (runners older than the record) are listed by " +
@@ -155,11 +198,16 @@ func takeRecords(ctx context.Context, ch *amqp.Channel) ([]amqp.Delivery, error)
 // objects is left (a kept scenario's stay, for clean), so that a run that
 // ends well leaves no record.
 func (c conn) forget(ctx context.Context, runID string) error {
+	unlock, err := c.lockRegistry(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	ch, err := c.conn.Channel()
 	if err != nil {
 		return err
 	}
-	defer ch.Close()
+	defer ch.Close() // first: the records go back before the lock
 	held, err := takeRecords(ctx, ch)
 	errs := []error{err}
 	for _, d := range held {
@@ -193,11 +241,16 @@ func (c conn) Clean(ctx context.Context) (broker.Cleaned, error) {
 	if ok, err := c.exists(registryQueue, false); !ok || err != nil {
 		return out, err // no run ever recorded anything here
 	}
+	unlock, err := c.lockRegistry(ctx)
+	if err != nil {
+		return out, err
+	}
+	defer unlock()
 	ch, err := c.conn.Channel()
 	if err != nil {
 		return out, err
 	}
-	defer ch.Close()
+	defer ch.Close() // first: the records go back before the lock
 	held, err := takeRecords(ctx, ch)
 	if err != nil {
 		return out, err

@@ -2,6 +2,9 @@ package rabbitmq
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -52,5 +55,77 @@ func TestScenarioLosesOnlyItsOwnConnection(t *testing.T) {
 	ds, err := b.Read(ctx, "accounting", "w", 10, 500*time.Millisecond)
 	if err != nil || len(ds) != 1 || ds[0].EventID != "e-b" {
 		t.Fatalf("the other scenario's read: %+v %v", ds, err)
+	}
+}
+
+// A clean beside a run that is ending (its forget holds every record of
+// the registry while it looks at their names) waits for the records to
+// come back instead of finding the registry empty: the dead run's queue
+// it records is removed.
+func TestCleanWaitsForRecordsAnotherHolds(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	var h testservers.Host
+	defer h.Close()
+	url := testservers.Broker(t, Kind)
+	open := func() conn {
+		c, err := Kind.Open(ctx, &h, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.(conn)
+	}
+	dead, holder, cleaner := open(), open(), open()
+	run := fmt.Sprintf("%08x", rand.Uint32())
+	if _, err := dead.Lease(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	q := broker.NamePrefix + ":" + run + ":1.accounting"
+	if err := dead.reg.record([]string{q}); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := dead.conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The run dies: its lease queue goes with its connection, its record stays.
+	if err := dead.conn.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	unlock, err := holder.lockRegistry(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hch, err := holder.conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := takeRecords(ctx, hch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan broker.Cleaned)
+	go func() {
+		c, err := cleaner.Clean(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- c
+	}()
+	time.Sleep(300 * time.Millisecond) // the clean waits meanwhile
+	for _, d := range held {
+		if err := d.Nack(false, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = hch.Close()
+	unlock()
+	c := <-done
+	if !slices.Contains(c.Dropped, q) {
+		t.Errorf("clean beside a holder of the records dropped %v; want %s among them", c.Dropped, q)
 	}
 }
