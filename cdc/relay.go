@@ -97,7 +97,9 @@ func (s *Slot) relayOnce(ctx context.Context, b broker.Broker, opt RelayOptions)
 		// Closed right after the confirm was sent, the connection may end
 		// the walsender before it read the confirm (seen once in ~20
 		// matrix runs: the slot stayed behind). It has read it once it
-		// answers, and applied it once the slot shows it.
+		// answers, and applied it once the slot shows it. A pass that
+		// crashed after its confirm (confirm_first) waits too: the confirm
+		// was on the wire, and the drill shows it applied.
 		err = p.awaitReply(ctx)
 		if err == nil {
 			err = s.awaitSlot(ctx, res.Confirmed, false)

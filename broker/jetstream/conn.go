@@ -52,16 +52,7 @@ func (c conn) Server() (broker.Process, string) {
 }
 
 // Ready waits for the client's own reconnect.
-func (c conn) Ready(ctx context.Context) error {
-	for !c.nc.IsConnected() {
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	return nil
-}
+func (c conn) Ready(ctx context.Context) error { return c.await(ctx, true) }
 
 var _ broker.Downer = conn{}
 
@@ -70,10 +61,21 @@ var _ broker.Downer = conn{}
 // (nothing is buffered while disconnected), where one sent a moment
 // earlier went into the dead connection and waited for its PubAck.
 func (c conn) Down(ctx context.Context) error {
-	for c.nc.IsConnected() {
+	ctx, cancel := context.WithTimeout(ctx, downWait)
+	defer cancel()
+	return c.await(ctx, false)
+}
+
+// downWait bounds Down: a client reads its server's end within
+// milliseconds on loopback.
+const downWait = 10 * time.Second
+
+// await polls until the client is connected (or not), within ctx.
+func (c conn) await(ctx context.Context, connected bool) error {
+	for c.nc.IsConnected() != connected {
 		select {
 		case <-ctx.Done():
-			return context.Cause(ctx)
+			return fmt.Errorf("nats: the client is still %s: %w", c.nc.Status(), context.Cause(ctx))
 		case <-time.After(time.Millisecond):
 		}
 	}

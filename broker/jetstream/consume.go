@@ -386,21 +386,14 @@ func (s *Stream) Nack(ctx context.Context, group string, ids ...string) error {
 	return nil
 }
 
-// nak sends msg's Nak as a request and waits (at most nakWait when ctx
-// sets no deadline) for the server's answer.
+// nak sends msg's Nak as a request and waits (at most replyWait) for
+// the server's answer.
 func (s *Stream) nak(ctx context.Context, msg jetstream.Msg) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, nakWait)
-		defer cancel()
-	}
+	ctx, cancel := context.WithTimeout(ctx, replyWait)
+	defer cancel()
 	_, err := s.js.Conn().RequestWithContext(ctx, msg.Reply(), []byte("-NAK"))
 	return err
 }
-
-// nakWait bounds a Nak's wait for the server's answer when the caller set
-// no deadline: a server that does not answer is down, not slow.
-const nakWait = 5 * time.Second
 
 // Crash: the worker's process dies with its handles; the server redelivers
 // what it held once AckWait runs out, to whoever pulls.

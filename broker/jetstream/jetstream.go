@@ -211,17 +211,19 @@ func (s *Stream) Publish(ctx context.Context, msgs []broker.Message) ([]string, 
 	return ids, nil
 }
 
-// publish sends m and waits for its PubAck at most publishWait, as a
-// NATS client's own default: a reply lost with its connection never
-// comes, and a relay gives up on it rather than wait out the scenario.
+// publish sends m and waits for its PubAck at most replyWait: a reply
+// lost with its connection never comes, and a relay gives up on it rather
+// than wait out the scenario.
 func (s *Stream) publish(ctx context.Context, m broker.Message) (*jetstream.PubAck, error) {
-	ctx, cancel := context.WithTimeout(ctx, publishWait)
+	ctx, cancel := context.WithTimeout(ctx, replyWait)
 	defer cancel()
 	return s.js.PublishMsg(ctx, s.natsMsg(m), jetstream.WithExpectStream(s.name))
 }
 
-// publishWait is nats.go's JetStream default timeout (jetstream.New).
-const publishWait = 5 * time.Second
+// replyWait bounds the wait for the server's answer to a request of the
+// runner's (a PubAck, a Nak's answer): nats.go's JetStream default
+// timeout (jetstream.New).
+const replyWait = 5 * time.Second
 
 func (s *Stream) natsMsg(m broker.Message) *nats.Msg {
 	nm := nats.NewMsg(subject(s.name))

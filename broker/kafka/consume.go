@@ -44,7 +44,8 @@ type member struct {
 	expect atomic.Bool // records are known to be on their way: the next poll waits for them
 
 	ackMu   sync.Mutex
-	refused map[int32]error // share acknowledgements the broker refused, by partition (noteAcks)
+	refused map[int32]error // share acknowledgements that did not take, by partition (noteAcks)
+	ackSeq  sync.Mutex      // one flush at a time: what noteAcks hears is of that flush
 
 	polling atomic.Bool // a poll is under way: what the client buffers is the worker's (stray.go)
 	strayMu sync.Mutex
@@ -219,19 +220,13 @@ func (m *member) poll(ctx context.Context, count int, wait time.Duration) ([]bro
 func (m *member) pollOnce(ctx context.Context, count int, wait time.Duration) ([]broker.Delivery, error) {
 	pctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	fs, recs, err := m.pollRecords(ctx, pctx, count)
+	recs, errs, err := m.pollRecords(ctx, pctx, count)
 	if err != nil {
 		return nil, err
 	}
-	if !m.t.opt.Share && len(fs.Records()) > 0 {
-		defer m.seekPast(fs.Records())
+	if !m.t.opt.Share && len(recs) > 0 {
+		defer m.seekPast(recs)
 	}
-	var errs []error
-	fs.EachError(func(_ string, _ int32, err error) {
-		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-			errs = append(errs, err)
-		}
-	})
 	if err := ctx.Err(); err != nil {
 		return nil, context.Cause(ctx)
 	}
@@ -243,25 +238,34 @@ func (m *member) pollOnce(ctx context.Context, count int, wait time.Duration) ([
 
 // pollRecords is one PollRecords within pctx, the topic resumed only
 // meanwhile; for a share member, again while all it brought were strays
-// (stray.go), and recs without them.
-func (m *member) pollRecords(ctx, pctx context.Context, count int) (fs kgo.Fetches, recs []*kgo.Record, err error) {
+// (stray.go), and recs without them. Errs are the fetches' errors other
+// than pctx's end.
+func (m *member) pollRecords(ctx, pctx context.Context, count int) (recs []*kgo.Record, errs []error, err error) {
 	for {
 		m.polling.Store(true)
 		m.cl.ResumeFetchTopics(m.t.name)
-		fs = m.cl.PollRecords(pctx, count)
+		fs := m.cl.PollRecords(pctx, count)
 		m.polling.Store(false) // first: what a fetch brings after the poll is a stray
 		m.cl.PauseFetchTopics(m.t.name)
 		if err := m.flushShareAcks(ctx); err != nil {
-			return fs, nil, err
+			// The client took these as handed out: given back, or its
+			// next poll would accept them unseen.
+			m.cl.MarkAcks(kgo.AckRelease, fs.Records()...)
+			return nil, nil, err
 		}
+		fs.EachError(func(_ string, _ int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				errs = append(errs, err)
+			}
+		})
 		all := fs.Records()
 		if !m.t.opt.Share {
-			return fs, all, nil
+			return all, errs, nil
 		}
 		// Strays it found in the buffer were released: the broker hands
 		// them out again, maybe to this worker, on a later fetch.
 		if recs = m.dropStrays(all); len(recs) > 0 || len(all) == 0 || pctx.Err() != nil {
-			return fs, recs, nil
+			return recs, errs, nil
 		}
 	}
 }
@@ -370,7 +374,9 @@ func (t *Topic) AutoClaim(context.Context, string, string, time.Duration, int) (
 // record the worker still holds: a commit is a position, and one past a
 // held record would acknowledge it too. An id no member holds (acked
 // already, or its worker crashed) acknowledges nothing: it comes back in a
-// *broker.NotAcked, the others acked.
+// *broker.NotAcked, the others acked; so does, in a share group, one whose
+// accept did not take (its lock ran out: the broker took it back), with
+// what the client heard.
 func (t *Topic) Ack(ctx context.Context, group string, ids ...string) error {
 	byMember, unheld := t.holders(group, ids)
 	var refused []*broker.NotAcked
@@ -398,9 +404,15 @@ func notAcked(unheld []string, refused []*broker.NotAcked) error {
 	if len(unheld) == 0 && len(refused) == 0 {
 		return nil
 	}
+	if len(unheld) == 0 && len(refused) == 1 {
+		return refused[0]
+	}
 	out := &broker.NotAcked{IDs: unheld}
+	if len(refused) == 0 {
+		return out
+	}
 	var whys []string
-	if len(unheld) > 0 && len(refused) > 0 {
+	if len(unheld) > 0 {
 		whys = append(whys, fmt.Sprintf("no member holds %v", unheld))
 	}
 	for _, na := range refused {
@@ -508,20 +520,22 @@ func commitErr(resp *kmsg.OffsetCommitResponse, err error) error {
 // does after a failure (and Spring Kafka's DefaultErrorHandler).
 func (t *Topic) Nack(ctx context.Context, group string, ids ...string) error {
 	byMember, _ := t.holders(group, ids) // an id no member holds has nothing to give back
+	var errs []error                     // every member's are given back, whatever one's says
 	for m, offs := range byMember {
-		if t.opt.Share { // released: redelivered to any member, counted
-			na, err := m.settle(ctx, offs, kgo.AckRelease)
-			if err != nil {
-				return err
-			}
-			if na != nil { // the record stays locked to this worker: no redelivery now
-				return fmt.Errorf("kafka nack of %v: %s", na.IDs, na.Why)
-			}
+		if !t.opt.Share {
+			m.seekBack(offs)
 			continue
 		}
-		m.seekBack(offs)
+		// Released: redelivered to any member, counted. One that does not
+		// take (its lock ran out: the broker took it back already) is
+		// reported, not taken for a redelivery now.
+		na, err := m.settle(ctx, offs, kgo.AckRelease)
+		if err == nil && na != nil {
+			err = fmt.Errorf("kafka nack: %s", na.Error())
+		}
+		errs = append(errs, err)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (m *member) seekBack(offs map[int32][]int64) {

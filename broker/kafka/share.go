@@ -35,15 +35,14 @@ func (t *Topic) shareOpts(m *member) []kgo.Opt {
 		kgo.ConsumeTopics(t.name),
 		kgo.FetchMaxWait(100 * time.Millisecond),
 		kgo.ShareAckCallback(m.noteAcks),
-		kgo.WithHooks(strayHook{m}),
+		kgo.WithHooks(&strayHook{m: m}),
 	}
 }
 
-// noteAcks keeps what the broker refused of the member's acknowledgements,
-// by partition: without a callback franz-go drops a refused one silently,
-// and a release the broker refused leaves the record locked to this worker
-// (until its acquisition lock runs out) while the scenario believes it
-// redelivered.
+// noteAcks keeps, by partition, the acknowledgements of the member that
+// did not take (the broker refused them, or the client could not deliver
+// them): without a callback franz-go drops those silently, and an ack
+// the worker believes done, or a release it believes redelivered, was not.
 func (m *member) noteAcks(_ *kgo.Client, rs kgo.ShareAckResults) {
 	m.ackMu.Lock()
 	defer m.ackMu.Unlock()
@@ -96,19 +95,22 @@ func (t *Topic) startAtEarliest(ctx context.Context, group string) error {
 // accepts what the previous one handed out and the worker did not settle
 // (franz-go, as the Java client's implicit mode). The next fetch would
 // carry them anyway; flushed at once, what the broker says afterwards
-// (Reach) includes them.
+// (Reach) includes them. What the broker refuses of them is not the
+// poll's failure: those are the client's acknowledgements, not the
+// worker's, and a record whose accept was refused (its lock ran out) is
+// the broker's to deliver again, which the reads and Reach show.
 func (m *member) flushShareAcks(ctx context.Context) error {
 	if !m.t.opt.Share {
 		return nil
 	}
 	fctx, cancel := context.WithTimeout(ctx, settle)
 	defer cancel()
+	m.ackSeq.Lock()
+	defer m.ackSeq.Unlock()
 	if err := m.cl.FlushAcks(fctx); err != nil {
 		return fmt.Errorf("kafka share acks of %s as %s/%s: %w", m.t.name, m.key.group, m.key.worker, err)
 	}
-	for p, err := range m.takeRefused() {
-		return fmt.Errorf("kafka share acks of %s as %s/%s: the broker refused the acknowledgements the poll sent on the worker's behalf (partition %d): %w", m.t.name, m.key.group, m.key.worker, p, err)
-	}
+	m.takeRefused()
 	return nil
 }
 
@@ -127,6 +129,11 @@ func (m *member) settle(ctx context.Context, offs map[int32][]int64, status kgo.
 		}
 	}
 	m.mu.Unlock()
+	// One settle at a time, and nothing else flushing meanwhile: what the
+	// broker then says is of these acknowledgements only.
+	m.ackSeq.Lock()
+	defer m.ackSeq.Unlock()
+	m.takeRefused() // of an earlier flush that gave up waiting
 	m.cl.MarkAcks(status, recs...)
 	if err := m.cl.FlushAcks(ctx); err != nil {
 		return nil, fmt.Errorf("kafka share ack (%s) %s as %s/%s: %w", status, m.t.name, m.key.group, m.key.worker, err)
@@ -145,7 +152,7 @@ func (m *member) settle(ctx context.Context, offs map[int32][]int64, status kgo.
 	}
 	slices.Sort(na.IDs)
 	slices.Sort(whys)
-	na.Why = fmt.Sprintf("the broker refused the %s as %s/%s (%s)", status, m.key.group, m.key.worker, strings.Join(whys, "; "))
+	na.Why = fmt.Sprintf("the %s as %s/%s did not take (%s)", status, m.key.group, m.key.worker, strings.Join(whys, "; "))
 	return na, nil
 }
 

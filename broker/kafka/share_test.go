@@ -142,10 +142,10 @@ func TestShareGroupAckTheBrokerRefusedIsReported(t *testing.T) {
 	}
 	time.Sleep(500 * time.Millisecond) // both locks run out: the broker takes them back
 	var na *broker.NotAcked
-	if err := tp.Ack(testCtx(t), "g", ds[0].ID); !errors.As(err, &na) || !slices.Equal(na.IDs, []string{ds[0].ID}) || !strings.Contains(na.Why, "refused") {
+	if err := tp.Ack(testCtx(t), "g", ds[0].ID); !errors.As(err, &na) || !slices.Equal(na.IDs, []string{ds[0].ID}) || !strings.Contains(na.Why, "INVALID_RECORD_STATE") {
 		t.Fatalf("ack after the lock ran out: %v; want e1 not acknowledged, the broker's refusal named", err)
 	}
-	if err := tp.Nack(testCtx(t), "g", ds[1].ID); err == nil || !strings.Contains(err.Error(), "refused") {
+	if err := tp.Nack(testCtx(t), "g", ds[1].ID); err == nil || !strings.Contains(err.Error(), "INVALID_RECORD_STATE") {
 		t.Fatalf("nack after the lock ran out: %v; want the broker's refusal", err)
 	}
 }

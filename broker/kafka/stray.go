@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -17,17 +18,35 @@ import (
 // worker-1). So what the client buffers while no poll runs, a stray, is
 // released at once (the broker counts that delivery, as it counted the
 // acquisition) and left out of the member's next poll, which finds it
-// still in the client's buffer.
+// still in the client's buffer. A stray is what the client buffers after
+// the poll returned; a response buffered in the instant between the poll
+// taking the buffer and returning (a round trip shorter than a few
+// instructions) would count as the poll's and stay with the worker. What
+// a poll of count records leaves in the buffer stays too, as a prefetch
+// does with any share consumer: it is the worker's next read.
 
-// strayHook sees what the member's client buffers.
-type strayHook struct{ m *member }
+// strayHook sees what the member's client buffers. It holds the client
+// from NewClient on (OnNewClient runs before any client goroutine starts),
+// as member.cl is set only after NewClient returns.
+type strayHook struct {
+	m  *member
+	cl atomic.Pointer[kgo.Client]
+}
 
-var _ kgo.HookFetchRecordBuffered = strayHook{}
+var (
+	_ kgo.HookNewClient           = (*strayHook)(nil)
+	_ kgo.HookFetchRecordBuffered = (*strayHook)(nil)
+)
+
+func (h *strayHook) OnNewClient(cl *kgo.Client) { h.cl.Store(cl) }
 
 // OnFetchRecordBuffered runs before a fetch's records become takeable by
 // a poll: a poll under way (polling) takes them; none under way, they are
-// strays.
-func (h strayHook) OnFetchRecordBuffered(r *kgo.Record) {
+// strays. The release is marked here, at once (MarkAcks takes only the
+// record's own lock): a poll that takes the stray before the release is
+// flushed would otherwise accept it as handed out. The flush waits on
+// this very fetch goroutine, so it runs apart.
+func (h *strayHook) OnFetchRecordBuffered(r *kgo.Record) {
 	m := h.m
 	if m.polling.Load() || r.Topic != m.t.name {
 		return
@@ -41,19 +60,24 @@ func (h strayHook) OnFetchRecordBuffered(r *kgo.Record) {
 	}
 	m.strays[r.Partition][r.Offset] = true
 	m.strayMu.Unlock()
-	// Not from the hook itself: it runs on the client's fetch goroutine.
-	go m.releaseStray(r)
+	cl := h.cl.Load()
+	cl.MarkAcks(kgo.AckRelease, r)
+	go m.flushStrays(cl)
 }
 
-// releaseStray gives r back to the broker for any member.
-func (m *member) releaseStray(r *kgo.Record) {
+// flushStrays sends the strays' releases. What the broker says of them
+// is discarded: a release refused (the record's lock ran out meanwhile)
+// leaves it with the broker as much as one accepted.
+func (m *member) flushStrays(cl *kgo.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), settle)
 	defer cancel()
-	m.cl.MarkAcks(kgo.AckRelease, r)
-	_ = m.cl.FlushAcks(ctx) // a client closed meanwhile released it anyway
+	m.ackSeq.Lock()
+	defer m.ackSeq.Unlock()
+	_ = cl.FlushAcks(ctx) // a client closed meanwhile released them anyway
+	m.takeRefused()
 }
 
-// dropStrays removes from fs the strays it holds (each is dropped once:
+// dropStrays removes from recs the strays it holds (each is dropped once:
 // the client hands a buffered record out once).
 func (m *member) dropStrays(recs []*kgo.Record) []*kgo.Record {
 	m.strayMu.Lock()

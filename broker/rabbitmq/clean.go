@@ -33,11 +33,13 @@ const registryQueue = broker.NamePrefix + ".leftovers"
 const registryLock = registryQueue + ".lock"
 
 // lockRegistry waits (within ctx, at most lockWait) until it holds
-// registryLock; unlock gives it up.
+// registryLock; unlock gives it up. It excludes other connections only
+// (an exclusive queue is its connection's): one process takes the records
+// at a time, a run at its end or a clean, each on its own connection.
 func (c conn) lockRegistry(ctx context.Context) (unlock func(), err error) {
 	ctx, cancel := context.WithTimeout(ctx, lockWait)
 	defer cancel()
-	for {
+	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
 		ch, err := c.conn.Channel()
 		if err != nil {
 			return nil, err
@@ -57,7 +59,7 @@ func (c conn) lockRegistry(ctx context.Context) (unlock func(), err error) {
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%s: held by another run or clean: %w", registryLock, context.Cause(ctx))
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(pause): // each refusal is a channel error in the server's log
 		}
 	}
 }
