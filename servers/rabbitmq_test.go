@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -155,8 +156,10 @@ func TestRabbitMQ(t *testing.T) {
 	// RabbitMQ 3.10 (Ra 2.2) writes a new quorum queue's Ra server name to
 	// names.dets lazily (auto-save after 500ms, synced only since Ra PR
 	// #443): a node killed sooner restarts the queue as a new, empty member
-	// that never elects a leader. Give it time, as a real queue would have.
-	time.Sleep(time.Second)
+	// that never elects a leader. Wait until the file holds the name (on a
+	// loaded machine a fixed second was not always enough), as a real
+	// queue would long have.
+	awaitRaName(t, dir, "%2F_drill.qq")
 	publishConfirmed(t, ctx, ch, "drill.qq", "before kill")
 
 	if err := r.Kill(ctx); err != nil {
@@ -310,5 +313,23 @@ func TestRabbitMQLostPortDetected(t *testing.T) {
 	}
 	if lostPortRace(&startError{output: "BOOT FAILED"}) || lostPortRace(errors.New("eaddrinuse")) {
 		t.Error("other failures taken for a lost port")
+	}
+}
+
+// awaitRaName waits until the node in dir has written the Ra server name
+// of a quorum queue to its names.dets (the atom's text is in the file as
+// is): from then on a killed node restarts the queue as itself.
+func awaitRaName(t *testing.T, dir, name string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		files, _ := filepath.Glob(filepath.Join(dir, "mnesia", "*", "quorum", "*", "names.dets"))
+		for _, f := range files {
+			if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte(name)) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no names.dets under %s holds %s after 20s: %v", dir, name, files)
+		}
 	}
 }
