@@ -122,19 +122,7 @@ func TestClassicGroupHasNoReach(t *testing.T) {
 // acknowledged by the worker's late ack, and the Ack says what the broker
 // said; a release refused likewise fails the Nack.
 func TestShareGroupAckTheBrokerRefusedIsReported(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{
-		"group.share.record.lock.duration.ms": "200",
-		"share.record.lock.sweep.interval.ms": "20",
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	tp, err := New(testCtx(t), c.ListenAddrs(), "outboxdrill:test-"+rand.Text()[:10], Options{Share: true, Session: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tp.Delete(context.Background()) })
+	tp := shortLockTopic(t)
 	brokertest.Publish(t, tp, "e1", "e2")
 	ds := readAll(t, tp)
 	if len(ds) != 2 {
@@ -178,5 +166,41 @@ func TestShareGroupAFetchAfterThePollEndedIsGivenBack(t *testing.T) {
 		if ds, err := tp.Read(testCtx(t), "g", "w1", 1, 200*time.Millisecond); err != nil || len(ds) != 0 {
 			t.Fatalf("w1's read after w2 took %s: %+v, %v; want nothing", id, ds, err)
 		}
+	}
+}
+
+// shortLockTopic is a share-group topic on a kfake of its own whose
+// acquisition locks run out after 200 ms.
+func shortLockTopic(t *testing.T) *Topic {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{
+		"group.share.record.lock.duration.ms": "200",
+		"share.record.lock.sweep.interval.ms": "20",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	tp, err := New(testCtx(t), c.ListenAddrs(), "outboxdrill:test-"+rand.Text()[:10], Options{Share: true, Session: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tp.Delete(context.Background()) })
+	return tp
+}
+
+// A record the worker kept unsettled past its lock: the client's implicit
+// accept at the next poll is refused (the broker took the record back),
+// which is not that read's failure — the read goes on and gets the
+// record again, its deliveries counted (two or more: a fetch still on
+// its way when the lock ran out may have taken it once meanwhile).
+func TestShareGroupARefusedImplicitAcceptDoesNotFailTheRead(t *testing.T) {
+	tp := shortLockTopic(t)
+	brokertest.Publish(t, tp, "e1")
+	readOne(t, tp, "w", "e1")          // kept: neither acked nor released
+	time.Sleep(500 * time.Millisecond) // its lock runs out
+	ds, err := tp.Read(testCtx(t), "g", "w", 1, 2*time.Second)
+	if err != nil || len(ds) != 1 || ds[0].EventID != "e1" || ds[0].Deliveries < 2 {
+		t.Fatalf("read after the kept record's lock ran out: %+v, %v; want e1 again, a later delivery", ds, err)
 	}
 }
