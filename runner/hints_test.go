@@ -1,9 +1,13 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/internal/testservers"
@@ -28,8 +32,12 @@ func TestKeepHintsPerBroker(t *testing.T) {
 			t.Fatal(err)
 		}
 		hints := strings.Join(w.inspect(pair.iso, b), "\n")
-		if !strings.Contains(hints, "psql") || !strings.Contains(hints, tool) || !strings.Contains(hints, pair.Stream) {
-			t.Errorf("%s: hints lack psql, %s or the stream %s:\n%s", b, tool, pair.Stream, hints)
+		name := pair.Stream // as the broker names it
+		if b == broker.NATS {
+			name = natsStreamExists(t, p.URLs[broker.NATS], hints)
+		}
+		if !strings.Contains(hints, "psql") || !strings.Contains(hints, tool) || !strings.Contains(hints, name) {
+			t.Errorf("%s: hints lack psql, %s or the stream %s:\n%s", b, tool, name, hints)
 		}
 		for other, otherTool := range tools {
 			if other != b && strings.Contains(hints, otherTool) {
@@ -40,4 +48,34 @@ func TestKeepHintsPerBroker(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// natsStreamExists is the stream (and its dead letters) the NATS hints name,
+// checked on the server: a hint must name what the broker holds.
+func natsStreamExists(t *testing.T, url, hints string) string {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	for _, line := range strings.Split(hints, "\n") {
+		_, name, ok := strings.Cut(line, " stream info ")
+		if !ok {
+			continue
+		}
+		if _, err := js.Stream(context.Background(), name); err != nil {
+			t.Errorf("NATS hint names stream %q: %v\n%s", name, err, hints)
+		}
+		first = cmp.Or(first, name)
+	}
+	if first == "" {
+		t.Fatalf("NATS hints name no stream:\n%s", hints)
+	}
+	return first
 }

@@ -82,12 +82,14 @@ func (c conn) await(ctx context.Context, connected bool) error {
 	return nil
 }
 
-// Hints tell how to look at a kept scenario's stream (the nats CLI).
+// Hints tell how to look at a kept scenario's stream (the nats CLI): the
+// stream's name is the key sanitized as New names it.
 func (c conn) Hints(key string) []string {
-	srv := c.nc.ConnectedUrlRedacted()
+	srv, sn := c.nc.ConnectedUrlRedacted(), sanitize(key)
 	return []string{
-		"stream:      nats --server " + srv + " stream info " + key,
-		"consumers:   nats --server " + srv + " consumer ls " + key,
+		"stream:      nats --server " + srv + " stream info " + sn,
+		"consumers:   nats --server " + srv + " consumer ls " + sn,
+		"dead letters: nats --server " + srv + " stream info " + sn + dlqSuffix,
 	}
 }
 

@@ -166,7 +166,10 @@ func sanitize(name string) string {
 // subject is the one subject of stream name.
 func subject(name string) string { return name + ".events" }
 
-func (s *Stream) dlqName() string { return s.name + "_dlq" }
+func (s *Stream) dlqName() string { return s.name + dlqSuffix }
+
+// dlqSuffix names a stream's dead-letter stream after it.
+const dlqSuffix = "_dlq"
 
 // advName is the stream of the server's MAX_DELIVERIES advisories.
 func (s *Stream) advName() string { return s.name + "_adv" }
