@@ -76,7 +76,8 @@ number of attempts. Without ` + "`within`" + ` the checks are read once. A check
 rejects as written (SQLSTATE class 42: an undefined column or table, a syntax error) fails at once:
 no retry can cure it.
 
-Durations are Go durations (` + "`250ms`, `2s`" + `) or ` + "`0`" + `.
+Durations are Go durations (` + "`250ms`, `2s`, `1m30s`" + `) or ` + "`0`" + `, in whole milliseconds: the language has millisecond resolution (` + "`100us`" + ` is refused).
+` + "`every:`" + ` must be at least ` + "`1ms`" + `.
 
 ## Steps
 

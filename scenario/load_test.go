@@ -99,6 +99,14 @@ func TestParseErrors(t *testing.T) {
 		{"duration without unit", "name: x\nsteps:\n  - claim(idle=5)\n", []string{
 			`t.yaml:3:16: idle: "5" needs a unit (did you mean "5ms" or "5s"?)`,
 		}},
+		{"duration finer than a millisecond", "name: x\nsteps:\n  - sleep: {for: 100us}\n  - claim(idle=1.5ms)\n", []string{
+			`t.yaml:3:18: for: durations have millisecond resolution, got 100us (did you mean "1ms"?)`,
+			`t.yaml:4:16: idle: durations have millisecond resolution, got 1.5ms (did you mean "2ms"?)`,
+		}},
+		{"within finer than a millisecond, every zero", "name: x\nsteps:\n  - expect: {within: 500us, stream.entries: 0}\n  - expect: {within: 1s, every: 0, stream.entries: 0}\n", []string{
+			`t.yaml:3:22: within: durations have millisecond resolution, got 500us (did you mean "1ms"?)`,
+			`t.yaml:4:33: every: must be at least 1ms, got 0 (leave it out for the default, 10ms)`,
+		}},
 		{"sleep without a duration", "name: x\nsteps:\n  - sleep\n", []string{
 			`t.yaml:3:5: missing parameter "for": how long`,
 		}},

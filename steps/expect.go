@@ -115,8 +115,8 @@ func compileExpect(d *Def, file string, pairs []Arg, broker string) (Expect, dia
 			}
 			if a.Key == WithinKey {
 				e.Within = dur
-			} else {
-				e.Every = dur
+			} else if e.Every = dur; err == nil && dur == 0 {
+				errs = append(errs, diag.Errorf(pos, "every: must be at least 1ms, got 0 (leave it out for the default, %s)", defaultEvery))
 			}
 			continue
 		}
@@ -205,7 +205,7 @@ func Duration(n *yaml.Node) (time.Duration, error) {
 	if n.Kind != yaml.ScalarNode {
 		return 0, fmt.Errorf("want a duration such as 500ms, got %s", diag.Describe(n))
 	}
-	return parseDuration(n.Value)
+	return parseMillis(n.Value)
 }
 
 func expectKeys(d *Def) []string {

@@ -292,7 +292,7 @@ func setField(f reflect.Value, p Param, n *yaml.Node) error {
 	case isNull:
 		return fmt.Errorf("needs a value (%s)", p.Type())
 	case f.Type() == durationType:
-		d, err := parseDuration(n.Value)
+		d, err := parseMillis(n.Value)
 		if err != nil {
 			return err
 		}
@@ -339,6 +339,18 @@ func parseDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// parseMillis is parseDuration at the language's resolution, a millisecond:
+// a step's or a wait's duration finer than that would be read as something
+// the runner cannot do (a 100µs sleep, a poll every 250µs), so it is refused.
+func parseMillis(s string) (time.Duration, error) {
+	d, err := parseDuration(s)
+	if err != nil || d%time.Millisecond == 0 {
+		return d, err
+	}
+	up := (d + time.Millisecond - 1).Truncate(time.Millisecond)
+	return 0, fmt.Errorf("durations have millisecond resolution, got %s (did you mean %q?)", s, up.String())
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -349,7 +361,7 @@ func contains(list []string, s string) bool {
 }
 
 // durationPattern is what parseDuration accepts, as a JSON Schema pattern.
-const durationPattern = `^(0|([0-9]+(\.[0-9]*)?(ns|us|µs|ms|s|m|h))+)$`
+const durationPattern = `^(0|([0-9]+(\.[0-9]*)?(ms|s|m|h))+)$`
 
 // Schema is the parameter's JSON Schema, derived from the same tags that
 // drive decoding. A scalar may also be a ${name} reference.
