@@ -118,7 +118,11 @@ func writeSteps(b *strings.Builder) {
 			writeParams(b, "", d.Params)
 		}
 		if p, ok := d.Primary(); ok {
-			fmt.Fprintf(b, "\nA single value stands for `%s`: `%s: x` is `%s: {%s: x}`.\n", p.Name, d.Name, d.Name, p.Name)
+			fmt.Fprintf(b, "\nA single value stands for `%s`: `%s: x` and `%s(x)` are `%s: {%s: x}`.\n", p.Name, d.Name, d.Name, d.Name, p.Name)
+		}
+		if flags := d.Flags(); len(flags) > 0 {
+			f := flags[0]
+			fmt.Fprintf(b, "\nA flag stands alone: `%s(%s)` and `%s: %s` are `%s: {%s: true}`.\n", d.Name, f, d.Name, f, d.Name, f)
 		}
 		if len(refused) > 0 && !slices.ContainsFunc(d.Params, func(p steps.Param) bool { return p.Required }) {
 			fmt.Fprintf(b, "\nIt needs one of its parameters; without any it is refused: \"%s\".\n", refused[0].Msg)

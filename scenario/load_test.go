@@ -66,6 +66,38 @@ steps:
 	}
 }
 
+// A single value works in every form a step's reference shows: the
+// shorthand's one bare word is the step's primary parameter (sleep(100ms)),
+// and a map value that names a flag is that flag (broker: restart).
+func TestSingleValueForms(t *testing.T) {
+	sc := parseOK(t, `
+name: single values
+steps:
+  - sleep(100ms)
+  - sleep: 100ms
+  - sleep: {for: 100ms}
+  - broker(restart)
+  - broker: restart
+  - broker: {restart: true}
+  - slot(drop)
+  - slot: drop
+  - slot: {action: drop}
+`)
+	for _, group := range [][]int{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}} {
+		for _, i := range group[1:] {
+			if d := cmp.Diff(sc.Steps[group[0]].Params, sc.Steps[i].Params); d != "" {
+				t.Errorf("step %d differs from step %d:\n%s", i+1, group[0]+1, d)
+			}
+		}
+	}
+	if got := sc.Steps[0].Params.(*steps.SleepParams).For; got != 100*time.Millisecond {
+		t.Errorf("sleep(100ms) sleeps %v", got)
+	}
+	if !sc.Steps[4].Params.(*steps.BrokerParams).Restart {
+		t.Error("broker: restart does not restart")
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, src string
@@ -106,6 +138,11 @@ func TestParseErrors(t *testing.T) {
 		{"within finer than a millisecond, every zero", "name: x\nsteps:\n  - expect: {within: 500us, stream.entries: 0}\n  - expect: {within: 1s, every: 0, stream.entries: 0}\n", []string{
 			`t.yaml:3:22: within: durations have millisecond resolution, got 500us (did you mean "1ms"?)`,
 			`t.yaml:4:33: every: must be at least 1ms, got 0 (leave it out for the default, 10ms)`,
+		}},
+		{"two bare words", "name: x\nsteps:\n  - sleep(100ms, 2s)\n  - broker: reboot\n", []string{
+			`t.yaml:3:18: unknown parameter "2s"; known: for`,
+			`t.yaml:4:5: broker needs an action, e.g. broker(trim=0) or broker(kill)`,
+			`t.yaml:4:13: broker: want a map of parameters such as {trim: ...}, got "reboot"; or write the shorthand broker(key=value); a single value names a flag: kill, stop, start, restart`,
 		}},
 		{"sleep without a duration", "name: x\nsteps:\n  - sleep\n", []string{
 			`t.yaml:3:5: missing parameter "for": how long`,

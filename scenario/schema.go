@@ -96,6 +96,9 @@ func stepSchema(d *steps.Def, defs map[string]any) map[string]any {
 		if p, ok := d.Primary(); ok {
 			alts = append(alts, p.Schema()) // `start: relay`
 		}
+		if flags := d.Flags(); len(flags) > 0 {
+			alts = append(alts, map[string]any{"enum": flags}) // `broker: restart`
+		}
 		props[d.Name] = map[string]any{"description": d.Doc, "anyOf": alts}
 		props[keyExpect] = checksSchema(d, defs)
 	}

@@ -3,6 +3,7 @@ package scenario
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -26,6 +27,7 @@ func parseStep(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
 		if errs != nil {
 			return nil, errs
 		}
+		bareToPrimary(name, args)
 		return buildCall(file, diag.NodePos(file, n), name, args, nil, "")
 	case yaml.MappingNode:
 		return parseStepMap(file, n)
@@ -79,13 +81,16 @@ func parseStepMap(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
 	case v.Kind == yaml.MappingNode:
 		args = diag.Pairs(file, v, &errs)
 	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null":
+	case v.Kind == yaml.ScalarNode && isFlag(stepKV.Key, v.Value):
+		// `broker: restart` is broker(restart): the value names a flag.
+		args = []steps.Arg{{Key: v.Value, KeyPos: diag.NodePos(file, v), Value: &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: v.Line, Column: v.Column}}}
 	case v.Kind == yaml.ScalarNode && primary(stepKV.Key) != "":
 		args = []steps.Arg{{Key: primary(stepKV.Key), KeyPos: diag.NodePos(file, v), Value: v}}
 	case stepKV.Key == keyExpect:
 		errs = append(errs, diag.Errorf(diag.NodePos(file, v), "expect: want a map of checks such as {stream.entries: 1}, got %s", diag.Describe(v)))
 	default:
-		errs = append(errs, diag.Errorf(diag.NodePos(file, v), "%s: want a map of parameters such as {%s}, got %s; or write the shorthand %s(key=value)",
-			stepKV.Key, exampleParam(stepKV.Key), diag.Describe(v), stepKV.Key))
+		errs = append(errs, diag.Errorf(diag.NodePos(file, v), "%s: want a map of parameters such as {%s}, got %s; or write the shorthand %s(key=value)%s",
+			stepKV.Key, exampleParam(stepKV.Key), diag.Describe(v), stepKV.Key, flagHint(stepKV.Key, v)))
 	}
 	var expect []steps.Arg
 	if expectKV != nil {
@@ -107,6 +112,47 @@ func primary(step string) string {
 		}
 	}
 	return ""
+}
+
+// isFlag reports whether name is a flag parameter of step.
+func isFlag(step, name string) bool {
+	d, ok := steps.Lookup(step)
+	return ok && slices.Contains(d.Flags(), name)
+}
+
+// flagHint names the flags a scalar step value may be, nearest first.
+func flagHint(step string, v *yaml.Node) string {
+	d, ok := steps.Lookup(step)
+	if !ok || v.Kind != yaml.ScalarNode || len(d.Flags()) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; a single value names a flag: %s%s", strings.Join(d.Flags(), ", "), diag.Suggest(v.Value, d.Flags()))
+}
+
+// bareToPrimary turns the one bare word of a shorthand call that names no
+// parameter into the value of the step's primary parameter: sleep(100ms)
+// is sleep(for=100ms), slot(drop) is slot(action=drop). A word that names a
+// parameter stays a flag, and a second bare word is left to be reported.
+func bareToPrimary(step string, args []steps.Arg) {
+	d, ok := steps.Lookup(step)
+	if !ok {
+		return
+	}
+	p, ok := d.Primary()
+	if !ok || slices.ContainsFunc(args, func(a steps.Arg) bool { return a.Key == p.Name }) {
+		return
+	}
+	known := func(name string) bool {
+		return slices.ContainsFunc(d.Params, func(q steps.Param) bool { return q.Name == name })
+	}
+	for i, a := range args {
+		if a.Value.Tag == "!!null" && a.Value.Value == "" && !known(a.Key) {
+			v := *a.Value
+			v.Tag, v.Value, v.Column = "", a.Key, a.KeyPos.Col
+			args[i] = steps.Arg{Key: p.Name, KeyPos: a.KeyPos, Value: &v}
+			return
+		}
+	}
 }
 
 func exampleParam(step string) string {

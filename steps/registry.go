@@ -229,6 +229,18 @@ func (d *Def) Primary() (Param, bool) {
 	return Param{}, false
 }
 
+// Flags are the names of d's flag parameters (booleans: `broker(stop)`),
+// in order.
+func (d *Def) Flags() []string {
+	var out []string
+	for _, p := range d.Params {
+		if p.Type() == "flag" {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
 // IsExpect reports whether d is the expect step, whose map holds state checks
 // rather than parameters.
 func (d *Def) IsExpect() bool { return d.Name == expectStep }

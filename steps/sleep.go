@@ -8,12 +8,12 @@ import (
 
 // SleepParams are the parameters of the sleep step.
 type SleepParams struct {
-	For time.Duration `param:"for" required:"yes" doc:"how long; time passes for real (idle times grow, within: waits)"`
+	For time.Duration `param:"for" required:"yes" primary:"yes" doc:"how long; time passes for real (idle times grow, within: waits)"`
 }
 
 func (p *SleepParams) Validate() error {
 	if p.For <= 0 {
-		return fmt.Errorf("sleep needs a duration, e.g. sleep(for=500ms)")
+		return fmt.Errorf("sleep needs a duration, e.g. sleep(500ms)")
 	}
 	return nil
 }
