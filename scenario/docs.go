@@ -110,6 +110,9 @@ func writeParams(b *strings.Builder, prefix string, ps []steps.Param) {
 func writeSteps(b *strings.Builder) {
 	for _, d := range steps.Defs() {
 		fmt.Fprintf(b, "\n### `%s`\n\n%s\n", d.Name, d.Doc)
+		if as := steps.AliasesOf(d); len(as) > 0 {
+			fmt.Fprintf(b, "\nAlso written `%s`.\n", strings.Join(as, "`, `"))
+		}
 		// A step that needs one of several parameters says so in its
 		// Validate: ask it about a call without any.
 		_, refused := d.DecodeParams(nil, diag.Pos{})

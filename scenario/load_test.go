@@ -98,6 +98,18 @@ steps:
 	}
 }
 
+// producer and consumer, as the language was first described, are the
+// PostgreSQL process steps producer_db and consumer_db.
+func TestProcessStepAliases(t *testing.T) {
+	sc := parseOK(t, "name: a\nsteps:\n  - producer(kill)\n  - consumer: restart\n  - consumer_db: {restart: true}\n")
+	if got := []string{sc.Steps[0].Def.Name, sc.Steps[1].Def.Name}; !cmp.Equal(got, []string{"producer_db", "consumer_db"}) {
+		t.Errorf("aliases resolve to %v", got)
+	}
+	if d := cmp.Diff(sc.Steps[1].Params, sc.Steps[2].Params); d != "" {
+		t.Errorf("consumer: restart differs from consumer_db: {restart: true}:\n%s", d)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, src string

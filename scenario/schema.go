@@ -19,8 +19,10 @@ func Schema() []byte {
 	defs := map[string]any{}
 	var names []string
 	for _, d := range steps.Defs() {
-		names = append(names, d.Name)
-		defs["step."+d.Name] = stepSchema(d, defs)
+		for _, name := range append([]string{d.Name}, steps.AliasesOf(d)...) {
+			names = append(names, name)
+			defs["step."+name] = stepSchema(name, d, defs)
+		}
 	}
 	for _, c := range steps.Checks() {
 		cs := c.Value.Schema()
@@ -60,7 +62,9 @@ func Schema() []byte {
 func stepRefs() []any {
 	var refs []any
 	for _, d := range steps.Defs() {
-		refs = append(refs, ref("step."+d.Name))
+		for _, name := range append([]string{d.Name}, steps.AliasesOf(d)...) {
+			refs = append(refs, ref("step."+name))
+		}
 	}
 	return refs
 }
@@ -81,12 +85,12 @@ func brokerLists() map[string]any {
 
 func ref(name string) map[string]any { return map[string]any{"$ref": "#/$defs/" + name} }
 
-// stepSchema is a step map: its step key with parameters (or the checks, for
-// expect), plus name and expect.
-func stepSchema(d *steps.Def, defs map[string]any) map[string]any {
+// stepSchema is a step map: its step key (d's name or an alias of it) with
+// parameters (or the checks, for expect), plus name and expect.
+func stepSchema(key string, d *steps.Def, defs map[string]any) map[string]any {
 	props := map[string]any{keyName: map[string]any{"type": "string"}}
 	if d.IsExpect() {
-		props[d.Name] = ref("checks")
+		props[key] = ref("checks")
 	} else {
 		obj := steps.ParamsSchema(d.Params, "")
 		alts := []any{map[string]any{"type": "null"}, obj}
@@ -99,10 +103,10 @@ func stepSchema(d *steps.Def, defs map[string]any) map[string]any {
 		if flags := d.Flags(); len(flags) > 0 {
 			alts = append(alts, map[string]any{"enum": flags}) // `broker: restart`
 		}
-		props[d.Name] = map[string]any{"description": d.Doc, "anyOf": alts}
+		props[key] = map[string]any{"description": d.Doc, "anyOf": alts}
 		props[keyExpect] = checksSchema(d, defs)
 	}
-	return map[string]any{"type": "object", "required": []string{d.Name}, "properties": props, "additionalProperties": false}
+	return map[string]any{"type": "object", "required": []string{key}, "properties": props, "additionalProperties": false}
 }
 
 // checksSchema is an expect map: the state checks, plus for a step d its

@@ -138,6 +138,8 @@ func init() {
 		nil, runPostgres[producerSide])
 	Define("consumer_db", "Act on the consumer's PostgreSQL server process (kill, stop, start, restart), a server of its own: the producer's keeps running. Skipped on a server given with --pg.",
 		nil, runPostgres[consumerSide])
+	Alias("producer", "producer_db")
+	Alias("consumer", "consumer_db")
 }
 
 // cannot is the skip of a process fault the runner cannot apply here.

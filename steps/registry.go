@@ -175,6 +175,25 @@ func NewEnv(producer, consumer *pgxpool.Pool, b broker.Broker) *Env {
 
 var registry = map[string]*Def{}
 
+// aliases map another spelling of a step to its name.
+var aliases = map[string]string{}
+
+// Alias lets name stand for the step canonical: the language's first
+// description called PostgreSQL's process steps `producer`/`consumer`.
+func Alias(name, canonical string) { aliases[name] = canonical }
+
+// AliasesOf are the other spellings of step d, sorted.
+func AliasesOf(d *Def) []string {
+	var out []string
+	for a, c := range aliases {
+		if c == d.Name {
+			out = append(out, a)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Define registers a step whose parameters are the struct P.
 func Define[P any](name, doc string, outcomes []Key, run func(context.Context, *Env, *P) (Result, error)) {
 	t := reflect.TypeFor[P]()
@@ -190,6 +209,9 @@ func Define[P any](name, doc string, outcomes []Key, run func(context.Context, *
 
 // Lookup finds a step by name.
 func Lookup(name string) (*Def, bool) {
+	if c, ok := aliases[name]; ok {
+		name = c
+	}
 	d, ok := registry[name]
 	return d, ok
 }
