@@ -79,7 +79,7 @@ func TestJUnitReport(t *testing.T) {
 	}
 	f := s.Cases[1].Failure
 	if f == nil || !regexp.MustCompile(`^t\.yaml:\d+:\d+: projection: want \{accounting`).MatchString(f.Message) ||
-		!strings.Contains(f.Text, "Amount: 1,") || !strings.Contains(f.Text, "trace:\nt.yaml:3:5: produce") {
+		!strings.Contains(f.Text, "- accounting.USD.amount: 1\n+ accounting.USD.amount: 5") || !strings.Contains(f.Text, "trace:\nt.yaml:3:5: produce") {
 		t.Errorf("failure: %+v", f)
 	}
 	if s.Cases[1].Name != "fails | with a pipe" || s.Cases[1].Classname != "t.yaml" || s.Cases[1].Time == "" {

@@ -19,8 +19,8 @@ type DB interface {
 
 // Sum is one projection row, or an inbox's sum for one currency.
 type Sum struct {
-	Amount int64 `yaml:"amount"`
-	Events int64 `yaml:"events"`
+	Amount int64 `yaml:"amount" json:"amount"`
+	Events int64 `yaml:"events" json:"events"`
 }
 
 // OutboxRow is one committed event in the producer's outbox.

@@ -481,6 +481,9 @@ func diffValues(want, got any) (string, bool) {
 	if wok && gok {
 		return fmt.Sprintf("want %d, got %d", w, g), true
 	}
-	return fmt.Sprintf("want %s\n got %s\n(-want +got)\n%s", showValue(want), showValue(got),
-		strings.TrimRight(cmp.Diff(want, got, cmpopts.EquateEmpty()), "\n")), true
+	d := diffLines(want, got)
+	if d == "" { // alike when shown: what differs is the kind of value
+		d = fmt.Sprintf("- (a %T)\n+ (a %T)", want, got)
+	}
+	return fmt.Sprintf("want %s\n got %s\n(-want +got)\n%s", showValue(want), showValue(got), d), true
 }

@@ -125,8 +125,17 @@ func TestDiffShowsValuesAsYAML(t *testing.T) {
 	want := map[string]map[string]ProjectionRow{"accounting": {"USD": {Amount: 200, Events: 1}}}
 	got := map[string]map[string]ProjectionRow{"accounting": {"USD": {Amount: 100, Events: 1}}, "audit": {}}
 	msg, bad := diffValues(want, got)
-	if !bad || !strings.HasPrefix(msg, "want {accounting: {USD: {amount: 200, events: 1}}}\n got {accounting: {USD: {amount: 100, events: 1}}, audit: {}}\n(-want +got)\n") {
+	if !bad || msg != "want {accounting: {USD: {amount: 200, events: 1}}}\n got {accounting: {USD: {amount: 100, events: 1}}, audit: {}}\n(-want +got)\n"+
+		"- accounting.USD.amount: 200\n+ accounting.USD.amount: 100" {
 		t.Errorf("got %q", msg)
+	}
+	// What only one side has is listed leaf by leaf, in the language's names.
+	msg, _ = diffValues(want, map[string]map[string]ProjectionRow{"audit": {"EUR": {Amount: 5, Events: 1}}})
+	if !strings.HasSuffix(msg, "(-want +got)\n- accounting.USD.amount: 200\n- accounting.USD.events: 1\n+ audit.EUR.amount: 5\n+ audit.EUR.events: 1") {
+		t.Errorf("got %q", msg)
+	}
+	if strings.ContainsAny(msg, "\t\u00a0") {
+		t.Errorf("the diff holds tabs or no-break spaces: %q", msg)
 	}
 	if _, bad := diffValues(int64(2), int64(2)); bad {
 		t.Error("equal numbers differ")

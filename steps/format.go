@@ -40,6 +40,15 @@ func formatValue(b *strings.Builder, v reflect.Value) {
 			formatValue(b, v.Field(i))
 		}
 		b.WriteString("}")
+	case reflect.Slice, reflect.Array:
+		b.WriteString("[")
+		for i := range v.Len() {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			formatValue(b, v.Index(i))
+		}
+		b.WriteString("]")
 	case reflect.Interface, reflect.Pointer:
 		if v.IsNil() {
 			b.WriteString("null")
@@ -51,4 +60,91 @@ func formatValue(b *strings.Builder, v reflect.Value) {
 	default:
 		fmt.Fprint(b, v.Interface())
 	}
+}
+
+// diffLines is a diff of want and got in the language's own words: one
+// line per leaf, its path and value (`accounting.USD.amount: 101`), "-" for
+// what only want has, "+" for what only got has, in path order. (go-cmp's
+// report names Go types and fields, and indents with tabs and no-break
+// spaces that a terminal shows as escapes.)
+func diffLines(want, got any) string {
+	w, g := flatValue(want), flatValue(got)
+	paths := map[string]bool{}
+	for p := range w {
+		paths[p] = true
+	}
+	for p := range g {
+		paths[p] = true
+	}
+	sorted := make([]string, 0, len(paths))
+	for p := range paths {
+		sorted = append(sorted, p)
+	}
+	sort.Strings(sorted)
+	var b strings.Builder
+	for _, p := range sorted {
+		wv, inW := w[p]
+		gv, inG := g[p]
+		if inW && inG && wv == gv {
+			continue
+		}
+		if inW {
+			fmt.Fprintf(&b, "- %s\n", leafLine(p, wv))
+		}
+		if inG {
+			fmt.Fprintf(&b, "+ %s\n", leafLine(p, gv))
+		}
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func leafLine(path, value string) string {
+	if path == "" {
+		return value
+	}
+	return path + ": " + value
+}
+
+// flatValue maps each leaf of v to its shown value, keyed by its path:
+// map keys and the yaml names of struct fields joined by ".", list
+// indexes as [i]. An empty map or list has no leaves (the checks take
+// empty and missing alike).
+func flatValue(v any) map[string]string {
+	out := map[string]string{}
+	var walk func(path string, v reflect.Value)
+	join := func(path, k string) string {
+		if path == "" {
+			return k
+		}
+		return path + "." + k
+	}
+	walk = func(path string, v reflect.Value) {
+		switch v.Kind() {
+		case reflect.Map:
+			for _, k := range v.MapKeys() {
+				walk(join(path, fmt.Sprint(k.Interface())), v.MapIndex(k))
+			}
+		case reflect.Struct:
+			for i := range v.NumField() {
+				name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("yaml"), ",")
+				walk(join(path, name), v.Field(i))
+			}
+		case reflect.Slice, reflect.Array:
+			for i := range v.Len() {
+				walk(fmt.Sprintf("%s[%d]", path, i), v.Index(i))
+			}
+		case reflect.Interface, reflect.Pointer:
+			if v.IsNil() {
+				out[path] = "null"
+				return
+			}
+			walk(path, v.Elem())
+		case reflect.Invalid:
+			out[path] = "null"
+		default:
+			out[path] = showValue(v.Interface())
+		}
+	}
+	walk("", reflect.ValueOf(v))
+	return out
 }

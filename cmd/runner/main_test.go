@@ -132,7 +132,7 @@ func TestRunWrongExpectationExitsOne(t *testing.T) {
 		f + ":13:7: projection:\n",
 		"want {accounting: {USD: {amount: 200, events: 1}}}",
 		" got {accounting: {USD: {amount: 100, events: 1}}}",
-		"Amount: 200", "Amount: 100",
+		"(-want +got)\n        - accounting.USD.amount: 200\n        + accounting.USD.amount: 100\n",
 		"FAIL: 0 passed, 1 failed",
 	} {
 		if !strings.Contains(out, want) {
