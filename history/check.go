@@ -140,7 +140,7 @@ func ackedWithoutEffect(c string, mine []Op, cs *Consumer) []Violation {
 		if !op.Acked || op.DLQ || seen[op.EventID] || purgedAfter[i] {
 			continue
 		}
-		if _, ok := cs.Inbox[op.EventID]; !ok {
+		if _, ok := cs.Inbox[op.EventID]; !ok && !cs.Stray[op.EventID] {
 			seen[op.EventID] = true
 			what := "entry " + op.EntryID
 			if op.EntryID == "" {

@@ -61,6 +61,10 @@ type Consumer struct {
 	// Rows are the inbox rows as stored (a team's system: Inbox is then
 	// filled from them, each traced to the business event it records).
 	Rows []state.InboxRow
+	// Stray are the keys of Rows that trace to no committed event (phantom
+	// rows): still an effect, so an ack of their delivery is not one
+	// without effect.
+	Stray map[string]bool
 	// Untaken are the entries still pending once a team's system settled
 	// that no live consumer took again meanwhile; Undecided those settling
 	// could not decide about (not idle long enough yet).

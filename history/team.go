@@ -122,13 +122,14 @@ func (t *Team) resolve(st State, row state.InboxRow) resolved {
 // returns what the rows alone show: a row for an event nobody committed or
 // with another payload (phantom), two rows for one event (double_applied).
 func teamInbox(c string, cs *Consumer, st State, ops []Op) []Violation {
-	cs.Inbox = map[string]string{}
+	cs.Inbox, cs.Stray = map[string]string{}, map[string]bool{}
 	var vs []Violation
 	byEvent := map[string][]resolved{}
 	var order []string
 	for _, row := range cs.Rows {
 		r := st.Team.resolve(st, row)
 		if r.event == "" {
+			cs.Stray[row.Key] = true
 			vs = append(vs, Violation{Phantom, c, row.Key, fmt.Sprintf("the inbox holds a row for %s, which nobody committed (payload %s)", row.Key, row.Payload), trail(ops, row.Key)})
 			continue
 		}

@@ -72,6 +72,17 @@ func TestTeamInvariantsFromTheFinalState(t *testing.T) {
 			st.Projections["c"]["USD"] = Sum{Amount: 105, Events: 2}
 			return ops
 		}, []string{Phantom + ": consumer c, event zz-9: the inbox holds a row for zz-9, which nobody committed"}},
+		// A publish step's event nobody committed, delivered and acked: its
+		// row is the effect the ack needs (phantom, never acked_without_effect).
+		{"an entry of an event nobody committed, applied and acked", func(ops []Op, st *State) []Op {
+			const zz = `{"event_id":"zz-9","amount":5,"currency":"USD"}`
+			cs := st.Consumers["c"]
+			cs.Rows = append(cs.Rows, state.InboxRow{Consumer: "c", Key: "zz-9", Payload: zz})
+			cs.InboxSums["USD"] = Sum{Amount: 105, Events: 2}
+			st.Projections["c"]["USD"] = Sum{Amount: 105, Events: 2}
+			st.Team.EntryEvents["2-0"] = "zz-9"
+			return append(ops, Op{Step: "s:2", StepN: 1, Kind: Delivered, EventID: "zz-9", EntryID: "2-0", Consumer: "c", Model: "c", Payload: zz, Acked: true})
+		}, []string{Phantom + ": consumer c, event zz-9: the inbox holds a row for zz-9, which nobody committed"}},
 		{"a forged amount applied to the read model alone", func(ops []Op, st *State) []Op {
 			st.Projections["c"]["USD"] = Sum{Amount: 999, Events: 1}
 			return ops
