@@ -3,6 +3,7 @@ package servers
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -150,6 +151,10 @@ func (s *Service) Kill(context.Context) error {
 	return nil
 }
 
+// ErrKilledAfterGrace is Stop's error when the service's own process
+// outlived the grace and was SIGKILLed.
+var ErrKilledAfterGrace = errors.New("killed")
+
 // Stop sends SIGTERM to the service's process and every descendant and
 // waits up to grace for them to exit, then kills what is left. Only the
 // service's own process outliving the grace is an error.
@@ -180,7 +185,7 @@ func (s *Service) Stop(ctx context.Context, grace time.Duration) error {
 	}
 	if !s.exitedNow() {
 		s.killAll()
-		return fmt.Errorf("service %s did not stop within %s of SIGTERM: killed", s.spec.Name, grace)
+		return fmt.Errorf("service %s did not stop within %s of SIGTERM: %w", s.spec.Name, grace, ErrKilledAfterGrace)
 	}
 	return nil
 }

@@ -17,9 +17,9 @@ type Services interface {
 	// Start starts a service, with f armed on its connections when given,
 	// and returns once it is ready; detail says what runs where.
 	Start(ctx context.Context, name string, env map[string]string, f *fault.Trigger) (detail string, err error)
-	// Stop sends SIGTERM, then SIGKILL after a grace; Kill sends SIGKILL to
-	// the service's process group at once.
-	Stop(ctx context.Context, name string) error
+	// Stop sends SIGTERM, then SIGKILL after a grace (detail says which
+	// ended it); Kill sends SIGKILL to the service's process group at once.
+	Stop(ctx context.Context, name string) (detail string, err error)
 	Kill(ctx context.Context, name string) error
 }
 
@@ -102,7 +102,8 @@ func init() {
 			if err != nil {
 				return Result{}, err
 			}
-			return Result{Details: []string{"stopped " + p.Service}}, s.Stop(ctx, p.Service)
+			detail, err := s.Stop(ctx, p.Service)
+			return Result{Details: []string{detail}}, err
 		})
 	Define("kill", "SIGKILL a service's process group: a crash at no particular boundary (use start's fault for an exact one).", nil,
 		func(ctx context.Context, env *Env, p *ServiceParams) (Result, error) {

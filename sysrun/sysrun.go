@@ -403,20 +403,23 @@ func (r *Run) armBroker(s *service, t fault.Trigger) (strike, error) {
 	return s.broker.Arm(t)
 }
 
-// Stop stops a service: SIGTERM, SIGKILL after StopGrace.
-func (r *Run) Stop(ctx context.Context, name string) error {
+// Stop stops a service: SIGTERM, SIGKILL after StopGrace. The SIGKILL is
+// part of stop (a service that drains slowly is stopped so), not an error.
+func (r *Run) Stop(ctx context.Context, name string) (string, error) {
 	s, err := r.take(name)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer s.close()
 	err = s.proc.Stop(ctx, StopGrace)
-	how := "stopped"
-	if err != nil {
+	how, detail := "stopped", "stopped "+name
+	if errors.Is(err, servers.ErrKilledAfterGrace) {
 		how = fmt.Sprintf("killed %s after the SIGTERM", StopGrace)
+		detail = fmt.Sprintf("%s did not exit within %s of SIGTERM: SIGKILLed with everything it started", name, StopGrace)
+		err = nil
 	}
 	s.inst.end(how + by(ctx, "stop"))
-	return err
+	return detail, err
 }
 
 // Kill SIGKILLs a service and every process it started.

@@ -304,3 +304,31 @@ steps:
 		t.Errorf("exit %d, want 1 with\n\t%s\nand no acked_without_effect, in:\n%s", code, want, out)
 	}
 }
+
+// stop is SIGTERM, then SIGKILL after the grace: a service that ignores
+// SIGTERM (a slow drain) is stopped so, and the scenario goes on.
+func TestStopKillsAfterTheGraceAndGoesOn(t *testing.T) {
+	t.Parallel()
+	node, err := filepath.Abs("../../examples/node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	sys := filepath.Join(dir, "system.yaml")
+	if err := os.WriteFile(sys, []byte(`services:
+  relay: {run: [sh, -c, "trap 'echo ignoring TERM' TERM; echo ready; while :; do sleep 0.05; done"], ready: {log: ready}}
+schema: {producer: `+node+`/producer.sql, consumer: `+node+`/consumer.sql}
+produce: "INSERT INTO outbox (event_id, payload) VALUES (${event}, ${payload}::jsonb)"
+outbox: {table: outbox, event_id: event_id, payload: payload, unpublished: "published_at IS NULL"}
+stream: {event_id: event_id, payload: payload}
+inbox: {table: inbox, consumer: consumer_id, event_id: event_id, payload: payload}
+projection: "SELECT consumer_id, currency, amount, events FROM projection"
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc := scenarioFile(t, "stop.yaml", "name: stop a service that ignores SIGTERM\nsystem: "+sys+"\nsteps:\n  - start: relay\n  - stop: relay\n  - produce\n  - expect: {outbox.rows: 1}\n")
+	code, out, _ := cli(t, "run", "-v", sc)
+	if code != exitOK || !strings.Contains(out, "relay did not exit within 5s of SIGTERM: SIGKILLed") || !strings.Contains(out, "ok outbox.rows: 1") {
+		t.Errorf("exit %d, want 0 with the SIGKILL said and the steps after it run:\n%s", code, out)
+	}
+}
