@@ -82,6 +82,11 @@ func Locate(src []byte, err error) Problem {
 	if m := unknownAnchor.FindStringSubmatch(what); m != nil {
 		return clamp(findAlias(lines, m[1]))
 	}
+	if strings.HasPrefix(what, "did not find expected ',' or ") {
+		if p, ok := unquotedVar(lines, line); ok {
+			return clamp(p)
+		}
+	}
 	for _, p := range Scan(src) {
 		// yaml.v3 names the line where the error was found or an enclosing
 		// node's: the cause is not before it (one line of slack for an
@@ -95,6 +100,23 @@ func Locate(src []byte, err error) Problem {
 		p.Col = firstNonBlank(lines[line-1]) + 1
 	}
 	return clamp(p)
+}
+
+// flowVar is a ${name} written bare as a value in a flow collection.
+var flowVar = regexp.MustCompile(`[:,\[{]\s*(\$\{[A-Za-z_][A-Za-z0-9_]*\})`)
+
+// unquotedVar finds, from the line before line on, a ${name} written bare
+// inside {…} or […]: YAML reads its "{" as a nested map, so the collection
+// never closes.
+func unquotedVar(lines []string, line int) (Problem, bool) {
+	for i := max(line-2, 0); i < min(line+1, len(lines)); i++ {
+		if m := flowVar.FindStringSubmatchIndex(lines[i]); m != nil && strings.ContainsAny(lines[i][:m[2]], "{[") {
+			v := lines[i][m[2]:m[3]]
+			return Problem{Line: i + 1, Col: utf8.RuneCountInString(lines[i][:m[2]]) + 1,
+				Msg: fmt.Sprintf("invalid YAML: %s inside {…} or […] must be quoted: write \"%s\" (its { would open a map)", v, v)}, true
+		}
+	}
+	return Problem{}, false
 }
 
 // splitLines splits src into lines without their line breaks; there is

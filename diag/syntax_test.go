@@ -33,6 +33,9 @@ func TestLocate(t *testing.T) {
 		// yaml.v3: line 2: did not find expected ',' or '}'
 		{"unclosed brace", "name: x\nsteps:\n  - produce: {amount: 5\n  - relay\n  - expect: {outbox.rows: 1}\n",
 			`3:14: this "{" is never closed: no "}" after it`},
+		// yaml.v3: line 3: did not find expected ',' or '}'
+		{"a bare ${var} in a flow map", "name: x\nvars: {amt: 5}\nsteps:\n  - produce: {amount: ${amt}}\n",
+			`4:23: invalid YAML: ${amt} inside {…} or […] must be quoted: write "${amt}" (its { would open a map)`},
 		// yaml.v3: line 1: did not find expected ',' or ']'
 		{"unclosed bracket", "name: x\ntags: [a, b\nsteps:\n  - produce\n",
 			`2:7: this "[" is never closed: no "]" after it`},

@@ -156,6 +156,9 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:4:5: broker needs an action, e.g. broker(trim=0) or broker(kill)`,
 			`t.yaml:4:13: broker: want a map of parameters such as {trim: ...}, got "reboot"; or write the shorthand broker(key=value); a single value names a flag: kill, stop, start, restart`,
 		}},
+		{"a check written as a step", "name: x\nsteps:\n  - sql: {db: consumer, query: \"SELECT 1\", want: 1}\n", []string{
+			`t.yaml:3:5: unknown step "sql" (sql is a check: write it in an expect step, expect: {sql: ...}); steps: `,
+		}},
 		{"sleep without a duration", "name: x\nsteps:\n  - sleep\n", []string{
 			`t.yaml:3:5: missing parameter "for": how long`,
 		}},

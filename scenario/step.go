@@ -64,7 +64,7 @@ func parseStepMap(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
 			continue
 		}
 		errs = append(errs, diag.Errorf(kv.KeyPos, "unknown step %q%s; steps: %s",
-			kv.Key, diag.Suggest(kv.Key, append(steps.Names(), keyName, keyExpect)), strings.Join(steps.Names(), ", ")))
+			kv.Key, suggestStep(kv.Key, append(steps.Names(), keyName, keyExpect)), strings.Join(steps.Names(), ", ")))
 	}
 	if stepKV == nil {
 		if expectKV == nil {
@@ -102,6 +102,15 @@ func parseStepMap(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
 	}
 	call, cerrs := buildCall(file, stepKV.KeyPos, stepKV.Key, args, expect, label)
 	return call, append(errs, cerrs...)
+}
+
+// suggestStep is the did-you-mean of an unknown step name; a check's name
+// says where checks go.
+func suggestStep(name string, names []string) string {
+	if slices.Contains(steps.CheckNames(), name) {
+		return fmt.Sprintf(" (%s is a check: write it in an expect step, expect: {%s: ...})", name, name)
+	}
+	return diag.Suggest(name, names)
 }
 
 // primary names the parameter a scalar value of step stands for, or "".
@@ -167,7 +176,7 @@ func exampleParam(step string) string {
 func buildCall(file string, at diag.Pos, name string, args, expect []steps.Arg, label string) (*steps.Call, diag.Errors) {
 	d, ok := steps.Lookup(name)
 	if !ok {
-		return nil, diag.Errors{diag.Errorf(at, "unknown step %q%s; steps: %s", name, diag.Suggest(name, steps.Names()), strings.Join(steps.Names(), ", "))}
+		return nil, diag.Errors{diag.Errorf(at, "unknown step %q%s; steps: %s", name, suggestStep(name, steps.Names()), strings.Join(steps.Names(), ", "))}
 	}
 	call := &steps.Call{Def: d, Args: args, Label: label, Pos: at}
 	var errs diag.Errors

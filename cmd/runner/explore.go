@@ -154,11 +154,8 @@ func exploreInput(ctx context.Context, fs *flag.FlagSet, f *exploreFlags, paths 
 		return usage("--actions: %v", err)
 	}
 	f.p.Actions = acts
-	if f.p.Runner.Brokers, err = runner.ParseBrokers(f.broker); err != nil {
-		return usage("%v", err)
-	}
-	if len(f.p.Runner.Brokers) != 1 {
-		return usage("--broker %s: one broker at a time (each point runs on one)", safe.Line(f.broker))
+	if f.p.Runner.Brokers, err = runner.ParseBrokers(f.broker); err != nil || len(f.p.Runner.Brokers) != 1 {
+		return usage("--broker %q: want one broker, %s (each point runs on one)", safe.Line(f.broker), strings.Join(broker.Names(), ", "))
 	}
 	if !checkURLs(fs, stderr, f.servers) {
 		return nil, false
