@@ -2,6 +2,7 @@ package explore
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -251,5 +252,38 @@ func TestEnumerateCountsEachBoundaryAsTheProxyDoes(t *testing.T) {
 	}
 	if got := run["consumer broker.reply(ack) nth=2 do=error"]; !strings.HasPrefix(got, "the same as request error") {
 		t.Errorf("reply(ack) error: %q, want pruned as a request error", got)
+	}
+}
+
+// A written finding that broke nothing in its confirming runs is set
+// aside (not a .yaml that `runner run DIR` would pass) and says so; one that
+// broke again stays where it was written.
+func TestAFindingThatNeverBrokeAgainIsSetAside(t *testing.T) {
+	out := t.TempDir()
+	w := defaultWorkload(t, out)
+	e := &explorer{p: Params{Out: out}}
+	consumer := w.Starts[len(w.Starts)-1]
+	f := &Finding{Broken: []string{"lost"}, Why: "lost: …", Minimal: Variant{Faults: []Fault{{Step: consumer, On: "consumer_db.commit(table=processed_messages)", Nth: 1, Do: "kill"}}}}
+	if err := e.write(w, f); err != nil {
+		t.Fatal(err)
+	}
+	written := f.File
+	f.Reproduced, f.Tries = 1, 3
+	if err := e.unconfirmed(w, f); err != nil || f.File != written {
+		t.Fatalf("a flaky finding moved: %v, %s", err, f.File)
+	}
+	f.Reproduced = 0
+	if err := e.unconfirmed(w, f); err != nil {
+		t.Fatal(err)
+	}
+	body, err := os.ReadFile(f.File)
+	if err != nil || !strings.HasSuffix(f.File, ".yaml.unconfirmed") || !strings.Contains(string(body), "UNCONFIRMED: this schedule broke it once, then not in 3 runs") {
+		t.Errorf("set aside as %s (%v):\n%s", f.File, err, body)
+	}
+	if _, err := os.Stat(written); !os.IsNotExist(err) {
+		t.Errorf("%s still there: %v", written, err)
+	}
+	if got := f.Reproduces(); got != "did not break again in 3 runs: unconfirmed" {
+		t.Errorf("Reproduces: %q", got)
 	}
 }

@@ -101,7 +101,33 @@ func (e *explorer) finish(ctx context.Context, w *Workload, f *Finding, start ti
 	if err := e.write(w, f); err != nil {
 		return err
 	}
-	return e.confirm(ctx, f)
+	if err := e.confirm(ctx, f); err != nil {
+		return err
+	}
+	return e.unconfirmed(w, f)
+}
+
+// unconfirmedExt is the file name ending of a finding whose written
+// scenario never broke again: not a .yaml, so `runner run DIR` does not
+// take it for a failing regression scenario it would pass.
+const unconfirmedExt = ".yaml.unconfirmed"
+
+// unconfirmed sets aside a written finding that broke nothing in any of
+// its confirming runs: the file would claim to fail until a bug is fixed,
+// and pass. It is kept, under unconfirmedExt, saying so.
+func (e *explorer) unconfirmed(w *Workload, f *Finding) error {
+	if f.Tries == 0 || f.Reproduced > 0 {
+		return nil
+	}
+	old := f.File
+	f.File = strings.TrimSuffix(old, ".yaml") + unconfirmedExt
+	title := fmt.Sprintf("explore (unconfirmed): %s broke %s once", faultList(w, f.Minimal.Faults), strings.Join(f.Broken, ", "))
+	comment := fmt.Sprintf("Found by runner explore on %s (workload: %s).\n%s\nUNCONFIRMED: this schedule broke it once, then not in %d runs of this file; a window its timing rarely hits, or a verdict to doubt.\nRun it again: runner run %s\nFirst seen: %s",
+		w.System.File, w.Name, faultWords(w, f.Minimal.Faults), f.Tries, f.File, f.Why)
+	if err := os.WriteFile(f.File, w.Render(e.p.Out, title, comment, f.Minimal), 0o644); err != nil { //nolint:gosec // a scenario for anyone to read
+		return err
+	}
+	return os.Remove(old)
 }
 
 // element is what shrinking may leave out: an event step or a fault.
@@ -230,6 +256,8 @@ func (f *Finding) Reproduces() string {
 		return "not confirmed"
 	case f.Reproduced == f.Tries:
 		return fmt.Sprintf("reproduces %d/%d", f.Reproduced, f.Tries)
+	case f.Reproduced == 0:
+		return fmt.Sprintf("did not break again in %d runs: unconfirmed", f.Tries)
 	}
 	return fmt.Sprintf("flaky %d/%d", f.Reproduced, f.Tries)
 }

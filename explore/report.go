@@ -81,7 +81,11 @@ func (r *Result) findingLines(w io.Writer) {
 		if len(f.Also) > 0 {
 			fmt.Fprintf(w, "    also at: %s\n", safe.Line(strings.Join(f.Also, "; ")))
 		}
-		fmt.Fprintf(w, "    shrunk: %s; %s\n    wrote %s (runner run %s)\n", f.Shrunk, f.Reproduces(), safe.Line(f.File), safe.Line(f.File))
+		verb := "wrote"
+		if strings.HasSuffix(f.File, unconfirmedExt) {
+			verb = "kept aside"
+		}
+		fmt.Fprintf(w, "    shrunk: %s; %s\n    %s %s (runner run %s)\n", f.Shrunk, f.Reproduces(), verb, safe.Line(f.File), safe.Line(f.File))
 	}
 }
 
