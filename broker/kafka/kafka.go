@@ -127,6 +127,13 @@ func New(ctx context.Context, seeds []string, name string, opt Options) (*Topic,
 	refused := newRefusals(seeds)
 	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(5*time.Second), // a relay facing a dead broker fails within 5 s
+		// ... also with a record already sent when the broker died: by
+		// default franz-go's idempotent producer waits for the outcome of an
+		// in-flight record, forever when the broker stays down (the relay
+		// step hung past the scenario's timeout and Ctrl-C). A relay that
+		// gives up leaves the row unpublished; its next pass may publish it
+		// again, which the inbox dedupes: the outbox's own promise.
+		kgo.AllowIdempotentProduceCancellation(),
 		kgo.WithHooks(refused), // at once when nothing listens
 		// After a failed metadata load ask again within 250 ms, as the
 		// Java producer does (retry.backoff.ms, 100 ms), not after

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/broker/brokertest"
 	"github.com/outboxdrill/runner/internal/testservers"
@@ -189,4 +191,28 @@ func TestAnAckOfARecordNobodyHoldsSaysSo(t *testing.T) {
 	if !errors.As(err, &na) || !slices.Equal(na.IDs, []string{ids[0]}) {
 		t.Fatalf("ack of %s again with %s: %v; want a NotAcked naming %s alone", ids[0], ids[1], err, ids[0])
 	}
+}
+
+// A publish to a broker that died after the client's first produce fails
+// (within the 5 s delivery timeout) instead of waiting for the outcome of
+// the record in flight forever: an idempotent producer's default, which
+// hung the relay step past the scenario's timeout and Ctrl-C.
+func TestAPublishAfterTheBrokerDiedFails(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := New(testCtx(t), c.ListenAddrs(), "outboxdrill:test-"+rand.Text()[:10], Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	brokertest.Publish(t, tp, "e1")
+	c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = tp.Publish(ctx, []broker.Message{{EventID: "e2", Payload: `{"event_id":"e2"}`}})
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("publish to a dead broker: %v (context: %v); want its own error, before the context ends", err, ctx.Err())
+	}
+	t.Logf("%v", err)
 }
