@@ -46,7 +46,7 @@ func Check(ops []Op, st State, consumers []string, models map[string][]string) [
 		vs = append(vs, phantoms(c, mine, st)...)
 		vs = append(vs, ackedWithoutEffect(c, mine, cs)...)
 		vs = append(vs, lost(c, ops, cs, st)...)
-		vs = append(vs, stranded(c, mine, cs, st.NotJudged)...)
+		vs = append(vs, stranded(c, mine, cs, st.DeadLetters, st.NotJudged)...)
 	}
 	return slices.DeleteFunc(vs, func(v Violation) bool { _, skip := st.NotJudged[v.Invariant]; return skip })
 }
@@ -323,7 +323,7 @@ type open struct {
 // event c never applied, after which c read new entries again (a consume
 // pass) and never claimed: the never-claim anti-pattern. A scenario that
 // simply ends inside a fault window is not judged stranded.
-func stranded(c string, mine []Op, cs *Consumer, notJudged map[string]string) []Violation {
+func stranded(c string, mine []Op, cs *Consumer, deadLetters map[string]bool, notJudged map[string]string) []Violation {
 	if cs.HasPending && cs.Pending == 0 {
 		return nil
 	}
@@ -346,7 +346,9 @@ func stranded(c string, mine []Op, cs *Consumer, notJudged map[string]string) []
 	}
 	var left []*open
 	for _, o := range pending {
-		if o.readOn && !o.claimed && !applied[o.op.EventID] {
+		// An entry the broker dead-lettered itself (a delivery limit) is not
+		// pending any more: it waits in the dead letters, not in the group.
+		if o.readOn && !o.claimed && !applied[o.op.EventID] && !deadLetters[o.op.EventID] {
 			left = append(left, o)
 		}
 	}

@@ -222,3 +222,20 @@ func TestLostAndStrandedFollowTheBroker(t *testing.T) {
 		}
 	}
 }
+
+// An entry the broker dead-lettered itself (RabbitMQ's x-delivery-limit,
+// which leaves no ack in the history) is not stranded: it waits in the
+// dead letters, where dlq.entries finds it.
+func TestABrokerDeadLetterIsNotStranded(t *testing.T) {
+	ops, st := clean()
+	ops[2].Kind, ops[2].Acked = "failed", false
+	ops = append(ops, Op{Step: "s:4", Kind: Pass, Consumer: "c"})
+	noEffect(&st)
+	st.Consumers["c"].HasPending = false // RabbitMQ cannot count a group's unacked entries
+	st.DeadLetters["e1"] = true
+	for _, v := range check(ops, st) {
+		if v.Invariant == Stranded {
+			t.Errorf("a dead-lettered entry judged stranded: %s", v)
+		}
+	}
+}
