@@ -56,13 +56,19 @@ func open(ctx context.Context, h broker.Host, url string, own broker.Process) (b
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", strings.Join(seeds, ","), err)
 	}
-	if meta.ClusterID != nil && strings.HasPrefix(*meta.ClusterID, servers.KfakeClusterPrefix) {
-		// Given by URL, but a kfake a runner started (another run's, or the
-		// tests'): its reports say so all the same.
+	if meta.ClusterID != nil && isKfake(*meta.ClusterID) {
+		// Given by URL, but a kfake (a runner's: another run's, or the
+		// tests'; or one a user started): its reports say so all the same.
 		c.label, c.session = KfakeLabel, kfakeSession
 		h.SetLabel(c.label)
 	}
 	return c, nil
+}
+
+// isKfake tells kfake by its cluster id: a runner's own (KfakeClusterPrefix)
+// or kfake's default, "kfake" (kfake.ClusterID).
+func isKfake(clusterID string) bool {
+	return strings.HasPrefix(clusterID, servers.KfakeClusterPrefix) || clusterID == "kfake"
 }
 
 func (c conn) New(ctx context.Context, key string, sc broker.Scenario) (broker.Broker, error) {

@@ -216,3 +216,29 @@ func TestAPublishAfterTheBrokerDiedFails(t *testing.T) {
 	}
 	t.Logf("%v", err)
 }
+
+// labelHost records the label Open gives the run's reports.
+type labelHost struct {
+	testservers.Host
+	label string
+}
+
+func (h *labelHost) SetLabel(l string) { h.label = l }
+
+// A kfake given by URL, with kfake's own default cluster id, is labelled
+// as the stand-in it is, like the runner's own.
+func TestAKfakeGivenByURLIsLabelled(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := &labelHost{}
+	defer h.Close()
+	if _, err := Kind.Open(testCtx(t), h, "kafka://"+c.ListenAddrs()[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	if h.label != KfakeLabel {
+		t.Errorf("label %q, want %q", h.label, KfakeLabel)
+	}
+}
