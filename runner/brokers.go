@@ -29,6 +29,12 @@ func ParseBrokers(s string) ([]string, error) {
 	var out []string
 	for _, b := range strings.Split(s, ",") {
 		b = strings.TrimSpace(b)
+		switch {
+		case b == "":
+			return nil, fmt.Errorf("--broker %q: an empty name in the list; want a list such as %s", s, BrokerExample())
+		case b == "all":
+			return nil, fmt.Errorf("--broker %q: all stands alone (it is every broker); or list them: %s", s, strings.Join(names, ","))
+		}
 		if !slices.Contains(names, b) {
 			return nil, fmt.Errorf("--broker: unknown broker %q%s; one of: %s, or all", b, diag.Suggest(b, names), strings.Join(names, ", "))
 		}

@@ -224,6 +224,9 @@ func TestFlagEdgeCases(t *testing.T) {
 	}{
 		{[]string{"run", "--broker", "", f}, "runner: --broker: empty; want redis, nats, rabbitmq, kafka, all, or a list such as redis,nats\n"},
 		{[]string{"run", "--broker=", f}, "runner: --broker: empty; want redis, nats, rabbitmq, kafka, all, or a list such as redis,nats\n"},
+		{[]string{"run", "--broker", "all,redis", f}, "runner: --broker \"all,redis\": all stands alone (it is every broker); or list them: redis,nats,rabbitmq,kafka\n"},
+		{[]string{"run", "--broker", "redis,", f}, "runner: --broker \"redis,\": an empty name in the list; want a list such as redis,nats\n"},
+		{[]string{"run", "--broker", "redis", "--broker", "natz", f}, "runner: --broker: unknown broker \"natz\" (did you mean \"nats\"?)"},
 		{[]string{"run", "--pg", "postgres://u:s3cr3t@[bad", f}, "runner: --pg: not a PostgreSQL URL or DSN: "},
 		{[]string{"run", "--pg", "host=h port=x password=s3cr3t", f}, "runner: --pg: not a PostgreSQL URL or DSN: "},
 		{[]string{"run", "--redis", "redis://u:s3cr3t@[bad", f}, "runner: --redis: not a Redis URL: "},

@@ -532,7 +532,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("run")
 	p := runner.Params{Out: stdout, Log: stderr, Warn: stderr}
 	servers := append([]runner.ServerFlag{runner.PGFlag(fs, &p.PGURL, false)}, runner.BrokerFlags(fs, false)...)
-	brokers := fs.String("broker", broker.Redis, "run every scenario on `"+runner.BrokerChoices()+"` (or a list: "+runner.BrokerExample()+"): one result per scenario and broker")
+	brokers := &listFlag{v: broker.Redis}
+	fs.Var(brokers, "broker", "run every scenario on `"+runner.BrokerChoices()+"` (or a list: "+runner.BrokerExample()+"; given twice, both): one result per scenario and broker")
 	sel := selectionFlags(fs, &p)
 	durationFlag(fs, &p.Timeout, "timeout", time.Minute, maxTimeout, "cancel a scenario that runs longer than `DURATION` (at most 24h)")
 	p.Settle = runner.DefaultSettle
@@ -554,7 +555,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	var err error
-	if p.Brokers, err = runner.ParseBrokers(*brokers); err != nil {
+	if p.Brokers, err = runner.ParseBrokers(brokers.v); err != nil {
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return exitInvalid
 	}
@@ -1027,4 +1028,27 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// listFlag is a comma-separated list flag that a second use extends
+// (--broker redis --broker nats is redis,nats) instead of replacing.
+type listFlag struct {
+	v   string
+	set bool
+}
+
+func (l *listFlag) String() string {
+	if l == nil {
+		return ""
+	}
+	return l.v
+}
+
+func (l *listFlag) Set(s string) error {
+	if l.set {
+		l.v += "," + s
+	} else {
+		l.v, l.set = s, true
+	}
+	return nil
 }
