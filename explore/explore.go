@@ -275,6 +275,14 @@ func (e *explorer) runPoints(ctx context.Context, res *Result, todo []*Point, st
 			vs[i] = Variant{Faults: pt.Faults()}
 		}
 		outs, err := e.run(ctx, res.Workload, vs, "point")
+		if ctx.Err() != nil {
+			// Interrupted: what this batch saw ended with the cancel, and
+			// the rest never started. None of it is a verdict.
+			for _, pt := range append(batch, todo...) {
+				pt.Outcome, pt.Why = NotRun, "the run was interrupted before it ended"
+			}
+			return runs, err
+		}
 		if err != nil {
 			return runs, err
 		}

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -146,5 +150,46 @@ func TestExploreNodeNATSMapsAndStrikesBrokerBoundaries(t *testing.T) {
 	}
 	if report := mustRead(t, jsonReport); !strings.Contains(report, `"on": "broker.request(publish)"`) || !strings.Contains(report, `"on": "broker.reply(deliver)"`) {
 		t.Errorf("the JSON report lacks the relay's publish points or the consumer's delivery points:\n%s", report)
+	}
+}
+
+// An interrupted explore counts every point it did not finish "not
+// explored": its summary never claims points it did not run.
+func TestAnInterruptedExploreSaysWhatItDidNotExplore(t *testing.T) {
+	t.Parallel()
+	bin := runnerBin(t)
+	pg, rd := testservers.URLs(t)
+	cmd := exec.Command(bin, "explore", "-v", exploreWorkload(t), "--out", t.TempDir(), "--actions", "error", "--confirm", "0", "--parallel", "2")
+	cmd.Env = append(os.Environ(), "RUNNER_PG_URL="+pg, "RUNNER_REDIS_URL="+rd, "RUNNER_BIN="+bin, "PAYMENTS_BIN="+paymentsService(t))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	sc := bufio.NewScanner(stdout)
+	signalled := false
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+		if !signalled && strings.HasPrefix(strings.TrimSpace(sc.Text()), "[1/") {
+			_ = cmd.Process.Signal(os.Interrupt) // the first point is done, the others are not
+			signalled = true
+		}
+	}
+	_ = cmd.Wait()
+	m := regexp.MustCompile(`points: (\d+) to run`).FindStringSubmatch(out.String())
+	s := regexp.MustCompile(`explored (\d+) point\(s\) in .*: (\d+) held, (\d+) violation\(s\), (\d+) unclassifiable, (\d+) never reached, (\d+) not judged, (\d+) not explored`).FindStringSubmatch(out.String())
+	if !signalled || m == nil || s == nil {
+		t.Fatalf("no point finished, or no summary:\n%s", out.String())
+	}
+	n := func(s string) int { v, _ := strconv.Atoi(s); return v }
+	sum := 0
+	for _, c := range s[2:8] {
+		sum += n(c)
+	}
+	if sum != n(m[1]) || n(s[7]) == 0 || n(s[1]) != n(m[1])-n(s[7]) {
+		t.Errorf("the summary's counts do not add up to the %s points, or claim them all:\n%s", m[1], out.String())
 	}
 }
