@@ -53,6 +53,12 @@ func runExplore(ctx context.Context, fs *flag.FlagSet, f *exploreFlags, paths []
 	if !ok {
 		return loadFailed(ctx, stderr)
 	}
+	if why := w.System.Unsupported(f.p.Runner.Brokers[0]); why != "" {
+		// As `runner run` skips such a scenario: nothing to explore here,
+		// which is neither a violation nor a clean bill.
+		fmt.Fprintf(stdout, "%s skipped: %s: nothing was explored\n", f.cmd, safe.Line(why))
+		return exitOK
+	}
 	files, err := openReports(f.reports[:])
 	if err != nil {
 		fmt.Fprintf(stderr, "runner: %v\n", err)

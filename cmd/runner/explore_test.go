@@ -193,3 +193,13 @@ func TestAnInterruptedExploreSaysWhatItDidNotExplore(t *testing.T) {
 		t.Errorf("the summary's counts do not add up to the %s points, or claim them all:\n%s", m[1], out.String())
 	}
 }
+
+// explore on a broker the system's services do not speak skips, as run
+// does: exit 0, saying why, nothing explored (it exited 1, as a violation).
+func TestExploreOnABrokerTheSystemDoesNotSpeakSkips(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := cli(t, "explore", "--broker", "nats", "--system", "../../examples/node/system.yaml", "--out", t.TempDir())
+	if code != exitOK || !strings.Contains(out, "explore skipped: the system file ") || !strings.Contains(out, "supports brokers redis; this run is nats: nothing was explored") {
+		t.Errorf("exit %d, want 0 and the skip:\n%s\n%s", code, out, errOut)
+	}
+}
