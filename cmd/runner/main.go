@@ -540,7 +540,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Var(&boundedDuration{p: &p.Settle, max: scenario.MaxSettle}, "settle", "give a team's system up to `DURATION` after the last step to settle before it is judged (at most 10m; a scenario's settle: overrides it)")
 	check(fs, "settle", "a duration of at least 500ms such as 5s or 30s (a system is quiet after 300ms without a change)", func() bool { return p.Settle >= scenario.MinSettle })
 	fs.BoolVar(&p.Verbose, "v", false, "print every scenario's step trace")
-	countFlag(fs, &p.Parallel, "parallel", 2*runtime.NumCPU(), 1, "run `N` scenarios at once (by default two per CPU, one per CPU when a scenario runs a team's services)")
+	countFlag(fs, &p.Parallel, "parallel", runtime.NumCPU(), 1, "run `N` scenarios at once (default: the number of CPUs; scenarios mostly wait on their windows, so twice that is often faster for the library alone)")
 	connectTimeoutFlag(fs, &p.ConnectTimeout, servers)
 	fs.BoolVar(&p.FailFast, "fail-fast", false, "start no new scenario after one failed")
 	var reports [4]string
@@ -581,9 +581,6 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(scs) == 0 {
 		fmt.Fprintf(stdout, "ok: shard %s holds no scenario\n", sel.shard)
 		return exitOK
-	}
-	if !flagSet(fs, "parallel") {
-		p.Parallel = defaultParallel(scs)
 	}
 	if !p.Verbose {
 		p.Log = nil
@@ -1005,29 +1002,6 @@ func countFiles(errs diag.Errors) int {
 		files[e.Pos.File] = true
 	}
 	return len(files)
-}
-
-// defaultParallel is two scenarios per CPU: a scenario mostly waits (on
-// its within: windows, a consumer group's rebalance, a broker's redelivery
-// timer), so one per CPU left the CPUs two-thirds idle (the broker matrix:
-// 26 s at one per CPU, 21 s at two, on 2 cores). A team's services are
-// processes that work, though: with any among the scenarios, one per CPU,
-// or they crowd each other past their settle limits. The connection budget
-// still caps it.
-func defaultParallel(scs []*scenario.Scenario) int {
-	for _, sc := range scs {
-		if sc.System != nil {
-			return runtime.NumCPU()
-		}
-	}
-	return 2 * runtime.NumCPU()
-}
-
-// flagSet says whether the command line set the flag name.
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }
 
 // listFlag is a comma-separated list flag that a second use extends

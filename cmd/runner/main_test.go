@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,7 +23,6 @@ import (
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/internal/testutil"
 	"github.com/outboxdrill/runner/scenario"
-	"github.com/outboxdrill/runner/system"
 )
 
 func TestMain(m *testing.M) {
@@ -847,14 +845,3 @@ func hello(msg []byte) func(net.Conn) {
 	}
 }
 
-// TestDefaultParallel: two scenarios per CPU, as they mostly wait; one per
-// CPU once a team's services (processes that work) are among them.
-func TestDefaultParallel(t *testing.T) {
-	plain, team := &scenario.Scenario{}, &scenario.Scenario{System: &system.System{}}
-	if got, want := defaultParallel([]*scenario.Scenario{plain, plain}), 2*runtime.NumCPU(); got != want {
-		t.Errorf("library scenarios: %d at once, want %d", got, want)
-	}
-	if got, want := defaultParallel([]*scenario.Scenario{plain, team}), runtime.NumCPU(); got != want {
-		t.Errorf("with a team's services: %d at once, want %d", got, want)
-	}
-}
