@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"context"
 	"fmt"
 	"slices"
@@ -217,6 +218,9 @@ const (
 )
 
 // AllMechanisms lists every mechanism, in the order documents show them.
+// ErrPublish wraps a relay's failed publish: "publish to the broker: …".
+var ErrPublish = errors.New("publish to the broker")
+
 var AllMechanisms = []Mechanism{SecondPublish, Takeover, RolledBack, Inspection, DeadLetters, Durability}
 
 // registry holds the registered kinds in registration order.

@@ -299,7 +299,7 @@ func (p *pass) flush(ctx context.Context) error {
 		p.res.Published = append(p.res.Published, Published{EventID: evs[i].EventID, EntryID: id, Payload: evs[i].Payload})
 	}
 	if err != nil {
-		return fmt.Errorf("publish to the broker: %w", err) // nothing of it confirmed
+		return fmt.Errorf("%w: %w", broker.ErrPublish, err) // nothing of it confirmed
 	}
 	if p.opt.SkipConfirm {
 		p.res.Crashed = true

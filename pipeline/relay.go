@@ -190,7 +190,7 @@ func (r *Relay) Reconcile(ctx context.Context, consumerDB db, consumer string, p
 func (r *Relay) publish(ctx context.Context, msgs []broker.Message) ([]string, error) {
 	ids, err := r.Broker.Publish(ctx, msgs)
 	if err != nil {
-		err = fmt.Errorf("publish to the broker: %w", err)
+		err = fmt.Errorf("%w: %w", broker.ErrPublish, err)
 	}
 	return ids, err
 }

@@ -453,13 +453,29 @@ func TestProcessFaultsRunOnManagedServers(t *testing.T) {
 	for i := range 4 {
 		scs = append(scs, scenariotest.ParseOne(t, fmt.Sprintf("name: bystander %d\nsteps:\n  - produce\n  - relay\n  - consume\n  - expect: {projection: {accounting: {USD: {amount: 100, events: 1}}}}\n", i)))
 	}
+	// The relay while the broker is down, as the language first described
+	// it: it fails cleanly, an outcome (published 0, marked 0) and no
+	// error the scenario must expect; and its wrong twin fails.
+	down := "steps:\n  - broker(stop)\n  - produce\n  - relay:\n    expect: {published: %d, marked: 0}\n  - expect: {outbox.unpublished: 1}\n  - broker(start)\n  - relay\n  - expect: {stream.entries: 1, outbox.unpublished: 0}\n"
+	scs = append(scs, scenariotest.ParseOne(t, "name: relay while the broker is down\n"+fmt.Sprintf(down, 0)),
+		scenariotest.ParseOne(t, "name: relay while the broker is down, wrong\n"+fmt.Sprintf(down, 1)))
 	rep, err := Run(t.Context(), Params{Parallel: 4, PGURL: os.Getenv("RUNNER_PG_URL")}, scs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range rep.Results {
+		out := string(report.FormatResult(r, true))
+		if strings.HasSuffix(r.Scenario.Name, ", wrong") {
+			if r.Passed() || !strings.Contains(out, "published:") || !strings.Contains(out, "want 1, got 0") {
+				t.Errorf("%s: want a failure naming published:\n%s", r.Scenario.Name, out)
+			}
+			continue
+		}
 		if !r.Passed() || r.Skipped != "" {
-			t.Errorf("%s: skipped %q\n%s", r.Scenario.Name, r.Skipped, report.FormatResult(r, true))
+			t.Errorf("%s: skipped %q\n%s", r.Scenario.Name, r.Skipped, out)
+		}
+		if r.Scenario.Name == "relay while the broker is down" && !strings.Contains(out, "failed cleanly (the broker is down: the rows stay unpublished): publish to the broker: ") {
+			t.Errorf("the relay's trace does not say it failed cleanly:\n%s", out)
 		}
 	}
 }

@@ -233,6 +233,19 @@ func outcomeWant(a Arg, pos diag.Pos) (OutcomeWant, *diag.Error) {
 	return ow, diag.Errorf(pos, "%s: want a count (0 or more) or true/false, got %s", a.Key, diag.Describe(a.Value))
 }
 
+// OutcomeError is a step's failure that is an outcome of the scenario's own
+// fault, not an error of the scenario: a relay facing the broker the
+// scenario stopped publishes nothing and marks nothing, and its outcome
+// counts say so. The step goes on as done (Detail and Err in its trace);
+// one that expects an error (expect: {error: ...}) gets Err as that error.
+type OutcomeError struct {
+	Err    error
+	Detail string
+}
+
+func (e *OutcomeError) Error() string { return e.Err.Error() }
+func (e *OutcomeError) Unwrap() error { return e.Err }
+
 // Failure is one way a step did not do what its scenario said.
 type Failure struct {
 	Pos diag.Pos
@@ -255,6 +268,11 @@ func (c *Call) Exec(ctx context.Context, env *Env) (Result, []Failure) {
 		return res, []Failure{{Pos: c.Pos, Key: ErrorKey, Msg: "step cancelled: " + context.Cause(ctx).Error()}}
 	}
 	want := c.Expect.For(env.BrokerName)
+	var clean *OutcomeError
+	if errors.As(err, &clean) && want.Error == nil {
+		res.Details = append(res.Details, fmt.Sprintf("failed cleanly (%s): %v", clean.Detail, clean.Err))
+		err = nil
+	}
 	var fails []Failure
 	switch w := want.Error; {
 	case w != nil && err == nil:

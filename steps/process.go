@@ -162,6 +162,7 @@ func runBroker(ctx context.Context, env *Env, p *BrokerParams) (Result, error) {
 		if err := env.Control.Broker(ctx, a); err != nil {
 			return Result{}, err
 		}
+		env.brokerDown = a == "kill" || a == "stop"
 		return Result{Details: []string{"broker " + a}}, nil
 	}
 	n, err := env.Broker.Trim(ctx, *p.Trim)

@@ -100,6 +100,9 @@ type Env struct {
 	transfers map[string]pipeline.Transfer // values committed per event id
 	last      string                       // the most recently committed event id
 	conflicts int64                        // identity conflicts reported so far
+	// brokerDown: the scenario stopped or killed the broker, and has not
+	// started it again. A relay then fails cleanly (OutcomeError).
+	brokerDown bool
 
 	// Map is where the outbox, inbox and projection are: nil for the
 	// reference pipeline's tables, a team's with a system file.

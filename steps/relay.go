@@ -1,10 +1,12 @@
 package steps
 
 import (
+	"errors"
 	"context"
 	"fmt"
 	"strings"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/cdc"
 	"github.com/outboxdrill/runner/pipeline"
 )
@@ -54,7 +56,7 @@ func (p *RelayParams) Validate() error {
 const maxRelays = 4
 
 func init() {
-	Define("relay", "Publish unpublished outbox rows in order (one XADD each, fields event_id and payload), then mark them published.",
+	Define("relay", "Publish unpublished outbox rows in order (one XADD each, fields event_id and payload), then mark them published. While the scenario has the broker stopped or killed (broker(stop|kill)), a relay fails cleanly: it publishes and marks nothing, the rows stay unpublished, and that is its outcome (published: 0, marked: 0), not an error of the scenario; expect: {error: ...} may still name the failure.",
 		[]Key{{"published", "entries XADDed (with workers: N, summed over the relays)"}, {"marked", "outbox rows marked published (with workers: N, summed over the relays; 0 with mode cdc, which marks nothing)"},
 			{"confirmed", "events whose commit LSN the cdc relay confirmed to the replication slot (0 for the polling relay)"}},
 		runRelay)
@@ -93,7 +95,18 @@ func runRelay(ctx context.Context, env *Env, p *RelayParams) (Result, error) {
 	if p.SkipPub && r.Outcome["marked"] > 0 {
 		r.Details = append(r.Details, "mark_first + skip_publish: marked published, crashed before "+verbs(env).Publish+"; no relay will read these rows again")
 	}
-	return r, err
+	return r, downFailure(env, err)
+}
+
+// downFailure: a relay facing the broker the scenario stopped or killed
+// fails cleanly: it published nothing more, marked nothing more, and its
+// outcome says so — an outcome of the fault, not the scenario's error
+// (expect: {error: ...} still sees it as the step's error).
+func downFailure(env *Env, err error) error {
+	if err != nil && env.brokerDown && errors.Is(err, broker.ErrPublish) {
+		return &OutcomeError{Err: err, Detail: "the broker is down: the rows stay unpublished"}
+	}
+	return err
 }
 
 func (*RelayParams) FaultSite() Participant { return RelayP }
@@ -131,7 +144,7 @@ func runCDCRelay(ctx context.Context, env *Env, p *RelayParams) (Result, error) 
 	if res.Crashed {
 		r.Details = append(r.Details, "crashed: "+cdcCrash(p))
 	}
-	return r, err
+	return r, downFailure(env, err)
 }
 
 // cdcConnection says how the pass held its replication connection: kept
