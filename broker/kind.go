@@ -1,8 +1,8 @@
 package broker
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"

@@ -1,8 +1,8 @@
 package steps
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
