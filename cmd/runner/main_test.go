@@ -844,4 +844,3 @@ func hello(msg []byte) func(net.Conn) {
 		time.Sleep(10 * time.Second)
 	}
 }
-
