@@ -124,7 +124,7 @@ func (r *Result) WriteMarkdown(w io.Writer) error {
 	for _, s := range r.Map.Services {
 		fmt.Fprintf(&b, "**%s** (started at %s)\n\n| boundary | crossed | fault |\n|---|---|---|\n", s.Service, s.Pos)
 		for _, bd := range s.Boundaries {
-			fmt.Fprintf(&b, "| `%s` | %d | %s |\n", bd.Label, bd.Count, orDash(bd.Skip, "explored"))
+			fmt.Fprintf(&b, "| `%s` | %d | %s |\n", bd.Label, bd.Count, orDash(bd.Skip, "points: see the coverage below"))
 		}
 		b.WriteString("\n")
 	}

@@ -143,7 +143,14 @@ func Default(ctx context.Context, sys *system.System, out string) (*Workload, di
 	for _, n := range then {
 		fmt.Fprintf(&b, "  - start: %s\n", n)
 	}
-	return parseWorkload(ctx, filepath.Join(out, "workload.yaml"), []byte(b.String()), nil)
+	// Written out, so that what the report says of it ("started at
+	// workload.builtin:8:5") points into a file the user can read. Not a
+	// .yaml: `runner run DIR` on the findings leaves it alone.
+	file := filepath.Join(out, "workload.builtin")
+	if err := os.MkdirAll(out, 0o755); err == nil {
+		_ = os.WriteFile(file, []byte(b.String()), 0o644) //nolint:gosec // a scenario for anyone to read
+	}
+	return parseWorkload(ctx, file, []byte(b.String()), nil)
 }
 
 // sides splits the services: the producer-side ones (their env or argv
