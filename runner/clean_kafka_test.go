@@ -74,6 +74,18 @@ func TestCleanKafka(t *testing.T) {
 	}
 	defer adm.DeleteTopics(context.Background(), bystander)
 
+	// The killed run's lease: a group whose member left without removing it.
+	deadLease := broker.LeaseName(".", dead)
+	lm, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(deadLease), kgo.ConsumeTopics(broker.LeaseName(".", "topic")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lm.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lm.PollFetches(pollCtx(ctx, 500*time.Millisecond)) // joins
+	lm.Close()
+
 	// The dead worker's session runs out (1 s); under load it may take longer.
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		ds, err := adm.DescribeGroups(ctx, deadTopic.Name()+".g")
@@ -101,9 +113,35 @@ func TestCleanKafka(t *testing.T) {
 		}
 	}
 	groups, _ := adm.ListGroups(ctx)
+	live := broker.LeaseName(".", w.RunID)
+	seen := map[string]bool{}
 	for _, g := range groups.Groups() {
-		if g == deadTopic.Name()+".g" {
+		seen[g] = true
+		if g == deadTopic.Name()+".g" || g == deadLease {
 			t.Errorf("the killed run's group %s is still there", g)
 		}
 	}
+	if !seen[live] {
+		t.Errorf("the live run's lease group %s was dropped", live)
+	}
+	// A run that ends removes its own lease group.
+	if err := w.ReturnPair(ctx, pr); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	groups, _ = adm.ListGroups(ctx)
+	for _, g := range groups.Groups() {
+		if g == live {
+			t.Errorf("the ended run left its lease group %s", g)
+		}
+	}
+}
+
+// pollCtx bounds one poll.
+func pollCtx(ctx context.Context, d time.Duration) context.Context {
+	c, cancel := context.WithTimeout(ctx, d)
+	context.AfterFunc(c, cancel)
+	return c
 }

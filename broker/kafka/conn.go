@@ -161,8 +161,17 @@ func (c conn) Lease(ctx context.Context, runID string) (func(context.Context) er
 		member.Close()
 		return nil, errors.New("kafka lease: the lease group never assigned its member")
 	}
-	return func(context.Context) error { member.Close(); return nil }, nil
+	return func(ctx context.Context) error {
+		member.Close() // leaves the group
+		// An empty group stays on the broker (until its offsets retention,
+		// days): the run's own to remove, or every run would leave one.
+		var out broker.Cleaned
+		return c.dropGroups(ctx, []string{broker.LeaseName(".", runID)}, &out)
+	}, nil
 }
+
+// leaseGroup is a run's lease group (Lease).
+var leaseGroup = regexp.MustCompile(`^` + regexp.QuoteMeta(broker.LeaseName(".", "")) + `([0-9a-f]{8})$`)
 
 // live reports whether run's lease group has a member (unknown: live).
 func (c conn) live(ctx context.Context, run string) bool {
@@ -192,7 +201,11 @@ func (c conn) Clean(ctx context.Context) (broker.Cleaned, error) {
 	live := broker.LiveRuns(func(run string) bool { return c.live(ctx, run) })
 	var dropTopics, dropGroups []string
 	for _, n := range names {
-		switch {
+		switch m := leaseGroup.FindStringSubmatch(n); {
+		case m != nil && c.live(ctx, m[1]):
+			out.Live = append(out.Live, n)
+		case m != nil: // a dead run's lease group: empty, left when it was killed
+			dropGroups = append(dropGroups, n)
 		case live(n):
 			out.Live = append(out.Live, n)
 		case leftoverTopic.MatchString(n):
@@ -222,7 +235,7 @@ func (c conn) leftovers(ctx context.Context) ([]string, error) {
 		}
 	}
 	for _, g := range groups.Groups() {
-		if leftoverGroup.MatchString(g) {
+		if leftoverGroup.MatchString(g) || leaseGroup.MatchString(g) {
 			names = append(names, g)
 		}
 	}
