@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/outboxdrill/runner/cdc"
+	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/steps"
 )
@@ -12,12 +13,18 @@ import (
 // usesCDC reports whether a step of sc reads or acts on the replication
 // slot of the CDC relay.
 func usesCDC(sc *scenario.Scenario) bool {
+	_, ok := cdcStep(sc)
+	return ok
+}
+
+// cdcStep is the position of the first step that needs the CDC relay.
+func cdcStep(sc *scenario.Scenario) (diag.Pos, bool) {
 	for _, c := range sc.Steps {
 		if c.UsesCDC() {
-			return true
+			return c.Pos, true
 		}
 	}
-	return false
+	return diag.Pos{}, false
 }
 
 // walLevelDoc is where PostgreSQL documents the setting a slot needs.

@@ -319,7 +319,10 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", sc.File, err)
 		}
-		res.Skipped = skip
+		if skip != "" {
+			at, _ := cdcStep(sc)
+			res.Skipped = fmt.Sprintf("%s: %s", at, skip)
+		}
 		defer func() { env.CDC = nil }()
 	}
 	for _, call := range sc.Steps {
