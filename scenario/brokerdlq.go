@@ -14,7 +14,8 @@ func init() {
 	defineTopKey(&topKey{Name: "broker_dlq",
 		Doc: "the broker's own dead-lettering: `{max_deliveries: N}` sets an entry aside on its N-th delivery without an ack " +
 			"(RabbitMQ: quorum-queue `x-delivery-limit` + a dead-letter exchange; JetStream: `MaxDeliver` + the MAX_DELIVERIES advisory). " +
-			"Its dead letters are listed with the application's (`dlq.entries`), reason `broker: …`. Needs `native_dlq`",
+			"Its dead letters are listed with the application's (`dlq.entries`), reason `broker: …`. " +
+			"JetStream sets an entry aside when it would deliver it once more: `dlq.entries` counts it after the next read (a consume or claim), not before. Needs `native_dlq`",
 		parse: func(file string, kv steps.Arg, h *header, errs *diag.Errors) {
 			h.BrokerDLQ = parseBrokerDLQ(file, kv.Value, errs)
 		},
