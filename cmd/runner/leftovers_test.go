@@ -75,26 +75,11 @@ func TestKillRunnerThenCleanTakesItsProcesses(t *testing.T) {
 			}
 		}
 	})
-	sqlDir, err := filepath.Abs("../../sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sys := filepath.Join(tmp, "sys", "system.yaml")
-	if err := os.Mkdir(filepath.Dir(sys), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	svc := fmt.Sprintf(`sleep %s1 & ( setsid sh -c 'exec sleep %s2' </dev/null >/dev/null 2>&1 & ); echo ready; wait`, mark, mark)
-	if err := os.WriteFile(sys, []byte(`services:
-  daemon: {run: [sh, -c, "`+svc+`"], ready: {log: ready}}
-schema: {producer: `+sqlDir+`/producer.sql, consumer: `+sqlDir+`/consumer.sql}
-produce: "INSERT INTO outbox (event_id, payload) VALUES (${event}, ${payload}::jsonb)"
-outbox:     {table: outbox, event_id: event_id, payload: payload, unpublished: "NOT published"}
-stream:     {event_id: event_id, payload: payload}
-inbox:      {table: inbox, consumer: consumer_id, event_id: event_id, payload: payload}
-projection: "SELECT consumer_id, currency, amount, events FROM projection"
-`), 0o644); err != nil {
+	if err := os.Mkdir(filepath.Join(tmp, "sys"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	sys := onReferenceSchemas(t, filepath.Join(tmp, "sys"), "  daemon: {run: [sh, -c, \""+svc+"\"], ready: {log: ready}}\n")
 	f := scenarioFile(t, "hang.yaml", "name: hang\nsystem: "+sys+"\nsteps:\n  - start: daemon\n  - expect: {inbox.rows: 1, within: 1m}\n")
 	// The runner's own servers, their dirs and lease in tmp.
 	env := ownEnv(tmp)

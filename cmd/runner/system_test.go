@@ -305,27 +305,33 @@ steps:
 	}
 }
 
-// stop is SIGTERM, then SIGKILL after the grace: a service that ignores
-// SIGTERM (a slow drain) is stopped so, and the scenario goes on.
-func TestStopKillsAfterTheGraceAndGoesOn(t *testing.T) {
-	t.Parallel()
-	node, err := filepath.Abs("../../examples/node")
+// onReferenceSchemas writes, in dir, a system file of services (the
+// services: map's body, two-space indented) on the reference schemas in
+// sql/, mapped as the reference pipeline's tables are.
+func onReferenceSchemas(t *testing.T, dir, services string) string {
+	t.Helper()
+	sqlDir, err := filepath.Abs("../../sql")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
 	sys := filepath.Join(dir, "system.yaml")
-	if err := os.WriteFile(sys, []byte(`services:
-  relay: {run: [sh, -c, "trap 'echo ignoring TERM' TERM; echo ready; while :; do sleep 0.05; done"], ready: {log: ready}}
-schema: {producer: `+node+`/producer.sql, consumer: `+node+`/consumer.sql}
+	if err := os.WriteFile(sys, []byte("services:\n"+services+`schema: {producer: `+sqlDir+`/producer.sql, consumer: `+sqlDir+`/consumer.sql}
 produce: "INSERT INTO outbox (event_id, payload) VALUES (${event}, ${payload}::jsonb)"
-outbox: {table: outbox, event_id: event_id, payload: payload, unpublished: "published_at IS NULL"}
-stream: {event_id: event_id, payload: payload}
-inbox: {table: inbox, consumer: consumer_id, event_id: event_id, payload: payload}
+outbox:     {table: outbox, event_id: event_id, payload: payload, unpublished: "NOT published"}
+stream:     {event_id: event_id, payload: payload}
+inbox:      {table: inbox, consumer: consumer_id, event_id: event_id, payload: payload}
 projection: "SELECT consumer_id, currency, amount, events FROM projection"
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return sys
+}
+
+// stop is SIGTERM, then SIGKILL after the grace: a service that ignores
+// SIGTERM (a slow drain) is stopped so, and the scenario goes on.
+func TestStopKillsAfterTheGraceAndGoesOn(t *testing.T) {
+	t.Parallel()
+	sys := onReferenceSchemas(t, t.TempDir(), "  relay: {run: [sh, -c, \"trap 'echo ignoring TERM' TERM; echo ready; while :; do sleep 0.05; done\"], ready: {log: ready}}\n")
 	sc := scenarioFile(t, "stop.yaml", "name: stop a service that ignores SIGTERM\nsystem: "+sys+"\nsteps:\n  - start: relay\n  - stop: relay\n  - produce\n  - expect: {outbox.rows: 1}\n")
 	code, out, _ := cli(t, "run", "-v", sc)
 	if code != exitOK || !strings.Contains(out, "relay did not exit within 5s of SIGTERM: SIGKILLed") || !strings.Contains(out, "ok outbox.rows: 1") {
