@@ -217,10 +217,10 @@ const (
 	Durability    Mechanism = "durability of an acknowledged publish, as drilled"
 )
 
-// AllMechanisms lists every mechanism, in the order documents show them.
 // ErrPublish wraps a relay's failed publish: "publish to the broker: …".
 var ErrPublish = errors.New("publish to the broker")
 
+// AllMechanisms lists every mechanism, in the order documents show them.
 var AllMechanisms = []Mechanism{SecondPublish, Takeover, RolledBack, Inspection, DeadLetters, Durability}
 
 // registry holds the registered kinds in registration order.

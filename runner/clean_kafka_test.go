@@ -83,8 +83,17 @@ func TestCleanKafka(t *testing.T) {
 	if err := lm.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
-	lm.PollFetches(pollCtx(ctx, 500*time.Millisecond)) // joins
-	lm.Close()
+	for deadline := time.Now().Add(15 * time.Second); ; { // joins; a poll may end before the join does
+		lm.PollFetches(pollCtx(ctx, 200*time.Millisecond))
+		ds, err := adm.DescribeGroups(ctx, deadLease)
+		if err == nil && len(ds[deadLease].Members) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dead run's lease member never joined %s: %v", deadLease, err)
+		}
+	}
+	lm.Close() // leaves the group, empty and not removed: as a killed run's
 
 	// The dead worker's session runs out (1 s); under load it may take longer.
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {

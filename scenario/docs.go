@@ -77,7 +77,7 @@ rejects as written (SQLSTATE class 42: an undefined column or table, a syntax er
 no retry can cure it.
 
 Durations are Go durations (` + "`250ms`, `2s`, `1m30s`" + `) or ` + "`0`" + `, in whole milliseconds: the language has millisecond resolution (` + "`100us`" + ` is refused).
-` + "`every:`" + ` must be at least ` + "`1ms`" + `.
+` + "`every:`" + ` must be at least ` + "`1ms`" + `. (A metric's comparison may be finer: ` + "`\"< 500us\"`" + `.)
 
 ## Steps
 
@@ -123,7 +123,7 @@ func writeSteps(b *strings.Builder) {
 		if p, ok := d.Primary(); ok {
 			fmt.Fprintf(b, "\nA single value stands for `%s`: `%s: x` and `%s(x)` are `%s: {%s: x}`.\n", p.Name, d.Name, d.Name, d.Name, p.Name)
 		}
-		if flags := d.Flags(); len(flags) > 0 {
+		if flags := d.Flags(); len(flags) > 0 && !slices.ContainsFunc(d.Params, func(p steps.Param) bool { return p.Required }) {
 			f := flags[0]
 			fmt.Fprintf(b, "\nA flag stands alone: `%s(%s)` and `%s: %s` are `%s: {%s: true}`.\n", d.Name, f, d.Name, f, d.Name, f)
 		}

@@ -2,6 +2,7 @@ package steps
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"gopkg.in/yaml.v3"
+
+	"github.com/outboxdrill/runner/broker"
 )
 
 // counter is a state check whose value grows by one on every read.
@@ -126,7 +129,7 @@ func TestDiffShowsValuesAsYAML(t *testing.T) {
 	got := map[string]map[string]ProjectionRow{"accounting": {"USD": {Amount: 100, Events: 1}}, "audit": {}}
 	msg, bad := diffValues(want, got)
 	if !bad || msg != "want {accounting: {USD: {amount: 200, events: 1}}}\n got {accounting: {USD: {amount: 100, events: 1}}, audit: {}}\n(-want +got)\n"+
-		"- accounting.USD.amount: 200\n+ accounting.USD.amount: 100" {
+		"- accounting.USD.amount: 200\n+ accounting.USD.amount: 100\n+ audit: {}" {
 		t.Errorf("got %q", msg)
 	}
 	// What only one side has is listed leaf by leaf, in the language's names.
@@ -136,6 +139,18 @@ func TestDiffShowsValuesAsYAML(t *testing.T) {
 	}
 	if strings.ContainsAny(msg, "\t\u00a0") {
 		t.Errorf("the diff holds tabs or no-break spaces: %q", msg)
+	}
+	// What differs only in kind, or in an empty value inside, still shows.
+	for _, tc := range []struct {
+		want, got any
+		diff      string
+	}{
+		{[]any{map[string]any{"id": "42"}}, []any{map[string]any{"id": int64(42)}}, "- [0].id: \"42\"\n+ [0].id: 42"},
+		{map[string]map[string]int64{"accounting": {}}, map[string]map[string]int64{}, "- accounting: {}"},
+	} {
+		if msg, bad := diffValues(tc.want, tc.got); !bad || !strings.HasSuffix(msg, "(-want +got)\n"+tc.diff) {
+			t.Errorf("diff of %v and %v: %q, want it to end with %q", tc.want, tc.got, msg, tc.diff)
+		}
 	}
 	if _, bad := diffValues(int64(2), int64(2)); bad {
 		t.Error("equal numbers differ")
@@ -176,5 +191,31 @@ func TestMetricComparisons(t *testing.T) {
 		if _, errs := parseMetric("t.yaml", n.Content[0], src == `"< soon"`); len(errs) == 0 {
 			t.Errorf("%s accepted", src)
 		}
+	}
+}
+
+// Only a relay that publishes before it marks or confirms, alone, fails
+// cleanly while the broker is down: the anti-patterns lost their rows.
+func TestDownFailureOnlyWhereTheRowsWait(t *testing.T) {
+	env := &Env{brokerDown: true}
+	err := fmt.Errorf("%w: connection refused", broker.ErrPublish)
+	for _, tc := range []struct {
+		p     RelayParams
+		clean bool
+	}{
+		{RelayParams{Mode: "publish_first"}, true},
+		{RelayParams{Mode: "cdc"}, true},
+		{RelayParams{Mode: "mark_first"}, false},
+		{RelayParams{Mode: "cdc_confirm_first"}, false},
+		{RelayParams{Mode: "publish_first", Workers: 2}, false},
+	} {
+		var oe *OutcomeError
+		if got := errors.As(downFailure(env, &tc.p, err), &oe); got != tc.clean {
+			t.Errorf("%+v: fails cleanly %v, want %v", tc.p, got, tc.clean)
+		}
+	}
+	var oe *OutcomeError
+	if errors.As(downFailure(&Env{}, &RelayParams{Mode: "publish_first"}, err), &oe) {
+		t.Error("a broker the scenario did not stop: its failure is the scenario's error")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -107,8 +108,9 @@ func leafLine(path, value string) string {
 
 // flatValue maps each leaf of v to its shown value, keyed by its path:
 // map keys and the yaml names of struct fields joined by ".", list
-// indexes as [i]. An empty map or list has no leaves (the checks take
-// empty and missing alike).
+// indexes as [i]. A string leaf is quoted (the text "42" is not the number
+// 42); an empty map or list inside is a leaf of its own, {} or [] (the
+// checks take an empty and a missing value alike only at the top).
 func flatValue(v any) map[string]string {
 	out := map[string]string{}
 	var walk func(path string, v reflect.Value)
@@ -121,6 +123,9 @@ func flatValue(v any) map[string]string {
 	walk = func(path string, v reflect.Value) {
 		switch v.Kind() {
 		case reflect.Map:
+			if v.Len() == 0 && path != "" {
+				out[path] = "{}"
+			}
 			for _, k := range v.MapKeys() {
 				walk(join(path, fmt.Sprint(k.Interface())), v.MapIndex(k))
 			}
@@ -130,6 +135,9 @@ func flatValue(v any) map[string]string {
 				walk(join(path, name), v.Field(i))
 			}
 		case reflect.Slice, reflect.Array:
+			if v.Len() == 0 && path != "" {
+				out[path] = "[]"
+			}
 			for i := range v.Len() {
 				walk(fmt.Sprintf("%s[%d]", path, i), v.Index(i))
 			}
@@ -141,6 +149,8 @@ func flatValue(v any) map[string]string {
 			walk(path, v.Elem())
 		case reflect.Invalid:
 			out[path] = "null"
+		case reflect.String:
+			out[path] = strconv.Quote(v.String())
 		default:
 			out[path] = showValue(v.Interface())
 		}

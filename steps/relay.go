@@ -56,7 +56,7 @@ func (p *RelayParams) Validate() error {
 const maxRelays = 4
 
 func init() {
-	Define("relay", "Publish unpublished outbox rows in order (one XADD each, fields event_id and payload), then mark them published. While the scenario has the broker stopped or killed (broker(stop|kill)), a relay fails cleanly: it publishes and marks nothing, the rows stay unpublished, and that is its outcome (published: 0, marked: 0), not an error of the scenario; expect: {error: ...} may still name the failure.",
+	Define("relay", "Publish unpublished outbox rows in order (one XADD each, fields event_id and payload), then mark them published. While the scenario has the broker stopped or killed (broker(stop|kill)), a relay (publish_first or cdc, one worker) fails cleanly: it publishes and marks nothing, the rows stay unpublished, and that is its outcome (published: 0, marked: 0), not an error of the scenario; expect: {error: ...} may still name the failure.",
 		[]Key{{"published", "entries XADDed (with workers: N, summed over the relays)"}, {"marked", "outbox rows marked published (with workers: N, summed over the relays; 0 with mode cdc, which marks nothing)"},
 			{"confirmed", "events whose commit LSN the cdc relay confirmed to the replication slot (0 for the polling relay)"}},
 		runRelay)
@@ -95,15 +95,19 @@ func runRelay(ctx context.Context, env *Env, p *RelayParams) (Result, error) {
 	if p.SkipPub && r.Outcome["marked"] > 0 {
 		r.Details = append(r.Details, "mark_first + skip_publish: marked published, crashed before "+verbs(env).Publish+"; no relay will read these rows again")
 	}
-	return r, downFailure(env, err)
+	return r, downFailure(env, p, err)
 }
 
 // downFailure: a relay facing the broker the scenario stopped or killed
 // fails cleanly: it published nothing more, marked nothing more, and its
 // outcome says so — an outcome of the fault, not the scenario's error
-// (expect: {error: ...} still sees it as the step's error).
-func downFailure(env *Env, err error) error {
-	if err != nil && env.brokerDown && errors.Is(err, broker.ErrPublish) {
+// (expect: {error: ...} still sees it as the step's error). Only the
+// relays that publish before they mark or confirm, one at a time: the
+// anti-patterns marked or confirmed first (their rows are lost, not
+// waiting), and concurrent relays' errors are joined with others.
+func downFailure(env *Env, p *RelayParams, err error) error {
+	clean := p.Workers <= 1 && (p.Mode == "publish_first" || p.Mode == "cdc")
+	if err != nil && clean && env.brokerDown && errors.Is(err, broker.ErrPublish) {
 		return &OutcomeError{Err: err, Detail: "the broker is down: the rows stay unpublished"}
 	}
 	return err
@@ -144,7 +148,7 @@ func runCDCRelay(ctx context.Context, env *Env, p *RelayParams) (Result, error) 
 	if res.Crashed {
 		r.Details = append(r.Details, "crashed: "+cdcCrash(p))
 	}
-	return r, downFailure(env, err)
+	return r, downFailure(env, p, err)
 }
 
 // cdcConnection says how the pass held its replication connection: kept
