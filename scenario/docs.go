@@ -39,7 +39,9 @@ quotes). Matrix variants are independent scenarios, each in its own databases an
 
 A step is either a map with exactly one step key, plus optional ` + "`name:`" + ` (a label for the trace)
 and ` + "`expect:`" + ` (checks on that step's outcome), or a shorthand string: ` + "`step`" + `,
-` + "`step(flag)`" + ` or ` + "`step(key=value, ...)`" + `; a bare flag means ` + "`flag=true`" + `.
+` + "`step(flag)`" + ` or ` + "`step(key=value, ...)`" + `; a bare flag means ` + "`flag=true`" + `. A shorthand
+call may also be the step key, with ` + "`name:`" + ` and ` + "`expect:`" + ` beside it: ` + "`- relay(skip_mark):`" + ` then
+` + "`expect: {published: 1}`" + ` on the next line.
 
 ` + "```yaml" + `
 steps:

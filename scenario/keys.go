@@ -67,7 +67,7 @@ var topKeys = []*topKey{
 	{Name: "steps", Required: true, Doc: "the list of steps, run in order; the first failing step ends the scenario",
 		parse: func(_ string, kv steps.Arg, h *header, _ *diag.Errors) { h.stepsNode = kv.Value },
 		schema: func() map[string]any {
-			return map[string]any{"type": "array", "minItems": 1, "items": map[string]any{"anyOf": append([]any{ref("shorthand")}, stepRefs()...)}}
+			return map[string]any{"type": "array", "minItems": 1, "items": map[string]any{"anyOf": append([]any{ref("shorthand"), ref("shorthand-key")}, stepRefs()...)}}
 		}},
 }
 

@@ -110,6 +110,18 @@ func TestProcessStepAliases(t *testing.T) {
 	}
 }
 
+// A shorthand call may be the step key, with expect beside it.
+func TestShorthandAsTheStepKey(t *testing.T) {
+	sc := parseOK(t, "name: k\nsteps:\n  - relay(skip_mark):\n    name: crash\n    expect: {published: 1}\n  - relay: {skip_mark: true}\n    expect: {published: 1}\n")
+	if d := cmp.Diff(sc.Steps[0].Params, sc.Steps[1].Params); d != "" || sc.Steps[0].Label != "crash" || len(sc.Steps[0].Expect.Outcomes) != 1 {
+		t.Errorf("relay(skip_mark): with expect: label %q, %d outcomes, params differ:\n%s", sc.Steps[0].Label, len(sc.Steps[0].Expect.Outcomes), d)
+	}
+	_, errs := Parse("t.yaml", []byte("name: k\nsteps:\n  - relay(skip_makr):\n    expect: {published: 0}\n"))
+	if len(errs) != 1 || errs[0].Error() != `t.yaml:3:11: unknown parameter "skip_makr" (did you mean "skip_mark"?); known: limit, skip_mark, workers, lease, mode, skip_publish, skip_confirm, connection` {
+		t.Errorf("a typo inside the key: %v", errs)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, src string

@@ -34,6 +34,17 @@ func Schema() []byte {
 		"description": "step, step(flag) or step(key=value, ...)",
 		"pattern":     `^\s*(` + strings.Join(names, "|") + `)\s*(\(.*\))?\s*$`,
 	}
+	defs["shorthand-key"] = map[string]any{
+		"type":        "object",
+		"description": "a shorthand call as the step key (null value), with name and expect beside it",
+		"properties":  map[string]any{keyName: map[string]any{"type": "string"}, keyExpect: map[string]any{"type": "object"}},
+		"patternProperties": map[string]any{
+			`^\s*(` + strings.Join(names, "|") + `)\s*\(.*\)\s*$`: map[string]any{"type": "null"},
+		},
+		"additionalProperties": false,
+		// at least one key that is neither name nor expect: the call
+		"not": map[string]any{"propertyNames": map[string]any{"enum": []any{keyName, keyExpect}}},
+	}
 	defs["checks"] = checksSchema(nil, defs)
 	props := map[string]any{}
 	var required []string

@@ -69,6 +69,10 @@ func TestShippedScenariosMatchTheSchema(t *testing.T) {
 	if err := validateYAML(s, matrix); err != nil {
 		t.Errorf("vars and matrix: %v", err)
 	}
+	forms := "name: f\nsteps:\n  - sleep: 100ms\n  - broker: restart\n  - producer(kill)\n  - consumer: {restart: true}\n  - relay(skip_mark):\n    name: crash\n    expect: {published: 1}\n"
+	if err := validateYAML(s, forms); err != nil {
+		t.Errorf("single values, aliases, a shorthand key: %v", err)
+	}
 }
 
 func TestSchemaRejectsTypos(t *testing.T) {
@@ -91,6 +95,9 @@ func TestSchemaRejectsTypos(t *testing.T) {
 		"name: x\nexpect_violations: [lots]\nsteps: [produce]\n",
 		"name: x\nexpect_violations: {default: []}\nsteps: [produce]\n",
 		"name: x\nnats: {msgid: false}\nsteps: [produce]\n",
+		"name: x\nsteps:\n  - relay(skip_mark): {limit: 1}\n",
+		"name: x\nsteps:\n  - relya(skip_mark):\n    expect: {published: 1}\n",
+		"name: x\nsteps:\n  - broker: reboot\n",
 	} {
 		if err := validateYAML(s, src); err == nil {
 			t.Errorf("the schema accepts a broken scenario:\n%s", src)

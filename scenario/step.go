@@ -41,6 +41,7 @@ func parseStepMap(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
 	var errs diag.Errors
 	kvs := diag.Pairs(file, n, &errs)
 	var stepKV, expectKV *steps.Arg
+	shorthandKey := false // the step key is a shorthand call: relay(skip_mark)
 	label := ""
 	var unknown []steps.Arg
 	for _, kv := range kvs {
@@ -49,6 +50,8 @@ func parseStepMap(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
 			label = scalarString(file, kv, &errs)
 		case kv.Key == keyExpect:
 			expectKV = &kv
+		case !isStep && isShorthandCall(kv.Key) && stepKV == nil:
+			stepKV, shorthandKey = &kv, true
 		case !isStep:
 			unknown = append(unknown, kv)
 		case stepKV != nil:
@@ -78,6 +81,16 @@ func parseStepMap(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
 	}
 	var args []steps.Arg
 	switch v := stepKV.Value; {
+	case shorthandKey:
+		// `relay(skip_mark):` beside expect: the key is the shorthand call.
+		key := &yaml.Node{Kind: yaml.ScalarNode, Value: stepKV.Key, Line: stepKV.KeyPos.Line, Column: stepKV.KeyPos.Col}
+		name, sargs, serrs := parseShorthand(file, key)
+		errs = append(errs, serrs...)
+		bareToPrimary(name, sargs)
+		stepKV.Key, args = name, sargs
+		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!null" {
+			errs = append(errs, diag.Errorf(diag.NodePos(file, v), "%s: a shorthand key takes no value (its parameters are in the parentheses); put expect beside it", stepKV.Key))
+		}
 	case v.Kind == yaml.MappingNode:
 		args = diag.Pairs(file, v, &errs)
 	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null":
@@ -121,6 +134,14 @@ func primary(step string) string {
 		}
 	}
 	return ""
+}
+
+// isShorthandCall reports whether key is a step's shorthand call with its
+// parentheses, relay(skip_mark): a step key that expect can stand beside.
+func isShorthandCall(key string) bool {
+	name := shorthandName.FindString(key)
+	_, ok := steps.Lookup(name)
+	return ok && strings.HasPrefix(strings.TrimLeft(key[len(name):], " "), "(")
 }
 
 // isFlag reports whether name is a flag parameter of step.
