@@ -96,6 +96,12 @@ steps:
 	if !sc.Steps[4].Params.(*steps.BrokerParams).Restart {
 		t.Error("broker: restart does not restart")
 	}
+	// A step with a primary parameter keeps it for a single value, even one
+	// that names a flag: `start: restart` starts the service named restart.
+	st := parseOK(t, "name: p\nsteps:\n  - start: restart\n").Steps[0].Params.(*steps.StartParams)
+	if st.Service != "restart" || st.Restart {
+		t.Errorf("start: restart: %+v, want the service named restart", st.ServiceParams)
+	}
 }
 
 // producer and consumer, as the language was first described, are the

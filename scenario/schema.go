@@ -111,8 +111,8 @@ func stepSchema(key string, d *steps.Def, defs map[string]any) map[string]any {
 		if p, ok := d.Primary(); ok {
 			alts = append(alts, p.Schema()) // `start: relay`
 		}
-		if flags := d.Flags(); len(flags) > 0 {
-			alts = append(alts, map[string]any{"enum": flags}) // `broker: restart`
+		if _, ok := d.Primary(); !ok && len(d.Flags()) > 0 {
+			alts = append(alts, map[string]any{"enum": d.Flags()}) // `broker: restart`
 		}
 		props[key] = map[string]any{"description": d.Doc, "anyOf": alts}
 		props[keyExpect] = checksSchema(d, defs)

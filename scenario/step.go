@@ -94,8 +94,10 @@ func parseStepMap(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
 	case v.Kind == yaml.MappingNode:
 		args = diag.Pairs(file, v, &errs)
 	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null":
-	case v.Kind == yaml.ScalarNode && isFlag(stepKV.Key, v.Value):
-		// `broker: restart` is broker(restart): the value names a flag.
+	case v.Kind == yaml.ScalarNode && primary(stepKV.Key) == "" && isFlag(stepKV.Key, v.Value):
+		// `broker: restart` is broker(restart): the value names a flag. (A
+		// step with a primary keeps it: `start: restart` starts a service
+		// named restart, as it always did.)
 		args = []steps.Arg{{Key: v.Value, KeyPos: diag.NodePos(file, v), Value: &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: v.Line, Column: v.Column}}}
 	case v.Kind == yaml.ScalarNode && primary(stepKV.Key) != "":
 		args = []steps.Arg{{Key: primary(stepKV.Key), KeyPos: diag.NodePos(file, v), Value: v}}
