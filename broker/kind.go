@@ -157,6 +157,24 @@ type Downer interface {
 	Down(ctx context.Context) error
 }
 
+// Comeback is a scenario's broker whose clients must catch up with a
+// server that came back from the scenario's stop or kill (a Kafka group's
+// members rejoin when the coordinator forgot them): the broker step calls
+// ServerBack once the server answers again, before the next step.
+type Comeback interface {
+	ServerBack()
+}
+
+// LiveKeeper is a scenario's broker on which a delivery stays with the live
+// worker that holds it unacknowledged: no other worker's claim takes it
+// over, only the worker's own nack or its end gives it back (RabbitMQ: a
+// delivery is the channel's until ack, nack or close; a classic Kafka
+// group: a live member keeps its partitions). The history checker then
+// counts no claim as a way back for such an entry.
+type LiveKeeper interface {
+	LiveWorkerKeeps() bool
+}
+
 // Scenario is what one scenario asks of its broker.
 type Scenario struct {
 	// Consumers are the consumer ids its steps name, at least one (a

@@ -46,7 +46,7 @@ func Check(ops []Op, st State, consumers []string, models map[string][]string) [
 		vs = append(vs, phantoms(c, mine, st)...)
 		vs = append(vs, ackedWithoutEffect(c, mine, cs)...)
 		vs = append(vs, lost(c, ops, cs, st)...)
-		vs = append(vs, stranded(c, mine, cs, st.DeadLetters, st.NotJudged)...)
+		vs = append(vs, stranded(c, mine, cs, st)...)
 	}
 	return slices.DeleteFunc(vs, func(v Violation) bool { _, skip := st.NotJudged[v.Invariant]; return skip })
 }
@@ -315,15 +315,18 @@ func relevant(ops []Op, c string) []Op {
 type open struct {
 	op       Op
 	readOn   bool // a later consume pass of c
-	claimed  bool // a later claim pass of c
+	claimed  bool // a later claim pass of c that could take it
+	tried    bool // a later claim pass of c that could not (State.LiveKeeps)
 	sequence int
 }
 
 // stranded: by the history, an entry c received and never acked, whose
 // event c never applied, after which c read new entries again (a consume
-// pass) and never claimed: the never-claim anti-pattern. A scenario that
-// simply ends inside a fault window is not judged stranded.
-func stranded(c string, mine []Op, cs *Consumer, deadLetters map[string]bool, notJudged map[string]string) []Violation {
+// pass) and never claimed: the never-claim anti-pattern. Where a live
+// worker keeps what it holds (State.LiveKeeps), a claim does not take the
+// entry back and counts as reading on. A scenario that simply ends inside a
+// fault window is not judged stranded.
+func stranded(c string, mine []Op, cs *Consumer, st State) []Violation {
 	if cs.HasPending && cs.Pending == 0 {
 		return nil
 	}
@@ -332,9 +335,11 @@ func stranded(c string, mine []Op, cs *Consumer, deadLetters map[string]bool, no
 	for i, op := range mine {
 		switch {
 		case op.Kind == Pass:
+			reach := op.TakesOver && !st.LiveKeeps
 			for _, o := range pending {
-				o.readOn = o.readOn || !op.TakesOver
-				o.claimed = o.claimed || op.TakesOver
+				o.readOn = o.readOn || !reach
+				o.claimed = o.claimed || reach
+				o.tried = o.tried || op.TakesOver && !reach
 			}
 		case !isDelivery(op):
 		case op.Acked:
@@ -348,18 +353,22 @@ func stranded(c string, mine []Op, cs *Consumer, deadLetters map[string]bool, no
 	for _, o := range pending {
 		// An entry the broker dead-lettered itself (a delivery limit) is not
 		// pending any more: it waits in the dead letters, not in the group.
-		if o.readOn && !o.claimed && !applied[o.op.EventID] && !deadLetters[o.op.EventID] {
+		if o.readOn && !o.claimed && !applied[o.op.EventID] && !st.DeadLetters[o.op.EventID] {
 			left = append(left, o)
 		}
 	}
 	sort.Slice(left, func(i, j int) bool { return left[i].sequence < left[j].sequence })
 	if cs.HasReach {
-		strandedByBroker(c, left, cs.Reach, notJudged)
+		strandedByBroker(c, left, cs.Reach, st.NotJudged)
 		return nil
 	}
 	var vs []Violation
 	for _, o := range left {
-		vs = append(vs, Violation{Stranded, c, o.op.EventID, fmt.Sprintf("entry %s is still pending (last outcome %s): the consumer read on and never claimed it", o.op.EntryID, o.op.Kind), trail(mine, o.op.EventID)})
+		why := "the consumer read on and never claimed it"
+		if o.tried {
+			why = "the consumer read on; its claims could not take it, as a live worker keeps what it holds on this broker until it nacks it or ends"
+		}
+		vs = append(vs, Violation{Stranded, c, o.op.EventID, fmt.Sprintf("entry %s is still pending (last outcome %s): %s", o.op.EntryID, o.op.Kind, why), trail(mine, o.op.EventID)})
 	}
 	return vs
 }

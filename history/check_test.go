@@ -239,3 +239,30 @@ func TestABrokerDeadLetterIsNotStranded(t *testing.T) {
 		}
 	}
 }
+
+// A claim takes a pending entry back only where a claim can take over what
+// a live worker holds: on RabbitMQ or in a classic Kafka group
+// (State.LiveKeeps) the entry stays with its worker, and a consumer that
+// read on and then claimed still stranded it.
+func TestAClaimThatCannotTakeItIsNoWayBack(t *testing.T) {
+	for _, keeps := range []bool{false, true} {
+		ops, st := clean()
+		ops[2].Kind, ops[2].Acked = "failed", false
+		ops = append(ops, Op{Step: "s:4", Kind: Pass, Consumer: "c"}, Op{Step: "s:5", Kind: Pass, Consumer: "c", TakesOver: true})
+		noEffect(&st)
+		st.Consumers["c"].HasPending = false
+		st.LiveKeeps = keeps
+		var got []string
+		for _, v := range check(ops, st) {
+			if v.Invariant == Stranded {
+				got = append(got, v.String())
+			}
+		}
+		switch {
+		case !keeps && len(got) > 0:
+			t.Errorf("a claim that could take the entry back: judged stranded: %v", got)
+		case keeps && (len(got) != 1 || !strings.Contains(got[0], "its claims could not take it")):
+			t.Errorf("a claim that cannot take what a live worker holds: got %v, want one stranded naming the claims", got)
+		}
+	}
+}

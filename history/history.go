@@ -86,6 +86,9 @@ type State struct {
 	Stream      map[string]int  // event id → entries the broker still holds
 	HasStream   bool            // the broker can list its entries
 	DeadLetters map[string]bool // event ids in the dead-letter stream
+	// LiveKeeps: on this broker no claim takes over what a live worker
+	// holds (broker.LiveKeeper), so a claim is no way back for it.
+	LiveKeeps bool
 	Consumers   map[string]*Consumer
 	// Projections are the read models: name → currency → projection row.
 	Projections map[string]map[string]Sum
@@ -133,7 +136,7 @@ var Invariants = map[string]string{
 	ProjectionMismatch: "a read model differs from the sum over the inbox of the consumer(s) writing it",
 	DoublePublished:    "one relay step (all its concurrent relays together) published the same event more than once: two relays raced for one outbox row",
 	Unbalanced:         "the producer's books do not hold together: a journal row without its event's outbox row or the reverse (a produce committed in part), a currency whose balances do not sum to zero, or a balance that differs from its ledger entries",
-	Stranded:           "an entry left pending at the end whose event the consumer never applied, although the consumer read on afterwards and never claimed: only a claim would deliver it again",
+	Stranded:           "an entry left pending at the end whose event the consumer never applied, although the consumer read on afterwards and never claimed: only a claim would deliver it again (where a live worker keeps what it holds, as on RabbitMQ or in a classic Kafka group, only its nack or its end)",
 }
 
 // InvariantNames lists the invariants, sorted.

@@ -101,6 +101,9 @@ func (st *State) loadBroker(ctx context.Context, b broker.Broker) (map[string]in
 		}
 		st.HasStream = true
 	}
+	if k, ok := b.(broker.LiveKeeper); ok {
+		st.LiveKeeps = k.LiveWorkerKeeps()
+	}
 	dls, err := b.DeadLetters(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list the dead letters: %w", err)

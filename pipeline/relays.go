@@ -40,7 +40,28 @@ func (r *Relay) RelayConcurrently(ctx context.Context, workers int, lease Lease,
 		})
 	}
 	done.Wait()
-	return results, errors.Join(errs...)
+	return results, joinWorkers(errs)
+}
+
+// WorkerErrors are the errors of concurrent relay passes, one per failed
+// pass, as errors.Join would join them; a caller can tell them apart.
+type WorkerErrors []error
+
+func (e WorkerErrors) Error() string   { return errors.Join(e...).Error() }
+func (e WorkerErrors) Unwrap() []error { return e }
+
+// joinWorkers is nil when no pass failed, else the passes' errors.
+func joinWorkers(errs []error) error {
+	var out WorkerErrors
+	for _, err := range errs {
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	if out == nil {
+		return nil
+	}
+	return out
 }
 
 func (r *Relay) flagPass(ctx context.Context, limit int, read *sync.WaitGroup) (RelayResult, error) {

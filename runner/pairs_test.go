@@ -65,3 +65,59 @@ func TestDiscardPairDropsWithoutReset(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A CREATE DATABASE the run's end interrupts is seen through and dropped
+// with the rest: one the server committed after the client gave up was
+// left behind, with no drop registered (2 runs in 12 left half a pair).
+// The creation is held on the template's lock (a transaction commenting
+// on template0) while its context is cancelled.
+func TestAnInterruptedCreateDatabaseIsDropped(t *testing.T) {
+	ctx := t.Context()
+	p := testParams(t)
+	w, err := OpenWorld(ctx, &p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	if w.managed {
+		t.Skip("a managed server's databases go with its data dir")
+	}
+	holder, err := pgx.Connect(ctx, w.pgURLs[producerSide])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.WithoutCancel(ctx))
+	if _, err := holder.Exec(ctx, "BEGIN; COMMENT ON DATABASE template0 IS NULL"); err != nil {
+		t.Fatal(err)
+	}
+	name := namePrefix + "_" + w.RunID + "_interrupted"
+	cctx, cancel := context.WithCancel(ctx)
+	var undo cleanups
+	done := make(chan error, 1)
+	go func() { done <- w.createDB(cctx, producerSide, name, &undo) }()
+	time.Sleep(200 * time.Millisecond) // CREATE DATABASE waits for the lock
+	cancel()
+	time.Sleep(200 * time.Millisecond)
+	if _, err := holder.Exec(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil {
+		t.Error("createDB after its context ended: no error, want the context's")
+	}
+	exists := func() bool {
+		var n int
+		if err := w.admins[producerSide].QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", name).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	if !exists() {
+		t.Fatal("the interrupted CREATE DATABASE did not run to its end")
+	}
+	if err := undo.run(); err != nil {
+		t.Fatal(err)
+	}
+	if exists() {
+		t.Errorf("database %s left behind: no drop registered for an interrupted creation", name)
+	}
+}

@@ -240,7 +240,7 @@ func outcomeWant(a Arg, pos diag.Pos) (OutcomeWant, *diag.Error) {
 // one that expects an error (expect: {error: ...}) gets Err as that error.
 type OutcomeError struct {
 	Err    error
-	Detail string
+	Detail string // what the failure did, as the trace says it before Err
 }
 
 func (e *OutcomeError) Error() string { return e.Err.Error() }
@@ -270,7 +270,7 @@ func (c *Call) Exec(ctx context.Context, env *Env) (Result, []Failure) {
 	want := c.Expect.For(env.BrokerName)
 	var clean *OutcomeError
 	if errors.As(err, &clean) && want.Error == nil {
-		res.Details = append(res.Details, fmt.Sprintf("failed cleanly (%s): %v", clean.Detail, clean.Err))
+		res.Details = append(res.Details, fmt.Sprintf("%s: %v", clean.Detail, clean.Err))
 		err = nil
 	}
 	var fails []Failure

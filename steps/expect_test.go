@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/pipeline"
 )
 
 // counter is a state check whose value grows by one on every read.
@@ -194,28 +195,41 @@ func TestMetricComparisons(t *testing.T) {
 	}
 }
 
-// Only a relay that publishes before it marks or confirms, alone, fails
-// cleanly while the broker is down: the anti-patterns lost their rows.
-func TestDownFailureOnlyWhereTheRowsWait(t *testing.T) {
+// A relay facing the broker the scenario stopped fails as an outcome, not
+// an error (issue: "fails cleanly (outcome, not crash)"), in every mode and
+// with concurrent workers — unless a worker failed for another reason. The
+// trace says what the anti-patterns lost; only the publish-first relays
+// fail cleanly.
+func TestDownFailureIsAnOutcome(t *testing.T) {
 	env := &Env{brokerDown: true}
-	err := fmt.Errorf("%w: connection refused", broker.ErrPublish)
+	pub := fmt.Errorf("%w: connection refused", broker.ErrPublish)
+	other := errors.New("ERROR: canceling statement due to statement timeout (SQLSTATE 57014)")
 	for _, tc := range []struct {
-		p     RelayParams
-		clean bool
+		p       RelayParams
+		err     error
+		outcome string // "": the step's error
 	}{
-		{RelayParams{Mode: "publish_first"}, true},
-		{RelayParams{Mode: "cdc"}, true},
-		{RelayParams{Mode: "mark_first"}, false},
-		{RelayParams{Mode: "cdc_confirm_first"}, false},
-		{RelayParams{Mode: "publish_first", Workers: 2}, false},
+		{RelayParams{Mode: "publish_first"}, pub, "failed cleanly"},
+		{RelayParams{Mode: "cdc"}, pub, "failed cleanly"},
+		{RelayParams{Mode: "mark_first"}, pub, "mark_first marked the rows before publishing"},
+		{RelayParams{Mode: "cdc_confirm_first"}, pub, "cdc_confirm_first confirmed the slot"},
+		{RelayParams{Mode: "publish_first", Workers: 2}, pipeline.WorkerErrors{pub, pub}, "failed cleanly"},
+		{RelayParams{Mode: "publish_first", Workers: 2}, pipeline.WorkerErrors{pub, other}, ""},
+		{RelayParams{Mode: "publish_first"}, other, ""},
 	} {
 		var oe *OutcomeError
-		if got := errors.As(downFailure(env, &tc.p, err), &oe); got != tc.clean {
-			t.Errorf("%+v: fails cleanly %v, want %v", tc.p, got, tc.clean)
+		got := downFailure(env, &tc.p, tc.err)
+		switch {
+		case tc.outcome == "" && errors.As(got, &oe):
+			t.Errorf("%+v, %v: an outcome (%s), want the step's error", tc.p, tc.err, oe.Detail)
+		case tc.outcome != "" && !errors.As(got, &oe):
+			t.Errorf("%+v, %v: the step's error, want an outcome saying %q", tc.p, tc.err, tc.outcome)
+		case tc.outcome != "" && !strings.Contains(oe.Detail, tc.outcome):
+			t.Errorf("%+v: outcome %q, want it to say %q", tc.p, oe.Detail, tc.outcome)
 		}
 	}
 	var oe *OutcomeError
-	if errors.As(downFailure(&Env{}, &RelayParams{Mode: "publish_first"}, err), &oe) {
+	if errors.As(downFailure(&Env{}, &RelayParams{Mode: "publish_first"}, pub), &oe) {
 		t.Error("a broker the scenario did not stop: its failure is the scenario's error")
 	}
 }

@@ -163,6 +163,9 @@ func runBroker(ctx context.Context, env *Env, p *BrokerParams) (Result, error) {
 			return Result{}, err
 		}
 		env.brokerDown = a == "kill" || a == "stop"
+		if cb, ok := env.Broker.(broker.Comeback); ok && (a == "start" || a == "restart") {
+			cb.ServerBack()
+		}
 		return Result{Details: []string{"broker " + a}}, nil
 	}
 	n, err := env.Broker.Trim(ctx, *p.Trim)

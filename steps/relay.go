@@ -99,18 +99,40 @@ func runRelay(ctx context.Context, env *Env, p *RelayParams) (Result, error) {
 }
 
 // downFailure: a relay facing the broker the scenario stopped or killed
-// fails cleanly: it published nothing more, marked nothing more, and its
-// outcome says so — an outcome of the fault, not the scenario's error
-// (expect: {error: ...} still sees it as the step's error). Only the
-// relays that publish before they mark or confirm, one at a time: the
-// anti-patterns marked or confirmed first (their rows are lost, not
-// waiting), and concurrent relays' errors are joined with others.
+// fails cleanly: it published nothing more, and its outcome says so — an
+// outcome of the fault, not the scenario's error (expect: {error: ...}
+// still sees it as the step's error). Only when every relay's error was
+// its publish (concurrent relays' errors are joined): any other error is
+// the step's. The relays that publish first marked nothing more, their
+// rows wait; the anti-patterns marked or confirmed first, and the outcome
+// says those rows are lost — the history checker judges that damage.
 func downFailure(env *Env, p *RelayParams, err error) error {
-	clean := p.Workers <= 1 && (p.Mode == "publish_first" || p.Mode == "cdc")
-	if err != nil && clean && env.brokerDown && errors.Is(err, broker.ErrPublish) {
-		return &OutcomeError{Err: err, Detail: "the broker is down: the rows stay unpublished"}
+	if err == nil || !env.brokerDown || !onlyPublish(err) {
+		return err
 	}
-	return err
+	detail := "failed cleanly (the broker is down: the rows stay unpublished)"
+	switch p.Mode {
+	case "mark_first":
+		detail = "failed after marking (the broker is down: mark_first marked the rows before publishing; no relay reads them again)"
+	case "cdc_confirm_first":
+		detail = "failed after confirming (the broker is down: cdc_confirm_first confirmed the slot past these events before publishing; no relay decodes them again)"
+	}
+	return &OutcomeError{Err: err, Detail: detail}
+}
+
+// onlyPublish reports whether err is a failed publish; of concurrent
+// relays, whether each failed pass's is.
+func onlyPublish(err error) bool {
+	var ws pipeline.WorkerErrors
+	if errors.As(err, &ws) {
+		for _, e := range ws {
+			if !errors.Is(e, broker.ErrPublish) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.Is(err, broker.ErrPublish)
 }
 
 func (*RelayParams) FaultSite() Participant { return RelayP }

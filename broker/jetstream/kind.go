@@ -41,7 +41,7 @@ var Kind = &broker.Kind{
 		broker.RolledBack:    "Nak: redelivered at once, to the next pull",
 		broker.Inspection:    "counts only: NumAckPending, NumRedelivered",
 		broker.DeadLetters:   "`broker_dlq`: MaxDeliver + the MAX_DELIVERIES advisory, kept in a stream; beside the application-level DLQ",
-		broker.Durability:    "the managed nats-server 2.9 syncs to disk every 2 min (sync_interval needs 2.10); a SIGKILL keeps the page cache, so the drill shows survival of a process crash, not of a power loss",
+		broker.Durability:    "the managed nats-server 2.9 syncs to disk every 2 min (sync_interval needs 2.10); a SIGKILL keeps the page cache, so the drill shows the stream's messages surviving a process crash, not a power loss. A consumer's delivered and acknowledged positions reach its state file in the background: an ack confirmed (double ack) shortly before a SIGKILL can be lost and the message delivered again (seen here within ~0.3 s; at least once, which the inbox deduplicates)",
 	},
 	Options:    ScenarioOptions{},
 	OptionsDoc: "this scenario's JetStream stream",

@@ -48,6 +48,7 @@ type member struct {
 	ackSeq  sync.Mutex      // one flush at a time: what noteAcks hears is of that flush
 
 	polling atomic.Bool // a poll is under way: what the client buffers is the worker's (stray.go)
+	back    atomic.Bool // the server came back since the last poll (ServerBack): catch up first
 	strayMu sync.Mutex
 	strays  map[int32]map[int64]bool // released strays still in the client's buffer
 
@@ -253,12 +254,25 @@ func (m *member) pollRecords(ctx, pctx context.Context, count int) (recs []*kgo.
 			m.cl.MarkAcks(kgo.AckRelease, fs.Records()...)
 			return nil, nil, err
 		}
+		var rejoin bool
 		fs.EachError(func(_ string, _ int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			switch {
+			case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+			case rejoining(err):
+				rejoin = true
+			default:
 				errs = append(errs, err)
 			}
 		})
 		all := fs.Records()
+		if rejoin && len(all) == 0 && len(errs) == 0 && pctx.Err() == nil {
+			// The client rejoins on its own: poll on within the wait.
+			select {
+			case <-pctx.Done():
+			case <-time.After(groupLook):
+			}
+			continue
+		}
 		if !m.t.opt.Share {
 			return all, errs, nil
 		}
@@ -268,6 +282,18 @@ func (m *member) pollRecords(ctx, pctx context.Context, count int) (recs []*kgo.
 			return recs, errs, nil
 		}
 	}
+}
+
+// rejoining reports whether err is the client telling its poll that the
+// group session ended for a reason it recovers from by joining again (a
+// coordinator that forgot the member, a generation that moved on, a
+// rebalance under way); it rejoins in the background.
+func rejoining(err error) bool {
+	var gs *kgo.ErrGroupSession
+	if !errors.As(err, &gs) {
+		return false
+	}
+	return errors.Is(gs.Err, kerr.UnknownMemberID) || errors.Is(gs.Err, kerr.IllegalGeneration) || errors.Is(gs.Err, kerr.RebalanceInProgress)
 }
 
 // hold records recs as handed to the worker and not yet settled.
@@ -338,10 +364,50 @@ func (m *member) behind(ctx context.Context, ds []broker.Delivery) (bool, error)
 // are new. A worker reading a group for the first time joins it first.
 func (t *Topic) Read(ctx context.Context, group, worker string, count int, block time.Duration) ([]broker.Delivery, error) {
 	m, err := t.member(ctx, group, worker)
+	if err == nil {
+		err = m.catchUp(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return m.poll(ctx, count, block)
+}
+
+// ServerBack marks every worker's client as having to catch up with the
+// server that came back (broker.Comeback).
+func (t *Topic) ServerBack() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, m := range t.members {
+		m.back.Store(true)
+	}
+}
+
+// catchUp, once after the server came back, waits until the group has the
+// member again as the coordinator describes it: a coordinator that forgot
+// the group (kfake keeps no group across a restart) answers the member's
+// heartbeat with UNKNOWN_MEMBER_ID, and the client rejoins under a new
+// member id. Then, as after a first join, the next poll waits for what its
+// partitions still hold past the group's committed offsets, which it
+// fetches over a new connection. Without this, a poll right after the
+// restart found nothing and the one after it failed on the rejoin.
+func (m *member) catchUp(ctx context.Context) error {
+	if !m.back.Swap(false) || m.t.opt.Share {
+		return nil
+	}
+	if _, err := m.t.awaitGroup(ctx, m); err != nil {
+		return err
+	}
+	var owned []int32
+	m.mu.Lock()
+	for p := range m.owned {
+		owned = append(owned, p)
+	}
+	m.mu.Unlock()
+	if len(owned) > 0 && m.backlog(ctx, owned) {
+		m.expect.Store(true)
+	}
+	return nil
 }
 
 // Claim polls as worker once the group has handed it what it will: the
@@ -352,6 +418,9 @@ func (t *Topic) Read(ctx context.Context, group, worker string, count int, block
 // it waits out for the session and a margin, as a fixed wait.
 func (t *Topic) Claim(ctx context.Context, group, worker string, _ time.Duration, count int) ([]broker.Delivery, error) {
 	m, err := t.member(ctx, group, worker)
+	if err == nil {
+		err = m.catchUp(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -364,6 +433,12 @@ func (t *Topic) Claim(ctx context.Context, group, worker string, _ time.Duration
 	}
 	return m.poll(ctx, count, claimWait)
 }
+
+// LiveWorkerKeeps: in a classic group a live member keeps its partitions,
+// and what it was handed past the committed offset, until a rebalance
+// (broker.LiveKeeper); a share group's acquisition lock runs out instead,
+// and the broker hands the record to any member.
+func (t *Topic) LiveWorkerKeeps() bool { return !t.opt.Share }
 
 // AutoClaim: Kafka has no scan for idle records to take over.
 func (t *Topic) AutoClaim(context.Context, string, string, time.Duration, int) ([]broker.Delivery, error) {

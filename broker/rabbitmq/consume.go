@@ -214,6 +214,11 @@ func toInt(v any) (int, bool) {
 	return 0, false
 }
 
+// LiveWorkerKeeps: a delivery is its channel's until acked, nacked or the
+// channel closes (https://www.rabbitmq.com/docs/confirms#consumer-acks-and-redelivery);
+// a claim is only another read of the queue (broker.LiveKeeper).
+func (b *Broker) LiveWorkerKeeps() bool { return true }
+
 // Claim takes what the group's queue hands out now, as a consumer of a
 // RabbitMQ queue would: RabbitMQ has no pending list to claim from and no
 // per-message idle time (no ClaimByIdle; a claim with an idle time is never
