@@ -42,13 +42,13 @@ var topKeys = []*topKey{
 			word := map[string]any{"type": "string", "pattern": "^[^ ,]+$"}
 			return map[string]any{"anyOf": []any{word, map[string]any{"type": "array", "items": word}}}
 		}},
-	{Name: "expect_violations", Doc: "the history invariants this scenario breaks on purpose (an anti-pattern showing its damage), e.g. `[lost]`, or a map broker → list with `default` for the others; each must occur (see [History checker](#history-checker))",
+	{Name: "expect_violations", Doc: "the history invariants this scenario breaks on purpose (an anti-pattern showing its damage), e.g. `[lost]` (`[]` declares none), or a map broker → list with `default` for the others; each must occur (see [History checker](#history-checker))",
 		parse: func(file string, kv steps.Arg, h *header, errs *diag.Errors) {
 			h.ExpectViolations, h.ViolationsPos = parseViolations(file, kv.Value, errs), diag.NodePos(file, kv.Value)
 		},
 		schema: func() map[string]any {
 			return map[string]any{"description": "history invariants this scenario breaks on purpose; each must occur. A list for every broker, or a map broker → list with default for the others",
-				"anyOf": []any{violations(1), map[string]any{"type": "object", "additionalProperties": false, "properties": brokerLists()}}}
+				"anyOf": []any{violations(), map[string]any{"type": "object", "additionalProperties": false, "properties": brokerLists()}}}
 		}},
 	{Name: "vars", Doc: "a map of name → value; `${name}` in any step (params, expectations, even keys) is replaced",
 		parse: func(file string, kv steps.Arg, h *header, errs *diag.Errors) {

@@ -108,8 +108,28 @@ func ExpandPaths(paths []string) ([]string, error) {
 		}
 	}
 	sort.Strings(files)
-	// A file named twice (itself and inside a named dir) runs once.
-	return slices.Compact(files), nil
+	// A file named twice (itself and inside a named dir, or under two
+	// spellings: relative and absolute, through a symlink) runs once, under
+	// the first spelling in sorted order.
+	seen := map[string]bool{}
+	return slices.DeleteFunc(files, func(f string) bool {
+		key := canonical(f)
+		dup := seen[key]
+		seen[key] = true
+		return dup
+	}), nil
+}
+
+// canonical is the absolute path of f with symlinks resolved; f itself
+// when that cannot be told.
+func canonical(f string) string {
+	if real, err := filepath.EvalSymlinks(f); err == nil {
+		f = real
+	}
+	if abs, err := filepath.Abs(f); err == nil {
+		return abs
+	}
+	return f
 }
 
 // LoadFiles parses every file and reports every problem in every file, plus
@@ -404,7 +424,7 @@ func (sc *Scenario) Violations(b string) []string {
 // every broker, or a map broker → list with "default" for the others.
 func parseViolations(file string, n *yaml.Node, errs *diag.Errors) map[string][]string {
 	if n.Kind != yaml.MappingNode {
-		return map[string][]string{"default": violationList(file, n, errs, false)}
+		return map[string][]string{"default": violationList(file, n, errs)}
 	}
 	keys := append([]string{"default"}, broker.Names()...)
 	out := map[string][]string{}
@@ -413,16 +433,16 @@ func parseViolations(file string, n *yaml.Node, errs *diag.Errors) map[string][]
 			*errs = append(*errs, diag.Errorf(kv.KeyPos, "expect_violations: unknown broker %q%s; keys: %s", kv.Key, diag.Suggest(kv.Key, keys), strings.Join(keys, ", ")))
 			continue
 		}
-		out[kv.Key] = violationList(file, kv.Value, errs, kv.Key != "default")
+		out[kv.Key] = violationList(file, kv.Value, errs)
 	}
 	return out
 }
 
-// violationList reads a list of invariant names; empty only if allowed (a
-// broker on which the damage does not occur).
-func violationList(file string, n *yaml.Node, errs *diag.Errors, emptyOK bool) []string {
+// violationList reads a list of invariant names; [] declares none (on a
+// broker where the damage does not occur, or written out as "none").
+func violationList(file string, n *yaml.Node, errs *diag.Errors) []string {
 	names := history.InvariantNames()
-	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 && !emptyOK {
+	if n.Kind != yaml.SequenceNode {
 		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "expect_violations: want a list of invariants, e.g. [lost], or a map broker → list; one of: %s", strings.Join(names, ", ")))
 		return nil
 	}

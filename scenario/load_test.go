@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -151,6 +152,15 @@ func TestParseErrors(t *testing.T) {
 		}},
 		{"unknown invariant", "name: x\nexpect_violations: [lots]\nsteps: [produce]\n", []string{
 			`t.yaml:2:21: expect_violations: unknown invariant "lots" (did you mean "lost"?)`,
+		}},
+		{"an outcome in a separate expect", "name: x\nsteps:\n  - produce\n  - expect: {committed: 1}\n", []string{
+			`t.yaml:4:14: committed is what produce reports: put it in that step's own expect (- produce:, then expect: {committed: ...} under it); a separate expect step checks state`,
+		}},
+		{"a misspelt outcome in a separate expect", "name: x\nsteps:\n  - relay\n  - expect: {publishd: 1}\n", []string{
+			`t.yaml:4:14: unknown expect key "publishd" for expect (did you mean "published"?), an outcome: it goes in the step's own expect; known: `,
+		}},
+		{"a wait without a check", "name: x\nsteps:\n  - relay\n  - expect: {within: 1s}\n", []string{
+			`t.yaml:4:5: expect: within and every wait for checks, and there is none; give at least one, e.g. {stream.entries: 1, within: 2s}`,
 		}},
 		{"wrong type", "name: x\nsteps:\n  - produce: {amount: lots}\n", []string{
 			`t.yaml:3:23: amount: want an integer, got "lots"`,
@@ -402,7 +412,19 @@ func TestSameFileTwiceRunsOnce(t *testing.T) {
 	write(t, dir+"/a.yaml", "name: a\nsteps: [relay]\n")
 	write(t, dir+"/b.yaml", "steps: [relay]\n")
 	write(t, dir+"/c.yaml", "steps: [relay]\n")
-	files, _ := ExpandPaths([]string{dir, dir + "/a.yaml", dir + "/./a.yaml"})
+	link := t.TempDir() + "/link"
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(wd, dir+"/a.yaml") // a relative spelling of the same file
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := ExpandPaths([]string{dir, dir + "/a.yaml", dir + "/./a.yaml", rel, link, link + "/a.yaml"})
 	scs, errs := LoadFiles(files)
 	if len(files) != 3 || len(scs) != 1 || len(errs) != 2 {
 		t.Fatalf("files %v; %d scenarios; errors (want only the two missing names):\n%v", files, len(scs), errs)

@@ -61,6 +61,9 @@ func TestShippedScenariosMatchTheSchema(t *testing.T) {
 	if err := validateYAML(s, testutil.RenderEveryKey("every", func(_, _ int, v string) string { return v })); err != nil {
 		t.Errorf("every-key scenario: %v", err)
 	}
+	if err := validateYAML(s, "name: none\nexpect_violations: []\nsteps: [produce]\n"); err != nil {
+		t.Errorf("expect_violations: [] (declares none): %v", err)
+	}
 	override := "name: o\nexpect_violations: {default: [lost], nats: []}\nnats: {msg_id: false, dedupe_window: 1s}\nsteps:\n  - consume:\n    expect: {applied: 1, nats: {applied: 0, stream.entries: 1}}\n  - expect: {within: 1s, rabbitmq: {stream.events: 1}}\n"
 	if err := validateYAML(s, override); err != nil {
 		t.Errorf("broker overrides: %v", err)
@@ -93,7 +96,6 @@ func TestSchemaRejectsTypos(t *testing.T) {
 		"name: x\nsteps:\n  - consume:\n    expect: {nats: {error: x}}\n",
 		"name: x\nsteps:\n  - consume:\n    expect: {natz: {applied: 1}}\n",
 		"name: x\nexpect_violations: [lots]\nsteps: [produce]\n",
-		"name: x\nexpect_violations: {default: []}\nsteps: [produce]\n",
 		"name: x\nnats: {msgid: false}\nsteps: [produce]\n",
 		"name: x\nsteps:\n  - relay(skip_mark): {limit: 1}\n",
 		"name: x\nsteps:\n  - relya(skip_mark):\n    expect: {published: 1}\n",

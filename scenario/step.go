@@ -210,6 +210,9 @@ func buildCall(file string, at diag.Pos, name string, args, expect []steps.Arg, 
 		exp, eerrs := steps.CompileExpect(d, file, args)
 		call.Expect, call.Args = exp, nil
 		errs = append(errs, eerrs...)
+		if len(args) > 0 && len(eerrs) == 0 && len(exp.Checks) == 0 && len(exp.Outcomes) == 0 {
+			errs = append(errs, diag.Errorf(at, "expect: within and every wait for checks, and there is none; give at least one, e.g. {stream.entries: 1, within: 2s}"))
+		}
 		params, perrs := d.DecodeParams(nil, at)
 		call.Params = params
 		return call, append(errs, perrs...)

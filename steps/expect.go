@@ -144,13 +144,50 @@ func compileExpect(d *Def, file string, pairs []Arg, broker string) (Expect, dia
 			e.Error = &ErrorWant{Substr: a.Value.Value, Pos: a.KeyPos}
 			continue
 		}
+		if by := reportedBy(a.Key); d.IsExpect() && len(by) > 0 {
+			errs = append(errs, diag.Errorf(a.KeyPos, "%s is what %s reports: put it in that step's own expect (- %s:, then expect: {%s: ...} under it); a separate expect step checks state",
+				a.Key, strings.Join(by, " or "), by[0], a.Key))
+			continue
+		}
+		hint := diag.Suggest(a.Key, expectKeys(d))
+		if hint == "" && d.IsExpect() {
+			if s := diag.Suggest(a.Key, allOutcomes()); s != "" {
+				hint = s + ", an outcome: it goes in the step's own expect"
+			}
+		}
 		errs = append(errs, diag.Errorf(a.KeyPos, "unknown expect key %q for %s%s; known: %s",
-			a.Key, d.Name, diag.Suggest(a.Key, expectKeys(d)), strings.Join(expectKeys(d), ", ")))
+			a.Key, d.Name, hint, strings.Join(expectKeys(d), ", ")))
 	}
 	if seen[EveryKey] && !seen[WithinKey] {
 		errs = append(errs, diag.Errorf(pairs[0].KeyPos, "every: polls only together with within, e.g. {within: 2s, every: 50ms}"))
 	}
 	return e, errs
+}
+
+// reportedBy are the steps that report outcome key, sorted.
+func reportedBy(key string) []string {
+	var out []string
+	for _, name := range Names() {
+		if d, ok := Lookup(name); ok && d.hasOutcome(key) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// allOutcomes are the outcome keys of every step.
+func allOutcomes() []string {
+	var out []string
+	for _, name := range Names() {
+		if d, ok := Lookup(name); ok {
+			for _, k := range d.Outcomes {
+				if !slices.Contains(out, k.Name) {
+					out = append(out, k.Name)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // brokerNames are the keys of per-broker overrides in an expect map: the
