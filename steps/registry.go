@@ -18,6 +18,7 @@ import (
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/cdc"
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/pipeline"
 	"github.com/outboxdrill/runner/state"
@@ -307,9 +308,31 @@ func (c *Call) ParamValues() map[string]any {
 			out[p.Name] = d.String()
 			continue
 		}
-		out[p.Name] = f.Interface()
+		out[p.Name] = hidden(p.Name, f.Interface())
 	}
 	return out
+}
+
+// hidden is a parameter's value for a report, its secrets hidden as shown
+// hides them.
+func hidden(key string, v any) any {
+	switch v := v.(type) {
+	case string:
+		return redact.Param(key, v)
+	case map[string]string:
+		out := make(map[string]string, len(v))
+		for k, x := range v {
+			out[k] = redact.Param(k, x)
+		}
+		return out
+	case []string:
+		out := make([]string, len(v))
+		for i, x := range v {
+			out[i] = redact.Param(key, x)
+		}
+		return out
+	}
+	return v
 }
 
 // Faults lists the faults the step injects, as written: "fail=divzero",
@@ -352,38 +375,40 @@ func (c *Call) String() string {
 		if a.Value.ShortTag() == "!!null" {
 			parts[i] = a.Key
 		} else {
-			parts[i] = a.Key + "=" + safe.Cut(flow(a.Value)) // a 2 MB event id: its start
+			parts[i] = a.Key + "=" + safe.Cut(shown(a.Key, a.Value)) // a 2 MB event id: its start
 		}
 	}
 	return c.Def.Name + "(" + strings.Join(parts, ", ") + ")"
 }
 
-// flow is a value as written, a map or list in YAML flow style: a start's
-// fault shows as {on: consumer_db.commit(table=inbox), do: kill}.
-func flow(n *yaml.Node) string {
+// shown is a value as written, a map or list in YAML flow style: a start's
+// fault shows as {on: consumer_db.commit(table=inbox), do: kill}. A
+// secret in it is hidden (redact.Param): the value of a key that names one
+// (env: {DB_PASSWORD: …}), a DSN's password=, a URL's password.
+func shown(key string, n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.MappingNode:
 		parts := make([]string, 0, len(n.Content)/2)
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			parts = append(parts, n.Content[i].Value+": "+flow(n.Content[i+1]))
+			parts = append(parts, n.Content[i].Value+": "+shown(n.Content[i].Value, n.Content[i+1]))
 		}
 		return "{" + strings.Join(parts, ", ") + "}"
 	case yaml.SequenceNode:
 		parts := make([]string, len(n.Content))
 		for i, e := range n.Content {
-			parts[i] = flow(e)
+			parts[i] = shown(key, e)
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
 	case yaml.AliasNode:
 		if n.Alias != nil {
-			return flow(n.Alias)
+			return shown(key, n.Alias)
 		}
 	case yaml.DocumentNode:
 		if len(n.Content) == 1 {
-			return flow(n.Content[0])
+			return shown(key, n.Content[0])
 		}
 	}
-	return n.Value
+	return redact.Param(key, n.Value)
 }
 
 type callKey struct{}

@@ -119,3 +119,15 @@ func encodings(s string) string {
 func isAlnum(r rune) bool {
 	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
 }
+
+// Param is a value a scenario wrote for key (a service's environment
+// variable, a step parameter) as shown in traces and reports: hidden whole
+// when key names a secret (DB_PASSWORD, API_TOKEN), else with every
+// password found by its place (Set.Text): a DSN's password=, a URL's user
+// info, JSON's "password".
+func Param(key, value string) string {
+	if secretKey(key) && value != "" {
+		return Mask
+	}
+	return (*Set)(nil).Text(value)
+}
