@@ -337,15 +337,19 @@ func (w *watch) look(ctx context.Context, rs *redisstream.Stream, fp fingerprint
 }
 
 // pending sorts group's pending entries: one idle past the time a live
-// reader would have claimed it (twice its claim idle and a second, or the
-// settle limit when it never claims) is untaken; one taken again since
-// settling began is in a retry loop (steady); any other is still waited for.
+// reader would have claimed it (twice its claim idle and a second; half the
+// settle limit, at least a second, when it never claims) is untaken; one
+// taken again since settling began is in a retry loop (steady); any other
+// is still waited for. Not the whole limit for a reader that never claims:
+// the entry it refused after the last step (its own start, say) was
+// delivered after settling began and could never be idle that long, so
+// the no-retry consumer was never judged (neverClaimWatch).
 func (w *watch) pending(ctx context.Context, rs *redisstream.Stream, group, who string, claim time.Duration, claims bool, v *view) error {
 	pend, err := rs.PendingEntries(ctx, group)
 	if err != nil {
 		return err
 	}
-	threshold, how := w.limit, "it never claims"
+	threshold, how := neverClaimWatch(w.limit), "it never claims"
 	if claims {
 		threshold, how = 2*claim+time.Second, fmt.Sprintf("it claims entries idle for %s", claim)
 	}
@@ -371,6 +375,15 @@ func (w *watch) pending(ctx context.Context, rs *redisstream.Stream, group, who 
 		}
 	}
 	return nil
+}
+
+// neverClaimWatch is how long an entry must have stayed idle, with a live
+// reader that never claims, to be untaken: half the settle limit, at least
+// a second — long enough for a retry loop to show (a retry takes it again
+// and it stays undecided), short enough that one delivered while settling
+// is decided within the limit.
+func neverClaimWatch(limit time.Duration) time.Duration {
+	return max(time.Second, limit/2)
 }
 
 // groupsOf lists the groups of untaken entries, sorted.

@@ -76,6 +76,8 @@ func TestForeignServicesVerdicts(t *testing.T) {
 		want []string
 	}{
 		{goSys, goSc + "commit-fails-is-retried.yaml", "no-retry", []string{"stranded"}},
+		// The consumer's start is the last step: judged from settling alone.
+		{goSys, goSc + "commit-fails-as-the-last-step.yaml", "no-retry", []string{"stranded"}},
 		{goSys, goSc + "relay-republish-is-deduplicated.yaml", "entry-id-dedupe", []string{"double_applied"}},
 		{goSys, goSc + "forged-copy-is-refused.yaml", "upsert", []string{"phantom", "double_applied", "projection_mismatch"}},
 		{goSys, goSc + "commit-fails-after-ack.yaml", "ack-first", []string{"lost", "acked_without_effect"}},
