@@ -199,7 +199,7 @@ func judgeWith(ctx context.Context, env *steps.Env, res *report.Result, hist []h
 		if occurred[want] {
 			continue
 		}
-		if why, no := st.NotJudged[want]; no {
+		if why, no := unjudged(st.NotJudged, want); no {
 			res.Failures = append(res.Failures, steps.Failure{Pos: sc.ViolationsPos, Key: "expect_violations",
 				Msg: fmt.Sprintf("declared %s, but it could not be judged here: %s", want, why)})
 			continue
@@ -213,6 +213,20 @@ func judgeWith(ctx context.Context, env *steps.Env, res *report.Result, hist []h
 			Msg: fmt.Sprintf("declared %s, but the history shows none (%s: %s); violations seen: [%s]", want, want, history.Invariants[want], strings.Join(got, ", "))})
 	}
 	return nil
+}
+
+// unjudged says why invariant inv, or a part of it ("stranded (entry 1-0
+// of c)": an entry settling could not decide about), was not judged.
+func unjudged(notJudged map[string]string, inv string) (string, bool) {
+	if why, ok := notJudged[inv]; ok {
+		return why, true
+	}
+	for _, k := range slices.Sorted(maps.Keys(notJudged)) {
+		if strings.HasPrefix(k, inv+" (") {
+			return strings.TrimPrefix(k, inv+" ") + ": " + notJudged[k], true
+		}
+	}
+	return "", false
 }
 
 // snapshot runs read in one read-only repeatable-read transaction on each
