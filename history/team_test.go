@@ -56,6 +56,19 @@ func TestTeamInvariantsFromTheFinalState(t *testing.T) {
 			return append(ops, again)
 		}, []string{DoubleApplied + ": consumer c, event e1: the inbox holds 2 rows for it (keys 1-0, 2-0): 2 of them keyed by the broker entry id",
 			DoubleApplied + ": consumer c, read model c, USD: it counts 2 events, but the inbox holds 1 distinct"}},
+		{"a forged copy another amount applied by a consumer that does not dedupe", func(ops []Op, st *State) []Op {
+			// The inbox keeps the first row (ON CONFLICT DO NOTHING); the
+			// read model moved by both.
+			st.Projections["c"]["USD"] = Sum{Amount: 1099, Events: 2}
+			return ops
+		}, []string{DoubleApplied + ": consumer c, read model c, USD: it counts 2 events",
+			Phantom + ": consumer c, read model c, USD: its 1 extra move(s) add 999, but the events in the inbox were committed with amounts from 100 to 100",
+			ProjectionMismatch + ": read model c, USD"}},
+		{"a consumer that does not dedupe applies a redelivery: no phantom", func(ops []Op, st *State) []Op {
+			st.Projections["c"]["USD"] = Sum{Amount: 200, Events: 2}
+			return ops
+		}, []string{DoubleApplied + ": consumer c, read model c, USD: it counts 2 events",
+			ProjectionMismatch + ": read model c, USD"}},
 		{"a forged copy overwrites the inbox row and moves the read model", func(ops []Op, st *State) []Op {
 			cs := st.Consumers["c"]
 			cs.Rows[0].Payload = forged
