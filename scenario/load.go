@@ -62,6 +62,9 @@ type Scenario struct {
 	// --system), nil for the reference pipeline alone.
 	System    *system.System
 	SystemPos diag.Pos
+	// SystemOverridden is the file the scenario's system: key named when
+	// --system replaced it ("" otherwise).
+	SystemOverridden string
 	// Settle bounds how long a team's system may take to settle after the
 	// last step before it is judged (settle: key); 0: the run's --settle.
 	Settle time.Duration

@@ -79,12 +79,16 @@ func init() {
 // serviceSteps are the steps that run a system file's services.
 var serviceSteps = []string{"kill", "start", "stop"}
 
-// UseSystem gives sc the system file sys unless it names its own, and
-// checks that every service its steps name is in the system file and that
-// every ${…} those services are given has a value (the broker's own are
-// checked when the run's broker is known: CheckPlaceholders).
+// UseSystem gives sc the system file sys (--system: every scenario, over
+// its own system: key, which SystemOverridden then names), and checks that
+// every service its steps name is in the system file and that every ${…}
+// those services are given has a value (the broker's own are checked when
+// the run's broker is known: CheckPlaceholders).
 func (sc *Scenario) UseSystem(sys *system.System) diag.Errors {
-	if sc.System == nil && sys != nil {
+	if sys != nil && sc.System != sys {
+		if sc.System != nil && sc.System.File != sys.File {
+			sc.SystemOverridden = sc.System.File
+		}
 		sc.System, sc.SystemPos = sys, diag.Pos{File: sys.File, Line: 1, Col: 1}
 	}
 	return append(sc.checkServices(), sc.CheckPlaceholders(nil)...)

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/outboxdrill/runner/system"
 )
 
 // A service's placeholders (${stream}, ${consumer}, a proxy's URL) are
@@ -71,5 +73,24 @@ func TestSystemFilePlaceholdersChecked(t *testing.T) {
 	}
 	if got := scs[0].CheckPlaceholders([]string{"kafka"}); len(got) != 0 {
 		t.Errorf("on kafka: %v", got)
+	}
+}
+
+// --system applies to every scenario, over its own system: key, which the
+// scenario then remembers (the run says so).
+func TestGivenSystemOverridesTheKey(t *testing.T) {
+	given := &system.System{File: "given.yaml"}
+	own := &Scenario{System: &system.System{File: "own.yaml"}}
+	none := &Scenario{}
+	for _, sc := range []*Scenario{own, none} {
+		if errs := sc.UseSystem(given); len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		if sc.System != given {
+			t.Errorf("after UseSystem(--system): drills %s, want given.yaml", sc.System.File)
+		}
+	}
+	if own.SystemOverridden != "own.yaml" || none.SystemOverridden != "" {
+		t.Errorf("overridden: %q and %q, want own.yaml and none", own.SystemOverridden, none.SystemOverridden)
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"regexp"
@@ -478,7 +479,7 @@ func loadFailed(ctx context.Context, stderr io.Writer) int {
 	return exitInvalid
 }
 
-// useSystem applies --system to the scenarios without a system: key and
+// useSystem applies --system to every scenario (over a system: key) and
 // checks that every service a step names is in its scenario's system file.
 func useSystem(ctx context.Context, scs []*scenario.Scenario, file string, stderr io.Writer) bool {
 	_, ok := loadSystem(ctx, scs, file, stderr)
@@ -504,6 +505,7 @@ func loadSystem(ctx context.Context, scs []*scenario.Scenario, file string, stde
 		}
 	}
 	seen := map[string]bool{}
+	overridden := map[string]bool{}
 	for _, sc := range scs {
 		for _, e := range sc.UseSystem(sys) {
 			if !seen[e.Error()] { // a system file's mistake, once for all its scenarios
@@ -511,6 +513,15 @@ func loadSystem(ctx context.Context, scs []*scenario.Scenario, file string, stde
 				errs = append(errs, e)
 			}
 		}
+		if sc.SystemOverridden != "" {
+			overridden[sc.SystemOverridden] = true
+		}
+	}
+	if len(overridden) > 0 && len(errs) == 0 {
+		// --system applies to every scenario: said, as it is not what the
+		// files say.
+		fmt.Fprintf(stderr, "runner: --system %s replaces the system: key of scenarios that name %s\n",
+			safe.Line(file), safe.Line(strings.Join(slices.Sorted(maps.Keys(overridden)), ", ")))
 	}
 	return sys, len(errs) == 0 || printErrors(errs, stderr)
 }
@@ -549,7 +560,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&reports[2], "markdown", "", "write a Markdown report with sequence diagrams of failures to `FILE`")
 	fs.StringVar(&reports[3], "guarantees", "", "write what each broker guaranteed, per fault window, to `FILE` (use with --broker all: docs/broker-guarantees.md)")
 	keep := fs.String("keep", "", "leave the databases and stream of `failed|all` scenarios for inspection (needs the URL of PostgreSQL and of every broker of the run: "+runner.FlagNames(servers)+")")
-	systemFile := fs.String("system", "", "drill a team's own services: the system `FILE` applies to every scenario without a system: key")
+	systemFile := fs.String("system", "", "drill a team's own services: the system `FILE` applies to every scenario (over a scenario's own system: key, which it says)")
 	paths, code, done := parseArgs(fs, args, stdout, stderr)
 	if done {
 		return code
@@ -751,7 +762,7 @@ func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.StringVar(&p.PGURL, "pg", os.Getenv("RUNNER_PG_URL"), "check the system files' mappings on the PostgreSQL server at admin `URL` (env RUNNER_PG_URL); without it, on a server the runner starts")
 	pg := []runner.ServerFlag{{Name: "pg", Env: "RUNNER_PG_URL", Kind: runner.Postgres, URL: &p.PGURL}}
 	connectTimeoutFlag(fs, &p.ConnectTimeout, pg)
-	systemFile := fs.String("system", "", "the system `FILE` applies to every scenario without a system: key, as with run; alone, validate checks that file")
+	systemFile := fs.String("system", "", "the system `FILE` applies to every scenario, as with run; alone, validate checks that file")
 	offline := fs.Bool("offline", false, "load and check the files only: no mapping is checked against a database")
 	paths, code, done := parseArgs(fs, args, stdout, stderr)
 	if done {
