@@ -221,6 +221,7 @@ func (e *explorer) runScenarios(ctx context.Context, scs []*scenario.Scenario) (
 // until the budget is spent.
 func (e *explorer) systematic(ctx context.Context, res *Result, xs []sysrun.Crossing, start time.Time) error {
 	res.Points = Enumerate(res.Workload, xs, e.p.Actions, e.p.NthCap)
+	res.Points = append(res.Points, unclassifiedPoints(res.Workload, xs, res.Map.Unclassified, len(res.Points))...)
 	e.only(res.Points)
 	e.logf("points: %s; parallel %d", pointCounts(res.Points), res.Parallel)
 	began := time.Now()
@@ -243,7 +244,7 @@ func (e *explorer) systematic(ctx context.Context, res *Result, xs []sysrun.Cros
 // only prunes the points --only does not select.
 func (e *explorer) only(ps []*Point) {
 	for _, pt := range ps {
-		if e.p.Only != nil && pt.Pruned == "" && !e.p.Only.MatchString(pt.String()) {
+		if e.p.Only != nil && pt.Pruned == "" && pt.Outcome == "" && !e.p.Only.MatchString(pt.String()) {
 			pt.Pruned = "not selected (--only)"
 		}
 	}
@@ -310,8 +311,12 @@ func runnable(ps []*Point) []*Point {
 
 // pointCounts says how many points run and why the others do not.
 func pointCounts(ps []*Point) string {
-	run, why := 0, map[string]int{}
+	run, uncl, why := 0, 0, map[string]int{}
 	for _, p := range ps {
+		if p.Outcome == Unclassed {
+			uncl++
+			continue
+		}
 		if p.Pruned == "" {
 			run++
 			continue
@@ -337,8 +342,11 @@ func pointCounts(ps []*Point) string {
 	}
 	sortStrings(parts)
 	s := fmt.Sprintf("%d to run", run)
+	if uncl > 0 {
+		s += fmt.Sprintf(", %d unclassifiable (never run: the proxy cannot strike it exactly)", uncl)
+	}
 	if len(parts) > 0 {
-		s += fmt.Sprintf(", %d pruned (%s)", len(ps)-run, strings.Join(parts, ", "))
+		s += fmt.Sprintf(", %d pruned (%s)", len(ps)-run-uncl, strings.Join(parts, ", "))
 	}
 	return s
 }

@@ -3,6 +3,7 @@ package explore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -50,7 +51,7 @@ func (e *explorer) findings(ctx context.Context, res *Result, start time.Time) e
 	}
 	// Findings of one service breaking the same invariants mostly need
 	// the same events: the first one's shrunk workload is tried first.
-	shrunk := map[string]map[int]bool{}
+	shrunk := map[string]*Variant{}
 	for _, f := range res.Findings {
 		key := ""
 		if len(f.Minimal.Faults) == 1 {
@@ -60,7 +61,7 @@ func (e *explorer) findings(ctx context.Context, res *Result, start time.Time) e
 			return err
 		}
 		if key != "" && shrunk[key] == nil && f.Reproduced == f.Tries {
-			shrunk[key] = f.Minimal.Drop
+			shrunk[key] = &f.Minimal
 		}
 	}
 	return nil
@@ -68,12 +69,12 @@ func (e *explorer) findings(ctx context.Context, res *Result, start time.Time) e
 
 // finish shrinks a finding (while the budget lasts), writes it and
 // confirms the written file. With like (the events a like finding's
-// shrinking left out) it first writes that and shrinks only when it does
-// not reproduce.
-func (e *explorer) finish(ctx context.Context, w *Workload, f *Finding, start time.Time, like map[int]bool) error {
+// shrinking left out, and the checks it left out with them) it first
+// writes that and shrinks only when it does not reproduce.
+func (e *explorer) finish(ctx context.Context, w *Workload, f *Finding, start time.Time, like *Variant) error {
 	if like != nil {
 		first := f.Minimal
-		f.Minimal.Drop = like
+		f.Minimal.Drop, f.Minimal.Unchecked = like.Drop, like.Unchecked
 		f.Shrunk = "the events of a finding like it"
 		if err := e.write(w, f); err != nil {
 			return err
@@ -138,13 +139,27 @@ type element struct {
 
 // shrink is ddmin (Zeller) over the variant's events and faults: the
 // smallest subset that still breaks one of the invariants. Each round's
-// candidates run as one batch.
+// candidates run as one batch. A finding that is only a workload check
+// keeps its events: with fewer, a count the check reads changes anyway.
 func (e *explorer) shrink(ctx context.Context, w *Workload, v Variant, broken []string, deadline time.Time) (Variant, int, error) {
+	var keep map[int]bool // a check-only finding's events: all it had
+	if len(invariants(broken)) == 0 {
+		keep = maps.Clone(v.Drop)
+		if keep == nil {
+			keep = map[int]bool{}
+		}
+	}
 	var c []element
 	for _, i := range w.Events {
-		if !v.Drop[i] {
+		if !v.Drop[i] && keep == nil {
 			c = append(c, element{event: i})
 		}
+	}
+	var stale []string // of the last candidate taken
+	shrunk := func(c []element) Variant {
+		out := variantOf(w, c, keep)
+		out.Unchecked = stale
+		return out
 	}
 	for i := range v.Faults {
 		c = append(c, element{fault: &v.Faults[i]})
@@ -154,7 +169,7 @@ func (e *explorer) shrink(ctx context.Context, w *Workload, v Variant, broken []
 		cands := candidates(c, n)
 		vs := make([]Variant, len(cands))
 		for i, cand := range cands {
-			vs[i] = variantOf(w, cand)
+			vs[i] = variantOf(w, cand, keep)
 		}
 		outs, err := e.run(ctx, w, vs, "shrink")
 		if err != nil {
@@ -162,6 +177,9 @@ func (e *explorer) shrink(ctx context.Context, w *Workload, v Variant, broken []
 		}
 		runs += len(outs)
 		i := slices.IndexFunc(outs, func(o outcome) bool { return o.same(broken) })
+		if i >= 0 {
+			stale = staleChecks(outs[i].Broken, broken)
+		}
 		switch {
 		case i >= 0 && i < n: // a chunk alone breaks it
 			c, n = cands[i], 2
@@ -170,10 +188,22 @@ func (e *explorer) shrink(ctx context.Context, w *Workload, v Variant, broken []
 		case n < len(c):
 			n = min(2*n, len(c))
 		default:
-			return variantOf(w, c), runs, nil
+			return shrunk(c), runs, nil
 		}
 	}
-	return variantOf(w, c), runs, nil
+	return shrunk(c), runs, nil
+}
+
+// staleChecks are the workload checks a shrunk run broke that the
+// finding's own run did not: broken by the events left out.
+func staleChecks(got, finding []string) []string {
+	var out []string
+	for _, b := range got {
+		if k, ok := strings.CutPrefix(b, "check "); ok && !slices.Contains(finding, b) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // candidates are ddmin's n chunks of c, then (for n > 2) their
@@ -190,9 +220,18 @@ func candidates(c []element, n int) [][]element {
 	return append(chunks, comps...)
 }
 
-// variantOf keeps the elements of c: the other events are dropped.
-func variantOf(w *Workload, c []element) Variant {
+// variantOf keeps the elements of c: the other events are dropped, or,
+// with keep (a check-only finding's, whose events shrinking leaves alone),
+// the events keep drops.
+func variantOf(w *Workload, c []element, keep map[int]bool) Variant {
 	v := Variant{Drop: map[int]bool{}}
+	if keep != nil {
+		v.Drop = maps.Clone(keep)
+		for _, el := range c {
+			v.Faults = append(v.Faults, *el.fault)
+		}
+		return v
+	}
 	for _, i := range w.Events {
 		v.Drop[i] = true
 	}

@@ -26,6 +26,9 @@ type Point struct {
 	// Second is depth 2's fault during the recovery from this one: on the
 	// restarted process (Where "then") or later on the same one ("also").
 	Second *Fault
+	// Listed: never run, its outcome known before (an unclassifiable
+	// boundary: unclassifiedPoints).
+	Listed bool
 	Verdict
 }
 
@@ -74,6 +77,49 @@ func Enumerate(w *Workload, xs []sysrun.Crossing, actions []string, nthCap int) 
 	}
 	for i, p := range out {
 		p.ID = i + 1
+	}
+	return out
+}
+
+// unclassifiedPoints are the boundaries the proxy could not attribute (a
+// COMMIT inside a multi-statement query, whose writes it did not learn),
+// one per service and boundary: listed as unclassifiable with the proxy's
+// reason, never run — a fault there could not be struck exactly. They come
+// from the observer's reasons (Run.Unclassified: "SERVICE LINK.BOUNDARY:
+// why"; the observer gave up, so such a link may show no crossing at all)
+// and from crossings marked unattributed. Their ids follow the n points
+// enumerated.
+func unclassifiedPoints(w *Workload, xs []sysrun.Crossing, why []string, n int) []*Point {
+	var out []*Point
+	seen := map[string]bool{}
+	add := func(step int, on, crossing, reason string) {
+		if key := w.Service(step) + " " + on; !seen[key] {
+			seen[key] = true
+			n++
+			out = append(out, &Point{ID: n, Service: w.Service(step), Step: step, On: on, Nth: 1, Do: "-", Crossing: crossing, Listed: true,
+				Verdict: Verdict{Outcome: Unclassed, Why: reason}})
+		}
+	}
+	for _, u := range why {
+		head, reason, ok := strings.Cut(u, ": ")
+		svc, on, ok2 := strings.Cut(head, " ")
+		if !ok || !ok2 {
+			continue
+		}
+		for _, i := range w.Starts {
+			if w.Service(i) == svc {
+				add(i, on, on+"(?)", reason)
+				break
+			}
+		}
+	}
+	procs := processes(w, xs)
+	for _, i := range w.Starts {
+		for _, c := range procs[i] {
+			if c.Unattributed {
+				add(i, c.Link+"."+c.Boundary, label(c), "the proxy did not learn what this transaction wrote")
+			}
+		}
 	}
 	return out
 }

@@ -38,6 +38,36 @@ func (f Fault) String() string {
 type Variant struct {
 	Faults []Fault
 	Drop   map[int]bool // workload steps (events) left out
+	// Unchecked are the workload's check keys left out: with events left
+	// out they failed where the whole workload's did not (inbox.rows: 2
+	// with one event), so they would fail once the bug is fixed, too.
+	Unchecked []string
+}
+
+// withoutChecks is a step with the checks keys left out of its expect (an
+// expect step's own map, or a step's expect:), nil for an expect step with
+// no check left (a within: alone waits for nothing).
+func withoutChecks(st *yaml.Node, keys []string, isExpect bool) *yaml.Node {
+	n := clone(st)
+	exp := valueOf(n, "expect")
+	if exp == nil || exp.Kind != yaml.MappingNode {
+		return n
+	}
+	left := 0
+	for i := 0; i+1 < len(exp.Content); {
+		switch k := exp.Content[i].Value; {
+		case slices.Contains(keys, k):
+			exp.Content = append(exp.Content[:i], exp.Content[i+2:]...)
+			continue
+		case k != "within" && k != "every":
+			left++
+		}
+		i += 2
+	}
+	if isExpect && left == 0 {
+		return nil
+	}
+	return n
 }
 
 // Render writes the variant as a scenario file in dir: the workload's own
@@ -71,6 +101,10 @@ func (w *Workload) Render(dir, name, comment string, v Variant) []byte {
 		switch {
 		case slices.Contains(w.Starts, i):
 			seq.Content = append(seq.Content, w.startStep(i, st, v.Faults))
+		case len(v.Unchecked) > 0:
+			if kept := withoutChecks(st, v.Unchecked, w.calls[i].Def.IsExpect()); kept != nil {
+				seq.Content = append(seq.Content, kept)
+			}
 		default:
 			seq.Content = append(seq.Content, clone(st))
 		}

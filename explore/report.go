@@ -26,8 +26,13 @@ func (r *Result) Counts() map[Outcome]int {
 
 // Run is how many points ran (a verdict of their own, whatever it is).
 func (r *Result) Run() int {
-	c := r.Counts()
-	return len(r.runPoints()) - c[NotRun]
+	n := 0
+	for _, p := range r.runPoints() {
+		if !p.Listed && p.Outcome != NotRun {
+			n++
+		}
+	}
+	return n
 }
 
 func (r *Result) runPoints() []*Point {

@@ -203,7 +203,7 @@ func SequenceDiagram(r *Result) string {
 	for _, st := range r.Steps {
 		st.Call.Draw(&d, st.Result)
 		for _, f := range st.Failures {
-			d.Note(fmt.Sprintf("FAIL %s: %s", f.Key, firstLine(f.Msg)), steps.ProducerDB, steps.ConsumerDB)
+			d.Note(fmt.Sprintf("FAIL %s: %s", f.Key, summary(f.Msg)), steps.ProducerDB, steps.ConsumerDB)
 		}
 	}
 	return d.String()

@@ -92,7 +92,7 @@ func WriteJUnit(w io.Writer, rep *Report) error {
 			if len(r.Services) > 0 {
 				text.WriteString("\nwhat the services said:\n" + strings.Join(serviceLines(r.Services), "\n") + "\n")
 			}
-			c.Failure = &junitFailure{Message: safe.LongLine(firstLine(r.Failures[0].String())), Type: safe.Line(r.Failures[0].Key), Text: text.String()}
+			c.Failure = &junitFailure{Message: safe.LongLine(summary(r.Failures[0].String())), Type: safe.Line(r.Failures[0].Key), Text: text.String()}
 			s.Failures++
 		}
 		if r.Skipped != "" && r.Passed() {
@@ -134,6 +134,17 @@ func WriteJUnit(w io.Writer, rep *Report) error {
 
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// summary is a failure's message on one line: its first, and the got of a
+// map or list check's "want …\n got …" with it (a CI summary that shows
+// only the message still says what was there).
+func summary(s string) string {
+	line, rest, _ := strings.Cut(s, "\n")
+	if got, ok := strings.CutPrefix(firstLine(rest), " got "); ok {
+		return line + ", got " + got
+	}
 	return line
 }
 

@@ -78,7 +78,7 @@ func TestJUnitReport(t *testing.T) {
 		t.Fatalf("counts: %+v", doc)
 	}
 	f := s.Cases[1].Failure
-	if f == nil || !regexp.MustCompile(`^t\.yaml:\d+:\d+: projection: want \{accounting`).MatchString(f.Message) ||
+	if f == nil || !regexp.MustCompile(`^t\.yaml:\d+:\d+: projection: want \{accounting.*\}, got \{accounting`).MatchString(f.Message) ||
 		!strings.Contains(f.Text, "- accounting.USD.amount: 1\n+ accounting.USD.amount: 5") || !strings.Contains(f.Text, "trace:\nt.yaml:3:5: produce") {
 		t.Errorf("failure: %+v", f)
 	}
