@@ -89,7 +89,7 @@ type State struct {
 	// LiveKeeps: on this broker no claim takes over what a live worker
 	// holds (broker.LiveKeeper), so a claim is no way back for it.
 	LiveKeeps bool
-	Consumers   map[string]*Consumer
+	Consumers map[string]*Consumer
 	// Projections are the read models: name → currency → projection row.
 	Projections map[string]map[string]Sum
 	// Books are the producer's own records beside the outbox; nil when not
