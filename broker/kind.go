@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"unicode/utf8"
 )
 
 // Kind is one broker as the runner knows it: everything that would
@@ -77,6 +78,12 @@ type Kind struct {
 	// LabelNote is a section the guarantees document ends with when the
 	// run's server carried a label (Host.SetLabel: the runner's kfake).
 	LabelNote string
+
+	// ConsumerID says why this broker cannot name the objects of a
+	// consumer id (a durable consumer, a queue), nil when it can; nil: any
+	// id the loader takes. A scenario with such an id is skipped on this
+	// broker with the reason, and runs on the others.
+	ConsumerID func(id string) error
 
 	// Options is the zero value of the struct a scenario tunes the
 	// broker with under the key Name (nil: no such key). Its fields' tags
@@ -296,6 +303,47 @@ func Names() []string {
 func WhyNot(name string, c Capability) string {
 	if k, ok := Lookup(name); ok {
 		return k.Limits[c]
+	}
+	return ""
+}
+
+// ScenarioKeyMaxLen is the longest scenario key the runner makes
+// ("drill:" + 8 hex + ":" + a sequence number of up to 19 digits): the
+// room a broker object named <key>.<consumer id> leaves (runner tests it).
+const ScenarioKeyMaxLen = 34
+
+// amqpShortStrMax is the longest AMQP 0-9-1 short string (a queue name).
+const amqpShortStrMax = 255
+
+// MaxQueueConsumerID is the longest consumer id that fits a RabbitMQ
+// queue named <scenario key>.<consumer id>.
+const MaxQueueConsumerID = amqpShortStrMax - ScenarioKeyMaxLen - len(".")
+
+// Clip shortens a long name for a message.
+func Clip(id string) string {
+	const keep = 40
+	if len(id) <= keep {
+		return id
+	}
+	cut := keep
+	for cut > 0 && !utf8.RuneStart(id[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…(%d bytes)", id[:cut], len(id))
+}
+
+// ConsumerIDSkip is why the scenario cannot run on broker kind b with
+// consumer ids ids ("" when it can): the first id its descriptor's
+// ConsumerID refuses.
+func ConsumerIDSkip(b string, ids []string) string {
+	k, ok := Lookup(b)
+	if !ok || k.ConsumerID == nil {
+		return ""
+	}
+	for _, id := range ids {
+		if err := k.ConsumerID(id); err != nil {
+			return fmt.Sprintf("consumer id %q: %v", Clip(id), err)
+		}
 	}
 	return ""
 }

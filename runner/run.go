@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/steps"
@@ -269,6 +270,19 @@ func allNA(res *report.Result) string {
 	return fmt.Sprintf("%s: every check is n/a on %s: %s", res.Scenario.Pos, res.Broker, res.NA[0].Reason)
 }
 
+// consumerIDSkip is why broker b cannot name one of sc's consumer ids, at
+// the first step that names it ("" when it can).
+func consumerIDSkip(sc *scenario.Scenario, b string) (diag.Pos, string) {
+	for _, c := range sc.Steps {
+		if cons, ok := c.Consumes(); ok {
+			if why := broker.ConsumerIDSkip(b, []string{cons.Consumer}); why != "" {
+				return c.Pos, why
+			}
+		}
+	}
+	return sc.Pos, broker.ConsumerIDSkip(b, sc.Consumers())
+}
+
 func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Result, error) {
 	if err := w.brokerUp(ctx, j.broker); err != nil {
 		return nil, err
@@ -281,6 +295,12 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 			return &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: len(p.brokers()) > 1 || j.broker != broker.Redis,
 				Skipped: fmt.Sprintf("%s: %s", sc.SystemPos, why)}, nil
 		}
+	}
+	// Never sent to a broker that cannot name it (on RabbitMQ a refused
+	// queue name closes the run's shared connection).
+	if at, why := consumerIDSkip(sc, j.broker); why != "" {
+		return &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: len(p.brokers()) > 1 || j.broker != broker.Redis,
+			Skipped: fmt.Sprintf("%s: %s", at, why)}, nil
 	}
 	var iso *isolation
 	var sys *sysrun.Run

@@ -71,7 +71,7 @@ type ClaimParams struct {
 // Handling are the parameters consume and claim share: how each delivery
 // is handled once a worker has it.
 type Handling struct {
-	Consumer string `param:"consumer" default:"accounting" doc:"consumer id: the group and the inbox dedupe scope. It names broker objects, so A-Z a-z 0-9 _ - only, at most 220 bytes, not log or dlq"`
+	Consumer string `param:"consumer" default:"accounting" doc:"consumer id: the group and the inbox dedupe scope. It names broker objects: a broker that cannot name it skips the scenario, saying why (NATS takes A-Z a-z 0-9 _ - only; RabbitMQ at most 220 bytes, not log or dlq)"`
 	Project  string `param:"projection" doc:"read model the consumer updates; default its consumer id. Naming another consumer's read model is the renamed-consumer anti-pattern"`
 	Fail     string `param:"fail" fault:"yes" enum:"divzero" doc:"divzero: SELECT 1/0 after the inbox insert, inside the consumer transaction"`
 	FailOnly string `param:"fail_event" doc:"with fail: strike only the deliveries of this business event id (a poison message among healthy ones); default every delivery"`

@@ -3,11 +3,13 @@ package jetstream
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	neturl "net/url"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/internal/redact"
@@ -30,11 +32,12 @@ var Kind = &broker.Kind{
 			return ""
 		},
 	},
-	Start:  start,
-	Open:   open,
-	Dir:    servers.NATSDir,
-	Limits: limits,
-	Verbs:  broker.Verbs{Publish: "PUB (PubAck)", Read: "pull (CONSUMER.MSG.NEXT)", Ack: "+ACK", Claim: "pull (after AckWait)"},
+	Start:      start,
+	Open:       open,
+	Dir:        servers.NATSDir,
+	Limits:     limits,
+	ConsumerID: consumerID,
+	Verbs:      broker.Verbs{Publish: "PUB (PubAck)", Read: "pull (CONSUMER.MSG.NEXT)", Ack: "+ACK", Claim: "pull (after AckWait)"},
 	Mechanisms: map[broker.Mechanism]string{
 		broker.SecondPublish: "dropped inside the stream's duplicate window when Nats-Msg-Id = event id (PubAck.Duplicate); stored again after the window",
 		broker.Takeover:      "the server redelivers after AckWait (counted from the delivery, or from the worker's last InProgress) to whichever client pulls next; a claim is such a pull",
@@ -99,4 +102,27 @@ func start(ctx context.Context, h broker.Host) (string, broker.Process, error) {
 	h.Defer(srv.Discard)
 	h.Logf("started NATS pid %d at %s in %s", srv.PID(), redact.URL(srv.URL()), srv.Dir)
 	return srv.URL(), srv, nil
+}
+
+// consumerID: a consumer id is the durable pull consumer's name
+// (sanitize). nats-server refuses names with whitespace, '.', '*', '>',
+// '/' or '\' ("Naming Streams, Consumers, and Accounts",
+// https://docs.nats.io/running-a-nats-service/nats_admin/jetstream_admin/naming);
+// any other character but A-Z a-z 0-9 '_' '-' the runner rewrites to '_',
+// where two ids could meet in one name: so only those are taken.
+func consumerID(id string) error {
+	for i, r := range id {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' {
+			continue
+		}
+		why := "a NATS JetStream consumer name cannot hold it (nats-server refuses whitespace, '.', '*', '>', '/', '\\' and control characters)"
+		if !(r == '.' || r == '*' || r == '>' || r == '/' || r == '\\' || unicode.IsSpace(r)) {
+			why = "the runner would rewrite it to '_' in the NATS JetStream consumer name, where two consumer ids could meet"
+		}
+		return fmt.Errorf("%q at byte %d: %s; on NATS a consumer id takes only A-Z a-z 0-9 _ -", r, i, why)
+	}
+	if len(id) > 255 {
+		return fmt.Errorf("%d bytes: a NATS JetStream consumer name is at most 255 (JSMaxNameLen)", len(id))
+	}
+	return nil
 }

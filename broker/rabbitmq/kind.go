@@ -3,6 +3,7 @@ package rabbitmq
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 
@@ -33,11 +34,12 @@ var Kind = &broker.Kind{
 			return ""
 		},
 	},
-	Start:  start,
-	Open:   open,
-	Dir:    servers.RabbitMQDir,
-	Limits: limits,
-	Verbs:  broker.Verbs{Publish: "basic.publish (confirm)", Read: "basic.get", Ack: "basic.ack", Claim: "basic.get (requeued)"},
+	Start:      start,
+	Open:       open,
+	Dir:        servers.RabbitMQDir,
+	Limits:     limits,
+	ConsumerID: consumerID,
+	Verbs:      broker.Verbs{Publish: "basic.publish (confirm)", Read: "basic.get", Ack: "basic.ack", Claim: "basic.get (requeued)"},
 	Mechanisms: map[broker.Mechanism]string{
 		broker.SecondPublish: "a second message in every bound queue",
 		broker.Takeover:      "none per message: when the worker's channel closes (its crash) the broker requeues ALL its unacked deliveries, marked Redelivered, for whoever reads next",
@@ -66,4 +68,19 @@ func start(ctx context.Context, h broker.Host) (string, broker.Process, error) {
 	h.Defer(srv.Discard)
 	h.Logf("started RabbitMQ pid %d at %s in %s", srv.PID(), redact.URL(srv.URL()), srv.Dir)
 	return srv.URL(), srv, nil
+}
+
+// consumerID: a consumer id names the group's queue, <scenario key>.<id>
+// (groupQueue): an AMQP 0-9-1 short string of at most 255 bytes (AMQP
+// 0-9-1 §4.2.5.3; https://www.rabbitmq.com/docs/queues#names), and not
+// <key>.log or <key>.dlq, the entry log and the dead letters.
+func consumerID(id string) error {
+	if len(id) > broker.MaxQueueConsumerID {
+		return fmt.Errorf("%d bytes, at most %d: RabbitMQ names its queue <scenario key>.<consumer id>, and AMQP 0-9-1 queue names are short strings of at most 255 bytes (%d are left after a scenario key of up to %d)",
+			len(id), broker.MaxQueueConsumerID, broker.MaxQueueConsumerID, broker.ScenarioKeyMaxLen)
+	}
+	if id == "log" || id == "dlq" {
+		return fmt.Errorf("RabbitMQ's queue <scenario key>.%s is the broker's own (the entry log and the dead letters are <key>.log and <key>.dlq)", id)
+	}
+	return nil
 }
