@@ -106,6 +106,10 @@ type record struct {
 	// starts maps the run's start steps to the workload's, whose
 	// positions the crossings are given (a variant's lines differ).
 	starts map[diag.Pos]diag.Pos
+	// steps maps each of the run's steps that is the workload's to the
+	// workload's step: a failure is said at the workload's position, not
+	// at the variant's file, which is gone once explore ends.
+	steps map[diag.Pos]diag.Pos
 	faults []Fault // the schedule it ran
 	// observe: the databases' proxies learn what every commit wrote (the
 	// fault-free run, and runs whose crossings a later stage reads); off,
@@ -115,7 +119,7 @@ type record struct {
 
 // newRecord maps the start steps of sc, variant v of w, to w's.
 func newRecord(w *Workload, v Variant, sc *scenario.Scenario) *record {
-	r := &record{starts: map[diag.Pos]diag.Pos{}, faults: v.Faults}
+	r := &record{starts: map[diag.Pos]diag.Pos{}, steps: map[diag.Pos]diag.Pos{}, faults: v.Faults}
 	k := 0 // the rendered step: the workload's, with fault steps put in (Render)
 	for i := range w.steps {
 		for _, f := range v.Faults {
@@ -123,15 +127,45 @@ func newRecord(w *Workload, v Variant, sc *scenario.Scenario) *record {
 				k += 2 // the catch-up sleep and the fault
 			}
 		}
-		if v.Drop[i] {
+		if !w.renders(i, v) {
 			continue
 		}
 		if k < len(sc.Steps) && sc.Steps[k].Def.Name == "start" {
 			r.starts[sc.Steps[k].Pos] = w.calls[i].Pos
 		}
+		if k < len(sc.Steps) {
+			r.steps[sc.Steps[k].Pos] = w.calls[i].Pos
+		}
 		k++
 	}
 	return r
+}
+
+// atWorkload is why with a position in the run's file sc (a variant
+// rendered to a temp file) said at the workload step it falls in.
+func (r *record) atWorkload(sc *scenario.Scenario, why string) string {
+	rest, ok := strings.CutPrefix(why, sc.File+":")
+	if !ok {
+		return why
+	}
+	var line int
+	if _, err := fmt.Sscanf(rest, "%d:", &line); err != nil {
+		return why
+	}
+	_, msg, _ := strings.Cut(strings.TrimLeft(rest, "0123456789:"), " ")
+	var in *diag.Pos
+	for _, st := range sc.Steps {
+		if st.Pos.Line <= line {
+			in = &st.Pos
+		}
+	}
+	if in == nil {
+		return why
+	}
+	if at, ok := r.steps[*in]; ok {
+		return fmt.Sprintf("%s: %s", at, msg)
+	}
+	return why
 }
 
 // outcome is one run: its verdict and what was crossed.
@@ -207,6 +241,7 @@ func (e *explorer) runScenarios(ctx context.Context, scs []*scenario.Scenario) (
 		out[i] = outcome{Verdict: classify(res), res: res}
 		if r := e.records[sc]; r != nil {
 			out[i].Verdict = out[i].Verdict.afterXADDError(r.faults)
+			out[i].Why = r.atWorkload(sc, out[i].Why)
 		}
 		if r := e.records[sc]; r != nil {
 			out[i].record = *r

@@ -3,6 +3,7 @@ package explore
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -359,5 +360,28 @@ func TestUnclassifiableBoundariesAreListed(t *testing.T) {
 	var js bytes.Buffer
 	if err := res.WriteJSON(&js); err != nil || !strings.Contains(js.String(), `"outcome": "unclassifiable"`) && !strings.Contains(js.String(), `"outcome":"unclassifiable"`) {
 		t.Errorf("JSON (%v): %s", err, js.String())
+	}
+}
+
+// A failure in a run is said at the workload's step, not in the variant's
+// temp file (gone once explore ends): also with fault steps put in and an
+// event left out, which move the variant's lines.
+func TestFailuresAreSaidAtTheWorkload(t *testing.T) {
+	src := "name: two events\nsteps:\n  - produce(event=a-1)\n  - produce(event=a-2)\n  - start: relay\n  - start: consumer\n  - expect: {inbox.rows: 2, within: 10s}\n"
+	w, errs := parseWorkload(context.Background(), "wl.yaml", []byte(src), loadSystem(t))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	v := Variant{Drop: map[int]bool{0: true}, Faults: []Fault{{Step: 3, Service: "consumer", On: "consumer_db.commit(table=processed_messages)", Nth: 1, Do: "kill", Where: "step"}}}
+	file := filepath.Join(t.TempDir(), ".explore-point-9.yaml")
+	scs, errs := scenario.Parse(file, w.Render(filepath.Dir(file), "p", "", v))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	sc := scs[0]
+	last := sc.Steps[len(sc.Steps)-1].Pos
+	why := fmt.Sprintf("%s:%d:%d: want 2, got 1", file, last.Line, last.Col+9)
+	if got, want := newRecord(w, v, sc).atWorkload(sc, why), "wl.yaml:7:5: want 2, got 1"; got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }

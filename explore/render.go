@@ -44,6 +44,15 @@ type Variant struct {
 	Unchecked []string
 }
 
+// renders reports whether workload step i is in v's scenario: not an
+// event v leaves out, nor an expect step all of whose checks it leaves out.
+func (w *Workload) renders(i int, v Variant) bool {
+	if v.Drop[i] {
+		return false
+	}
+	return len(v.Unchecked) == 0 || !w.calls[i].Def.IsExpect() || withoutChecks(w.steps[i], v.Unchecked, true) != nil
+}
+
 // withoutChecks is a step with the checks keys left out of its expect (an
 // expect step's own map, or a step's expect:), nil for an expect step with
 // no check left (a within: alone waits for nothing).
@@ -94,7 +103,7 @@ func (w *Workload) Render(dir, name, comment string, v Variant) []byte {
 				seq.Content = append(seq.Content, faultStep(f)...)
 			}
 		}
-		if i == len(w.steps) || v.Drop[i] {
+		if i == len(w.steps) || !w.renders(i, v) {
 			continue
 		}
 		st := w.steps[i]
@@ -102,9 +111,7 @@ func (w *Workload) Render(dir, name, comment string, v Variant) []byte {
 		case slices.Contains(w.Starts, i):
 			seq.Content = append(seq.Content, w.startStep(i, st, v.Faults))
 		case len(v.Unchecked) > 0:
-			if kept := withoutChecks(st, v.Unchecked, w.calls[i].Def.IsExpect()); kept != nil {
-				seq.Content = append(seq.Content, kept)
-			}
+			seq.Content = append(seq.Content, withoutChecks(st, v.Unchecked, false))
 		default:
 			seq.Content = append(seq.Content, clone(st))
 		}
