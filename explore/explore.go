@@ -109,7 +109,7 @@ type record struct {
 	// steps maps each of the run's steps that is the workload's to the
 	// workload's step: a failure is said at the workload's position, not
 	// at the variant's file, which is gone once explore ends.
-	steps map[diag.Pos]diag.Pos
+	steps  map[diag.Pos]diag.Pos
 	faults []Fault // the schedule it ran
 	// observe: the databases' proxies learn what every commit wrote (the
 	// fault-free run, and runs whose crossings a later stage reads); off,
