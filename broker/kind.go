@@ -228,6 +228,13 @@ type Verbs struct {
 	Claim   string // a claim's takeover: XCLAIM
 }
 
+// Verber is a scenario's broker whose operations have other names than
+// its kind's Verbs in the mode the scenario chose (a Kafka share group
+// reads with ShareFetch and acknowledges with ShareAcknowledge).
+type Verber interface {
+	Verbs() Verbs
+}
+
 // Mechanism is one thing the pipeline needs that brokers do each their
 // own way; its value is the guarantees document's words for it.
 type Mechanism string

@@ -9,6 +9,9 @@ var redisVerbs = broker.Verbs{Publish: "XADD", Read: "XREADGROUP", Ack: "XACK", 
 // verbs are the run's broker's own names of what the steps do, for the
 // step traces.
 func verbs(env *Env) broker.Verbs {
+	if v, ok := env.Broker.(broker.Verber); ok { // a scenario's own mode (a Kafka share group)
+		return v.Verbs()
+	}
 	if k, ok := broker.Lookup(env.BrokerName); ok {
 		return k.Verbs
 	}

@@ -151,7 +151,11 @@ func tableFilter(t fault.Trigger, filter string) (string, error) {
 	}
 	table, ok := strings.CutPrefix(filter, "table=")
 	if !ok || !sqlIdent.MatchString(strings.TrimSpace(table)) {
-		return "", fmt.Errorf("%s.%s takes (table=NAME) or (); got (%s)", t.Link, t.Boundary, filter)
+		hint := ""
+		if key, _, found := strings.Cut(filter, "="); found && !ok {
+			hint = diag.Suggest(strings.TrimSpace(key), []string{"table"})
+		}
+		return "", fmt.Errorf("%s.%s takes (table=NAME) or (); got (%s)%s", t.Link, t.Boundary, filter, hint)
 	}
 	return strings.TrimSpace(table), nil
 }

@@ -111,6 +111,7 @@ func TestParseTrigger(t *testing.T) {
 		"consumerdb.commit()":                 `unknown link "consumerdb" (did you mean "consumer_db"?)`,
 		"broker.reply()":                      "broker.reply needs the command",
 		"consumer_db.commit(inbox)":           "takes (table=NAME) or ()",
+		"consumer_db.commit(tabel=inbox)":     `takes (table=NAME) or (); got (tabel=inbox) (did you mean "table"?)`,
 		"commit":                              "want <link>.<boundary>(<filter>)",
 		"broker.reply(XAD)":                   `broker.reply(XAD): no Redis command XAD (did you mean "XADD"?)`,
 		"broker.request(xreadgrop)":           `no Redis command XREADGROP (did you mean "XREADGROUP"?)`,

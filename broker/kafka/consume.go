@@ -434,6 +434,16 @@ func (t *Topic) Claim(ctx context.Context, group, worker string, _ time.Duration
 	return m.poll(ctx, count, claimWait)
 }
 
+// Verbs: a share group reads with ShareFetch and acknowledges with
+// ShareAcknowledge (KIP-932), not Fetch and OffsetCommit (broker.Verber).
+func (t *Topic) Verbs() broker.Verbs {
+	v := Kind.Verbs
+	if t.opt.Share {
+		v.Read, v.Ack, v.Claim = "ShareFetch", "ShareAcknowledge", "ShareFetch (after the acquisition lock)"
+	}
+	return v
+}
+
 // LiveWorkerKeeps: in a classic group a live member keeps its partitions,
 // and what it was handed past the committed offset, until a rebalance
 // (broker.LiveKeeper); a share group's acquisition lock runs out instead,

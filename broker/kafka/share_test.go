@@ -204,3 +204,14 @@ func TestShareGroupARefusedImplicitAcceptDoesNotFailTheRead(t *testing.T) {
 		t.Fatalf("read after the kept record's lock ran out: %+v, %v; want e1 again, a later delivery", ds, err)
 	}
 }
+
+// A share group's traces name its own operations: a skip_ack crashed
+// before ShareAcknowledge, not before an OffsetCommit it never makes.
+func TestShareGroupVerbs(t *testing.T) {
+	if v := (&Topic{opt: Options{Share: true}}).Verbs(); v.Read != "ShareFetch" || v.Ack != "ShareAcknowledge" || v.Publish != "Produce" {
+		t.Errorf("share group verbs %+v", v)
+	}
+	if v := (&Topic{}).Verbs(); v != Kind.Verbs {
+		t.Errorf("classic group verbs %+v, want the kind's %+v", v, Kind.Verbs)
+	}
+}
