@@ -199,6 +199,17 @@ func (s *Stream) Capabilities() broker.Capabilities {
 	return cs
 }
 
+// unreachable says what nats.go's "outbound buffer limit exceeded" means
+// here: the connection is down and reconnecting, and the runner's client
+// buffers nothing meanwhile (ReconnectBufSize -1), so a publish fails at
+// once instead of waiting in a buffer the server may never read.
+func unreachable(err error) error {
+	if errors.Is(err, nats.ErrReconnectBufExceeded) {
+		return fmt.Errorf("the NATS server does not answer (the client is reconnecting and buffers nothing meanwhile): %w", err)
+	}
+	return err
+}
+
 // Publish publishes msgs one at a time, in order, each acknowledged by the
 // server before the next. An entry id is the stream sequence; a publish the
 // server recognised as a duplicate returns the original's sequence.
@@ -207,7 +218,7 @@ func (s *Stream) Publish(ctx context.Context, msgs []broker.Message) ([]string, 
 	for _, m := range msgs {
 		ack, err := s.publish(ctx, m)
 		if err != nil {
-			return ids, fmt.Errorf("jetstream publish %s (event %s): %w", s.name, m.EventID, err)
+			return ids, fmt.Errorf("jetstream publish %s (event %s): %w", s.name, m.EventID, unreachable(err))
 		}
 		ids = append(ids, strconv.FormatUint(ack.Sequence, 10))
 	}

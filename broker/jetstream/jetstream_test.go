@@ -636,3 +636,15 @@ func TestAPublishAfterDownFailsAtOnce(t *testing.T) {
 		t.Fatalf("publish with the server down: %v after %v; want an error at once", err, time.Since(start))
 	}
 }
+
+// A publish while the server is down says so: nats.go's own words are
+// about a buffer the runner's client does not keep.
+func TestAPublishWhileDownSaysTheServerDoesNotAnswer(t *testing.T) {
+	err := unreachable(fmt.Errorf("publish: %w", nats.ErrReconnectBufExceeded))
+	if !errors.Is(err, nats.ErrReconnectBufExceeded) || !strings.Contains(err.Error(), "the NATS server does not answer") {
+		t.Errorf("got %v", err)
+	}
+	if other := errors.New("nats: timeout"); unreachable(other) != other {
+		t.Error("another error is changed")
+	}
+}
