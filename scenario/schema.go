@@ -3,6 +3,7 @@ package scenario
 import (
 	"encoding/json"
 	"maps"
+	"regexp"
 	"strings"
 
 	"github.com/outboxdrill/runner/broker"
@@ -29,18 +30,17 @@ func Schema() []byte {
 		cs["description"] = c.Doc
 		defs["check."+c.Name] = cs
 	}
+	calls, keys := shorthands()
 	defs["shorthand"] = map[string]any{
 		"type":        "string",
-		"description": "step, step(flag) or step(key=value, ...)",
-		"pattern":     `^\s*(` + strings.Join(names, "|") + `)\s*(\(.*\))?\s*$`,
+		"description": "step, step(flag) or step(key=value, ...), each parameter the step's own, each value of its type",
+		"anyOf":       calls,
 	}
 	defs["shorthand-key"] = map[string]any{
-		"type":        "object",
-		"description": "a shorthand call as the step key (null value), with name and expect beside it",
-		"properties":  map[string]any{keyName: map[string]any{"type": "string"}, keyExpect: map[string]any{"type": "object"}},
-		"patternProperties": map[string]any{
-			`^\s*(` + strings.Join(names, "|") + `)\s*\(.*\)\s*$`: map[string]any{"type": "null"},
-		},
+		"type":                 "object",
+		"description":          "a shorthand call as the step key (null value), with name and expect beside it",
+		"properties":           map[string]any{keyName: map[string]any{"type": "string"}, keyExpect: map[string]any{"type": "object"}},
+		"patternProperties":    keys,
 		"additionalProperties": false,
 		// at least one key that is neither name nor expect: the call
 		"not": map[string]any{"propertyNames": map[string]any{"enum": []any{keyName, keyExpect}}},
@@ -94,6 +94,38 @@ func brokerLists() map[string]any {
 	return out
 }
 
+// shorthands are the patterns of each step's shorthand call: as a string
+// step (one per step and alias) and as a step key (with parentheses, a
+// null value). Each parameter is the step's own, each value of its type
+// (steps.Param.ShorthandPattern): a misspelt parameter, an unknown flag or
+// a value of another type is refused, as the loader refuses it.
+func shorthands() (calls []any, keys map[string]any) {
+	keys = map[string]any{}
+	for _, d := range steps.Defs() {
+		var args []string
+		for _, p := range d.Params {
+			value, bare := p.ShorthandPattern()
+			if value == "" {
+				continue
+			}
+			args = append(args, regexp.QuoteMeta(p.Name)+`\s*=\s*`+value)
+			if bare != "" {
+				args = append(args, bare)
+			}
+		}
+		arg := "(?:" + strings.Join(args, "|") + ")"
+		list := `\(\s*(?:` + arg + `(?:\s*,\s*` + arg + `)*)?\s*\)`
+		if len(args) == 0 {
+			list = `\(\s*\)`
+		}
+		for _, name := range append([]string{d.Name}, steps.AliasesOf(d)...) {
+			calls = append(calls, map[string]any{"pattern": `^\s*` + regexp.QuoteMeta(name) + `\s*(?:` + list + `)?\s*$`})
+			keys[`^\s*`+regexp.QuoteMeta(name)+`\s*`+list+`\s*$`] = map[string]any{"type": "null"}
+		}
+	}
+	return calls, keys
+}
+
 func ref(name string) map[string]any { return map[string]any{"$ref": "#/$defs/" + name} }
 
 // stepSchema is a step map: its step key (d's name or an alias of it) with
@@ -144,7 +176,7 @@ func checksSchema(d *steps.Def, defs map[string]any) map[string]any {
 		props[steps.WithinKey] = steps.DurationSchema()
 		props[steps.EveryKey] = steps.DurationSchema()
 	} else {
-		props[steps.ErrorKey] = map[string]any{"type": "string", "minLength": 1, "description": "the step must fail with an error containing this text"}
+		props[steps.ErrorKey] = map[string]any{"type": []string{"string", "number"}, "minLength": 1, "description": "the step must fail with an error containing this text"}
 	}
 	for _, b := range broker.Names() {
 		props[b] = ref(override)

@@ -100,6 +100,14 @@ func TestSchemaRejectsTypos(t *testing.T) {
 		"name: x\nsteps:\n  - relay(skip_mark): {limit: 1}\n",
 		"name: x\nsteps:\n  - relya(skip_mark):\n    expect: {published: 1}\n",
 		"name: x\nsteps:\n  - broker: reboot\n",
+		"name: x\nsteps: [relay(skip_mrak)]\n",
+		"name: x\nsteps: [consume(fail=divzer)]\n",
+		"name: x\nsteps: [claim(idle=abc)]\n",
+		"name: x\nsteps: [consume(consumr=x)]\n",
+		"name: x\nsteps: [consume(skip_ack=maybe)]\n",
+		"name: x\nsteps: [produce(amount=lots)]\n",
+		"name: x\nsteps: [broker(reboot)]\n",
+		"name: x\nsteps:\n  - relay(skip_mrak):\n    expect: {published: 1}\n",
 	} {
 		if err := validateYAML(s, src); err == nil {
 			t.Errorf("the schema accepts a broken scenario:\n%s", src)

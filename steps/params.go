@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -399,6 +400,50 @@ func (p Param) schema(vars bool) map[string]any {
 		return s
 	}
 	return map[string]any{"anyOf": []any{s, varRefSchema()}, "description": p.Doc}
+}
+
+// ShorthandPattern is a regular expression of the parameter's value as a
+// shorthand call writes it (consume(count=2)): its type's text, a quoted
+// string or a ${name} reference; "" for a parameter a shorthand cannot
+// hold (a map, a fault). Bare is what p alone stands for: a flag (a
+// boolean), or a primary parameter's value (sleep(100ms)).
+func (p Param) ShorthandPattern() (value, bare string) {
+	t := p.typ
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	const quoted, ref = `"[^"]*"|'[^']*'`, `\$\{[A-Za-z_][A-Za-z0-9_]*\}`
+	var v string
+	switch {
+	case t.Kind() == reflect.Map || t.Kind() == reflect.Struct:
+		return "", ""
+	case len(p.Enum) > 0:
+		v = strings.Join(quoteMetas(p.Enum), "|")
+	case t == durationType:
+		v = `0|[0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h)([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))*`
+	case t.Kind() == reflect.Bool:
+		v = `true|false|True|False|TRUE|FALSE`
+	case t.Kind() == reflect.Int, t.Kind() == reflect.Int64:
+		v = `[-+]?[0-9]+`
+	default:
+		v = `[^\s,()"'=][^,()=]*?`
+	}
+	value = "(?:" + v + "|" + quoted + "|" + ref + ")"
+	switch {
+	case t.Kind() == reflect.Bool:
+		bare = regexp.QuoteMeta(p.Name)
+	case p.Primary:
+		bare = value
+	}
+	return value, bare
+}
+
+func quoteMetas(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = regexp.QuoteMeta(s)
+	}
+	return out
 }
 
 // varRefSchema is the schema of a value holding a ${name} reference.
