@@ -14,6 +14,7 @@ import (
 // here with its reason.
 var optionalKindFields = map[string]string{
 	"Local":      "most brokers have no server the tests try first",
+	"ConsumerID": "a broker that names its objects after any consumer id the loader takes (Redis groups, Kafka groups)",
 	"LabelNote":  "only a server that is not the broker itself (kfake) has one",
 	"Options":    "a broker without a scenario key",
 	"OptionsDoc": "required with Options (checked below)",

@@ -11,6 +11,8 @@ import (
 	"github.com/outboxdrill/runner/broker/redisstream"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/steps"
+	"github.com/outboxdrill/runner/system"
 )
 
 // brokerNames are the placeholders that name the scenario's objects on the
@@ -46,6 +48,20 @@ type queued interface {
 }
 
 var _ queued = (*rabbitmq.Broker)(nil)
+
+// CheckPlaceholders is what validate checks of run's placeholderProblems:
+// those of the scenarios on brokers, and, for a system file alone (sys,
+// no scenario), of each of its services as if a scenario started it.
+func CheckPlaceholders(scs []*scenario.Scenario, sys *system.System, brokers []string) error {
+	if len(scs) == 0 && sys != nil {
+		alone := &scenario.Scenario{System: sys}
+		for _, name := range sys.Names() {
+			alone.Steps = append(alone.Steps, &steps.Call{Params: &steps.StartParams{ServiceParams: steps.ServiceParams{Service: name}}})
+		}
+		scs = []*scenario.Scenario{alone}
+	}
+	return placeholderProblems(scs, brokers)
+}
 
 // placeholderProblems checks, before anything runs, every ${…} the
 // services of each scenario's system file are given on each broker of the

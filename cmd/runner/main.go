@@ -764,9 +764,16 @@ func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	connectTimeoutFlag(fs, &p.ConnectTimeout, pg)
 	systemFile := fs.String("system", "", "the system `FILE` applies to every scenario, as with run; alone, validate checks that file")
 	offline := fs.Bool("offline", false, "load and check the files only: no mapping is checked against a database")
+	brokers := &listFlag{v: broker.Redis}
+	fs.Var(brokers, "broker", "check what the services are given on `"+runner.BrokerChoices()+"` (or a list), as run with that --broker would: a ${…} that means nothing there is an error")
 	paths, code, done := parseArgs(fs, args, stdout, stderr)
 	if done {
 		return code
+	}
+	runOn, err := runner.ParseBrokers(brokers.v)
+	if err != nil {
+		fmt.Fprintf(stderr, "runner validate: --broker: %v\n", err)
+		return exitInvalid
 	}
 	if !*offline && !checkURLs(fs, stderr, pg) {
 		return exitInvalid
@@ -781,6 +788,13 @@ func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	sys, ok := loadSystem(ctx, scs, *systemFile, stderr)
 	if !ok {
 		return loadFailed(ctx, stderr)
+	}
+	// What run would refuse before running anything: a ${…} a service is
+	// given that names nothing on a broker of the run.
+	var invalid *runner.InvalidError
+	if err := runner.CheckPlaceholders(scs, sys, runOn); errors.As(err, &invalid) {
+		printErrors(invalid.Errs, stderr)
+		return exitInvalid
 	}
 	note := ""
 	if !*offline {

@@ -59,6 +59,15 @@ func TestValidateSystem(t *testing.T) {
 	if code, _, errOut := cli(t, "validate", "--system", filepath.Join(filepath.Dir(sys), "nope.yaml")); code != exitInvalid || !strings.Contains(errOut, "nope.yaml") {
 		t.Errorf("a missing system file: exit %d, want 2 naming it\n%s", code, errOut)
 	}
+	// What run refuses before running anything, validate refuses too: a
+	// ${topic} (Kafka's) on the run's broker, redis unless --broker says.
+	kafkaOnly := teamSystem(t, `idle: {run: [sleep, "600"]}`, `idle: {run: [sleep, "600"], env: {T: "${topic}"}}`, "brokers: [redis]", "")
+	if code, _, errOut := cli(t, "validate", "--offline", "--system", kafkaOnly); code != exitInvalid || !strings.Contains(errOut, "${topic} means nothing on redis") {
+		t.Errorf("${topic} on redis: exit %d, want 2 saying it means nothing there\n%s", code, errOut)
+	}
+	if code, out, errOut := cli(t, "validate", "--offline", "--broker", "kafka", "--system", kafkaOnly); code != exitOK {
+		t.Errorf("${topic} on kafka: exit %d, want 0\n%s%s", code, out, errOut)
+	}
 }
 
 // Every mapped name the schema lacks is an error at its line:col in the
