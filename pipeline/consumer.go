@@ -268,7 +268,7 @@ func ackErr(err error) ([]string, error) {
 func (c *Consumer) handleAll(ctx context.Context, opt ConsumeOptions, ds []broker.Delivery) (ConsumeResult, error) {
 	var res ConsumeResult
 	var ack, nack []int // indexes into res.Handled
-	for _, d := range ds {
+	for i, d := range ds {
 		ackedFirst := false
 		if opt.AckFirst { // anti-pattern: the broker forgets the entry before the effect is durable
 			unheld, err := ackErr(c.Broker.Ack(ctx, opt.Consumer, d.ID))
@@ -279,7 +279,18 @@ func (c *Consumer) handleAll(ctx context.Context, opt ConsumeOptions, ds []broke
 		}
 		h, err := c.handle(ctx, opt, d)
 		if err != nil {
-			return res, c.giveUp(ctx, opt, ds, fmt.Errorf("entry %s (event %s): %w", d.ID, d.EventID, err))
+			err = fmt.Errorf("entry %s (event %s): %w", d.ID, d.EventID, err)
+			nacked, gerr := c.giveUp(ctx, opt, ds, err)
+			for k := range res.Handled { // committed, not acked yet: given back too
+				res.Handled[k].Nacked = nacked && !res.Handled[k].Acked
+			}
+			// Read, and not handled: delivered all the same, and the
+			// outcome says so (a pass that stopped at entry i read them).
+			for j, rest := range ds[i:] {
+				res.Handled = append(res.Handled, Handled{Delivery: rest, Outcome: Failed, Nacked: nacked,
+					Acked: j == 0 && ackedFirst, Reason: "not handled: the pass gave up at " + d.ID})
+			}
+			return res, gerr
 		}
 		if opt.AckFirst {
 			h.Acked = ackedFirst
@@ -332,18 +343,18 @@ func (c *Consumer) handleAll(ctx context.Context, opt ConsumeOptions, ds []broke
 // deliveries are nacked back (on Redis Streams they stay pending; on a
 // broker that holds a delivery for its channel they would otherwise be
 // stuck there until the worker died). With KeepFailed they stay held.
-func (c *Consumer) giveUp(ctx context.Context, opt ConsumeOptions, ds []broker.Delivery, err error) error {
+func (c *Consumer) giveUp(ctx context.Context, opt ConsumeOptions, ds []broker.Delivery, err error) (nacked bool, _ error) {
 	if opt.KeepFailed || opt.AckFirst {
-		return err
+		return false, err
 	}
 	ids := make([]string, len(ds))
 	for i, d := range ds {
 		ids[i] = d.ID
 	}
 	if nerr := c.Broker.Nack(context.WithoutCancel(ctx), opt.Consumer, ids...); nerr != nil {
-		return errors.Join(err, fmt.Errorf("nack after the failure: %w", nerr))
+		return false, errors.Join(err, fmt.Errorf("nack after the failure: %w", nerr))
 	}
-	return err
+	return true, err
 }
 
 // ids are the entry ids of the handled deliveries at indexes ks.

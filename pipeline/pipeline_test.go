@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"maps"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/pipeline"
+	schema "github.com/outboxdrill/runner/sql"
 )
 
 var producerTables = []string{"journal", "ledger_entries", "accounts", "outbox"}
@@ -241,5 +243,24 @@ func TestClashingOptionsAreRejected(t *testing.T) {
 	}
 	if res, err := w.cons.Consume(ctx, consumeOpt); err != nil || res.Count(pipeline.Applied) != 1 || res.Redelivered() != 0 {
 		t.Errorf("the entry was taken by a refused pass: %+v, %v", res, err)
+	}
+}
+
+// A pass that cannot reach its database reads its entries and gives up:
+// the error is the step's, and the outcome still says what it read — each
+// entry failed, not acked — so a later claim is a redelivery, not a first
+// delivery the history never saw.
+func TestAPassThatGivesUpSaysWhatItRead(t *testing.T) {
+	w, ctx := newWorld(t), t.Context()
+	w.produceAndRelay(t, transfer("e1", 100), transfer("e2", 50))
+	down := newDB(t, "pipeline_test_down_"+strings.ToLower(rand.Text()[:8]), schema.Consumer)
+	down.Close() // as a server that went away
+	res, err := (&pipeline.Consumer{DB: down, Broker: w.b}).Consume(ctx, consumeOpt)
+	if err == nil || len(res.Handled) != 2 || res.Count(pipeline.Failed) != 2 || res.Acked() != 0 || !strings.Contains(res.Handled[1].Reason, "not handled") {
+		t.Fatalf("consume without its database: %+v, %v; want both entries failed, not acked, and the error", res, err)
+	}
+	res, err = w.cons.Claim(ctx, consumeOpt)
+	if err != nil || res.Count(pipeline.Applied) != 2 || res.Redelivered() != 2 {
+		t.Fatalf("claim: %+v, %v", res, err)
 	}
 }
