@@ -215,6 +215,9 @@ func Scan(src []byte) []Problem {
 	for i, l := range lines {
 		s.n = i + 1
 		s.line(i+1, []rune(l))
+		if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "#") {
+			s.prev = t
+		}
 	}
 	for _, o := range s.flow {
 		if s.quote != 0 {
@@ -279,6 +282,7 @@ type scanner struct {
 	block    *blockScalar
 	lax      bool // complex keys (? :) seen: no indentation checks
 	n        int  // the line being scanned
+	prev     string
 }
 
 type blockScalar struct {
@@ -454,7 +458,13 @@ func (s *scanner) item(n, c int, dash bool, what string, startLine bool) bool {
 		s.add(n, col, "%s is indented too deep: %s on line %d already has a value, so a key of the same map goes at column %d", quote(what), quote(lastKey.name+":"), lastKey.line, lastKey.col+1)
 		return false
 	case top.seq && (isKey || dash && !plain):
-		s.add(n, col, "%s is indented too deep: the list item before it already has a value; a new item starts with \"- \" at column %d", quote(what), top.col+1)
+		msg := fmt.Sprintf("%s is indented too deep: the list item before it already has a value; a new item starts with \"- \" at column %d", quote(what), top.col+1)
+		if item, ok := strings.CutPrefix(s.prev, "- "); ok && isKey && !strings.HasSuffix(item, ":") && !strings.ContainsAny(item, "{[#") {
+			// - relay(skip_mark) then expect: under it: the item meant
+			// to be a key with expect beside it.
+			msg += fmt.Sprintf(", or, to give that item this key, end it with \":\" (- %s:)", item)
+		}
+		s.add(n, col, "%s", msg)
 		return false
 	case isKey || dash && !plain:
 		s.add(n, col, "%s is indented too deep: the line before already has a value; align it with column %d", quote(what), top.col+1)

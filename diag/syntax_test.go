@@ -65,7 +65,10 @@ func TestLocate(t *testing.T) {
 			`8:7: "expect:" is indented too deep: "expect:" on line 7 already has a value, so a key of the same map goes at column 5`},
 		// yaml.v3: line 4: mapping values are not allowed in this context
 		{"key under a list item", "name: x\nsteps:\n  - relay\n   bad: [\n",
-			`4:4: "bad:" is indented too deep: the list item before it already has a value; a new item starts with "- " at column 3`},
+			`4:4: "bad:" is indented too deep: the list item before it already has a value; a new item starts with "- " at column 3, or, to give that item this key, end it with ":" (- relay:)`},
+		// yaml.v3: line 4: mapping values are not allowed in this context
+		{"a shorthand item without its colon", "name: x\nsteps:\n  - relay(skip_mark)\n    expect: {published: 1}\n",
+			`4:5: "expect:" is indented too deep: the list item before it already has a value; a new item starts with "- " at column 3, or, to give that item this key, end it with ":" (- relay(skip_mark):)`},
 		// yaml.v3: line 2: mapping values are not allowed in this context
 		{"top-level key indented", "name: x\n  steps:\n  - relay\n",
 			`2:3: "steps:" is indented too deep: "name:" on line 1 already has a value, so a key of the same map goes at column 1`},
