@@ -224,11 +224,11 @@ func lost(c string, ops []Op, cs *Consumer, st State) []Violation {
 			if live {
 				continue // the broker may still hand c an entry of it
 			}
-			why := "the broker holds no entry of it"
+			what := "committed, marked published in the outbox, never applied, and the broker holds no entry of it"
 			if n > 0 {
-				why = fmt.Sprintf("the broker holds %d entr(ies) of it, none of which group %s can be handed any more (acked, or behind the group's last-delivered id and not pending)", n, c)
+				what = fmt.Sprintf("committed, published, never applied, and the broker holds %d entr(ies) of it, none of which group %s can be handed any more (acked, or behind the group's last-delivered id and not pending)", n, c)
 			}
-			vs = append(vs, Violation{Lost, c, ev, "committed, published, never applied, and " + why, trail(relevant(ops, c), ev)})
+			vs = append(vs, Violation{Lost, c, ev, what, trail(relevant(ops, c), ev)})
 			continue
 		}
 		live := slices.ContainsFunc(held[ev], func(id string) bool { return !acked[id] })

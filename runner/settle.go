@@ -94,7 +94,7 @@ func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Dur
 			lag, err = readLag(rctx, env, &fp)
 		}
 		if err != nil {
-			return settled{}, fmt.Errorf("settle: %w", err)
+			return settled{}, err // its failure is said under the key settle
 		}
 		now := time.Now()
 		if polls == 0 || fp != last {
@@ -109,7 +109,7 @@ func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Dur
 			v.soft = append(v.soft, lagging(lag, live)...)
 		}
 		if err != nil {
-			return settled{}, fmt.Errorf("settle: %w", err)
+			return settled{}, err // its failure is said under the key settle
 		}
 		if run.Holding() {
 			// A delay fault holds a reply: the service is mid-call. Waited

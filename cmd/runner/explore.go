@@ -148,6 +148,17 @@ func exploreInput(ctx context.Context, fs *flag.FlagSet, f *exploreFlags, paths 
 	case f.p.Depth > 2:
 		return usage("--depth %d: 1 or 2", f.p.Depth)
 	}
+	if !f.random {
+		var set []string
+		fs.Visit(func(fl *flag.Flag) {
+			if fl.Name == "events" || fl.Name == "seed" || fl.Name == "faults" {
+				set = append(set, "--"+fl.Name)
+			}
+		})
+		if len(set) > 0 {
+			return usage("%s drive(s) the random mode: add --random (without it explore runs the systematic points)", strings.Join(set, ", "))
+		}
+	}
 	if f.only != "" {
 		re, err := regexp.Compile(f.only)
 		if err != nil {

@@ -117,6 +117,10 @@ steps:
 	if code != exitInvalid || !strings.Contains(stderr, "--out DIR is required") {
 		t.Errorf("no --out: exit %d, want 2\n%s", code, stderr)
 	}
+	code, _, stderr = cli(t, "explore", wl, "--out", t.TempDir(), "--events", "10", "--seed", "3")
+	if code != exitInvalid || !strings.Contains(stderr, "--events, --seed drive(s) the random mode: add --random") {
+		t.Errorf("--events without --random: exit %d, want 2 saying it needs --random\n%s", code, stderr)
+	}
 }
 
 // On NATS the boundary map has the broker's side too — the relay's
