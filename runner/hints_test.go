@@ -31,13 +31,16 @@ func TestKeepHintsPerBroker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hints := strings.Join(w.inspect(pair.iso, b), "\n")
+		hints := strings.Join(w.inspect(pair.iso, b, "accounting", "billing"), "\n")
 		name := pair.Stream // as the broker names it
 		if b == broker.NATS {
 			name = natsStreamExists(t, p.URLs[broker.NATS], hints)
 		}
 		if !strings.Contains(hints, "psql") || !strings.Contains(hints, tool) || !strings.Contains(hints, name) {
 			t.Errorf("%s: hints lack psql, %s or the stream %s:\n%s", b, tool, name, hints)
+		}
+		if strings.Contains(hints, "<consumer-id>") || b == broker.Redis && (!strings.Contains(hints, " accounting") || !strings.Contains(hints, " billing")) {
+			t.Errorf("%s: hints leave the consumer id to the reader, or miss one of the scenario's:\n%s", b, hints)
 		}
 		for other, otherTool := range tools {
 			if other != b && strings.Contains(hints, otherTool) {

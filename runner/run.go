@@ -408,7 +408,7 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 	}
 	keep := p.Keep == KeepAll || p.Keep == KeepFailed && !res.Passed()
 	if keep {
-		res.Kept = w.inspect(iso, j.broker)
+		res.Kept = w.inspect(iso, j.broker, sc.Consumers()...)
 	}
 	err = w.recycle(ctx, iso, keep)
 	res.Duration = time.Since(start)

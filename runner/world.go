@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -433,8 +434,10 @@ func (w *World) pool(ctx context.Context, side int, db string) (*pgxpool.Pool, e
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
-// inspect tells how to look at a kept scenario's databases and stream.
-func (w *World) inspect(iso *isolation, b string) []string {
+// inspect tells how to look at a kept scenario's databases and stream: a
+// broker's hint for one consumer group (<consumer-id>) once per consumer
+// id of the scenario, the exact command.
+func (w *World) inspect(iso *isolation, b string, consumers ...string) []string {
 	psql := func(side int, db string) string {
 		cfg, _ := pgx.ParseConfig(w.pgURLs[side])
 		return fmt.Sprintf("psql 'postgres://%s@%s:%d/%s'", cfg.User, cfg.Host, cfg.Port, db)
@@ -442,10 +445,21 @@ func (w *World) inspect(iso *isolation, b string) []string {
 	hints := []string{"producer DB: " + psql(producerSide, iso.producer) + " -c 'TABLE outbox'",
 		"consumer DB: " + psql(consumerSide, iso.consumer) + " -c 'TABLE inbox' -c 'TABLE projection'"}
 	if conn, ok := w.brokerConns()[b]; ok {
-		hints = append(hints, conn.Hints(iso.streamKey)...)
+		for _, h := range conn.Hints(iso.streamKey) {
+			if !strings.Contains(h, consumerHole) || len(consumers) == 0 {
+				hints = append(hints, h)
+				continue
+			}
+			for _, c := range consumers {
+				hints = append(hints, strings.ReplaceAll(h, consumerHole, c))
+			}
+		}
 	}
 	return hints
 }
+
+// consumerHole is where a broker's hint (Conn.Hints) names a consumer id.
+const consumerHole = "<consumer-id>"
 
 // redisClient is the run's Redis client (raw bench), or nil.
 func (w *World) redisClient() *redis.Client {
