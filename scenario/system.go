@@ -1,12 +1,15 @@
 package scenario
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/system"
 )
@@ -91,7 +94,45 @@ func (sc *Scenario) UseSystem(sys *system.System) diag.Errors {
 		}
 		sc.System, sc.SystemPos = sys, diag.Pos{File: sys.File, Line: 1, Col: 1}
 	}
-	return append(sc.checkServices(), sc.CheckPlaceholders(nil)...)
+	return append(append(sc.checkServices(), sc.checkBrokerFaults()...), sc.CheckPlaceholders(nil)...)
+}
+
+// checkBrokerFaults: a broker fault of a start step must apply on one of
+// the brokers the system file says its services speak (brokers:), as that
+// broker's proxy reads it. One written for another broker (XACK on a
+// RabbitMQ-only system) would only ever be skipped: nothing would be
+// drilled, so it is an error, with each broker's reason.
+func (sc *Scenario) checkBrokerFaults() diag.Errors {
+	if sc.System == nil || len(sc.System.Brokers) == 0 {
+		return nil
+	}
+	var errs diag.Errors
+	for _, c := range sc.Steps {
+		t, pos, ok := steps.StartFault(c)
+		if !ok || t.Link != fault.Broker {
+			continue
+		}
+		var why []string
+		applies := false
+		for _, b := range sc.System.Brokers {
+			k, ok := broker.Lookup(b)
+			if !ok || k.Proxy == nil {
+				applies = true // judged when it runs
+				break
+			}
+			err := k.Proxy.Check(t)
+			if err == nil {
+				applies = true
+				break
+			}
+			why = append(why, fmt.Sprintf("%s: %v", b, err))
+		}
+		if !applies {
+			errs = append(errs, diag.Errorf(pos, "%s applies on none of the brokers %s speaks (brokers: %s): %s",
+				t.On(), sc.System.File, strings.Join(sc.System.Brokers, ", "), strings.Join(why, "; ")))
+		}
+	}
+	return errs
 }
 
 // checkServices: a step that runs a service needs a system file naming it.

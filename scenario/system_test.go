@@ -94,3 +94,28 @@ func TestGivenSystemOverridesTheKey(t *testing.T) {
 		t.Errorf("overridden: %q and %q, want own.yaml and none", own.SystemOverridden, none.SystemOverridden)
 	}
 }
+
+// A broker fault written for another broker than the system's (XACK, a
+// Redis command, on a RabbitMQ-only system) is a load error naming each
+// broker's reason: it would only ever be skipped, nothing drilled.
+func TestABrokerFaultForAnotherBrokerIsAnError(t *testing.T) {
+	src := "name: f\nsteps:\n  - start: {service: consumer, fault: {on: \"broker.request(XACK)\", do: kill}}\n"
+	for brokers, want := range map[string]string{
+		"rabbitmq":       `t.yaml:3:44: broker.request(XACK) applies on none of the brokers s.yaml speaks (brokers: rabbitmq): rabbitmq: unknown operation "XACK"`,
+		"redis":          "",
+		"rabbitmq,redis": "",
+	} {
+		scs, errs := Parse("t.yaml", []byte(src))
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		sys := &system.System{File: "s.yaml", Brokers: strings.Split(brokers, ","), Services: map[string]*system.Service{"consumer": {}}}
+		errs = scs[0].UseSystem(sys)
+		switch {
+		case want == "" && len(errs) > 0:
+			t.Errorf("brokers %s: %v, want none", brokers, errs)
+		case want != "" && (len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), want)):
+			t.Errorf("brokers %s:\n got %v\nwant %s…", brokers, errs, want)
+		}
+	}
+}
