@@ -316,7 +316,9 @@ func parseProjection(file string, n *yaml.Node) (any, diag.Errors) {
 		rows := map[string]ProjectionRow{}
 		inner := eachPair(file, v, func(cur string, v *yaml.Node) *diag.Error {
 			r, err := parseRow(file, v)
-			rows[cur] = r
+			if r != (ProjectionRow{}) { // {amount: 0, events: 0}: no row, as a count of 0 is none
+				rows[cur] = r
+			}
 			return err
 		})
 		if len(rows) > 0 { // {accounting: {}} is the same as not listing accounting

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5/pgconn"
 	"gopkg.in/yaml.v3"
 
@@ -231,5 +232,19 @@ func TestDownFailureIsAnOutcome(t *testing.T) {
 	var oe *OutcomeError
 	if errors.As(downFailure(&Env{}, &RelayParams{Mode: "publish_first"}, pub), &oe) {
 		t.Error("a broker the scenario did not stop: its failure is the scenario's error")
+	}
+}
+
+// A projection row of nothing ({amount: 0, events: 0}) is no row, as a
+// count of 0 is none: such a want holds where the read model has no row.
+func TestAZeroProjectionRowIsNoRow(t *testing.T) {
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte("{accounting: {USD: {amount: 5, events: 1}, EUR: {amount: 0, events: 0}}, billing: {EUR: {amount: 0, events: 0}}}"), &n); err != nil {
+		t.Fatal(err)
+	}
+	got, errs := parseProjection("t.yaml", n.Content[0])
+	want := map[string]map[string]ProjectionRow{"accounting": {"USD": {Amount: 5, Events: 1}}}
+	if len(errs) > 0 || !cmp.Equal(got, any(want)) {
+		t.Errorf("got %v (%v), want %v", got, errs, want)
 	}
 }
