@@ -153,6 +153,12 @@ func TestParseErrors(t *testing.T) {
 		{"unknown invariant", "name: x\nexpect_violations: [lots]\nsteps: [produce]\n", []string{
 			`t.yaml:2:21: expect_violations: unknown invariant "lots" (did you mean "lost"?)`,
 		}},
+		{"a list as a variable", "name: x\nvars: {cur: [USD, EUR]}\nsteps:\n  - produce: {currency: \"${cur}\"}\n", []string{
+			`t.yaml:2:13: cur: want a single value, got a list; one variant per value is matrix: {cur: [...]}`,
+		}},
+		{"a matrix value twice", "name: x\nmatrix: {c: [USD, USD]}\nsteps:\n  - produce: {currency: \"${c}\"}\n", []string{
+			`t.yaml:2:19: matrix: c: USD given twice (each value makes one variant)`,
+		}},
 		{"an outcome in a separate expect", "name: x\nsteps:\n  - produce\n  - expect: {committed: 1}\n", []string{
 			`t.yaml:4:14: committed is what produce reports: put it in that step's own expect (- produce:, then expect: {committed: ...} under it); a separate expect step checks state`,
 		}},

@@ -32,7 +32,15 @@ func parseVars(file string, n *yaml.Node, errs *diag.Errors) map[string]string {
 		return vars
 	}
 	for _, kv := range diag.Pairs(file, n, errs) {
-		if checkVarName(kv, errs) && scalarValue(file, kv, errs) {
+		if !checkVarName(kv, errs) {
+			continue
+		}
+		if kv.Value.Kind == yaml.SequenceNode && len(kv.Value.Content) > 0 && kv.Value.Content[0].Kind == yaml.ScalarNode {
+			*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "%s: want a single value, got a list; one variant per value is matrix: {%s: [...]}", kv.Key, kv.Key))
+			vars[kv.Key] = kv.Value.Content[0].Value // defined: its uses are not undefined too
+			continue
+		}
+		if scalarValue(file, kv, errs) {
 			vars[kv.Key] = kv.Value.Value
 		}
 	}
@@ -56,9 +64,14 @@ func parseMatrix(file string, n *yaml.Node, errs *diag.Errors) []axis {
 		}
 		a := axis{name: kv.Key}
 		for _, v := range kv.Value.Content {
-			if scalarValue(file, steps.Arg{Key: kv.Key, Value: v}, errs) {
-				a.values = append(a.values, v.Value)
+			if !scalarValue(file, steps.Arg{Key: kv.Key, Value: v}, errs) {
+				continue
 			}
+			if slices.Contains(a.values, v.Value) {
+				*errs = append(*errs, diag.Errorf(diag.NodePos(file, v), "matrix: %s: %s given twice (each value makes one variant)", kv.Key, v.Value))
+				continue
+			}
+			a.values = append(a.values, v.Value)
 		}
 		axes = append(axes, a)
 	}
