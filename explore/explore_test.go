@@ -305,7 +305,7 @@ steps:
   - start: consumer
   - expect: {inbox.rows: 2, within: 10s}
   - relay(limit=1):
-    expect: {published: 0, inbox.rows: 2}
+    expect: {published: 0, inbox.rows: 2, nats: {inbox.rows: 1}}
 `
 	w, errs := parseWorkload(context.Background(), "wl.yaml", []byte(src), loadSystem(t))
 	if len(errs) > 0 {
@@ -328,7 +328,7 @@ steps:
 		}
 		return keys
 	}
-	if got := checks(Variant{}); strings.Join(got, " ") != "outbox.unpublished inbox.rows inbox.rows published" {
+	if got := checks(Variant{}); strings.Join(got, " ") != "outbox.unpublished inbox.rows inbox.rows inbox.rows published" {
 		t.Errorf("the whole workload: checks %v", got)
 	}
 	v := Variant{Drop: map[int]bool{w.Events[0]: true}, Unchecked: staleChecks([]string{"check inbox.rows", "double_applied"}, []string{"double_applied"})}

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/outboxdrill/runner/broker"
 )
 
 // Fault is one fault of a schedule, armed with a start step of the
@@ -64,7 +66,15 @@ func withoutChecks(st *yaml.Node, keys []string, isExpect bool) *yaml.Node {
 	}
 	left := 0
 	for i := 0; i+1 < len(exp.Content); {
-		switch k := exp.Content[i].Value; {
+		k, v := exp.Content[i].Value, exp.Content[i+1]
+		if slices.Contains(broker.Names(), k) && v.Kind == yaml.MappingNode { // a broker's override
+			dropKeys(v, keys)
+			if len(v.Content) == 0 {
+				exp.Content = append(exp.Content[:i], exp.Content[i+2:]...)
+				continue
+			}
+		}
+		switch {
 		case slices.Contains(keys, k):
 			exp.Content = append(exp.Content[:i], exp.Content[i+2:]...)
 			continue
@@ -77,6 +87,17 @@ func withoutChecks(st *yaml.Node, keys []string, isExpect bool) *yaml.Node {
 		return nil
 	}
 	return n
+}
+
+// dropKeys takes keys out of map m.
+func dropKeys(m *yaml.Node, keys []string) {
+	for i := 0; i+1 < len(m.Content); {
+		if slices.Contains(keys, m.Content[i].Value) {
+			m.Content = append(m.Content[:i], m.Content[i+2:]...)
+			continue
+		}
+		i += 2
+	}
 }
 
 // Render writes the variant as a scenario file in dir: the workload's own

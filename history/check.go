@@ -335,8 +335,10 @@ func stranded(c string, mine []Op, cs *Consumer, st State) []Violation {
 	for i, op := range mine {
 		switch {
 		case op.Kind == Pass:
-			reach := op.TakesOver && !st.LiveKeeps
 			for _, o := range pending {
+				// A nacked entry is back with the broker: any pass may
+				// take it, where a live worker keeps the others.
+				reach := op.TakesOver && (!st.LiveKeeps || o.op.Nacked)
 				o.readOn = o.readOn || !reach
 				o.claimed = o.claimed || reach
 				o.tried = o.tried || op.TakesOver && !reach

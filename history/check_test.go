@@ -266,3 +266,19 @@ func TestAClaimThatCannotTakeItIsNoWayBack(t *testing.T) {
 		}
 	}
 }
+
+// A nacked entry is back with the broker, where a live worker keeps none:
+// a claim after it is a way back on every broker (RabbitMQ requeues it).
+func TestANackedEntryIsNotStrandedByALiveKeeper(t *testing.T) {
+	ops, st := clean()
+	ops[2].Kind, ops[2].Acked, ops[2].Nacked = "failed", false, true
+	ops = append(ops, Op{Step: "s:4", Kind: Pass, Consumer: "c"}, Op{Step: "s:5", Kind: Pass, Consumer: "c", TakesOver: true})
+	noEffect(&st)
+	st.Consumers["c"].HasPending = false
+	st.LiveKeeps = true
+	for _, v := range check(ops, st) {
+		if v.Invariant == Stranded {
+			t.Errorf("a nacked entry judged stranded: %s", v)
+		}
+	}
+}

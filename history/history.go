@@ -40,6 +40,7 @@ type Op struct {
 	Payload  string // commits, publishes and deliveries
 	Acked    bool   // deliveries: XACKed after handling
 	DLQ      bool   // deliveries: moved to the dead-letter stream
+	Nacked   bool   // deliveries: given back to the broker for redelivery
 	// TakesOver: a pass that takes over entries delivered before (a claim),
 	// not one that reads new entries.
 	TakesOver bool

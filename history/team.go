@@ -181,18 +181,11 @@ func teamInbox(c string, cs *Consumer, st State, ops []Op) []Violation {
 // the inbox's own payloads.)
 func teamReadModel(c string, cs *Consumer, st State, ops []Op, inboxPhantom bool) []Violation {
 	events, amounts := map[string]int64{}, map[string]int64{}
-	lo, hi := map[string]int64{}, map[string]int64{} // the smallest and largest amount per currency
 	count := func(payload, what string) bool {
 		amount, cur, ok := st.Team.amount(payload)
 		if !ok {
 			st.NotJudged[DoubleApplied+" (read model "+c+")"] = fmt.Sprintf("%s has no amount and currency where the system file says (%s): the read model's moves could not be counted per currency", what, payload)
 			return false
-		}
-		if events[cur] == 0 || amount < lo[cur] {
-			lo[cur] = amount
-		}
-		if events[cur] == 0 || amount > hi[cur] {
-			hi[cur] = amount
 		}
 		events[cur]++
 		amounts[cur] += amount
@@ -208,6 +201,17 @@ func teamReadModel(c string, cs *Consumer, st State, ops []Op, inboxPhantom bool
 			return nil
 		}
 	}
+	// The smallest and largest amount anybody committed, per currency: an
+	// extra move may re-apply any committed event, in the inbox or not.
+	lo, hi, seen := map[string]int64{}, map[string]int64{}, map[string]bool{}
+	for _, payload := range st.Outbox {
+		if amount, cur, ok := st.Team.amount(payload); ok {
+			lo[cur], hi[cur] = min(amount, lo[cur]), max(amount, hi[cur])
+			if !seen[cur] {
+				lo[cur], hi[cur], seen[cur] = amount, amount, true
+			}
+		}
+	}
 	var vs []Violation
 	got := st.Projections[c]
 	for _, cur := range sortedKeys(got) {
@@ -220,8 +224,8 @@ func teamReadModel(c string, cs *Consumer, st State, ops []Op, inboxPhantom bool
 			// largest. Outside that, one was an amount nobody committed
 			// (a forged copy applied); inside, nothing is claimed. An
 			// inbox row that shows the phantom already says it.
-			if k, extra := p.Events-events[cur], p.Amount-amounts[cur]; !inboxPhantom && events[cur] > 0 && (extra < k*lo[cur] || extra > k*hi[cur]) {
-				vs = append(vs, Violation{Phantom, c, "", fmt.Sprintf("read model %s, %s: its %d extra move(s) add %d, but the events in the inbox were committed with amounts from %d to %d: an amount nobody committed was applied",
+			if k, extra := p.Events-events[cur], p.Amount-amounts[cur]; !inboxPhantom && seen[cur] && (extra < k*lo[cur] || extra > k*hi[cur]) {
+				vs = append(vs, Violation{Phantom, c, "", fmt.Sprintf("read model %s, %s: its %d extra move(s) add %d, but the events were committed with amounts from %d to %d: an amount nobody committed was applied",
 					c, cur, k, extra, lo[cur], hi[cur]), redelivered(ops, c)})
 			}
 		case p.Events == events[cur] && p.Amount != amounts[cur]:

@@ -31,7 +31,7 @@ func TestKeepHintsPerBroker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hints := strings.Join(w.inspect(pair.iso, b, "accounting", "billing"), "\n")
+		hints := strings.Join(w.inspect(pair.iso, b, "accounting", "billing v2"), "\n")
 		name := pair.Stream // as the broker names it
 		if b == broker.NATS {
 			name = natsStreamExists(t, p.URLs[broker.NATS], hints)
@@ -39,7 +39,7 @@ func TestKeepHintsPerBroker(t *testing.T) {
 		if !strings.Contains(hints, "psql") || !strings.Contains(hints, tool) || !strings.Contains(hints, name) {
 			t.Errorf("%s: hints lack psql, %s or the stream %s:\n%s", b, tool, name, hints)
 		}
-		if strings.Contains(hints, "<consumer-id>") || b == broker.Redis && (!strings.Contains(hints, " accounting") || !strings.Contains(hints, " billing")) {
+		if strings.Contains(hints, "<consumer-id>") || b == broker.Redis && (!strings.Contains(hints, " accounting") || !strings.Contains(hints, " 'billing v2'")) {
 			t.Errorf("%s: hints leave the consumer id to the reader, or miss one of the scenario's:\n%s", b, hints)
 		}
 		for other, otherTool := range tools {

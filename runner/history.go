@@ -29,7 +29,7 @@ func ops(recs []report.StepRecord) []history.Op {
 		}
 		for _, e := range st.Result.Entries {
 			out = append(out, history.Op{Step: where, StepN: i, Kind: e.Outcome, EventID: e.EventID, EntryID: e.EntryID,
-				Consumer: e.Consumer, Model: cons.Model, Payload: e.Payload, Acked: e.Acked, DLQ: e.DeadLettered, Republish: e.Republish})
+				Consumer: e.Consumer, Model: cons.Model, Payload: e.Payload, Acked: e.Acked, DLQ: e.DeadLettered, Nacked: e.Nacked, Republish: e.Republish})
 		}
 	}
 	return out

@@ -399,6 +399,9 @@ func (w *World) createDB(ctx context.Context, side int, name string, undo *clean
 	// commit on the server after the client gave up, and then no drop was
 	// registered for it (seen: 2 runs in 12 left half a pair). Created to
 	// its end, it is dropped with the rest.
+	if err := ctx.Err(); err != nil {
+		return context.Cause(ctx) // ended before it began: nothing to see through
+	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createDBTimeout)
 	defer cancel()
 	_, err := w.admins[side].Exec(cctx, q)
@@ -451,11 +454,20 @@ func (w *World) inspect(iso *isolation, b string, consumers ...string) []string 
 				continue
 			}
 			for _, c := range consumers {
-				hints = append(hints, strings.ReplaceAll(h, consumerHole, c))
+				hints = append(hints, strings.ReplaceAll(h, consumerHole, shellQuote(c)))
 			}
 		}
 	}
 	return hints
+}
+
+// shellQuote is s as one shell word: as it is when plain, else in single
+// quotes (a consumer id may hold a space or a quote).
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // consumerHole is where a broker's hint (Conn.Hints) names a consumer id.

@@ -72,6 +72,13 @@ func TestShippedScenariosMatchTheSchema(t *testing.T) {
 	if err := validateYAML(s, matrix); err != nil {
 		t.Errorf("vars and matrix: %v", err)
 	}
+	values := "name: v\nvars: {d: 5, n: 1}\nsteps:\n  - sleep(${d}ms)\n  - consume(count=${n}0, skip_ack=1)\n  - consume(fail=divzero, fail_event=a=b)\n  - consume(fail=divzero, fail_event=x(1))\n  - claim(idle=0, skip_ack=f)\n"
+	if err := validateYAML(s, values); err != nil {
+		t.Errorf("shorthand values the loader takes (a ${var} inside a value, ParseBool's 1/f, = and parentheses in a string): %v", err)
+	}
+	if _, errs := Parse("v.yaml", []byte(values)); len(errs) > 0 {
+		t.Errorf("the loader refuses the values the schema is tested to take: %v", errs)
+	}
 	forms := "name: f\nsteps:\n  - sleep: 100ms\n  - broker: restart\n  - producer(kill)\n  - consumer: {restart: true}\n  - relay(skip_mark):\n    name: crash\n    expect: {published: 1}\n"
 	if err := validateYAML(s, forms); err != nil {
 		t.Errorf("single values, aliases, a shorthand key: %v", err)

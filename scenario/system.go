@@ -89,7 +89,7 @@ var serviceSteps = []string{"kill", "start", "stop"}
 // the run's broker is known: CheckPlaceholders).
 func (sc *Scenario) UseSystem(sys *system.System) diag.Errors {
 	if sys != nil && sc.System != sys {
-		if sc.System != nil && sc.System.File != sys.File {
+		if sc.System != nil && canonical(sc.System.File) != canonical(sys.File) {
 			sc.SystemOverridden = sc.System.File
 		}
 		sc.System, sc.SystemPos = sys, diag.Pos{File: sys.File, Line: 1, Col: 1}

@@ -190,7 +190,7 @@ func consumeResult(res pipeline.ConsumeResult, consumer string, skipAck bool, ac
 		"redelivered":   int64(res.Redelivered()),
 	}}
 	for _, h := range res.Handled {
-		r.Entries = append(r.Entries, Entry{EntryID: h.ID, EventID: h.EventID, Outcome: string(h.Outcome), Consumer: consumer, Payload: h.Payload, Acked: h.Acked, DeadLettered: h.DeadLettered})
+		r.Entries = append(r.Entries, Entry{EntryID: h.ID, EventID: h.EventID, Outcome: string(h.Outcome), Consumer: consumer, Payload: h.Payload, Acked: h.Acked, DeadLettered: h.DeadLettered, Nacked: h.Nacked})
 		line := fmt.Sprintf("entry %s (%s): %s", h.ID, h.EventID, h.Outcome)
 		switch {
 		case h.DeadLettered && h.Acked:

@@ -412,7 +412,8 @@ func (p Param) ShorthandPattern() (value, bare string) {
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	const quoted, ref = `"[^"]*"|'[^']*'`, `\$\{[A-Za-z_][A-Za-z0-9_]*\}`
+	// A ${name} anywhere in a value (${d}ms, ${n}0): typed once substituted.
+	const quoted, ref = `"[^"]*"|'[^']*'`, `[^,]*\$\{[A-Za-z_][A-Za-z0-9_]*\}[^,]*`
 	var v string
 	switch {
 	case t.Kind() == reflect.Map || t.Kind() == reflect.Struct:
@@ -422,11 +423,11 @@ func (p Param) ShorthandPattern() (value, bare string) {
 	case t == durationType:
 		v = `0|[0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h)([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))*`
 	case t.Kind() == reflect.Bool:
-		v = `true|false|True|False|TRUE|FALSE`
+		v = `true|false|True|False|TRUE|FALSE|t|f|T|F|1|0` // strconv.ParseBool's
 	case t.Kind() == reflect.Int, t.Kind() == reflect.Int64:
 		v = `[-+]?[0-9]+`
 	default:
-		v = `[^\s,()"'=][^,()=]*?`
+		v = `[^\s,"'][^,]*?` // up to the next comma: = and parentheses inside too
 	}
 	value = "(?:" + v + "|" + quoted + "|" + ref + ")"
 	switch {

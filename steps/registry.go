@@ -77,6 +77,8 @@ type Entry struct {
 	Acked   bool   `json:"acked,omitempty"`
 	// DeadLettered: moved to the dead-letter stream.
 	DeadLettered bool `json:"dead_lettered,omitempty"`
+	// Nacked: given back to the broker for redelivery (not acked).
+	Nacked bool `json:"nacked,omitempty"`
 	// Republish: published on purpose again (a replay, a reconcile, a raw
 	// publish), not by a relay.
 	Republish bool `json:"republish,omitempty"`
