@@ -8,17 +8,16 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/scenario"
-	"github.com/outboxdrill/runner/steps"
 )
 
-// steps.MaxConsumerIDLen leaves room for the scenario key that prefixes a
+// broker.MaxQueueConsumerID leaves room for the scenario key that prefixes a
 // RabbitMQ queue name: the longest key acquire can make fits it.
 func TestScenarioKeyFitsConsumerIDBudget(t *testing.T) {
 	key := fmt.Sprintf("%s:%s:%d", namePrefix, newRunID(), math.MaxInt)
-	if len(key) > steps.ScenarioKeyMaxLen {
-		t.Fatalf("scenario key %q is %d bytes; steps.ScenarioKeyMaxLen is %d", key, len(key), steps.ScenarioKeyMaxLen)
+	if len(key) > broker.ScenarioKeyMaxLen {
+		t.Fatalf("scenario key %q is %d bytes; broker.ScenarioKeyMaxLen is %d", key, len(key), broker.ScenarioKeyMaxLen)
 	}
-	if q := key + "." + string(make([]byte, steps.MaxConsumerIDLen)); len(q) > 255 {
+	if q := key + "." + string(make([]byte, broker.MaxQueueConsumerID)); len(q) > 255 {
 		t.Fatalf("longest RabbitMQ queue name is %d bytes, over AMQP's 255", len(q))
 	}
 }
@@ -40,7 +39,7 @@ func TestConsumerIDsOneBrokerRefusesSkipThere(t *testing.T) {
 		{"dlq", map[string]string{broker.RabbitMQ: "<scenario key>.dlq is the broker's own"}},
 		{long, map[string]string{broker.RabbitMQ: "AMQP 0-9-1 queue names are short strings of at most 255 bytes", broker.NATS: "at most 255"}},
 		{"accounting-v2", nil},
-		{strings.Repeat("c", steps.MaxConsumerIDLen), nil},
+		{strings.Repeat("c", broker.MaxQueueConsumerID), nil},
 	} {
 		scs, errs := scenario.Parse("x.yaml", []byte("name: x\nsteps:\n  - produce\n  - consume: {consumer: \""+tc.id+"\"}\n"))
 		if len(errs) > 0 {

@@ -16,15 +16,6 @@ import (
 // the others — never sent to that broker (on RabbitMQ a refused name
 // would close the run's shared connection for every later scenario).
 
-// MaxConsumerIDLen is the longest consumer id a RabbitMQ queue name holds
-// (broker.MaxQueueConsumerID): <scenario key>.<consumer id> must fit
-// AMQP's 255-byte short string.
-const MaxConsumerIDLen = broker.MaxQueueConsumerID
-
-// ScenarioKeyMaxLen is the room a consumer id leaves for the scenario key
-// that prefixes its RabbitMQ queue name (broker.ScenarioKeyMaxLen).
-const ScenarioKeyMaxLen = broker.ScenarioKeyMaxLen
-
 // CheckConsumerID says why id cannot be a consumer id on any broker, or
 // returns nil.
 func CheckConsumerID(id string) error {
