@@ -37,6 +37,12 @@ func Check(ops []Op, st State, consumers []string, models map[string][]string) [
 		vs = append(vs, doubleApplied(m, ops)...)
 		vs = append(vs, projection(m, models[m], ops, st)...)
 	}
+	if len(consumers) == 0 && st.Team == nil {
+		// No step read: lost still has a meaning, for any reader to come.
+		// An event marked published that the broker holds no entry of can
+		// reach none (lost with no consumer named nothing before).
+		vs = append(vs, lost("", ops, &Consumer{}, st)...)
+	}
 	for _, c := range consumers {
 		cs := st.Consumers[c]
 		if cs == nil {

@@ -282,3 +282,25 @@ func TestANackedEntryIsNotStrandedByALiveKeeper(t *testing.T) {
 		}
 	}
 }
+
+// TestLostWithNoConsumer: a scenario that never consumes still loses an
+// event marked published that the broker holds no entry of (a mark_first
+// relay that crashed before publishing); one the broker holds is on its way.
+func TestLostWithNoConsumer(t *testing.T) {
+	ops, st := clean()
+	ops = ops[:1] // committed, marked, never published
+	st.Stream = map[string]int{}
+	st.Consumers = map[string]*Consumer{}
+	vs := Check(ops, st, nil, nil)
+	if len(vs) != 1 || vs[0].Invariant != Lost || vs[0].EventID != "e1" {
+		t.Fatalf("want e1 lost, got %v", vs)
+	}
+	st.Stream = map[string]int{"e1": 1}
+	if vs := Check(ops, st, nil, nil); len(vs) != 0 {
+		t.Fatalf("held by the broker: want no violation, got %v", vs)
+	}
+	st.Stream, st.Unpublished = map[string]int{}, map[string]bool{"e1": true}
+	if vs := Check(ops, st, nil, nil); len(vs) != 0 {
+		t.Fatalf("still in the outbox: want no violation, got %v", vs)
+	}
+}
