@@ -131,7 +131,7 @@ func (e *explorer) random(ctx context.Context, res *Result, xs []sysrun.Crossing
 	// the out directory takes the findings only).
 	rr.File = filepath.Join(e.p.Out, fmt.Sprintf("random-seed-%d.schedule", r.Seed))
 	title := fmt.Sprintf("explore --random --seed %d: %d events, %d fault(s)", r.Seed, r.Events, len(sched))
-	if err := os.WriteFile(rr.File, long.Render(e.p.Out, title, "Replay: runner run "+rr.File, Variant{Faults: sched}), 0o644); err != nil { //nolint:gosec // a scenario for anyone to read
+	if err := os.WriteFile(rr.File, long.Render(e.p.Out, title, "Replay: runner run "+rr.File, Variant{Faults: sched, Optional: true}), 0o644); err != nil { //nolint:gosec // a scenario for anyone to read
 		return err
 	}
 	e.logf("random: seed %d, %d events, %d fault(s) drawn; the schedule as a scenario: %s", r.Seed, r.Events, len(sched), rr.File)

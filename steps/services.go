@@ -28,6 +28,10 @@ type FaultParams struct {
 	On  string `param:"on" required:"yes" doc:"where: <link>.<boundary>(<filter>); links producer_db and consumer_db with commit(table=T) or statement(table=T) (a transaction's tables are what it wrote), broker with request(CMD) or reply(CMD); e.g. consumer_db.commit(table=inbox), broker.reply(XADD)"`
 	Nth int64  `param:"nth" default:"1" min:"1" doc:"strike at the Nth crossing of the boundary"`
 	Do  string `param:"do" required:"yes" doc:"kill: SIGKILL the service while the reply is held (it never sees it); cut: close its connection; error: a commit really rolls back and the client gets an error (Redis: an -ERR reply, the command not forwarded); delay(250ms): hold the reply"`
+	// Optional is how runner explore writes a finding's faults: the fixed
+	// service may never cross the boundary again, and its scenario must
+	// pass then ("fails until the bug is fixed").
+	Optional bool `param:"optional" doc:"a fault that need not strike: one that never fired does not fail the scenario (runner explore writes its findings so: a fixed service may take another path)"`
 
 	trigger fault.Trigger
 }
@@ -41,7 +45,7 @@ func (f *FaultParams) Validate() error {
 	if t.Action, err = system.ParseAction(f.Do); err != nil {
 		return ParamErrorf("do", "do: %v", err)
 	}
-	t.Nth = int(f.Nth)
+	t.Nth, t.Optional = int(f.Nth), f.Optional
 	f.trigger = t
 	return nil
 }

@@ -483,7 +483,9 @@ func (r *Run) Unstruck() error {
 				errs = append(errs, fmt.Errorf("the fault %s on %s struck and was still holding the reply when the scenario ended (wait past its %s with expect's within:, or use a shorter delay)", a.f, a.service, a.f.Action.Delay))
 				continue
 			}
-			errs = append(errs, fmt.Errorf("the fault %s on %s never fired", a.f, a.service))
+			if !a.f.Optional {
+				errs = append(errs, fmt.Errorf("the fault %s on %s never fired", a.f, a.service))
+			}
 			continue
 		}
 		if err := a.a.Err(); errors.As(err, &u) {

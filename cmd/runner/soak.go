@@ -86,18 +86,6 @@ func soakDefaults(f *exploreFlags, paths []string, stderr io.Writer) (cleanup fu
 			os.RemoveAll(d)
 		}
 	}
-	if f.system == "" && len(paths) == 0 {
-		dir, err := os.MkdirTemp("", "runner-soak-system-")
-		if err != nil {
-			fmt.Fprintf(stderr, "runner soak: %v\n", err)
-			return cleanup, false
-		}
-		dirs = append(dirs, dir)
-		if f.system, err = writeReferenceSystem(dir); err != nil {
-			fmt.Fprintf(stderr, "runner soak: %v\n", err)
-			return cleanup, false
-		}
-	}
 	if f.p.Out == "" {
 		dir, err := os.MkdirTemp("", "runner-soak-"+time.Now().Format("20060102-150405")+"-")
 		if err != nil {
@@ -105,6 +93,21 @@ func soakDefaults(f *exploreFlags, paths []string, stderr io.Writer) (cleanup fu
 			return cleanup, false
 		}
 		f.p.Out, dirs = dir, append(dirs, dir)
+	}
+	if f.system == "" && len(paths) == 0 {
+		// Inside the out directory: the scenarios written there name it
+		// (system: reference-system/system.yaml), so they replay as long
+		// as the directory is kept.
+		dir := filepath.Join(f.p.Out, "reference-system")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			fmt.Fprintf(stderr, "runner soak: %v\n", err)
+			return cleanup, false
+		}
+		var err error
+		if f.system, err = writeReferenceSystem(dir); err != nil {
+			fmt.Fprintf(stderr, "runner soak: %v\n", err)
+			return cleanup, false
+		}
 	}
 	return cleanup, true
 }

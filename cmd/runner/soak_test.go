@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -34,6 +35,15 @@ func TestSoakIsExploreRandomOnTheReferenceSystem(t *testing.T) {
 		t.Errorf("the output names no runner-soak-* dir:\n%s", out)
 	} else if _, err := os.Stat(dir); err == nil {
 		t.Errorf("a soak that held left %s", dir)
+	}
+	// With --out, what it wrote replays after it ended: the reference
+	// system it drilled is written there too.
+	out2 := t.TempDir()
+	if code, out, errOut = cli(t, "soak", "--events", "3", "--faults", "0.5", "--seed", "3", "--out", out2); code != exitOK {
+		t.Fatalf("soak --out: exit %d:\n%s\n%s", code, out, errOut)
+	}
+	if code, out, errOut = cli(t, "validate", filepath.Join(out2, "random-seed-3.schedule")); code != exitOK {
+		t.Errorf("the schedule a soak wrote does not load after it ended: exit %d:\n%s\n%s", code, out, errOut)
 	}
 	code, _, errOut = cli(t, "soak", "--batch", "5", "--events", "1")
 	if code != exitInvalid || !strings.Contains(errOut, "runner soak: --batch: only with --in-process") {

@@ -97,6 +97,12 @@ steps:
 	if code != exitFailed || !strings.Contains(out, "never fired") {
 		t.Errorf("a fault that never fires: exit %d, want 1 saying so:\n%s", code, out)
 	}
+	// The same fault optional (as runner explore writes a finding's): a
+	// service that never crosses the boundary passes.
+	optional := scenarioFile(t, "optional.yaml", strings.Replace(mustRead(t, never), "do: kill}", "do: kill, optional: true}", 1))
+	if code, out, _ = cli(t, "run", optional); code != exitOK {
+		t.Errorf("an optional fault that never fires: exit %d, want 0:\n%s", code, out)
+	}
 	typo := scenarioFile(t, "typo.yaml", `name: a typo
 system: `+sys+`
 steps:

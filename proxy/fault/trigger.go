@@ -39,6 +39,9 @@ type Trigger struct {
 	Filter   Filter
 	Nth      int // 1 = the first crossing that matches; 0 counts as 1
 	Action   Action
+	// Optional: the scenario does not fail when it never struck (the
+	// proxy ignores it; sysrun's Unstruck reads it).
+	Optional bool
 }
 
 // Link is a connection of a service that a proxy sits on.
