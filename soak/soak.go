@@ -185,16 +185,28 @@ func cmpOr(v, def int) int {
 	return v
 }
 
-// fault decides, from the seed and the decision's name alone, whether a
+// draw decides, from the seed and the decision's name alone, whether a
 // fault strikes: the same seed injects the same faults at the same points.
-func (s *soak) fault(kind string, n int) bool {
+func (s *soak) draw(kind string, n int) bool {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d/%s/%d", s.p.Seed, kind, n)
-	if rand.New(rand.NewPCG(h.Sum64(), s.p.Seed)).Float64() >= s.p.Faults {
-		return false
-	}
+	return rand.New(rand.NewPCG(h.Sum64(), s.p.Seed)).Float64() < s.p.Faults
+}
+
+// struck counts a fault of kind that met work: one drawn for a pass that
+// found nothing to relay or read struck nothing, and is not reported.
+func (s *soak) struck(kind string) {
 	c, _ := s.faults.LoadOrStore(kind, new(atomic.Int64))
 	c.(*atomic.Int64).Add(1)
+}
+
+// fault is draw for a fault that always meets work (a produce, a replay
+// of what was just published), counted when drawn.
+func (s *soak) fault(kind string, n int) bool {
+	if !s.draw(kind, n) {
+		return false
+	}
+	s.struck(kind)
 	return true
 }
 
@@ -328,10 +340,14 @@ func (s *soak) produce(ctx context.Context, i int) error {
 // strike at random. It returns how many rows it published.
 func (s *soak) relayPass(ctx context.Context, n int) (int, error) {
 	start := time.Now()
-	res, err := s.env.relay.Relay(ctx, pipeline.RelayOptions{Limit: s.p.Batch, SkipMark: s.fault("relay.skip_mark", n)})
+	skipMark := s.draw("relay.skip_mark", n)
+	res, err := s.env.relay.Relay(ctx, pipeline.RelayOptions{Limit: s.p.Batch, SkipMark: skipMark})
 	s.hist.published("relay", false, res.Published...)
 	if err != nil || len(res.Published) == 0 {
 		return 0, err
+	}
+	if skipMark {
+		s.struck("relay.skip_mark")
 	}
 	s.relayMu.Lock()
 	s.relayNs = append(s.relayNs, time.Since(start))
@@ -363,13 +379,17 @@ func (s *soak) replay(ctx context.Context, eventID string) error {
 func (s *soak) consumePass(ctx context.Context, wk, n int) (int, error) {
 	opt := pipeline.ConsumeOptions{Consumer: soakConsumer, Worker: fmt.Sprintf("worker-%d", wk), Count: s.p.Batch, Block: time.Millisecond}
 	key := hashInt(fmt.Sprintf("%d/%d", wk, n))
+	kind := ""
 	switch {
-	case s.fault("consume.divzero", key):
-		opt.Fault = pipeline.DivZero
-	case s.fault("consume.skip_ack", key):
-		opt.SkipAck = true
+	case s.draw("consume.divzero", key):
+		opt.Fault, kind = pipeline.DivZero, "consume.divzero"
+	case s.draw("consume.skip_ack", key):
+		opt.SkipAck, kind = true, "consume.skip_ack"
 	}
 	res, err := s.consume(ctx, opt)
+	if kind != "" && len(res.Handled) > 0 {
+		s.struck(kind)
+	}
 	return len(res.Handled), err
 }
 
@@ -485,7 +505,7 @@ func (r *Report) Format() string {
 		}
 		fmt.Fprintf(&b, "    %s\n", v)
 	}
-	fmt.Fprintf(&b, "  replay with  runner soak --events %d --faults %g --seed %d --parallel %d --batch %d\n", p.Events, p.Faults, p.Seed, p.Workers, p.Batch)
+	fmt.Fprintf(&b, "  replay with  runner soak --in-process --events %d --faults %g --seed %d --parallel %d --batch %d\n", p.Events, p.Faults, p.Seed, p.Workers, p.Batch)
 	if p.Workers > 1 {
 		b.WriteString("               (same faults at the same decision points; with --parallel 1 a run replays exactly)\n")
 	}

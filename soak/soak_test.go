@@ -32,6 +32,11 @@ func TestSoakHoldsItsInvariants(t *testing.T) {
 			t.Errorf("no %s fault in:\n%s", kind, rep.Format())
 		}
 	}
+	// A fault is counted where it met work: each divzero pass failed a
+	// delivery at least (a pass that read nothing struck nothing).
+	if f, failed := rep.Faults["consume.divzero"], rep.Outcomes[pipeline.Failed]; f > int64(failed) {
+		t.Errorf("%d consume.divzero faults, but %d deliveries failed:\n%s", f, failed, rep.Format())
+	}
 	if rep.Outcomes[pipeline.Duplicate] == 0 || rep.RawPerSec <= 0 {
 		t.Errorf("no duplicates delivered or no baseline:\n%s", rep.Format())
 	}
@@ -298,3 +303,14 @@ func TestParamsValidate(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { testservers.Main(m) }
+
+// TestTheReplayCommandRunsThisEngine: the command a violation prints is
+// the in-process engine's (without --in-process, --batch is refused and
+// the soak would be explore's random mode).
+func TestTheReplayCommandRunsThisEngine(t *testing.T) {
+	rep := &Report{Params: Params{Events: 5, Faults: 0.5, Seed: 9, Workers: 1, Batch: 3},
+		Violations: []history.Violation{{Invariant: history.Lost, EventID: "e-1"}}}
+	if want := "replay with  runner soak --in-process --events 5 --faults 0.5 --seed 9 --parallel 1 --batch 3\n"; !strings.Contains(rep.Format(), want) {
+		t.Errorf("want %q in:\n%s", want, rep.Format())
+	}
+}
