@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/soak"
 	"github.com/outboxdrill/runner/sql"
 )
@@ -57,9 +59,10 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "runner soak: %s: only with --in-process (the in-process engine's)\nusage: %s\n", strings.Join(onlyInProcess, ", "), soakUsage)
 		return exitInvalid
 	}
-	cleanup, ok := soakDefaults(f, paths, stderr)
-	if !ok {
-		return exitEnvironment
+	cleanup, code := soakDefaults(f, paths, stderr)
+	if code != 0 {
+		cleanup(false)
+		return code
 	}
 	code = runExplore(ctx, fs, f, paths, stdout, stderr)
 	cleanup(code == exitFailed)
@@ -75,7 +78,7 @@ func isInProcess(a string) bool {
 // soakDefaults gives a soak without --system the reference system and
 // without --out a directory of its own; cleanup removes what nobody needs
 // once the soak ended (the out directory unless it holds a finding).
-func soakDefaults(f *exploreFlags, paths []string, stderr io.Writer) (cleanup func(found bool), ok bool) {
+func soakDefaults(f *exploreFlags, paths []string, stderr io.Writer) (cleanup func(found bool), code int) {
 	var dirs []string
 	cleanup = func(found bool) {
 		for _, d := range dirs {
@@ -90,9 +93,15 @@ func soakDefaults(f *exploreFlags, paths []string, stderr io.Writer) (cleanup fu
 		dir, err := os.MkdirTemp("", "runner-soak-"+time.Now().Format("20060102-150405")+"-")
 		if err != nil {
 			fmt.Fprintf(stderr, "runner soak: %v\n", err)
-			return cleanup, false
+			return cleanup, exitEnvironment
 		}
 		f.p.Out, dirs = dir, append(dirs, dir)
+	}
+	if f.system == "" && len(paths) == 0 && !strings.EqualFold(strings.TrimSpace(f.broker), broker.Redis) {
+		// The reference relay and consumer speak Redis only: a skip (as
+		// for a team's system on another broker) would explore nothing.
+		fmt.Fprintf(stderr, "runner soak: --broker %s: the reference system (the runner's own relay and consumer as processes) speaks Redis only; drill another broker with --system FILE (a team's services on it)\nusage: %s\n", safe.Line(f.broker), soakUsage)
+		return cleanup, exitInvalid
 	}
 	if f.system == "" && len(paths) == 0 {
 		// Inside the out directory: the scenarios written there name it
@@ -101,15 +110,15 @@ func soakDefaults(f *exploreFlags, paths []string, stderr io.Writer) (cleanup fu
 		dir := filepath.Join(f.p.Out, "reference-system")
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			fmt.Fprintf(stderr, "runner soak: %v\n", err)
-			return cleanup, false
+			return cleanup, exitEnvironment
 		}
 		var err error
 		if f.system, err = writeReferenceSystem(dir); err != nil {
 			fmt.Fprintf(stderr, "runner soak: %v\n", err)
-			return cleanup, false
+			return cleanup, exitEnvironment
 		}
 	}
-	return cleanup, true
+	return cleanup, 0
 }
 
 // referenceSystem is the reference pipeline as a team's system: the

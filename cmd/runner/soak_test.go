@@ -45,6 +45,12 @@ func TestSoakIsExploreRandomOnTheReferenceSystem(t *testing.T) {
 	if code, out, errOut = cli(t, "validate", filepath.Join(out2, "random-seed-3.schedule")); code != exitOK {
 		t.Errorf("the schedule a soak wrote does not load after it ended: exit %d:\n%s\n%s", code, out, errOut)
 	}
+	// The reference system speaks Redis only: another broker is a usage
+	// error, not a skip that explored nothing and passed.
+	code, _, errOut = cli(t, "soak", "--events", "1", "--broker", "nats")
+	if code != exitInvalid || !strings.Contains(errOut, "runner soak: --broker nats: the reference system") {
+		t.Errorf("--broker nats on the reference system: exit %d, %s", code, errOut)
+	}
 	code, _, errOut = cli(t, "soak", "--batch", "5", "--events", "1")
 	if code != exitInvalid || !strings.Contains(errOut, "runner soak: --batch: only with --in-process") {
 		t.Errorf("--batch without --in-process: exit %d, %s", code, errOut)
