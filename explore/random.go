@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -34,6 +35,9 @@ type RandomResult struct {
 	Outcome  string   `json:"outcome"`
 	Finding  *Finding `json:"-"`
 	Seconds  float64  `json:"seconds"`
+	// Kinds counts the schedule's faults by service and action (drawn:
+	// one armed near the end may never meet its crossing).
+	Kinds map[string]int `json:"kinds"`
 }
 
 // randomSettle bounds the settling of a long random run: a consumer may
@@ -125,6 +129,10 @@ func (e *explorer) random(ctx context.Context, res *Result, xs []sysrun.Crossing
 	rr := &RandomResult{Seed: r.Seed, Events: r.Events}
 	for _, f := range sched {
 		rr.Schedule = append(rr.Schedule, fmt.Sprintf("before ev-%d: %s %s", eventNo(long, f.Step), f.Service, f))
+		if rr.Kinds == nil {
+			rr.Kinds = map[string]int{}
+		}
+		rr.Kinds[f.Service+" "+f.Do]++
 	}
 	res.Random = rr
 	// The schedule as a scenario, to replay or read (not *.yaml: a run of
@@ -157,6 +165,16 @@ func eventNo(w *Workload, i int) int { return slices.Index(w.Events, i) + 1 }
 func (r *RandomResult) summary(w io.Writer) {
 	fmt.Fprintf(w, "random: seed %d, %d events, %d fault(s) (the same seed draws the same schedule): %s in %.1fs\n",
 		r.Seed, r.Events, len(r.Schedule), safe.Line(r.Verdict.String()), r.Seconds)
+	if r.Seconds > 0 {
+		fmt.Fprintf(w, "  %.0f events/s over the whole run (services started, faults, recovery, settling)\n", float64(r.Events)/r.Seconds)
+	}
+	if len(r.Kinds) > 0 {
+		var kinds []string
+		for _, k := range slices.Sorted(maps.Keys(r.Kinds)) {
+			kinds = append(kinds, fmt.Sprintf("%s %d", k, r.Kinds[k]))
+		}
+		fmt.Fprintf(w, "  faults drawn per kind: %s\n", safe.Line(strings.Join(kinds, ", ")))
+	}
 	for i, s := range r.Schedule {
 		if i == 10 {
 			fmt.Fprintf(w, "  ... and %d more (the JSON report has them all)\n", len(r.Schedule)-10)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"github.com/outboxdrill/runner/history"
 	"io"
 	"maps"
 	"slices"
@@ -68,7 +69,7 @@ func (r *Result) Summary(w io.Writer) {
 		r.listOutcome(w, NotRun, "not explored")
 	}
 	if len(r.Findings) == 0 {
-		fmt.Fprintln(w, "no violation at the points that ran")
+		fmt.Fprintf(w, "no violation at the points that ran; %s\n", unbalancedNote)
 		return
 	}
 	r.findingLines(w)
@@ -115,6 +116,10 @@ func (r *Result) listOutcome(w io.Writer, o Outcome, title string) {
 	}
 }
 
+// unbalancedNote says the invariant no explore judges: classify leaves it
+// out of every point's "not judged", to say it once here.
+const unbalancedNote = history.Unbalanced + " is never judged here (a team's journal, ledger and balances are not mapped)"
+
 // WriteMarkdown writes the coverage report: the boundary map, then a
 // boundary × action table per service.
 func (r *Result) WriteMarkdown(w io.Writer) error {
@@ -125,7 +130,7 @@ func (r *Result) WriteMarkdown(w io.Writer) error {
 		_, err := io.WriteString(w, b.String())
 		return err
 	}
-	fmt.Fprintf(&b, "%d point(s) run, %d pruned, %d violation(s), %s.\n\n## Boundary map\n\n", r.Run(), len(r.Points)-len(r.runPoints()), len(r.Findings), r.Took.Round(time.Second))
+	fmt.Fprintf(&b, "%d point(s) run, %d pruned, %d violation(s), %s; %s.\n\n## Boundary map\n\n", r.Run(), len(r.Points)-len(r.runPoints()), len(r.Findings), r.Took.Round(time.Second), unbalancedNote)
 	for _, s := range r.Map.Services {
 		fmt.Fprintf(&b, "**%s** (started at %s)\n\n| boundary | crossed | fault |\n|---|---|---|\n", s.Service, s.Pos)
 		for _, bd := range s.Boundaries {

@@ -69,7 +69,7 @@ func classify(res *report.Result) Verdict {
 	default:
 		v.Outcome = Held
 		v.Unjudged = maps.Clone(res.NotJudged)
-		delete(v.Unjudged, history.Unbalanced) // a team's books are never mapped: said once, in the report
+		delete(v.Unjudged, history.Unbalanced) // a team's books are never mapped: said once, in the summary (unbalancedNote)
 	}
 	return v
 }

@@ -29,6 +29,13 @@ func TestSoakIsExploreRandomOnTheReferenceSystem(t *testing.T) {
 	if !regexp.MustCompile(`random: seed 3, 40 events, \d+ fault\(s\) \(the same seed draws the same schedule\): held in`).MatchString(out) {
 		t.Errorf("no held verdict of the seeded schedule:\n%s", out)
 	}
+	// What the soak contract asks it to print: events/s, the faults per
+	// kind, and a verdict that names what it did not judge.
+	for _, re := range []string{`\n  \d+ events/s over the whole run`, `\n  faults drawn per kind: (consumer|relay) `, `no violation at the points that ran; unbalanced is never judged here`} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("want %s in:\n%s", re, out)
+		}
+	}
 	// Its own out dir (other tests may run a soak meanwhile).
 	dir := regexp.MustCompile(regexp.QuoteMeta(os.TempDir()) + `/runner-soak-[0-9-]+`).FindString(out)
 	if dir == "" {
