@@ -965,9 +965,16 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		p.Growth = append(p.Growth, k)
 	}
-	var ok bool
-	if p.Scenarios, ok = load(ctx, paths, stderr); !ok {
-		return loadFailed(ctx, stderr)
+	// Only the library's wall time runs scenario files: the other sections
+	// need no scenarios/ directory where the binary runs.
+	if len(p.Only) == 0 || slices.Contains(p.Only, "library") {
+		var ok bool
+		if p.Scenarios, ok = load(ctx, paths, stderr); !ok {
+			return loadFailed(ctx, stderr)
+		}
+	} else if len(paths) > 0 {
+		fmt.Fprintf(stderr, "runner: bench: scenario paths are for the library section only; --only %s measures none\n", strings.Join(p.Only, ","))
+		return exitInvalid
 	}
 	if err := bench.Run(ctx, p, stdout); err != nil {
 		var internal *runner.InternalError

@@ -844,3 +844,20 @@ func hello(msg []byte) func(net.Conn) {
 		time.Sleep(10 * time.Second)
 	}
 }
+
+// TestBenchNeedsScenariosForTheLibraryOnly: an installed binary measures
+// its start and isolation from any directory (it said "stat scenarios"
+// there); scenario paths with no library section are a usage error.
+func TestBenchNeedsScenariosForTheLibraryOnly(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(runnerBin(t), "bench", "--repeat", "1", "--only", "isolation", "--connect-timeout", "1s", "--pg", "postgres://postgres@127.0.0.1:1/postgres")
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != exitEnvironment || strings.Contains(string(out), "stat scenarios") {
+		t.Errorf("bench --only isolation away from scenarios/: exit %d (%v), want 3 for the unreachable server:\n%s", code, err, out)
+	}
+	f := scenarioFile(t, "a.yaml", "name: a\nsteps: [produce]\n")
+	if code, _, errs := cli(t, "bench", "--only", "start", f); code != exitInvalid || !strings.Contains(errs, "scenario paths are for the library section only") {
+		t.Errorf("bench --only start FILE: exit %d, %s", code, errs)
+	}
+}
