@@ -94,6 +94,13 @@ steps:
 	if got := sc.Steps[0].Params.(*steps.SleepParams).For; got != 100*time.Millisecond {
 		t.Errorf("sleep(100ms) sleeps %v", got)
 	}
+	// 0 is a duration (the language's rule), also for sleep: no wait.
+	zero := parseOK(t, "name: z\nsteps:\n  - sleep(0)\n  - sleep: {for: 0}\n  - sleep(for=0ms)\n")
+	for i, st := range zero.Steps {
+		if got := st.Params.(*steps.SleepParams).For; got != 0 {
+			t.Errorf("zero step %d sleeps %v", i+1, got)
+		}
+	}
 	if !sc.Steps[4].Params.(*steps.BrokerParams).Restart {
 		t.Error("broker: restart does not restart")
 	}

@@ -8,12 +8,13 @@ import (
 
 // SleepParams are the parameters of the sleep step.
 type SleepParams struct {
-	For time.Duration `param:"for" required:"yes" primary:"yes" doc:"how long; time passes for real (idle times grow, within: waits)"`
+	For time.Duration `param:"for" required:"yes" primary:"yes" doc:"how long (0: not at all); time passes for real (idle times grow, within: waits)"`
 }
 
 func (p *SleepParams) Validate() error {
-	if p.For <= 0 {
-		return fmt.Errorf("sleep needs a duration, e.g. sleep(500ms)")
+	// 0 is a duration like any (a matrix's sleep(${d}) with d: 0): no wait.
+	if p.For < 0 {
+		return fmt.Errorf("sleep needs a duration of 0 or more, e.g. sleep(500ms)")
 	}
 	return nil
 }
