@@ -227,6 +227,9 @@ func TestParseErrors(t *testing.T) {
 		{"unknown outcome", "name: x\nsteps:\n  - consume:\n    expect: {aplied: 1}\n", []string{
 			`t.yaml:4:14: unknown expect key "aplied" for consume (did you mean "applied"?)`,
 		}},
+		{"misspelt broker override", "name: x\nsteps:\n  - expect: {outbox.rows: 1, rabitmq: {outbox.rows: 1}}\n", []string{
+			`t.yaml:3:30: unknown expect key "rabitmq" for expect (did you mean "rabbitmq"?); known: within, every, balances, `,
+		}},
 		{"outcome of another step", "name: x\nsteps:\n  - relay:\n    expect: {applied: 1}\n", []string{
 			`t.yaml:4:14: unknown expect key "applied" for relay`,
 		}},

@@ -149,14 +149,19 @@ func compileExpect(d *Def, file string, pairs []Arg, broker string) (Expect, dia
 				a.Key, strings.Join(by, " or "), by[0], a.Key))
 			continue
 		}
-		hint := diag.Suggest(a.Key, expectKeys(d))
+		known, overrides := expectKeys(d), ""
+		if broker == "" { // a broker's override is a key here too (rabitmq:)
+			known = append(known, brokerNames()...)
+			overrides = "; or a broker's override: " + strings.Join(brokerNames(), ", ")
+		}
+		hint := diag.Suggest(a.Key, known)
 		if hint == "" && d.IsExpect() {
 			if s := diag.Suggest(a.Key, allOutcomes()); s != "" {
 				hint = s + ", an outcome: it goes in the step's own expect"
 			}
 		}
-		errs = append(errs, diag.Errorf(a.KeyPos, "unknown expect key %q for %s%s; known: %s",
-			a.Key, d.Name, hint, strings.Join(expectKeys(d), ", ")))
+		errs = append(errs, diag.Errorf(a.KeyPos, "unknown expect key %q for %s%s; known: %s%s",
+			a.Key, d.Name, hint, strings.Join(expectKeys(d), ", "), overrides))
 	}
 	if seen[EveryKey] && !seen[WithinKey] {
 		errs = append(errs, diag.Errorf(pairs[0].KeyPos, "every: polls only together with within, e.g. {within: 2s, every: 50ms}"))
