@@ -34,7 +34,7 @@ var topKeys = []*topKey{
 			h.Description = scalarString(file, kv, errs)
 		},
 		schema: func() map[string]any { return map[string]any{"type": "string"} }},
-	{Name: "tags", Doc: "a list of words, e.g. `[seed, outbox]`",
+	{Name: "tags", Doc: "a list of words, e.g. `[seed, outbox]` (one word may stand alone: `tags: seed`)",
 		parse: func(file string, kv steps.Arg, h *header, errs *diag.Errors) {
 			h.Tags = parseTags(file, kv.Value, errs)
 		},
@@ -50,16 +50,16 @@ var topKeys = []*topKey{
 			return map[string]any{"description": "history invariants this scenario breaks on purpose; each must occur. A list for every broker, or a map broker → list with default for the others",
 				"anyOf": []any{violations(), map[string]any{"type": "object", "additionalProperties": false, "properties": brokerLists()}}}
 		}},
-	{Name: "vars", Doc: "a map of name → value; `${name}` in any step (params, expectations, even keys) is replaced",
+	{Name: "vars", Doc: "a map of name → value; `${name}` in any step (params, expectations, even keys) is replaced; a value may use other variables, matrix ones too (`event: pay-${n}`)",
 		parse: func(file string, kv steps.Arg, h *header, errs *diag.Errors) {
-			h.vars = parseVars(file, kv.Value, errs)
+			h.vars = parseVars(file, kv.Value, h.varPos, errs)
 		},
 		schema: func() map[string]any {
 			return map[string]any{"type": "object", "additionalProperties": scalarSchema(), "propertyNames": map[string]any{"pattern": varName.String()}}
 		}},
 	{Name: "matrix", Doc: "a map of name → list of values: one variant per combination, named `name [amount=5 currency=EUR]`",
 		parse: func(file string, kv steps.Arg, h *header, errs *diag.Errors) {
-			h.axes = parseMatrix(file, kv.Value, errs)
+			h.axes = parseMatrix(file, kv.Value, h.varPos, errs)
 		},
 		schema: func() map[string]any {
 			return map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "array", "minItems": 1, "items": scalarSchema()}, "propertyNames": map[string]any{"pattern": varName.String()}}

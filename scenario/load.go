@@ -280,6 +280,7 @@ type header struct {
 	Scenario
 	ctx       context.Context // for the reads a key makes (system:)
 	vars      map[string]string
+	varPos    map[string]diag.Pos // where each vars: and matrix: name is defined
 	axes      []axis
 	stepsNode *yaml.Node
 }
@@ -298,6 +299,8 @@ func parseScenario(ctx context.Context, file string, root *yaml.Node) ([]*Scenar
 		for _, b := range v {
 			vars[b.name] = b.value
 		}
+		var verrs diag.Errors
+		vars = resolveVars(vars, h.varPos, &verrs)
 		sc.Vars = vars
 		sc.Name = substituteText(sc.Name, vars)
 		sc.Description = substituteText(sc.Description, vars)
@@ -305,7 +308,6 @@ func parseScenario(ctx context.Context, file string, root *yaml.Node) ([]*Scenar
 			sc.Name += " " + v.Label()
 			sc.Variant = v.Label()
 		}
-		var verrs diag.Errors
 		for _, n := range h.stepsNode.Content {
 			before := len(verrs)
 			n = substitute(file, n, vars, &verrs)
@@ -339,7 +341,7 @@ func parseScenario(ctx context.Context, file string, root *yaml.Node) ([]*Scenar
 
 func parseHeader(ctx context.Context, file string, root *yaml.Node) (header, diag.Errors) {
 	h := header{Scenario: Scenario{File: file, Pos: diag.NodePos(file, root), BrokerOptions: defaultBrokerOptions(), brokerKeys: map[string]bool{}},
-		ctx: ctx, vars: map[string]string{}}
+		ctx: ctx, vars: map[string]string{}, varPos: map[string]diag.Pos{}}
 	var errs diag.Errors
 	for _, kv := range diag.Pairs(file, root, &errs) {
 		if strings.HasPrefix(kv.Key, "x-") {

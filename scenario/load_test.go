@@ -329,6 +329,14 @@ steps:
 	if got := scs[3].Steps[2].Expect.Checks[0].Want; !cmp.Equal(got, any(want2)) {
 		t.Errorf("substituted check: %v", got)
 	}
+	// A variable's value may use another, a matrix one too.
+	uses, errs := Parse("u.yaml", []byte("name: u\nvars: {n: 5, ev: \"pay-${n}-${cur}\", url: \"${producer_db.url}\"}\nmatrix: {cur: [USD]}\nsteps:\n  - produce: {event: \"${ev}\"}\n"))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if ev := uses[0].Steps[0].Params.(*steps.ProduceParams).Event; ev != "pay-5-USD" || uses[0].Vars["url"] != "${producer_db.url}" {
+		t.Errorf("a value using variables: event %q, vars %v", ev, uses[0].Vars)
+	}
 	if scs[3].Steps[0].Pos.Line != 7 {
 		t.Errorf("position after substitution: %v", scs[3].Steps[0].Pos)
 	}
@@ -343,6 +351,9 @@ func TestVarErrors(t *testing.T) {
 		{"both", "name: x\nvars: {a: 1}\nmatrix: {a: [1]}\nsteps: [produce]\n", `variable "a" is in both vars and matrix`},
 		{"empty axis", "name: x\nmatrix: {a: []}\nsteps: [produce]\n", `t.yaml:2:13: matrix: a: want a non-empty list`},
 		{"bad name", "name: x\nvars: {a-b: 1}\nsteps: [produce]\n", `t.yaml:2:8: variable name "a-b"`},
+		{"itself", "name: x\nvars: {v: \"${v}\"}\nsteps:\n  - produce: {event: \"${v}\"}\n", `t.yaml:2:11: variable "v" uses itself: v → v`},
+		{"a cycle", "name: x\nvars: {a: \"${b}\", b: \"x${a}\"}\nsteps: [produce]\n", `t.yaml:2:11: variable "a" uses itself: a → b → a`},
+		{"undefined in a value", "name: x\nvars: {ev: \"pay-${nn}\", n: 1}\nsteps: [produce]\n", `t.yaml:2:12: variable "ev" uses undefined variable "nn" (did you mean "n"?)`},
 	} {
 		_, errs := Parse("t.yaml", []byte(tc.src))
 		// One mistake in a file with two variants is reported once.

@@ -25,7 +25,7 @@ type axis struct {
 }
 
 // parseVars reads `vars:`, a map of name → scalar.
-func parseVars(file string, n *yaml.Node, errs *diag.Errors) map[string]string {
+func parseVars(file string, n *yaml.Node, pos map[string]diag.Pos, errs *diag.Errors) map[string]string {
 	vars := map[string]string{}
 	if n.Kind != yaml.MappingNode {
 		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "vars: want a map of name → value, e.g. {amount: 5}"))
@@ -35,6 +35,7 @@ func parseVars(file string, n *yaml.Node, errs *diag.Errors) map[string]string {
 		if !checkVarName(kv, errs) {
 			continue
 		}
+		pos[kv.Key] = diag.NodePos(file, kv.Value)
 		if kv.Value.Kind == yaml.SequenceNode && len(kv.Value.Content) > 0 && kv.Value.Content[0].Kind == yaml.ScalarNode {
 			*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "%s: want a single value, got a list; one variant per value is matrix: {%s: [...]}", kv.Key, kv.Key))
 			vars[kv.Key] = kv.Value.Content[0].Value // defined: its uses are not undefined too
@@ -48,7 +49,7 @@ func parseVars(file string, n *yaml.Node, errs *diag.Errors) map[string]string {
 }
 
 // parseMatrix reads `matrix:`, a map of name → list of scalars, in file order.
-func parseMatrix(file string, n *yaml.Node, errs *diag.Errors) []axis {
+func parseMatrix(file string, n *yaml.Node, pos map[string]diag.Pos, errs *diag.Errors) []axis {
 	if n.Kind != yaml.MappingNode {
 		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "matrix: want a map of name → list, e.g. {amount: [1, 5]}"))
 		return nil
@@ -63,6 +64,7 @@ func parseMatrix(file string, n *yaml.Node, errs *diag.Errors) []axis {
 			continue
 		}
 		a := axis{name: kv.Key}
+		pos[kv.Key] = kv.KeyPos
 		for _, v := range kv.Value.Content {
 			if !scalarValue(file, steps.Arg{Key: kv.Key, Value: v}, errs) {
 				continue
@@ -184,4 +186,48 @@ func substituteText(s string, vars map[string]string) string {
 		}
 		return ref
 	})
+}
+
+// resolveVars replaces the variables a variable's value uses (vars: {n: 5,
+// ev: "pay-${n}"}, a matrix value too), each once; a variable that comes
+// back to itself is an error at its definition, its value left as written.
+// A name no variable has (a system placeholder, ${stream}) stays.
+func resolveVars(vars map[string]string, pos map[string]diag.Pos, errs *diag.Errors) map[string]string {
+	out := make(map[string]string, len(vars))
+	const visiting, done = 1, 2
+	state := map[string]int{}
+	var visit func(name string, path []string) string
+	visit = func(name string, path []string) string {
+		switch state[name] {
+		case done:
+			return out[name]
+		case visiting:
+			i := slices.Index(path, name)
+			*errs = append(*errs, diag.Errorf(pos[name], "variable %q uses itself: %s", name, strings.Join(append(path[i:], name), " → ")))
+			return vars[name]
+		}
+		state[name] = visiting
+		v := varRef.ReplaceAllStringFunc(vars[name], func(ref string) string {
+			used := ref[2 : len(ref)-1]
+			switch {
+			case hasVar(vars, used):
+				return visit(used, append(path, name))
+			case !slices.Contains(system.Placeholders, used):
+				*errs = append(*errs, diag.Errorf(pos[name], "variable %q uses undefined variable %q%s", name, used,
+					diag.Suggest(used, append(slices.Sorted(maps.Keys(vars)), system.Placeholders...))))
+			}
+			return ref
+		})
+		state[name], out[name] = done, v
+		return v
+	}
+	for _, name := range slices.Sorted(maps.Keys(vars)) {
+		visit(name, nil)
+	}
+	return out
+}
+
+func hasVar(vars map[string]string, name string) bool {
+	_, ok := vars[name]
+	return ok
 }
