@@ -227,6 +227,9 @@ func TestParseErrors(t *testing.T) {
 		{"unknown outcome", "name: x\nsteps:\n  - consume:\n    expect: {aplied: 1}\n", []string{
 			`t.yaml:4:14: unknown expect key "aplied" for consume (did you mean "applied"?)`,
 		}},
+		{"a malformed shorthand key", "name: x\nsteps:\n  - relay(skip_mark)::\n", []string{
+			`t.yaml:3:10: after "relay" want (key=value, ...), got "(skip_mark):"`,
+		}},
 		{"misspelt broker override", "name: x\nsteps:\n  - expect: {outbox.rows: 1, rabitmq: {outbox.rows: 1}}\n", []string{
 			`t.yaml:3:30: unknown expect key "rabitmq" for expect (did you mean "rabbitmq"?); known: within, every, balances, `,
 		}},

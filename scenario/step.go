@@ -86,6 +86,9 @@ func parseStepMap(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
 		key := &yaml.Node{Kind: yaml.ScalarNode, Value: stepKV.Key, Line: stepKV.KeyPos.Line, Column: stepKV.KeyPos.Col}
 		name, sargs, serrs := parseShorthand(file, key)
 		errs = append(errs, serrs...)
+		if name == "" { // the call itself is malformed (relay(skip_mark)::): said above
+			return nil, errs
+		}
 		bareToPrimary(name, sargs)
 		stepKV.Key, args = name, sargs
 		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!null" {

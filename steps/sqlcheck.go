@@ -52,28 +52,28 @@ func parseSQLWant(file string, n *yaml.Node) (any, diag.Errors) {
 		switch k {
 		case "db":
 			if v.Value != "producer" && v.Value != "consumer" || v.Kind != yaml.ScalarNode {
-				return diag.Errorf(diag.NodePos(file, v), "sql: db: want producer or consumer, got %s", diag.Describe(v))
+				return diag.Errorf(diag.NodePos(file, v), "db: want producer or consumer, got %s", diag.Describe(v))
 			}
 			w.DB = v.Value
 		case "query":
 			if v.Kind != yaml.ScalarNode || strings.TrimSpace(v.Value) == "" {
-				return diag.Errorf(diag.NodePos(file, v), "sql: query: want a SQL query, got %s", diag.Describe(v))
+				return diag.Errorf(diag.NodePos(file, v), "query: want a SQL query, got %s", diag.Describe(v))
 			}
 			w.Query = v.Value
 		case "want":
 			var raw any
 			if err := v.Decode(&raw); err != nil {
-				return diag.Errorf(diag.NodePos(file, v), "sql: want: %v", err)
+				return diag.Errorf(diag.NodePos(file, v), "want: %v", err)
 			}
 			w.Want = normalize(raw)
 		default:
-			return diag.Errorf(diag.NodePos(file, v), "sql: unknown key %q%s; keys: %s", k, diag.Suggest(k, sqlKeys), strings.Join(sqlKeys, ", "))
+			return diag.Errorf(diag.NodePos(file, v), "unknown key %q%s; keys: %s", k, diag.Suggest(k, sqlKeys), strings.Join(sqlKeys, ", "))
 		}
 		return nil
 	})
 	for _, k := range sqlKeys {
 		if !seen[k] && len(errs) == 0 {
-			errs = append(errs, diag.Errorf(diag.NodePos(file, n), "sql: missing %s; keys: %s", k, strings.Join(sqlKeys, ", ")))
+			errs = append(errs, diag.Errorf(diag.NodePos(file, n), "missing %s; keys: %s", k, strings.Join(sqlKeys, ", ")))
 		}
 	}
 	return w, errs
