@@ -10,7 +10,7 @@ import (
 
 func TestSQLCheckParse(t *testing.T) {
 	for src, want := range map[string]string{
-		`{db: producer, query: "SELECT 1"}`:          "sql: missing want",
+		`{db: producer, query: "SELECT 1"}`:          "missing want",
 		`{db: prod, query: "SELECT 1", want: 1}`:     "db: want producer or consumer",
 		`{db: producer, query: "SELECT 1", wnat: 1}`: `unknown key "wnat" (did you mean "want"?)`,
 		`{db: producer, query: "", want: 1}`:         "query: want a SQL query",
