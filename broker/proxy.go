@@ -73,6 +73,9 @@ type Wire struct {
 	// about a message that carried none; "" where the mapping names a
 	// field every message must carry (Redis: WireMsg.Fields).
 	EventIDFrom string
+	// Dropped counts the events the proxy's record left out, full
+	// (fault.MaxRecordBytes): the history is then incomplete.
+	Dropped int64
 }
 
 // WireMsg is one publish or delivery.

@@ -2,7 +2,9 @@ package sysrun
 
 import (
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
@@ -54,6 +56,7 @@ func (r *Run) wire() ([]history.Op, broker.Wire) {
 	}
 	var all []timed
 	var kind broker.Wire
+	var full []string // the services whose broker proxy's record was full
 	m := broker.WireMap{EventID: r.cfg.System.Stream.EventID, Payload: r.cfg.System.Stream.Payload}
 	for _, l := range logs {
 		where := fmt.Sprintf("%s (service %s, start %d, via its broker proxy)", r.cfg.System.File, l.service, l.start)
@@ -65,6 +68,9 @@ func (r *Run) wire() ([]history.Op, broker.Wire) {
 		dbStrikes := r.strikes(l.svc)
 		w := l.proxy.Wire(m)
 		kind.NotJudged, kind.Copies = w.NotJudged, w.Copies
+		if w.Dropped > 0 {
+			full = append(full, fmt.Sprintf("%s (start %d): %d events left out", l.service, l.start, w.Dropped))
+		}
 		for _, p := range w.Publishes {
 			if !r.ours(p) {
 				continue
@@ -81,6 +87,9 @@ func (r *Run) wire() ([]history.Op, broker.Wire) {
 			all = append(all, timed{d.At, history.Op{Step: where + " " + d.Op, StepN: 1<<20 + l.start<<10, Kind: history.Delivered,
 				EventID: d.EventID, EntryID: d.EntryID, Consumer: c, Model: c, Payload: d.Payload, Acked: d.Acked}})
 		}
+	}
+	if len(full) > 0 {
+		kind.NotJudged = recordFull(kind.NotJudged, full)
 	}
 	slices.SortStableFunc(all, func(a, b timed) int { return a.at.Compare(b.at) })
 	out := make([]history.Op, len(all))
@@ -147,4 +156,20 @@ func (r *Run) Consumers() []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// recordFull marks not judged every invariant that rests on what crossed
+// the broker proxies, when a proxy's record was full (fault.MaxRecordBytes):
+// a history with events left out could call an event lost that a dropped
+// delivery applied, or miss a double publish.
+func recordFull(notJudged map[string]string, full []string) map[string]string {
+	out := maps.Clone(notJudged)
+	if out == nil {
+		out = map[string]string{}
+	}
+	why := fmt.Sprintf("the broker proxy's record reached its %d MB bound and left events out (%s): a service sent more than a drill's history holds", fault.MaxRecordBytes>>20, strings.Join(full, "; "))
+	for _, inv := range []string{history.AckedWithoutEffect, history.DoubleApplied, history.DoublePublished, history.Lost, history.Phantom, history.Stranded} {
+		out[inv] = why
+	}
+	return out
 }

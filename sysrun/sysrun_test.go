@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/history"
 	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/internal/testutil"
 	"github.com/outboxdrill/runner/proxy/fault"
@@ -277,5 +278,21 @@ func TestWireKeepsTheScenariosDestination(t *testing.T) {
 	r.logs[0].proxy = fakeProxy{w}
 	if errs := r.FieldProblems(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "service svc: Produce carried no event id where the runner looks for it: the record key") {
 		t.Errorf("the scenario's own message without an event id: %v", errs)
+	}
+}
+
+// TestAFullRecordJudgesNothingOfTheWire: with events left out of a broker
+// proxy's record, no invariant that rests on the wire is judged (a dropped
+// delivery would make an applied event look lost), and the reason names
+// the service; what the wire already could not judge stays.
+func TestAFullRecordJudgesNothingOfTheWire(t *testing.T) {
+	got := recordFull(map[string]string{"other": "why"}, []string{"consumer (start 2): 17 events left out"})
+	for _, inv := range []string{history.AckedWithoutEffect, history.DoubleApplied, history.DoublePublished, history.Lost, history.Phantom, history.Stranded} {
+		if !strings.Contains(got[inv], "consumer (start 2): 17 events left out") {
+			t.Errorf("%s: %q", inv, got[inv])
+		}
+	}
+	if got["other"] != "why" || got[history.ProjectionMismatch] != "" {
+		t.Errorf("other invariants: %v", got)
 	}
 }

@@ -133,3 +133,13 @@ func TestFrameReaderHoldsTheFrameMax(t *testing.T) {
 		t.Errorf("a frame of frame-max: %v", err)
 	}
 }
+
+// TestEventSizeCountsWhatItKeeps: a headers table counts as decoded, an
+// array of 60,000 void fields as 60,000 values (16 bytes each), not as
+// the 60 kB it took on the wire.
+func TestEventSizeCountsWhatItKeeps(t *testing.T) {
+	e := Event{Body: make([]byte, 1000), Properties: &Properties{Headers: map[string]any{"a": make([]any, 60000)}}}
+	if n, _ := e.RecordSize(); n < 1000+60000*16 {
+		t.Errorf("a table of 60,000 voids counts %d bytes", n)
+	}
+}

@@ -193,3 +193,38 @@ func (p *Proxy) record(e Event) int64 {
 	p.Record(e)
 	return e.Seq
 }
+
+// RecordSize is what the event keeps: its body and its properties, a
+// headers table counted as decoded (fault.Sized).
+func (e Event) RecordSize() (int, bool) {
+	n := len(e.Body) + len(e.Exchange) + len(e.RoutingKey) + len(e.Queue) + len(e.ConsumerTag) + len(e.ReplyText)
+	if p := e.Properties; p != nil {
+		n += 160 + len(p.ContentType) + len(p.ContentEncoding) + len(p.CorrelationID) + len(p.ReplyTo) + len(p.Expiration) + len(p.MessageID) + len(p.Type) + len(p.UserID) + len(p.AppID)
+		n += decodedSize(p.Headers)
+	}
+	return n, e.Fault != ""
+}
+
+// decodedSize is what a decoded field value holds in memory: an any is
+// 16 bytes, a table entry a map slot besides.
+func decodedSize(v any) int {
+	switch t := v.(type) {
+	case string:
+		return 16 + len(t)
+	case []byte:
+		return 40 + len(t)
+	case []any:
+		n := 40
+		for _, el := range t {
+			n += decodedSize(el)
+		}
+		return n
+	case map[string]any:
+		n := 48
+		for k, el := range t {
+			n += 32 + len(k) + decodedSize(el)
+		}
+		return n
+	}
+	return 16
+}

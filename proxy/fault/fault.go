@@ -225,6 +225,39 @@ type Registry[A interface {
 	mu     sync.Mutex
 	armed  []A
 	events []E
+	// bytes is what the kept events hold (Sized); dropped counts those
+	// left out once MaxRecordBytes was reached.
+	bytes, dropped int64
+}
+
+// MaxRecordBytes bounds what one proxy keeps of the traffic it relayed
+// (each event's payloads, fields and headers, as Sized says, plus
+// eventOverhead). A client in a loop of large publishes (the server keeping
+// none of them) or of reads would otherwise grow the runner without bound.
+// 64 MB holds a drill's history many times over (300,000 events of 200
+// bytes); past it events are dropped and counted (Dropped), a strike is
+// always kept, and the history that rests on the record is not judged.
+const MaxRecordBytes = 64 << 20
+
+// maxRecordBytes is MaxRecordBytes as the code reads it: tests lower it.
+var maxRecordBytes int64 = MaxRecordBytes
+
+// SetMaxRecordBytes sets the bound for a test, which restores it.
+func SetMaxRecordBytes(n int64) (restore func()) {
+	old := maxRecordBytes
+	maxRecordBytes = n
+	return func() { maxRecordBytes = old }
+}
+
+// eventOverhead is what an event costs beyond what Sized counts: its
+// struct, its slot in the record, its small strings.
+const eventOverhead = 256
+
+// Sized is an event that says how many bytes it keeps alive (decoded
+// structures counted as they sit in memory), and whether it must be kept
+// whatever the budget (a trigger's strike).
+type Sized interface {
+	RecordSize() (bytes int, keep bool)
 }
 
 // Add arms a trigger.
@@ -255,8 +288,29 @@ func (r *Registry[A, E]) Waiting() []A {
 	return out
 }
 
-// Record appends an event.
-func (r *Registry[A, E]) Record(e E) { r.mu.Lock(); r.events = append(r.events, e); r.mu.Unlock() }
+// Record appends an event, unless the record is full (MaxRecordBytes).
+func (r *Registry[A, E]) Record(e E) {
+	n, keep := int64(eventOverhead), false
+	if s, ok := any(e).(Sized); ok {
+		b, k := s.RecordSize()
+		n, keep = n+int64(b), k
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.bytes+n > maxRecordBytes && !keep {
+		r.dropped++
+		return
+	}
+	r.bytes += n
+	r.events = append(r.events, e)
+}
+
+// Dropped is how many events the record left out, full.
+func (r *Registry[A, E]) Dropped() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.dropped
+}
 
 // Events returns the events so far, in order.
 func (r *Registry[A, E]) Events() []E {

@@ -108,3 +108,32 @@ func TestTriggerVocabulary(t *testing.T) {
 		}
 	}
 }
+
+type sizedEvent struct {
+	n      int
+	strike bool
+}
+
+func (e sizedEvent) RecordSize() (int, bool) { return e.n, e.strike }
+
+type noTrigger struct{}
+
+func (*noTrigger) Waiting() bool { return false }
+
+// TestRecordIsBounded: a record keeps events up to its byte bound, then
+// counts what it leaves out, and keeps a strike whatever the bound.
+func TestRecordIsBounded(t *testing.T) {
+	defer SetMaxRecordBytes(10 << 10)()
+	var r Registry[*noTrigger, sizedEvent]
+	for range 20 {
+		r.Record(sizedEvent{n: 1 << 10})
+	}
+	r.Record(sizedEvent{n: 1 << 10, strike: true})
+	es := r.Events()
+	if kept := len(es) - 1; kept < 7 || kept > 9 || r.Dropped() != int64(20-kept) {
+		t.Errorf("kept %d of 20 events of 1 kB (+%d each) under 10 kB, dropped %d", kept, eventOverhead, r.Dropped())
+	}
+	if !es[len(es)-1].strike {
+		t.Error("a strike past the bound was left out")
+	}
+}

@@ -169,3 +169,11 @@ func TestTheBarrierHoldsWhatWasPipelined(t *testing.T) {
 		t.Errorf("the log ends at %d; want 1: e1 stored, e2 never sent", got)
 	}
 }
+
+// TestEventSizeCountsWhatItKeeps: records count decompressed, as kept.
+func TestEventSizeCountsWhatItKeeps(t *testing.T) {
+	e := Event{API: "Fetch", Records: []Record{{Topic: "t", Value: make([]byte, 1<<20)}, {Topic: "t", Key: []byte("k"), Value: make([]byte, 1<<20)}}}
+	if n, _ := e.RecordSize(); n < 2<<20 {
+		t.Errorf("two records of 1 MB count %d bytes", n)
+	}
+}

@@ -291,3 +291,19 @@ func (p *Proxy) rewriteQuorum(r *kmsg.DescribeQuorumResponse) (bool, error) {
 	}
 	return changed, nil
 }
+
+// RecordSize is what the event keeps: its records (decompressed), counts
+// and partitions (fault.Sized).
+func (e Event) RecordSize() (int, bool) {
+	n := len(e.TransactionalID) + len(e.Group) + len(e.Unread) + 2*len(e.DeliveryCounts)
+	for _, r := range e.Records {
+		n += 120 + len(r.Topic) + len(r.Key) + len(r.Value)
+		for _, h := range r.Headers {
+			n += 40 + len(h.Key) + len(h.Value)
+		}
+	}
+	for _, p := range e.Partitions {
+		n += 64 + len(p.Topic) + 64*len(p.Acks)
+	}
+	return n, e.Fault != ""
+}

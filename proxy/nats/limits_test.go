@@ -138,3 +138,16 @@ func TestTLSFailsTheTriggers(t *testing.T) {
 		t.Errorf("fired=%v err=%v; want unclassifiable", a.Fired(), a.Err())
 	}
 }
+
+// TestEventSizeCountsWhatItKeeps: a message's data and its header's
+// fields, as decoded, count toward the record's bound.
+func TestEventSizeCountsWhatItKeeps(t *testing.T) {
+	fields := map[string][]string{}
+	for i := range 10000 {
+		fields[fmt.Sprintf("k%x", i)] = []string{""}
+	}
+	e := Event{Data: make([]byte, 1<<20), Header: Header{Fields: fields}}
+	if n, _ := e.RecordSize(); n < 1<<20+10000*64 {
+		t.Errorf("1 MB of data and 10,000 header fields count %d bytes", n)
+	}
+}

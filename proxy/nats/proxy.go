@@ -234,3 +234,16 @@ func ackKind(data []byte) string {
 	}
 	return ""
 }
+
+// RecordSize is what the event keeps: its data and its header's fields
+// as they sit in memory (fault.Sized).
+func (e Event) RecordSize() (int, bool) {
+	n := len(e.Data) + len(e.Subject) + len(e.Reply) + len(e.SID) + len(e.Header.Status) + len(e.Header.Description)
+	for k, vs := range e.Header.Fields {
+		n += 64 + len(k)
+		for _, v := range vs {
+			n += 16 + len(v)
+		}
+	}
+	return n, e.Fault != ""
+}

@@ -173,3 +173,12 @@ func (p *Proxy) record(e Event) {
 // Close stops listening, closes every relayed connection and waits for
 // them; triggers that never struck are left as they are (Done stays open).
 func (p *Proxy) Close() error { return p.ln.Close() }
+
+// RecordSize is what the event keeps beyond its struct (fault.Sized).
+func (e Event) RecordSize() (int, bool) {
+	n := 0
+	for _, t := range e.Tables {
+		n += 16 + len(t)
+	}
+	return n, e.Fault != ""
+}

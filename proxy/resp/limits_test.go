@@ -354,3 +354,20 @@ func TestRecordKeepsWhatTheHistoryReads(t *testing.T) {
 		t.Errorf("history: %d publishes, want 1", len(pubs))
 	}
 }
+
+// TestEventSizeCountsWhatItKeeps: the record's bound (fault.Sized) counts
+// an XADD's payload and a read's reply, where a looping client's bytes go.
+func TestEventSizeCountsWhatItKeeps(t *testing.T) {
+	big := strings.Repeat("p", 1<<20)
+	pub := Event{Command: []string{"XADD", "s", "*", "payload", big}, Reply: Value{Type: '$', Str: "1-0"}}
+	read := Event{Command: []string{"XREADGROUP"}, Reply: Value{Type: '*', Elems: []Value{{Type: '$', Str: big}, {Type: '$', Str: big}}}}
+	if n, keep := pub.RecordSize(); n < 1<<20 || keep {
+		t.Errorf("an XADD of 1 MB counts %d bytes (keep %v)", n, keep)
+	}
+	if n, _ := read.RecordSize(); n < 2<<20 {
+		t.Errorf("a reply of 2 MB counts %d bytes", n)
+	}
+	if _, keep := (Event{Fault: "broker.reply(XADD) do=error"}).RecordSize(); !keep {
+		t.Error("a strike is not kept whatever the bound")
+	}
+}

@@ -170,3 +170,21 @@ func (p *Proxy) record(e Event) {
 	}
 	p.Record(e)
 }
+
+// RecordSize is what the event keeps: its words and its reply (fault.Sized).
+func (e Event) RecordSize() (int, bool) {
+	n := 0
+	for _, w := range e.Command {
+		n += 16 + len(w)
+	}
+	return n + e.Reply.size(), e.Fault != ""
+}
+
+// size is what v holds in memory, its elements too.
+func (v Value) size() int {
+	n := 48 + len(v.Str)
+	for _, el := range v.Elems {
+		n += el.size()
+	}
+	return n
+}

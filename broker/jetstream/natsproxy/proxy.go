@@ -118,6 +118,7 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 		w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: "MSG", EntryID: strconv.FormatUint(d.StreamSeq, 10), Dest: d.Subject, Group: d.Consumer,
 			EventID: eventID(d.Header, m.EventID), Payload: payload(d.Header, m.Payload, d.Data), Acked: acked[d.AckSubject], Pass: pass[d.At]})
 	}
+	w.Dropped = x.p.Dropped()
 	return w
 }
 

@@ -111,6 +111,7 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 			EventID: field(d.Record, m.EventID, d.Key), Payload: field(d.Record, m.Payload, d.Value), Pass: pass[d.At]})
 	}
 	markCommitted(w.Deliveries, dels, acks)
+	w.Dropped = x.p.Dropped()
 	return w
 }
 

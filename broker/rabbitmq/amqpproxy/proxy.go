@@ -105,6 +105,7 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 		w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: d.Method, Dest: d.Exchange, Group: d.Queue,
 			EventID: eventID(d.Properties, m.EventID), Payload: payload(d.Properties, m.Payload, d.Body), Acked: settled[i], Pass: pass[d.At]})
 	}
+	w.Dropped = x.p.Dropped()
 	return w
 }
 

@@ -103,6 +103,7 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 	for _, d := range dels[i:] {
 		w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: d.Command, EntryID: d.ID, Dest: d.Stream, Group: d.Group, EventID: d.Fields[m.EventID], Payload: d.Fields[m.Payload], Pass: pass[d.At]})
 	}
+	w.Dropped = x.p.Dropped()
 	return w
 }
 
