@@ -143,3 +143,23 @@ func TestEventSizeCountsWhatItKeeps(t *testing.T) {
 		t.Errorf("a table of 60,000 voids counts %d bytes", n)
 	}
 }
+
+// TestATableDecodesABoundedNumberOfFields: 100,000 void fields (1 byte
+// each on the wire, 16 decoded) make the table malformed, not 1.6 MB of
+// values per 100 kB sent; a table within the bound decodes.
+func TestATableDecodesABoundedNumberOfFields(t *testing.T) {
+	table := func(voids int) []byte {
+		arr := append([]byte{'A', 0, 0, 0, 0}, bytes.Repeat([]byte{'V'}, voids)...)
+		binary.BigEndian.PutUint32(arr[1:5], uint32(voids))
+		body := append([]byte{1, 'a'}, arr...)
+		return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+	}
+	d := decoder{b: table(100000)}
+	if d.table(0); !d.bad {
+		t.Error("100,000 fields decoded")
+	}
+	d = decoder{b: table(1000)}
+	if tb := d.table(0); d.bad || len(tb["a"].([]any)) != 1000 {
+		t.Errorf("1,000 fields: bad %v, %v", d.bad, len(tb))
+	}
+}

@@ -176,7 +176,15 @@ func (m *method) args(d *decoder) {
 type decoder struct {
 	b   []byte
 	bad bool
+	// fields counts the values a table and what it nests decoded, shared
+	// with the inner decoders: past maxFields the table is malformed.
+	fields *int
 }
+
+// maxFields bounds the values one table decodes into: a void field is
+// one byte on the wire and a 16-byte value decoded, so a 64 MB frame of
+// them would decode into 1 GB. Headers hold a few dozen.
+const maxFields = 1 << 16
 
 func (d *decoder) take(n int) []byte {
 	if d.bad || n < 0 || n > len(d.b) {
@@ -214,7 +222,7 @@ func (d *decoder) table(depth int) map[string]any {
 		d.bad = true
 		return nil
 	}
-	inner := decoder{b: d.longstr()}
+	inner := d.inner()
 	t := map[string]any{}
 	for len(inner.b) > 0 && !inner.bad {
 		k := inner.shortstr()
@@ -224,8 +232,23 @@ func (d *decoder) table(depth int) map[string]any {
 	return t
 }
 
+// inner is a decoder of the long string that holds a table or an array,
+// counting its fields with d's.
+func (d *decoder) inner() decoder {
+	if d.fields == nil {
+		d.fields = new(int)
+	}
+	return decoder{b: d.longstr(), fields: d.fields}
+}
+
 // field reads one typed value of a table or array.
 func (d *decoder) field(depth int) any {
+	if d.fields != nil {
+		if *d.fields++; *d.fields > maxFields {
+			d.bad = true
+			return nil
+		}
+	}
 	switch d.u8() {
 	case 't':
 		return d.u8() != 0
@@ -272,7 +295,7 @@ func (d *decoder) array(depth int) []any {
 		d.bad = true
 		return nil
 	}
-	inner := decoder{b: d.longstr()}
+	inner := d.inner()
 	var a []any
 	for len(inner.b) > 0 && !inner.bad {
 		a = append(a, inner.field(depth))
