@@ -46,6 +46,8 @@ type conn struct {
 	// client's side open for the refusal (serverDone).
 	ending     atomic.Bool
 	serverDone chan struct{}
+	// serverMax is the server's max_payload, from its INFO.
+	serverMax atomic.Int64
 }
 
 // call is a client operation whose reply the proxy awaits.
@@ -86,6 +88,7 @@ func (c *conn) send(b []byte, more bool) bool {
 func (c *conn) fromClient() {
 	defer c.Close()
 	rd := newReader(c.Client, false)
+	rd.serverMax = &c.serverMax
 	for {
 		if !rd.buffered() && c.toServer.Flush() != nil { // before waiting for more, what was sent goes out
 			return
@@ -357,7 +360,8 @@ func (c *conn) fromServerOp(m *msg, more bool) bool {
 		return c.message(m, more)
 	case "INFO":
 		c.p.record(Event{Conn: c.id, Op: m.op}, nil)
-		js, _, err := rewriteInfo(m.json, c.p.Addr())
+		js, in, err := rewriteInfo(m.json, c.p.Addr())
+		c.serverMax.Store(in.maxPayload)
 		if err != nil {
 			// Not JSON: no client can read it either; it goes on as it
 			// is, and the client says what is wrong.

@@ -81,6 +81,23 @@ func TestProtocolErrorsAreTheServers(t *testing.T) {
 	}
 }
 
+// A message over the server's max_payload (its INFO's) is refused at its
+// control line, as the server refuses it: the proxy read 64 MB first.
+func TestTheServersMaxPayloadHolds(t *testing.T) {
+	f := newFixture(t)
+	c, info := f.dial()
+	max, ok := info["max_payload"].(float64)
+	if !ok || max <= 0 || max >= MaxPayload {
+		t.Skipf("the server announces max_payload %v", info["max_payload"])
+	}
+	if _, err := fmt.Fprintf(c, "PUB a %d\r\n", int(max)+1); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ReadToClose(t, c); got != "-ERR 'Maximum Payload Violation'\r\n" {
+		t.Errorf("a payload of max_payload+1 announced: got %q", got)
+	}
+}
+
 // A size announced is never allocated: only what arrived.
 func TestPayloadCostsWhatArrived(t *testing.T) {
 	f := newFixture(t)

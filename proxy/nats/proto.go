@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 )
 
 // The proxy's limits. Each bounds what one peer can make the proxy keep.
@@ -16,8 +17,10 @@ const (
 	// cap nats-server itself puts on its max_payload setting (64 MB): the
 	// proxy keeps a message whole before forwarding it (to match it against
 	// the triggers and record it), so it never reads one a server could
-	// not have taken. Past it the client gets the server's own
-	// -ERR 'Maximum Payload Violation', then the connection closes.
+	// not have taken. Once the server's INFO came, its own max_payload
+	// (1 MB by default) is the limit. Past it the client gets the server's
+	// own -ERR 'Maximum Payload Violation' at the control line (nothing of
+	// the payload read), then the connection closes.
 	MaxPayload = 64 << 20
 	// MaxControlLine bounds a protocol line (PUB foo 5, INFO {…}). The
 	// server's max_control_line defaults to 4 KB; an INFO with the
@@ -84,6 +87,10 @@ type reader struct {
 	server bool // reads what the server sends (MSG, INFO, …), else a client
 
 	maxPayload, maxLine int // the limits: tests lower them
+	// serverMax is the max_payload the server's INFO announced (0: none
+	// yet): a client's message over it is refused at its control line, as
+	// the server itself refuses it, not read whole first.
+	serverMax *atomic.Int64
 }
 
 func newReader(r io.Reader, server bool) *reader {
@@ -129,7 +136,13 @@ func (r *reader) next() (msg, error) {
 	default:
 		m.args = strings.Fields(rest)
 	}
-	if err := m.parseArgs(r.maxPayload); err != nil {
+	limit := r.maxPayload
+	if r.serverMax != nil {
+		if s := int(r.serverMax.Load()); s > 0 && s < limit {
+			limit = s
+		}
+	}
+	if err := m.parseArgs(limit); err != nil {
 		return msg{}, err
 	}
 	if err := r.body(&m); err != nil {
@@ -329,6 +342,7 @@ func parseHeader(b []byte) Header {
 type info struct {
 	tlsRequired bool
 	headers     bool
+	maxPayload  int64 // 0: not announced
 }
 
 // rewriteInfo points every address the server's INFO gives a client at
@@ -347,6 +361,7 @@ func rewriteInfo(js []byte, proxyAddr string) ([]byte, info, error) {
 	var in info
 	_ = json.Unmarshal(f["tls_required"], &in.tlsRequired)
 	_ = json.Unmarshal(f["headers"], &in.headers)
+	_ = json.Unmarshal(f["max_payload"], &in.maxPayload)
 	host, port, err := net.SplitHostPort(proxyAddr)
 	if err != nil {
 		return nil, in, err
