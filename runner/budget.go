@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/outboxdrill/runner/proxy/listen"
 )
 
 // pairPoolConns is the size of each database's pool in a pair (World.pool).
@@ -58,6 +60,7 @@ func (w *World) fitBudget(ctx context.Context, p *Params) error {
 	parallel := max(1, p.Parallel)
 	capped := parallel
 	var why []string
+	var budgets [2]connBudget
 	for i, url := range w.pgURLs {
 		if i > 0 && url == w.pgURLs[0] {
 			continue // one server for both sides: counted once
@@ -66,6 +69,7 @@ func (w *World) fitBudget(ctx context.Context, p *Params) error {
 		if err != nil {
 			return err
 		}
+		budgets[i] = b
 		fits := b.pairs()
 		if fits < 1 {
 			return fmt.Errorf("not enough PostgreSQL connections for even one scenario: %s, %d in all", b.explain(), b.need(1))
@@ -82,6 +86,16 @@ func (w *World) fitBudget(ctx context.Context, p *Params) error {
 			fmt.Fprintln(p.Warn, msg)
 		}
 		p.Parallel = capped
+	}
+	// What the run's own pools leave is the team's services': their proxies
+	// refuse past it in their own words, where the server would refuse
+	// them, and one service's pool could take another's slots.
+	for i, url := range w.pgURLs {
+		if i > 0 && url == w.pgURLs[0] {
+			w.svcSlots[i] = w.svcSlots[0]
+			continue
+		}
+		w.svcSlots[i] = listen.NewSlots(budgets[i].free() - budgets[i].need(capped))
 	}
 	return nil
 }

@@ -60,7 +60,7 @@ func (w *World) acquireSystem(ctx context.Context, b string, sc *scenario.Scenar
 		vars[k] = v
 	}
 	run := sysrun.New(sysrun.Config{System: sys, Vars: vars, BrokerName: b, BrokerURL: w.brokerURL(b),
-		ProducerURL: w.dbURL(producerSide, iso.producer), ConsumerURL: w.dbURL(consumerSide, iso.consumer)})
+		ProducerURL: w.dbURL(producerSide, iso.producer), ConsumerURL: w.dbURL(consumerSide, iso.consumer), PGSlots: w.svcSlots})
 	iso.env.Services, iso.env.System = run, sys
 	// Closed first (LIFO): the services stop before their databases go.
 	iso.close.add(run.Close)

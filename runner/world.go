@@ -19,6 +19,7 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/internal/redact"
+	"github.com/outboxdrill/runner/proxy/listen"
 	"github.com/outboxdrill/runner/servers"
 	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/system"
@@ -78,6 +79,11 @@ type World struct {
 	admins [2]*pgxpool.Pool
 	pgs    [2]*servers.Postgres // nil with --pg
 	pgGen  atomic.Int64         // counts restarts of a PostgreSQL server
+	// svcSlots are the connections a team's services may open to each
+	// side's server, through the proxies of every scenario of the run
+	// (fitBudget: what the run's own pools leave); one value for both
+	// sides on one server.
+	svcSlots [2]*listen.Slots
 
 	undo    cleanups
 	pairs   pairPool

@@ -20,6 +20,7 @@ import (
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/proxy/fault"
+	"github.com/outboxdrill/runner/proxy/listen"
 	"github.com/outboxdrill/runner/proxy/pgwire"
 	"github.com/outboxdrill/runner/servers"
 	"github.com/outboxdrill/runner/steps"
@@ -42,6 +43,10 @@ type Config struct {
 	BrokerURL, BrokerName string
 	// Vars are the scenario's ${…} values: stream, consumer and its vars.
 	Vars map[string]string
+	// PGSlots cap the connections the services open to the producer's and
+	// the consumer's server, shared by every proxy on it (nil: each
+	// proxy's own cap alone).
+	PGSlots [2]*listen.Slots
 }
 
 // Run is the system running for one scenario. It implements steps.Services.
@@ -248,6 +253,9 @@ func (r *Run) proxies(s *service) (map[string]string, []string, error) {
 		}
 		if s.pg[i], err = pgwire.Listen(u.Host); err != nil {
 			return nil, nil, err
+		}
+		if sl := r.cfg.PGSlots[i]; sl != nil {
+			s.pg[i].ShareSlots(sl)
 		}
 		vars[link.name+".url"] = via(u, s.pg[i].Addr(), "sslmode", "disable")
 	}

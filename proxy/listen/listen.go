@@ -63,6 +63,7 @@ type Listener struct {
 	nextID   int
 	refused  int
 	closed   bool
+	slots    *Slots // shared with other listeners, nil for none
 	wg       sync.WaitGroup
 }
 
@@ -83,6 +84,46 @@ func Serve(p Protocol) (*Listener, error) {
 
 // Addr is the listener's "host:port".
 func (l *Listener) Addr() string { return l.ln.Addr().String() }
+
+// Slots is a cap shared by listeners whose connections all end up at one
+// server: the PostgreSQL proxies of every service of a run, whose
+// upstream connections count against that server's max_connections
+// together (each proxy's own cap of 256 is above the 200 of the runner's
+// own server, and several proxies share it).
+type Slots struct {
+	mu        sync.Mutex
+	used, max int
+}
+
+// NewSlots is a shared cap of n connections (n ≥ 1).
+func NewSlots(n int) *Slots { return &Slots{max: max(n, 1)} }
+
+func (s *Slots) take() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.used >= s.max {
+		return false
+	}
+	s.used++
+	return true
+}
+
+func (s *Slots) give() {
+	s.mu.Lock()
+	s.used--
+	s.mu.Unlock()
+}
+
+// Max is the shared cap.
+func (s *Slots) Max() int { return s.max }
+
+// ShareSlots makes the listener's connections also count against s, a
+// cap it shares with other listeners; set it before clients connect.
+func (l *Listener) ShareSlots(s *Slots) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.slots = s
+}
 
 // SetMax changes the cap on connections served at once (n ≥ 1); those
 // served already go on.
@@ -114,7 +155,11 @@ func (l *Listener) accept() {
 			nc.Close()
 			return
 		}
-		if len(l.conns) >= l.max {
+		full, limit := len(l.conns) >= l.max, l.max
+		if !full && l.slots != nil && !l.slots.take() {
+			full, limit = true, l.slots.Max()
+		}
+		if full {
 			l.refused++
 			if len(l.refusing) >= maxRefusing {
 				l.mu.Unlock()
@@ -123,7 +168,6 @@ func (l *Listener) accept() {
 			}
 			l.refusing[nc] = struct{}{}
 			l.wg.Add(1)
-			limit := l.max
 			l.mu.Unlock()
 			go l.refuse(nc, limit)
 			continue
@@ -132,6 +176,7 @@ func (l *Listener) accept() {
 		c := l.proto.Open(l.nextID, nc)
 		l.conns[c] = struct{}{}
 		l.wg.Add(1)
+		slots := l.slots
 		l.mu.Unlock()
 		go func() {
 			defer l.wg.Done()
@@ -139,6 +184,9 @@ func (l *Listener) accept() {
 			l.mu.Lock()
 			delete(l.conns, c)
 			l.mu.Unlock()
+			if slots != nil {
+				slots.give()
+			}
 		}()
 	}
 }

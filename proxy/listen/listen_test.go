@@ -112,3 +112,34 @@ func TestRefuseIsRequired(t *testing.T) {
 		t.Fatal("a protocol without Refuse was accepted")
 	}
 }
+
+// TestSharedSlotsCapListenersTogether: two proxies to one server share
+// its slots; a slot comes back when its connection ends.
+func TestSharedSlotsCapListenersTogether(t *testing.T) {
+	a, b := serveEcho(t), serveEcho(t)
+	s := NewSlots(2)
+	a.ShareSlots(s)
+	b.ShareSlots(s)
+	ca, got := ask(t, a)
+	if got != "ok 1" {
+		t.Fatalf("first: %q", got)
+	}
+	if _, got = ask(t, b); got != "ok 1" {
+		t.Fatalf("second, on the other listener: %q", got)
+	}
+	if _, got = ask(t, b); got != "refused (cap 2)" {
+		t.Fatalf("third, over the shared cap: %q", got)
+	}
+	ca.Close()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, got = ask(t, b); got != "refused (cap 2)" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the slot of a closed connection never came back")
+		}
+	}
+	if !strings.HasPrefix(got, "ok ") {
+		t.Errorf("after a slot came back: %q", got)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -33,7 +34,8 @@ import (
 type Proxy struct {
 	upstream string
 	ln       *listen.Listener
-	live     sync.Map // id → *conn, while open: OpenTransactions reads their status
+	live     sync.Map    // id → *conn, while open: OpenTransactions reads their status
+	shared   atomic.Bool // ShareSlots: the cap is shared
 
 	fault.Registry[*Armed, Event]
 }
@@ -88,7 +90,7 @@ func (p *Proxy) refuse(nc net.Conn, max int) {
 			return
 		default:
 			be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "53300",
-				Message: fmt.Sprintf("outboxdrill proxy: too many client connections (cap %d)", max)})
+				Message: fmt.Sprintf("outboxdrill proxy: too many client connections (cap %d%s)", max, p.sharedCap())})
 			_ = be.Flush()
 			return
 		}
@@ -170,6 +172,10 @@ func (p *Proxy) record(e Event) {
 	p.Record(e)
 }
 
+// ShareSlots makes the proxy's connections count against s too, a cap
+// shared with the other proxies to the same server (listen.Slots).
+func (p *Proxy) ShareSlots(s *listen.Slots) { p.shared.Store(true); p.ln.ShareSlots(s) }
+
 // Close stops listening, closes every relayed connection and waits for
 // them; triggers that never struck are left as they are (Done stays open).
 func (p *Proxy) Close() error { return p.ln.Close() }
@@ -181,4 +187,12 @@ func (e Event) RecordSize() (int, bool) {
 		n += 16 + len(t)
 	}
 	return n, e.Fault != ""
+}
+
+// sharedCap says what a shared cap is, for the refusal.
+func (p *Proxy) sharedCap() string {
+	if p.shared.Load() {
+		return ": what the PostgreSQL server has left for the run's services, shared by all their proxies"
+	}
+	return ""
 }
