@@ -11,6 +11,7 @@ package explore
 import (
 	"context"
 	"fmt"
+	"github.com/outboxdrill/runner/internal/guardfile"
 	"os"
 	"path/filepath"
 	"slices"
@@ -58,9 +59,11 @@ func (w *Workload) StartPos(step int) diag.Pos { return w.calls[step].Pos }
 // LoadWorkload reads a workload file: one fault-free scenario of a team's
 // system (sys, when given, is --system; else its system: key names it).
 func LoadWorkload(ctx context.Context, file string, sys *system.System) (*Workload, diag.Errors) {
-	data, err := os.ReadFile(file)
+	// As every file the runner reads: a regular file within its size cap,
+	// read under ctx (a FIFO hung explore past every signal).
+	data, err := guardfile.Read(ctx, file, guardfile.Scenario)
 	if err != nil {
-		return nil, diag.Errors{diag.Errorf(diag.Pos{File: file, Line: 1, Col: 1}, "%v", err)}
+		return nil, diag.Errors{diag.Errorf(diag.Pos{File: file}, "%v", err)}
 	}
 	return parseWorkload(ctx, file, data, sys)
 }

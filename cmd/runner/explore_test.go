@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/outboxdrill/runner/internal/testservers"
@@ -120,6 +121,18 @@ steps:
 	code, _, stderr = cli(t, "explore", wl, "--out", t.TempDir(), "--events", "10", "--seed", "3")
 	if code != exitInvalid || !strings.Contains(stderr, "--events, --seed drive(s) the random mode: add --random") {
 		t.Errorf("--events without --random: exit %d, want 2 saying it needs --random\n%s", code, stderr)
+	}
+	// The workload is read as every file is: a FIFO hung explore past
+	// every signal, /dev/zero ran it out of memory.
+	fifo := filepath.Join(t.TempDir(), "w.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{fifo, "/dev/zero"} {
+		code, _, stderr = cli(t, "explore", f, "--out", t.TempDir())
+		if code != exitInvalid || !strings.Contains(stderr, f+" is not a regular file") {
+			t.Errorf("explore %s: exit %d, want 2\n%s", f, code, stderr)
+		}
 	}
 }
 
