@@ -101,6 +101,11 @@ func CheckURL(kind, url string) error {
 	if url == "" {
 		return nil
 	}
+	if strings.TrimSpace(url) == "" {
+		// pgx reads a blank DSN as libpq's defaults (the local socket, as
+		// the current user): not what a blank variable meant.
+		return fmt.Errorf("blank: give a URL, or leave it unset for the runner's own server")
+	}
 	pr, ok := probeOf(kind)
 	if !ok {
 		return fmt.Errorf("unknown server kind %q", kind)
@@ -118,6 +123,13 @@ func CheckURL(kind, url string) error {
 // pgAddrs are the addresses of a PostgreSQL URL or DSN, its fallbacks
 // included; the SSLRequest comes before any TLS.
 func pgAddrs(url string) ([]broker.Addr, bool, error) {
+	if scheme, rest, ok := strings.Cut(url, "://"); ok && strings.HasPrefix(scheme, "postgres") {
+		// pgx reads what follows a second @ as the host, and its error then
+		// names part of the password: refuse it before anything reads it.
+		if authority, _, _ := strings.Cut(rest, "/"); strings.Count(authority, "@") > 1 {
+			return nil, false, errors.New("the user info holds an @ that is not percent-encoded (write it %40): part of the password would be taken for the host")
+		}
+	}
 	cfg, err := pgconn.ParseConfig(url)
 	if err != nil {
 		return nil, false, err

@@ -229,6 +229,10 @@ func TestFlagEdgeCases(t *testing.T) {
 		{[]string{"run", "--broker", "redis", "--broker", "natz", f}, "runner: --broker: unknown broker \"natz\" (did you mean \"nats\"?)"},
 		{[]string{"run", "--pg", "postgres://u:s3cr3t@[bad", f}, "runner: --pg: not a PostgreSQL URL or DSN: "},
 		{[]string{"run", "--pg", "host=h port=x password=s3cr3t", f}, "runner: --pg: not a PostgreSQL URL or DSN: "},
+		// pgx took what follows a second @ for the host, and said it.
+		{[]string{"run", "--pg", "postgres://u:ab@s3cr3t@127.0.0.1:1/postgres", f}, "runner: --pg: not a PostgreSQL URL or DSN: the user info holds an @ that is not percent-encoded"},
+		// pgx reads a blank DSN as the local socket's defaults.
+		{[]string{"run", "--pg", " ", f}, "runner: --pg: blank: give a URL, or leave it unset"},
 		{[]string{"run", "--redis", "redis://u:s3cr3t@[bad", f}, "runner: --redis: not a Redis URL: "},
 		{[]string{"run", "--redis", "http://u:s3cr3t@h:6379", f}, "runner: --redis: not a Redis URL: "},
 		{[]string{"run", "--broker", "nats", "--nats", "nats://u:s3cr3t@[bad", f}, "runner: --nats: not a NATS URL: "},
