@@ -144,6 +144,9 @@ type Report struct {
 	Brokers  []string             // the brokers of the run, in --broker order
 	Labels   map[string]string    // broker → how reports name its server, where not the broker itself ("kafka (kfake)")
 	NotRun   []*scenario.Scenario // not started: --fail-fast, Ctrl-C or a setup error
+	// Interrupted: SIGINT or SIGTERM cut the run short (the scenarios it
+	// cut off are skipped, not judged).
+	Interrupted bool
 	Results  []*Result
 	Duration time.Duration
 }
@@ -286,7 +289,7 @@ func (r *Report) Summary() string {
 	switch {
 	case failed > 0:
 		word = "FAIL"
-	case len(r.NotRun) > 0:
+	case len(r.NotRun) > 0 || r.Interrupted:
 		word = "INCOMPLETE" // interrupted or stopped by a setup error: not ok
 	}
 	extra := ""

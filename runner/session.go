@@ -60,13 +60,13 @@ func (s *Session) Run(ctx context.Context, scs []*scenario.Scenario) (*report.Re
 		}
 	}
 	results, err := schedule(ctx, &s.p, s.w, jobs)
-	return newReport(s.w, s.p.brokers(), start, jobs, results), errors.Join(err, context.Cause(ctx))
+	return newReport(ctx, s.w, s.p.brokers(), start, jobs, results), errors.Join(err, context.Cause(ctx))
 }
 
 // newReport is a batch's report: its results in the jobs' order, the jobs
 // that never ran as NotRun.
-func newReport(w *World, brokers []string, start time.Time, jobs []job, results []*report.Result) *report.Report {
-	rep := &report.Report{RunID: w.RunID, Duration: time.Since(start), Brokers: brokers, Labels: w.Labels()}
+func newReport(ctx context.Context, w *World, brokers []string, start time.Time, jobs []job, results []*report.Result) *report.Report {
+	rep := &report.Report{RunID: w.RunID, Duration: time.Since(start), Brokers: brokers, Labels: w.Labels(), Interrupted: ctx.Err() != nil}
 	for i, r := range results {
 		if r != nil {
 			rep.Results = append(rep.Results, r)
