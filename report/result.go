@@ -140,15 +140,15 @@ func (r *Result) Passed() bool { return len(r.Failures) == 0 }
 
 // Report is the outcome of a run.
 type Report struct {
-	RunID    string               // names every database and stream key of the run
-	Brokers  []string             // the brokers of the run, in --broker order
-	Labels   map[string]string    // broker → how reports name its server, where not the broker itself ("kafka (kfake)")
-	NotRun   []*scenario.Scenario // not started: --fail-fast, Ctrl-C or a setup error
+	RunID   string               // names every database and stream key of the run
+	Brokers []string             // the brokers of the run, in --broker order
+	Labels  map[string]string    // broker → how reports name its server, where not the broker itself ("kafka (kfake)")
+	NotRun  []*scenario.Scenario // not started: --fail-fast, Ctrl-C or a setup error
 	// Interrupted: SIGINT or SIGTERM cut the run short (the scenarios it
 	// cut off are skipped, not judged).
 	Interrupted bool
-	Results  []*Result
-	Duration time.Duration
+	Results     []*Result
+	Duration    time.Duration
 }
 
 // Label is how reports name broker b's server: "kafka (kfake)" for the
