@@ -82,3 +82,19 @@ func natsStreamExists(t *testing.T, url, hints string) string {
 	}
 	return first
 }
+
+// TestPsqlHintForEveryServerForm: a Unix-socket server's hint was a URL
+// whose path swallowed the socket directory (database
+// "var/run/postgresql:5432/drill_…" does not exist).
+func TestPsqlHintForEveryServerForm(t *testing.T) {
+	for url, want := range map[string]string{
+		"host=/var/run/postgresql user=postgres":       "psql 'host=/var/run/postgresql port=5432 user=postgres dbname=d'",
+		"postgres://app:s3cr3t@127.0.0.1:5433/x":       "psql 'postgres://app@127.0.0.1:5433/d'",
+		"postgres://app@[::1]:5432/x?sslmode=disable":  "psql 'postgres://app@[::1]:5432/d'",
+		"postgresql:///x?host=/tmp&user=u&password=pw": "psql 'host=/tmp port=5432 user=u dbname=d'",
+	} {
+		if got := psqlHint(url, "d"); got != want {
+			t.Errorf("%s:\n got %s\nwant %s", url, got, want)
+		}
+	}
+}

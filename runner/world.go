@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -447,10 +449,7 @@ func (w *World) pool(ctx context.Context, side int, db string) (*pgxpool.Pool, e
 // broker's hint for one consumer group (<consumer-id>) once per consumer
 // id of the scenario, the exact command.
 func (w *World) inspect(iso *isolation, b string, consumers ...string) []string {
-	psql := func(side int, db string) string {
-		cfg, _ := pgx.ParseConfig(w.pgURLs[side])
-		return fmt.Sprintf("psql 'postgres://%s@%s:%d/%s'", cfg.User, cfg.Host, cfg.Port, db)
-	}
+	psql := func(side int, db string) string { return psqlHint(w.pgURLs[side], db) }
 	hints := []string{"producer DB: " + psql(producerSide, iso.producer) + " -c 'TABLE outbox'",
 		"consumer DB: " + psql(consumerSide, iso.consumer) + " -c 'TABLE inbox' -c 'TABLE projection'"}
 	if conn, ok := w.brokerConns()[b]; ok {
@@ -465,6 +464,16 @@ func (w *World) inspect(iso *isolation, b string, consumers ...string) []string 
 		}
 	}
 	return hints
+}
+
+// psqlHint is the psql command that opens database db on the server of
+// url, with no password (psql asks, or reads ~/.pgpass).
+func psqlHint(url, db string) string {
+	cfg, _ := pgx.ParseConfig(url)
+	if strings.HasPrefix(cfg.Host, "/") { // a Unix socket's directory: a URL has no host for it
+		return "psql " + shellQuote(fmt.Sprintf("host=%s port=%d user=%s dbname=%s", cfg.Host, cfg.Port, cfg.User, db))
+	}
+	return fmt.Sprintf("psql 'postgres://%s@%s/%s'", cfg.User, net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), db)
 }
 
 // shellQuote is s as one shell word: as it is when plain, else in single
