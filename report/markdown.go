@@ -161,12 +161,16 @@ func writePassedNotJudged(b *strings.Builder, rep *Report) {
 }
 
 // mdCell is a user string for a Markdown table cell or heading: one line,
-// control characters escaped, long values cut, "|" escaped.
-func mdCell(s string) string { return strings.ReplaceAll(safe.Line(s), "|", "\\|") }
+// control characters escaped, long values cut, and what Markdown would
+// read as markup of its own escaped: "|" (a cell's end), HTML (<img
+// onerror=…>, <!-- hiding the rest) and links or images ([x](javascript:…)).
+func mdCell(s string) string { return mdText.Replace(safe.Line(s)) }
 
 // mdLine is a line of the runner's own built around user values (a skip
 // reason) for a table cell: like mdCell, cut only beyond safe.MaxLine.
-func mdLine(s string) string { return strings.ReplaceAll(safe.LongLine(s), "|", "\\|") }
+func mdLine(s string) string { return mdText.Replace(safe.LongLine(s)) }
+
+var mdText = strings.NewReplacer("|", "\\|", "&", "&amp;", "<", "&lt;", ">", "&gt;", "[", "\\[", "]", "\\]")
 
 // mdCode is s as inline code, in a table cell.
 func mdCode(s string) string {

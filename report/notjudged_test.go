@@ -92,3 +92,23 @@ func TestNotJudgedEverywhere(t *testing.T) {
 		}
 	}
 }
+
+// TestMarkdownEscapesMarkup: a scenario name is text in the Markdown
+// report, never HTML, a link or a comment hiding the rest.
+func TestMarkdownEscapesMarkup(t *testing.T) {
+	name := `x <img src=x onerror=alert(1)> [link](javascript:alert(1)) <!-- hidden | cell`
+	fail := &report.Result{Scenario: &scenario.Scenario{Name: name, File: "a.yaml"}, Broker: "redis",
+		Failures: []steps.Failure{{Key: "inbox.rows", Msg: "want 1, got 0"}}}
+	var md bytes.Buffer
+	if err := report.WriteMarkdown(&md, &report.Report{Brokers: []string{"redis"}, Results: []*report.Result{fail}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"<img", "<!--", " [link]"} {
+		if strings.Contains(md.String(), bad) {
+			t.Errorf("Markdown holds %q:\n%s", bad, md.String())
+		}
+	}
+	if want := `x &lt;img src=x onerror=alert(1)&gt; \[link\](javascript:alert(1)) &lt;!-- hidden \| cell`; !strings.Contains(md.String(), want) {
+		t.Errorf("Markdown lacks the escaped name %q:\n%s", want, md.String())
+	}
+}
