@@ -74,7 +74,7 @@ func TestExploreFindsAPlantedBugAndWritesAScenarioThatFails(t *testing.T) {
 			t.Fatalf("wrote %v, want one scenario\n%s", files, stdout)
 		}
 		body, _ := os.ReadFile(files[0])
-		for _, want := range []string{"system: ", `fault: {on: "consumer_db.commit(table=processed_messages)", do: error}`, "restart: true"} {
+		for _, want := range []string{"system: ", `fault: {on: "consumer_db.commit(table=processed_messages)", do: error, optional: true}`, "restart: true"} {
 			if !strings.Contains(string(body), want) {
 				t.Errorf("the written scenario lacks %q:\n%s", want, body)
 			}
@@ -83,6 +83,10 @@ func TestExploreFindsAPlantedBugAndWritesAScenarioThatFails(t *testing.T) {
 		code, stdout, stderr = cliEnv(t, env, "run", files[0])
 		if code != exitFailed || !strings.Contains(stdout, "acked_without_effect") {
 			t.Fatalf("runner run %s: exit %d, want 1 naming acked_without_effect\n%s\n%s\n%s", files[0], code, body, stdout, stderr)
+		}
+		// And passing once it is fixed ("fails until the bug is fixed").
+		if code, stdout, stderr = cliEnv(t, []string{payments, "BUG="}, "run", files[0]); code != exitOK {
+			t.Errorf("runner run %s on the fixed consumer: exit %d, want 0\n%s\n%s", files[0], code, stdout, stderr)
 		}
 	})
 
