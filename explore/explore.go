@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/sysrun"
 )
 
@@ -186,9 +188,15 @@ func open(ctx context.Context, p Params) (*explorer, error) {
 		if observe {
 			run.Observe()
 		}
-		return func(*report.Result) {
+		return func(res *report.Result) {
 			e.mu.Lock()
 			defer e.mu.Unlock()
+			if n := run.Dropped(); observe && n > 0 {
+				// A boundary map with crossings left out would explore fewer
+				// points and say nothing: the run is not judged instead.
+				res.Failures = append(res.Failures, steps.Failure{Pos: sc.Pos, Key: steps.ErrorKey,
+					Msg: fmt.Sprintf("the proxies' records left %d event(s) out (each keeps %d MB of what it relayed): the boundary map would be incomplete", n, fault.MaxRecordBytes>>20)})
+			}
 			if r := e.records[sc]; r != nil {
 				r.crossings, r.unclassified = run.Crossings(), run.Unclassified()
 				for i, c := range r.crossings {

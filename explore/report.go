@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
-	"github.com/outboxdrill/runner/history"
 	"io"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/outboxdrill/runner/history"
 	"github.com/outboxdrill/runner/internal/safe"
 )
 

@@ -11,7 +11,6 @@ package explore
 import (
 	"context"
 	"fmt"
-	"github.com/outboxdrill/runner/internal/guardfile"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/guardfile"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/system"

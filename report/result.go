@@ -48,6 +48,9 @@ type Result struct {
 	Settled string
 	Kept    []string // with --keep: commands to inspect what was left in place
 	Skipped string   // why the scenario could not run to its end here (not a pass)
+	// CutOff: the run was interrupted (SIGINT, SIGTERM) before the
+	// scenario's verdict: a first failing step, or the end of judging.
+	CutOff bool
 	// NA are the state checks this broker could not read: reported, not
 	// judged; the rest of the scenario ran.
 	NA       []steps.NA

@@ -87,15 +87,17 @@ func (w *World) fitBudget(ctx context.Context, p *Params) error {
 		}
 		p.Parallel = capped
 	}
-	// What the run's own pools leave is the team's services': their proxies
-	// refuse past it in their own words, where the server would refuse
-	// them, and one service's pool could take another's slots.
+	// What the run's own pools leave is the team's services' (the margin
+	// kept for other clients too: a services' slot is what the server
+	// could still take, so a capped --parallel never leaves them none):
+	// their proxies refuse past it in their own words, where the server
+	// would refuse them and the run's own pools after them.
 	for i, url := range w.pgURLs {
 		if i > 0 && url == w.pgURLs[0] {
 			w.svcSlots[i] = w.svcSlots[0]
 			continue
 		}
-		w.svcSlots[i] = listen.NewSlots(budgets[i].free() - budgets[i].need(capped))
+		w.svcSlots[i] = listen.NewSlots(budgets[i].free() + budgets[i].margin - budgets[i].need(capped))
 	}
 	return nil
 }

@@ -126,7 +126,11 @@ func pgAddrs(url string) ([]broker.Addr, bool, error) {
 	if scheme, rest, ok := strings.Cut(url, "://"); ok && strings.HasPrefix(scheme, "postgres") {
 		// pgx reads what follows a second @ as the host, and its error then
 		// names part of the password: refuse it before anything reads it.
-		if authority, _, _ := strings.Cut(rest, "/"); strings.Count(authority, "@") > 1 {
+		authority := rest
+		if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+			authority = rest[:i] // a query's @ (application_name=a@b) is no user info
+		}
+		if strings.Count(authority, "@") > 1 {
 			return nil, false, errors.New("the user info holds an @ that is not percent-encoded (write it %40): part of the password would be taken for the host")
 		}
 	}

@@ -173,7 +173,7 @@ func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*report.R
 				}
 				res, err := guarded(func() (*report.Result, error) { return runScenario(ctx, p, w, jobs[i]) })
 				unlock()
-				if res != nil && ctx.Err() != nil && !res.Passed() {
+				if res != nil && res.CutOff && !res.Passed() {
 					interruptedWhileRunning(res, jobs[i].sc)
 				}
 				mu.Lock()
@@ -348,6 +348,7 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 		}
 		defer func() { env.CDC = nil }()
 	}
+	decided, cutOff := false, false // cutOff: the run's interrupt came before the verdict
 	for _, call := range sc.Steps {
 		if res.Skipped != "" {
 			break
@@ -365,6 +366,9 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 		res.NA = append(res.NA, out.NA...)
 		if len(fails) > 0 {
 			res.Failures = fails
+			// A step that failed before an interrupt failed: its verdict
+			// stands, whatever settling and judging meet after.
+			decided, cutOff = true, ctx.Err() != nil
 			break
 		}
 	}
@@ -399,6 +403,10 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 			res.Failures = append(res.Failures, steps.Failure{Pos: sc.Pos, Key: "history", Msg: err.Error()})
 		}
 	}
+	if !decided {
+		cutOff = ctx.Err() != nil
+	}
+	res.CutOff = cutOff
 	// What the team's services said, up to the verdict.
 	res.Services = servicesSaid(sys)
 	if judged != nil {
@@ -422,10 +430,11 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 	return res, errors.Join(restoreErr, err)
 }
 
-// interruptedWhileRunning makes a scenario that failed as the run was
-// interrupted (SIGINT, SIGTERM) not judged: its steps, its settling and
-// its checks were cut off, and a CI report must not show that as a failure
-// of the system drilled (it did: "4 failed" for a Ctrl-C).
+// interruptedWhileRunning makes a scenario whose verdict the run's
+// interrupt (SIGINT, SIGTERM) came before not judged: its steps, its
+// settling and its checks were cut off, and a CI report must not show that
+// as a failure of the system drilled (it did: "4 failed" for a Ctrl-C). A
+// step that failed before the interrupt keeps its failure (CutOff false).
 func interruptedWhileRunning(res *report.Result, sc *scenario.Scenario) {
 	res.Skipped = fmt.Sprintf("%s: interrupted (SIGINT or SIGTERM) while it ran: not judged", sc.Pos)
 	res.Failures, res.Violations = nil, nil

@@ -301,6 +301,9 @@ func parseScenario(ctx context.Context, file string, root *yaml.Node) ([]*Scenar
 		}
 		var verrs diag.Errors
 		vars = resolveVars(vars, h.varPos, &verrs)
+		for i := range v { // the label says the values as resolved
+			v[i].value = vars[v[i].name]
+		}
 		sc.Vars = vars
 		sc.Name = substituteText(sc.Name, vars)
 		sc.Description = substituteText(sc.Description, vars)

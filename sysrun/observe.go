@@ -192,3 +192,24 @@ func (r *Run) Unclassified() []string {
 	}
 	return out
 }
+
+// Dropped is how many events the proxies of every process observed left
+// out of their records, full (fault.MaxRecordBytes): the crossings are
+// then incomplete.
+func (r *Run) Dropped() int64 {
+	r.mu.Lock()
+	obs := slices.Clone(r.observed)
+	r.mu.Unlock()
+	var n int64
+	for _, o := range obs {
+		for _, p := range o.svc.pg {
+			if p != nil {
+				n += p.Dropped()
+			}
+		}
+		if d, ok := o.svc.broker.(interface{ Dropped() int64 }); ok {
+			n += d.Dropped()
+		}
+	}
+	return n
+}

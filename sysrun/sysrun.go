@@ -274,6 +274,16 @@ func (r *Run) proxies(s *service) (map[string]string, []string, error) {
 		r.mu.Unlock()
 		vars["broker.url"], vars["broker.address"] = s.broker.URL(), s.broker.Address()
 	}
+	// A scenario variable may name a placeholder (url: "${producer_db.url}"):
+	// it is this service's value now (the scenario's variables are resolved
+	// among themselves at load; what is left are the system's names).
+	for k, v := range vars {
+		if strings.Contains(v, "${") {
+			if e, err := system.Expand(v, vars); err == nil {
+				vars[k] = e
+			}
+		}
+	}
 	// Every URL handed out, and the servers' own: their passwords (user
 	// info, query, DSN) and tokens, which the service's output hides in
 	// every encoding (redact.Set).

@@ -51,7 +51,7 @@ func TestBrokerFaultOfAnotherBrokerSkips(t *testing.T) {
 // password in a server URL is kept out of the output.
 func TestServicesGetProxyAddresses(t *testing.T) {
 	r := New(Config{System: loadSystem(t), BrokerName: "redis", BrokerURL: "redis://:s3cret@127.0.0.1:6379/0",
-		ProducerURL: "postgres://u:pw@127.0.0.1:5432/p", ConsumerURL: "postgres://u:pw@127.0.0.1:5432/c", Vars: map[string]string{"stream": "s", "consumer": "c"}})
+		ProducerURL: "postgres://u:pw@127.0.0.1:5432/p", ConsumerURL: "postgres://u:pw@127.0.0.1:5432/c", Vars: map[string]string{"stream": "s", "consumer": "c", "db": "${producer_db.url}"}})
 	defer r.Close(context.Background())
 	s := &service{name: "relay"}
 	vars, secrets, err := r.proxies(s)
@@ -66,6 +66,10 @@ func TestServicesGetProxyAddresses(t *testing.T) {
 	}
 	if !strings.Contains(vars["producer_db.url"], "sslmode=disable") || !strings.Contains(vars["producer_db.url"], "/p?") {
 		t.Errorf("producer_db.url %s: want the scenario's database, plain TCP", vars["producer_db.url"])
+	}
+	// A scenario variable naming a placeholder is this service's value.
+	if vars["db"] != vars["producer_db.url"] {
+		t.Errorf("${db} (the scenario's \"${producer_db.url}\") = %q, want %q", vars["db"], vars["producer_db.url"])
 	}
 	// "pw" is too short to hide wherever it appears: redact.Set hides it
 	// by its place (user info, password=).

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/outboxdrill/runner/internal/testutil"
 	"io"
 	"net/url"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/internal/testservers"
+	"github.com/outboxdrill/runner/internal/testutil"
 )
 
 // sparse makes a file of size bytes that takes no disk (and no memory
@@ -253,6 +253,10 @@ func TestFlagEdgeCases(t *testing.T) {
 		if code != exitInvalid || out != "" || !strings.HasPrefix(errs, tc.want) || strings.Contains(errs, "s3cr3t") {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and %q, no password", tc.args, code, out, errs, tc.want)
 		}
+	}
+	// An @ past the authority (a query's) is no user info: not refused as one.
+	if code, _, errs := run0("run", "--pg", "postgres://u@127.0.0.1:1?application_name=a@b", "--connect-timeout", "1s", f); code == exitInvalid || strings.Contains(errs, "user info holds an @") {
+		t.Errorf("a query's @: exit %d, %s", code, errs)
 	}
 	// A URL from the environment is named by its variable.
 	t.Setenv("RUNNER_PG_URL", "postgres://u:s3cr3t@[bad")

@@ -361,7 +361,9 @@ func (c *conn) fromServerOp(m *msg, more bool) bool {
 	case "INFO":
 		c.p.record(Event{Conn: c.id, Op: m.op}, nil)
 		js, in, err := rewriteInfo(m.json, c.p.Addr())
-		c.serverMax.Store(in.maxPayload)
+		if in.maxPayload > 0 { // an INFO that does not say keeps the last one's
+			c.serverMax.Store(in.maxPayload)
+		}
 		if err != nil {
 			// Not JSON: no client can read it either; it goes on as it
 			// is, and the client says what is wrong.

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/outboxdrill/runner/internal/testutil"
 	"io"
 	"net"
 	"runtime"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxdrill/runner/internal/testutil"
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/proxy/listen"
 )

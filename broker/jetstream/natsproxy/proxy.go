@@ -145,3 +145,6 @@ func payload(h nproxy.Header, name string, data []byte) string {
 	}
 	return string(data)
 }
+
+// Dropped is how many events the proxy's record left out, full.
+func (x *proxy) Dropped() int64 { return x.p.Dropped() }

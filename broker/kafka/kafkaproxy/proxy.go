@@ -211,3 +211,6 @@ func markShareAcked(out []broker.WireMsg, dels []kproxy.Delivery, a kproxy.Ack) 
 		}
 	}
 }
+
+// Dropped is how many events the proxy's record left out, full.
+func (x *proxy) Dropped() int64 { return x.p.Dropped() }

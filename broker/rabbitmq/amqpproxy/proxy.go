@@ -135,3 +135,6 @@ func payload(p aproxy.Properties, header string, body []byte) string {
 	}
 	return string(body)
 }
+
+// Dropped is how many events the proxy's record left out, full.
+func (x *proxy) Dropped() int64 { return x.p.Dropped() }

@@ -195,3 +195,6 @@ func (x *proxy) ReadGroups() ([]string, map[string]time.Duration) {
 	slices.Sort(gs)
 	return gs, claims
 }
+
+// Dropped is how many events the proxy's record left out, full.
+func (x *proxy) Dropped() int64 { return x.p.Dropped() }
