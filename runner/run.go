@@ -327,7 +327,10 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 	}
 	env := iso.env
 	where := [3]string{iso.producer, iso.consumer, iso.streamKey}
-	// The timeout bounds the scenario's own steps, not the isolation around them.
+	// The timeout bounds the scenario's own steps, not the isolation around
+	// them. run is the run's context: its interrupt (not the timeout) is
+	// what may cut a scenario off before its verdict.
+	run := ctx
 	ctx, cancel := context.WithTimeoutCause(ctx, p.Timeout, fmt.Errorf("scenario timed out after %s", p.Timeout))
 	defer cancel()
 	res := &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: len(p.brokers()) > 1 || j.broker != broker.Redis,
@@ -368,7 +371,7 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 			res.Failures = fails
 			// A step that failed before an interrupt failed: its verdict
 			// stands, whatever settling and judging meet after.
-			decided, cutOff = true, ctx.Err() != nil
+			decided, cutOff = true, run.Err() != nil
 			break
 		}
 	}
@@ -404,7 +407,7 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 		}
 	}
 	if !decided {
-		cutOff = ctx.Err() != nil
+		cutOff = run.Err() != nil
 	}
 	res.CutOff = cutOff
 	// What the team's services said, up to the verdict.
