@@ -110,6 +110,15 @@ func (c *conn) fromClient(rd *frameReader) {
 			return
 		}
 		f, err := rd.next()
+		if err == io.EOF { // the client is done: its answers still come
+			c.HalfClose(func() error {
+				if !c.sendServer(nil, true) {
+					return net.ErrClosed
+				}
+				return nil
+			})
+			return
+		}
 		if err == nil && c.closingFrame(f, fromClient) {
 			continue
 		}

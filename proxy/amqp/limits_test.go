@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -161,5 +162,23 @@ func TestATableDecodesABoundedNumberOfFields(t *testing.T) {
 	d = decoder{b: table(1000)}
 	if tb := d.table(0); d.bad || len(tb["a"].([]any)) != 1000 {
 		t.Errorf("1,000 fields: bad %v, %v", d.bad, len(tb))
+	}
+}
+
+// TestAHalfClosedClientGetsItsReplies: the protocol header, then the
+// client's writing side shut down: connection.start still comes (the proxy
+// closed both ways at its EOF).
+func TestAHalfClosedClientGetsItsReplies(t *testing.T) {
+	f := newFixture(t)
+	c := f.dial()
+	if _, err := io.WriteString(c, "AMQP\x00\x00\x09\x01"); err != nil {
+		t.Fatal(err)
+	}
+	c.(*net.TCPConn).CloseWrite()
+	got := testutil.ReadToClose(t, c)
+	// A method frame (type 1) on channel 0 whose payload begins with
+	// class 10 (connection), method 10 (start).
+	if len(got) < 11 || got[0] != 1 || got[7:11] != "\x00\x0a\x00\x0a" {
+		t.Errorf("got %q, want connection.start", got[:min(len(got), 16)])
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 
@@ -75,6 +76,10 @@ func (c *conn) fromClient() {
 			return
 		}
 		msg, err := readMessage(rd, MaxMessage)
+		if err == io.EOF {
+			c.HalfClose(c.toServer.Flush) // the client is done: its answers still come
+			return
+		}
 		if err != nil {
 			return // the broker closes a connection over its cap too
 		}

@@ -177,3 +177,27 @@ func TestEventSizeCountsWhatItKeeps(t *testing.T) {
 		t.Errorf("two records of 1 MB count %d bytes", n)
 	}
 }
+
+// TestAHalfClosedClientIsAnsweredAsByTheBroker: a request, then the
+// client's writing side shut down: through the proxy the client gets what
+// the broker itself gives such a client (kfake closes at the EOF, its
+// response unsent; a proxy that answered would promise more than Kafka).
+func TestAHalfClosedClientIsAnsweredAsByTheBroker(t *testing.T) {
+	f := newFixture(t)
+	ask := func(addr string) string {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write(frame(18, 0, 77, nil)); err != nil { // ApiVersions v0
+			t.Fatal(err)
+		}
+		c.(*net.TCPConn).CloseWrite()
+		return testutil.ReadToClose(t, c)
+	}
+	direct, proxied := ask(kfakeAddr(t)), ask(f.proxy.Addr())
+	if (len(direct) >= 8) != (len(proxied) >= 8) {
+		t.Errorf("the broker directly: %d bytes; through the proxy: %d", len(direct), len(proxied))
+	}
+}

@@ -101,3 +101,40 @@ func (p *Pair) Await(answered <-chan struct{}, limit time.Duration, forget func(
 		return false
 	}
 }
+
+// HalfCloseWait bounds how long a pair whose client ended its requests
+// waits for the server to answer them and close its side.
+const HalfCloseWait = 10 * time.Second
+
+// HalfClose passes a client's end of its requests on (it closed, or shut
+// its writing side down, as `nc` and `printf … | redis-cli` do): the
+// server's writing side is shut down too, the replies to what came before
+// still reach the client, and the pair closes once the server closed its
+// side (Done), or after HalfCloseWait. Closing both ways at the client's
+// EOF dropped those replies. flush sends what is buffered for the server
+// first.
+func (p *Pair) HalfClose(flush func() error) {
+	if flush != nil && flush() != nil {
+		p.Close()
+		return
+	}
+	p.serverMu.Lock()
+	s := p.server
+	p.serverMu.Unlock()
+	ShutWrite(s, p.Done)
+	p.Close()
+}
+
+// ShutWrite shuts server's writing side down and waits until done closes
+// (the proxy's reading of the server ended) or HalfCloseWait passed: a
+// proxy not built on Pair half-closes with it.
+func ShutWrite(server net.Conn, done <-chan struct{}) {
+	if tc, ok := server.(*net.TCPConn); ok && tc.CloseWrite() == nil {
+		t := time.NewTimer(HalfCloseWait)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+		}
+	}
+}

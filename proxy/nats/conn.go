@@ -99,6 +99,10 @@ func (c *conn) fromClient() {
 			return
 		}
 		m, err := rd.next()
+		if err == io.EOF {
+			c.HalfClose(c.toServer.Flush) // the client is done: its answers still come
+			return
+		}
 		if err != nil {
 			var pe *protoError
 			if errors.As(err, &pe) {

@@ -168,3 +168,18 @@ func TestEventSizeCountsWhatItKeeps(t *testing.T) {
 		t.Errorf("1 MB of data and 10,000 header fields count %d bytes", n)
 	}
 }
+
+// TestAHalfClosedClientGetsItsReplies: a client that sends, then shuts
+// its writing side down, gets the server's answers (the proxy closed both
+// ways at its EOF).
+func TestAHalfClosedClientGetsItsReplies(t *testing.T) {
+	f := newFixture(t)
+	c, _ := f.dial()
+	if _, err := io.WriteString(c, "CONNECT {\"verbose\":false}\r\nPING\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	c.(*net.TCPConn).CloseWrite()
+	if got := testutil.ReadToClose(t, c); !strings.Contains(got, "PONG\r\n") {
+		t.Errorf("got %q, want PONG", got)
+	}
+}

@@ -321,3 +321,28 @@ func TestPreparedOverTheCap(t *testing.T) {
 		t.Errorf("trigger: fired=%v err=%v, want unclassifiable", a.Fired(), a.Err())
 	}
 }
+
+// TestAHalfClosedClientGetsItsReplies: a query, then the client's writing
+// side shut down: its result still comes (the proxy closed both ways at
+// its EOF).
+func TestAHalfClosedClientGetsItsReplies(t *testing.T) {
+	f := newFixture(t)
+	c, fe := f.raw(t)
+	fe.Send(&pgproto3.Query{String: "SELECT 42"})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c.(*net.TCPConn).CloseWrite()
+	for {
+		m, err := fe.Receive()
+		if err != nil {
+			t.Fatalf("no row before the end: %v", err)
+		}
+		if row, ok := m.(*pgproto3.DataRow); ok {
+			if string(row.Values[0]) != "42" {
+				t.Errorf("row %q", row.Values[0])
+			}
+			return
+		}
+	}
+}

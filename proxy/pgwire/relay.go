@@ -3,6 +3,7 @@ package pgwire
 import (
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/outboxdrill/runner/proxy/fault"
+	"github.com/outboxdrill/runner/proxy/listen"
 )
 
 // written lists the tables the current transaction wrote, with their
@@ -35,6 +37,15 @@ func (c *conn) fromClient() {
 	defer c.close()
 	for {
 		msg, err := c.be.Receive()
+		// The client is done (pgproto3 says so as an unexpected EOF, also
+		// between messages): the answers to what it sent still come.
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			c.serverMu.Lock()
+			s := c.server
+			c.serverMu.Unlock()
+			listen.ShutWrite(s, c.done)
+			return
+		}
 		if err != nil {
 			c.refuseLarge(err)
 			return

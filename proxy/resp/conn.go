@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -91,6 +92,13 @@ func (c *conn) fromClient() {
 	rd := newReader(c.client)
 	for {
 		cmd, raw, err := rd.command()
+		if err == io.EOF { // the client is done: the replies to what it sent still come
+			c.serverMu.Lock()
+			s := c.server
+			c.serverMu.Unlock()
+			listen.ShutWrite(s, c.done)
+			return
+		}
 		if err != nil {
 			// A command Redis (or the proxy's limits) refuses: the client
 			// gets the error after the replies to what it sent before,

@@ -371,3 +371,18 @@ func TestEventSizeCountsWhatItKeeps(t *testing.T) {
 		t.Error("a strike is not kept whatever the bound")
 	}
 }
+
+// TestAHalfClosedClientGetsItsReplies: a client that sends, then shuts
+// its writing side down (nc, printf | redis-cli) gets the replies, as from
+// Redis; the proxy closed both ways at its EOF.
+func TestAHalfClosedClientGetsItsReplies(t *testing.T) {
+	f := newFixture(t)
+	c := f.dial()
+	if _, err := io.WriteString(c, "PING\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	c.(*net.TCPConn).CloseWrite()
+	if got := readAll(t, c); got != "+PONG\r\n" {
+		t.Errorf("got %q, want +PONG", got)
+	}
+}
