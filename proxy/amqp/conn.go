@@ -49,6 +49,7 @@ type unit struct {
 func newConn(p *Proxy, id int, client net.Conn) *conn {
 	c := &conn{Pair: listen.NewPair(client), p: p, id: id, chans: map[uint16]*channel{}}
 	c.frameMax.Store(MaxFrame)
+	c.Hold = p.budget.Hold()
 	return c
 }
 
@@ -60,6 +61,7 @@ func (c *conn) serve() {
 	}
 	c.server, c.toServer = server, bufio.NewWriterSize(server, 64<<10)
 	rd := newFrameReader(c.Client, &c.frameMax)
+	rd.hold = c.Hold
 	h, err := rd.header()
 	if err != nil || !c.sendServer(h, true) {
 		return

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"sync/atomic"
+
+	"github.com/outboxdrill/runner/proxy/listen"
 )
 
 // The proxy's limits. Each bounds what one peer can make the proxy keep.
@@ -65,8 +67,9 @@ func frameError(format string, args ...any) error {
 // frameReader reads frames, allocating only for bytes that arrived, never
 // for a size announced.
 type frameReader struct {
-	r   *bufio.Reader
-	max *atomic.Int64 // the payload cap: MaxFrame, or less once frame-max is agreed
+	r    *bufio.Reader
+	max  *atomic.Int64 // the payload cap: MaxFrame, or less once frame-max is agreed
+	hold *listen.Hold  // a client's share of the proxy's large-message budget (nil: the server's)
 }
 
 func newFrameReader(r io.Reader, max *atomic.Int64) *frameReader {
@@ -84,6 +87,7 @@ func (r *frameReader) header() ([]byte, error) {
 
 // next reads one frame.
 func (r *frameReader) next() (frame, error) {
+	r.hold.Release() // the last frame went on
 	head, err := r.r.Peek(7)
 	if err != nil {
 		if err == io.EOF && r.r.Buffered() > 0 {
@@ -98,6 +102,8 @@ func (r *frameReader) next() (frame, error) {
 		return frame{}, frameError("unknown frame type %d", f.typ)
 	case int64(size) > r.max.Load():
 		return frame{}, frameError("a frame of %d bytes is over the frame-max of %d", size+8, r.max.Load()+8)
+	case !r.hold.Add(int64(size)):
+		return frame{}, frameError("%v", listen.ErrBudget(int64(size)+8))
 	}
 	f.raw = make([]byte, 0, min(int(size)+8, 64<<10))
 	for left := int(size) + 8; left > 0; {

@@ -97,13 +97,14 @@ type Proxy struct {
 	ln       *listen.Listener
 	seq      atomic.Int64
 	others   atomic.Int64
+	budget   *listen.Budget // large client frames in flight, all connections
 
 	fault.Registry[*Armed, Event]
 }
 
 // Listen starts a proxy to upstream ("host:port") on 127.0.0.1.
 func Listen(upstream string) (*Proxy, error) {
-	p := &Proxy{upstream: upstream}
+	p := &Proxy{upstream: upstream, budget: listen.NewMessageBudget()}
 	ln, err := listen.Serve(listen.Protocol{
 		Open:   func(id int, nc net.Conn) listen.Conn { return newConn(p, id, nc) },
 		Serve:  func(c listen.Conn) { c.(*conn).serve() },

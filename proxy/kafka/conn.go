@@ -48,7 +48,9 @@ type call struct {
 }
 
 func newConn(p *Proxy, id int, upstream string, client net.Conn) *conn {
-	return &conn{Pair: listen.NewPair(client), p: p, id: id, upstream: upstream, fetchAt: map[topicPartition]int64{}}
+	c := &conn{Pair: listen.NewPair(client), p: p, id: id, upstream: upstream, fetchAt: map[topicPartition]int64{}}
+	c.Hold = p.budget.Hold()
+	return c
 }
 
 func (c *conn) serve() {
@@ -75,7 +77,7 @@ func (c *conn) fromClient() {
 			c.toServer.Flush()
 			return
 		}
-		msg, err := readMessage(rd, MaxMessage)
+		msg, err := readMessage(rd, MaxMessage, c.Hold)
 		if err == io.EOF {
 			c.HalfClose(c.toServer.Flush) // the client is done: its answers still come
 			return
@@ -203,7 +205,7 @@ func (c *conn) fromServer() {
 		if rd.Buffered() == 0 && !c.Write(nil, true) { // before waiting for more, what was sent goes out
 			return
 		}
-		msg, err := readMessage(rd, MaxMessage)
+		msg, err := readMessage(rd, MaxMessage, nil) // the broker's: no budget
 		if err != nil || len(msg) < 8 {
 			return
 		}

@@ -59,6 +59,7 @@ type Proxy struct {
 	txns      map[string]*txn // by transactional id
 
 	conns, seq, others atomic.Int64
+	budget             *listen.Budget // large client messages in flight, all connections
 
 	fault.Registry[*Armed, Event]
 }
@@ -74,7 +75,7 @@ type txn struct {
 // 127.0.0.1; a listener for each other broker starts as a response names
 // it.
 func Listen(upstream string) (*Proxy, error) {
-	p := &Proxy{seed: upstream, listeners: map[string]*listen.Listener{}, topicIDs: map[[16]byte]string{}, txns: map[string]*txn{}}
+	p := &Proxy{seed: upstream, listeners: map[string]*listen.Listener{}, topicIDs: map[[16]byte]string{}, txns: map[string]*txn{}, budget: listen.NewMessageBudget()}
 	if _, err := p.listenerFor(upstream); err != nil {
 		return nil, fmt.Errorf("kafka proxy: %w", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"io"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outboxdrill/runner/proxy/listen"
 )
 
 // The proxy's limits. Each bounds what one peer can make the proxy keep.
@@ -30,7 +32,8 @@ const (
 
 // readMessage reads a size-prefixed message, allocating only for bytes
 // that arrived.
-func readMessage(r *bufio.Reader, max int) ([]byte, error) {
+func readMessage(r *bufio.Reader, max int, hold *listen.Hold) ([]byte, error) {
+	hold.Release() // the last message was handled
 	head, err := r.Peek(4)
 	if err != nil {
 		if err == io.EOF && r.Buffered() > 0 {
@@ -41,6 +44,9 @@ func readMessage(r *bufio.Reader, max int) ([]byte, error) {
 	n := int32(binary.BigEndian.Uint32(head))
 	if n < 0 || int64(n) > int64(max) {
 		return nil, fmt.Errorf("kafka: a message of %d bytes is over the proxy's cap of %d", n, max)
+	}
+	if !hold.Add(int64(n)) {
+		return nil, listen.ErrBudget(int64(n)) // the broker closes such a connection too (over socket.request.max.bytes)
 	}
 	msg := make([]byte, 0, min(int(n)+4, 64<<10))
 	for left := int(n) + 4; left > 0; {

@@ -16,6 +16,9 @@ type Pair struct {
 	// Done is closed once the pair is closing: a goroutine waiting on a
 	// held reply gives up.
 	Done chan struct{}
+	// Hold is the client's share of its proxy's MessageBudget (nil: none),
+	// given back when the pair closes.
+	Hold *Hold
 
 	serverMu sync.Mutex
 	server   net.Conn
@@ -40,6 +43,7 @@ func (p *Pair) Dial(addr string) (net.Conn, error) {
 // Close closes both sides, once.
 func (p *Pair) Close() {
 	p.once.Do(func() {
+		defer p.Hold.Release()
 		close(p.Done)
 		p.Client.Close()
 		p.serverMu.Lock()

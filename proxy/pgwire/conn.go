@@ -53,6 +53,7 @@ type conn struct {
 
 	closeOnce sync.Once
 	done      chan struct{}
+	budget    *listen.Hold // the client's share of the proxy's large-message budget
 }
 
 // reply is what the server will answer to one write ending in Sync or
@@ -88,7 +89,7 @@ type stmtHold struct {
 
 func newConn(p *Proxy, id int, client net.Conn) *conn {
 	c := &conn{p: p, id: id, client: client, done: make(chan struct{}), pending: make(chan *reply, 4096),
-		stmts: map[string]string{}, portals: map[string]string{}}
+		stmts: map[string]string{}, portals: map[string]string{}, budget: p.budget.Hold()}
 	p.live.Store(id, c)
 	return c
 }
@@ -98,6 +99,7 @@ func (c *conn) Close() { c.close() }
 
 func (c *conn) close() {
 	c.closeOnce.Do(func() {
+		defer c.budget.Release()
 		c.p.live.Delete(c.id)
 		close(c.done)
 		c.client.Close()
@@ -114,7 +116,9 @@ func (c *conn) dial() error { return listen.Dial(c.p.upstream, c.done, &c.server
 
 func (c *conn) serve() {
 	defer c.close()
-	c.be = pgproto3.NewBackend(newFramer(c.client), c.client)
+	fr := newFramer(c.client)
+	fr.hold = c.budget
+	c.be = pgproto3.NewBackend(fr, c.client)
 	c.be.SetMaxBodyLen(maxMessage)
 	// A client has StartupTimeout to start and authenticate.
 	c.client.SetReadDeadline(time.Now().Add(StartupTimeout))

@@ -7,6 +7,8 @@ import (
 	"io"
 	"slices"
 	"time"
+
+	"github.com/outboxdrill/runner/proxy/listen"
 )
 
 // The proxy's limits. docs/drill-your-own-service.md ("Limits") says why
@@ -65,13 +67,18 @@ func size(n int) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// tooLarge is a message over the cap.
+// tooLarge is a message over the cap, or over what the proxy's budget for
+// large messages has left (budget).
 type tooLarge struct {
-	from string // "client" or "server"
-	n    int
+	from   string // "client" or "server"
+	n      int
+	budget bool
 }
 
 func (e *tooLarge) Error() string {
+	if e.budget {
+		return listen.ErrBudget(int64(e.n)).Error()
+	}
 	return fmt.Sprintf("a %s message of %d bytes is over the proxy's cap of %d bytes", e.from, e.n, maxMessage)
 }
 
@@ -85,6 +92,7 @@ type framer struct {
 	startup bool // startup framing (no type byte) until the StartupMessage
 	msg     []byte
 	off     int
+	hold    *listen.Hold // the client's share of the proxy's large-message budget
 }
 
 func newFramer(r io.Reader) *framer {
@@ -111,6 +119,7 @@ func (f *framer) fill() error {
 	if f.startup {
 		head = 4
 	}
+	f.hold.Release() // the last message went on
 	f.msg, f.off = slices.Grow(f.msg[:0], head)[:head], 0
 	if _, err := io.ReadFull(f.r, f.msg); err != nil {
 		f.msg = f.msg[:0]
@@ -124,6 +133,8 @@ func (f *framer) fill() error {
 		return fmt.Errorf("invalid message length: %d", n)
 	case !f.startup && n-4 > maxMessage:
 		return &tooLarge{from: "client", n: n - 4}
+	case !f.hold.Add(int64(n - 4)):
+		return &tooLarge{from: "client", n: n - 4, budget: true}
 	}
 	for left := n - 4; left > 0; {
 		k := min(left, 64<<10)

@@ -34,8 +34,9 @@ import (
 type Proxy struct {
 	upstream string
 	ln       *listen.Listener
-	live     sync.Map    // id → *conn, while open: OpenTransactions reads their status
-	shared   atomic.Bool // ShareSlots: the cap is shared
+	live     sync.Map       // id → *conn, while open: OpenTransactions reads their status
+	shared   atomic.Bool    // ShareSlots: the cap is shared
+	budget   *listen.Budget // large client messages in flight, all connections
 
 	fault.Registry[*Armed, Event]
 }
@@ -55,7 +56,7 @@ type Event struct {
 // Listen starts a proxy to upstream ("host:port") on 127.0.0.1, on a port
 // of the kernel's choosing.
 func Listen(upstream string) (*Proxy, error) {
-	p := &Proxy{upstream: upstream}
+	p := &Proxy{upstream: upstream, budget: listen.NewMessageBudget()}
 	ln, err := listen.Serve(listen.Protocol{
 		Open:   func(id int, nc net.Conn) listen.Conn { return newConn(p, id, nc) },
 		Serve:  func(c listen.Conn) { c.(*conn).serve() },

@@ -40,6 +40,7 @@ type conn struct {
 
 	closeOnce sync.Once
 	done      chan struct{}
+	hold      *listen.Hold // the client's share of the proxy's large-message budget
 }
 
 // call is one command sent to Redis, waiting for its reply.
@@ -51,12 +52,13 @@ type call struct {
 
 func newConn(p *Proxy, id int, client net.Conn) *conn {
 	return &conn{p: p, id: id, client: client, pending: make(chan *call, 4096),
-		out: bufio.NewWriterSize(client, 64<<10), done: make(chan struct{})}
+		out: bufio.NewWriterSize(client, 64<<10), done: make(chan struct{}), hold: p.budget.Hold()}
 }
 
 // Close closes both sides.
 func (c *conn) Close() {
 	c.closeOnce.Do(func() {
+		defer c.hold.Release()
 		close(c.done)
 		c.client.Close()
 		c.serverMu.Lock()
@@ -90,6 +92,7 @@ func (c *conn) write(b []byte, flush bool) bool {
 func (c *conn) fromClient() {
 	defer c.Close()
 	rd := newReader(c.client)
+	rd.hold = c.hold
 	for {
 		cmd, raw, err := rd.command()
 		if err == io.EOF { // the client is done: the replies to what it sent still come

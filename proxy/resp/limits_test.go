@@ -386,3 +386,36 @@ func TestAHalfClosedClientGetsItsReplies(t *testing.T) {
 		t.Errorf("got %q, want +PONG", got)
 	}
 }
+
+// TestLargeCommandsShareOneBudget: one connection's 60 MB under the cap
+// is fine, but 20 of them grew the runner to 2.4 GB: large commands of
+// all a proxy's connections share listen.MessageBudget. A command refused
+// for it gets Redis's kind of error; one connection holding its share
+// leaves the others their small commands.
+func TestLargeCommandsShareOneBudget(t *testing.T) {
+	defer listen.SetMessageBudget(3 << 20)()
+	f := newFixture(t)
+	first := f.dial()
+	// 2 MB announced, 1 MB sent: the first holds 2 MB of the 3.
+	go send(first, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2000000\r\n", "x", 1<<20)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		second := f.dial()
+		io.WriteString(second, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2000000\r\n")
+		second.(*net.TCPConn).CloseWrite()
+		got := readAll(t, second)
+		if strings.Contains(got, "for large messages of all its connections at once is in use") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a second 2 MB command while the first holds 2 MB of 3: %q", got)
+		}
+		time.Sleep(20 * time.Millisecond) // the first's header may not have been read yet
+	}
+	small := f.dial()
+	io.WriteString(small, "PING\r\n")
+	small.(*net.TCPConn).CloseWrite()
+	if got := readAll(t, small); got != "+PONG\r\n" {
+		t.Errorf("a small command beside them: %q", got)
+	}
+}

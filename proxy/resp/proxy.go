@@ -71,14 +71,15 @@ type Event struct {
 type Proxy struct {
 	upstream string
 	ln       *listen.Listener
-	others   atomic.Int64 // events of commands the history does not read
+	others   atomic.Int64   // events of commands the history does not read
+	budget   *listen.Budget // large client commands in flight, all connections
 
 	fault.Registry[*Armed, Event]
 }
 
 // Listen starts a proxy to upstream ("host:port") on 127.0.0.1.
 func Listen(upstream string) (*Proxy, error) {
-	p := &Proxy{upstream: upstream}
+	p := &Proxy{upstream: upstream, budget: listen.NewMessageBudget()}
 	ln, err := listen.Serve(listen.Protocol{
 		Open:   func(id int, nc net.Conn) listen.Conn { return newConn(p, id, nc) },
 		Serve:  func(c listen.Conn) { c.(*conn).serve() },

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/outboxdrill/runner/proxy/listen"
 )
 
 // Value is one RESP2 or RESP3 value, as read off the wire.
@@ -116,6 +118,9 @@ type reader struct {
 	hdr []byte // the current count or length line
 
 	maxBuf, maxLine, maxArgs, maxDepth int
+	// hold is a client's share of the proxy's budget for large messages
+	// (nil for the server's replies).
+	hold *listen.Hold
 
 	// A reply only: once the reply's bytes and decoding cost (cost) would
 	// pass maxBuf, what it kept so far and every byte after go to stream,
@@ -168,6 +173,7 @@ func (r *reader) begin() {
 // one over the proxy's limits. An empty command (an empty line, *0, *-1)
 // is none: Redis ignores it too.
 func (r *reader) command() ([]string, []byte, error) {
+	r.hold.Release() // the last command went on
 	r.begin()
 	b, err := r.r.Peek(1)
 	if err != nil {
@@ -204,6 +210,9 @@ func (r *reader) command() ([]string, []byte, error) {
 		m, err := strconv.Atoi(string(r.hdr[1:]))
 		if err != nil || m < 0 || m > r.maxBuf {
 			return nil, nil, protocolError("invalid bulk length (the outboxdrill proxy takes at most %d bytes)", r.maxBuf)
+		}
+		if !r.hold.Add(int64(m)) {
+			return nil, nil, protocolError("%v", listen.ErrBudget(int64(m)))
 		}
 		start := len(r.raw)
 		if err := r.body(m + 2); err != nil {
