@@ -118,6 +118,11 @@ type soak struct {
 	relayMu sync.Mutex
 	relayNs []time.Duration
 	hist    soakHistory
+	// A fault drawn for a pass that found no work waits for the next pass
+	// that has some (each worker's own, read by its goroutine only): so
+	// every fault drawn strikes, and strikes where the window is.
+	carrySkipMark bool
+	carryConsume  []string // by worker: "consume.divzero", "consume.skip_ack" or ""
 }
 
 type pipelineEnv struct {
@@ -164,7 +169,7 @@ func Soak(ctx context.Context, p Params) (*Report, error) {
 		}
 		defer undo()
 	}
-	s := &soak{p: p, outs: map[pipeline.Outcome]int64{}, env: env}
+	s := &soak{p: p, outs: map[pipeline.Outcome]int64{}, env: env, carryConsume: make([]string, p.Workers)}
 	start := time.Now()
 	if err := s.run(ctx); err != nil {
 		return nil, err
@@ -340,9 +345,10 @@ func (s *soak) produce(ctx context.Context, i int) error {
 // strike at random. It returns how many rows it published.
 func (s *soak) relayPass(ctx context.Context, n int) (int, error) {
 	start := time.Now()
-	skipMark := s.draw("relay.skip_mark", n)
+	skipMark := s.carrySkipMark || s.draw("relay.skip_mark", n)
 	res, err := s.env.relay.Relay(ctx, pipeline.RelayOptions{Limit: s.p.Batch, SkipMark: skipMark})
 	s.hist.published("relay", false, res.Published...)
+	s.carrySkipMark = skipMark && len(res.Published) == 0
 	if err != nil || len(res.Published) == 0 {
 		return 0, err
 	}
@@ -379,16 +385,26 @@ func (s *soak) replay(ctx context.Context, eventID string) error {
 func (s *soak) consumePass(ctx context.Context, wk, n int) (int, error) {
 	opt := pipeline.ConsumeOptions{Consumer: soakConsumer, Worker: fmt.Sprintf("worker-%d", wk), Count: s.p.Batch, Block: time.Millisecond}
 	key := hashInt(fmt.Sprintf("%d/%d", wk, n))
-	kind := ""
+	kind := s.carryConsume[wk]
 	switch {
+	case kind != "":
 	case s.draw("consume.divzero", key):
-		opt.Fault, kind = pipeline.DivZero, "consume.divzero"
+		kind = "consume.divzero"
 	case s.draw("consume.skip_ack", key):
-		opt.SkipAck, kind = true, "consume.skip_ack"
+		kind = "consume.skip_ack"
 	}
+	if kind == "consume.divzero" {
+		opt.Fault = pipeline.DivZero
+	}
+	opt.SkipAck = kind == "consume.skip_ack"
 	res, err := s.consume(ctx, opt)
-	if kind != "" && len(res.Handled) > 0 {
+	s.carryConsume[wk] = ""
+	switch {
+	case kind == "":
+	case len(res.Handled) > 0:
 		s.struck(kind)
+	default:
+		s.carryConsume[wk] = kind // no work met: the next pass with some takes it
 	}
 	return len(res.Handled), err
 }
