@@ -59,9 +59,10 @@ func (b *Budget) take(n int64) bool {
 // Hold is one connection's share of a Budget: the large messages it is
 // reading or holding now. A nil Hold (a server's side) takes nothing.
 type Hold struct {
-	b  *Budget
-	mu sync.Mutex // the reader adds, a close from another goroutine releases
-	n  int64
+	b      *Budget
+	mu     sync.Mutex // the reader adds, a close from another goroutine releases
+	n      int64
+	closed bool // Close ran: nothing more is taken (it would never come back)
 }
 
 // Hold is a new connection's share of b (nil b: no budget).
@@ -80,7 +81,7 @@ func (h *Hold) Add(n int64) bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.b.take(n) {
+	if h.closed || !h.b.take(n) {
 		return false
 	}
 	h.n += n
@@ -97,6 +98,18 @@ func (h *Hold) Release() {
 	defer h.mu.Unlock()
 	h.b.left.Add(h.n)
 	h.n = 0
+}
+
+// Close gives back what the connection held, for good: a reader still
+// running when its connection closed takes nothing more.
+func (h *Hold) Close() {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.b.left.Add(h.n)
+	h.n, h.closed = 0, true
 }
 
 // ErrBudget says a large message was refused for the budget.

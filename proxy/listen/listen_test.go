@@ -164,6 +164,10 @@ func TestBudgetCountsLargeMessagesOfAllConnections(t *testing.T) {
 	if got := b.left.Load(); got != 3*LargeMessage {
 		t.Errorf("budget left %d after every release, want %d", got, 3*LargeMessage)
 	}
+	h1.Close()
+	if h1.Add(LargeMessage) || b.left.Load() != 3*LargeMessage {
+		t.Error("a closed connection's reader took from the budget (it would never give it back)")
+	}
 	var none *Hold
 	if !none.Add(1 << 30) {
 		t.Error("a nil hold (a server's side) refused")

@@ -43,7 +43,7 @@ func (p *Pair) Dial(addr string) (net.Conn, error) {
 // Close closes both sides, once.
 func (p *Pair) Close() {
 	p.once.Do(func() {
-		defer p.Hold.Release()
+		defer p.Hold.Close()
 		close(p.Done)
 		p.Client.Close()
 		p.serverMu.Lock()

@@ -99,7 +99,7 @@ func (c *conn) Close() { c.close() }
 
 func (c *conn) close() {
 	c.closeOnce.Do(func() {
-		defer c.budget.Release()
+		defer c.budget.Close()
 		c.p.live.Delete(c.id)
 		close(c.done)
 		c.client.Close()

@@ -58,7 +58,7 @@ func newConn(p *Proxy, id int, client net.Conn) *conn {
 // Close closes both sides.
 func (c *conn) Close() {
 	c.closeOnce.Do(func() {
-		defer c.hold.Release()
+		defer c.hold.Close()
 		close(c.done)
 		c.client.Close()
 		c.serverMu.Lock()
