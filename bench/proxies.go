@@ -253,10 +253,11 @@ func openBrokerServer(ctx context.Context, p Params, k *broker.Kind) *brokerServ
 }
 
 // The broker.Host of Start and Open.
-func (s *brokerServer) Defer(fn func(context.Context) error) { s.undo = append(s.undo, fn) }
-func (s *brokerServer) Logf(string, ...any)                  {}
-func (s *brokerServer) SetURL(url string)                    { s.url = url }
-func (s *brokerServer) SetLabel(label string)                { s.label = label }
+func (s *brokerServer) Defer(fn func(context.Context) error)     { s.undo = append(s.undo, fn) }
+func (s *brokerServer) DeferStop(fn func(context.Context) error) { s.undo = append(s.undo, fn) }
+func (s *brokerServer) Logf(string, ...any)                      {}
+func (s *brokerServer) SetURL(url string)                        { s.url = url }
+func (s *brokerServer) SetLabel(label string)                    { s.label = label }
 
 // kafkaLabel: the server is the runner's kfake (its own or another run's).
 func (s *brokerServer) kafkaLabel() bool { return s.label == kafka.KfakeLabel }

@@ -126,6 +126,10 @@ type Host interface {
 	// Defer registers fn to run when the run ends or its opening fails,
 	// the newest first.
 	Defer(fn func(context.Context) error)
+	// DeferStop registers fn, the stop of a server Start started, to run
+	// after everything Defer registered, at the same time as the run's
+	// other servers' stops.
+	DeferStop(fn func(context.Context) error)
 	Logf(format string, args ...any)
 	// SetURL records the server's URL (given, or the runner's own): a
 	// team's services get it.

@@ -101,10 +101,11 @@ type worldHost struct {
 	b string
 }
 
-func (h worldHost) Defer(fn func(context.Context) error) { h.w.undo.add(fn) }
-func (h worldHost) Logf(format string, args ...any)      { h.p.logf(format, args...) }
-func (h worldHost) SetURL(url string)                    { h.w.setBrokerURL(h.b, url) }
-func (h worldHost) SetLabel(label string)                { h.w.setBrokerLabel(h.b, label) }
+func (h worldHost) Defer(fn func(context.Context) error)     { h.w.undo.add(fn) }
+func (h worldHost) DeferStop(fn func(context.Context) error) { h.w.undo.addStop(fn) }
+func (h worldHost) Logf(format string, args ...any)          { h.p.logf(format, args...) }
+func (h worldHost) SetURL(url string)                        { h.w.setBrokerURL(h.b, url) }
+func (h worldHost) SetLabel(label string)                    { h.w.setBrokerLabel(h.b, label) }
 
 // newBroker is scenario sc's own stream (or queues) on broker b, named key;
 // sc nil: a pair taken without a scenario (soak, bench).

@@ -35,10 +35,13 @@ const namePrefix = broker.NamePrefix
 // on a context of its own.
 const cleanupTimeout = 30 * time.Second
 
-// cleanups is a LIFO chain of undo actions.
+// cleanups is a LIFO chain of undo actions, then the stops of the servers
+// the run started, all at once: each is a kill and a dir removed (~15–40 ms
+// here), and nothing of one server waits on another.
 type cleanups struct {
-	mu  sync.Mutex
-	fns []func(context.Context) error
+	mu    sync.Mutex
+	fns   []func(context.Context) error
+	stops []func(context.Context) error
 }
 
 func (c *cleanups) add(fn func(context.Context) error) {
@@ -47,11 +50,20 @@ func (c *cleanups) add(fn func(context.Context) error) {
 	c.mu.Unlock()
 }
 
-// run undoes everything in reverse order and joins the errors.
+// addStop registers the stop of a server the run started: it runs after
+// every action add registered.
+func (c *cleanups) addStop(fn func(context.Context) error) {
+	c.mu.Lock()
+	c.stops = append(c.stops, fn)
+	c.mu.Unlock()
+}
+
+// run undoes everything in reverse order, then stops the servers, and joins
+// the errors.
 func (c *cleanups) run() error {
 	c.mu.Lock()
-	fns := c.fns
-	c.fns = nil
+	fns, stops := c.fns, c.stops
+	c.fns, c.stops = nil, nil
 	c.mu.Unlock()
 	var errs []error
 	for i := len(fns) - 1; i >= 0; i-- {
@@ -59,7 +71,17 @@ func (c *cleanups) run() error {
 		errs = append(errs, fns[i](ctx))
 		cancel()
 	}
-	return errors.Join(errs...)
+	stopErrs := make([]error, len(stops))
+	var wg sync.WaitGroup
+	for i, stop := range stops {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+			defer cancel()
+			stopErrs[i] = stop(ctx)
+		})
+	}
+	wg.Wait()
+	return errors.Join(append(errs, stopErrs...)...)
 }
 
 // The two sides of a database pair, indexes into World.pgURLs and friends.
@@ -268,7 +290,7 @@ func (w *World) startServers(ctx context.Context, p *Params, sh shape) error {
 			pg, err := servers.StartPostgres(ctx, servers.PostgresOptions{})
 			if errs[i] = err; err == nil {
 				w.pgURLs[i], w.pgs[i] = pg.URL, pg
-				w.undo.add(pg.Discard) // its data goes with it: no shutdown checkpoint
+				w.undo.addStop(pg.Discard) // its data goes with it: no shutdown checkpoint
 				p.logf("started PostgreSQL (%s) pid %d on port %d in %s", side, pg.PID(), pg.Port, pg.Dir)
 			}
 		})

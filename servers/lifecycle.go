@@ -90,6 +90,13 @@ func (l *lifecycle[P]) launchOn(ctx context.Context, ports P) error {
 	return nil
 }
 
+// isEnded reports whether Stop or Discard ran: nothing starts here again.
+func (l *lifecycle[P]) isEnded() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ended
+}
+
 // PID is the process id of the server, 0 while it is down.
 func (l *lifecycle[P]) PID() int {
 	l.mu.Lock()
@@ -204,7 +211,8 @@ type launchSpec struct {
 	echo    io.Writer // also gets the output; nil: the log only
 	command func(out io.Writer) *exec.Cmd
 	// probe succeeds once the process c serves: the server on its port is
-	// this one (not a stranger that won the port) and answers.
+	// this one (not a stranger that won the port) and answers. nil: ready
+	// alone says so.
 	probe func(ctx context.Context, c *child) error
 	// ready, if set, is a cheap check (no connection) that c is ready,
 	// polled every readyPeek until it passes; only then is probe tried. A
@@ -226,7 +234,10 @@ func (s launchSpec) run(ctx context.Context, kill func(*child)) (*child, error) 
 	if err != nil {
 		return nil, err
 	}
-	probe := func(ctx context.Context) error { return s.probe(ctx, c) }
+	probe := func(context.Context) error { return nil }
+	if s.probe != nil {
+		probe = func(ctx context.Context) error { return s.probe(ctx, c) }
+	}
 	var ready func() error
 	if s.ready != nil {
 		ready = func() error { return s.ready(c) }

@@ -750,23 +750,23 @@ func TestTempRoot(t *testing.T) {
 }
 
 // TestPidFileReady checks the postmaster.pid status is read from the right
-// line, and that a file a killed server left behind, saying "ready", does not
-// count for the new postmaster.
+// line, that a file a killed server left behind, saying "ready", does not
+// count for the new postmaster, and that the port must be ours.
 func TestPidFileReady(t *testing.T) {
 	dir := t.TempDir()
 	p := &Postgres{dataDir: dir}
 	c := &child{cmd: exec.Command("true")}
 	c.cmd.Process = &os.Process{Pid: 4242}
 	for _, tc := range []struct {
-		pid, status string
-		ready       bool
-	}{{"4242", "ready   ", true}, {"4242", "starting", false}, {"4141", "ready   ", false}} {
-		pidFile := tc.pid + "\n" + dir + "\n1796424890\n5432\n/tmp\n127.0.0.1\n  1547820    327712\n" + tc.status + "\n"
+		pid, port, status string
+		ready             bool
+	}{{"4242", "5432", "ready   ", true}, {"4242", "5432", "starting", false}, {"4141", "5432", "ready   ", false}, {"4242", "5433", "ready   ", false}} {
+		pidFile := tc.pid + "\n" + dir + "\n1796424890\n" + tc.port + "\n/tmp\n127.0.0.1\n  1547820    327712\n" + tc.status + "\n"
 		if err := os.WriteFile(filepath.Join(dir, "postmaster.pid"), []byte(pidFile), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.pidFileReady(c); (err == nil) != tc.ready {
-			t.Errorf("pid %s, status %q: got %v, want ready %v", tc.pid, tc.status, err, tc.ready)
+		if err := p.pidFileReady(c, 5432); (err == nil) != tc.ready {
+			t.Errorf("pid %s, port %s, status %q: got %v, want ready %v", tc.pid, tc.port, tc.status, err, tc.ready)
 		}
 	}
 }

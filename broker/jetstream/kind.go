@@ -99,7 +99,7 @@ func start(ctx context.Context, h broker.Host) (string, broker.Process, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	h.Defer(srv.Discard)
+	h.DeferStop(srv.Discard)
 	h.Logf("started NATS pid %d at %s in %s", srv.PID(), redact.URL(srv.URL()), srv.Dir)
 	return srv.URL(), srv, nil
 }

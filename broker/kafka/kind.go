@@ -73,7 +73,7 @@ func start(ctx context.Context, h broker.Host) (string, broker.Process, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	h.Defer(srv.Discard)
+	h.DeferStop(srv.Discard)
 	h.Logf("started kfake (franz-go's Kafka-protocol server, not Apache Kafka) pid %d at %s in %s", srv.PID(), srv.Addr(), srv.Dir)
 	return srv.URL(), srv, nil
 }

@@ -65,7 +65,7 @@ func start(ctx context.Context, h broker.Host) (string, broker.Process, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	h.Defer(srv.Discard)
+	h.DeferStop(srv.Discard)
 	h.Logf("started RabbitMQ pid %d at %s in %s", srv.PID(), redact.URL(srv.URL()), srv.Dir)
 	return srv.URL(), srv, nil
 }

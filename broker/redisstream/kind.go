@@ -59,7 +59,7 @@ func start(ctx context.Context, h broker.Host) (string, broker.Process, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	h.Defer(srv.Discard)
+	h.DeferStop(srv.Discard)
 	h.Logf("started Redis pid %d on port %d in %s", srv.PID(), srv.Port, srv.Dir)
 	return srv.URL, srv, nil
 }

@@ -212,19 +212,21 @@ func answers(ctx context.Context, k *broker.Kind, url string) bool {
 // host is the broker.Host of a server the tests start: removed by Main.
 type host struct{}
 
-func (host) Defer(fn func(context.Context) error) { deferStop(fn) }
-func (host) Logf(string, ...any)                  {}
-func (host) SetURL(string)                        {}
-func (host) SetLabel(string)                      {}
+func (host) Defer(fn func(context.Context) error)     { deferStop(fn) }
+func (host) DeferStop(fn func(context.Context) error) { deferStop(fn) }
+func (host) Logf(string, ...any)                      {}
+func (host) SetURL(string)                            {}
+func (host) SetLabel(string)                          {}
 
 // Host is the broker.Host of a connection a test opens as a run would
 // (or only tries): Close undoes what the run would, newest first.
 type Host struct{ fns []func(context.Context) error }
 
-func (h *Host) Defer(fn func(context.Context) error) { h.fns = append(h.fns, fn) }
-func (*Host) Logf(string, ...any)                    {}
-func (*Host) SetURL(string)                          {}
-func (*Host) SetLabel(string)                        {}
+func (h *Host) Defer(fn func(context.Context) error)     { h.fns = append(h.fns, fn) }
+func (h *Host) DeferStop(fn func(context.Context) error) { h.fns = append(h.fns, fn) }
+func (*Host) Logf(string, ...any)                        {}
+func (*Host) SetURL(string)                              {}
+func (*Host) SetLabel(string)                            {}
 
 // Close runs what Defer registered, newest first.
 func (h *Host) Close() {
