@@ -235,13 +235,20 @@ func process(ctx context.Context, s broker.Process, action string) error {
 // restoreTimeout bounds bringing the servers back after a process fault.
 const restoreTimeout = time.Minute
 
-// restore starts again every managed server a process-fault scenario left
-// down, so its cleanup and the next scenario find the servers as they were.
-func (w *World) restore(ctx context.Context, iso *isolation) error {
+// restore starts again every managed server a process-fault scenario on
+// broker b left down, so its cleanup and the next scenario find the servers
+// as they were: b's, and with pg (the scenario ran alone) the other brokers'
+// and the PostgreSQL servers too, whose restart the scenario's pools are
+// told of. Without pg the other brokers' jobs run on: the scenario touched
+// only b's server.
+func (w *World) restore(ctx context.Context, iso *isolation, b string, pg bool) error {
 	ctx, cancel := context.WithTimeout(ctx, restoreTimeout)
 	defer cancel()
 	var errs []error
-	for _, conn := range w.brokerConns() {
+	for name, conn := range w.brokerConns() {
+		if name != b && !pg {
+			continue
+		}
 		if srv, _ := conn.Server(); srv != nil {
 			if err := srv.Start(ctx); err != nil {
 				errs = append(errs, err)
@@ -250,8 +257,8 @@ func (w *World) restore(ctx context.Context, iso *isolation) error {
 			errs = append(errs, conn.Ready(ctx))
 		}
 	}
-	for i, pg := range w.pgs {
-		if pg != nil {
+	for i, srv := range w.pgs {
+		if srv != nil && pg {
 			errs = append(errs, w.startPG(ctx, i))
 			iso.pools[i].Reset()
 		}

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -134,28 +133,40 @@ func TestLibraryAndGuarantees(t *testing.T) {
 }
 
 // gate lets the library's subtests share the servers as a run's workers do
-// (schedule): a scenario the runner marks Exclusive runs alone, every other
-// one alongside the others.
+// (schedule): a scenario the runner marks Exclusive runs alone, one marked
+// BrokerExclusive with no other on its broker, every other one alongside
+// the others.
 type gate struct {
-	mu      sync.RWMutex
-	running atomic.Int32 // jobs inside
+	mu    sync.Mutex
+	freed *sync.Cond
+	ex    exclusion
 }
 
 // run runs one job on w through the runner's own scheduler, and fails t when
 // the job leaves no result.
 func (g *gate) run(t *testing.T, p *Params, w *World, j job) *report.Result {
 	t.Helper()
-	if j.sc.Exclusive {
+	g.mu.Lock()
+	if g.freed == nil {
+		g.freed = sync.NewCond(&g.mu)
+	}
+	for !g.ex.admits(j) {
+		g.freed.Wait()
+	}
+	g.ex.enter(j)
+	if others := g.ex.running - 1; j.sc.Exclusive && others != 0 {
+		t.Errorf("%s is Exclusive, yet %d other scenarios ran alongside", j.sc.File, others)
+	}
+	if n := g.ex.onBroker[j.broker]; j.sc.BrokerExclusive && n != -1 {
+		t.Errorf("%s is BrokerExclusive, yet %d other scenarios on %s ran alongside", j.sc.File, n, j.broker)
+	}
+	g.mu.Unlock()
+	defer func() {
 		g.mu.Lock()
-		defer g.mu.Unlock()
-	} else {
-		g.mu.RLock()
-		defer g.mu.RUnlock()
-	}
-	if n := g.running.Add(1); j.sc.Exclusive && n != 1 {
-		t.Errorf("%s is Exclusive, yet %d other scenarios ran alongside", j.sc.File, n-1)
-	}
-	defer g.running.Add(-1)
+		g.ex.leave(j)
+		g.mu.Unlock()
+		g.freed.Broadcast()
+	}()
 	res, err := schedule(t.Context(), p, w, []job{j})
 	if err != nil {
 		t.Errorf("run: %v", err)

@@ -3,6 +3,7 @@ package runner
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/outboxdrill/runner/scenario"
 )
@@ -22,11 +23,75 @@ func TestPickerHandsOutTheLoneScenariosFirst(t *testing.T) {
 			break
 		}
 		got = append(got, i)
+		pk.done(i)
 		if len(got) == 2 {
 			close(w.up["kafka"]) // now up: the rest in order
 		}
 	}
 	if want := []int{1, 0, 3, 2, 4}; !slices.Equal(got, want) {
 		t.Errorf("handed out %v, want %v (the lone ones first, kafka's once it is up)", got, want)
+	}
+}
+
+// handable is the job take would hand out now without waiting, or -1.
+func handable(pk *picker) int {
+	pk.mu.Lock()
+	defer pk.mu.Unlock()
+	if at := pk.next(); at >= 0 {
+		return pk.todo[at]
+	}
+	return -1
+}
+
+// TestABrokerFaultHoldsOnlyItsBroker: a scenario that kills its broker's
+// server runs with no other scenario on that broker, while the other
+// brokers' scenarios run beside it; that broker's other scenarios wait for
+// it rather than keep it waiting; a PostgreSQL fault still runs alone.
+func TestABrokerFaultHoldsOnlyItsBroker(t *testing.T) {
+	plain := &scenario.Scenario{Name: "plain"}
+	brokerKill := &scenario.Scenario{Name: "broker kill", BrokerExclusive: true}
+	dbKill := &scenario.Scenario{Name: "db kill", Exclusive: true}
+	jobs := []job{{plain, "kafka"}, {brokerKill, "kafka"}, {plain, "redis"}, {brokerKill, "redis"}, {plain, "redis"}}
+	pk := newPicker(&World{}, jobs)
+	take := func(want int) {
+		t.Helper()
+		if got := handable(pk); got != want {
+			t.Fatalf("hands out job %d, want %d", got, want)
+		}
+		if i, _ := pk.take(); i != want {
+			t.Fatalf("took job %d, want %d", i, want)
+		}
+	}
+	take(1) // kafka's broker kill first
+	take(3) // redis's beside it: another server
+	if got := handable(pk); got != -1 {
+		t.Fatalf("hands out job %d while both brokers' servers are being killed", got)
+	}
+	pk.done(3)
+	take(2) // redis's plain ones now, together
+	take(4)
+	if got := handable(pk); got != -1 {
+		t.Fatalf("hands out kafka's job %d beside kafka's broker kill", got)
+	}
+	pk.done(1)
+	take(0)
+
+	// A PostgreSQL fault waits for every running job, and holds back the rest.
+	jobs = []job{{plain, "redis"}, {dbKill, "kafka"}, {brokerKill, "redis"}}
+	pk = newPicker(&World{}, jobs)
+	take(1)
+	if got := handable(pk); got != -1 {
+		t.Fatalf("hands out job %d beside a PostgreSQL kill", got)
+	}
+	took := make(chan int)
+	go func() { i, _ := pk.take(); took <- i }()
+	select {
+	case i := <-took:
+		t.Fatalf("took job %d beside a PostgreSQL kill", i)
+	case <-time.After(20 * time.Millisecond):
+	}
+	pk.done(1)
+	if i := <-took; i != 2 {
+		t.Errorf("after the PostgreSQL kill: took job %d, want redis's broker kill (2)", i)
 	}
 }

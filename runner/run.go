@@ -8,7 +8,6 @@ import (
 	"io"
 	"regexp"
 	"runtime/debug"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,7 +146,6 @@ func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*report.R
 	next := newPicker(w, jobs)
 	var stop atomic.Bool
 	var mu sync.Mutex // errs, results
-	var exclusive sync.RWMutex
 	var errs []error
 	out := report.NewConsole(p.Out, p.Verbose, p.Progress, len(jobs))
 	defer out.Close()
@@ -155,24 +153,22 @@ func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*report.R
 	for range min(p.Parallel, len(jobs)) {
 		wg.Go(func() {
 			for {
-				i, ok := next.take()
-				if !ok || stop.Load() || ctx.Err() != nil {
+				i, ok := next.take() // a scenario that kills or stops a shared server runs alone
+				if !ok {
 					return
 				}
-				// A scenario that kills or stops a shared server runs alone.
-				lock, unlock := exclusive.RLock, exclusive.RUnlock
-				if jobs[i].sc.Exclusive {
-					lock, unlock = exclusive.Lock, exclusive.Unlock
+				if stop.Load() || ctx.Err() != nil {
+					next.done(i)
+					return
 				}
-				lock()
 				if jobs[i].sc.Exclusive {
 					// A database pair still being created in the background
 					// must not meet this scenario's server kill. Every
-					// creation starts under the read lock, so none starts now.
+					// creation starts in a running job, so none starts now.
 					w.pairs.pending.Wait()
 				}
 				res, err := guarded(func() (*report.Result, error) { return runScenario(ctx, p, w, jobs[i]) })
-				unlock()
+				next.done(i)
 				if res != nil && res.CutOff && !res.Passed() {
 					interruptedWhileRunning(res, jobs[i].sc)
 				}
@@ -196,44 +192,6 @@ func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*report.R
 	}
 	wg.Wait()
 	return results, errors.Join(errs...)
-}
-
-// picker hands the workers the jobs in its order (newPicker), but first
-// those whose broker's server is up: the others wait for theirs (a
-// RabbitMQ node booting) without holding up the rest.
-type picker struct {
-	mu   sync.Mutex
-	w    *World
-	jobs []job
-	todo []int // job indexes not taken yet, in order
-}
-
-// newPicker orders the jobs: those that run alone (Exclusive) first, then
-// the rest, each group in file order. An exclusive job waits for every
-// running one to end; handed out together, they wait once, at the start
-// where nothing runs, instead of draining the workers once each.
-func newPicker(w *World, jobs []job) *picker {
-	pk := &picker{w: w, jobs: jobs}
-	for _, alone := range []bool{true, false} {
-		for i, j := range jobs {
-			if j.sc.Exclusive == alone {
-				pk.todo = append(pk.todo, i)
-			}
-		}
-	}
-	return pk
-}
-
-func (pk *picker) take() (int, bool) {
-	pk.mu.Lock()
-	defer pk.mu.Unlock()
-	if len(pk.todo) == 0 {
-		return 0, false
-	}
-	at := max(slices.IndexFunc(pk.todo, func(i int) bool { return pk.w.isUp(pk.jobs[i].broker) }), 0)
-	i := pk.todo[at]
-	pk.todo = slices.Delete(pk.todo, at, at+1)
-	return i, true
 }
 
 // InternalError is a panic in a scenario's worker: a bug in the runner,
@@ -388,8 +346,8 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 	// The recovered state is what the history is judged on: servers a
 	// process fault left down come back first.
 	var restoreErr error
-	if sc.Exclusive {
-		if err := w.restore(context.WithoutCancel(ctx), iso); err != nil {
+	if sc.Exclusive || sc.BrokerExclusive {
+		if err := w.restore(context.WithoutCancel(ctx), iso, j.broker, sc.Exclusive); err != nil {
 			restoreErr = fmt.Errorf("restart the servers after %s: %w", sc.File, err)
 		}
 	}

@@ -430,7 +430,7 @@ func processFaultScenarios(t *testing.T) []*scenario.Scenario {
 	}
 	var scs []*scenario.Scenario
 	for _, sc := range all {
-		if sc.Exclusive {
+		if sc.Exclusive || sc.BrokerExclusive {
 			scs = append(scs, sc)
 		}
 	}

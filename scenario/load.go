@@ -45,8 +45,12 @@ type Scenario struct {
 	ExpectViolations map[string][]string
 	ViolationsPos    diag.Pos
 	// Exclusive: a step kills, stops or starts a server every scenario of the
-	// run shares, so the scenario runs alone.
+	// run shares (a PostgreSQL), so the scenario runs alone.
 	Exclusive bool
+	// BrokerExclusive: a step kills, stops or starts the broker's server, so
+	// no other scenario on the same broker runs alongside it (those on the
+	// run's other brokers do: each broker has a server of its own).
+	BrokerExclusive bool
 	// BrokerOptions tune the scenario's stream on each broker with options
 	// (broker.Kind.Options), by broker name: a pointer to the kind's
 	// options struct, decoded from its key (nats:, kafka:) or its defaults.
@@ -323,6 +327,7 @@ func parseScenario(ctx context.Context, file string, root *yaml.Node) ([]*Scenar
 				sc.Steps = append(sc.Steps, call)
 				iso := call.Isolation()
 				sc.Exclusive = sc.Exclusive || iso.Alone
+				sc.BrokerExclusive = sc.BrokerExclusive || iso.AloneOnBroker
 				sc.DBFaults = sc.DBFaults || iso.SplitDBs
 			}
 		}

@@ -106,8 +106,9 @@ func (p *DBParams[S]) Draw(d Diagram, _ Result) {
 }
 
 // Isolation: killing, stopping or starting the broker hits every scenario
-// that shares it; trimming touches only this scenario's stream.
-func (p *BrokerParams) Isolation() Isolation { return Isolation{Alone: p.Action() != ""} }
+// on that broker (each broker of a run has a server of its own); trimming
+// touches only this scenario's stream.
+func (p *BrokerParams) Isolation() Isolation { return Isolation{AloneOnBroker: p.Action() != ""} }
 
 func (p *BrokerParams) Needs() []broker.Capability {
 	switch {

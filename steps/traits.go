@@ -17,8 +17,13 @@ import (
 // Isolation is how a step constrains the scheduling of its scenario.
 type Isolation struct {
 	// Alone: the step kills, stops or starts a server every scenario of the
-	// run shares, so its scenario runs with no other at the same time.
+	// run shares (a PostgreSQL), so its scenario runs with no other at the
+	// same time.
 	Alone bool
+	// AloneOnBroker: the step kills, stops or starts the broker's server,
+	// which only the run's scenarios on that broker share: no other
+	// scenario on the same broker runs at the same time.
+	AloneOnBroker bool
 	// SplitDBs: the step faults a PostgreSQL server, so the producer's and
 	// the consumer's databases must live on a server each.
 	SplitDBs bool

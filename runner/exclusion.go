@@ -1,0 +1,157 @@
+package runner
+
+import (
+	"slices"
+	"sync"
+)
+
+// exclusion says which jobs may run at the same time. A job whose scenario
+// kills, stops or starts a PostgreSQL server (Exclusive: every job shares
+// it) runs with no other; one that does so to its broker's server
+// (BrokerExclusive) runs with no other job on that broker, while the jobs
+// of the run's other brokers go on; any other job runs beside any job but
+// those.
+type exclusion struct {
+	running  int
+	alone    bool           // an Exclusive job runs
+	onBroker map[string]int // jobs running per broker; -1: a BrokerExclusive one
+}
+
+// admits reports whether j may start now.
+func (e *exclusion) admits(j job) bool {
+	n := e.onBroker[j.broker]
+	switch {
+	case j.sc.Exclusive:
+		return e.running == 0
+	case e.alone || n < 0:
+		return false
+	case j.sc.BrokerExclusive:
+		return n == 0
+	}
+	return true
+}
+
+func (e *exclusion) enter(j job) {
+	if e.onBroker == nil {
+		e.onBroker = map[string]int{}
+	}
+	e.running++
+	switch {
+	case j.sc.Exclusive:
+		e.alone = true
+	case j.sc.BrokerExclusive:
+		e.onBroker[j.broker] = -1
+	default:
+		e.onBroker[j.broker]++
+	}
+}
+
+func (e *exclusion) leave(j job) {
+	e.running--
+	switch {
+	case j.sc.Exclusive:
+		e.alone = false
+	case j.sc.BrokerExclusive:
+		e.onBroker[j.broker] = 0
+	default:
+		e.onBroker[j.broker]--
+	}
+}
+
+// picker hands the workers the jobs in its order (newPicker), each once
+// exclusion admits it, and first those whose broker's server is up: the
+// others wait for theirs (a RabbitMQ node booting) without holding up the
+// rest.
+type picker struct {
+	mu    sync.Mutex
+	freed *sync.Cond // a job ended
+	w     *World
+	jobs  []job
+	todo  []int // job indexes not taken yet, in order
+	ex    exclusion
+}
+
+// newPicker orders the jobs: those that run alone (Exclusive) first, then
+// those alone on their broker, then the rest, each group in file order.
+// An Exclusive job waits for every running one to end; handed out
+// together, they wait once, at the start where nothing runs, instead of
+// draining the workers once each. A broker's BrokerExclusive jobs go
+// before its other jobs, which wait for them (take), while the other
+// brokers' jobs fill the workers.
+func newPicker(w *World, jobs []job) *picker {
+	pk := &picker{w: w, jobs: jobs}
+	pk.freed = sync.NewCond(&pk.mu)
+	rank := func(j job) int {
+		switch {
+		case j.sc.Exclusive:
+			return 0
+		case j.sc.BrokerExclusive:
+			return 1
+		}
+		return 2
+	}
+	for r := range 3 {
+		for i, j := range jobs {
+			if rank(j) == r {
+				pk.todo = append(pk.todo, i)
+			}
+		}
+	}
+	return pk
+}
+
+// take waits for a job it may hand out and marks it running (done ends
+// it); false when none is left.
+func (pk *picker) take() (int, bool) {
+	pk.mu.Lock()
+	defer pk.mu.Unlock()
+	for len(pk.todo) > 0 {
+		at := pk.next()
+		if at < 0 {
+			pk.freed.Wait()
+			continue
+		}
+		i := pk.todo[at]
+		pk.todo = slices.Delete(pk.todo, at, at+1)
+		pk.ex.enter(pk.jobs[i])
+		return i, true
+	}
+	return 0, false
+}
+
+// next is the index in todo of the job to hand out now, or -1. While an
+// Exclusive job whose broker is up waits, only Exclusive jobs go; while one
+// of a broker's BrokerExclusive jobs waits, none of that broker's other
+// jobs goes (so they do not keep it waiting to the end). Of the admitted
+// jobs, the first whose broker is up, else the first: a broker still
+// starting holds up no other's jobs.
+func (pk *picker) next() int {
+	waiting := map[string]bool{} // brokers with a BrokerExclusive job not taken yet
+	exclusive := false
+	first := -1
+	for at, i := range pk.todo {
+		j := pk.jobs[i]
+		up := pk.w.isUp(j.broker)
+		held := (exclusive && !j.sc.Exclusive) || (!j.sc.BrokerExclusive && waiting[j.broker])
+		exclusive = exclusive || (j.sc.Exclusive && up)
+		if j.sc.BrokerExclusive {
+			waiting[j.broker] = true
+		}
+		switch {
+		case held || !pk.ex.admits(j):
+		case up:
+			return at
+		case first < 0:
+			first = at
+		}
+	}
+	return first
+}
+
+// done ends job i, which take handed out.
+func (pk *picker) done(i int) {
+	pk.mu.Lock()
+	pk.ex.leave(pk.jobs[i])
+	pk.mu.Unlock()
+	pk.freed.Broadcast()
+}
