@@ -146,17 +146,18 @@ func lacking(sc *scenario.Scenario, b string, caps broker.Capabilities) string {
 	return s
 }
 
-// control is the process control of one scenario: its broker and the
-// run's PostgreSQL servers.
+// control is the process control of one scenario: its broker and its
+// set's PostgreSQL servers.
 type control struct {
 	w      *World
 	broker string
+	set    int
 }
 
 func (c control) Cannot(s steps.Server) string {
 	switch s {
 	case steps.ProducerServer, steps.ConsumerServer:
-		if c.w.pgs[pgSide(s)] == nil {
+		if c.w.pgs[c.set*2+pgSide(s)] == nil {
 			return notOurs("PostgreSQL", "--pg")
 		}
 		return ""
@@ -211,7 +212,7 @@ func (c control) Broker(ctx context.Context, action string) error {
 }
 
 func (c control) Postgres(ctx context.Context, s steps.Server, action string) error {
-	return c.w.Postgres(ctx, s, action)
+	return c.w.Postgres(ctx, c.set, s, action)
 }
 
 // process applies a process fault to s.
@@ -237,30 +238,27 @@ const restoreTimeout = time.Minute
 
 // restore starts again every managed server a process-fault scenario on
 // broker b left down, so its cleanup and the next scenario find the servers
-// as they were: b's, and with pg (the scenario ran alone) the other brokers'
-// and the PostgreSQL servers too, whose restart the scenario's pools are
-// told of. Without pg the other brokers' jobs run on: the scenario touched
-// only b's server.
-func (w *World) restore(ctx context.Context, iso *isolation, b string, pg bool) error {
+// as they were: b's (when the scenario acted on it: brokerToo) and the
+// PostgreSQL servers of the scenario's set (pgToo), whose restart its pools
+// are told of. The other brokers' and the other set's jobs run on
+// meanwhile: the scenario touched none of their servers.
+func (w *World) restore(ctx context.Context, iso *isolation, b string, brokerToo, pgToo bool) error {
 	ctx, cancel := context.WithTimeout(ctx, restoreTimeout)
 	defer cancel()
 	var errs []error
-	for name, conn := range w.brokerConns() {
-		if name != b && !pg {
-			continue
-		}
+	if conn, ok := w.brokerConns()[b]; ok && brokerToo {
 		if srv, _ := conn.Server(); srv != nil {
 			if err := srv.Start(ctx); err != nil {
 				errs = append(errs, err)
-				continue
+			} else {
+				errs = append(errs, conn.Ready(ctx))
 			}
-			errs = append(errs, conn.Ready(ctx))
 		}
 	}
-	for i, srv := range w.pgs {
-		if srv != nil && pg {
-			errs = append(errs, w.startPG(ctx, i))
-			iso.pools[i].Reset()
+	for side := range 2 {
+		if pgToo && w.pgs[iso.srv(side)] != nil {
+			errs = append(errs, w.startPG(ctx, iso.srv(side)))
+			iso.pools[side].Reset()
 		}
 	}
 	return errors.Join(errs...)

@@ -60,9 +60,9 @@ func (w *World) fitBudget(ctx context.Context, p *Params) error {
 	parallel := max(1, p.Parallel)
 	capped := parallel
 	var why []string
-	var budgets [2]connBudget
-	for i, url := range w.pgURLs {
-		if i > 0 && url == w.pgURLs[0] {
+	var budgets [4]connBudget
+	for i := range w.servers() {
+		if w.sameServer(i) < i {
 			continue // one server for both sides: counted once
 		}
 		b, err := w.readBudget(ctx, i)
@@ -92,9 +92,9 @@ func (w *World) fitBudget(ctx context.Context, p *Params) error {
 	// could still take, so a capped --parallel never leaves them none):
 	// their proxies refuse past it in their own words, where the server
 	// would refuse them and the run's own pools after them.
-	for i, url := range w.pgURLs {
-		if i > 0 && url == w.pgURLs[0] {
-			w.svcSlots[i] = w.svcSlots[0]
+	for i := range w.servers() {
+		if j := w.sameServer(i); j < i {
+			w.svcSlots[i] = w.svcSlots[j]
 			continue
 		}
 		w.svcSlots[i] = listen.NewSlots(budgets[i].free() + budgets[i].margin - budgets[i].need(capped))
@@ -107,7 +107,7 @@ func (w *World) readBudget(ctx context.Context, i int) (connBudget, error) {
 	admin := w.admins[i]
 	cfg := admin.Config().ConnConfig
 	b := connBudget{server: fmt.Sprintf("%s:%d", cfg.Host, cfg.Port), admin: int(admin.Config().MaxConns)}
-	for _, url := range w.pgURLs {
+	for _, url := range w.servers() {
 		if url == w.pgURLs[i] {
 			b.sidesOnServer++
 		}

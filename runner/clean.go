@@ -144,8 +144,8 @@ func cleanBroker(ctx context.Context, k *broker.Kind, url string) (Cleaned, erro
 // go with the run) before anything is created there. Released last.
 func (w *World) lease(ctx context.Context) error {
 	if !w.managed {
-		for i, url := range w.pgURLs {
-			if i > 0 && url == w.pgURLs[0] {
+		for i, url := range w.servers() {
+			if w.sameServer(i) < i {
 				continue
 			}
 			cfg, err := pgx.ParseConfig(url)

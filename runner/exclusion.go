@@ -6,14 +6,18 @@ import (
 )
 
 // exclusion says which jobs may run at the same time. A job whose scenario
-// kills, stops or starts a PostgreSQL server (Exclusive: every job shares
-// it) runs with no other; one that does so to its broker's server
-// (BrokerExclusive) runs with no other job on that broker, while the jobs
-// of the run's other brokers go on; any other job runs beside any job but
-// those.
+// kills, stops or starts a PostgreSQL server (Exclusive) runs with no other
+// job on those servers: on a run's own servers such jobs have a set of
+// their own (split, World.faultSet), so they run one at a time beside the
+// others; else every job shares them, and it runs alone. A job that does
+// so to its broker's server (BrokerExclusive) runs with no other job on
+// that broker, while the jobs of the run's other brokers go on. Any other
+// job runs beside any job but those.
 type exclusion struct {
+	split    bool // Exclusive jobs have PostgreSQL servers of their own
 	running  int
-	alone    bool           // an Exclusive job runs
+	alone    bool           // an Exclusive job runs, and !split
+	faults   bool           // an Exclusive job runs, and split
 	onBroker map[string]int // jobs running per broker; -1: a BrokerExclusive one
 }
 
@@ -21,9 +25,9 @@ type exclusion struct {
 func (e *exclusion) admits(j job) bool {
 	n := e.onBroker[j.broker]
 	switch {
-	case j.sc.Exclusive:
+	case j.sc.Exclusive && !e.split:
 		return e.running == 0
-	case e.alone || n < 0:
+	case e.alone || n < 0 || j.sc.Exclusive && e.faults:
 		return false
 	case j.sc.BrokerExclusive:
 		return n == 0
@@ -36,24 +40,28 @@ func (e *exclusion) enter(j job) {
 		e.onBroker = map[string]int{}
 	}
 	e.running++
-	switch {
-	case j.sc.Exclusive:
+	if j.sc.Exclusive && !e.split {
 		e.alone = true
-	case j.sc.BrokerExclusive:
+		return
+	}
+	e.faults = e.faults || j.sc.Exclusive
+	if j.sc.BrokerExclusive {
 		e.onBroker[j.broker] = -1
-	default:
+	} else {
 		e.onBroker[j.broker]++
 	}
 }
 
 func (e *exclusion) leave(j job) {
 	e.running--
-	switch {
-	case j.sc.Exclusive:
+	if j.sc.Exclusive && !e.split {
 		e.alone = false
-	case j.sc.BrokerExclusive:
+		return
+	}
+	e.faults = e.faults && !j.sc.Exclusive
+	if j.sc.BrokerExclusive {
 		e.onBroker[j.broker] = 0
-	default:
+	} else {
 		e.onBroker[j.broker]--
 	}
 }
@@ -71,15 +79,16 @@ type picker struct {
 	ex    exclusion
 }
 
-// newPicker orders the jobs: those that run alone (Exclusive) first, then
-// those alone on their broker, then the rest, each group in file order.
-// An Exclusive job waits for every running one to end; handed out
-// together, they wait once, at the start where nothing runs, instead of
-// draining the workers once each. A broker's BrokerExclusive jobs go
-// before its other jobs, which wait for them (take), while the other
-// brokers' jobs fill the workers.
+// newPicker orders the jobs: those that fault a PostgreSQL (Exclusive)
+// first, then those alone on their broker, then the rest, each group in
+// file order. Where an Exclusive job runs alone, it waits for every running
+// one to end; handed out together, they wait once, at the start where
+// nothing runs, instead of draining the workers once each; on servers of
+// their own, their chain, one at a time, starts first. A broker's
+// BrokerExclusive jobs go before its other jobs, which wait for them
+// (take), while the other brokers' jobs fill the workers.
 func newPicker(w *World, jobs []job) *picker {
-	pk := &picker{w: w, jobs: jobs}
+	pk := &picker{w: w, jobs: jobs, ex: exclusion{split: w.faultSet}}
 	pk.freed = sync.NewCond(&pk.mu)
 	rank := func(j job) int {
 		switch {
@@ -120,7 +129,8 @@ func (pk *picker) take() (int, bool) {
 }
 
 // next is the index in todo of the job to hand out now, or -1. While an
-// Exclusive job whose broker is up waits, only Exclusive jobs go; while one
+// Exclusive job that runs alone and whose broker is up waits, only
+// Exclusive jobs go; while one
 // of a broker's BrokerExclusive jobs waits, none of that broker's other
 // jobs goes (so they do not keep it waiting to the end). Of the admitted
 // jobs, the first whose broker is up, else the first: a broker still
@@ -133,7 +143,7 @@ func (pk *picker) next() int {
 		j := pk.jobs[i]
 		up := pk.w.isUp(j.broker)
 		held := (exclusive && !j.sc.Exclusive) || (!j.sc.BrokerExclusive && waiting[j.broker])
-		exclusive = exclusive || (j.sc.Exclusive && up)
+		exclusive = exclusive || (j.sc.Exclusive && !pk.ex.split && up)
 		if j.sc.BrokerExclusive {
 			waiting[j.broker] = true
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -26,11 +27,15 @@ type isolation struct {
 	consumer  string
 	pools     [2]*pgxpool.Pool
 	streamKey string
-	pgGen     int64    // the World's pgGen its pools' connections belong to
+	set       int      // its servers' set (World.setOf)
+	pgGen     int64    // the set's pgGen its pools' connections belong to
 	close     cleanups // pools: always
 	drop      cleanups // databases: unless kept
 	own       bool     // a system scenario's pair: never pooled
 }
+
+// srv is the index of side's server (World.pgURLs).
+func (iso *isolation) srv(side int) int { return iso.set*2 + side }
 
 // release closes the pools and, unless keep, drops the databases.
 func (iso *isolation) release(keep bool) error {
@@ -48,9 +53,10 @@ func (iso *isolation) release(keep bool) error {
 // run of short scenarios waits for CREATE DATABASE once, and long ones still
 // get a pair each.
 type pairPool struct {
+	set     int // whose servers
 	mu      sync.Mutex
-	seq     int // names databases and streams
-	pairs   int // created or being created, not kept
+	seq     *atomic.Int64 // the World's: names databases and streams
+	pairs   int           // created or being created, not kept
 	max     int
 	free    chan *isolation
 	failed  chan error
@@ -63,19 +69,15 @@ type pairPool struct {
 	creating sync.Mutex
 }
 
-func (pp *pairPool) init(parallel int) {
+func (pp *pairPool) init(parallel int, seq *atomic.Int64) {
+	pp.seq = seq
 	pp.max = max(1, parallel)
 	pp.free = make(chan *isolation, pp.max)
 	pp.failed = make(chan error, pp.max)
 	pp.bg, pp.cancel = context.WithCancel(context.Background())
 }
 
-func (pp *pairPool) next() int {
-	pp.mu.Lock()
-	defer pp.mu.Unlock()
-	pp.seq++
-	return pp.seq
-}
+func (pp *pairPool) next() int { return int(pp.seq.Add(1)) }
 
 // acquire hands out a reset database pair with a new stream (or queues) on
 // broker b for scenario sc.
@@ -83,7 +85,7 @@ func (w *World) acquire(ctx context.Context, b string, sc *scenario.Scenario) (*
 	if err := w.brokerUp(ctx, b); err != nil {
 		return nil, err
 	}
-	pp := &w.pairs
+	pp := &w.pairs[w.setOf(sc)]
 	iso, err := pp.take(ctx, growAfter)
 	if iso == nil && err == nil {
 		pp.mu.Lock()
@@ -93,7 +95,7 @@ func (w *World) acquire(ctx context.Context, b string, sc *scenario.Scenario) (*
 		}
 		pp.mu.Unlock()
 		if grow {
-			pp.pending.Go(func() { w.createPair(pp.next()) })
+			pp.pending.Go(func() { w.createPair(pp, pp.next()) })
 		}
 		iso, err = pp.take(ctx, -1)
 	}
@@ -102,7 +104,7 @@ func (w *World) acquire(ctx context.Context, b string, sc *scenario.Scenario) (*
 	}
 	n := pp.next()
 	iso.streamKey = fmt.Sprintf("%s:%s:%d", namePrefix, w.RunID, n)
-	if g := w.pgGen.Load(); iso.pgGen != g {
+	if g := w.pgGen[iso.set].Load(); iso.pgGen != g {
 		// A PostgreSQL server was restarted since this pair last ran: its
 		// pooled connections are to the dead process.
 		iso.pools[0].Reset()
@@ -115,7 +117,7 @@ func (w *World) acquire(ctx context.Context, b string, sc *scenario.Scenario) (*
 		return nil, &brokerError{fmt.Errorf("%s: %w", b, err)}
 	}
 	iso.env = steps.NewEnv(iso.pools[0], iso.pools[1], br)
-	iso.env.BrokerName, iso.env.Control = b, control{w, b}
+	iso.env.BrokerName, iso.env.Control = b, control{w, b, iso.set}
 	if sc != nil { // soak and bench acquire a pair without a scenario
 		iso.env.Consumers = sc.Consumers()
 	}
@@ -161,12 +163,11 @@ func (pp *pairPool) take(ctx context.Context, wait time.Duration) (*isolation, e
 // createPair makes a database pair with both schemas and offers it to the
 // pool. Each undo is registered as it goes, so a failure half-way releases
 // exactly what exists.
-func (w *World) createPair(n int) {
-	pp := &w.pairs
+func (w *World) createPair(pp *pairPool, n int) {
 	pp.creating.Lock()
 	defer pp.creating.Unlock()
 	base := fmt.Sprintf("%s_%s_%d", namePrefix, w.RunID, n)
-	iso := &isolation{producer: base + "_p", consumer: base + "_c"}
+	iso := &isolation{producer: base + "_p", consumer: base + "_c", set: pp.set}
 	// Both sides at once: a scenario needs the two, and each is mostly
 	// round trips and the server's work on its own files.
 	var errs [2]error
@@ -194,9 +195,9 @@ func (w *World) createPair(n int) {
 // createSide creates one side's database of iso with its schema,
 // registering each undo as it goes.
 func (w *World) createSide(ctx context.Context, iso *isolation, side int, name, ddl string) error {
-	err := w.createDB(ctx, side, name, &iso.drop) // cleanups may be added to at once
+	err := w.createDB(ctx, iso.srv(side), name, &iso.drop) // cleanups may be added to at once
 	if err == nil {
-		iso.pools[side], err = w.pool(ctx, side, name)
+		iso.pools[side], err = w.pool(ctx, iso.srv(side), name)
 	}
 	if err != nil {
 		return fmt.Errorf("database %s: %w", name, err)
@@ -213,7 +214,7 @@ func (w *World) createSide(ctx context.Context, iso *isolation, side int, name, 
 // as they are and the pair leaves the pool. Otherwise the stream is deleted,
 // the rows too, and the pair goes back to the pool.
 func (w *World) recycle(ctx context.Context, iso *isolation, keep bool) error {
-	pp := &w.pairs
+	pp := &w.pairs[iso.set]
 	if iso.own { // not the pool's: its stream goes, then the pair
 		err := error(nil)
 		if !keep {
@@ -303,7 +304,7 @@ func (w *World) RedisClient() *redis.Client { return w.redisClient() }
 // for the next user (~95 s after a 20,000-event soak). The pool may create a
 // new pair in its place.
 func (w *World) DiscardPair(ctx context.Context, p *Pair) error {
-	pp := &w.pairs
+	pp := &w.pairs[p.iso.set]
 	pp.mu.Lock()
 	pp.pairs--
 	pp.mu.Unlock()

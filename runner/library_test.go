@@ -149,12 +149,13 @@ func (g *gate) run(t *testing.T, p *Params, w *World, j job) *report.Result {
 	g.mu.Lock()
 	if g.freed == nil {
 		g.freed = sync.NewCond(&g.mu)
+		g.ex.split = w.faultSet
 	}
 	for !g.ex.admits(j) {
 		g.freed.Wait()
 	}
 	g.ex.enter(j)
-	if others := g.ex.running - 1; j.sc.Exclusive && others != 0 {
+	if others := g.ex.running - 1; j.sc.Exclusive && !g.ex.split && others != 0 {
 		t.Errorf("%s is Exclusive, yet %d other scenarios ran alongside", j.sc.File, others)
 	}
 	if n := g.ex.onBroker[j.broker]; j.sc.BrokerExclusive && n != -1 {

@@ -94,4 +94,17 @@ func TestABrokerFaultHoldsOnlyItsBroker(t *testing.T) {
 	if i := <-took; i != 2 {
 		t.Errorf("after the PostgreSQL kill: took job %d, want redis's broker kill (2)", i)
 	}
+
+	// On the run's own servers the PostgreSQL faults have a set of their
+	// own: they run one at a time, beside the others.
+	jobs = []job{{plain, "redis"}, {dbKill, "kafka"}, {dbKill, "redis"}, {plain, "kafka"}}
+	pk = newPicker(&World{faultSet: true}, jobs)
+	take(1)
+	take(0) // beside the first PostgreSQL kill
+	take(3)
+	if got := handable(pk); got != -1 {
+		t.Fatalf("hands out job %d, a second PostgreSQL kill beside the first", got)
+	}
+	pk.done(1)
+	take(2)
 }

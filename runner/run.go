@@ -165,7 +165,7 @@ func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*report.R
 					// A database pair still being created in the background
 					// must not meet this scenario's server kill. Every
 					// creation starts in a running job, so none starts now.
-					w.pairs.pending.Wait()
+					w.pairs[w.setOf(jobs[i].sc)].pending.Wait()
 				}
 				res, err := guarded(func() (*report.Result, error) { return runScenario(ctx, p, w, jobs[i]) })
 				next.done(i)
@@ -347,7 +347,7 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 	// process fault left down come back first.
 	var restoreErr error
 	if sc.Exclusive || sc.BrokerExclusive {
-		if err := w.restore(context.WithoutCancel(ctx), iso, j.broker, sc.Exclusive); err != nil {
+		if err := w.restore(context.WithoutCancel(ctx), iso, j.broker, sc.BrokerExclusive, sc.Exclusive); err != nil {
 			restoreErr = fmt.Errorf("restart the servers after %s: %w", sc.File, err)
 		}
 	}

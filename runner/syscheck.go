@@ -98,7 +98,7 @@ func faultTables(sc *scenario.Scenario, cat *system.Catalog) diag.Errors {
 func (w *World) checkSystem(ctx context.Context, sys *system.System) (cat *system.Catalog, serrs diag.Errors, err error) {
 	var undo cleanups
 	defer func() { err = errors.Join(err, undo.run()) }()
-	base := fmt.Sprintf("%s_%s_%d", namePrefix, w.RunID, w.pairs.next())
+	base := fmt.Sprintf("%s_%s_%d", namePrefix, w.RunID, w.seq.Add(1))
 	var conns [2]*pgx.Conn
 	for side, s := range []struct{ suffix, ddl, key string }{{"_p", sys.Schema.Producer, "schema.producer"}, {"_c", sys.Schema.Consumer, "schema.consumer"}} {
 		conn, err := w.throwawayDB(ctx, side, base+s.suffix, &undo)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/outboxdrill/runner/broker/redisstream"
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/proxy/listen"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/state"
@@ -26,9 +27,9 @@ const defaultConsumer = "accounting"
 // new stream, and the team's services ready to start.
 func (w *World) acquireSystem(ctx context.Context, b string, sc *scenario.Scenario) (*isolation, *sysrun.Run, error) {
 	sys := sc.System.On(b) // its variants for this broker
-	n := w.pairs.next()
+	n := int(w.seq.Add(1))
 	base := fmt.Sprintf("%s_%s_%d", namePrefix, w.RunID, n)
-	iso := &isolation{producer: base + "_p", consumer: base + "_c", own: true}
+	iso := &isolation{producer: base + "_p", consumer: base + "_c", own: true, set: w.setOf(sc)}
 	iso.streamKey = fmt.Sprintf("%s:%s:%d", namePrefix, w.RunID, n)
 	for i, db := range []struct{ name, ddl, key string }{{iso.producer, sys.Schema.Producer, "schema.producer"}, {iso.consumer, sys.Schema.Consumer, "schema.consumer"}} {
 		if err := w.ownDB(ctx, iso, i, db.name, sys, db.key, db.ddl); err != nil {
@@ -43,7 +44,7 @@ func (w *World) acquireSystem(ctx context.Context, b string, sc *scenario.Scenar
 		rs.WithFields(sys.Stream.EventID, sys.Stream.Payload)
 	}
 	iso.env = steps.NewEnv(iso.pools[0], iso.pools[1], br)
-	iso.env.BrokerName, iso.env.Control = b, control{w, b}
+	iso.env.BrokerName, iso.env.Control = b, control{w, b, iso.set}
 	iso.env.Consumers = sc.Consumers()
 	iso.env.Map = mapping(sys)
 	if cat := w.catalogs[systemKey(sys)]; cat != nil {
@@ -60,7 +61,8 @@ func (w *World) acquireSystem(ctx context.Context, b string, sc *scenario.Scenar
 		vars[k] = v
 	}
 	run := sysrun.New(sysrun.Config{System: sys, Vars: vars, BrokerName: b, BrokerURL: w.brokerURL(b),
-		ProducerURL: w.dbURL(producerSide, iso.producer), ConsumerURL: w.dbURL(consumerSide, iso.consumer), PGSlots: w.svcSlots})
+		ProducerURL: w.dbURL(iso.srv(producerSide), iso.producer), ConsumerURL: w.dbURL(iso.srv(consumerSide), iso.consumer),
+		PGSlots: [2]*listen.Slots{w.svcSlots[iso.srv(producerSide)], w.svcSlots[iso.srv(consumerSide)]}})
 	iso.env.Services, iso.env.System = run, sys
 	// Closed first (LIFO): the services stop before their databases go.
 	iso.close.add(run.Close)
@@ -77,10 +79,10 @@ func (w *World) ownDB(ctx context.Context, iso *isolation, side int, name string
 			return err
 		}
 	}
-	if err := w.createDB(ctx, side, name, &iso.drop); err != nil {
+	if err := w.createDB(ctx, iso.srv(side), name, &iso.drop); err != nil {
 		return err
 	}
-	pool, err := w.pool(ctx, side, name)
+	pool, err := w.pool(ctx, iso.srv(side), name)
 	if err != nil {
 		return err
 	}
@@ -94,11 +96,11 @@ func (w *World) ownDB(ctx context.Context, iso *isolation, side int, name string
 	return nil
 }
 
-// dbURL is the URL of database db on a side's server.
-func (w *World) dbURL(side int, db string) string {
-	u, err := url.Parse(w.pgURLs[side])
+// dbURL is the URL of database db on server srv (World.pgURLs).
+func (w *World) dbURL(srv int, db string) string {
+	u, err := url.Parse(w.pgURLs[srv])
 	if err != nil {
-		return w.pgURLs[side]
+		return w.pgURLs[srv]
 	}
 	u.Path = "/" + db
 	return u.String()

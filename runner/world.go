@@ -22,6 +22,7 @@ import (
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/proxy/listen"
+	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/servers"
 	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/system"
@@ -84,10 +85,15 @@ func (c *cleanups) run() error {
 	return errors.Join(append(errs, stopErrs...)...)
 }
 
-// The two sides of a database pair, indexes into World.pgURLs and friends.
+// The two sides of a database pair. A PostgreSQL server of the run is
+// World.pgURLs[set*2+side] (and so in pgs, admins and svcSlots): set 0
+// serves every scenario but those of set 1, which fault a PostgreSQL
+// (faultSet, setOf).
 const (
 	producerSide = 0
 	consumerSide = 1
+	mainSet      = 0
+	faultsSet    = 1
 )
 
 // World is what one run shares: the servers, an admin pool per PostgreSQL
@@ -96,22 +102,28 @@ type World struct {
 	RunID string
 	PGURL string // the producer's server (with --pg, the only one)
 
-	// The producer's and the consumer's PostgreSQL: two servers when the
-	// runner starts them, so that killing one is a crash of one side only;
-	// with --pg both are that server.
-	pgURLs [2]string
-	admins [2]*pgxpool.Pool
-	pgs    [2]*servers.Postgres // nil with --pg
-	pgGen  atomic.Int64         // counts restarts of a PostgreSQL server
+	// The producer's and the consumer's PostgreSQL of each set, indexed
+	// set*2+side. Set 0: one server for both sides when the runner starts
+	// it; with --pg both are that server. Set 1, only when the runner
+	// starts its servers and a scenario of the run faults a PostgreSQL
+	// (faultSet): a server per side, so that killing one is a crash of one
+	// side only, and so that those scenarios, which run one at a time, run
+	// beside the others rather than alone.
+	pgURLs   [4]string
+	admins   [4]*pgxpool.Pool
+	pgs      [4]*servers.Postgres // nil with --pg
+	pgGen    [2]atomic.Int64      // counts restarts of a set's PostgreSQL servers
+	faultSet bool
 	// svcSlots are the connections a team's services may open to each
-	// side's server, through the proxies of every scenario of the run
-	// (fitBudget: what the run's own pools leave); one value for both
-	// sides on one server.
-	svcSlots [2]*listen.Slots
+	// server, through the proxies of every scenario of the run
+	// (fitBudget: what the run's own pools leave); one value for the
+	// indexes of one server.
+	svcSlots [4]*listen.Slots
 
 	undo    cleanups
-	pairs   pairPool
-	managed bool // the runner started PostgreSQL: it goes with all its databases
+	pairs   [2]pairPool  // per set
+	seq     atomic.Int64 // names databases and streams: unique in the run
+	managed bool         // the runner started PostgreSQL: it goes with all its databases
 
 	// conns are the run's brokers by name; written only while opening.
 	conns   map[string]broker.Conn
@@ -175,8 +187,8 @@ func (w *World) setBrokerURL(b, url string) {
 // Postgres applies a process fault to the runner's own producer or consumer
 // PostgreSQL (steps.ProcessControl). Killed, its data dir stays: start runs
 // crash recovery.
-func (w *World) Postgres(ctx context.Context, s steps.Server, action string) error {
-	i := pgSide(s)
+func (w *World) Postgres(ctx context.Context, set int, s steps.Server, action string) error {
+	i := set*2 + pgSide(s)
 	pg := w.pgs[i]
 	switch action {
 	case "kill":
@@ -203,7 +215,7 @@ func (w *World) startPG(ctx context.Context, i int) error {
 	if err := w.pgs[i].Start(ctx); err != nil {
 		return err
 	}
-	w.pgGen.Add(1)
+	w.pgGen[i/2].Add(1)
 	w.admins[i].Reset()
 	return nil
 }
@@ -235,9 +247,9 @@ func (w *World) open(ctx context.Context, p *Params, sh shape) (err error) {
 	if err := w.startServers(ctx, p, sh); err != nil {
 		return err
 	}
-	for i, url := range w.pgURLs {
-		if i > 0 && url == w.pgURLs[0] {
-			w.admins[i] = w.admins[0]
+	for i, url := range w.servers() {
+		if j := w.sameServer(i); j < i {
+			w.admins[i] = w.admins[j]
 			continue
 		}
 		cfg, err := pgxpool.ParseConfig(url)
@@ -263,9 +275,36 @@ func (w *World) open(ctx context.Context, p *Params, sh shape) (err error) {
 	if err := w.lease(ctx); err != nil { // before anything is created
 		return err
 	}
-	w.pairs.init(p.Parallel)
-	w.undo.add(w.pairs.shutdown)
+	for i := range w.pairs {
+		w.pairs[i].set = i
+		w.pairs[i].init(p.Parallel, &w.seq)
+		w.undo.add(w.pairs[i].shutdown)
+	}
 	return nil
+}
+
+// servers are the run's PostgreSQL URLs by index (set*2+side): set 1's
+// only with faultSet.
+func (w *World) servers() []string {
+	if w.faultSet {
+		return w.pgURLs[:]
+	}
+	return w.pgURLs[:2]
+}
+
+// sameServer is the first index of server i's URL: i unless an earlier
+// index names the same server.
+func (w *World) sameServer(i int) int {
+	return slices.Index(w.pgURLs[:], w.pgURLs[i])
+}
+
+// setOf is the set of servers scenario sc runs on: 1 for one that faults
+// a PostgreSQL, when the run has such a set (faultSet).
+func (w *World) setOf(sc *scenario.Scenario) int {
+	if w.faultSet && sc != nil && sc.DBFaults {
+		return faultsSet
+	}
+	return mainSet
 }
 
 // startServers uses the given URLs, or starts managed servers, all at once:
@@ -274,24 +313,39 @@ func (w *World) startServers(ctx context.Context, p *Params, sh shape) error {
 	if err := probeGiven(ctx, p, sh); err != nil {
 		return err
 	}
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
 	w.startBrokers(ctx, p, sh.brokers)
-	w.pgURLs = [2]string{p.PGURL, p.PGURL}
-	sides := []string{"producer", "consumer"}
-	if !sh.splitDBs {
-		sides = []string{"producer and consumer"}
+	w.pgURLs = [4]string{p.PGURL, p.PGURL, p.PGURL, p.PGURL}
+	if p.PGURL != "" {
+		w.PGURL = p.PGURL
+		return nil
 	}
-	for i, side := range sides {
-		if p.PGURL != "" {
-			break
-		}
+	// One server for both sides of every scenario; and when a scenario
+	// faults a PostgreSQL, a server per side for those scenarios.
+	starts := []struct {
+		at   []int
+		side string
+	}{{[]int{0, 1}, "producer and consumer"}}
+	if sh.splitDBs {
+		starts = append(starts, struct {
+			at   []int
+			side string
+		}{[]int{2}, "producer, for the scenarios that fault it"}, struct {
+			at   []int
+			side string
+		}{[]int{3}, "consumer, for the scenarios that fault it"})
+	}
+	errs := make([]error, len(starts))
+	var wg sync.WaitGroup
+	for i, st := range starts {
 		wg.Go(func() {
 			pg, err := servers.StartPostgres(ctx, servers.PostgresOptions{})
 			if errs[i] = err; err == nil {
-				w.pgURLs[i], w.pgs[i] = pg.URL, pg
+				for _, at := range st.at {
+					w.pgURLs[at] = pg.URL
+				}
+				w.pgs[st.at[0]] = pg
 				w.undo.addStop(pg.Discard) // its data goes with it: no shutdown checkpoint
-				p.logf("started PostgreSQL (%s) pid %d on port %d in %s", side, pg.PID(), pg.Port, pg.Dir)
+				p.logf("started PostgreSQL (%s) pid %d on port %d in %s", st.side, pg.PID(), pg.Port, pg.Dir)
 			}
 		})
 	}
@@ -299,9 +353,9 @@ func (w *World) startServers(ctx context.Context, p *Params, sh shape) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	w.managed = w.pgs[producerSide] != nil
-	if len(sides) == 1 && p.PGURL == "" {
-		w.pgURLs[consumerSide] = w.pgURLs[producerSide] // one server, both sides
+	w.managed, w.faultSet = true, sh.splitDBs
+	if !w.faultSet {
+		w.pgURLs[2], w.pgURLs[3] = w.pgURLs[0], w.pgURLs[1]
 	}
 	w.PGURL = w.pgURLs[producerSide]
 	return nil
@@ -414,7 +468,7 @@ func (w *World) brokerConns() map[string]broker.Conn {
 
 // createDB creates a database and registers its drop. Names are built by
 // the runner only, from the prefix, the run id and a counter.
-func (w *World) createDB(ctx context.Context, side int, name string, undo *cleanups) error {
+func (w *World) createDB(ctx context.Context, srv int, name string, undo *cleanups) error {
 	// template0 is pristine on any server; template1 may hold someone's objects.
 	q := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " TEMPLATE template0"
 	if w.managed {
@@ -434,13 +488,13 @@ func (w *World) createDB(ctx context.Context, side int, name string, undo *clean
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createDBTimeout)
 	defer cancel()
-	_, err := w.admins[side].Exec(cctx, q)
+	_, err := w.admins[srv].Exec(cctx, q)
 	// On our own server the data dir goes as a whole; DROP DATABASE would only
 	// add a checkpoint per database to the run's wall time.
 	if !w.managed && (err == nil || cctx.Err() != nil) {
 		// A creation that timed out may still commit: IF EXISTS drops it
 		// if it did.
-		undo.add(func(ctx context.Context) error { return w.dropDB(ctx, side, name) })
+		undo.add(func(ctx context.Context) error { return w.dropDB(ctx, srv, name) })
 	}
 	if err != nil {
 		return fmt.Errorf("create database %s: %w", name, err)
@@ -452,15 +506,15 @@ func (w *World) createDB(ctx context.Context, side int, name string, undo *clean
 // interrupt (createDB).
 const createDBTimeout = time.Minute
 
-func (w *World) dropDB(ctx context.Context, side int, name string) error {
-	_, err := w.admins[side].Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+func (w *World) dropDB(ctx context.Context, srv int, name string) error {
+	_, err := w.admins[srv].Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 	return err
 }
 
-func (w *World) pool(ctx context.Context, side int, db string) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(w.pgURLs[side])
+func (w *World) pool(ctx context.Context, srv int, db string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(w.pgURLs[srv])
 	if err != nil {
-		return nil, redact.Err(w.pgURLs[side], err)
+		return nil, redact.Err(w.pgURLs[srv], err)
 	}
 	cfg.ConnConfig.Database = db
 	cfg.MaxConns = pairPoolConns
@@ -471,7 +525,7 @@ func (w *World) pool(ctx context.Context, side int, db string) (*pgxpool.Pool, e
 // broker's hint for one consumer group (<consumer-id>) once per consumer
 // id of the scenario, the exact command.
 func (w *World) inspect(iso *isolation, b string, consumers ...string) []string {
-	psql := func(side int, db string) string { return psqlHint(w.pgURLs[side], db) }
+	psql := func(side int, db string) string { return psqlHint(w.pgURLs[iso.srv(side)], db) }
 	hints := []string{"producer DB: " + psql(producerSide, iso.producer) + " -c 'TABLE outbox'",
 		"consumer DB: " + psql(consumerSide, iso.consumer) + " -c 'TABLE inbox' -c 'TABLE projection'"}
 	if conn, ok := w.brokerConns()[b]; ok {
