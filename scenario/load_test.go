@@ -204,7 +204,7 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:3:5: missing parameter "for": how long`,
 		}},
 		{"too many relays", "name: x\nsteps:\n  - relay(workers=5)\n", []string{
-			`t.yaml:3:5: workers: at most 4 relays at once, got 5`,
+			`t.yaml:3:19: workers: must be at most 4, got 5`,
 		}},
 		{"skip_mark on concurrent relays", "name: x\nsteps:\n  - relay(workers=2, skip_mark)\n", []string{
 			`t.yaml:3:5: skip_mark is a fault of one relay`,

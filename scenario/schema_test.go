@@ -115,6 +115,7 @@ func TestSchemaRejectsTypos(t *testing.T) {
 		"name: x\nsteps: [produce(amount=lots)]\n",
 		"name: x\nsteps: [broker(reboot)]\n",
 		"name: x\nsteps:\n  - relay(skip_mrak):\n    expect: {published: 1}\n",
+		"name: x\nsteps:\n  - relay: {workers: 5}\n", // the loader's bound too
 	} {
 		if err := validateYAML(s, src); err == nil {
 			t.Errorf("the schema accepts a broken scenario:\n%s", src)

@@ -40,7 +40,7 @@ type Param struct {
 	Doc      string
 	Default  string
 	Enum     []string
-	Min      *int64
+	Min, Max *int64 // an integer's bounds (tags min, max), if any
 	Fault    bool
 	Required bool
 	Primary  bool
@@ -72,7 +72,10 @@ func (p Param) Type() string {
 	case t.Kind() == reflect.Bool:
 		return "flag"
 	case t.Kind() == reflect.Int, t.Kind() == reflect.Int64:
-		if p.Min != nil {
+		switch {
+		case p.Min != nil && p.Max != nil:
+			return fmt.Sprintf("integer %d–%d", *p.Min, *p.Max)
+		case p.Min != nil:
 			return fmt.Sprintf("integer ≥ %d", *p.Min)
 		}
 		return "integer"
@@ -101,12 +104,17 @@ func paramsOf(t reflect.Type) []Param {
 		if e := f.Tag.Get("enum"); e != "" {
 			p.Enum = strings.Split(e, "|")
 		}
-		if m := f.Tag.Get("min"); m != "" {
-			v, err := strconv.ParseInt(m, 10, 64)
-			if err != nil {
-				panic(fmt.Sprintf("%s.%s: bad min tag %q", t.Name(), f.Name, m))
+		for _, b := range []struct {
+			tag string
+			to  **int64
+		}{{"min", &p.Min}, {"max", &p.Max}} {
+			if m := f.Tag.Get(b.tag); m != "" {
+				v, err := strconv.ParseInt(m, 10, 64)
+				if err != nil {
+					panic(fmt.Sprintf("%s.%s: bad %s tag %q", t.Name(), f.Name, b.tag, m))
+				}
+				*b.to = &v
 			}
-			p.Min = &v
 		}
 		ps = append(ps, p)
 	}
@@ -306,6 +314,9 @@ func setField(f reflect.Value, p Param, n *yaml.Node) error {
 		if p.Min != nil && i < *p.Min {
 			return fmt.Errorf("must be at least %d, got %d", *p.Min, i)
 		}
+		if p.Max != nil && i > *p.Max {
+			return fmt.Errorf("must be at most %d, got %d", *p.Max, i)
+		}
 		f.SetInt(i)
 	case f.Kind() == reflect.String:
 		if len(p.Enum) > 0 && !contains(p.Enum, n.Value) {
@@ -391,6 +402,9 @@ func (p Param) schema(vars bool) map[string]any {
 		s = map[string]any{"type": "integer"}
 		if p.Min != nil {
 			s["minimum"] = *p.Min
+		}
+		if p.Max != nil {
+			s["maximum"] = *p.Max
 		}
 	default:
 		s = map[string]any{"type": []string{"string", "integer"}, "minLength": 1}

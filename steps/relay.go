@@ -11,11 +11,13 @@ import (
 	"github.com/outboxdrill/runner/pipeline"
 )
 
-// RelayParams are the parameters of the relay step.
+// RelayParams are the parameters of the relay step. Workers stays within
+// the scenario's connection pool (4 per database): each concurrent relay
+// holds a connection across the barrier.
 type RelayParams struct {
 	Limit    int    `param:"limit" min:"1" doc:"rows to relay (per relay); default all unpublished rows"`
 	SkipMark bool   `param:"skip_mark" fault:"yes" doc:"fault: XADD, then crash before marking the rows published"`
-	Workers  int    `param:"workers" default:"1" min:"1" doc:"relays running at once (at most 4); all read before any publishes, so their race is deterministic"`
+	Workers  int    `param:"workers" default:"1" min:"1" max:"4" doc:"relays running at once; all read before any publishes, so their race is deterministic"`
 	Lease    string `param:"lease" default:"skip_locked" enum:"skip_locked|flag" doc:"how concurrent relays claim rows: FOR UPDATE SKIP LOCKED, or the anti-pattern of published=true as the only claim"`
 	Mode     string `param:"mode" default:"publish_first" enum:"publish_first|mark_first|cdc|cdc_confirm_first" doc:"publish_first polls the outbox, publishes, then marks; mark_first is the anti-pattern: mark the rows published, then XADD. cdc reads committed outbox inserts from the scenario's logical replication slot (pgoutput), publishes each transaction's events and confirms its LSN after the broker's ack; cdc_confirm_first is the anti-pattern: confirm the LSN, then publish"`
 	SkipPub  bool   `param:"skip_publish" fault:"yes" doc:"fault: crash before publishing. With mode mark_first after marking (the events are lost); with cdc before confirming (nothing is lost: the slot keeps them); with cdc_confirm_first after confirming (lost)"`
@@ -43,17 +45,11 @@ func (p *RelayParams) Validate() error {
 		return fmt.Errorf("skip_mark is the crash window of mode: publish_first; mark_first has skip_publish")
 	case p.Workers > 1 && markFirst:
 		return fmt.Errorf("mode: mark_first runs as one relay (workers: 1)")
-	case p.Workers > maxRelays:
-		return fmt.Errorf("workers: at most %d relays at once, got %d", maxRelays, p.Workers)
 	case p.Workers > 1 && p.SkipMark:
 		return fmt.Errorf("skip_mark is a fault of one relay: use it with workers: 1")
 	}
 	return nil
 }
-
-// maxRelays stays below the scenario's connection pool (4 per database):
-// each concurrent relay holds a connection across the barrier.
-const maxRelays = 4
 
 func init() {
 	Define("relay", "Publish unpublished outbox rows in order (one XADD each, fields event_id and payload), then mark them published. While the scenario has the broker stopped or killed (broker(stop|kill)), a relay whose publish fails (every worker's, with workers: N) ends with that as its outcome, not an error of the scenario: published: 0; publish_first and cdc mark nothing and the rows stay unpublished (fails cleanly); mark_first and cdc_confirm_first marked or confirmed first, and the trace says those rows are lost. expect: {error: ...} may still name the failure.",
