@@ -137,7 +137,10 @@ func stepSchema(key string, d *steps.Def, defs map[string]any) map[string]any {
 	} else {
 		obj := steps.ParamsSchema(d.Params, "")
 		alts := []any{map[string]any{"type": "null"}, obj}
-		if obj["required"] != nil {
+		if d.NeedsAction() {
+			obj["minProperties"] = 1 // broker: {} does nothing
+		}
+		if obj["required"] != nil || d.NeedsAction() {
 			alts = alts[1:] // no parameters at all is not enough
 		}
 		if p, ok := d.Primary(); ok {

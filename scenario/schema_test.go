@@ -116,6 +116,8 @@ func TestSchemaRejectsTypos(t *testing.T) {
 		"name: x\nsteps: [broker(reboot)]\n",
 		"name: x\nsteps:\n  - relay(skip_mrak):\n    expect: {published: 1}\n",
 		"name: x\nsteps:\n  - relay: {workers: 5}\n", // the loader's bound too
+		"name: x\nsteps:\n  - broker: {}\n",          // an action is needed
+		"name: x\nsteps:\n  - consumer_db:\n",
 	} {
 		if err := validateYAML(s, src); err == nil {
 			t.Errorf("the schema accepts a broken scenario:\n%s", src)

@@ -39,6 +39,9 @@ func (p *ProcessParams) actions() int {
 	return n
 }
 
+// NeedsAction: a process step without an action does nothing (Validate).
+func (*ProcessParams) NeedsAction() {}
+
 func (p *ProcessParams) Validate() error {
 	switch p.actions() {
 	case 0:

@@ -269,6 +269,17 @@ func (d *Def) Flags() []string {
 	return out
 }
 
+// ActionNeeded is implemented by parameters of steps that do nothing
+// without one of their parameters (broker: {} is refused): the JSON Schema
+// then wants at least one.
+type ActionNeeded interface{ NeedsAction() }
+
+// NeedsAction reports whether d's parameters implement ActionNeeded.
+func (d *Def) NeedsAction() bool {
+	_, ok := reflect.New(d.paramsType).Interface().(ActionNeeded)
+	return ok
+}
+
 // IsExpect reports whether d is the expect step, whose map holds state checks
 // rather than parameters.
 func (d *Def) IsExpect() bool { return d.Name == expectStep }
