@@ -6,28 +6,35 @@ import (
 )
 
 // exclusion says which jobs may run at the same time. A job whose scenario
-// kills, stops or starts a PostgreSQL server (Exclusive) runs with no other
-// job on those servers: on a run's own servers such jobs have a set of
-// their own (split, World.faultSet), so they run one at a time beside the
-// others; else every job shares them, and it runs alone. A job that does
-// so to its broker's server (BrokerExclusive) runs with no other job on
-// that broker, while the jobs of the run's other brokers go on. Any other
-// job runs beside any job but those.
+// faults a PostgreSQL (DBFaults) runs on the run's own servers on a set of
+// servers such jobs have to themselves (split, World.faultSet, setOf), one
+// at a time beside the others. A job that kills, stops or starts a server
+// every job shares (Exclusive, but not on that set: --pg) runs alone. A
+// job that does so to its broker's server (BrokerExclusive) runs with no
+// other job on that broker, while the jobs of the run's other brokers go
+// on. Any other job runs beside any job but those.
 type exclusion struct {
-	split    bool // Exclusive jobs have PostgreSQL servers of their own
+	split    bool // DBFaults jobs have PostgreSQL servers of their own
 	running  int
-	alone    bool           // an Exclusive job runs, and !split
-	faults   bool           // an Exclusive job runs, and split
+	alone    bool           // a job runs that runs alone
+	faults   bool           // a job runs on the DBFaults jobs' servers
 	onBroker map[string]int // jobs running per broker; -1: a BrokerExclusive one
 }
+
+// ownServers reports whether j runs on the servers of the jobs that fault
+// a PostgreSQL (the World's set 1: World.setOf says the same).
+func (e *exclusion) ownServers(j job) bool { return e.split && j.sc.DBFaults }
+
+// runsAlone reports whether j runs with no other job.
+func (e *exclusion) runsAlone(j job) bool { return j.sc.Exclusive && !e.ownServers(j) }
 
 // admits reports whether j may start now.
 func (e *exclusion) admits(j job) bool {
 	n := e.onBroker[j.broker]
 	switch {
-	case j.sc.Exclusive && !e.split:
+	case e.runsAlone(j):
 		return e.running == 0
-	case e.alone || n < 0 || j.sc.Exclusive && e.faults:
+	case e.alone || n < 0 || e.ownServers(j) && e.faults:
 		return false
 	case j.sc.BrokerExclusive:
 		return n == 0
@@ -40,11 +47,11 @@ func (e *exclusion) enter(j job) {
 		e.onBroker = map[string]int{}
 	}
 	e.running++
-	if j.sc.Exclusive && !e.split {
+	if e.runsAlone(j) {
 		e.alone = true
 		return
 	}
-	e.faults = e.faults || j.sc.Exclusive
+	e.faults = e.faults || e.ownServers(j)
 	if j.sc.BrokerExclusive {
 		e.onBroker[j.broker] = -1
 	} else {
@@ -54,11 +61,11 @@ func (e *exclusion) enter(j job) {
 
 func (e *exclusion) leave(j job) {
 	e.running--
-	if j.sc.Exclusive && !e.split {
+	if e.runsAlone(j) {
 		e.alone = false
 		return
 	}
-	e.faults = e.faults && !j.sc.Exclusive
+	e.faults = e.faults && !e.ownServers(j)
 	if j.sc.BrokerExclusive {
 		e.onBroker[j.broker] = 0
 	} else {
@@ -92,7 +99,7 @@ func newPicker(w *World, jobs []job) *picker {
 	pk.freed = sync.NewCond(&pk.mu)
 	rank := func(j job) int {
 		switch {
-		case j.sc.Exclusive:
+		case j.sc.Exclusive || j.sc.DBFaults:
 			return 0
 		case j.sc.BrokerExclusive:
 			return 1
@@ -142,8 +149,8 @@ func (pk *picker) next() int {
 	for at, i := range pk.todo {
 		j := pk.jobs[i]
 		up := pk.w.isUp(j.broker)
-		held := (exclusive && !j.sc.Exclusive) || (!j.sc.BrokerExclusive && waiting[j.broker])
-		exclusive = exclusive || (j.sc.Exclusive && !pk.ex.split && up)
+		held := (exclusive && !pk.ex.runsAlone(j)) || (!j.sc.BrokerExclusive && waiting[j.broker])
+		exclusive = exclusive || (pk.ex.runsAlone(j) && up)
 		if j.sc.BrokerExclusive {
 			waiting[j.broker] = true
 		}
@@ -156,6 +163,22 @@ func (pk *picker) next() int {
 		}
 	}
 	return first
+}
+
+// settle waits, before job i (which take handed out) runs, for the
+// database pairs still being created on servers it will kill or stop: a
+// creation must not meet the kill. Every creation starts in a running job
+// on those servers, and none runs beside i, so none starts meanwhile.
+func (pk *picker) settle(i int) {
+	j := pk.jobs[i]
+	switch {
+	case pk.ex.runsAlone(j):
+		for set := range pk.w.pairs {
+			pk.w.pairs[set].pending.Wait()
+		}
+	case pk.ex.ownServers(j):
+		pk.w.pairs[faultsSet].pending.Wait()
+	}
 }
 
 // done ends job i, which take handed out.

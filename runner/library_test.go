@@ -26,8 +26,9 @@ import (
 // Each passes, or is skipped with its reason — never on redis, which with the
 // runner's own servers can run them all. The servers are the runner's own
 // (so the process faults run too), started once for the whole test. The
-// subtests run in parallel (-parallel), except those of a scenario the
-// runner marks Exclusive (a process fault), which run first, alone.
+// subtests run in parallel (-parallel) as a run's scenarios do (gate): those
+// that fault a PostgreSQL first, one at a time on servers of their own,
+// beside the others; those that fault a broker with no other on it.
 //
 // When the whole library ran, docs/broker-guarantees.md must be what this
 // run generates (-update rewrites it) and the broker-specific scenarios
@@ -89,17 +90,19 @@ func TestLibraryAndGuarantees(t *testing.T) {
 		testutil.Golden(t, "docs/broker-guarantees.md", doc.Bytes())
 	})
 
-	// The Exclusive scenarios first, one at a time while the parallel
+	// The Exclusive scenarios first, one at a time; on servers of their own
+	// (the runner's: faultSet) beside the others, else while the parallel
 	// subtests wait for this function to return: the servers drain once,
 	// not once per process fault.
-	var g gate
+	g := gate{ex: exclusion{split: w.faultSet}}
+	serial := func(sc *scenario.Scenario) bool { return g.ex.runsAlone(job{sc: sc}) }
 	for _, exclusive := range []bool{true, false} {
 		for i, sc := range scs {
 			if sc.Exclusive != exclusive {
 				continue
 			}
 			t.Run(strings.TrimSuffix(filepath.Base(sc.File), ".yaml")+sc.Variant, func(t *testing.T) {
-				if !sc.Exclusive {
+				if !serial(sc) {
 					t.Parallel()
 				}
 				if sc.Description == "" {
@@ -107,7 +110,7 @@ func TestLibraryAndGuarantees(t *testing.T) {
 				}
 				for j, b := range p.Brokers {
 					t.Run(b, func(t *testing.T) {
-						if !sc.Exclusive {
+						if !serial(sc) {
 							t.Parallel()
 						}
 						mu.Lock()
@@ -149,14 +152,13 @@ func (g *gate) run(t *testing.T, p *Params, w *World, j job) *report.Result {
 	g.mu.Lock()
 	if g.freed == nil {
 		g.freed = sync.NewCond(&g.mu)
-		g.ex.split = w.faultSet
 	}
 	for !g.ex.admits(j) {
 		g.freed.Wait()
 	}
 	g.ex.enter(j)
-	if others := g.ex.running - 1; j.sc.Exclusive && !g.ex.split && others != 0 {
-		t.Errorf("%s is Exclusive, yet %d other scenarios ran alongside", j.sc.File, others)
+	if others := g.ex.running - 1; g.ex.runsAlone(j) && others != 0 {
+		t.Errorf("%s runs alone, yet %d other scenarios ran alongside", j.sc.File, others)
 	}
 	if n := g.ex.onBroker[j.broker]; j.sc.BrokerExclusive && n != -1 {
 		t.Errorf("%s is BrokerExclusive, yet %d other scenarios on %s ran alongside", j.sc.File, n, j.broker)

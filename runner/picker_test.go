@@ -50,7 +50,7 @@ func handable(pk *picker) int {
 func TestABrokerFaultHoldsOnlyItsBroker(t *testing.T) {
 	plain := &scenario.Scenario{Name: "plain"}
 	brokerKill := &scenario.Scenario{Name: "broker kill", BrokerExclusive: true}
-	dbKill := &scenario.Scenario{Name: "db kill", Exclusive: true}
+	dbKill := &scenario.Scenario{Name: "db kill", Exclusive: true, DBFaults: true}
 	jobs := []job{{plain, "kafka"}, {brokerKill, "kafka"}, {plain, "redis"}, {brokerKill, "redis"}, {plain, "redis"}}
 	pk := newPicker(&World{}, jobs)
 	take := func(want int) {
@@ -107,4 +107,14 @@ func TestABrokerFaultHoldsOnlyItsBroker(t *testing.T) {
 	}
 	pk.done(1)
 	take(2)
+
+	// A scenario that stops a server every job shares, and not one of the
+	// PostgreSQL faults' own, still runs alone.
+	haltAll := &scenario.Scenario{Name: "halt all", Exclusive: true}
+	jobs = []job{{plain, "redis"}, {haltAll, "kafka"}}
+	pk = newPicker(&World{faultSet: true}, jobs)
+	take(1)
+	if got := handable(pk); got != -1 {
+		t.Fatalf("hands out job %d beside a scenario that runs alone", got)
+	}
 }

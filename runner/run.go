@@ -153,7 +153,7 @@ func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*report.R
 	for range min(p.Parallel, len(jobs)) {
 		wg.Go(func() {
 			for {
-				i, ok := next.take() // a scenario that kills or stops a shared server runs alone
+				i, ok := next.take() // when exclusion admits it
 				if !ok {
 					return
 				}
@@ -161,12 +161,7 @@ func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*report.R
 					next.done(i)
 					return
 				}
-				if jobs[i].sc.Exclusive {
-					// A database pair still being created in the background
-					// must not meet this scenario's server kill. Every
-					// creation starts in a running job, so none starts now.
-					w.pairs[w.setOf(jobs[i].sc)].pending.Wait()
-				}
+				next.settle(i)
 				res, err := guarded(func() (*report.Result, error) { return runScenario(ctx, p, w, jobs[i]) })
 				next.done(i)
 				if res != nil && res.CutOff && !res.Passed() {

@@ -299,7 +299,8 @@ func (w *World) sameServer(i int) int {
 }
 
 // setOf is the set of servers scenario sc runs on: 1 for one that faults
-// a PostgreSQL, when the run has such a set (faultSet).
+// a PostgreSQL, when the run has such a set (faultSet; the scheduler's
+// exclusion.ownServers says the same).
 func (w *World) setOf(sc *scenario.Scenario) int {
 	if w.faultSet && sc != nil && sc.DBFaults {
 		return faultsSet

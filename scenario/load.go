@@ -44,8 +44,10 @@ type Scenario struct {
 	// "default" holds the list for every broker not named.
 	ExpectViolations map[string][]string
 	ViolationsPos    diag.Pos
-	// Exclusive: a step kills, stops or starts a server every scenario of the
-	// run shares (a PostgreSQL), so the scenario runs alone.
+	// Exclusive: a step kills, stops or starts a PostgreSQL, so the scenario
+	// runs with no other on that server: on the runner's own servers it and
+	// the others like it (DBFaults) get servers of their own and run one at
+	// a time beside the rest; on a server given by --pg, alone.
 	Exclusive bool
 	// BrokerExclusive: a step kills, stops or starts the broker's server, so
 	// no other scenario on the same broker runs alongside it (those on the

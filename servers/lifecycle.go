@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -39,7 +40,10 @@ type lifecycle[P any] struct {
 	mu    sync.Mutex
 	proc  *child // nil while the server is down
 	ports P      // what the server last ran on; Start reuses them
-	ended bool   // Stop or Discard ran: Start launches nothing any more
+	// ended: Stop or Discard ran, Start launches nothing any more. Set
+	// under mu; read without it where mu is held already (a kill within
+	// launchOn).
+	ended atomic.Bool
 
 	endOnce sync.Once
 	endErr  error
@@ -82,7 +86,7 @@ func (l *lifecycle[P]) launchOn(ctx context.Context, ports P) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.ended { // a Stop raced this launch: it must not outlive the Stop
+	if l.ended.Load() { // a Stop raced this launch: it must not outlive the Stop
 		l.stopChild(context.Background(), c, 0)
 		return fmt.Errorf("%s: stopped while starting", l.name)
 	}
@@ -91,11 +95,8 @@ func (l *lifecycle[P]) launchOn(ctx context.Context, ports P) error {
 }
 
 // isEnded reports whether Stop or Discard ran: nothing starts here again.
-func (l *lifecycle[P]) isEnded() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ended
-}
+// It does not take mu: a kill runs with it held (launchOn).
+func (l *lifecycle[P]) isEnded() bool { return l.ended.Load() }
 
 // PID is the process id of the server, 0 while it is down.
 func (l *lifecycle[P]) PID() int {
@@ -113,7 +114,7 @@ func (l *lifecycle[P]) PID() int {
 // server runs.
 func (l *lifecycle[P]) Start(ctx context.Context) error {
 	l.mu.Lock()
-	up, ended, ports := l.proc != nil, l.ended, l.ports
+	up, ended, ports := l.proc != nil, l.ended.Load(), l.ports
 	l.mu.Unlock()
 	if ended {
 		return fmt.Errorf("%s: start after stop", l.name)
@@ -160,7 +161,7 @@ func (l *lifecycle[P]) Discard(ctx context.Context) error {
 // its restarts and removes the dir.
 func (l *lifecycle[P]) end(ctx context.Context, grace time.Duration) error {
 	l.mu.Lock()
-	l.ended = true
+	l.ended.Store(true)
 	l.mu.Unlock()
 	var errs []error
 	if c := l.take(); c != nil && l.stopChild(ctx, c, grace) && grace > 0 && ctx.Err() == nil {

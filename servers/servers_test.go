@@ -770,3 +770,35 @@ func TestPidFileReady(t *testing.T) {
 		}
 	}
 }
+
+// TestAStopDuringARelaunchEndsIt: a Stop that lands while PostgreSQL is
+// being started again must stop what that start brought up. The kill of a
+// PostgreSQL asks whether the server ended while launchOn holds the
+// lifecycle's lock: it once took that lock again and hung for good.
+func TestAStopDuringARelaunchEndsIt(t *testing.T) {
+	ctx := testCtx(t)
+	pg, err := StartPostgres(ctx, PostgresOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Discard(context.Background())
+	if err := pg.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pg.mu.Lock()
+	pg.ended.Store(true) // as Stop does, between the relaunch's start and its end
+	pg.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- pg.launchOn(ctx, pg.ports) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "stopped while starting") {
+			t.Errorf("launchOn after Stop: %v, want stopped while starting", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("launchOn hung: the kill waited for the lock its caller holds")
+	}
+	if pid := pg.PID(); pid != 0 {
+		t.Errorf("the relaunched server runs (pid %d) after the Stop", pid)
+	}
+}

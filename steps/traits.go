@@ -16,9 +16,10 @@ import (
 
 // Isolation is how a step constrains the scheduling of its scenario.
 type Isolation struct {
-	// Alone: the step kills, stops or starts a server every scenario of the
-	// run shares (a PostgreSQL), so its scenario runs with no other at the
-	// same time.
+	// Alone: the step kills, stops or starts a PostgreSQL, so its scenario
+	// runs with no other scenario on that server at the same time (with
+	// SplitDBs, the runner's own servers give such scenarios servers of
+	// their own; else it runs alone).
 	Alone bool
 	// AloneOnBroker: the step kills, stops or starts the broker's server,
 	// which only the run's scenarios on that broker share: no other
