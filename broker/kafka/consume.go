@@ -618,9 +618,28 @@ func (t *Topic) Nack(ctx context.Context, group string, ids ...string) error {
 		if err == nil && na != nil {
 			err = fmt.Errorf("kafka nack: %s", na.Error())
 		}
+		if err == nil {
+			t.expectRedelivery(group)
+		}
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// expectRedelivery tells the group's members that a record the broker took
+// back is on its way to one of them: the next poll of each waits for it as
+// long as after a seek back (settle), not only the read's block (50 ms by
+// default: on a loaded machine the ShareFetch that brings it back took
+// longer, and a consume after a release read nothing). A record the release
+// archived (at the delivery limit) never comes: that poll waits it out.
+func (t *Topic) expectRedelivery(group string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, m := range t.members {
+		if k.group == group {
+			m.expect.Store(true)
+		}
+	}
 }
 
 func (m *member) seekBack(offs map[int32][]int64) {
