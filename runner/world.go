@@ -322,18 +322,14 @@ func (w *World) startServers(ctx context.Context, p *Params, sh shape) error {
 	}
 	// One server for both sides of every scenario; and when a scenario
 	// faults a PostgreSQL, a server per side for those scenarios.
-	starts := []struct {
-		at   []int
+	type start struct {
+		at   []int // the server's indexes in pgURLs
 		side string
-	}{{[]int{0, 1}, "producer and consumer"}}
+	}
+	starts := []start{{[]int{0, 1}, "producer and consumer"}}
 	if sh.splitDBs {
-		starts = append(starts, struct {
-			at   []int
-			side string
-		}{[]int{2}, "producer, for the scenarios that fault it"}, struct {
-			at   []int
-			side string
-		}{[]int{3}, "consumer, for the scenarios that fault it"})
+		starts = append(starts, start{[]int{2}, "producer, for the scenarios that fault it"},
+			start{[]int{3}, "consumer, for the scenarios that fault it"})
 	}
 	errs := make([]error, len(starts))
 	var wg sync.WaitGroup
