@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 	// The library's subtests wait on servers, not on the CPU: without an
 	// explicit -parallel, run 4 at once (as the library test always did)
 	// even where GOMAXPROCS is smaller.
-	testservers.Parallel(4)
+	testservers.Parallel(8)
 	testservers.Main(m)
 }
 

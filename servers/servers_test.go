@@ -23,6 +23,14 @@ import (
 	"github.com/outboxdrill/runner/internal/testutil"
 )
 
+// TestMain lets the parallel tests run together: they mostly wait (a
+// RabbitMQ node's boot, a ready timeout), and the serial ones before them
+// are short.
+func TestMain(m *testing.M) {
+	testutil.DefaultParallel(4)
+	os.Exit(m.Run())
+}
+
 func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)

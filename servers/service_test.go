@@ -2,6 +2,7 @@ package servers
 
 import (
 	"context"
+	"fmt"
 	"github.com/outboxdrill/runner/internal/testutil"
 	"net/url"
 	"os"
@@ -64,6 +65,7 @@ func TestServiceOutputHidesSecrets(t *testing.T) {
 // A service that exits, or never says it is ready, is an error quoting its
 // output; one without ready text is ready once started.
 func TestServiceNotReady(t *testing.T) {
+	t.Parallel() // waits out a ready timeout
 	if _, err := startSh(t, `echo "boom: bad config"; exit 3`, "ready"); err == nil || !strings.Contains(err.Error(), "exited before it was ready") || !strings.Contains(err.Error(), "boom: bad config") {
 		t.Errorf("exit: %v", err)
 	}
@@ -124,14 +126,24 @@ func TestServiceStop(t *testing.T) {
 }
 
 // zombieChildren lists this process's children that are zombies.
-func zombieChildren() []int {
-	var out []int
+func zombieChildren() []string {
+	var out []string
 	eachProcess(func(pid int, st procStat) {
 		if st.ppid == strconv.Itoa(os.Getpid()) && st.state == "Z" {
-			out = append(out, pid)
+			out = append(out, fmt.Sprintf("%d (%s)", pid, comm(pid)))
 		}
 	})
 	return out
+}
+
+// comm is a process's command name, as /proc/PID/stat gives it.
+func comm(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	s := string(b)
+	if i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')'); i >= 0 && j > i {
+		return s[i+1 : j]
+	}
+	return "?"
 }
 
 // killMarked is a test's cleanup: what it failed to see go.
@@ -149,6 +161,15 @@ func killMarked(t *testing.T, mark string) {
 // control), and one that cleared its environment; and the orphans among
 // them, re-parented to the runner, are reaped.
 func TestServiceEndTakesEveryDescendant(t *testing.T) {
+	// An earlier test's orphans (a discarded PostgreSQL's SIGKILLed
+	// backends) are reaped within orphanGrace of their death: wait for
+	// that, so that a zombie below is this test's.
+	for deadline := time.Now().Add(5 * orphanGrace); len(zombieChildren()) > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if z := zombieChildren(); len(z) > 0 {
+		t.Fatalf("zombie children before the test, not reaped within %s: %v", 5*orphanGrace, z)
+	}
 	for i, end := range []string{"kill", "stop", "exited"} {
 		t.Run(end, func(t *testing.T) {
 			mark := testutil.Mark(2 + i)

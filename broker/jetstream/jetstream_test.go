@@ -91,6 +91,7 @@ func pending(t *testing.T, s *Stream, group string) int64 {
 }
 
 func TestNameIsSanitized(t *testing.T) {
+	t.Parallel()
 	s := newStream(t, connect(t), Options{})
 	if strings.ContainsAny(s.Name(), ":. ") || !strings.HasPrefix(s.Name(), "outboxdrill_test-") {
 		t.Errorf("Name() = %q; want the runner's name with ':' replaced", s.Name())
@@ -105,6 +106,7 @@ func TestNameIsSanitized(t *testing.T) {
 }
 
 func TestCapabilities(t *testing.T) {
+	t.Parallel()
 	js := connect(t)
 	on := newStream(t, js, Options{Dedupe: true}).Capabilities()
 	off := newStream(t, js, Options{}).Capabilities()
@@ -124,6 +126,7 @@ func TestCapabilities(t *testing.T) {
 }
 
 func TestPublishReadAck(t *testing.T) {
+	t.Parallel()
 	s := newStream(t, connect(t), Options{Dedupe: true})
 	ctx := testCtx(t)
 	ids := brokertest.Publish(t, s, "e1", "e2", "e3")
@@ -166,6 +169,7 @@ func TestPublishReadAck(t *testing.T) {
 }
 
 func TestReadCountAndLateGroup(t *testing.T) {
+	t.Parallel()
 	s := newStream(t, connect(t), Options{})
 	ctx := testCtx(t)
 	brokertest.Publish(t, s, "e1", "e2", "e3")
@@ -184,6 +188,7 @@ func TestReadCountAndLateGroup(t *testing.T) {
 }
 
 func TestDedupe(t *testing.T) {
+	t.Parallel()
 	js := connect(t)
 	for _, tc := range []struct {
 		dedupe  bool
@@ -218,6 +223,7 @@ func readTwo(t *testing.T, ackWait time.Duration) (*Stream, []broker.Delivery) {
 }
 
 func TestClaimAfterAckWait(t *testing.T) {
+	t.Parallel()
 	const ackWait = 300 * time.Millisecond
 	s, ds := readTwo(t, ackWait)
 	ctx := testCtx(t)
@@ -263,6 +269,7 @@ func TestClaimAfterAckWait(t *testing.T) {
 // The probe: after AckWait a plain pull gets the redelivery. No
 // verdict may come from the adapter holding it back.
 func TestAPullGetsTheRedelivery(t *testing.T) {
+	t.Parallel()
 	const ackWait = 200 * time.Millisecond
 	s := newStream(t, connect(t), Options{AckWait: ackWait})
 	ctx := testCtx(t)
@@ -284,6 +291,7 @@ func TestAPullGetsTheRedelivery(t *testing.T) {
 // restarted worker (a new connection) cannot ack what the dead one
 // pulled, and the server delivers it again after AckWait.
 func TestARestartedWorkerLosesItsHandles(t *testing.T) {
+	t.Parallel()
 	const ackWait = 200 * time.Millisecond
 	s := newStream(t, connect(t), Options{AckWait: ackWait})
 	ctx := testCtx(t)
@@ -309,6 +317,7 @@ func TestARestartedWorkerLosesItsHandles(t *testing.T) {
 }
 
 func TestTrim(t *testing.T) {
+	t.Parallel()
 	s := newStream(t, connect(t), Options{})
 	ctx := testCtx(t)
 	ids := brokertest.Publish(t, s, "e1", "e2", "e3", "e4", "e5")
@@ -339,6 +348,7 @@ func TestTrim(t *testing.T) {
 }
 
 func TestDeadLetters(t *testing.T) {
+	t.Parallel()
 	s := newStream(t, connect(t), Options{})
 	ctx := testCtx(t)
 	want := []broker.DeadLetter{
@@ -370,6 +380,7 @@ func TestDeadLetters(t *testing.T) {
 }
 
 func TestDeleteRemovesOnlyItsOwn(t *testing.T) {
+	t.Parallel()
 	js := connect(t)
 	ctx := testCtx(t)
 	s := newStream(t, js, Options{})
@@ -405,6 +416,7 @@ func TestDeleteRemovesOnlyItsOwn(t *testing.T) {
 }
 
 func TestReadBlocksAtMostBlock(t *testing.T) {
+	t.Parallel()
 	s := newStream(t, connect(t), Options{})
 	ctx := testCtx(t)
 	for _, block := range []time.Duration{0, 300 * time.Millisecond} {
@@ -435,6 +447,7 @@ func TestReadBlocksAtMostBlock(t *testing.T) {
 }
 
 func TestManyEntries(t *testing.T) {
+	t.Parallel()
 	s := newStream(t, connect(t), Options{Dedupe: true})
 	ctx := testCtx(t)
 	const n = 3000 // past the server's default MaxAckPending (1000)
@@ -464,6 +477,7 @@ func TestManyEntries(t *testing.T) {
 
 // TestConformance runs the suite every broker passes.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	js := connect(t)
 	brokertest.Run(t, Kind, func(t *testing.T, _ ...string) broker.Broker {
 		return newStream(t, js, Options{Dedupe: true})
@@ -475,6 +489,7 @@ func TestConformance(t *testing.T) {
 // advisory, kept in a stream, lists as a dead letter beside the
 // application's, naming the server as the one that set it aside.
 func TestMaxDeliverDeadLetters(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	s := newStream(t, connect(t), Options{MaxDeliver: 2})
 	brokertest.Publish(t, s, "e1")
@@ -518,6 +533,7 @@ func TestMaxDeliverDeadLetters(t *testing.T) {
 // history reading one delivery would miss the second). Each delivery is
 // then settled with its own message.
 func TestARedeliveryWithinOneClaimIsADeliveryOfItsOwn(t *testing.T) {
+	t.Parallel()
 	const ackWait = 400 * time.Millisecond
 	s, ds := readTwo(t, ackWait)
 	ctx := testCtx(t)
@@ -591,6 +607,7 @@ func increasing(xs []int) bool {
 // entry again, ahead of the ones after it, every time (a Nak only
 // published may still be on its way when that pull arrives).
 func TestANackIsInPlaceBeforeTheNextPull(t *testing.T) {
+	t.Parallel()
 	s := newStream(t, connect(t), Options{AckWait: time.Minute})
 	ctx := testCtx(t)
 	brokertest.Publish(t, s, "e1", "e2")
@@ -609,6 +626,7 @@ func TestANackIsInPlaceBeforeTheNextPull(t *testing.T) {
 // knows, and a publish then fails at once instead of waiting for a PubAck
 // that went down with the connection.
 func TestAPublishAfterDownFailsAtOnce(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	srv, err := servers.StartNATS(ctx, servers.NATSOptions{})
 	if err != nil {
@@ -640,6 +658,7 @@ func TestAPublishAfterDownFailsAtOnce(t *testing.T) {
 // A publish while the server is down says so: nats.go's own words are
 // about a buffer the runner's client does not keep.
 func TestAPublishWhileDownSaysTheServerDoesNotAnswer(t *testing.T) {
+	t.Parallel()
 	err := unreachable(fmt.Errorf("publish: %w", nats.ErrReconnectBufExceeded))
 	if !errors.Is(err, nats.ErrReconnectBufExceeded) || !strings.Contains(err.Error(), "the NATS server does not answer") {
 		t.Errorf("got %v", err)

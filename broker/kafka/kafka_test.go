@@ -15,7 +15,10 @@ import (
 	"github.com/outboxdrill/runner/internal/testservers"
 )
 
-func TestMain(m *testing.M) { testservers.Main(m) }
+func TestMain(m *testing.M) {
+	testservers.Parallel(8) // the tests mostly wait: on sessions, on a poll's block
+	testservers.Main(m)
+}
 
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -48,6 +51,7 @@ func newTopic(t *testing.T, opt Options) *Topic {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	brokertest.Run(t, Kind, func(t *testing.T, _ ...string) broker.Broker { return newTopic(t, Options{}) })
 }
 
@@ -63,6 +67,7 @@ func read(t *testing.T, tp *Topic, worker string) []string {
 // An uncommitted record comes back with the whole tail after it: the group
 // has a position, not acknowledgements.
 func TestAnUncommittedRecordBringsBackTheTail(t *testing.T) {
+	t.Parallel()
 	tp := newTopic(t, Options{})
 	ids := brokertest.Publish(t, tp, "e1", "e2", "e3")
 	if got := read(t, tp, "w"); !slices.Equal(got, []string{"e1", "e2", "e3"}) {
@@ -83,6 +88,7 @@ func TestAnUncommittedRecordBringsBackTheTail(t *testing.T) {
 
 // A nack seeks back: the failed record and everything after it again.
 func TestNackSeeksBack(t *testing.T) {
+	t.Parallel()
 	tp := newTopic(t, Options{})
 	ids := brokertest.Publish(t, tp, "e1", "e2", "e3")
 	read(t, tp, "w")
@@ -100,6 +106,7 @@ func TestNackSeeksBack(t *testing.T) {
 // A worker that died without leaving keeps its partition for the session;
 // then another worker gets everything after the committed offset.
 func TestADeadMembersPartitionMovesAfterTheSession(t *testing.T) {
+	t.Parallel()
 	tp := newTopic(t, Options{Session: time.Second})
 	ids := brokertest.Publish(t, tp, "e1", "e2")
 	read(t, tp, "dead")
@@ -121,6 +128,7 @@ func TestADeadMembersPartitionMovesAfterTheSession(t *testing.T) {
 // has seen the group settle with the partition where it was), and the
 // owner still has its unacked records.
 func TestALiveMembersPartitionStays(t *testing.T) {
+	t.Parallel()
 	tp := newTopic(t, Options{Session: time.Second})
 	brokertest.Publish(t, tp, "e1")
 	if got := read(t, tp, "owner"); !slices.Equal(got, []string{"e1"}) {
@@ -137,11 +145,13 @@ func TestALiveMembersPartitionStays(t *testing.T) {
 }
 
 func TestShareGroupConformance(t *testing.T) {
+	t.Parallel()
 	brokertest.Run(t, Kind, func(t *testing.T, _ ...string) broker.Broker { return newTopic(t, Options{Share: true}) })
 }
 
 // A released record comes back to any member with its delivery counted.
 func TestShareGroupReleaseCountsTheDelivery(t *testing.T) {
+	t.Parallel()
 	tp := newTopic(t, Options{Share: true})
 	ids := brokertest.Publish(t, tp, "e1")
 	first, err := tp.Read(testCtx(t), "g", "w1", 0, time.Second)
@@ -160,6 +170,7 @@ func TestShareGroupReleaseCountsTheDelivery(t *testing.T) {
 // Acks above a held record are remembered: once the held record is acked
 // too, the commit moves past all of them, so nothing acked comes back.
 func TestAcksAboveAHeldRecordAreRemembered(t *testing.T) {
+	t.Parallel()
 	tp := newTopic(t, Options{})
 	ids := brokertest.Publish(t, tp, "e1", "e2", "e3")
 	read(t, tp, "w")
@@ -180,6 +191,7 @@ func TestAcksAboveAHeldRecordAreRemembered(t *testing.T) {
 // An ack of a record no member holds (acked already) acknowledges
 // nothing, and says so: the caller must not report it acked.
 func TestAnAckOfARecordNobodyHoldsSaysSo(t *testing.T) {
+	t.Parallel()
 	tp := newTopic(t, Options{})
 	ids := brokertest.Publish(t, tp, "e1", "e2")
 	read(t, tp, "w")
@@ -198,6 +210,7 @@ func TestAnAckOfARecordNobodyHoldsSaysSo(t *testing.T) {
 // the record in flight forever: an idempotent producer's default, which
 // hung the relay step past the scenario's timeout and Ctrl-C.
 func TestAPublishAfterTheBrokerDiedFails(t *testing.T) {
+	t.Parallel()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
 		t.Fatal(err)
@@ -228,6 +241,7 @@ func (h *labelHost) SetLabel(l string) { h.label = l }
 // A kfake given by URL, with kfake's own default cluster id, is labelled
 // as the stand-in it is, like the runner's own.
 func TestAKfakeGivenByURLIsLabelled(t *testing.T) {
+	t.Parallel()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 // A publish while the broker is down fails with the refusal as its cause
 // (not the delivery timeout), and publishes again once the broker is back.
 func TestPublishWhileEveryBrokerRefuses(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	srv, err := servers.StartKafka(ctx)
 	if err != nil {

@@ -52,6 +52,7 @@ func readAll(t *testing.T, tp *Topic) []broker.Delivery {
 // (group.share.delivery.count.limit, 5 by default) is archived: the broker
 // says it will never deliver it again, and no read gets it.
 func TestShareGroupReachTellsARecordArchivedAtItsDeliveryLimit(t *testing.T) {
+	t.Parallel()
 	tp := newTopic(t, Options{Share: true})
 	brokertest.Publish(t, tp, "e1")
 	for n := 1; n <= 5; n++ {
@@ -77,6 +78,7 @@ func TestShareGroupReachTellsARecordArchivedAtItsDeliveryLimit(t *testing.T) {
 // What a worker was handed and did not settle, its client accepts at the
 // next poll: the broker finished it although the worker never acked it.
 func TestShareGroupReachTellsARecordTheNextPollAccepted(t *testing.T) {
+	t.Parallel()
 	tp := newTopic(t, Options{Share: true})
 	brokertest.Publish(t, tp, "e1", "e2")
 	readOne(t, tp, "w", "e1") // kept: neither acked nor released
@@ -93,6 +95,7 @@ func TestShareGroupReachTellsARecordTheNextPollAccepted(t *testing.T) {
 // A record accepted past one still in flight is finished, but the broker
 // says only how many past the start offset finished, not which: undecided.
 func TestShareGroupReachLeavesOutOfOrderAcceptsUndecided(t *testing.T) {
+	t.Parallel()
 	tp := newTopic(t, Options{Share: true})
 	ids := brokertest.Publish(t, tp, "e1", "e2")
 	if got := brokertest.EventIDs(readAll(t, tp)); len(got) != 2 {
@@ -109,6 +112,7 @@ func TestShareGroupReachLeavesOutOfOrderAcceptsUndecided(t *testing.T) {
 
 // A classic group's position is the runner's own commit: Reach says nothing.
 func TestClassicGroupHasNoReach(t *testing.T) {
+	t.Parallel()
 	tp := newTopic(t, Options{})
 	brokertest.Publish(t, tp, "e1")
 	read(t, tp, "w")
@@ -122,6 +126,7 @@ func TestClassicGroupHasNoReach(t *testing.T) {
 // acknowledged by the worker's late ack, and the Ack says what the broker
 // said; a release refused likewise fails the Nack.
 func TestShareGroupAckTheBrokerRefusedIsReported(t *testing.T) {
+	t.Parallel()
 	tp := shortLockTopic(t)
 	brokertest.Publish(t, tp, "e1", "e2")
 	ds := readAll(t, tp)
@@ -145,6 +150,7 @@ func TestShareGroupAckTheBrokerRefusedIsReported(t *testing.T) {
 // 30 s acquisition lock), and the first worker's next poll does not hand
 // out the copy still in its client's buffer.
 func TestShareGroupAFetchAfterThePollEndedIsGivenBack(t *testing.T) {
+	t.Parallel()
 	tp := newTopic(t, Options{Share: true})
 	brokertest.Publish(t, tp, "e0")
 	readOne(t, tp, "w1", "e0") // w1 joined and fetches
@@ -195,6 +201,7 @@ func shortLockTopic(t *testing.T) *Topic {
 // record again, its deliveries counted (two or more: a fetch still on
 // its way when the lock ran out may have taken it once meanwhile).
 func TestShareGroupARefusedImplicitAcceptDoesNotFailTheRead(t *testing.T) {
+	t.Parallel()
 	tp := shortLockTopic(t)
 	brokertest.Publish(t, tp, "e1")
 	readOne(t, tp, "w", "e1")          // kept: neither acked nor released
@@ -208,6 +215,7 @@ func TestShareGroupARefusedImplicitAcceptDoesNotFailTheRead(t *testing.T) {
 // A share group's traces name its own operations: a skip_ack crashed
 // before ShareAcknowledge, not before an OffsetCommit it never makes.
 func TestShareGroupVerbs(t *testing.T) {
+	t.Parallel()
 	if v := (&Topic{opt: Options{Share: true}}).Verbs(); v.Read != "ShareFetch" || v.Ack != "ShareAcknowledge" || v.Publish != "Produce" {
 		t.Errorf("share group verbs %+v", v)
 	}

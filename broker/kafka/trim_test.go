@@ -10,6 +10,7 @@ import (
 // Records deleted before the group reached them are gone for it, even if
 // the worker's client had fetched them ahead of what it handed out.
 func TestDeletedRecordsAreNotDelivered(t *testing.T) {
+	t.Parallel()
 	tp := newTopic(t, Options{})
 	brokertest.Publish(t, tp, "e1", "e2", "e3")
 	ds, err := tp.Read(testCtx(t), "g", "w", 1, 200*time.Millisecond)

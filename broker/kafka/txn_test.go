@@ -40,6 +40,7 @@ func crashIn(t *testing.T, tp *Topic, worker string) time.Time {
 // offsets, and another worker reads only once the broker aborted it at its
 // transaction timeout.
 func TestATxnCrashKeepsTheMemberAndHoldsTheOffsets(t *testing.T) {
+	t.Parallel()
 	tp := newTopic(t, Options{Session: 2 * time.Second, TxnTimeout: 4 * time.Second})
 	brokertest.Publish(t, tp, "e1")
 	emitted := crashIn(t, tp, "w1")
@@ -74,6 +75,7 @@ func TestATxnCrashKeepsTheMemberAndHoldsTheOffsets(t *testing.T) {
 // The same worker started again fences its crashed self at once (same
 // transactional id): it need not wait for the transaction timeout.
 func TestARestartedTxnWorkerFencesItsCrashedSelf(t *testing.T) {
+	t.Parallel()
 	tp := newTopic(t, Options{Session: time.Second, TxnTimeout: time.Minute})
 	brokertest.Publish(t, tp, "e1")
 	crashIn(t, tp, "w1")
@@ -89,6 +91,7 @@ func TestARestartedTxnWorkerFencesItsCrashedSelf(t *testing.T) {
 // A failed entry aborts the transaction as a live worker does: the worker
 // stays in the group and reads the entry again in its next transaction.
 func TestATxnAbortKeepsTheWorker(t *testing.T) {
+	t.Parallel()
 	tp := newTopic(t, Options{})
 	brokertest.Publish(t, tp, "e1")
 	if err := readInTxn(t, tp, "w1").Abort(testCtx(t)); err != nil {

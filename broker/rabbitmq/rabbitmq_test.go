@@ -97,6 +97,7 @@ func exists(t *testing.T, conn *amqp.Connection, queue bool, name string) bool {
 }
 
 func TestPublishReadAckEveryGroupGetsEveryMessage(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	b := newBroker(t, dial(t), "ledger", "notifier")
 	entries := brokertest.Publish(t, b, "e1", "e2", "e3")
@@ -132,6 +133,7 @@ func TestPublishReadAckEveryGroupGetsEveryMessage(t *testing.T) {
 }
 
 func TestReadTakesAtMostCount(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	b := newBroker(t, dial(t), "g")
 	brokertest.Publish(t, b, "e1", "e2", "e3", "e4", "e5")
@@ -149,6 +151,7 @@ func TestReadTakesAtMostCount(t *testing.T) {
 }
 
 func TestEventsInPublishOrderAndEntriesCountDuplicates(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	b := newBroker(t, dial(t), "g")
 	// Enough entries that a queue returning them in map order (a quorum
@@ -191,6 +194,7 @@ func TestEventsInPublishOrderAndEntriesCountDuplicates(t *testing.T) {
 }
 
 func TestClaimTakesOverAnUnackedDelivery(t *testing.T) {
+	t.Parallel()
 	for name, claim := range map[string]func(*Broker) func(context.Context, string, string, time.Duration, int) ([]broker.Delivery, error){
 		"Claim": func(b *Broker) func(context.Context, string, string, time.Duration, int) ([]broker.Delivery, error) {
 			return b.Claim
@@ -250,6 +254,7 @@ func testClaim(t *testing.T, claimOf func(*Broker) func(context.Context, string,
 // restarted worker (a new connection) cannot ack what the dead one held,
 // and the broker delivers it again.
 func TestARestartedWorkerLosesItsHandles(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	first, second := dial(t), dial(t)
 	b, err := New(ctx, first, uniqueName(t), []string{"g"})
@@ -282,6 +287,7 @@ func TestARestartedWorkerLosesItsHandles(t *testing.T) {
 }
 
 func TestAckOfAnUnknownIDFails(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	b := newBroker(t, dial(t), "g")
 	brokertest.Publish(t, b, "e1")
@@ -304,6 +310,7 @@ func TestAckOfAnUnknownIDFails(t *testing.T) {
 }
 
 func TestReadWithNothingReturnsAfterBlock(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	b := newBroker(t, dial(t), "g")
 	for _, block := range []time.Duration{0, 300 * time.Millisecond} {
@@ -320,6 +327,7 @@ func TestReadWithNothingReturnsAfterBlock(t *testing.T) {
 }
 
 func TestDeadLettersRoundTrip(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	b := newBroker(t, dial(t), "g")
 	want := []broker.DeadLetter{
@@ -355,6 +363,7 @@ func TestDeadLettersRoundTrip(t *testing.T) {
 }
 
 func TestUnsupportedOperationsSaySo(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	b := newBroker(t, dial(t), "g")
 	_, err := b.Pending(ctx)
@@ -375,6 +384,7 @@ func TestUnsupportedOperationsSaySo(t *testing.T) {
 // Trim to 0 purges: the entry log and every group queue lose what is
 // ready, and the broker says how many entries the log held.
 func TestTrimToZeroPurges(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	b := newBroker(t, dial(t), "g")
 	brokertest.Publish(t, b, "e1", "e2")
@@ -391,6 +401,7 @@ func TestTrimToZeroPurges(t *testing.T) {
 }
 
 func TestLateGroupOnlyGetsLaterPublishes(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	b := newBroker(t, dial(t), "early")
 	brokertest.Publish(t, b, "e1")
@@ -405,6 +416,7 @@ func TestLateGroupOnlyGetsLaterPublishes(t *testing.T) {
 }
 
 func TestPublishReturnsTheIDsConfirmedBeforeANack(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	conn := dial(t)
 	b := newBroker(t, conn, "g")
@@ -440,6 +452,7 @@ func TestPublishReturnsTheIDsConfirmedBeforeANack(t *testing.T) {
 // dropped: the publish fails naming it, and its id is not handed out, so a
 // relay never marks it published.
 func TestUnroutablePublishFails(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	conn := dial(t)
 	b := newBroker(t, conn, "g")
@@ -461,6 +474,7 @@ func TestUnroutablePublishFails(t *testing.T) {
 }
 
 func TestChannelErrorsSurface(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	conn := dial(t)
 	b := newBroker(t, conn, "g")
@@ -514,6 +528,7 @@ func TestChannelErrorsSurface(t *testing.T) {
 }
 
 func TestClaimTakesWhatADeadChannelGaveBack(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	b := newBroker(t, dial(t), "g")
 	brokertest.Publish(t, b, "e1")
@@ -545,6 +560,7 @@ func waitClosed(t *testing.T, w *worker) {
 }
 
 func TestDeleteRemovesEverythingDeclared(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	conn := dial(t)
 	b := newBroker(t, conn, "g")
@@ -582,6 +598,7 @@ func TestDeleteRemovesEverythingDeclared(t *testing.T) {
 }
 
 func TestDeliveriesCount(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		headers     amqp.Table
 		redelivered bool
@@ -602,6 +619,7 @@ func TestDeliveriesCount(t *testing.T) {
 
 // TestConformance runs the suite every broker passes.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	conn := dial(t)
 	brokertest.Run(t, Kind, func(t *testing.T, groups ...string) broker.Broker {
 		return newBroker(t, conn, groups...)
@@ -612,6 +630,7 @@ func TestConformance(t *testing.T) {
 // message aside on its n-th delivery without an ack, into the dead-letter
 // queue beside the application's dead letters, saying so.
 func TestDeliveryLimitDeadLetters(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	b, err := New(ctx, dial(t), uniqueName(t), []string{"g"})
 	if err != nil {

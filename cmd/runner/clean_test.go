@@ -62,7 +62,10 @@ func TestKillThenCleanEveryBroker(t *testing.T) {
 
 	bin := buildRunner(t)
 	f := scenarioFile(t, "hang.yaml", "name: hang\nsteps:\n  - produce\n  - consume(block=1m)\n")
-	cmd := exec.Command(bin, "run", "--broker", "all", "--parallel", "3", "--pg", pgURL, "--redis", redisURL, f)
+	// One worker per broker: each blocks for a minute in its consume, so a
+	// broker left waiting for a free worker would plant nothing before the
+	// kill.
+	cmd := exec.Command(bin, "run", "--broker", "all", "--parallel", "4", "--pg", pgURL, "--redis", redisURL, f)
 	cmd.Env = append(os.Environ(), "RUNNER_NATS_URL="+natsURL, "RUNNER_RABBITMQ_URL="+rabbitURL)
 	var out testutil.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -132,9 +135,15 @@ func TestKillThenCleanEveryBroker(t *testing.T) {
 		}
 	}
 
-	// A killed run's Redis lease outlives it by up to its TTL.
-	for deadline := time.Now().Add(20 * time.Second); rdb.Exists(ctx, "drill:lease:"+run).Val() == 1 && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
+	// A killed run's Redis lease outlives it by up to its TTL (15 s). The
+	// test does not wait that out: it brings the expiry forward, and Redis
+	// removes the key as it would have then. The lease must still be there,
+	// or the run was not killed mid-run.
+	if ok, err := rdb.PExpire(ctx, "drill:lease:"+run, time.Millisecond).Result(); err != nil || !ok {
+		t.Fatalf("the killed run's lease drill:lease:%s: PEXPIRE = %v, %v; want it still held", run, ok, err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); rdb.Exists(ctx, "drill:lease:"+run).Val() == 1 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
 	}
 	// Only now alone: the wait above is for this test's own Redis, and
 	// another test's clean that took the killed run's NATS streams or

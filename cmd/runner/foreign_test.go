@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 var (
@@ -120,7 +121,7 @@ func TestForeignServicesVerdicts(t *testing.T) {
 			if c.code != exitOK {
 				t.Fatalf("the correct service: exit %d, want 0\n%s\n%s", c.code, c.out, c.errs)
 			}
-			code, out, errOut := cliEnv(t, []string{payments, "BUG=" + r.bug}, "run", "--system", r.system, r.scenario)
+			code, out, errOut := cliEnv(t, []string{payments, "BUG=" + r.bug}, "run", "--system", r.system, withinCut(t, r.scenario, 2*time.Second))
 			if code != exitFailed {
 				t.Fatalf("BUG=%s: exit %d, want 1\n%s\n%s", r.bug, code, out, errOut)
 			}

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 		main() // runnerBin's script: this binary is the runner
 		return
 	}
-	testservers.Parallel(4)
+	testservers.Parallel(8)
 	testservers.Main(m)
 }
 
@@ -94,6 +94,47 @@ func scenarioFile(t *testing.T, name, content string) string {
 	}
 	return p
 }
+
+// withinCut copies a scenario file, or a directory's .yaml files, into a
+// temp dir with every within: longer than d cut to d, and returns the copy.
+// For runs of a planted bug: such a run fails by waiting out its within:,
+// and what the test checks is the verdict after it, which the runner reads
+// only once the system has settled. The scenarios must not name a file
+// relative to themselves (system: …): these runs give --system.
+func withinCut(t *testing.T, path string, d time.Duration) string {
+	t.Helper()
+	cut := func(src, dst string) {
+		body := mustRead(t, src)
+		if strings.Contains(body, "\nsystem:") {
+			t.Fatalf("%s names its system file: withinCut's copy would lose it", src)
+		}
+		body = withinRE.ReplaceAllStringFunc(body, func(m string) string {
+			if v, err := time.ParseDuration(strings.TrimPrefix(m, "within: ")); err == nil && v > d {
+				return "within: " + d.String()
+			}
+			return m
+		})
+		if err := os.WriteFile(dst, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
+		dst := filepath.Join(dir, filepath.Base(path))
+		cut(path, dst)
+		return dst
+	}
+	files, err := filepath.Glob(filepath.Join(path, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("%s: no scenarios (%v)", path, err)
+	}
+	for _, f := range files {
+		cut(f, filepath.Join(dir, filepath.Base(f)))
+	}
+	return dir
+}
+
+var withinRE = regexp.MustCompile(`within: [0-9]+(ms|s|m)\b`)
 
 // The relay-crash example from the language contract, verbatim.
 const contractExample = `name: relay crashes after XADD, before marking the outbox row
@@ -676,38 +717,48 @@ func TestConnectTimeout(t *testing.T) {
 		{[]string{"clean", "--connect-timeout", "1s", "--pg", "postgres://u:pw@" + silent + "/db"}, silent + noAnswer},
 		{[]string{"clean", "--connect-timeout", "1s", "--redis", "redis://" + garbage}, garbage + ` does not speak the Redis protocol: it answered "garbage\r\n"`},
 	} {
-		start := time.Now()
-		code, _, errs := cli(t, tc.args...)
-		if took := time.Since(start); code != 3 || !strings.Contains(errs, tc.want) || took > 5*time.Second {
-			t.Errorf("%v: exit %d after %s, stderr %q; want 3 and %q", tc.args, code, took, errs, tc.want)
-		}
+		t.Run(tc.args[0], func(t *testing.T) {
+			t.Parallel() // each waits out its 1s
+			start := time.Now()
+			code, _, errs := cli(t, tc.args...)
+			if took := time.Since(start); code != 3 || !strings.Contains(errs, tc.want) || took > 5*time.Second {
+				t.Errorf("%v: exit %d after %s, stderr %q; want 3 and %q", tc.args, code, took, errs, tc.want)
+			}
+		})
 	}
+}
+
+// passwordPGURLs are PostgreSQL URLs and DSNs with a password (s3cr3t), in
+// every form, parsable or not.
+var passwordPGURLs = []string{
+	"postgres://u:s3cr3t@127.0.0.1:1/x",
+	"postgres://u:s3cr3t@127.0.0.1:1/x?application_name=a@b",
+	"postgresql://u:s3cr3t:x@127.0.0.1:1/x",
+	"postgres://u:s3cr3t@x@127.0.0.1:1/x",
+	"postgres://u:s3cr3t@[bad",
+	"postgres://u@127.0.0.1:1/x?password=s3cr3t",
+	"host=127.0.0.1 port=1 password=s3cr3t",
+	"host=127.0.0.1 port=1 password='s3cr3t x'",
+	"host=127.0.0.1 port=1 password='s3cr3t",
+}
+
+// Every registered broker kind needs its cases here: a new one without
+// them fails the test.
+var passwordBrokerURLs = map[string][]string{
+	broker.Redis:    {"redis://:s3cr3t@127.0.0.1:1", "redis://u:s3cr3t@127.0.0.1:1/0", "redis://u:s3cr3t@[bad", "redis://u:s3cr3t@127.0.0.1:x"},
+	broker.NATS:     {"nats://u:s3cr3t@127.0.0.1:1", "nats://s3cr3t@127.0.0.1:1", "nats://u:s3cr3t@[bad"},
+	broker.RabbitMQ: {"amqp://u:s3cr3t@127.0.0.1:1/", "amqp://u:s3cr3t@[bad", "amqp://u:s3cr3t@127.0.0.1:x/"},
+	broker.Kafka:    {"u:s3cr3t@127.0.0.1:1", "kafka://u:s3cr3t@127.0.0.1:1"},
 }
 
 // TestNoPasswordInErrors feeds a password through every server flag of run,
 // clean, soak and bench, in every URL and DSN form, parsable or not, and
 // finds it in no output.
 func TestNoPasswordInErrors(t *testing.T) {
+	t.Parallel()
 	f := scenarioFile(t, "ok.yaml", contractExample)
-	pgs := []string{
-		"postgres://u:s3cr3t@127.0.0.1:1/x",
-		"postgres://u:s3cr3t@127.0.0.1:1/x?application_name=a@b",
-		"postgresql://u:s3cr3t:x@127.0.0.1:1/x",
-		"postgres://u:s3cr3t@x@127.0.0.1:1/x",
-		"postgres://u:s3cr3t@[bad",
-		"postgres://u@127.0.0.1:1/x?password=s3cr3t",
-		"host=127.0.0.1 port=1 password=s3cr3t",
-		"host=127.0.0.1 port=1 password='s3cr3t x'",
-		"host=127.0.0.1 port=1 password='s3cr3t",
-	}
-	// Every registered broker kind needs its cases here: a new one without
-	// them fails the test.
-	brokerURLs := map[string][]string{
-		broker.Redis:    {"redis://:s3cr3t@127.0.0.1:1", "redis://u:s3cr3t@127.0.0.1:1/0", "redis://u:s3cr3t@[bad", "redis://u:s3cr3t@127.0.0.1:x"},
-		broker.NATS:     {"nats://u:s3cr3t@127.0.0.1:1", "nats://s3cr3t@127.0.0.1:1", "nats://u:s3cr3t@[bad"},
-		broker.RabbitMQ: {"amqp://u:s3cr3t@127.0.0.1:1/", "amqp://u:s3cr3t@[bad", "amqp://u:s3cr3t@127.0.0.1:x/"},
-		broker.Kafka:    {"u:s3cr3t@127.0.0.1:1", "kafka://u:s3cr3t@127.0.0.1:1"},
-	}
+	pgs := passwordPGURLs
+	brokerURLs := passwordBrokerURLs
 	var cases [][]string
 	for _, u := range pgs {
 		cases = append(cases, []string{"run", "--pg", u, f}, []string{"clean", "--pg", u}, []string{"soak", "--events", "1", "--pg", u})
@@ -733,8 +784,9 @@ func TestNoPasswordInErrors(t *testing.T) {
 		}
 	}
 	// The runs, soaks and bench at once (each fails on its own server
-	// flag); the cleans one by one after them: clean also takes what a
-	// dead run left on the test servers, and on the temp dir.
+	// flag); the cleans one by one after them, as the one test that cleans
+	// the shared servers just then: clean also takes what a dead run left
+	// on the test servers, and on the temp dir.
 	t.Run("runs", func(t *testing.T) {
 		for i, args := range cases {
 			if args[0] != "clean" {
@@ -742,12 +794,18 @@ func TestNoPasswordInErrors(t *testing.T) {
 			}
 		}
 	})
+	testservers.CleanAlone(t)
 	for _, args := range cases {
 		if args[0] == "clean" {
 			check(t, args)
 		}
 	}
-	// The flags' defaults come from the environment: --help shows them.
+}
+
+// The flags' defaults come from the environment: --help shows them, their
+// passwords hidden.
+func TestNoPasswordInHelp(t *testing.T) {
+	pgs, brokerURLs := passwordPGURLs, passwordBrokerURLs
 	t.Setenv("RUNNER_PG_URL", pgs[0])
 	for _, k := range broker.Kinds() {
 		t.Setenv(k.Env, brokerURLs[k.Name][0])

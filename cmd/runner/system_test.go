@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 var (
@@ -129,7 +130,7 @@ func TestNodeExample(t *testing.T) {
 	})
 	t.Run("ack-first", func(t *testing.T) {
 		t.Parallel()
-		code, out, _ := cli(t, "run", "--system", "../../examples/node/system-ack-first.yaml", "../../examples/node/scenarios")
+		code, out, _ := cli(t, "run", "--system", "../../examples/node/system-ack-first.yaml", withinCut(t, "../../examples/node/scenarios", 3*time.Second))
 		for _, want := range []string{"lost: consumer accounting, event bus-1", "acked_without_effect: consumer accounting, event bus-1"} {
 			if code != exitFailed || !strings.Contains(out, want) {
 				t.Errorf("the ack-first Node consumer: exit %d, want 1 naming %q:\n%s", code, want, out)

@@ -11,17 +11,15 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
-	"runtime"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/internal/redact"
+	"github.com/outboxdrill/runner/internal/testutil"
 	"github.com/outboxdrill/runner/servers"
 )
 
@@ -46,7 +44,7 @@ func Main(m *testing.M) {
 	servers.ServeKfakeChild() // this binary re-executed as the Kafka server
 	inMain = true
 	if parallel > 0 {
-		setDefaultParallel(parallel)
+		testutil.DefaultParallel(parallel)
 	}
 	code := m.Run()
 	stopMu.Lock()
@@ -65,19 +63,6 @@ var parallel int
 // the package's parallel tests mostly wait: on services, on the servers,
 // on a scenario's within:). n below GOMAXPROCS changes nothing.
 func Parallel(n int) { parallel = n }
-
-// setDefaultParallel sets -test.parallel to n when the command line did
-// not set it and n is above its default.
-func setDefaultParallel(n int) {
-	if !flag.Parsed() {
-		flag.Parse()
-	}
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set && n > runtime.GOMAXPROCS(0) {
-		_ = flag.Set("test.parallel", strconv.Itoa(n))
-	}
-}
 
 // requireMain fails a test whose binary does not run under Main: the
 // servers it would start would outlive it.
