@@ -478,6 +478,16 @@ func TestChannelErrorsSurface(t *testing.T) {
 	ctx := testCtx(t)
 	conn := dial(t)
 	b := newBroker(t, conn, "g")
+	// The channel that deletes the queue and exchange below, opened before
+	// the server closes any: a channel opened just after the server closed
+	// one may get its id while the server is still closing it, and then
+	// the server takes its first method for a connection error (504
+	// "expected 'channel.open'"; the client race of streadway/amqp#276).
+	other, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
 	brokertest.Publish(t, b, "e1")
 	ds, err := b.Read(ctx, "g", "w", 1, time.Second)
 	if err != nil || len(ds) != 1 {
@@ -508,11 +518,6 @@ func TestChannelErrorsSurface(t *testing.T) {
 		t.Fatalf("refused ack = %v; want the 406, naming bogus", err)
 	}
 	// Queue and exchange deleted behind the broker's back: errors, not hangs.
-	other, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
 	if _, err := other.QueueDelete(b.groupQueue("g"), false, false, false); err != nil {
 		t.Fatal(err)
 	}
