@@ -27,9 +27,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// The library's subtests wait on servers, not on the CPU: without an
-	// explicit -parallel, run 4 at once (as the library test always did)
-	// even where GOMAXPROCS is smaller.
+	// The library's subtests and most other tests wait on servers, not on
+	// the CPU: without an explicit -parallel, run 8 at once even where
+	// GOMAXPROCS is smaller.
 	testservers.Parallel(8)
 	testservers.Main(m)
 }

@@ -201,8 +201,8 @@ func crash(t *testing.T, newBroker Factory) {
 
 // GiveBackWithin bounds how long a case waits for the broker to give an
 // unacked entry back: as long as its redelivery delay (JetStream's AckWait)
-// needs. The suite's own test shortens it for the brokers it breaks on
-// purpose, which never give anything back.
+// needs. The suite's own test shortens it for the Redis brokers it breaks
+// on purpose: Redis gives an entry back at once when it does at all.
 var GiveBackWithin = 5 * time.Second
 
 // takeBack: worker "dead" reads e1 and does not ack it; after giveUp,

@@ -419,6 +419,10 @@ func TestReadBlocksAtMostBlock(t *testing.T) {
 	t.Parallel()
 	s := newStream(t, connect(t), Options{})
 	ctx := testCtx(t)
+	// A first read creates the group's consumer: not part of any wait.
+	if _, err := s.Read(ctx, "g", "w", 10, 0); err != nil {
+		t.Fatal(err)
+	}
 	for _, block := range []time.Duration{0, 300 * time.Millisecond} {
 		start := time.Now()
 		ds, err := s.Read(ctx, "g", "w", 10, block)

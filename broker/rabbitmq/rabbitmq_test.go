@@ -313,6 +313,11 @@ func TestReadWithNothingReturnsAfterBlock(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	b := newBroker(t, dial(t), "g")
+	// A first read opens the worker's channel and consumer: not part of
+	// any wait.
+	if _, err := b.Read(ctx, "g", "w", 10, 0); err != nil {
+		t.Fatal(err)
+	}
 	for _, block := range []time.Duration{0, 300 * time.Millisecond} {
 		start := time.Now()
 		ds, err := b.Read(ctx, "g", "w", 10, block)

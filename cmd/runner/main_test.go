@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,46 +97,76 @@ func scenarioFile(t *testing.T, name, content string) string {
 	return p
 }
 
-// withinCut copies a scenario file, or a directory's .yaml files, into a
-// temp dir with every within: longer than d cut to d, and returns the copy.
-// For runs of a planted bug: such a run fails by waiting out its within:,
-// and what the test checks is the verdict after it, which the runner reads
-// only once the system has settled. The scenarios must not name a file
-// relative to themselves (system: …): these runs give --system.
+// withinCut copies a scenario file, or a directory's scenarios (its tree,
+// .yaml and .yml, as the runner finds them), into a temp dir with the
+// within: a planted bug fails cut to d, and returns the copy. Such a run
+// fails by waiting out that within:, and what the test checks is the
+// verdict after it, which the runner reads only once the system has
+// settled. Cut are the within: from the first step that arms a fault on,
+// or in a scenario with no fault the last one: the expects before a fault
+// are what the buggy service passes like the correct one, and keep their
+// margin. The scenarios must not name a file relative to themselves
+// (system: …): these runs give --system.
 func withinCut(t *testing.T, path string, d time.Duration) string {
 	t.Helper()
-	cut := func(src, dst string) {
-		body := mustRead(t, src)
-		if strings.Contains(body, "\nsystem:") {
-			t.Fatalf("%s names its system file: withinCut's copy would lose it", src)
+	dir := t.TempDir()
+	if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
+		dst := filepath.Join(dir, filepath.Base(path))
+		writeCut(t, path, dst, d)
+		return dst
+	}
+	n := 0
+	err := filepath.WalkDir(path, func(src string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || !strings.HasSuffix(src, ".yaml") && !strings.HasSuffix(src, ".yml") {
+			return err
 		}
-		body = withinRE.ReplaceAllStringFunc(body, func(m string) string {
+		rel, _ := filepath.Rel(path, src)
+		dst := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		writeCut(t, src, dst, d)
+		n++
+		return nil
+	})
+	if err != nil || n == 0 {
+		t.Fatalf("%s: no scenarios (%v)", path, err)
+	}
+	return dir
+}
+
+// writeCut writes src to dst with the within: withinCut cuts cut to d.
+func writeCut(t *testing.T, src, dst string, d time.Duration) {
+	t.Helper()
+	body := mustRead(t, src)
+	if systemLine.MatchString(body) {
+		t.Fatalf("%s names its system file: withinCut's copy would lose it", src)
+	}
+	lines := strings.Split(body, "\n")
+	from := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "fault:") })
+	if from < 0 {
+		from = len(lines) - 1
+		for from > 0 && !withinRE.MatchString(lines[from]) {
+			from--
+		}
+	}
+	for i := max(from, 0); i < len(lines); i++ {
+		lines[i] = withinRE.ReplaceAllStringFunc(lines[i], func(m string) string {
 			if v, err := time.ParseDuration(strings.TrimPrefix(m, "within: ")); err == nil && v > d {
 				return "within: " + d.String()
 			}
 			return m
 		})
-		if err := os.WriteFile(dst, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
-	dir := t.TempDir()
-	if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
-		dst := filepath.Join(dir, filepath.Base(path))
-		cut(path, dst)
-		return dst
+	if err := os.WriteFile(dst, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	files, err := filepath.Glob(filepath.Join(path, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("%s: no scenarios (%v)", path, err)
-	}
-	for _, f := range files {
-		cut(f, filepath.Join(dir, filepath.Base(f)))
-	}
-	return dir
 }
 
-var withinRE = regexp.MustCompile(`within: [0-9]+(ms|s|m)\b`)
+var (
+	withinRE   = regexp.MustCompile(`within: [0-9]+(ms|s|m)\b`)
+	systemLine = regexp.MustCompile(`(?m)^system:`)
+)
 
 // The relay-crash example from the language contract, verbatim.
 const contractExample = `name: relay crashes after XADD, before marking the outbox row
