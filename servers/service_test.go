@@ -128,22 +128,12 @@ func TestServiceStop(t *testing.T) {
 // zombieChildren lists this process's children that are zombies.
 func zombieChildren() []string {
 	var out []string
-	eachProcess(func(pid int, st procStat) {
-		if st.ppid == strconv.Itoa(os.Getpid()) && st.state == "Z" {
-			out = append(out, fmt.Sprintf("%d (%s)", pid, comm(pid)))
+	for _, p := range snapshot() {
+		if p.ppid == os.Getpid() && p.state == "Z" {
+			out = append(out, fmt.Sprintf("%d (%s)", p.pid, p.comm))
 		}
-	})
-	return out
-}
-
-// comm is a process's command name, as /proc/PID/stat gives it.
-func comm(pid int) string {
-	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	s := string(b)
-	if i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')'); i >= 0 && j > i {
-		return s[i+1 : j]
 	}
-	return "?"
+	return out
 }
 
 // killMarked is a test's cleanup: what it failed to see go.
