@@ -194,3 +194,20 @@ type Crossing struct {
 type CrossingLog interface {
 	Crossings() []Crossing
 }
+
+// Patient is a Proxy that read on the wire how long the services told the
+// broker they may take before the broker acts for them: a Kafka consumer's
+// session and rebalance timeouts (JoinGroup), a JetStream consumer's
+// AckWait (its consumer create request). Settling waits that long, at
+// least, before it calls a consumer that went quiet stuck: the broker
+// itself has not acted yet.
+type Patient interface {
+	// Waits are the timers the services announced so far, each once.
+	Waits() []Wait
+}
+
+// Wait is one timer a service announced on the wire.
+type Wait struct {
+	What string        // "consumer group g's session timeout (JoinGroup)"
+	For  time.Duration // how long
+}
