@@ -17,8 +17,20 @@ func Check(ops []Op, st State, consumers []string, models map[string][]string) [
 	if st.NotJudged == nil {
 		st.NotJudged = map[string]string{}
 	}
-	if st.Books == nil {
-		st.NotJudged[Unbalanced] = "the producer's journal, ledger and balances are not read (a team's books are not mapped)"
+	if st.Inapplicable == nil {
+		st.Inapplicable = map[string]string{}
+	}
+	switch {
+	case st.Books == nil && st.Team != nil:
+		st.Inapplicable[Unbalanced] = "a team's system: its journal, ledger and balances are not mapped, only its outbox, inbox and read model"
+	case st.Books == nil:
+		st.NotJudged[Unbalanced] = "the producer's journal, ledger and balances were not read"
+	}
+	if st.Team != nil && st.Team.Progress == nil {
+		st.NotJudged[Stuck] = "settling did not say which services still ran at the end"
+	}
+	if st.Team == nil {
+		st.Inapplicable[Stuck] = "the reference pipeline: no process runs on its own, each step does its work and returns, so nothing can stop making progress between the steps"
 	}
 	if !st.HasStream {
 		st.NotJudged[Lost] = "the broker cannot list the entries it holds (no entry log), so an event no path can deliver any more cannot be told from one still on its way"
@@ -30,6 +42,9 @@ func Check(ops []Op, st State, consumers []string, models map[string][]string) [
 				vs = append(vs, checkTeam(c, cs, st, ops)...)
 			}
 		}
+	}
+	if st.Team != nil {
+		vs = append(vs, stuckRelay(ops, st)...)
 	}
 	vs = append(vs, doublePublished(ops)...)
 	vs = append(vs, unbalanced(ops, st)...)
@@ -50,9 +65,12 @@ func Check(ops []Op, st State, consumers []string, models map[string][]string) [
 		}
 		mine := forConsumer(ops, c)
 		vs = append(vs, phantoms(c, mine, st)...)
-		vs = append(vs, ackedWithoutEffect(c, mine, cs)...)
+		vs = append(vs, ackedWithoutEffect(c, mine, cs, st.DeadLetters)...)
 		vs = append(vs, lost(c, ops, cs, st)...)
 		vs = append(vs, stranded(c, mine, cs, st)...)
+	}
+	if st.Team != nil {
+		vs = append(vs, stuckConsumers(ops, st, consumers, vs)...)
 	}
 	return slices.DeleteFunc(vs, func(v Violation) bool { _, skip := st.NotJudged[v.Invariant]; return skip })
 }
@@ -133,7 +151,7 @@ func phantoms(c string, mine []Op, st State) []Violation {
 // ackedWithoutEffect: an ack is only safe once the effect is durable. An
 // event whose inbox row was purged later is judged by double_applied, not
 // here.
-func ackedWithoutEffect(c string, mine []Op, cs *Consumer) []Violation {
+func ackedWithoutEffect(c string, mine []Op, cs *Consumer, deadLetters map[string]bool) []Violation {
 	purgedAfter := map[int]bool{}
 	purged := false
 	for i := len(mine) - 1; i >= 0; i-- {
@@ -143,7 +161,7 @@ func ackedWithoutEffect(c string, mine []Op, cs *Consumer) []Violation {
 	var vs []Violation
 	seen := map[string]bool{}
 	for i, op := range mine {
-		if !op.Acked || op.DLQ || seen[op.EventID] || purgedAfter[i] {
+		if !op.Acked || op.DLQ || seen[op.EventID] || purgedAfter[i] || deadLetters[op.EventID] && op.Consumer != "" && isTeamDelivery(op) {
 			continue
 		}
 		if _, ok := cs.Inbox[op.EventID]; !ok && !cs.Stray[op.EventID] {
@@ -486,3 +504,8 @@ func unbalanced(ops []Op, st State) []Violation {
 	}
 	return vs
 }
+
+// isTeamDelivery: a delivery a proxy saw to a team's consumer, whose
+// dead-lettering the runner sees only as the consumer's own publish to
+// another destination (sysrun.Run.MovedAside), not on the delivery.
+func isTeamDelivery(op Op) bool { return op.Kind == Delivered }

@@ -3,6 +3,7 @@ package history
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outboxdrill/runner/broker"
 )
@@ -85,6 +86,15 @@ func TestEachInvariantCanFail(t *testing.T) {
 		},
 		Unbalanced: func(ops []Op, st *State) []Op {
 			delete(st.Books.Journal, "e1") // the outbox row committed without its transfer
+			return ops
+		},
+		Stuck: func(ops []Op, st *State) []Op {
+			// A team's consumer ran for the whole settle, was handed e1
+			// and never applied it; the broker still offers it.
+			ops[2].Kind, ops[2].Acked = Delivered, false
+			noEffect(st)
+			st.Team = &Team{EntryEvents: map[string]string{"1-0": "e1"},
+				Progress: &Progress{Consumers: map[string][]string{"c": {"service consumer"}}, Full: true, Limit: time.Second}}
 			return ops
 		},
 		DoublePublished: func(ops []Op, st *State) []Op {

@@ -106,6 +106,12 @@ type State struct {
 	// NotJudged are the invariants (or parts of one) the evidence could
 	// not decide, each with why: never reported as "no violation".
 	NotJudged map[string]string
+	// Inapplicable are the invariants this kind of run can never judge,
+	// each with why (unbalanced on a team's system, whose books are not
+	// mapped; stuck on the reference pipeline, where no process runs on
+	// its own): said once in the docs and under -v, not as a gap of one
+	// scenario.
+	Inapplicable map[string]string
 }
 
 // Books is what the producer's transaction writes besides the outbox row:
@@ -126,6 +132,7 @@ const (
 	Stranded           = "stranded"
 	DoublePublished    = "double_published"
 	Unbalanced         = "unbalanced"
+	Stuck              = "stuck"
 )
 
 // Invariants documents every invariant, for validation and the reference.
@@ -137,6 +144,7 @@ var Invariants = map[string]string{
 	ProjectionMismatch: "a read model differs from the sum over the inbox of the consumer(s) writing it",
 	DoublePublished:    "one relay step (all its concurrent relays together) published the same event more than once: two relays raced for one outbox row",
 	Unbalanced:         "the producer's books do not hold together: a journal row without its event's outbox row or the reverse (a produce committed in part), a currency whose balances do not sum to zero, or a balance that differs from its ledger entries",
+	Stuck:              "a team's running system stopped making progress: a committed event its consumer never applied although a consumer of its group ran, and the broker still offered it, for the whole settle (or still unpublished while a relay ran); re-taken and failed again is not progress, a live process that stopped reading is not either",
 	Stranded:           "an entry left pending at the end whose event the consumer never applied, although the consumer read on afterwards and never claimed: only a claim would deliver it again (where a live worker keeps what it holds, as on RabbitMQ or in a classic Kafka group, only its nack or its end)",
 }
 

@@ -34,7 +34,7 @@ func LoadState(ctx context.Context, producer, consumer state.DB, b broker.Broker
 // (its journal, its ledger) are not mapped: unbalanced is not judged there.
 func LoadStateOf(ctx context.Context, producer, consumer state.DB, b broker.Broker, consumers, models []string, m state.Map) (State, error) {
 	st := State{Outbox: map[string]string{}, Unpublished: map[string]bool{}, Stream: map[string]int{},
-		DeadLetters: map[string]bool{}, Consumers: map[string]*Consumer{}, Projections: map[string]map[string]Sum{}, NotJudged: map[string]string{}}
+		DeadLetters: map[string]bool{}, Consumers: map[string]*Consumer{}, Projections: map[string]map[string]Sum{}, NotJudged: map[string]string{}, Inapplicable: map[string]string{}}
 	if err := st.loadProducer(ctx, producer, m); err != nil {
 		return st, err
 	}

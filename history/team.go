@@ -44,6 +44,9 @@ type Team struct {
 	// handed (pending, or past its last-delivered id); a group missing
 	// here does not exist yet, and whoever creates it decides.
 	Deliverable map[string]map[string]bool
+	// Progress is what settling saw of the services still running; nil
+	// when it was not looked at (stuck is then not judged).
+	Progress *Progress
 }
 
 // live reports whether the broker holds an entry of ev that group c may

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outboxdrill/runner/state"
 )
@@ -223,5 +224,69 @@ func TestAnExtraMoveOfACommittedEventIsNoPhantom(t *testing.T) {
 		if v.Invariant == Phantom {
 			t.Errorf("phantom for a committed amount: %s", v)
 		}
+	}
+}
+
+// stuckState is teamClean with e1 handed to c and never applied, while a
+// consumer of c ran at the end: progress p.
+func stuckState(p *Progress) ([]Op, State) {
+	ops, st := teamClean()
+	ops[2].Acked = false
+	cs := st.Consumers["c"]
+	cs.Rows, cs.InboxSums = nil, map[string]Sum{}
+	st.Projections["c"] = map[string]Sum{}
+	st.Team.Progress = p
+	return ops, st
+}
+
+// Stuck is judged only where the running system had the whole settle
+// and the event still had a path: each other case is no violation or
+// not judged, never both.
+func TestStuckNeedsTheWholeSettleAndARunningConsumer(t *testing.T) {
+	running := map[string][]string{"c": {"service consumer (pid 7; its last lines: \"connection already closed\")"}}
+	cases := []struct {
+		name      string
+		p         *Progress
+		amend     func(st *State)
+		want      string // the one violation's detail fragment, "" for none
+		notJudged string // a NotJudged key that must be there, "" for none
+	}{
+		{"the consumer ran for the whole settle", &Progress{Consumers: running, Full: true, Limit: 5 * time.Second}, nil,
+			"stuck: consumer c, event e1: committed and published, never applied, although a consumer of c ran for the whole settle (5s): handed to it 1 time(s), never acked; service consumer (pid 7", ""},
+		{"settling ended early", &Progress{Consumers: running, EarlyWhy: "ended early"}, nil, "", "stuck (event e1 of c)"},
+		{"no consumer of c runs", &Progress{Consumers: map[string][]string{"other": {"x"}}, Full: true}, nil, "", ""},
+		{"dead-lettered", &Progress{Consumers: running, Full: true}, func(st *State) { st.DeadLetters["e1"] = true }, "", ""},
+		{"lost is said once, as lost", &Progress{Consumers: running, Full: true}, func(st *State) { st.Stream = map[string]int{} },
+			"lost: consumer c, event e1", ""},
+		{"unpublished while the relay runs", &Progress{Relays: []string{"service relay"}, Full: true, Limit: time.Second},
+			func(st *State) { st.Unpublished["e1"] = true }, "stuck: event e1: committed, and still unpublished in the outbox after the whole settle (1s) while the relay ran: service relay", ""},
+		{"settling did not say who ran", nil, nil, "", "stuck"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ops, st := stuckState(c.p)
+			if c.amend != nil {
+				c.amend(&st)
+			}
+			vs := check(ops, st)
+			switch {
+			case c.want == "" && len(vs) != 0:
+				t.Fatalf("want no violation, got %v", vs)
+			case c.want != "" && (len(vs) != 1 || !strings.Contains(vs[0].String(), c.want)):
+				t.Fatalf("want one violation with %q, got %v", c.want, vs)
+			case c.want != "" && len(vs[0].Witness) == 0:
+				t.Errorf("%s has no witness", vs[0].Invariant)
+			}
+			if _, ok := st.NotJudged[c.notJudged]; c.notJudged != "" && !ok {
+				t.Errorf("NotJudged lacks %q: %v", c.notJudged, st.NotJudged)
+			}
+			if c.notJudged == "" {
+				for k := range st.NotJudged {
+					if strings.HasPrefix(k, Stuck) {
+						t.Errorf("stuck not judged (%s: %s) where it was", k, st.NotJudged[k])
+					}
+				}
+			}
+		})
 	}
 }

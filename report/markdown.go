@@ -154,7 +154,7 @@ func writeNotJudged(b *strings.Builder, r *Result) {
 func writePassedNotJudged(b *strings.Builder, rep *Report) {
 	for _, r := range rep.Results {
 		if r.Passed() && r.Skipped == "" && len(r.NotJudged) > 0 {
-			fmt.Fprintf(b, "\n### ✅ %s: not judged\n", mdCell(r.Name()))
+			fmt.Fprintf(b, "\n### ✅ %s: passed, but the verdict does not cover all of it\n", mdCell(r.Name()))
 			writeNotJudged(b, r)
 		}
 	}

@@ -202,6 +202,12 @@ type JSONScenario struct {
 	// the others, each with why.
 	Judged    []string          `json:"judged"`
 	NotJudged map[string]string `json:"not_judged,omitempty"`
+	// JudgedInPart are the invariants judged for all but the parts listed
+	// in NotJudged ("stranded (entry 1-0 of accounting)"), with how many.
+	JudgedInPart map[string]int `json:"judged_in_part,omitempty"`
+	// Inapplicable are the invariants this kind of run can never judge
+	// (unbalanced on a team's system), each with why.
+	Inapplicable map[string]string `json:"inapplicable,omitempty"`
 	// Settled: how a team's system settled before it was judged.
 	Settled string     `json:"settled,omitempty"`
 	Steps   []JSONStep `json:"steps"`
@@ -308,7 +314,7 @@ func WriteJSON(w io.Writer, rep *Report) error {
 			Tags: cutAll(r.Scenario.Tags), Passed: r.Passed() && r.Skipped == "", Status: status(r), Skipped: safe.CutLines(r.Skipped), DurationMS: r.Duration.Milliseconds(),
 			SetupMS: r.Setup.Milliseconds(), Databases: [2]string{r.Where[0], r.Where[1]}, Stream: r.Where[2],
 			Failures: jsonFailures(r.Failures), Alerts: cutAll(r.Alerts), Violations: []JSONViolation{}, NA: []JSONNA{},
-			Judged: r.Judged(), NotJudged: r.NotJudged, Settled: safe.CutLines(r.Settled)}
+			Judged: r.Judged(), NotJudged: r.NotJudged, JudgedInPart: nilIfEmpty(r.JudgedInPart()), Inapplicable: r.Inapplicable, Settled: safe.CutLines(r.Settled)}
 		for _, n := range r.NA {
 			js.NA = append(js.NA, JSONNA{Pos: safe.Cut(n.Pos.String()), Key: n.Key, Reason: safe.CutLines(n.Reason)})
 		}
@@ -337,4 +343,11 @@ func WriteJSON(w io.Writer, rep *Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+func nilIfEmpty[V any](m map[string]V) map[string]V {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }

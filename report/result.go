@@ -43,6 +43,9 @@ type Result struct {
 	// that never settled): never shown as "no violation". Nil when the
 	// history was not checked.
 	NotJudged map[string]string
+	// Inapplicable are the invariants this kind of run can never judge,
+	// each with why (history.State's): shown under -v, not as a gap.
+	Inapplicable map[string]string
 	// Settled says how a team's system settled before it was judged
 	// ("settled in 420ms"); "" for the reference pipeline.
 	Settled string
@@ -114,7 +117,29 @@ func (r *Result) Judged() []string {
 	if r.NotJudged == nil {
 		return nil
 	}
-	return slices.DeleteFunc(history.InvariantNames(), func(inv string) bool { _, no := r.NotJudged[inv]; return no })
+	partly := r.JudgedInPart()
+	return slices.DeleteFunc(history.InvariantNames(), func(inv string) bool {
+		_, no := r.NotJudged[inv]
+		_, never := r.Inapplicable[inv]
+		return no || never || partly[inv] > 0
+	})
+}
+
+// JudgedInPart are the invariants judged for all but some of what they
+// cover (a pending entry settling could not decide about: NotJudged's key
+// "stranded (entry 1-0 of accounting)"), each with how many parts were
+// not judged. Such an invariant is neither "no violation" nor "not
+// judged": its exceptions are listed with why.
+func (r *Result) JudgedInPart() map[string]int {
+	out := map[string]int{}
+	for k := range r.NotJudged {
+		if inv, _, ok := strings.Cut(k, " ("); ok {
+			if _, whole := r.NotJudged[inv]; !whole {
+				out[inv]++
+			}
+		}
+	}
+	return out
 }
 
 // NotJudgedLines are the invariants not judged, grouped by why: one line
@@ -240,8 +265,15 @@ func FormatResult(r *Result, verbose bool) []byte {
 		if r.Passed() && r.Skipped == "" && len(r.Violations) == 0 {
 			fmt.Fprintf(&b, "    history: no violation (%s)\n", strings.Join(r.Judged(), ", "))
 		}
+		partly := r.JudgedInPart()
+		for _, inv := range slices.Sorted(maps.Keys(partly)) {
+			fmt.Fprintf(&b, "    history: %s judged but for %d part(s), each not judged below\n", inv, partly[inv])
+		}
 		for _, inv := range slices.Sorted(maps.Keys(r.NotJudged)) {
 			fmt.Fprintf(&b, "    history: not judged: %s: %s\n", inv, safe.LongLine(r.NotJudged[inv]))
+		}
+		for _, inv := range slices.Sorted(maps.Keys(r.Inapplicable)) {
+			fmt.Fprintf(&b, "    history: never judged on this kind of run: %s: %s\n", inv, safe.LongLine(r.Inapplicable[inv]))
 		}
 	}
 	if r.Skipped != "" {

@@ -65,7 +65,8 @@ func judgeSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *repo
 		models[c] = []string{c}
 	}
 	m := env.Mapping()
-	team := &history.Team{EntryEvents: entryEvents(hist), Readers: s.Readers, Amount: m.AmountOf, EventOf: m.EventIDOf}
+	team := &history.Team{EntryEvents: entryEvents(hist), Readers: s.Readers, Amount: m.AmountOf, EventOf: m.EventIDOf,
+		Progress: progressOf(run, s, defaultConsumerOf(res.Scenario))}
 	return judgeWith(ctx, env, res, hist, consumers, models, func(st *history.State) {
 		st.Team = team
 		for g, ps := range s.Untaken {
@@ -88,8 +89,13 @@ func judgeSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *repo
 				strings.Join(st.Strangers, ", "), strings.Join(consumers, ", "), res.Scenario.System.File)
 			// Every invariant that reads the inbox by consumer id rests on
 			// that column: none of them can be judged.
-			for _, inv := range []string{history.AckedWithoutEffect, history.DoubleApplied, history.Lost, history.Phantom, history.ProjectionMismatch, history.Stranded} {
+			for _, inv := range []string{history.AckedWithoutEffect, history.DoubleApplied, history.Lost, history.Phantom, history.ProjectionMismatch, history.Stranded, history.Stuck} {
 				st.NotJudged[inv] = why
+			}
+		}
+		for ev, p := range run.MovedAside() {
+			if committed, ok := st.Outbox[ev]; ok && history.SamePayload(p.Payload, committed) {
+				st.DeadLetters[ev] = true
 			}
 		}
 		wireNotJudged(st, res.Broker, run)
@@ -185,7 +191,7 @@ func judgeWith(ctx context.Context, env *steps.Env, res *report.Result, hist []h
 		}
 	}
 	res.Violations = history.Check(hist, st, consumers, models)
-	res.NotJudged = st.NotJudged
+	res.NotJudged, res.Inapplicable = st.NotJudged, st.Inapplicable
 	sc := res.Scenario
 	occurred := map[string]bool{}
 	for _, v := range res.Violations {
@@ -199,7 +205,10 @@ func judgeWith(ctx context.Context, env *steps.Env, res *report.Result, hist []h
 		if occurred[want] {
 			continue
 		}
-		if why, no := unjudged(st.NotJudged, want); no {
+		if why, no := unjudged(st.NotJudged, want); no || st.Inapplicable[want] != "" {
+			if !no {
+				why = st.Inapplicable[want]
+			}
 			res.Failures = append(res.Failures, steps.Failure{Pos: sc.ViolationsPos, Key: "expect_violations",
 				Msg: fmt.Sprintf("declared %s, but it could not be judged here: %s", want, why)})
 			continue

@@ -43,6 +43,17 @@ type settled struct {
 	Undecided map[string][]history.Pending
 	// Readers are the groups a live service read as at the end.
 	Readers map[string]bool
+	// Live are the services still running at the end.
+	Live []sysrun.Live
+	// Full: settling ran to its limit (Limit, raised to what the services
+	// announced to the broker) with work still owed (Owed): the running
+	// system had all that time to finish it, and did not. The evidence for
+	// stuck.
+	Full  bool
+	Limit time.Duration
+	Owed  []string
+	// Raised says why the limit was raised past the one asked for.
+	Raised string
 }
 
 // fingerprint is the durable state settling watches: the outbox, the
@@ -58,32 +69,41 @@ type fingerprint struct {
 }
 
 // settle waits until the team's system is quiescent: no started service
-// will still change anything. That is, once the durable state stood still
-// for settleQuiet and
+// will still change anything, and no running service still owes work.
+// That is, once the durable state stood still for settleQuiet and
 //   - the outbox holds nothing unpublished while a service that uses the
 //     producer's database runs (the relay will still publish it),
 //   - no consumer group a live service reads has entries not yet handed out,
+//   - every committed event is applied by each consumer id a live service
+//     reads as (owed),
+//   - no outbox row is marked published whose publish no proxy saw while
+//     the relay runs (a client that marks before its delivery report still
+//     holds the record in its queue),
 //   - every live consumer has read from the broker at least once,
 //   - every pending entry of a group a live service reads was taken again
 //     (the consumer retries it) or stayed idle past the time the reader
 //     would have claimed it (then it is untaken: the evidence for
 //     stranded).
 //
-// The last two are soft: when the limit strikes on a quiet state with
-// only those left, the system is settled and the entries not yet decided
-// are reported as not judged. A state that still moved, or a relay or a
-// consumer that still had work, is not settled, and is not judged.
-func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Duration) (settled, error) {
+// At the limit, a quiet state is settled whatever is still owed or soft:
+// the running system had the whole limit, and what it still owes then is
+// judged (stuck, stranded), not waited for. The limit is raised to cover
+// the timers the services announced to the broker (broker.Patient): before
+// a session timeout ran out, the broker has not acted for a dead member
+// yet. A state that still moved, or a service being restarted, is not
+// settled, and is not judged.
+func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Duration, consumer string) (settled, error) {
 	start := time.Now()
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl)-time.Second < limit {
-		limit = max(time.Until(dl)-time.Second, 0) // leave the scenario's timeout time to judge
+	cap := limit + maxRaise
+	if dl, ok := ctx.Deadline(); ok {
+		cap = min(cap, max(time.Until(dl)-time.Second, 0)) // leave the scenario's timeout time to judge
+		limit = min(limit, cap)
 	}
-	deadline := start.Add(limit)
 	// A read that hangs must not hold settling past its limit.
-	rctx, cancel := context.WithDeadline(ctx, deadline.Add(2*time.Second))
+	rctx, cancel := context.WithDeadline(ctx, start.Add(cap+2*time.Second))
 	defer cancel()
 	rs, _ := env.Broker.(*redisstream.Stream)
-	w := &watch{first: map[string]int64{}, retaken: map[string]bool{}, limit: limit}
+	w := &watch{first: map[string]int64{}, retaken: map[string]bool{}, inTx: map[string]int{}, limit: limit}
 	var last fingerprint
 	var lastChange time.Time
 	var moved []string // what changed last
@@ -123,19 +143,33 @@ func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Dur
 			lastChange, moved = now, []string{"a pending entry (taken again)"}
 		}
 		quiet := now.Sub(lastChange) >= settleQuiet || len(live) == 0
-		out := settled{Took: now.Sub(start), Untaken: v.untaken, Readers: readers(live)}
+		if quiet && len(v.hard) == 0 && len(v.owed) == 0 {
+			// Read only when all else is done: what the tables and the
+			// wire say is still owed.
+			owed, err := owedWork(rctx, env, run, live, consumer)
+			if err != nil {
+				return settled{}, err
+			}
+			v.owed = owed
+		}
+		end, raised := deadline(start, limit, cap, lastChange, run)
+		out := settled{Took: now.Sub(start), Untaken: v.untaken, Readers: readers(live), Live: live, Limit: end.Sub(start), Raised: raised}
 		switch {
-		case quiet && len(v.hard) == 0 && len(v.soft) == 0:
-			// What stays pending in a retry loop is not judged stranded:
-			// the consumer keeps taking it.
+		case quiet && len(v.hard) == 0 && len(v.soft) == 0 && len(v.owed) == 0:
+			// What stays pending in a retry loop of an applied event (an
+			// identity conflict left pending) is not judged stranded: the
+			// consumer keeps taking it.
 			out.OK, out.Undecided = true, v.undecided
 			return out, nil
-		case !now.Before(deadline) && quiet && len(v.hard) == 0:
-			out.OK = true // nothing moves; what is pending stays: judge what can be
-			out.Undecided = v.undecided
+		case !now.Before(end) && quiet && len(v.hard) == 0:
+			// Nothing moves: what is still owed or pending stays; judge it.
+			out.OK, out.Full, out.Undecided = true, len(v.owed) > 0, v.undecided
+			if out.Full {
+				out.Owed = append(v.owed, v.soft...)
+			}
 			return out, nil
-		case !now.Before(deadline):
-			waits := append(v.hard, v.soft...)
+		case !now.Before(end):
+			waits := append(append(v.hard, v.owed...), v.soft...)
 			if !quiet {
 				waits = append(waits, fmt.Sprintf("%s changed %s before the limit", strings.Join(moved, " and "), now.Sub(lastChange).Round(time.Millisecond)))
 			}
@@ -148,6 +182,32 @@ func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Dur
 		case <-time.After(settlePoll):
 		}
 	}
+}
+
+// maxRaise bounds how far the timers the services announced may raise
+// the settle limit: a consumer announcing a session timeout of an hour is
+// judged at limit + maxRaise, and the limit says so.
+const maxRaise = 2 * time.Minute
+
+// deadline is when settling ends: the limit, or later when the services
+// announced timers to the broker (broker.Patient) that have not run out
+// since the state last changed — the broker has not acted for them yet
+// (a dead member's session, an unacked message's AckWait). Never past cap.
+func deadline(start time.Time, limit, cap time.Duration, lastChange time.Time, run *sysrun.Run) (time.Time, string) {
+	end := start.Add(limit)
+	var why string
+	for _, w := range run.Waits() {
+		if at := lastChange.Add(w.For + time.Second); at.After(end) {
+			end, why = at, fmt.Sprintf("%s %s", w.What, w.For)
+		}
+	}
+	if hard := start.Add(cap); end.After(hard) {
+		end = hard
+	}
+	if why != "" && end.After(start.Add(limit)) {
+		return end, fmt.Sprintf("raised from %s to %s: %s, and the state last changed %s in", limit, end.Sub(start).Round(time.Millisecond), why, lastChange.Sub(start).Round(time.Millisecond))
+	}
+	return end, ""
 }
 
 func readers(live []sysrun.Live) map[string]bool {
@@ -269,6 +329,7 @@ func lagging(lag map[string]int64, live []sysrun.Live) []string {
 // watch remembers, across polls, what settling saw of pending entries.
 type watch struct {
 	first   map[string]int64 // group/entry → deliveries when first seen pending
+	inTx    map[string]int   // service → polls in a row it was inside a transaction
 	retaken map[string]bool  // group/entry → taken again since first seen
 	limit   time.Duration
 }
@@ -276,6 +337,9 @@ type watch struct {
 // view is one look at what live services may still do.
 type view struct {
 	hard, soft []string // what a live service will still do, or may
+	// owed is work a running service has not done yet: judged (stuck)
+	// when the limit strikes on a quiet state, not waited for past it.
+	owed []string
 	untaken    map[string][]history.Pending
 	undecided  map[string][]history.Pending
 	// retaken: an entry was taken again for the first time since settling
@@ -294,7 +358,13 @@ func (w *watch) look(ctx context.Context, rs *redisstream.Stream, fp fingerprint
 		}
 	}
 	for _, l := range live {
-		if len(l.InTx) > 0 {
+		w.inTx[l.Name]++
+		if len(l.InTx) == 0 {
+			w.inTx[l.Name] = 0
+		}
+		// One poll inside a transaction is a service at work between two
+		// polls (a relay's 25 ms loop); two in a row, one that holds it.
+		if w.inTx[l.Name] >= 2 {
 			// Soft: one a service leaves open for ever (idle in
 			// transaction) is waited for up to the limit, then judged.
 			v.soft = append(v.soft, fmt.Sprintf("service %s holds a transaction open on %s", l.Name, strings.Join(l.InTx, " and ")))
@@ -302,7 +372,7 @@ func (w *watch) look(ctx context.Context, rs *redisstream.Stream, fp fingerprint
 	}
 	for _, l := range live {
 		if l.Producer && fp.unpublished > 0 {
-			v.hard = append(v.hard, fmt.Sprintf("the outbox holds %d unpublished event(s) and service %s, which uses the producer's database, runs", fp.unpublished, l.Name))
+			v.owed = append(v.owed, fmt.Sprintf("the outbox holds %d unpublished event(s) and service %s, which uses the producer's database, runs", fp.unpublished, l.Name))
 			break
 		}
 	}
@@ -324,7 +394,7 @@ func (w *watch) look(ctx context.Context, rs *redisstream.Stream, fp fingerprint
 			who = "service " + strings.Join(names, ", ")
 		}
 		if g.Undelivered > 0 {
-			v.hard = append(v.hard, fmt.Sprintf("group %s has entries not handed out yet and %s reads it", g.Name, who))
+			v.owed = append(v.owed, fmt.Sprintf("group %s has entries not handed out yet and %s reads it", g.Name, who))
 		}
 		if g.Pending > 0 {
 			claim, claims := sysrun.ClaimIdle(live, g.Name)
@@ -362,6 +432,12 @@ func (w *watch) pending(ctx context.Context, rs *redisstream.Stream, group, who 
 		if p.Deliveries > d0 && !w.retaken[k] {
 			w.retaken[k], v.retaken = true, true // later retries are a steady retry loop, not work
 		}
+		if w.retaken[k] && p.Idle < threshold {
+			// Taken again while settling: not stranded, whatever comes of
+			// it (a retry loop that never ends is stuck, judged from the
+			// inbox, not from the pending list).
+			continue
+		}
 		hp := history.Pending{EntryID: p.ID, EventID: p.EventID, Holder: p.Consumer, Idle: p.Idle, Deliveries: p.Deliveries}
 		if p.Idle >= threshold {
 			hp.Why = fmt.Sprintf("%s reads the group and left it alone for %s (%s)", who, p.Idle.Round(time.Millisecond), how)
@@ -393,7 +469,7 @@ func groupsOf(m map[string][]history.Pending) []string { return slices.Sorted(ma
 // not settle within limit fails the scenario naming what still moved, and
 // is not judged.
 func settleSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *report.Result, limit time.Duration) *settled {
-	s, err := settle(ctx, env, run, limit)
+	s, err := settle(ctx, env, run, limit, defaultConsumerOf(res.Scenario))
 	if err != nil {
 		res.Failures = append(res.Failures, steps.Failure{Pos: res.Scenario.Pos, Key: "settle", Msg: err.Error()})
 		return nil
@@ -405,8 +481,14 @@ func settleSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *rep
 		return &s
 	}
 	res.Settled = fmt.Sprintf("settled in %s", s.Took.Round(time.Millisecond))
-	if n := len(groupsOf(s.Untaken)); n > 0 {
+	switch {
+	case s.Full:
+		res.Settled = fmt.Sprintf("stood still at the %s limit with work owed: %s", s.Limit.Round(time.Millisecond), strings.Join(s.Owed, "; "))
+	case len(groupsOf(s.Untaken)) > 0:
 		res.Settled += fmt.Sprintf(" (at the %s limit, with entries pending that no running consumer took again)", limit)
+	}
+	if s.Raised != "" {
+		res.Settled += " (limit " + s.Raised + ")"
 	}
 	return &s
 }

@@ -99,6 +99,36 @@ func (r *Run) wire() ([]history.Op, broker.Wire) {
 	return out, kind
 }
 
+// MovedAside are the events a consuming service published itself to
+// another destination than the scenario's (its dead-letter stream, topic
+// or queue) after the broker handed them to it: event id → the publish
+// it made, with its payload. The checker counts one that kept the
+// committed payload as dead-lettered: moved aside on purpose, not lost,
+// not stuck.
+func (r *Run) MovedAside() map[string]broker.WireMsg {
+	r.mu.Lock()
+	logs := slices.Clone(r.logs)
+	r.mu.Unlock()
+	m := broker.WireMap{EventID: r.cfg.System.Stream.EventID, Payload: r.cfg.System.Stream.Payload}
+	out := map[string]broker.WireMsg{}
+	for _, l := range logs {
+		w := l.proxy.Wire(m)
+		handed := map[string]time.Time{}
+		for _, d := range w.Deliveries {
+			if _, ok := handed[d.EventID]; !ok && r.ours(d) {
+				handed[d.EventID] = d.At
+			}
+		}
+		for _, p := range w.Publishes {
+			if at, ok := handed[p.EventID]; ok && !r.ours(p) && !p.At.Before(at) {
+				p.Op = fmt.Sprintf("service %s (start %d) moved it to %s", l.service, l.start, p.Dest)
+				out[p.EventID] = p
+			}
+		}
+	}
+	return out
+}
+
 // ours reports whether m went to the scenario's own destination (its
 // stream, topic, subject or exchange): what a service published elsewhere
 // (an output topic, its own dead-letter stream) is not the history of the

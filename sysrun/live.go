@@ -1,9 +1,12 @@
 package sysrun
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/outboxdrill/runner/broker"
 )
 
 // Live is a service process still running, with what it uses: whether it
@@ -21,10 +24,12 @@ type Live struct {
 	// pending entries with (XCLAIM, XAUTOCLAIM); a group it never claimed
 	// in is missing.
 	Claims map[string]time.Duration
-	// Seen: the runner sees its broker traffic (a protocol proxy); false
-	// where the service talks to the broker directly, so its groups are
-	// unknown.
+	// Seen: the runner sees the groups it reads as (a protocol proxy that
+	// tells them: Redis's); false elsewhere, so its groups are unknown.
 	Seen bool
+	// Proxied: its broker traffic crosses a protocol proxy, so what it
+	// published is in the history.
+	Proxied bool
 	// Restarting: its process ended and its supervisor is starting the
 	// next (what it uses is the ended process's).
 	Restarting bool
@@ -62,7 +67,7 @@ func (r *Run) Live() []Live {
 			continue
 		}
 		gr, seen := s.broker.(groupReader)
-		l := Live{Name: s.name, Seen: seen, Restarting: replacing[s],
+		l := Live{Name: s.name, Seen: seen, Proxied: s.broker != nil, Restarting: replacing[s],
 			Producer: s.given[0] || s.pg[0] != nil && s.pg[0].Connections() > 0,
 			Consumer: (s.given[1] || s.pg[1] != nil && s.pg[1].Connections() > 0) && (s.given[2] || seen && gr.Connections() > 0)}
 		if seen {
@@ -76,6 +81,34 @@ func (r *Run) Live() []Live {
 		out = append(out, l)
 	}
 	slices.SortFunc(out, func(a, b Live) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Waits are the timers the services announced to the broker on the wire
+// (broker.Patient), the longest per kind, from every broker proxy of the
+// run. A rebalance timeout is left out: it bounds how long the broker
+// waits for live members to rejoin, which they do at their next
+// heartbeat; what keeps a dead member's partitions is its session timeout.
+func (r *Run) Waits() []broker.Wait {
+	r.mu.Lock()
+	logs := slices.Clone(r.logs)
+	r.mu.Unlock()
+	longest := map[string]time.Duration{}
+	for _, l := range logs {
+		p, ok := l.proxy.(broker.Patient)
+		if !ok {
+			continue
+		}
+		for _, w := range p.Waits() {
+			if !strings.Contains(w.What, "rebalance") {
+				longest[w.What] = max(longest[w.What], w.For)
+			}
+		}
+	}
+	out := make([]broker.Wait, 0, len(longest))
+	for _, what := range slices.Sorted(maps.Keys(longest)) {
+		out = append(out, broker.Wait{What: what, For: longest[what]})
+	}
 	return out
 }
 

@@ -13,3 +13,6 @@ CREATE TABLE ledger_totals (
     n          bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (group_name, currency)
 );
+-- A currency is three letters (ISO 4217): an event with another is poison
+-- for this consumer, refused by the database on every delivery.
+ALTER TABLE ledger_totals ADD CONSTRAINT currency_code CHECK (char_length(currency) = 3);

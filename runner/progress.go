@@ -1,0 +1,195 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/outboxdrill/runner/history"
+	"github.com/outboxdrill/runner/state"
+	"github.com/outboxdrill/runner/steps"
+	"github.com/outboxdrill/runner/sysrun"
+)
+
+// Progress: a running system owes the run every committed event, applied
+// by each consumer id a live service reads as. Settling waits for what is
+// owed up to its limit (owedWork); what is still owed then is judged stuck
+// (history.Progress, described by progressOf).
+
+// consumersOf maps each consumer id a live consumer service reads as to
+// those services: the groups its broker proxy saw it read as, or, where
+// the wire does not say (or it has not read yet), the run's consumer id,
+// which is what the services are told.
+func consumersOf(live []sysrun.Live, consumer string) map[string][]string {
+	out := map[string][]string{}
+	for _, l := range live {
+		if !l.Consumer {
+			continue
+		}
+		groups := l.Groups
+		if len(groups) == 0 {
+			groups = []string{consumer}
+		}
+		for _, g := range groups {
+			out[g] = append(out[g], l.Name)
+		}
+	}
+	return out
+}
+
+// producersOf are the live services that use the producer's database: the
+// relay, and whatever else may still publish the outbox.
+func producersOf(live []sysrun.Live) (names []string, proxied bool) {
+	for _, l := range live {
+		if l.Producer {
+			names = append(names, l.Name)
+			proxied = proxied || l.Proxied
+		}
+	}
+	return names, proxied
+}
+
+// owedWork lists what the live services still owe, read from the tables
+// and the wire: committed events a consumer id a live service reads as has
+// not applied, and outbox rows marked published whose publish no proxy saw
+// while the relay runs (a client that marks before its delivery report
+// still holds the record: judging now would call it lost). An inbox row
+// counts for an event by its event id (the payload's, where the mapping
+// says) or by carrying the event's payload: a consumer keyed by another
+// identity still applied it; the checker sorts that out.
+func owedWork(ctx context.Context, env *steps.Env, run *sysrun.Run, live []sysrun.Live, consumer string) ([]string, error) {
+	readers := consumersOf(live, consumer)
+	relays, proxied := producersOf(live)
+	if len(readers) == 0 && len(relays) == 0 {
+		return nil, nil
+	}
+	m := env.Mapping()
+	outbox, err := state.OutboxOf(ctx, env.Producer, m)
+	if err != nil {
+		return nil, fmt.Errorf("read the outbox: %w", err)
+	}
+	var owed []string
+	if len(relays) > 0 && proxied {
+		owed = append(owed, unflushed(outbox, run.Ops(), relays)...)
+	}
+	if len(readers) == 0 {
+		return owed, nil
+	}
+	inbox, err := state.InboxesOf(ctx, env.Consumer, m)
+	if err != nil {
+		return nil, err
+	}
+	aside := run.MovedAside()
+	for _, c := range slices.Sorted(maps.Keys(readers)) {
+		var missing []string
+		for _, r := range outbox {
+			if p, ok := aside[r.EventID]; ok && history.SamePayload(p.Payload, r.Payload) {
+				continue // dead-lettered by the consumer itself
+			}
+			if r.Published && !appliedBy(inbox[c], r) {
+				missing = append(missing, r.EventID)
+			}
+		}
+		if len(missing) > 0 {
+			owed = append(owed, fmt.Sprintf("%d published event(s) not applied by consumer %s yet (%s) while service %s runs",
+				len(missing), c, firstFew(missing), strings.Join(readers[c], ", ")))
+		}
+	}
+	return owed, nil
+}
+
+// appliedBy reports whether an inbox (event id → payload) holds r.
+func appliedBy(inbox map[string]string, r state.OutboxRow) bool {
+	if _, ok := inbox[r.EventID]; ok {
+		return true
+	}
+	for _, p := range inbox {
+		if history.SamePayload(p, r.Payload) {
+			return true
+		}
+	}
+	return false
+}
+
+// unflushed: outbox rows marked published that no proxy saw published.
+func unflushed(outbox []state.OutboxRow, ops []history.Op, relays []string) []string {
+	seen := map[string]bool{}
+	for _, op := range ops {
+		if op.Kind == history.Publish {
+			seen[op.EventID] = true
+		}
+	}
+	var missing []string
+	for _, r := range outbox {
+		if r.Published && !seen[r.EventID] {
+			missing = append(missing, r.EventID)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("%d event(s) marked published whose publish no broker proxy saw yet (%s) while service %s, which uses the producer's database, runs: its client may still hold them",
+		len(missing), firstFew(missing), strings.Join(relays, ", "))}
+}
+
+func firstFew(ids []string) string {
+	if len(ids) > 3 {
+		return strings.Join(ids[:3], ", ") + fmt.Sprintf(" and %d more", len(ids)-3)
+	}
+	return strings.Join(ids, ", ")
+}
+
+// progressOf is what the checker needs to judge stuck: who ran at the
+// end, each described by its process and its last lines, and whether
+// settling gave them the whole limit.
+func progressOf(run *sysrun.Run, s *settled, consumer string) *history.Progress {
+	p := &history.Progress{Consumers: map[string][]string{}, Full: s.Full, Limit: s.Limit.Round(time.Millisecond)}
+	if !s.Full {
+		p.EarlyWhy = fmt.Sprintf("settling ended after %s with nothing owed that the tables showed, before its limit: the checker's reading of the inbox differs from settling's (an inbox keyed by another identity)", s.Took.Round(time.Millisecond))
+	}
+	said := map[string]sysrun.Output{}
+	for _, o := range run.Outputs() {
+		said[o.Service] = o // the latest process of each service
+	}
+	describe := func(name string) string {
+		o, ok := said[name]
+		if !ok {
+			return "service " + name
+		}
+		return fmt.Sprintf("service %s (pid %d, started at %s, %s; its last lines: %s)", name, o.PID, o.Start, o.Ended, lastLines(o.Text, 3))
+	}
+	for c, names := range consumersOf(s.Live, consumer) {
+		for _, n := range names {
+			p.Consumers[c] = append(p.Consumers[c], describe(n))
+		}
+	}
+	relays, _ := producersOf(s.Live)
+	for _, n := range relays {
+		p.Relays = append(p.Relays, describe(n))
+	}
+	return p
+}
+
+// lastLines are the last n non-empty lines of text, quoted, one run.
+func lastLines(text string, n int) string {
+	var lines []string
+	for _, l := range strings.Split(text, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) == 0 {
+		return "none"
+	}
+	lines = lines[max(len(lines)-n, 0):]
+	for i, l := range lines {
+		if len(l) > 200 {
+			l = l[:200] + "…"
+		}
+		lines[i] = fmt.Sprintf("%q", l)
+	}
+	return strings.Join(lines, " | ")
+}
