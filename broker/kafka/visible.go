@@ -52,8 +52,11 @@ func (t *Topic) committedLog(ctx context.Context, n string) ([]*kgo.Record, erro
 		return nil, fmt.Errorf("kafka metadata %s: %w", n, err)
 	}
 	td, ok := md.Topics[n]
-	if !ok || td.Err != nil {
-		return nil, fmt.Errorf("kafka metadata %s: %v", n, td.Err)
+	if !ok {
+		return nil, fmt.Errorf("kafka metadata %s: the broker did not list the topic", n)
+	}
+	if td.Err != nil {
+		return nil, fmt.Errorf("kafka metadata %s: %w", n, td.Err)
 	}
 	var out []*kgo.Record
 	ps := make([]int32, 0, len(td.Partitions))
