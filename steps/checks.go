@@ -136,7 +136,8 @@ func referenceOnly(c *Check) *Check {
 }
 
 func init() {
-	defineCheck(&Check{Name: "stream.entries", Needs: broker.EntryLog, Doc: "entries in the stream (XLEN): every publish counts, duplicates too",
+	defineCheck(&Check{Name: "stream.entries", Needs: broker.EntryLog, Doc: "entries in the stream (XLEN): every publish counts, duplicates too. " +
+		"Kafka: the records a read_committed consumer gets, so a transactional producer's commit and abort markers, its aborted records and those of a transaction still open are not entries",
 		Value:   kindCount,
 		observe: func(ctx context.Context, env *Env, _ any) (any, error) { return env.Broker.Entries(ctx) }})
 	defineCheck(&Check{Name: "stream.events", Needs: broker.EntryLog, Doc: "distinct business event ids among the stream's entries",
@@ -157,7 +158,7 @@ func init() {
 		}})
 	defineCheck(&Check{Name: "stream.lag", Needs: broker.GroupLag, Doc: "entries a consumer group has not finished with, as the broker counts them: not yet delivered, or delivered and not acknowledged; " +
 		"a total over the groups, or a map consumer → count. Redis: XINFO GROUPS lag plus pending; NATS: the consumer's NumPending plus NumAckPending; " +
-		"Kafka: the records after the group's committed offset (per partition the end offset minus the committed one, from the log start where it committed nothing). " +
+		"Kafka: the records a read_committed consumer of the group can still get, from its committed offset (from the log start where it committed nothing) to the last stable offset, transaction markers and aborted records not counted. " +
 		"Every group the broker knows for the scenario counts, a team's services' own too (its ${group}); a group that does not exist counts 0",
 		Value: KindCountOrMap,
 		observe: func(ctx context.Context, env *Env, want any) (any, error) {

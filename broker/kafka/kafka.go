@@ -241,18 +241,16 @@ func parseEntryID(id string) (int32, int64, error) {
 	return p, off, nil
 }
 
-// Entries is the number of records the topic holds: end minus start
-// offset, over its partitions.
+// Entries counts the records a read_committed consumer can get now
+// (committedLog): not the end offset minus the start one, which also counts
+// transaction markers, aborted records and those of a transaction still
+// open. With no transactional producer on the topic the two agree.
 func (t *Topic) Entries(ctx context.Context) (int64, error) {
-	start, end, err := t.bounds(ctx, t.name)
+	recs, err := t.committedLog(ctx, t.name)
 	if err != nil {
 		return 0, err
 	}
-	var n int64
-	for p, e := range end {
-		n += e - start[p]
-	}
-	return n, nil
+	return int64(len(recs)), nil
 }
 
 // bounds are the start and end offsets of each partition of topic n.
@@ -277,10 +275,11 @@ func (t *Topic) bounds(ctx context.Context, n string) (start, end map[int32]int6
 	return start, end, nil
 }
 
-// Events lists the event id (record key) of every record, partition by
+// Events lists the event id (record key) of every entry (as Entries
+// counts them: what a read_committed consumer gets), partition by
 // partition, each in offset order.
 func (t *Topic) Events(ctx context.Context) ([]string, error) {
-	recs, err := t.read(ctx, t.name, kgo.ReadUncommitted())
+	recs, err := t.committedLog(ctx, t.name)
 	ids := make([]string, len(recs))
 	for i, r := range recs {
 		ids[i] = string(r.Key)

@@ -18,20 +18,23 @@ import (
 func (t *Topic) GroupID(g string) string { return t.groupID(g) }
 
 // Lag counts, for every classic group of this topic (the Topic's own and
-// any other named TOPIC.CONSUMER, a team's), the records after the group's
-// committed offset: per partition, the end offset minus the committed one,
-// or minus the log start when the group committed nothing there (what a
-// group reading from the earliest record has yet to do). A record a worker
-// holds uncommitted counts: Kafka acknowledges by committing past it.
-// Committed offsets come from OffsetFetch, the partition bounds from
-// ListOffsets (https://kafka.apache.org/documentation/#design_consumerposition).
+// any other named TOPIC.CONSUMER, a team's), what a read_committed consumer
+// of the group can still get: the entries (committedLog) at or after the
+// group's committed offset on their partition, all of a partition's where
+// the group committed nothing (what a group reading from the earliest
+// record has yet to do). Transaction markers and aborted records are no
+// lag, so a group that committed up to the end offset (past a trailing
+// commit marker) has none; records of a transaction still open are lag only
+// once it commits. A record a worker holds uncommitted counts: Kafka
+// acknowledges by committing past it. Committed offsets come from
+// OffsetFetch (https://kafka.apache.org/documentation/#design_consumerposition).
 // Groups are keyed by consumer id (the name after "TOPIC.").
 func (t *Topic) Lag(ctx context.Context) (map[string]int64, error) {
 	listed, err := t.adm.ListGroups(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("kafka list groups: %w", err)
 	}
-	start, end, err := t.bounds(ctx, t.name)
+	recs, err := t.committedLog(ctx, t.name)
 	if err != nil {
 		return nil, err
 	}
@@ -49,12 +52,10 @@ func (t *Topic) Lag(ctx context.Context) (map[string]int64, error) {
 			return nil, fmt.Errorf("kafka fetch offsets of group %s: %w", g, err)
 		}
 		var lag int64
-		for p, e := range end {
-			from := start[p]
-			if o, ok := committed.Lookup(t.name, p); ok && o.At >= from {
-				from = o.At
+		for _, r := range recs {
+			if o, ok := committed.Lookup(t.name, r.Partition); !ok || r.Offset >= o.At {
+				lag++
 			}
-			lag += max(e-from, 0)
 		}
 		out[c] = lag
 	}

@@ -116,12 +116,12 @@ func block(out, head string) string {
 	return head + rest
 }
 
-// The Kafka example's scenarios load with both system files, and their
-// placeholders mean something on the brokers the files list.
+// The Kafka example's scenarios load with every Kafka system file, and
+// their placeholders mean something on the brokers the files list.
 func TestNodeKafkaExampleValid(t *testing.T) {
 	files, _ := filepath.Glob("../../examples/node/kafka-scenarios/*.yaml")
 	want := fmt.Sprintf("ok: %d scenario(s) valid", len(files))
-	for _, sys := range []string{"system-kafka.yaml", "system-kafka-commit-first.yaml"} {
+	for _, sys := range []string{"system-kafka.yaml", "system-kafka-commit-first.yaml", "system-kafka-txn.yaml"} {
 		code, out, errOut := cli(t, "validate", "--offline", "--system", "../../examples/node/"+sys, "../../examples/node/kafka-scenarios")
 		if code != exitOK || len(files) < 5 || !strings.Contains(out, want) {
 			t.Errorf("%s: exit %d\n%s\n%s", sys, code, out, errOut)
