@@ -339,9 +339,9 @@ type view struct {
 	hard, soft []string // what a live service will still do, or may
 	// owed is work a running service has not done yet: judged (stuck)
 	// when the limit strikes on a quiet state, not waited for past it.
-	owed []string
-	untaken    map[string][]history.Pending
-	undecided  map[string][]history.Pending
+	owed      []string
+	untaken   map[string][]history.Pending
+	undecided map[string][]history.Pending
 	// retaken: an entry was taken again for the first time since settling
 	// began (a restarted consumer claimed what its predecessor left):
 	// the consumer works on it now, as after any change of the state.
