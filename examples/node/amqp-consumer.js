@@ -10,6 +10,12 @@
 // transaction, and log a failed one and move on. A refused COMMIT then loses
 // the event for good: the queue has nothing left to deliver.
 //
+// BUG=auto-ack consumes with noAck: true (basic.consume no-ack): RabbitMQ
+// takes each message as acknowledged the moment it sends it. A failed
+// transaction is logged and the consumer moves on (there is nothing to
+// nack): a refused COMMIT loses the event the same way, with no ack ever
+// sent.
+//
 // AMQP_URL is amqp://user:password@host:port/vhost (${broker.url}), QUEUE the
 // queue, declared and bound by whoever owns the topology (${queue}: checked,
 // never declared here), CONSUMER the consumer id the inbox records
@@ -21,6 +27,7 @@ const amqp = require('amqplib');
 
 const { QUEUE: queue, CONSUMER: consumerId } = process.env;
 const ackFirst = process.env.BUG === 'ack-first';
+const autoAck = process.env.BUG === 'auto-ack';
 const db = new Client({ connectionString: process.env.DATABASE_URL });
 
 const apply = (eventId, payload) => inbox.apply(db, consumerId, eventId, payload);
@@ -32,6 +39,10 @@ async function handle(ch, msg) {
   try {
     console.log(`${await apply(eventId, msg.content.toString())} ${eventId} (${where})`);
   } catch (err) {
+    if (autoAck) { // the broker took it as acked when it sent it
+      console.log(`${eventId}: rolled back (${err.code || ''} ${err.message}); auto-acked at delivery, nothing to nack, moving on`);
+      return;
+    }
     if (ackFirst) { // acked already: the event is gone
       console.log(`${eventId}: rolled back (${err.code || ''} ${err.message}); acked already, moving on`);
       return;
@@ -40,7 +51,7 @@ async function handle(ch, msg) {
     ch.nack(msg, false, true);
     return;
   }
-  if (!ackFirst) ch.ack(msg);
+  if (!ackFirst && !autoAck) ch.ack(msg);
 }
 
 async function main() {
@@ -57,7 +68,7 @@ async function main() {
   await ch.consume(queue, (msg) => {
     if (msg === null) { console.error('consumer: the broker cancelled the consumer'); process.exit(1); }
     chain = chain.then(() => handle(ch, msg)).catch((err) => { console.error('consumer:', err.message); process.exit(1); });
-  }, { noAck: false });
+  }, { noAck: autoAck });
   console.log('consumer ready');
 }
 

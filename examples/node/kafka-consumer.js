@@ -8,6 +8,11 @@
 // first, then the transaction, and log a failed one and move on. A refused
 // COMMIT then loses the event for good: the group is past it.
 //
+// BUG=auto-commit leaves committing to kafkajs (autoCommit: true) and its
+// handler catches a failed transaction, logs it and returns: kafkajs takes
+// the record as processed and commits past it (OffsetCommit) after the
+// batch. A refused COMMIT loses the event the same way.
+//
 // BROKERS is host:port[,host:port] (${broker.address}), TOPIC the topic
 // (${topic}), GROUP the consumer group (${group}), CONSUMER the consumer id
 // the inbox records (${consumer}).
@@ -19,6 +24,7 @@ const { Kafka, logLevel } = require('kafkajs');
 const { TOPIC: topic, GROUP: group, CONSUMER: consumerId } = process.env;
 // ack-first is the same mistake in every example's words.
 const commitFirst = process.env.BUG === 'commit-first' || process.env.BUG === 'ack-first';
+const autoCommit = process.env.BUG === 'auto-commit';
 // Kafka's smallest session by default (group.min.session.timeout.ms): a
 // restarted consumer joins once the killed one's session has run out.
 const sessionTimeout = Number(process.env.SESSION_TIMEOUT_MS || 6000);
@@ -37,9 +43,13 @@ async function handle({ partition, message }) {
   } catch (err) {
     console.log(`${eventId}: rolled back (${err.code || ''} ${err.message})`);
     if (commitFirst) return; // the offset is committed already: the event is gone
+    if (autoCommit) { // returning tells kafkajs the record is done: it commits past it
+      console.log(`${eventId}: moving on; kafkajs auto-commits past it`);
+      return;
+    }
     throw err; // kafkajs runs the record again; the offset stays before it
   }
-  if (!commitFirst) await consumer.commitOffsets(next);
+  if (!commitFirst && !autoCommit) await consumer.commitOffsets(next);
 }
 
 async function main() {
@@ -47,7 +57,7 @@ async function main() {
   consumer.on(consumer.events.GROUP_JOIN, () => console.log('consumer ready'));
   await consumer.connect();
   await consumer.subscribe({ topic, fromBeginning: true });
-  await consumer.run({ autoCommit: false, eachMessage: handle });
+  await consumer.run({ autoCommit, eachMessage: handle });
 }
 
 main().catch((err) => { console.error('consumer:', err.message); process.exit(1); });

@@ -10,6 +10,12 @@
 // transaction, and log a failed one and move on. A refused COMMIT then loses
 // the event for good: the stream has nothing left to deliver.
 //
+// BUG=auto-ack creates the durable consumer with ack_policy none (AckNone):
+// JetStream takes each message as acknowledged the moment it delivers it.
+// A failed transaction is logged and the consumer moves on (there is
+// nothing to nak): a refused COMMIT loses the event the same way, with no
+// ack ever sent.
+//
 // NATS_URL is nats://host:port (${broker.url}), STREAM the stream
 // (${stream_name}), DURABLE the durable consumer's name (${group}), CONSUMER
 // the consumer id the inbox records (${consumer}).
@@ -20,6 +26,7 @@ const { connect, AckPolicy, DeliverPolicy, StringCodec, nanos } = require('nats'
 
 const { STREAM: stream, DURABLE: durable, CONSUMER: consumerId } = process.env;
 const ackFirst = process.env.BUG === 'ack-first';
+const autoAck = process.env.BUG === 'auto-ack';
 const ackWaitMs = Number(process.env.ACK_WAIT_MS || 2000);
 const db = new Client({ connectionString: process.env.DATABASE_URL });
 const sc = StringCodec();
@@ -33,6 +40,10 @@ async function handle(m) {
   try {
     console.log(`${await apply(eventId, sc.decode(m.data))} ${eventId} (${where})`);
   } catch (err) {
+    if (autoAck) { // JetStream took it as acked when it delivered it
+      console.log(`${eventId}: rolled back (${err.code || ''} ${err.message}); acked at delivery (AckNone), nothing to nak, moving on`);
+      return;
+    }
     if (ackFirst) { // acked already: the event is gone
       console.log(`${eventId}: rolled back (${err.code || ''} ${err.message}); acked already, moving on`);
       return;
@@ -41,7 +52,7 @@ async function handle(m) {
     m.nak();
     return;
   }
-  if (!ackFirst) await m.ackAck();
+  if (!ackFirst && !autoAck) await m.ackAck();
 }
 
 async function main() {
@@ -52,7 +63,7 @@ async function main() {
   // Idempotent: a restarted consumer adds the same configuration again.
   await jsm.consumers.add(stream, {
     durable_name: durable,
-    ack_policy: AckPolicy.Explicit,
+    ack_policy: autoAck ? AckPolicy.None : AckPolicy.Explicit,
     deliver_policy: DeliverPolicy.All,
     ack_wait: nanos(ackWaitMs),
   });

@@ -209,11 +209,11 @@ func (c *conn) noteServer(u *unit) (x crossing, calls []*call, answers int64) {
 			x.kind, calls = KindConfirm, ch.confirmed(m.deliveryTag, m.multiple)
 		}
 	case "basic.deliver":
-		x.kind, x.queue = KindDelivery, ch.consumers[m.consumerTag]
-		ch.track(m.deliveryTag, x.queue, ch.noAck[m.consumerTag])
+		x.kind, x.queue, x.noAck = KindDelivery, ch.consumers[m.consumerTag], ch.noAck[m.consumerTag]
+		ch.track(m.deliveryTag, x.queue, x.noAck)
 	case "basic.get-ok":
-		x.kind, x.queue = KindDelivery, ch.getQueue
-		ch.track(m.deliveryTag, x.queue, ch.getNoAck)
+		x.kind, x.queue, x.noAck = KindDelivery, ch.getQueue, ch.getNoAck
+		ch.track(m.deliveryTag, x.queue, x.noAck)
 	case "basic.consume-ok":
 		ch.consumers[m.consumerTag], ch.noAck[m.consumerTag] = ch.consuming, ch.consumingNoAck
 	case "tx.select-ok", "tx.commit-ok", "tx.rollback-ok":

@@ -303,6 +303,7 @@ func (c *conn) event(u *unit, x crossing) Event {
 	ev.Exchange, ev.RoutingKey, ev.Queue, ev.ConsumerTag = m.exchange, m.routingKey, x.queue, m.consumerTag
 	ev.DeliveryTag, ev.Multiple, ev.Requeue, ev.Redelivered = m.deliveryTag, m.multiple, m.requeue, m.redelivered
 	ev.ReplyCode, ev.ReplyText = m.replyCode, m.replyText
+	ev.NoAck = x.noAck
 	if u.hdr != nil {
 		props := u.hdr.props
 		ev.Properties, ev.Body = &props, u.body

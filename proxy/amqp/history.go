@@ -27,14 +27,18 @@ type Publish struct {
 // Delivery is a message the broker handed the client: basic.deliver or
 // basic.get-ok.
 type Delivery struct {
-	At                   time.Time
-	Conn                 int
-	Channel              uint16
-	Method               string
-	Queue                string // "" when the proxy did not see the consumer's basic.consume
-	ConsumerTag          string
-	DeliveryTag          uint64
-	Redelivered          bool
+	At          time.Time
+	Conn        int
+	Channel     uint16
+	Method      string
+	Queue       string // "" when the proxy did not see the consumer's basic.consume
+	ConsumerTag string
+	DeliveryTag uint64
+	Redelivered bool
+	// NoAck: the consumer or basic.get asked for no acks, so the broker
+	// took the message as acknowledged when it sent it: it is settled
+	// whatever the client does with it.
+	NoAck                bool
 	Exchange, RoutingKey string
 	Properties           Properties // a quorum queue counts redeliveries in Headers["x-delivery-count"]
 	Body                 []byte
@@ -127,7 +131,7 @@ func publishOf(e Event) Publish {
 
 func deliveryOf(e Event) Delivery {
 	d := Delivery{At: e.At, Conn: e.Conn, Channel: e.Channel, Method: e.Method, Queue: e.Queue, ConsumerTag: e.ConsumerTag,
-		DeliveryTag: e.DeliveryTag, Redelivered: e.Redelivered, Exchange: e.Exchange, RoutingKey: e.RoutingKey, Body: e.Body,
+		DeliveryTag: e.DeliveryTag, Redelivered: e.Redelivered, NoAck: e.NoAck, Exchange: e.Exchange, RoutingKey: e.RoutingKey, Body: e.Body,
 		Dropped: e.Dropped, Fault: e.Fault}
 	if e.Properties != nil {
 		d.Properties = *e.Properties

@@ -64,6 +64,10 @@ type Event struct {
 	Exchange, RoutingKey, Queue, ConsumerTag string
 	DeliveryTag                              uint64
 	Multiple, Requeue, Redelivered           bool
+	// NoAck: a delivery to a consumer (basic.consume) or a basic.get
+	// that asked for no acks; RabbitMQ counts it acknowledged as it sends
+	// it (https://www.rabbitmq.com/docs/confirms#acknowledgement-modes).
+	NoAck bool
 	// Tag is a publish's confirm number on its channel (0: the channel
 	// was not in confirm mode); Tx says the channel was transactional.
 	Tag uint64

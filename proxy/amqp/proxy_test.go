@@ -438,3 +438,56 @@ func TestOperationsCanBeArmed(t *testing.T) {
 		}
 	}
 }
+
+// A delivery to a consumer or a basic.get that asked for no acks is
+// recorded NoAck (RabbitMQ counts it acknowledged as it sends it); one to
+// a consumer that acks is not. The consumer tag the broker chose (an
+// empty one in basic.consume) is learnt from its consume-ok.
+func TestNoAckDeliveriesAreMarked(t *testing.T) {
+	f := newFixture(t)
+	_, ch := f.client()
+	for _, e := range []string{"got-no-ack", "consumed-no-ack"} {
+		if err := f.publish(f.direct, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) { // the publish lands
+		_, ok, err := ch.Get(f.queue, true)
+		if err != nil || !ok && time.Now().After(deadline) {
+			t.Fatalf("get: %v %v", ok, err)
+		}
+		if ok {
+			break
+		}
+	}
+	auto, err := ch.Consume(f.queue, "", true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Within(t, 10*time.Second, "the no-ack delivery", func() { <-auto })
+	if err := ch.Close(); err != nil { // a no-ack consumer takes all it can
+		t.Fatal(err)
+	}
+	if err := f.publish(f.direct, "consumed-acked"); err != nil {
+		t.Fatal(err)
+	}
+	_, ch2 := f.client()
+	acking, err := ch2.Consume(f.queue, "acking", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m amqp.Delivery
+	testutil.Within(t, 10*time.Second, "the acked delivery", func() { m = <-acking })
+	if err := m.Ack(false); err != nil {
+		t.Fatal(err)
+	}
+	_, dels, _ := f.proxy.History()
+	var have []string
+	for _, d := range dels {
+		have = append(have, fmt.Sprintf("%s %s no-ack=%v", d.Method, d.Body, d.NoAck))
+	}
+	want := []string{"basic.get-ok got-no-ack no-ack=true", "basic.deliver consumed-no-ack no-ack=true", "basic.deliver consumed-acked no-ack=false"}
+	if diff := cmp.Diff(want, have); diff != "" {
+		t.Errorf("deliveries (-want +got):\n%s", diff)
+	}
+}

@@ -132,6 +132,7 @@ type crossing struct {
 	exchange, routingKey, queue string
 	queueKnown                  bool // an ack's: the proxy saw its delivery
 	fromServer                  bool
+	noAck                       bool // a delivery to a consumer or basic.get that takes no acks
 }
 
 // matches reports whether a crossing is the trigger's.

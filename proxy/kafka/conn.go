@@ -107,6 +107,7 @@ func (c *conn) request(q *request, msg []byte, more bool) bool {
 		}
 		a, delayed = nil, a.Trigger.String() // the delay has passed: the request goes on
 	}
+	c.p.groups.join(q) // it goes on to the broker
 	if q.key == keyProduce && q.acks == 0 {
 		// No response comes: the history has the request alone.
 		if a != nil {

@@ -57,6 +57,7 @@ type Proxy struct {
 	closed    bool
 	topicIDs  map[[16]byte]string
 	txns      map[string]*txn // by transactional id
+	groups    groups          // the timeouts JoinGroups announced
 
 	conns, seq, others atomic.Int64
 	budget             *listen.Budget // large client messages in flight, all connections

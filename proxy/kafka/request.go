@@ -39,6 +39,9 @@ type request struct {
 	isolation    int8  // Fetch: 1 is read_committed
 	topics       []topic
 	entries      int
+	// session and rebalance are the timeouts a JoinGroup announced, in
+	// milliseconds (rebalance 0 before v1, which has none).
+	session, rebalance int32
 	// unread says why the body was not read: "" when it was, or its API
 	// is none the proxy reads.
 	unread string
@@ -94,7 +97,9 @@ func parseRequest(msg []byte) (*request, error) {
 		r.i64()
 		r.i16()
 		q.group = r.str(f)
-	case keyJoinGroup, keyHeartbeat, keyLeaveGroup, keySyncGroup, keyConsumerGroupHeartbeat, keyShareGroupHeartbeat:
+	case keyJoinGroup:
+		q.joinGroup(r, f, v)
+	case keyHeartbeat, keyLeaveGroup, keySyncGroup, keyConsumerGroupHeartbeat, keyShareGroupHeartbeat:
 		q.group = r.str(f)
 	case keyShareFetch, keyShareAcknowledge:
 		q.share(r, v)
@@ -131,6 +136,17 @@ func (q *request) readTopics(r *reader, flexible, byID bool, each func(*part)) {
 		r.tags(flexible)
 		q.topics = append(q.topics, t)
 	})
+}
+
+// joinGroup reads a JoinGroup's group and the timeouts it announces:
+// session_timeout_ms, and from v1 rebalance_timeout_ms
+// (https://kafka.apache.org/protocol#The_Messages_JoinGroup).
+func (q *request) joinGroup(r *reader, f bool, v int16) {
+	q.group = r.str(f)
+	q.session = r.i32()
+	if v >= 1 {
+		q.rebalance = r.i32()
+	}
 }
 
 func (q *request) produce(r *reader, f bool, v int16) {

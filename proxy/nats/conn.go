@@ -38,7 +38,10 @@ type conn struct {
 	pending map[string][]*call // the replies awaited, by reply subject
 	npend   int
 	subs    map[string]string // the client's subscriptions: sid → subject
-	headers bool              // the client's CONNECT takes HMSG
+	// apiReplies are the reply subjects of the client's consumer API
+	// requests awaiting their answer (consumerAPI).
+	apiReplies map[string]bool
+	headers    bool // the client's CONNECT takes HMSG
 
 	opaque atomic.Bool // the connection turned to TLS
 	// ending: the client sent what the server refuses; fromServer passes
@@ -61,7 +64,7 @@ type call struct {
 
 func newConn(p *Proxy, id int, client net.Conn) *conn {
 	return &conn{Pair: listen.NewPair(client), p: p, id: id,
-		pending: map[string][]*call{}, subs: map[string]string{}, serverDone: make(chan struct{})}
+		pending: map[string][]*call{}, subs: map[string]string{}, apiReplies: map[string]bool{}, serverDone: make(chan struct{})}
 }
 
 func (c *conn) serve() {
@@ -193,6 +196,7 @@ func (c *conn) publish(m *msg, more bool) bool {
 		a = nil // the delay has passed: the operation goes on
 	}
 	seq := c.p.record(ev, m)
+	c.awaitConsumerReply(m)
 	k := c.expect(m, x, a, seq)
 	held := k != nil && k.strike != nil
 	if !c.send(m.raw, more && !held) {
@@ -385,6 +389,7 @@ func (c *conn) message(m *msg, more bool) bool {
 	x := crossing{subject: m.subject, fromServer: true}
 	ev := Event{Conn: c.id}
 	var a *Armed
+	c.consumerReply(m)
 	k := c.take(m.subject)
 	switch {
 	case k != nil:

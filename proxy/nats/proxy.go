@@ -88,6 +88,9 @@ type Proxy struct {
 	seq      atomic.Int64
 	others   atomic.Int64 // events of kinds the history does not read
 	unpaired atomic.Int64
+	// consumers are the JetStream consumers' configurations the server
+	// stated in its replies (Consumers).
+	consumers consumers
 
 	fault.Registry[*Armed, Event]
 }

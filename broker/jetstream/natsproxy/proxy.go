@@ -61,6 +61,8 @@ type proxy struct {
 	url string
 }
 
+var _ broker.Patient = (*proxy)(nil)
+
 func (x *proxy) URL() string     { return x.url }
 func (x *proxy) Address() string { return x.p.Addr() }
 func (x *proxy) Close()          { x.p.Close() }
@@ -82,7 +84,10 @@ var notJudged = map[string]string{
 // one JetStream dropped as a duplicate of its Nats-Msg-Id is no publish),
 // the deliveries ($JS.ACK-replied messages) and their acks: +ACK, and
 // +TERM (the consumer told JetStream never to redeliver it), each acking
-// the delivery its subject names. An entry's id is its stream sequence;
+// the delivery its subject names. A delivery of a consumer whose
+// ack_policy the server stated as none, in a reply that crossed the
+// proxy, is Acked as it is delivered; one of a consumer the proxy saw no
+// such reply of is judged by its acks alone. An entry's id is its stream sequence;
 // a delivery's group its consumer (the durable's name). The event id is
 // the header the stream: mapping names, else event-id, else Nats-Msg-Id;
 // the payload the header it names, else the data.
@@ -111,15 +116,54 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 			acked[a.AckSubject] = true
 		}
 	}
+	ackNone := x.ackNone()
 	for _, d := range dels {
-		if d.Dropped || d.StreamSeq == 0 {
-			continue // never reached the client, or not JetStream's
+		none := ackNone[[2]string{d.Stream, d.Consumer}]
+		if d.Dropped && !none || d.StreamSeq == 0 {
+			continue // never reached the client (JetStream delivers it again), or not JetStream's
 		}
-		w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: "MSG", EntryID: strconv.FormatUint(d.StreamSeq, 10), Dest: d.Subject, Group: d.Consumer,
-			EventID: eventID(d.Header, m.EventID), Payload: payload(d.Header, m.Payload, d.Data), Acked: acked[d.AckSubject], Pass: pass[d.At]})
+		w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: deliveryOp(d, none), EntryID: strconv.FormatUint(d.StreamSeq, 10), Dest: d.Subject, Group: d.Consumer,
+			EventID: eventID(d.Header, m.EventID), Payload: payload(d.Header, m.Payload, d.Data), Acked: acked[d.AckSubject] || none, Pass: pass[d.At]})
 	}
 	w.Dropped = x.p.Dropped()
 	return w
+}
+
+// ackNone are the consumers (stream, name) the server said take no acks
+// (AckNone): JetStream takes a message as acknowledged as it delivers it
+// (https://docs.nats.io/nats-concepts/jetstream/consumers#ackpolicy), so
+// it never comes again, even one a fault kept from the client.
+func (x *proxy) ackNone() map[[2]string]bool {
+	out := map[[2]string]bool{}
+	for _, c := range x.p.Consumers() {
+		if c.AckPolicy == "none" {
+			out[[2]string{c.Stream, c.Name}] = true
+		}
+	}
+	return out
+}
+
+func deliveryOp(d nproxy.Delivery, ackNone bool) string {
+	switch {
+	case ackNone && d.Dropped:
+		return "MSG (AckNone, kept from the client by the drill)"
+	case ackNone:
+		return "MSG (AckNone)"
+	}
+	return "MSG"
+}
+
+// Waits are the AckWaits the server stated for the consumers the
+// services created or looked up through the proxy: it delivers a message
+// again only once its AckWait ran out. An AckNone consumer has none.
+func (x *proxy) Waits() []broker.Wait {
+	var out []broker.Wait
+	for _, c := range x.p.Consumers() {
+		if c.AckPolicy != "none" && c.AckWait > 0 {
+			out = append(out, broker.Wait{What: fmt.Sprintf("JetStream consumer %s of stream %s: its AckWait (consumer %s reply)", c.Name, c.Stream, c.From), For: c.AckWait})
+		}
+	}
+	return out
 }
 
 // from says where the event id is looked for: the mapping's header first.

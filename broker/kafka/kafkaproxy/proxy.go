@@ -58,6 +58,29 @@ type proxy struct {
 	url string
 }
 
+var _ broker.Patient = (*proxy)(nil)
+
+// Waits are, per consumer group its services joined through the proxy,
+// the longest session and rebalance timeouts their JoinGroups announced:
+// the coordinator hands a silent member's partitions to another only once
+// its session timeout ran out, and waits up to the rebalance timeout for
+// the members to rejoin
+// (https://kafka.apache.org/documentation/#consumerconfigs_session.timeout.ms).
+func (x *proxy) Waits() []broker.Wait { return waitsOf(x.p.Groups()) }
+
+func waitsOf(groups []kproxy.Group) []broker.Wait {
+	var out []broker.Wait
+	for _, g := range groups {
+		if g.Session > 0 {
+			out = append(out, broker.Wait{What: fmt.Sprintf("consumer group %s's session timeout (JoinGroup)", g.Name), For: g.Session})
+		}
+		if g.Rebalance > 0 {
+			out = append(out, broker.Wait{What: fmt.Sprintf("consumer group %s's rebalance timeout (JoinGroup)", g.Name), For: g.Rebalance})
+		}
+	}
+	return out
+}
+
 func (x *proxy) URL() string     { return x.url }
 func (x *proxy) Address() string { return x.p.Addr() }
 func (x *proxy) Close()          { x.p.Close() }

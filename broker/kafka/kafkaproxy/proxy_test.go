@@ -1,6 +1,7 @@
 package kafkaproxy
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -46,5 +47,21 @@ func TestMarkShareAcked(t *testing.T) {
 		if out[i].Acked != w {
 			t.Errorf("delivery %d (offset %d at %v): acked %v, want %v", i, dels[i].Offset, dels[i].At, out[i].Acked, w)
 		}
+	}
+}
+
+// The Kafka proxy is Patient: each group's JoinGroup timeouts, as the
+// proxy kept them, are its Waits (a group that announced no rebalance
+// timeout, v0, has its session timeout alone).
+func TestWaitsAreTheJoinGroupTimeouts(t *testing.T) {
+	groups := []kproxy.Group{{Name: "g", Session: 45 * time.Second, Rebalance: time.Minute}, {Name: "old", Session: 10 * time.Second}}
+	got := waitsOf(groups)
+	want := []broker.Wait{
+		{What: "consumer group g's session timeout (JoinGroup)", For: 45 * time.Second},
+		{What: "consumer group g's rebalance timeout (JoinGroup)", For: time.Minute},
+		{What: "consumer group old's session timeout (JoinGroup)", For: 10 * time.Second},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("waits\n%v\nwant\n%v", got, want)
 	}
 }

@@ -71,8 +71,9 @@ var notJudged = map[string]string{
 // Copies): a delivery is Acked when a basic.ack settled it, or a
 // basic.nack or basic.reject without requeue (the broker drops or
 // dead-letters it: https://www.rabbitmq.com/docs/confirms#consumer-nacks-requeue),
-// outside a transaction or in a committed one. A delivery's group is its
-// queue. The event id is the header the stream: mapping names, else the
+// outside a transaction or in a committed one; a delivery to a consumer
+// or basic.get that asked for no acks is Acked as it is sent. A
+// delivery's group is its queue. The event id is the header the stream: mapping names, else the
 // message_id property; the payload the header it names, else the body.
 func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 	pubs, dels, acks := x.p.History()
@@ -99,14 +100,28 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 		}
 	}
 	for i, d := range dels {
-		if d.Dropped {
-			continue
+		if d.Dropped && !d.NoAck {
+			continue // the channel closed on it: the broker requeues it
 		}
-		w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: d.Method, Dest: d.Exchange, Group: d.Queue,
-			EventID: eventID(d.Properties, m.EventID), Payload: payload(d.Properties, m.Payload, d.Body), Acked: settled[i], Pass: pass[d.At]})
+		w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: deliveryOp(d), Dest: d.Exchange, Group: d.Queue,
+			EventID: eventID(d.Properties, m.EventID), Payload: payload(d.Properties, m.Payload, d.Body), Acked: settled[i] || d.NoAck, Pass: pass[d.At]})
 	}
 	w.Dropped = x.p.Dropped()
 	return w
+}
+
+// deliveryOp names a delivery's method, and says when its consumer took
+// no acks: RabbitMQ counts such a delivery acknowledged as it sends it
+// (https://www.rabbitmq.com/docs/confirms#acknowledgement-modes), so it
+// settled its copy then, even one a fault kept from the client.
+func deliveryOp(d aproxy.Delivery) string {
+	switch {
+	case d.NoAck && d.Dropped:
+		return d.Method + " (no-ack, kept from the client by the drill)"
+	case d.NoAck:
+		return d.Method + " (no-ack)"
+	}
+	return d.Method
 }
 
 // took reports whether the broker took p: confirmed, committed, or sent
