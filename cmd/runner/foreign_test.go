@@ -90,6 +90,11 @@ func TestForeignServicesVerdicts(t *testing.T) {
 		{goSys, goSc + "mark-fails-publishes-again.yaml", "double-publish", []string{"double_published"}},
 		{pySys, pySc + "commit-fails.yaml", "no-retry", []string{"stranded"}},
 		{pySys, pySc + "commit-fails.yaml", "ack-first", []string{"lost", "acked_without_effect"}},
+		// Progress: a consumer that stops making it fails, whatever the
+		// state it stopped in (each correct twin passes the same steps).
+		{pySys, pySc + "consumer-db-cut.yaml", "no-reconnect", []string{"stuck"}},
+		{pySys, pySc + "first-read-fails.yaml", "dead-thread", []string{"stuck"}},
+		{pySys, pySc + "poison-is-dead-lettered.yaml", "no-dead-letter", []string{"stuck"}},
 	}
 	python := pythonReady(t)
 	// The correct service's run of each system + scenario, once: the rows
@@ -129,6 +134,13 @@ func TestForeignServicesVerdicts(t *testing.T) {
 			for _, want := range r.want {
 				if !anyOf(named, strings.Split(want, "|")) {
 					t.Errorf("BUG=%s: the checker named %v, want %s\n%s", r.bug, named, want, out)
+				}
+			}
+			// A stuck verdict carries its witness: how long the consumer
+			// ran and what it last said.
+			for _, w := range []string{"ran for the whole settle", "its last lines: "} {
+				if slices.Contains(r.want, "stuck") && !strings.Contains(out, w) {
+					t.Errorf("BUG=%s: the stuck verdict lacks %q\n%s", r.bug, w, out)
 				}
 			}
 		})
