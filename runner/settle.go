@@ -487,7 +487,7 @@ func settleSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *rep
 	case len(groupsOf(s.Untaken)) > 0:
 		res.Settled += fmt.Sprintf(" (at the %s limit, with entries pending that no running consumer took again)", limit)
 	}
-	if s.Raised != "" {
+	if s.Raised != "" && s.Took > limit {
 		res.Settled += " (limit " + s.Raised + ")"
 	}
 	return &s

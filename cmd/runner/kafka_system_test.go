@@ -51,7 +51,7 @@ func TestNodeKafkaExample(t *testing.T) {
 		t.Fatalf("exit %d, want 1 (the commit-first consumer's undeclared violation, its wrong stream.lag):\n%s\n%s", code, out, errOut)
 	}
 	pass, fail := block(out, "--- PASS: your Kafka consumer's COMMIT fails"), block(out, "--- FAIL: anti-pattern: a Kafka consumer that commits its offset")
-	for _, want := range []string{"ok stream.lag: {}", "ok inbox.rows: 1", "history: no violation (acked_without_effect, double_applied, double_published, lost, phantom, projection_mismatch)",
+	for _, want := range []string{"ok stream.lag: {}", "ok inbox.rows: 1", "history: no violation (acked_without_effect, double_applied, double_published, lost, phantom, projection_mismatch, stuck)",
 		"history: not judged: stranded: on kafka: a Kafka consumer group holds no record", "| applied bus-1 (0/0)"} {
 		if !strings.Contains(pass, want) {
 			t.Errorf("the correct consumer: want %q in:\n%s", want, pass)
@@ -214,7 +214,7 @@ projection: "SELECT consumer_id, currency, amount, events FROM projection"
 		"kafka (kfake)": "history: not judged: stranded: on kafka: a Kafka consumer group holds no record",
 	} {
 		got := block(out, "--- PASS: told its names ["+label+"]")
-		for _, want := range []string{why, "history: no violation (acked_without_effect, double_applied, double_published, lost, phantom, projection_mismatch)"} {
+		for _, want := range []string{why, "history: no violation (acked_without_effect, double_applied, double_published, lost, phantom, projection_mismatch, stuck)"} {
 			if !strings.Contains(got, want) {
 				t.Errorf("%s: want %q in:\n%s", label, want, got)
 			}

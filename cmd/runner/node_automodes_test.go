@@ -84,5 +84,5 @@ func testAutoAck(t *testing.T, broker, declared, correctSystem, deliverOp, lostW
 		"FAIL "+undeclared+":", "lost: consumer accounting, event bus-1: committed", lostWhy,
 		"acked_without_effect: consumer accounting, event bus-1:", "via its broker proxy) "+deliverOp, "| bus-1: rolled back (40001")
 	check("the correct consumer", block(out, "--- PASS: correct: "), "ok inbox.rows: 1",
-		"history: no violation (acked_without_effect, double_applied, double_published, lost, phantom, projection_mismatch)")
+		"history: no violation (acked_without_effect, double_applied, double_published, lost, phantom, projection_mismatch, stuck)")
 }
