@@ -14,6 +14,12 @@ const group = process.env.GROUP;
 const me = `w${process.pid}`;
 const ackFirst = process.env.BUG === 'ack-first';
 const db = new Client({ connectionString: process.env.DATABASE_URL });
+// A broken database connection ends the process (pg's unhandled 'error'):
+// whoever supervises it starts the next, which connects again.
+// BUG=no-reconnect logs the error and goes on with the dead client: every
+// try of every event fails ("Client was closed and is not queryable") while
+// the process looks alive: stuck.
+if (process.env.BUG === 'no-reconnect') db.on('error', (err) => console.error('consumer: database:', err.message));
 const redis = new Redis(process.env.REDIS_URL, { maxRetriesPerRequest: 0 });
 
 async function handle(id, fields) {

@@ -29,6 +29,12 @@ const autoCommit = process.env.BUG === 'auto-commit';
 // restarted consumer joins once the killed one's session has run out.
 const sessionTimeout = Number(process.env.SESSION_TIMEOUT_MS || 6000);
 const db = new Client({ connectionString: process.env.DATABASE_URL });
+// A broken database connection ends the process (pg's unhandled 'error'):
+// whoever supervises it starts the next, which connects again.
+// BUG=no-reconnect logs the error and goes on with the dead client: every
+// try of every event fails ("Client was closed and is not queryable") while
+// the process looks alive: stuck.
+if (process.env.BUG === 'no-reconnect') db.on('error', (err) => console.error('consumer: database:', err.message));
 const kafka = new Kafka({ clientId: 'consumer', brokers: process.env.BROKERS.split(','), logLevel: logLevel.WARN });
 const consumer = kafka.consumer({ groupId: group, sessionTimeout, heartbeatInterval: sessionTimeout / 6 });
 

@@ -29,6 +29,12 @@ const ackFirst = process.env.BUG === 'ack-first';
 const autoAck = process.env.BUG === 'auto-ack';
 const ackWaitMs = Number(process.env.ACK_WAIT_MS || 2000);
 const db = new Client({ connectionString: process.env.DATABASE_URL });
+// A broken database connection ends the process (pg's unhandled 'error'):
+// whoever supervises it starts the next, which connects again.
+// BUG=no-reconnect logs the error and goes on with the dead client: every
+// try of every event fails ("Client was closed and is not queryable") while
+// the process looks alive: stuck.
+if (process.env.BUG === 'no-reconnect') db.on('error', (err) => console.error('consumer: database:', err.message));
 const sc = StringCodec();
 
 const apply = (eventId, payload) => inbox.apply(db, consumerId, eventId, payload);
