@@ -3,6 +3,7 @@ package runner
 import (
 	"cmp"
 	"context"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/internal/testservers"
+	"github.com/outboxdrill/runner/state"
 )
 
 // --keep hints name the tool of the scenario's own broker, and only that one.
@@ -96,5 +98,31 @@ func TestPsqlHintForEveryServerForm(t *testing.T) {
 		if got := psqlHint(url, "d"); got != want {
 			t.Errorf("%s:\n got %s\nwant %s", url, got, want)
 		}
+	}
+}
+
+// --keep's psql hints name the tables a team's system file maps, quoted
+// for SQL and for the shell; the reference's stay as they were.
+func TestKeepHintsNameTheTeamsTables(t *testing.T) {
+	out, in, proj := tableHints(state.Reference)
+	if got := out + in + proj; got != " -c 'TABLE outbox' -c 'TABLE inbox' -c 'TABLE projection'" {
+		t.Errorf("the reference's hints: %s", got)
+	}
+	team := state.Map{Team: true, OutboxTable: "billing.Payment_Outbox", InboxTable: "order",
+		Projection: "SELECT consumer_id, currency, amount, events FROM balances WHERE currency <> 'XTS'"}
+	out, in, proj = tableHints(team)
+	for _, c := range []struct{ arg, sql string }{
+		{out, `TABLE "billing"."Payment_Outbox"`},
+		{in, `TABLE "order"`},
+		{proj, team.Projection},
+	} {
+		// What the shell hands psql: the -c word as the shell reads it.
+		got, err := exec.Command("sh", "-c", `printf '%s' `+strings.TrimPrefix(c.arg, " -c ")).Output()
+		if err != nil || string(got) != c.sql {
+			t.Errorf("hint %s reads as %q (%v), want %q", c.arg, got, err, c.sql)
+		}
+	}
+	if strings.Contains(out+in+proj, "TABLE outbox") || strings.Contains(out+in+proj, "TABLE inbox") {
+		t.Errorf("a team's hints name the reference's tables: %s%s%s", out, in, proj)
 	}
 }

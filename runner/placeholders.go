@@ -92,3 +92,22 @@ func placeholderProblems(scs []*scenario.Scenario, brokers []string) error {
 	errs.Sort()
 	return &InvalidError{errs}
 }
+
+// CheckTriggers is validate's check of every broker fault against each
+// broker it is asked for: brokers (--broker), or, when those were not
+// given, the brokers a scenario's system file lists (else brokers). A
+// fault one of them does not take is an error naming that broker, in its
+// words; run would skip the scenario there (scenario.CheckTriggersOn).
+func CheckTriggers(scs []*scenario.Scenario, brokers []string, given bool) diag.Errors {
+	var errs diag.Errors
+	for _, sc := range scs {
+		on := brokers
+		if !given && sc.System != nil && len(sc.System.Brokers) > 0 {
+			on = sc.System.Brokers
+		}
+		for _, b := range on {
+			errs = append(errs, sc.CheckTriggersOn(b)...)
+		}
+	}
+	return errs
+}

@@ -79,14 +79,14 @@ func (w *World) checkSystems(ctx context.Context, scs []*scenario.Scenario, extr
 	return nil
 }
 
-// faultTables checks the table of every fault the scenario's start steps
-// arm against the catalog.
+// faultTables checks the table of every fault the scenario's steps arm
+// against the catalog.
 func faultTables(sc *scenario.Scenario, cat *system.Catalog) diag.Errors {
 	var errs diag.Errors
 	for _, c := range sc.Steps {
-		if f, pos, ok := steps.StartFault(c); ok {
-			if err := cat.CheckFault(f); err != nil {
-				errs = append(errs, diag.Errorf(pos, "on: %v", err))
+		for _, st := range steps.Triggers(c) {
+			if err := cat.CheckFault(st.Trigger); err != nil {
+				errs = append(errs, diag.Errorf(st.Pos, "on: %v", err))
 			}
 		}
 	}

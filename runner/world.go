@@ -24,6 +24,7 @@ import (
 	"github.com/outboxdrill/runner/proxy/listen"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/servers"
+	"github.com/outboxdrill/runner/state"
 	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/system"
 )
@@ -523,8 +524,13 @@ func (w *World) pool(ctx context.Context, srv int, db string) (*pgxpool.Pool, er
 // id of the scenario, the exact command.
 func (w *World) inspect(iso *isolation, b string, consumers ...string) []string {
 	psql := func(side int, db string) string { return psqlHint(w.pgURLs[iso.srv(side)], db) }
-	hints := []string{"producer DB: " + psql(producerSide, iso.producer) + " -c 'TABLE outbox'",
-		"consumer DB: " + psql(consumerSide, iso.consumer) + " -c 'TABLE inbox' -c 'TABLE projection'"}
+	m := state.Reference
+	if iso.env != nil {
+		m = iso.env.Mapping() // a team's tables, from its system file
+	}
+	out, in, proj := tableHints(m)
+	hints := []string{"producer DB: " + psql(producerSide, iso.producer) + out,
+		"consumer DB: " + psql(consumerSide, iso.consumer) + in + proj}
 	if conn, ok := w.brokerConns()[b]; ok {
 		for _, h := range conn.Hints(iso.streamKey) {
 			if !strings.Contains(h, consumerHole) || len(consumers) == 0 {
@@ -537,6 +543,29 @@ func (w *World) inspect(iso *isolation, b string, consumers ...string) []string 
 		}
 	}
 	return hints
+}
+
+// tableHints are psql's -c arguments that show the outbox, the inbox and
+// the read model of mapping m, each one shell word: the reference's
+// tables by name; a team's tables double-quoted as the runner's own
+// queries name them (schema.table split at its first dot: a name of any
+// case, or a keyword, reads right), and its projection as its own query.
+func tableHints(m state.Map) (outbox, inbox, projection string) {
+	c := func(sql string) string { return " -c " + shellQuote(sql) }
+	if !m.Team {
+		return c("TABLE outbox"), c("TABLE inbox"), c("TABLE projection")
+	}
+	return c("TABLE " + sqlName(m.OutboxTable)), c("TABLE " + sqlName(m.InboxTable)), c(m.Projection)
+}
+
+// sqlName is a mapped table name as SQL text (state's queries quote it
+// the same way).
+func sqlName(name string) string {
+	schema, table, dotted := strings.Cut(name, ".")
+	if !dotted {
+		return pgx.Identifier{name}.Sanitize()
+	}
+	return pgx.Identifier{schema, table}.Sanitize()
 }
 
 // psqlHint is the psql command that opens database db on the server of

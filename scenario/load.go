@@ -71,6 +71,9 @@ type Scenario struct {
 	// SystemOverridden is the file the scenario's system: key named when
 	// --system replaced it ("" otherwise).
 	SystemOverridden string
+	// systemFailed: the system: key named a file that did not load (its
+	// errors said so); checks that need the system are left out then.
+	systemFailed bool
 	// Settle bounds how long a team's system may take to settle after the
 	// last step before it is judged (settle: key); 0: the run's --settle.
 	Settle time.Duration

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/steps"
@@ -31,6 +30,7 @@ func init() {
 				p = filepath.Join(filepath.Dir(file), p)
 			}
 			sys, serrs, err := system.Load(h.ctx, p)
+			h.systemFailed = err != nil || len(serrs) > 0
 			if err != nil {
 				*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "system: %v", err))
 				return
@@ -94,42 +94,77 @@ func (sc *Scenario) UseSystem(sys *system.System) diag.Errors {
 		}
 		sc.System, sc.SystemPos = sys, diag.Pos{File: sys.File, Line: 1, Col: 1}
 	}
+	if sc.System == nil && sc.systemFailed {
+		return nil // its system file's own errors said what is wrong
+	}
 	return append(append(sc.checkServices(), sc.checkBrokerFaults()...), sc.CheckPlaceholders(nil)...)
 }
 
-// checkBrokerFaults: a broker fault of a start step must apply on one of
-// the brokers the system file says its services speak (brokers:), as that
+// checkBrokerFaults: a broker fault a step arms must apply on one of the
+// brokers the system file says its services speak (brokers:), as that
 // broker's proxy reads it. One written for another broker (XACK on a
 // RabbitMQ-only system) would only ever be skipped: nothing would be
-// drilled, so it is an error, with each broker's reason.
+// drilled, so it is an error, with each broker's reason in its own words.
+// Without brokers: (every broker), one no broker's proxy takes is.
 func (sc *Scenario) checkBrokerFaults() diag.Errors {
+	var errs diag.Errors
+	for _, st := range sc.brokerTriggers() {
+		if e := sc.appliesNowhere(st); e != nil {
+			errs = append(errs, e)
+		}
+	}
+	return errs
+}
+
+// appliesNowhere is checkBrokerFaults' problem with st, or nil.
+func (sc *Scenario) appliesNowhere(st steps.StepTrigger) *diag.Error {
 	if sc.System == nil || len(sc.System.Brokers) == 0 {
+		if st.Unsuited != nil {
+			return diag.Errorf(st.Pos, "on: %v", st.Unsuited)
+		}
+		return nil
+	}
+	var why []string
+	for _, b := range sc.System.Brokers {
+		err := system.CheckOn(st.Trigger, b)
+		if err == nil {
+			return nil
+		}
+		why = append(why, fmt.Sprintf("%s: %v", b, err))
+	}
+	return diag.Errorf(st.Pos, "%s applies on none of the brokers %s speaks (brokers: %s): %s",
+		st.Trigger.On(), sc.System.File, strings.Join(sc.System.Brokers, ", "), strings.Join(why, "; "))
+}
+
+// brokerTriggers are the broker faults the scenario's steps arm.
+func (sc *Scenario) brokerTriggers() []steps.StepTrigger {
+	var out []steps.StepTrigger
+	for _, c := range sc.Steps {
+		for _, st := range steps.Triggers(c) {
+			if st.Trigger.Link == fault.Broker {
+				out = append(out, st)
+			}
+		}
+	}
+	return out
+}
+
+// CheckTriggersOn checks every broker fault of the scenario against
+// broker b, as a run on b would arm it: one b's proxy does not take is an
+// error naming b, where run would skip the scenario there (validate
+// --broker). A system file that does not support b skips it anyway, and
+// a fault that applies nowhere is checkBrokerFaults' to say, once.
+func (sc *Scenario) CheckTriggersOn(b string) diag.Errors {
+	if sc.System != nil && sc.System.Unsupported(b) != "" {
 		return nil
 	}
 	var errs diag.Errors
-	for _, c := range sc.Steps {
-		t, pos, ok := steps.StartFault(c)
-		if !ok || t.Link != fault.Broker {
+	for _, st := range sc.brokerTriggers() {
+		if sc.appliesNowhere(st) != nil {
 			continue
 		}
-		var why []string
-		applies := false
-		for _, b := range sc.System.Brokers {
-			k, ok := broker.Lookup(b)
-			if !ok || k.Proxy == nil {
-				applies = true // judged when it runs
-				break
-			}
-			err := k.Proxy.Check(t)
-			if err == nil {
-				applies = true
-				break
-			}
-			why = append(why, fmt.Sprintf("%s: %v", b, err))
-		}
-		if !applies {
-			errs = append(errs, diag.Errorf(pos, "%s applies on none of the brokers %s speaks (brokers: %s): %s",
-				t.On(), sc.System.File, strings.Join(sc.System.Brokers, ", "), strings.Join(why, "; ")))
+		if err := system.CheckOn(st.Trigger, b); err != nil {
+			errs = append(errs, diag.Errorf(st.Pos, "%s does not apply on %s (a run there skips the scenario): %v", st.Trigger.On(), b, err))
 		}
 	}
 	return errs

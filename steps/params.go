@@ -139,7 +139,7 @@ func decodeWith(t reflect.Type, specs []Param, args []Arg, stepPos diag.Pos, w w
 	v := ptr.Elem()
 	setDefaults(t, v, specs)
 	var errs diag.Errors
-	seen := map[string]bool{}
+	seen, bad := map[string]bool{}, map[string]bool{} // bad: did not decode
 	names := make([]string, len(specs))
 	for i, p := range specs {
 		names[i] = p.Name
@@ -153,24 +153,54 @@ func decodeWith(t reflect.Type, specs []Param, args []Arg, stepPos diag.Pos, w w
 			errs = append(errs, diag.Errorf(a.KeyPos, "%s%s %q given twice", w.prefix, w.noun, a.Key))
 		default:
 			seen[a.Key] = true
+			before := len(errs)
 			if f := v.FieldByIndex(p.index); nested(f.Type()) {
 				errs = append(errs, setNested(f, p, a, stepPos.File)...)
 			} else if err := setField(f, p, a.Value); err != nil {
 				errs = append(errs, diag.Errorf(diag.NodePos(stepPos.File, a.Value), "%s%s: %v", w.prefix, a.Key, err))
 			}
+			bad[a.Key] = len(errs) > before
 		}
 	}
 	for _, p := range specs {
 		if p.Required && !seen[p.Name] {
 			errs = append(errs, diag.Errorf(stepPos, "%smissing %s %q: %s", w.prefix, w.noun, p.Name, p.Doc))
+			bad[p.Name] = true
 		}
 	}
-	if vd, ok := ptr.Interface().(interface{ Validate() error }); ok && len(errs) == 0 {
-		if err := vd.Validate(); err != nil {
-			errs = append(errs, diag.Errorf(validatePos(err, args, stepPos), "%s%v", w.prefix, err))
-		}
+	_, apart := ptr.Interface().(eachParam)
+	if vd, ok := ptr.Interface().(interface{ Validate() error }); ok && (len(errs) == 0 || apart) {
+		errs = append(errs, validated(vd.Validate(), len(errs) > 0, bad, args, stepPos, w)...)
 	}
 	return ptr.Interface(), errs
+}
+
+// eachParam is a parameter struct whose Validate checks parameters apart
+// (OwnParamErrorf): it runs even when another parameter did not decode.
+// Other Validates run only on a struct that decoded whole.
+type eachParam interface{ validatesEachParam() }
+
+// validated are the problems a Validate returned (each of a joined error
+// at its own parameter). After a decode error only those about one
+// parameter alone (OwnParamErrorf) stand, and not about that parameter:
+// the others may rest on a value that did not decode.
+func validated(err error, decodeFailed bool, bad map[string]bool, args []Arg, stepPos diag.Pos, w wording) diag.Errors {
+	if err == nil {
+		return nil
+	}
+	all := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		all = j.Unwrap()
+	}
+	var errs diag.Errors
+	for _, e := range all {
+		var pe *paramError
+		if decodeFailed && (!errors.As(e, &pe) || !pe.own || bad[pe.Param]) {
+			continue
+		}
+		errs = append(errs, diag.Errorf(validatePos(e, args, stepPos), "%s%v", w.prefix, e))
+	}
+	return errs
 }
 
 // setDefaults decodes each parameter's default tag into v, as user input.
@@ -242,17 +272,26 @@ func setNested(f reflect.Value, p Param, a Arg, file string) diag.Errors {
 }
 
 // paramError is a Validate error about one parameter: it is reported at
-// that parameter's key when the step names it, else at the step.
+// that parameter's key when the step names it, else at the step. own: it
+// rests on that parameter's value alone, so it is said even when another
+// parameter did not decode (validate reports every problem at once).
 type paramError struct {
 	Param string
 	Msg   string
+	own   bool
 }
 
 func (e *paramError) Error() string { return e.Msg }
 
-// ParamErrorf returns a paramError about param.
+// ParamErrorf returns a paramError about param. A Validate may return
+// several, joined (errors.Join).
 func ParamErrorf(param, format string, args ...any) error {
 	return &paramError{Param: param, Msg: fmt.Sprintf(format, args...)}
+}
+
+// OwnParamErrorf is ParamErrorf about a problem of param's value alone.
+func OwnParamErrorf(param, format string, args ...any) error {
+	return &paramError{Param: param, Msg: fmt.Sprintf(format, args...), own: true}
 }
 
 func validatePos(err error, args []Arg, stepPos diag.Pos) diag.Pos {

@@ -2,6 +2,7 @@ package steps
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"gopkg.in/yaml.v3"
@@ -33,22 +34,33 @@ type FaultParams struct {
 	// pass then ("fails until the bug is fixed").
 	Optional bool `param:"optional" doc:"a fault that need not strike: one that never fired does not fail the scenario (runner explore writes its findings so: a fixed service may take another path)"`
 
-	trigger fault.Trigger
+	trigger  fault.Trigger
+	unsuited *system.UnsuitedError // no broker's proxy takes the trigger as written
 }
 
 // Validate parses the fault once, into the trigger the proxy gets as it is.
+// on: and do: are read apart, so a mistake in each is said at once. An
+// operation no broker's proxy takes is kept, with why (unsuited): which
+// broker's words it should have been in is known only with the brokers
+// of the system file and of the run (scenario's checkBrokerFaults).
 func (f *FaultParams) Validate() error {
+	var errs []error
 	t, err := system.ParseTrigger(f.On)
+	if un := (*system.UnsuitedError)(nil); errors.As(err, &un) {
+		t, f.unsuited, err = un.Trigger, un, nil
+	}
 	if err != nil {
-		return ParamErrorf("on", "on: %v", err)
+		errs = append(errs, OwnParamErrorf("on", "on: %v", err))
 	}
 	if t.Action, err = system.ParseAction(f.Do); err != nil {
-		return ParamErrorf("do", "do: %v", err)
+		errs = append(errs, OwnParamErrorf("do", "do: %v", err))
 	}
 	t.Nth, t.Optional = int(f.Nth), f.Optional
 	f.trigger = t
-	return nil
+	return errors.Join(errs...)
 }
+
+func (*FaultParams) validatesEachParam() {}
 
 // ServiceParams name a service of the system file.
 type ServiceParams struct {
@@ -173,19 +185,55 @@ func (e *Env) services() (Services, error) {
 
 // StartFault is the fault a start step arms, and where its on: is written
 // (the step's own position when that cannot be told); ok is false for
-// any other step, and for a start without a fault.
+// a step that arms none.
 func StartFault(c *Call) (f fault.Trigger, pos diag.Pos, ok bool) {
 	p, isStart := c.Params.(*StartParams)
 	if !isStart || p.Fault == nil {
 		return fault.Trigger{}, diag.Pos{}, false
 	}
-	return p.Fault.trigger, onPos(c), true
+	return p.Fault.trigger, onPos(c, "fault"), true
 }
 
-// onPos is where the on: of a start step's fault map is.
-func onPos(c *Call) diag.Pos {
+// StepTrigger is one fault a step arms (start's fault, also and then, the
+// fault step's), where its on: is written, and why no broker's proxy
+// takes it as written (nil: one does).
+type StepTrigger struct {
+	Trigger  fault.Trigger
+	Pos      diag.Pos
+	Unsuited error
+}
+
+// Triggers are the faults step c arms, in the order it writes them.
+func Triggers(c *Call) []StepTrigger {
+	var out []StepTrigger
+	add := func(f *FaultParams, key string) {
+		if f != nil {
+			st := StepTrigger{Trigger: f.trigger, Pos: onPos(c, key)}
+			if f.unsuited != nil {
+				st.Unsuited = f.unsuited
+			}
+			out = append(out, st)
+		}
+	}
+	switch p := c.Params.(type) {
+	case *StartParams:
+		add(p.Fault, "fault")
+		add(p.Also, "also")
+		add(p.Then, "then")
+	case *FaultStepParams:
+		add(&p.FaultParams, "")
+	}
+	return out
+}
+
+// onPos is where the on: of the fault map under key is written (key "":
+// the step's own on:), else the key's or the step's own position.
+func onPos(c *Call, key string) diag.Pos {
 	for _, a := range c.Args {
-		if a.Key != "fault" {
+		if key == "" && a.Key == "on" {
+			return diag.NodePos(c.Pos.File, a.Value)
+		}
+		if a.Key != key {
 			continue
 		}
 		for i := 0; i+1 < len(a.Value.Content) && a.Value.Kind == yaml.MappingNode; i += 2 {

@@ -78,10 +78,71 @@ func commandFilter(t *fault.Trigger, filter string) error {
 	}
 	cmd, err := operation(op)
 	if err != nil {
-		return fmt.Errorf("%s.%s(%s): %w", t.Link, t.Boundary, op, err)
+		t.Filter.Command = op
+		return &UnsuitedError{*t, fmt.Errorf("%s.%s(%s): %w", t.Link, t.Boundary, op, err)}
 	}
 	t.Filter.Command = cmd
-	return suits(*t)
+	if err := suits(*t); err != nil {
+		return &UnsuitedError{*t, err}
+	}
+	return nil
+}
+
+// UnsuitedError is ParseTrigger's error for a trigger well formed but
+// taken by no broker's proxy as written (an operation none has, a filter
+// none applies). Trigger is it as read, for CheckOn to say why on the
+// brokers that matter, in their words.
+type UnsuitedError struct {
+	Trigger fault.Trigger
+	Err     error
+}
+
+func (e *UnsuitedError) Error() string { return e.Err.Error() }
+func (e *UnsuitedError) Unwrap() error { return e.Err }
+
+// CheckOn says why broker b's proxy does not take t (a broker trigger),
+// nil when it does or when b has no proxy (judged when it runs): a Redis
+// command Redis lacks, with the closest command; another broker's
+// operation it lacks, with the closest of its own.
+func CheckOn(t fault.Trigger, b string) error {
+	k, ok := broker.Lookup(b)
+	if !ok || k.Proxy == nil {
+		return nil
+	}
+	op := t.Filter.Command
+	if b == broker.Redis && !slices.Contains(neutralOps, op) {
+		err := knownCommand(strings.ToUpper(op))
+		if !command.MatchString(op) {
+			err = fmt.Errorf("no Redis command %s (want publish, deliver, ack or one such as XADD)", op)
+		}
+		if err != nil {
+			return fmt.Errorf("%w%s", err, othersOp(op, b))
+		}
+		t.Filter.Command = strings.ToUpper(op)
+	}
+	err := k.Proxy.Check(t)
+	if ops := k.Proxy.Operations(); err != nil && b != broker.Redis && !slices.Contains(ops, op) {
+		return fmt.Errorf("%w%s%s", err, diag.Suggest(op, ops), othersOp(op, b))
+	}
+	return err
+}
+
+// othersOp says which other brokers op is an operation of ("; Produce is
+// kafka's"), "" when none: a trigger written for another broker.
+func othersOp(op, b string) string {
+	var of []string
+	for _, k := range broker.Kinds() {
+		if k.Name == b || k.Proxy == nil {
+			continue
+		}
+		if slices.Contains(k.Proxy.Operations(), op) || k.Name == broker.Redis && command.MatchString(op) && knownCommand(strings.ToUpper(op)) == nil {
+			of = append(of, k.Name)
+		}
+	}
+	if len(of) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %s is an operation of %s", op, strings.Join(of, ", "))
 }
 
 // operation is op as the trigger carries it: neutral, a Redis command

@@ -45,3 +45,45 @@ func TestEventIDs(t *testing.T) {
 		t.Errorf("numeric: %v", err)
 	}
 }
+
+// A name that already is a value of the column's type is used as written,
+// in PostgreSQL's canonical form; every other name is mapped.
+func TestEventIDsKeepOwnValues(t *testing.T) {
+	uuid, _ := NewEventIDs("outbox.event_id", "uuid")
+	small, _ := NewEventIDs("outbox.event_id", "smallint")
+	big, _ := NewEventIDs("outbox.event_id", "bigint")
+	const own = "add84b1d-f0ae-4095-94d0-fd632fac70a4"
+	for _, c := range []struct {
+		ids        EventIDs
+		name, want string
+	}{
+		{uuid, own, own},
+		{uuid, "ADD84B1D-F0AE-4095-94D0-FD632FAC70A4", own},
+		{uuid, "{add84b1d-f0ae-4095-94d0-fd632fac70a4}", own},
+		{uuid, "add84b1df0ae409594d0fd632fac70a4", own},
+		{uuid, "add8-4b1d-f0ae-4095-94d0-fd63-2fac-70a4", own}, // a hyphen after any four digits, as PostgreSQL takes it
+		{uuid, "bus-1", "e932ed03-a1db-55cf-8f50-49f09012efe8"},
+		// Not quite a UUID: a name, mapped.
+		{uuid, "add84b1d-f0ae-4095-94d0-fd632fac70a", uuidV5(namespaceURL, "add84b1d-f0ae-4095-94d0-fd632fac70a")},
+		{uuid, "add84b1d-f0ae-4095-94d0-fd632fac70a4}", uuidV5(namespaceURL, "add84b1d-f0ae-4095-94d0-fd632fac70a4}")},
+		{uuid, "add84b1d--f0ae-4095-94d0-fd632fac70a4", uuidV5(namespaceURL, "add84b1d--f0ae-4095-94d0-fd632fac70a4")},
+		{uuid, "+dd84b1d-f0ae-4095-94d0-fd632fac70a4", uuidV5(namespaceURL, "+dd84b1d-f0ae-4095-94d0-fd632fac70a4")},
+		{big, "42", "42"}, {big, "0", "0"}, {big, "-7", "-7"}, {big, "+7", "7"}, {big, "007", "7"},
+		{big, "9223372036854775807", "9223372036854775807"},
+		{small, "-32768", "-32768"}, {small, "32767", "32767"},
+	} {
+		if got := c.ids.ID(c.name); got != c.want {
+			t.Errorf("%s id of %q: %s, want %s", c.ids.Type, c.name, got, c.want)
+		}
+	}
+	// Out of range, or not a plain decimal: names, mapped to 1..max.
+	for _, c := range []struct {
+		ids  EventIDs
+		name string
+	}{{small, "32768"}, {small, "-32769"}, {big, "9223372036854775808"}, {big, "1e3"}, {big, "0x10"}, {big, "1_000"}, {big, "--1"}, {big, " 5"}} {
+		got := c.ids.ID(c.name)
+		if got == c.name || got == "0" || strings.HasPrefix(got, "-") {
+			t.Errorf("%s id of %q: %s, want it mapped to a positive number", c.ids.Type, c.name, got)
+		}
+	}
+}

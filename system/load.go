@@ -2,6 +2,7 @@ package system
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -242,15 +243,20 @@ func fields(file string, kv diag.Pair, known, required []string, errs *diag.Erro
 		*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "%s: want a map with %s, got %s", kv.Key, strings.Join(known, ", "), diag.Describe(kv.Value)))
 		return out
 	}
+	misspelt := map[string]bool{} // a required key an unknown one is the typo of: one problem, said once
 	for _, f := range diag.Pairs(file, kv.Value, errs) {
 		if !slices.Contains(known, f.Key) {
-			*errs = append(*errs, diag.Errorf(f.KeyPos, "%s: unknown key %q%s; known: %s", kv.Key, f.Key, diag.Suggest(f.Key, known), strings.Join(known, ", ")))
+			hint := diag.Suggest(f.Key, known)
+			*errs = append(*errs, diag.Errorf(f.KeyPos, "%s: unknown key %q%s; known: %s", kv.Key, f.Key, hint, strings.Join(known, ", ")))
+			for _, k := range known {
+				misspelt[k] = misspelt[k] || hint == fmt.Sprintf(" (did you mean %q?)", k)
+			}
 			continue
 		}
 		out[f.Key] = f.Value
 	}
 	for _, r := range required {
-		if out[r] == nil && !hasKey(kv.Value, r) {
+		if out[r] == nil && !hasKey(kv.Value, r) && !misspelt[r] {
 			*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "%s: missing %s", kv.Key, r))
 		}
 	}

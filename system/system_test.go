@@ -2,6 +2,7 @@ package system
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -328,6 +329,33 @@ func TestVariants(t *testing.T) {
 		_, errs := Parse("f.yaml", []byte(c.src+rest))
 		if !strings.Contains(errs.Error(), c.want) {
 			t.Errorf("want %q in:\n%v", c.want, errs)
+		}
+	}
+}
+
+// A trigger no broker's proxy takes is an UnsuitedError carrying it as
+// read; CheckOn says why on one broker, in that broker's words.
+func TestCheckOn(t *testing.T) {
+	_, err := ParseTrigger("broker.reply(PUBLSH)")
+	var un *UnsuitedError
+	if !errors.As(err, &un) || un.Trigger.Filter.Command != "PUBLSH" || un.Trigger.Link != fault.Broker {
+		t.Fatalf("an operation no broker has: %v, want an UnsuitedError with the trigger", err)
+	}
+	for _, c := range []struct{ on, b, want string }{
+		{"broker.reply(PUBLSH)", "kafka", `unknown operation "PUBLSH" (want publish, deliver, ack or a Kafka API such as Produce) (did you mean "publish"?)`},
+		{"broker.reply(PUBLSH)", "redis", `no Redis command PUBLSH (did you mean "PUBLISH"?)`},
+		{"broker.reply(Produce)", "redis", "no Redis command PRODUCE; Produce is an operation of kafka"},
+		{"broker.reply(XADD)", "nats", "; XADD is an operation of redis"},
+		{"broker.request(basic.ack)", "rabbitmq", ""},
+		{"broker.reply(publish)", "kafka", ""},
+	} {
+		tr, err := ParseTrigger(c.on)
+		if errors.As(err, &un) {
+			tr = un.Trigger
+		}
+		got := CheckOn(tr, c.b)
+		if c.want == "" && got != nil || c.want != "" && (got == nil || !strings.HasSuffix(got.Error(), c.want)) {
+			t.Errorf("%s on %s: %v, want …%s", c.on, c.b, got, c.want)
 		}
 	}
 }

@@ -448,6 +448,23 @@ func connectTimeoutFlag(fs *flag.FlagSet, p *time.Duration, servers []runner.Ser
 // files are read under ctx: once it is cancelled nothing more is read,
 // and nothing is printed (the caller says interrupted: see loadFailed).
 func load(ctx context.Context, paths []string, stderr io.Writer) ([]*scenario.Scenario, bool) {
+	files, ok := scenarioFiles(paths, stderr)
+	if !ok {
+		return nil, false
+	}
+	scs, errs := scenario.LoadFilesContext(ctx, files)
+	if ctx.Err() != nil {
+		return nil, false
+	}
+	if len(errs) > 0 {
+		return nil, printErrors(errs, stderr)
+	}
+	return scs, true
+}
+
+// scenarioFiles are the scenario files at paths (the library without
+// any); none, or a path that cannot be read, is said on stderr: ok false.
+func scenarioFiles(paths []string, stderr io.Writer) ([]string, bool) {
 	if len(paths) == 0 {
 		paths = []string{defaultDir}
 	}
@@ -460,14 +477,7 @@ func load(ctx context.Context, paths []string, stderr io.Writer) ([]*scenario.Sc
 		fmt.Fprintf(stderr, "runner: no scenario files (*.yaml) in %s\n", safe.LongLine(strings.Join(paths, ", ")))
 		return nil, false
 	}
-	scs, errs := scenario.LoadFilesContext(ctx, files)
-	if ctx.Err() != nil {
-		return nil, false
-	}
-	if len(errs) > 0 {
-		return nil, printErrors(errs, stderr)
-	}
-	return scs, true
+	return files, true
 }
 
 // loadFailed is the exit code of a command whose files did not load:
@@ -489,19 +499,30 @@ func useSystem(ctx context.Context, scs []*scenario.Scenario, file string, stder
 // loadSystem is useSystem that also returns the --system file (nil
 // without one).
 func loadSystem(ctx context.Context, scs []*scenario.Scenario, file string, stderr io.Writer) (*system.System, bool) {
-	var sys *system.System
-	var errs diag.Errors
+	sys, errs, ok := systemProblems(ctx, scs, file, stderr)
+	if !ok {
+		return nil, false
+	}
+	return sys, len(errs) == 0 || printErrors(errs, stderr)
+}
+
+// systemProblems loads the --system file (nil without one), applies it to
+// every scenario and returns every problem of the file and of the
+// scenarios with it; ok is false when the file could not be read (said
+// on stderr) or ctx ended. A file with problems is applied to nothing:
+// each would only repeat them.
+func systemProblems(ctx context.Context, scs []*scenario.Scenario, file string, stderr io.Writer) (sys *system.System, errs diag.Errors, ok bool) {
 	if file != "" {
 		var err error
 		sys, errs, err = system.Load(ctx, file)
 		switch {
 		case ctx.Err() != nil:
-			return nil, false
+			return nil, nil, false
 		case err != nil:
 			fmt.Fprintf(stderr, "runner: --system: %s\n", safe.LongLine(err.Error()))
-			return nil, false
+			return nil, nil, false
 		case len(errs) > 0:
-			return nil, printErrors(errs, stderr)
+			return nil, errs, true
 		}
 	}
 	seen := map[string]bool{}
@@ -523,7 +544,7 @@ func loadSystem(ctx context.Context, scs []*scenario.Scenario, file string, stde
 		fmt.Fprintf(stderr, "runner: --system %s replaces the system: key of scenarios that name %s\n",
 			safe.Line(file), safe.Line(strings.Join(slices.Sorted(maps.Keys(overridden)), ", ")))
 	}
-	return sys, len(errs) == 0 || printErrors(errs, stderr)
+	return sys, errs, true
 }
 
 // printErrors prints load errors (at most maxErrors) and reports false.
@@ -765,7 +786,7 @@ func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	systemFile := fs.String("system", "", "the system `FILE` applies to every scenario, as with run; alone, validate checks that file")
 	offline := fs.Bool("offline", false, "load and check the files only: no mapping is checked against a database")
 	brokers := &listFlag{v: broker.Redis}
-	fs.Var(brokers, "broker", "check what the services are given on `"+runner.BrokerChoices()+"` (or a list), as run with that --broker would: a ${…} that means nothing there is an error")
+	fs.Var(brokers, "broker", "check what the services are given on `"+runner.BrokerChoices()+"` (or a list), as run with that --broker would: a ${…} that means nothing there is an error, as is a broker fault one of them does not take (without --broker, faults are checked on the system file's brokers:)")
 	paths, code, done := parseArgs(fs, args, stdout, stderr)
 	if done {
 		return code
@@ -778,23 +799,9 @@ func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if !*offline && !checkURLs(fs, stderr, pg) {
 		return exitInvalid
 	}
-	var scs []*scenario.Scenario
-	if len(paths) > 0 || *systemFile == "" {
-		var ok bool
-		if scs, ok = load(ctx, paths, stderr); !ok {
-			return loadFailed(ctx, stderr)
-		}
-	}
-	sys, ok := loadSystem(ctx, scs, *systemFile, stderr)
+	scs, sys, ok := validateFiles(ctx, paths, *systemFile, runOn, brokers.set, stderr)
 	if !ok {
 		return loadFailed(ctx, stderr)
-	}
-	// What run would refuse before running anything: a ${…} a service is
-	// given that names nothing on a broker of the run.
-	var invalid *runner.InvalidError
-	if err := runner.CheckPlaceholders(scs, sys, runOn); errors.As(err, &invalid) {
-		printErrors(invalid.Errs, stderr)
-		return exitInvalid
 	}
 	note := ""
 	if !*offline {
@@ -808,6 +815,64 @@ func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	fmt.Fprintf(stdout, "ok: %d scenario(s) valid%s\n", len(scs), note)
 	return exitOK
+}
+
+// validateFiles loads the scenarios at paths (none when only a system
+// file is given) and the system file, and checks them as run would on
+// the brokers runOn (triggers: on the system files' brokers unless
+// --broker was given): every problem of every file at once, each once,
+// rather than a round per stage. A problem that leaves nothing to check
+// (no scenario files, an unreadable --system) stops at once; ok false.
+func validateFiles(ctx context.Context, paths []string, systemFile string, runOn []string, given bool, stderr io.Writer) ([]*scenario.Scenario, *system.System, bool) {
+	var scs []*scenario.Scenario
+	var errs diag.Errors
+	if len(paths) > 0 || systemFile == "" {
+		files, ok := scenarioFiles(paths, stderr)
+		if !ok {
+			return nil, nil, false
+		}
+		scs, errs = scenario.LoadFilesContext(ctx, files)
+	}
+	if ctx.Err() != nil {
+		return nil, nil, false
+	}
+	sys, serrs, ok := systemProblems(ctx, scs, systemFile, stderr)
+	if !ok {
+		if ctx.Err() == nil && len(errs) > 0 {
+			printErrors(errs, stderr)
+		}
+		return nil, nil, false
+	}
+	errs = append(errs, serrs...)
+	if systemFile == "" || sys != nil { // a --system with problems is applied to nothing
+		// What run would refuse before running anything: a ${…} a service
+		// is given that names nothing on a broker of the run, a broker
+		// fault a broker of the run does not take.
+		var invalid *runner.InvalidError
+		if err := runner.CheckPlaceholders(scs, sys, runOn); errors.As(err, &invalid) {
+			errs = append(errs, invalid.Errs...)
+		}
+		errs = append(errs, runner.CheckTriggers(scs, runOn, given)...)
+	}
+	if errs = uniqueErrors(errs); len(errs) > 0 {
+		return nil, nil, printErrors(errs, stderr)
+	}
+	return scs, sys, true
+}
+
+// uniqueErrors are errs sorted, each problem once (the variants of a
+// matrix, the scenarios of one system file, repeat them).
+func uniqueErrors(errs diag.Errors) diag.Errors {
+	seen := map[string]bool{}
+	out := errs[:0]
+	for _, e := range errs {
+		if !seen[e.Error()] {
+			seen[e.Error()] = true
+			out = append(out, e)
+		}
+	}
+	out.Sort()
+	return out
 }
 
 // checkMappings checks the system files' mappings against their schema on

@@ -138,7 +138,8 @@ steps:
   - start: {service: idle, fault: {on: "broker.reply(XAD)", do: kill}}
 `)
 	code, _, errOut = cli(t, "validate", "--offline", "--system", sys, command)
-	if want := command + `:3:36: on: broker.reply(XAD): no Redis command XAD (did you mean "XADD"?)`; code != exitInvalid || !strings.Contains(errOut, want) {
+	// The fixture's brokers: [redis]: said in Redis's words, naming it.
+	if want := command + `:3:40: broker.reply(XAD) applies on none of the brokers ` + sys + ` speaks (brokers: redis): redis: no Redis command XAD (did you mean "XADD"?)`; code != exitInvalid || !strings.Contains(errOut, want) {
 		t.Errorf("a fault on XAD: exit %d, want 2 with\n%s\ngot:\n%s", code, want, errOut)
 	}
 }
