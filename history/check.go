@@ -29,7 +29,7 @@ func Check(ops []Op, st State, consumers []string, models map[string][]string) [
 	if st.Team != nil && st.Team.Progress == nil {
 		st.NotJudged[Stuck] = "settling did not say which services still ran at the end"
 	}
-	if st.Team == nil {
+	if st.Team == nil { // TeamOnly
 		st.Inapplicable[Stuck] = "the reference pipeline: no process runs on its own, each step does its work and returns, so nothing can stop making progress between the steps"
 	}
 	if !st.HasStream {

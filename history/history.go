@@ -7,6 +7,7 @@ package history
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -156,6 +157,16 @@ func InvariantNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// TeamOnly are the invariants only a team's running system can break:
+// the reference pipeline runs no process on its own between its steps.
+var TeamOnly = map[string]bool{Stuck: true}
+
+// ReferenceInvariants are the invariants judged on the reference
+// pipeline (every one but TeamOnly), sorted.
+func ReferenceInvariants() []string {
+	return slices.DeleteFunc(InvariantNames(), func(n string) bool { return TeamOnly[n] })
 }
 
 // Violation is one broken invariant with its witness.

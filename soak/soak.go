@@ -510,7 +510,7 @@ func (r *Report) Format() string {
 		r.History.Committed, r.History.StreamEntries, r.History.Applied, r.History.Pending)
 	fmt.Fprintf(&b, "  relay batch  median %s in the first tenth, %s in the last\n", r.RelayFirst.Round(10*time.Microsecond), r.RelayLast.Round(10*time.Microsecond))
 	if len(r.Violations) == 0 {
-		fmt.Fprintf(&b, "  verdict      OK: none of %s\n", strings.Join(history.InvariantNames(), ", "))
+		fmt.Fprintf(&b, "  verdict      OK: none of %s\n", strings.Join(history.ReferenceInvariants(), ", "))
 		return b.String()
 	}
 	fmt.Fprintf(&b, "  verdict      %d VIOLATION(S)\n", len(r.Violations))
