@@ -300,3 +300,45 @@ func TestAFullRecordJudgesNothingOfTheWire(t *testing.T) {
 		t.Errorf("other invariants: %v", got)
 	}
 }
+
+// patientProxy is a fakeProxy that announced timers on the wire.
+type patientProxy struct {
+	fakeProxy
+	waits []broker.Wait
+}
+
+func (p patientProxy) Waits() []broker.Wait { return p.waits }
+
+// The timers settling waits for: the longest of each kind over every
+// proxy of the run, a rebalance timeout left out (live members rejoin at
+// their next heartbeat; a dead member's partitions wait for its session).
+func TestWaitsAreTheLongestAnnouncedTimers(t *testing.T) {
+	r := New(Config{System: loadSystem(t)})
+	session, rebalance := "consumer group g's session timeout (JoinGroup)", "consumer group g's rebalance timeout (JoinGroup)"
+	r.logs = append(r.logs,
+		brokerLog{service: "a", start: 1, proxy: patientProxy{waits: []broker.Wait{{What: session, For: 6 * time.Second}, {What: rebalance, For: time.Minute}}}},
+		brokerLog{service: "a", start: 2, proxy: patientProxy{waits: []broker.Wait{{What: session, For: 10 * time.Second}}}},
+		brokerLog{service: "b", start: 3, proxy: fakeProxy{}})
+	got := r.Waits()
+	if len(got) != 1 || got[0].What != session || got[0].For != 10*time.Second {
+		t.Errorf("Waits() = %v, want only the longest session timeout", got)
+	}
+}
+
+// A consumer that published an event it was handed to another destination
+// moved it aside (its dead-letter stream); a publish to the scenario's own
+// destination, or of an event it was never handed, is not.
+func TestMovedAside(t *testing.T) {
+	r := New(Config{System: loadSystem(t), Vars: map[string]string{"destination": "orders", "group": "g", "consumer": "c"}})
+	t0 := time.Now()
+	w := broker.Wire{
+		Deliveries: []broker.WireMsg{{At: t0, Op: "XREADGROUP", EntryID: "1-0", EventID: "e1", Dest: "orders", Group: "g"}},
+		Publishes: []broker.WireMsg{{At: t0.Add(time.Millisecond), Op: "XADD", EventID: "e1", Dest: "orders:dead", Payload: "p"},
+			{At: t0.Add(time.Millisecond), Op: "XADD", EventID: "e2", Dest: "orders:dead"},
+			{At: t0.Add(time.Millisecond), Op: "XADD", EventID: "e1", Dest: "orders"}}}
+	r.logs = append(r.logs, brokerLog{service: "consumer", start: 2, proxy: fakeProxy{w}, svc: &service{name: "consumer"}})
+	got := r.MovedAside()
+	if len(got) != 1 || got["e1"].Payload != "p" || !strings.Contains(got["e1"].Op, "service consumer (start 2) moved it to orders:dead") {
+		t.Errorf("MovedAside() = %v, want e1 moved to orders:dead only", got)
+	}
+}
