@@ -154,12 +154,23 @@ func progressOf(run *sysrun.Run, s *settled, consumer string) *history.Progress 
 	for _, o := range run.Outputs() {
 		said[o.Service] = o // the latest process of each service
 	}
+	dbs := map[string][2]sysrun.DBState{}
+	for _, l := range s.Live {
+		dbs[l.Name] = l.DB
+	}
 	describe := func(name string) string {
+		var db []string
+		for i, d := range dbs[name] {
+			if d.Used {
+				db = append(db, []string{"producer_db", "consumer_db"}[i]+": "+d.String())
+			}
+		}
 		o, ok := said[name]
 		if !ok {
-			return "service " + name
+			return fmt.Sprintf("service %s (%s)", name, strings.Join(db, "; "))
 		}
-		return fmt.Sprintf("service %s (pid %d, started at %s, %s; its last lines: %s)", name, o.PID, o.Start, o.Ended, lastLines(o.Text, 3))
+		parts := append([]string{fmt.Sprintf("pid %d, started at %s, %s", o.PID, o.Start, o.Ended)}, db...)
+		return fmt.Sprintf("service %s (%s; its last lines: %s)", name, strings.Join(parts, "; "), lastLines(o.Text, 3))
 	}
 	for c, names := range consumersOf(s.Live, consumer) {
 		for _, n := range names {

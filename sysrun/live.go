@@ -1,6 +1,7 @@
 package sysrun
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -37,6 +38,26 @@ type Live struct {
 	// holds a transaction open now: it is mid-work, whatever the tables
 	// show yet.
 	InTx []string
+	// DB is, per database (producer_db, consumer_db; zero where it does
+	// not use it), its connections open now and the errors the server
+	// answered it with: a stuck verdict's witness.
+	DB [2]DBState
+}
+
+// DBState is a service's link to one database, as its proxy saw it.
+type DBState struct {
+	Used   bool
+	Open   int
+	Errors []string // "23514 new row … ×6", the most frequent first
+}
+
+// String is "2 connection(s) open; the server answered: …".
+func (d DBState) String() string {
+	s := fmt.Sprintf("%d connection(s) open", d.Open)
+	if len(d.Errors) > 0 {
+		s += "; the server answered " + strings.Join(d.Errors, ", ")
+	}
+	return s
 }
 
 // Live lists the services still running, by name.
@@ -76,6 +97,9 @@ func (r *Run) Live() []Live {
 		for i, p := range s.pg {
 			if p != nil && p.OpenTransactions() > 0 {
 				l.InTx = append(l.InTx, []string{"producer_db", "consumer_db"}[i])
+			}
+			if p != nil && p.Connections() > 0 {
+				l.DB[i] = DBState{Used: true, Open: p.OpenConnections(), Errors: p.Errors()}
 			}
 		}
 		out = append(out, l)

@@ -138,7 +138,7 @@ func TestForeignServicesVerdicts(t *testing.T) {
 			}
 			// A stuck verdict carries its witness: how long the consumer
 			// ran and what it last said.
-			for _, w := range []string{"ran for the whole settle", "its last lines: "} {
+			for _, w := range []string{"ran for the whole settle", "its last lines: ", "consumer_db: "} {
 				if slices.Contains(r.want, "stuck") && !strings.Contains(out, w) {
 					t.Errorf("BUG=%s: the stuck verdict lacks %q\n%s", r.bug, w, out)
 				}

@@ -37,6 +37,7 @@ type Proxy struct {
 	live     sync.Map       // id → *conn, while open: OpenTransactions reads their status
 	shared   atomic.Bool    // ShareSlots: the cap is shared
 	budget   *listen.Budget // large client messages in flight, all connections
+	errs     errorTally     // the server's errors to the clients, for a witness
 
 	fault.Registry[*Armed, Event]
 }

@@ -436,6 +436,9 @@ func (c *conn) ownReply(r *reply, msg pgproto3.BackendMessage, held **reply) boo
 // clientReply forwards one message of a client's reply, striking at the
 // COMMIT's CommandComplete when the reply is armed.
 func (c *conn) clientReply(r *reply, msg pgproto3.BackendMessage) bool {
+	if e, ok := msg.(*pgproto3.ErrorResponse); ok {
+		c.p.errs.add(e.Code, e.Message)
+	}
 	if cc, ok := msg.(*pgproto3.CommandComplete); ok && r.commit != nil {
 		a := r.commit
 		r.commit = nil

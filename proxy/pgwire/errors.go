@@ -1,0 +1,75 @@
+package pgwire
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// A stuck consumer's witness says what its database answered it while it
+// made no progress ("23514 new row … violates check constraint … ×6"):
+// the proxy keeps a tally of the server's ErrorResponses to its clients,
+// bounded in what a hostile client can make it hold.
+
+// Tally bounds: distinct (SQLSTATE, message) pairs kept, and the bytes of a
+// message kept of each; what comes after is counted, not kept.
+const (
+	maxErrorKinds   = 16
+	maxErrorMessage = 200
+)
+
+type errorKey struct{ code, msg string }
+
+// errorTally counts the server's errors by kind, in first-seen order.
+type errorTally struct {
+	mu     sync.Mutex
+	counts map[errorKey]int
+	order  []errorKey
+	other  int // errors of kinds past maxErrorKinds
+}
+
+func (t *errorTally) add(code, msg string) {
+	if len(msg) > maxErrorMessage {
+		msg = msg[:maxErrorMessage] + "…"
+	}
+	k := errorKey{code, msg}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.counts == nil {
+		t.counts = map[errorKey]int{}
+	}
+	if _, seen := t.counts[k]; !seen && len(t.order) >= maxErrorKinds {
+		t.other++
+		return
+	}
+	if t.counts[k] == 0 {
+		t.order = append(t.order, k)
+	}
+	t.counts[k]++
+}
+
+// Errors are the errors the server answered the proxy's clients with, the
+// most frequent first: "23514 new row … ×6". The drill's own injected
+// errors are not among them: they never came from the server.
+func (p *Proxy) Errors() []string {
+	t := &p.errs
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	keys := append([]errorKey(nil), t.order...)
+	sort.SliceStable(keys, func(i, j int) bool { return t.counts[keys[i]] > t.counts[keys[j]] })
+	out := make([]string, 0, len(keys)+1)
+	for _, k := range keys {
+		out = append(out, fmt.Sprintf("%s %s ×%d", k.code, k.msg, t.counts[k]))
+	}
+	if t.other > 0 {
+		out = append(out, fmt.Sprintf("%d more of other kinds", t.other))
+	}
+	return out
+}
+
+// OpenConnections is how many of its clients' connections are open now.
+func (p *Proxy) OpenConnections() int {
+	n := 0
+	p.live.Range(func(_, _ any) bool { n++; return true })
+	return n
+}
