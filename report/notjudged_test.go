@@ -112,3 +112,42 @@ func TestMarkdownEscapesMarkup(t *testing.T) {
 		t.Errorf("Markdown lacks the escaped name %q:\n%s", want, md.String())
 	}
 }
+
+// One answer per invariant: an invariant judged for all but some parts is
+// neither in "no violation" nor "not judged" as a whole, its parts are
+// listed with why; one this kind of run can never judge is said under -v
+// only, and in the JSON, never as a gap of the scenario.
+func TestOneAnswerPerInvariant(t *testing.T) {
+	r := &report.Result{Scenario: &scenario.Scenario{Name: "team", File: "a.yaml"}, Broker: "redis",
+		NotJudged:    map[string]string{"stranded (entry 1-0 of accounting)": "still pending, idle 300ms"},
+		Inapplicable: map[string]string{history.Unbalanced: "a team's system: books not mapped"}}
+	judged := strings.Join(r.Judged(), ",")
+	if strings.Contains(judged, "stranded") || strings.Contains(judged, "unbalanced") || !strings.Contains(judged, "stuck") {
+		t.Errorf("Judged() = %s: want neither the part-judged stranded nor the never-judged unbalanced, stuck judged", judged)
+	}
+	if got := r.JudgedInPart(); len(got) != 1 || got["stranded"] != 1 {
+		t.Errorf("JudgedInPart() = %v, want stranded: 1", got)
+	}
+	verbose := string(report.FormatResult(r, true))
+	for _, want := range []string{"history: stranded judged but for 1 part(s), each not judged below",
+		"history: not judged: stranded (entry 1-0 of accounting): still pending, idle 300ms",
+		"history: never judged on this kind of run: unbalanced: a team's system: books not mapped"} {
+		if !strings.Contains(verbose, want) {
+			t.Errorf("-v lacks %q:\n%s", want, verbose)
+		}
+	}
+	if quiet := string(report.FormatResult(r, false)); strings.Contains(quiet, "unbalanced") || !strings.Contains(quiet, "not judged: stranded (entry 1-0 of accounting)") {
+		t.Errorf("without -v: want the part not judged, and nothing of unbalanced:\n%s", quiet)
+	}
+	var js bytes.Buffer
+	if err := report.WriteJSON(&js, &report.Report{Brokers: []string{"redis"}, Results: []*report.Result{r}}); err != nil {
+		t.Fatal(err)
+	}
+	var doc report.JSONReport
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if s := doc.Scenarios[0]; s.JudgedInPart["stranded"] != 1 || s.Inapplicable[history.Unbalanced] == "" || strings.Contains(strings.Join(s.Judged, ","), "stranded") {
+		t.Errorf("JSON: judged %v, in part %v, inapplicable %v", s.Judged, s.JudgedInPart, s.Inapplicable)
+	}
+}
