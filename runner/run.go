@@ -163,6 +163,9 @@ func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*report.R
 				}
 				next.settle(i)
 				res, err := guarded(func() (*report.Result, error) { return runScenario(ctx, p, w, jobs[i]) })
+				if crash := w.brokerCrash(jobs[i].broker); crash != nil {
+					err = crash // what the scenario saw of it (a broker gone) is its consequence
+				}
 				next.done(i)
 				if res != nil && res.CutOff && !res.Passed() {
 					interruptedWhileRunning(res, jobs[i].sc)

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -167,6 +168,28 @@ func (w *World) Labels() map[string]string {
 		out[b] = l
 	}
 	return out
+}
+
+// brokerCrash is an *InternalError when broker b's server is the runner's
+// own and died of a panic (kfake, in a process of its own, panicked on a
+// request it could not parse): the run names it, "kafka (kfake) crashed:
+// panic: …", and the CLI writes its stack to the panic file and exits 4,
+// as for a panic of the runner's own. nil otherwise.
+func (w *World) brokerCrash(b string) error {
+	conn, ok := w.brokerConns()[b]
+	if !ok {
+		return nil
+	}
+	srv, _ := conn.Server()
+	c, ok := srv.(interface{ Crashed() *servers.Crash })
+	if !ok {
+		return nil
+	}
+	cr := c.Crashed()
+	if cr == nil {
+		return nil
+	}
+	return &InternalError{Value: fmt.Sprintf("%s crashed: %s", cmp.Or(w.Labels()[b], b), cr.What), Stack: []byte(cr.Stack)}
 }
 
 // brokerURL is broker b's URL, given or the runner's own server's.

@@ -34,6 +34,7 @@ type Kafka struct {
 	clusterID string // so a probe knows the server on the port is ours
 
 	lifecycle[int]
+	crashWatch // a panic of the kfake process: Crashed
 }
 
 // KfakeClusterPrefix begins the cluster id of every kfake StartKafka runs:
@@ -84,7 +85,8 @@ func (k *Kafka) launch(ctx context.Context, port int) (*child, error) {
 		return nil, fmt.Errorf("kfake runs as this program re-executed: %w", err)
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	return launchSpec{
+	offset := logSize(k.logPath)
+	c, err := launchSpec{
 		name: "kfake", logPath: k.logPath,
 		command: func(out io.Writer) *exec.Cmd {
 			cmd := newCmd(self, nil, k.Dir, out, nil)
@@ -93,6 +95,23 @@ func (k *Kafka) launch(ctx context.Context, port int) (*child, error) {
 		},
 		probe: func(ctx context.Context, _ *child) error { return probeKafka(ctx, addr, k.clusterID) },
 	}.run(ctx, (*child).kill)
+	if err == nil {
+		// kfake runs in a process of its own: a panic in it (a request it
+		// cannot parse) ends that process, not the runner's, and would be
+		// seen only as a broker gone. Its log says why.
+		go k.watch(c, k.running, k.logPath, offset)
+	}
+	return c, err
+}
+
+// running reports whether c is the server's process now: a kill, halt or
+// stop takes it out first (lifecycle.take), so its end is no crash.
+// launchOn records it just after launch returns, long before a client's
+// request can crash it (the probe is the first).
+func (k *Kafka) running(c *child) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.proc == c
 }
 
 // probeKafka succeeds once the server at addr answers a metadata request

@@ -27,6 +27,7 @@ import (
 // RabbitMQ node's boot, a ready timeout), and the serial ones before them
 // are short.
 func TestMain(m *testing.M) {
+	ServeKfakeChild() // this binary re-executed as kfake (TestKfakePanicIsACrash)
 	testutil.DefaultParallel(4)
 	os.Exit(m.Run())
 }

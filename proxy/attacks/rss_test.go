@@ -3,6 +3,7 @@ package attacks
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -21,8 +22,10 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/outboxdrill/runner/internal/testservers"
+	"github.com/outboxdrill/runner/proxy/kafka"
 	"github.com/outboxdrill/runner/proxy/pgwire"
 	"github.com/outboxdrill/runner/proxy/resp"
+	"github.com/outboxdrill/runner/servers"
 )
 
 func TestMain(m *testing.M) { testservers.Main(m) }
@@ -51,6 +54,13 @@ func TestChildProxy(t *testing.T) {
 		addr = p.Addr()
 	case "pg":
 		p, err := pgwire.Listen(upstream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		addr = p.Addr()
+	case "kafka":
+		p, err := kafka.Listen(upstream)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,6 +286,20 @@ func attacks(pgUser string) []attack {
 	}
 }
 
+// kfake is the Kafka attacks' upstream: the runner's own kfake, in a
+// process of its own (the figures are the proxy's process).
+var kfake *servers.Kafka
+
+func ownKfake(t *testing.T) string {
+	k, err := servers.StartKafka(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Discard(context.Background()) })
+	kfake = k
+	return k.Addr()
+}
+
 // TestAttackRSS runs each attack on a fresh proxy process and reports its
 // memory: go test ./proxy/attacks -run TestAttackRSS -v with
 // OUTBOXDRILL_ATTACK_RSS=1 (and OUTBOXDRILL_ATTACK_RSS_ONLY=text for the
@@ -295,9 +319,16 @@ func TestAttackRSS(t *testing.T) {
 	}
 	upstream := map[string]string{"pg": pu.Host, "resp": ru.Host}
 	var table []string
-	for _, a := range attacks(pu.User.Username()) {
+	for _, a := range append(attacks(pu.User.Username()), kafkaAttacks()...) {
 		if only := os.Getenv(rssEnv + "_ONLY"); only != "" && !strings.Contains(a.name, only) {
 			continue
+		}
+		if a.kind == "kafka" && upstream["kafka"] == "" {
+			upstream["kafka"] = ownKfake(t)
+		}
+		kfakePID := 0
+		if a.kind == "kafka" {
+			kfakePID = kfake.PID()
 		}
 		ch := startChild(t, a.kind, upstream[a.kind])
 		rss0, _, _ := ch.status()
@@ -362,6 +393,11 @@ func TestAttackRSS(t *testing.T) {
 			as = append(as, fmt.Sprintf("%d× %s", v, k))
 		}
 		slices.Sort(as)
+		if kfakePID != 0 && kfake.PID() != kfakePID {
+			crash += " (kfake died)"
+		} else if kfakePID != 0 && kfake.Crashed() != nil {
+			crash += " (kfake crashed: " + kfake.Crashed().What + ")"
+		}
 		row := fmt.Sprintf("%-42s | RSS %6d kB → %8d kB, peak %8d kB, virtual %9d kB | %s | %s", a.name, rss0, rss, hwm, size, map[bool]string{true: "alive", false: crash}[crash == ""], strings.Join(as, "; "))
 		t.Log(row)
 		table = append(table, row)

@@ -13,6 +13,8 @@ const (
 	errNotEnoughReplicas       = 19
 	errDuplicateSequence       = 46
 	errFetchSessionNotFound    = 70
+	errMessageTooLarge         = 10
+	errUnsupportedVersion      = 35
 )
 
 // readBody reads what the history keeps of a response into ev, and
@@ -122,7 +124,7 @@ func (c *conn) readFetch(r *kmsg.FetchResponse, ev *Event, committed bool) {
 // none below the offset it fetched from, no control record, and with
 // read_committed none of an aborted transaction.
 func (c *conn) readFetched(ev *Event, topic string, p *kmsg.FetchResponseTopicPartition, committed bool) {
-	batches, err := parseBatches(p.RecordBatches, topic, p.Partition)
+	batches, err := parseBatchesSpending(p.RecordBatches, topic, p.Partition, c.spent())
 	if err != nil && ev.Unread == "" {
 		ev.Unread = fmt.Sprintf("%s[%d]: %v", topic, p.Partition, err)
 	}
@@ -175,7 +177,7 @@ func (c *conn) readShareFetch(r *kmsg.ShareFetchResponse, ev *Event) {
 			if p.ErrorCode != 0 {
 				continue
 			}
-			batches, err := parseBatches(p.Records, topic, p.Partition)
+			batches, err := parseBatchesSpending(p.Records, topic, p.Partition, c.spent())
 			if err != nil && ev.Unread == "" {
 				ev.Unread = fmt.Sprintf("%s[%d]: %v", topic, p.Partition, err)
 			}
@@ -231,13 +233,24 @@ func errorResponse(q *request) kmsg.Response {
 
 // produceError fails every partition of a Produce with NOT_ENOUGH_REPLICAS:
 // the broker wrote nothing.
-func produceError(q *request, r *kmsg.ProduceResponse) {
+func produceError(q *request, r *kmsg.ProduceResponse) { produceErrors(q, r, errNotEnoughReplicas) }
+
+// produceErrorCode is a Produce's response failing every partition with
+// code.
+func produceErrorCode(q *request, code int16) kmsg.Response {
+	r := kmsg.NewPtrProduceResponse()
+	r.SetVersion(q.version)
+	produceErrors(q, r, code)
+	return r
+}
+
+func produceErrors(q *request, r *kmsg.ProduceResponse, code int16) {
 	for _, t := range q.topics {
 		rt := kmsg.NewProduceResponseTopic()
 		rt.Topic, rt.TopicID = t.name, t.id
 		for _, p := range t.parts {
 			rp := kmsg.NewProduceResponseTopicPartition()
-			rp.Partition, rp.ErrorCode, rp.BaseOffset = p.partition, errNotEnoughReplicas, -1
+			rp.Partition, rp.ErrorCode, rp.BaseOffset = p.partition, code, -1
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		r.Topics = append(r.Topics, rt)

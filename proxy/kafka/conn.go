@@ -3,10 +3,13 @@ package kafka
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"sync"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/proxy/listen"
@@ -29,6 +32,13 @@ type conn struct {
 	// fetchAt is the offset this connection last fetched each partition
 	// from: a fetch session's request names only what changed.
 	fetchAt map[topicPartition]int64
+
+	acct  *listen.ConnAccount // what this connection holds, on its proxy's account
+	clock *listen.Clock       // its handshake, idle and message deadlines
+	txns  map[*txn]bool       // the open transactions it keeps (p.mu)
+	// rspend is what the response being read may build (fromServer only;
+	// nil: a message's cap alone).
+	rspend *spend
 }
 
 type topicPartition struct {
@@ -45,15 +55,17 @@ type call struct {
 	// event (recorded with the response) says it struck there.
 	delayed  string
 	answered chan struct{}
+	tab      *listen.Tab // the request's bytes and what was built of them: given back once answered
 }
 
 func newConn(p *Proxy, id int, upstream string, client net.Conn) *conn {
-	c := &conn{Pair: listen.NewPair(client), p: p, id: id, upstream: upstream, fetchAt: map[topicPartition]int64{}}
-	c.Hold = p.budget.Hold()
-	return c
+	return &conn{Pair: listen.NewPair(client), p: p, id: id, upstream: upstream, fetchAt: map[topicPartition]int64{},
+		acct: p.acct.Conn(), clock: listen.NewClock(client, p.limits), txns: map[*txn]bool{}}
 }
 
 func (c *conn) serve() {
+	defer c.acct.Close() // last: every byte the connection held is gone with it
+	defer c.p.closeTxns(c)
 	defer c.Close()
 	server, err := c.Dial(c.upstream)
 	if err != nil {
@@ -73,33 +85,101 @@ func (c *conn) fromClient() {
 		}
 		if b, err := rd.Peek(1); err == nil && b[0] == 0x16 {
 			c.p.failAll(&fault.Unclassifiable{Reason: "a connection turned to TLS: the proxy can only relay it blindly"})
+			c.clock.Stop() // what is owed can no longer be told
 			_, _ = c.toServer.ReadFrom(rd)
 			c.toServer.Flush()
 			return
 		}
-		msg, err := readMessage(rd, MaxMessage, c.Hold)
+		tab := c.acct.Tab()
+		msg, err := readMessage(rd, MaxMessage, tab, c.acct, c.clock.Begin)
 		if err == io.EOF {
 			c.HalfClose(c.toServer.Flush) // the client is done: its answers still come
 			return
 		}
 		if err != nil {
-			return // the broker closes a connection over its cap too
+			return // the broker closes a connection over its cap too; a deadline passed
 		}
+		c.clock.Await(true)
 		q, err := parseRequest(msg)
-		if err != nil || !c.request(q, msg, rd.Buffered() > 0) {
+		if err != nil || !c.request(q, msg, tab, rd.Buffered() > 0) {
 			return
 		}
 	}
 }
 
+// refusal says why the proxy will not forward a request ("" for none):
+// an API it does not know, more entries than it reads, more than its
+// account holds of what the request names or builds. A Produce's records
+// are read here, before it goes on: what they inflate to is taken as it
+// inflates, so a Produce that builds past the caps is refused before the
+// broker sees it.
+func (c *conn) refusal(q *request, tab *listen.Tab) error {
+	if q.over != "" {
+		return errors.New(q.over)
+	}
+	if !tab.Take(int64(q.entries) * entryCost) {
+		return c.acct.Over(fmt.Sprintf("the %d entries of a %s", q.entries, name(q.key)), int64(q.entries)*entryCost)
+	}
+	if q.key != keyProduce || q.unread != "" {
+		return nil
+	}
+	s := newSpend(tab, c.acct)
+	for i := range q.topics {
+		t := &q.topics[i]
+		for j := range t.parts {
+			if err := t.parts[j].parse(t.name, s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// entryCost is what one entry a request names costs as the proxy keeps
+// it (a topic's or a partition's struct, its slot).
+const entryCost = 128
+
+// refuse answers a request the proxy will not forward, after the answers
+// to what came before: a Produce with MESSAGE_TOO_LARGE on every partition
+// (what the broker says of a request over its caps), an ApiVersions of an
+// unknown version with UNSUPPORTED_VERSION (as the broker does); any other
+// closes the connection, as the broker closes one whose request it cannot
+// read. The event names the refusal.
+func (c *conn) refuse(q *request, why error) bool {
+	ev := Event{Conn: c.id, Broker: c.upstream, API: name(q.key), Version: q.version, Kind: kindOf(q.key),
+		TransactionalID: q.txnID, Unread: "refused by the proxy: " + why.Error(), Dropped: true}
+	c.p.record(ev)
+	var answer kmsg.Response
+	switch {
+	case q.key == keyProduce && q.over == "" && q.acks != 0:
+		answer = produceErrorCode(q, errMessageTooLarge)
+	case q.key == keyApiVersions && q.over != "":
+		answer = unsupportedVersion()
+		q.version = 0 // a client reads the answer as v0
+	default:
+		return false // acks=0 too: the broker closes the connection, the only way it can tell
+	}
+	if !c.drain() || c.toServer.Flush() != nil {
+		return false
+	}
+	return c.Write(encodeResponse(q, answer), true)
+}
+
 // request applies what the triggers say about a request and forwards it.
-func (c *conn) request(q *request, msg []byte, more bool) bool {
-	x := c.p.resolve(q)
+// The request's tab is given back once its bytes are gone: at once if it
+// is not forwarded or gets no response, else once its response is handled.
+func (c *conn) request(q *request, msg []byte, tab *listen.Tab, more bool) bool {
+	if err := c.refusal(q, tab); err != nil {
+		defer tab.Done()
+		return c.refuse(q, err)
+	}
+	x := c.p.resolveFor(q, c)
 	c.noteFetch(q)
 	a := c.p.strikeOn(x)
 	delayed := ""
 	if a != nil && (a.Trigger.Boundary == Request || a.Do == fault.Error) {
 		if a.Do != fault.Delay {
+			defer tab.Done()
 			return c.strikeRequest(a, q)
 		}
 		if !c.drain() || c.toServer.Flush() != nil || !a.Hold(c.Done, c.Close, func() bool { return true }) {
@@ -110,6 +190,7 @@ func (c *conn) request(q *request, msg []byte, more bool) bool {
 	c.p.groups.join(q) // it goes on to the broker
 	if q.key == keyProduce && q.acks == 0 {
 		// No response comes: the history has the request alone.
+		defer tab.Done()
 		if a != nil {
 			a.Finish(&fault.Unclassifiable{Reason: "a Produce with acks=0: the broker answers nothing to hold"})
 		}
@@ -117,11 +198,17 @@ func (c *conn) request(q *request, msg []byte, more bool) bool {
 		_, err := c.toServer.Write(msg)
 		return err == nil
 	}
-	k := &call{q: q, x: x, strike: a, delayed: delayed, answered: make(chan struct{})}
+	return c.forward(q, x, a, delayed, msg, tab, more)
+}
+
+// forward sends a request that gets a response, queued as a call.
+func (c *conn) forward(q *request, x crossing, a *Armed, delayed string, msg []byte, tab *listen.Tab, more bool) bool {
+	k := &call{q: q, x: x, strike: a, delayed: delayed, answered: make(chan struct{}), tab: tab}
 	c.mu.Lock()
 	c.inflight = append(c.inflight, k)
 	c.last = k
 	c.mu.Unlock()
+	c.clock.Owe()
 	if _, err := c.toServer.Write(msg); err != nil {
 		return false
 	}
@@ -192,8 +279,15 @@ func (c *conn) noteFetch(q *request) {
 	defer c.mu.Unlock()
 	for _, t := range q.topics {
 		for _, p := range t.parts {
-			if len(c.fetchAt) < MaxEntries || c.fetchAt[topicPartition{t.name, p.partition}] != 0 {
-				c.fetchAt[topicPartition{t.name, p.partition}] = p.offset
+			tp := topicPartition{t.name, p.partition}
+			if _, ok := c.fetchAt[tp]; ok {
+				c.fetchAt[tp] = p.offset
+				continue
+			}
+			// A new partition is kept on the connection's account (its
+			// name may be 32 KiB), for as long as the connection lives.
+			if len(c.fetchAt) < MaxEntries && c.acct.Take(int64(64+len(t.name))) {
+				c.fetchAt[tp] = p.offset
 			}
 		}
 	}
@@ -206,7 +300,10 @@ func (c *conn) fromServer() {
 		if rd.Buffered() == 0 && !c.Write(nil, true) { // before waiting for more, what was sent goes out
 			return
 		}
-		msg, err := readMessage(rd, MaxMessage, nil) // the broker's: no budget
+		// The broker's answer is held on the client's account too: the
+		// client asked for it (a Fetch of 64 MB).
+		tab := c.acct.Tab()
+		msg, err := readMessage(rd, MaxMessage, tab, c.acct, nil)
 		if err != nil || len(msg) < 8 {
 			return
 		}
@@ -216,7 +313,13 @@ func (c *conn) fromServer() {
 			// and nothing more can be attributed. The connection closes.
 			return
 		}
-		if !c.response(k, msg, rd.Buffered() > 0) {
+		c.rspend = newSpend(tab, c.acct)
+		ok := c.response(k, msg, rd.Buffered() > 0)
+		c.rspend = nil
+		tab.Done()
+		k.tab.Done()
+		c.clock.Paid()
+		if !ok {
 			return
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,9 +86,9 @@ func TestCountsAllocateNothing(t *testing.T) {
 	}
 }
 
-// A request over MaxEntries partitions is forwarded unread; a trigger that
-// filters its topic cannot tell, and says so.
-func TestEntriesOverTheCapAreUnread(t *testing.T) {
+// A request over MaxEntries topics and partitions is refused unread: its
+// connection closes, the broker never sees it, and the refusal is named.
+func TestEntriesOverTheCapAreRefused(t *testing.T) {
 	req := kmsg.NewPtrProduceRequest()
 	req.Version, req.Acks = 8, 1
 	rt := kmsg.NewProduceRequestTopic()
@@ -98,18 +99,40 @@ func TestEntriesOverTheCapAreUnread(t *testing.T) {
 		rt.Partitions = append(rt.Partitions, rp)
 	}
 	req.Topics = append(req.Topics, rt)
-	q, err := parseRequest(frame(keyProduce, 8, 1, req.AppendTo(nil)))
-	if err != nil || q.unread == "" {
-		t.Fatalf("read: %v %q", err, q.unread)
+	up := newFakeBroker(t)
+	p := up.proxy(t, DefaultLimits())
+	c := dialProxy(t, p)
+	c.Write(frame(keyProduce, 8, 1, req.AppendTo(nil)))
+	if got := testutil.ReadToClose(t, c); got != "" {
+		t.Errorf("got %q; want the connection closed", got)
 	}
-	p := &Proxy{topicIDs: map[[16]byte]string{}, txns: map[string]*txn{}}
-	a, _ := p.Arm(Trigger{Boundary: Request, Op: OpPublish, Topic: "t", Action: fault.Action{Do: fault.Cut}})
-	if p.strikeOn(p.resolve(q)) != nil {
-		t.Fatal("struck on a request it could not read")
+	if n := up.received(); n != 0 {
+		t.Errorf("the broker got %d bytes; want none", n)
 	}
-	var u *fault.Unclassifiable
-	if !errors.As(a.Err(), &u) {
-		t.Errorf("err=%v; want unclassifiable", a.Err())
+	if ev := refusedEvent(p); !strings.Contains(ev, "names over 65536") {
+		t.Errorf("the refusal is not named: %q", ev)
+	}
+}
+
+// M4: a Fetch naming millions of empty topics (each costs its struct,
+// none a partition) is refused at the cap, having built a bounded amount
+// (a 20 MiB one built 786 MB when topics were not counted).
+func TestTopicsCountAsEntries(t *testing.T) {
+	body := binary.BigEndian.AppendUint32(nil, 0xffffffff) // replica id
+	body = append(body, 0, 0, 0, 0, 0, 0, 0, 1)            // max wait, min bytes
+	const topics = 3 << 20
+	body = binary.BigEndian.AppendUint32(body, topics)
+	for range topics {
+		body = append(body, 0, 1, 'x', 0, 0, 0, 0) // a topic "x" of no partitions
+	}
+	msg := frame(keyFetch, 2, 1, body)
+	var q *request
+	n := testutil.Allocated(func() { q, _ = parseRequest(msg) })
+	if q == nil || q.over == "" {
+		t.Fatalf("a Fetch of %d topics was not refused", topics)
+	}
+	if n > 32<<20 {
+		t.Errorf("reading a %d MB Fetch built %d MB; want under 32", len(msg)>>20, n>>20)
 	}
 }
 

@@ -60,28 +60,30 @@ type Proxy struct {
 	groups    groups          // the timeouts JoinGroups announced
 
 	conns, seq, others atomic.Int64
-	budget             *listen.Budget // large client messages in flight, all connections
+	limits             listen.Limits
+	acct               *listen.Account // every byte the connections hold, all of them
 
 	fault.Registry[*Armed, Event]
 }
 
-// txn is what the proxy knows of an open transaction, for EndTxn's
-// filters.
-type txn struct {
-	group  string
-	topics map[string]bool
-}
-
 // Listen starts a proxy to the bootstrap broker upstream ("host:port") on
-// 127.0.0.1; a listener for each other broker starts as a response names
-// it.
-func Listen(upstream string) (*Proxy, error) {
-	p := &Proxy{seed: upstream, listeners: map[string]*listen.Listener{}, topicIDs: map[[16]byte]string{}, txns: map[string]*txn{}, budget: listen.NewMessageBudget()}
+// 127.0.0.1, with DefaultLimits; a listener for each other broker starts
+// as a response names it.
+func Listen(upstream string) (*Proxy, error) { return ListenLimits(upstream, DefaultLimits()) }
+
+// ListenLimits is Listen with the limits given (a test lowers them).
+func ListenLimits(upstream string, lim listen.Limits) (*Proxy, error) {
+	p := &Proxy{seed: upstream, listeners: map[string]*listen.Listener{}, topicIDs: map[[16]byte]string{}, txns: map[string]*txn{},
+		limits: lim, acct: listen.NewAccount(lim.ConnBytes, lim.TotalBytes)}
 	if _, err := p.listenerFor(upstream); err != nil {
 		return nil, fmt.Errorf("kafka proxy: %w", err)
 	}
 	return p, nil
 }
+
+// Held is what the proxy's connections hold now, in bytes, as its account
+// counts them.
+func (p *Proxy) Held() int64 { return p.acct.Used() }
 
 // refuse leaves a client over the proxy's connection cap as a broker over
 // its max.connections leaves one: the connection closes, without a word
@@ -200,7 +202,11 @@ func (p *Proxy) failAll(err error) {
 
 // resolve names the topics a request names by id, and returns it as the
 // triggers see it. It also keeps what a transaction touched, for EndTxn.
-func (p *Proxy) resolve(q *request) crossing {
+func (p *Proxy) resolve(q *request) crossing { return p.resolveFor(q, nil) }
+
+// resolveFor is resolve for a request of connection c (nil: none, whose
+// transactions are not capped per connection).
+func (p *Proxy) resolveFor(q *request, c *conn) crossing {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	x := crossing{key: q.key, group: q.group, groupKnown: namesGroup[q.key] && q.key != keyEndTxn, unread: q.unread}
@@ -215,24 +221,27 @@ func (p *Proxy) resolve(q *request) crossing {
 	}
 	x.accepts = q.key == keyShareFetch && q.accepts()
 	if q.txnID != "" {
-		p.noteTxn(q, &x)
+		p.noteTxn(q, c, &x)
 	}
 	return x
 }
 
 // noteTxn keeps the group and topics of a transaction (p.mu held) and
-// gives an EndTxn its transaction's.
-func (p *Proxy) noteTxn(q *request, x *crossing) {
-	t := p.txns[q.txnID]
+// gives an EndTxn its transaction's. A transaction the caps left
+// untracked gives its EndTxn a reason a filtering trigger cannot tell.
+func (p *Proxy) noteTxn(q *request, c *conn, x *crossing) {
+	t, why := p.txnFor(q, c)
 	if t == nil {
-		t = &txn{topics: map[string]bool{}}
-		p.txns[q.txnID] = t
+		if t = p.txns[q.txnID]; t == nil {
+			if q.key == keyEndTxn && x.unread == "" {
+				x.unread = fmt.Sprintf("the transaction %q was not tracked: %s", q.txnID, why)
+			}
+			return
+		}
 	}
 	switch q.key {
 	case keyProduce:
-		for _, n := range x.topics {
-			t.topics[n] = true
-		}
+		t.addTopics(x.topics)
 	case keyAddOffsetsToTxn, keyTxnOffsetCommit:
 		t.group = q.group
 	case keyEndTxn:
@@ -240,7 +249,10 @@ func (p *Proxy) noteTxn(q *request, x *crossing) {
 		for n := range t.topics {
 			x.topics = append(x.topics, n)
 		}
-		delete(p.txns, q.txnID)
+		if t.untracked != "" && x.unread == "" {
+			x.unread = t.untracked
+		}
+		p.dropTxn(t)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
@@ -13,13 +14,57 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outboxdrill/runner/proxy/listen"
 )
 
-// MaxDecompressed bounds what one compressed record batch may decompress
-// to: a batch is at most the broker's message.max.bytes (1 MB by default)
-// compressed, and a batch that inflates past the proxy's message cap is a
-// bomb, not a batch.
+// MaxDecompressed bounds what the proxy builds of one message's record
+// batches: their inflated bytes and the records decoded from them, all
+// batches together (a request may carry any number of batches: a cap per
+// batch let one 957 KB Produce of gzip batches inflate to 1.3 GB). A
+// batch is at most the broker's message.max.bytes (1 MB by default)
+// compressed; a message that builds past the proxy's message cap is a
+// bomb, not a message.
 const MaxDecompressed = MaxMessage
+
+// recordCost is what a decoded record costs beyond its bytes (its struct
+// and its slot in a slice); headerCost the same for a header.
+const recordCost, headerCost = 160, 64
+
+// spend is what reading one message's batches may still build: left
+// bytes of the message's cap, each also taken from its connection's tab
+// (nil tab: only the message's cap), so that the proxy's account holds
+// every byte as it inflates.
+type spend struct {
+	tab  *listen.Tab
+	acct *listen.ConnAccount // for the error's figures
+	left int64
+}
+
+func newSpend(tab *listen.Tab, acct *listen.ConnAccount) *spend {
+	return &spend{tab: tab, acct: acct, left: MaxDecompressed}
+}
+
+// take takes n bytes for what is being built: errInflated past the
+// message's cap, a *listen.OverError past the account's.
+func (s *spend) take(n int64) error {
+	if n > s.left {
+		s.left = 0
+		return errInflated
+	}
+	if !s.tab.Take(n) {
+		return s.acct.Over("inflated record batches", n)
+	}
+	s.left -= n
+	return nil
+}
+
+// overCap reports whether an error is a cap reached (the message is
+// refused), not a malformed batch (which only leaves the history unread).
+func overCap(err error) bool {
+	var over *listen.OverError
+	return errors.Is(err, errInflated) || errors.As(err, &over)
+}
 
 // Record is one record of a batch, as a producer sent it or a consumer got
 // it.
@@ -68,6 +113,11 @@ var errMagic = errors.New("a record batch of a message format older than v2 (mag
 // Kafka 4 reads no other). A batch cut short at the end (a fetch's last,
 // partial batch) is skipped, as a client skips it.
 func parseBatches(b []byte, topic string, partition int32) ([]batch, error) {
+	return parseBatchesSpending(b, topic, partition, newSpend(nil, nil))
+}
+
+// parseBatchesSpending is parseBatches taking what it builds from s.
+func parseBatchesSpending(b []byte, topic string, partition int32, s *spend) ([]batch, error) {
 	var out []batch
 	for len(b) >= 17 {
 		size := int64(int32(binary.BigEndian.Uint32(b[8:12])))
@@ -84,7 +134,7 @@ func parseBatches(b []byte, topic string, partition int32) ([]batch, error) {
 		if err := kb.ReadFrom(b[:12+size]); err != nil {
 			return out, err
 		}
-		bt, err := readBatch(&kb, topic, partition)
+		bt, err := readBatch(&kb, topic, partition, s)
 		if err != nil {
 			return out, err
 		}
@@ -94,11 +144,14 @@ func parseBatches(b []byte, topic string, partition int32) ([]batch, error) {
 	return out, nil
 }
 
-// readBatch decompresses a batch and reads its records.
-func readBatch(kb *kmsg.RecordBatch, topic string, partition int32) (batch, error) {
+// readBatch decompresses a batch and reads its records. Each record's
+// bytes are copied out of the batch: a kept record must not pin the whole
+// message (or inflated buffer) it came in, which the history's bound does
+// not count.
+func readBatch(kb *kmsg.RecordBatch, topic string, partition int32, s *spend) (batch, error) {
 	bt := batch{baseOffset: kb.FirstOffset, producerID: kb.ProducerID,
 		transactional: kb.Attributes&0x10 != 0, control: kb.Attributes&0x20 != 0}
-	raw, err := decompress(kb.Records, int8(kb.Attributes&0x07))
+	raw, err := decompress(kb.Records, int8(kb.Attributes&0x07), s)
 	if err != nil {
 		return bt, err
 	}
@@ -112,19 +165,44 @@ func readBatch(kb *kmsg.RecordBatch, topic string, partition int32) (batch, erro
 			return bt, err
 		}
 		raw = raw[n+int(length):]
-		rec := Record{Topic: topic, Partition: partition, Offset: kb.FirstOffset + int64(kr.OffsetDelta), Key: kr.Key, Value: kr.Value,
-			Timestamp: time.UnixMilli(kb.FirstTimestamp + kr.TimestampDelta64), ProducerID: kb.ProducerID, Transactional: bt.transactional}
-		for _, h := range kr.Headers {
-			rec.Headers = append(rec.Headers, RecordHeader{Key: h.Key, Value: h.Value})
+		rec, err := copyRecord(&kr, kb, topic, partition, s)
+		if err != nil {
+			return bt, err
 		}
+		rec.Transactional = bt.transactional
 		bt.records = append(bt.records, rec)
 	}
 	return bt, nil
 }
 
+// copyRecord is a decoded record in memory of its own, taken from s.
+func copyRecord(kr *kmsg.Record, kb *kmsg.RecordBatch, topic string, partition int32, s *spend) (Record, error) {
+	size := len(kr.Key) + len(kr.Value)
+	for _, h := range kr.Headers {
+		size += len(h.Key) + len(h.Value)
+	}
+	if err := s.take(int64(recordCost + headerCost*len(kr.Headers) + size)); err != nil {
+		return Record{}, err
+	}
+	buf := make([]byte, 0, size)
+	keep := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		buf = append(buf, b...)
+		return buf[len(buf)-len(b) : len(buf) : len(buf)]
+	}
+	rec := Record{Topic: topic, Partition: partition, Offset: kb.FirstOffset + int64(kr.OffsetDelta), Key: keep(kr.Key), Value: keep(kr.Value),
+		Timestamp: time.UnixMilli(kb.FirstTimestamp + kr.TimestampDelta64), ProducerID: kb.ProducerID}
+	for _, h := range kr.Headers {
+		rec.Headers = append(rec.Headers, RecordHeader{Key: h.Key, Value: keep(h.Value)})
+	}
+	return rec, nil
+}
+
 // decompress inflates a batch's records by its codec (0 none, 1 gzip, 2
-// snappy, 3 lz4, 4 zstd), never past MaxDecompressed.
-func decompress(src []byte, codec int8) ([]byte, error) {
+// snappy, 3 lz4, 4 zstd), taking every byte it inflates from s.
+func decompress(src []byte, codec int8, s *spend) ([]byte, error) {
 	switch codec {
 	case 0:
 		return src, nil
@@ -133,35 +211,56 @@ func decompress(src []byte, codec int8) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		return readBounded(zr)
+		return readBounded(zr, s)
 	case 2:
-		return unsnappy(src)
+		return unsnappy(src, s)
 	case 3:
-		return readBounded(lz4.NewReader(bytes.NewReader(src)))
+		return readBounded(lz4.NewReader(bytes.NewReader(src)), s)
 	case 4:
 		zr, err := zstd.NewReader(bytes.NewReader(src), zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
-			zstd.WithDecoderMaxMemory(MaxDecompressed))
+			zstd.WithDecoderMaxMemory(uint64(min(s.left, MaxDecompressed))+1))
 		if err != nil {
 			return nil, err
 		}
 		defer zr.Close()
-		return readBounded(zr)
+		return readBounded(zr, s)
 	}
 	return nil, fmt.Errorf("a record batch of unknown compression codec %d", codec)
 }
 
-var errInflated = fmt.Errorf("a record batch that decompresses past the proxy's cap of %d bytes", MaxDecompressed)
+var errInflated = fmt.Errorf("record batches that decompress past the proxy's cap of %d bytes for one message", MaxDecompressed)
 
-func readBounded(r io.Reader) ([]byte, error) {
-	var out bytes.Buffer
-	n, err := out.ReadFrom(io.LimitReader(r, MaxDecompressed+1))
-	if err != nil {
-		return nil, err
+// readBounded reads r whole, taking each growth of its buffer from s
+// before it is made (so the account holds the buffer, slack included).
+// Growth doubles up to growStep, then goes by growStep: a bomb stops at
+// the cap having cost at most the cap.
+func readBounded(r io.Reader, s *spend) ([]byte, error) {
+	const growStep = 8 << 20
+	var out []byte
+	for {
+		if len(out) == cap(out) {
+			grow := int(min(int64(max(cap(out), 32<<10)), growStep, s.left))
+			if grow == 0 {
+				var probe [1]byte // at the cap: one more byte is over it
+				if n, _ := io.ReadFull(r, probe[:]); n > 0 {
+					return nil, errInflated
+				}
+				return out, nil
+			}
+			if err := s.take(int64(grow)); err != nil {
+				return nil, err
+			}
+			out = slices.Grow(out, grow)
+		}
+		n, err := r.Read(out[len(out):cap(out)])
+		out = out[:len(out)+n]
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	if n > MaxDecompressed {
-		return nil, errInflated
-	}
-	return out.Bytes(), nil
 }
 
 // xerial is the framing Java's snappy stream writes: a header, then blocks
@@ -170,9 +269,9 @@ var xerial = []byte{130, 83, 78, 65, 80, 80, 89, 0}
 
 // unsnappy decodes a raw snappy block or xerial-framed blocks, checking
 // each block's claimed length before it is allocated.
-func unsnappy(src []byte) ([]byte, error) {
+func unsnappy(src []byte, s *spend) ([]byte, error) {
 	if len(src) <= 16 || !bytes.HasPrefix(src, xerial) {
-		return unsnappyBlock(nil, src)
+		return unsnappyBlock(nil, src, s)
 	}
 	var out []byte
 	for rem := src[16:]; len(rem) > 0; {
@@ -184,7 +283,7 @@ func unsnappy(src []byte) ([]byte, error) {
 			return nil, errors.New("malformed xerial framing")
 		}
 		var err error
-		if out, err = unsnappyBlock(out, rem[4:4+size]); err != nil {
+		if out, err = unsnappyBlock(out, rem[4:4+size], s); err != nil {
 			return nil, err
 		}
 		rem = rem[4+size:]
@@ -192,13 +291,14 @@ func unsnappy(src []byte) ([]byte, error) {
 	return out, nil
 }
 
-func unsnappyBlock(dst, block []byte) ([]byte, error) {
+func unsnappyBlock(dst, block []byte, s *spend) ([]byte, error) {
 	n, err := s2.DecodedLen(block)
 	if err != nil {
 		return nil, err
 	}
-	if len(dst)+n > MaxDecompressed {
-		return nil, errInflated
+	// The block and the copy appended to dst are both built here.
+	if err := s.take(2 * int64(n)); err != nil {
+		return nil, err
 	}
 	b, err := s2.Decode(nil, block)
 	return append(dst, b...), err

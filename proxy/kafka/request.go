@@ -1,6 +1,10 @@
 package kafka
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
 
 // API keys the proxy reads.
 const (
@@ -45,6 +49,9 @@ type request struct {
 	// unread says why the body was not read: "" when it was, or its API
 	// is none the proxy reads.
 	unread string
+	// over says why the proxy refuses the request unread: it names more
+	// entries than MaxEntries, or an API or version kmsg does not know.
+	over string
 }
 
 type topic struct {
@@ -55,9 +62,14 @@ type topic struct {
 
 type part struct {
 	partition int32
-	records   []byte     // Produce: the record batches
-	offset    int64      // Fetch: the fetch offset; OffsetCommit, TxnOffsetCommit: the committed offset
-	acks      []ackBatch // ShareFetch, ShareAcknowledge
+	records   []byte // Produce: the record batches
+	// Produce: the records decoded from them (numbered as their batches
+	// number them), once parsed; bad says what could not be read.
+	recs   []Record
+	parsed bool
+	bad    string
+	offset int64      // Fetch: the fetch offset; OffsetCommit, TxnOffsetCommit: the committed offset
+	acks   []ackBatch // ShareFetch, ShareAcknowledge
 }
 
 // ackBatch is a share group's acknowledgement of a range of offsets: one
@@ -76,6 +88,9 @@ func parseRequest(msg []byte) (*request, error) {
 		return nil, err
 	}
 	q := &request{header: h, acks: -1}
+	if q.over = unknownAPI(h.key, h.version); q.over != "" {
+		return q, nil // never read, never forwarded: the broker may not know it either
+	}
 	r := &reader{b: h.body}
 	f, v := h.flexible, h.version
 	switch h.key {
@@ -105,18 +120,36 @@ func parseRequest(msg []byte) (*request, error) {
 		q.share(r, v)
 	}
 	switch {
+	case q.entries > MaxEntries:
+		q.over = fmt.Sprintf("this %s names over %d topics, partitions and acknowledgement batches, the proxy's cap for one request", name(h.key), MaxEntries)
 	case r.bad:
 		q.unread = fmt.Sprintf("the proxy could not read this %s v%d", name(h.key), v)
-	case q.entries > MaxEntries:
-		q.unread = fmt.Sprintf("this %s names over %d partitions, the proxy's cap", name(h.key), MaxEntries)
 	}
 	return q, nil
+}
+
+// unknownAPI says why the proxy refuses an API key or version kmsg does
+// not know ("" if it knows it): it could not read the response, and a
+// broker may not survive the request (kfake dereferenced nil on key 999).
+func unknownAPI(key, version int16) string {
+	req := kmsg.RequestForKey(key)
+	switch {
+	case req == nil:
+		return fmt.Sprintf("an unknown API key %d", key)
+	case version < 0 || version > req.MaxVersion():
+		return fmt.Sprintf("%s v%d, a version the proxy does not know (it knows v0 to v%d)", name(key), version, req.MaxVersion())
+	}
+	return ""
 }
 
 // topics reads a request's topics array: each by name, or by id from
 // version byID, then its partitions.
 func (q *request) readTopics(r *reader, flexible, byID bool, each func(*part)) {
 	r.array(flexible, func() {
+		if q.entries++; q.entries > MaxEntries { // a topic costs its struct even with no partition
+			r.bad = true
+			return
+		}
 		var t topic
 		if byID {
 			t.id = r.uuid()

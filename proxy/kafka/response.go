@@ -109,25 +109,51 @@ func (c *conn) requestEvent(q *request, fault string, records bool) Event {
 	return ev
 }
 
-// produced reads a Produce partition's records, numbered from base (-1:
-// as the batch numbers them).
+// produced is a Produce partition's records, numbered from base (-1: as
+// the batch numbers them). The request's reading parsed them (refusal);
+// a request read otherwise (a test) parses them here, within a message's
+// cap.
 func (c *conn) produced(ev *Event, topic string, p part, base int64) []Record {
-	batches, err := parseBatches(p.records, topic, p.partition)
-	if err != nil && ev.Unread == "" {
-		ev.Unread = fmt.Sprintf("%s[%d]: %v", topic, p.partition, err)
+	if !p.parsed {
+		_ = p.parse(topic, newSpend(nil, nil))
 	}
-	var out []Record
-	n := int64(0)
-	for _, b := range batches {
-		for _, r := range b.records {
-			if base >= 0 {
-				r.Offset = base + n
-			}
-			n++
-			out = append(out, r)
+	if p.bad != "" && ev.Unread == "" {
+		ev.Unread = fmt.Sprintf("%s[%d]: %s", topic, p.partition, p.bad)
+	}
+	out := make([]Record, 0, len(p.recs))
+	for n, r := range p.recs {
+		if base >= 0 {
+			r.Offset = base + int64(n)
 		}
+		out = append(out, r)
 	}
 	return out
+}
+
+// parse reads a Produce partition's records, taking what they build from
+// s: an error when a cap is reached (the request is refused), else what
+// could not be read is left in bad (the broker judges the batch).
+func (p *part) parse(topic string, s *spend) error {
+	batches, err := parseBatchesSpending(p.records, topic, p.partition, s)
+	p.parsed = true
+	if err != nil {
+		if overCap(err) {
+			return err
+		}
+		p.bad = err.Error()
+	}
+	for _, b := range batches {
+		p.recs = append(p.recs, b.records...)
+	}
+	return nil
+}
+
+// spent is what the response being read may build.
+func (c *conn) spent() *spend {
+	if c.rspend != nil {
+		return c.rspend
+	}
+	return newSpend(nil, nil)
 }
 
 // responseHeader is the length of a response's header: the correlation
@@ -146,7 +172,7 @@ func responseHeader(q *request, msg []byte) (int, error) {
 
 // decoded are the responses the proxy decodes: those that name brokers,
 // and those the history and the triggers read.
-var decoded = map[int16]bool{keyMetadata: true, keyFindCoordinator: true, keyDescribeCluster: true, keyDescribeQuorum: true,
+var decoded = map[int16]bool{keyApiVersions: true, keyMetadata: true, keyFindCoordinator: true, keyDescribeCluster: true, keyDescribeQuorum: true,
 	keyProduce: true, keyFetch: true, keyOffsetCommit: true, keyTxnOffsetCommit: true, keyEndTxn: true, keyShareFetch: true,
 	keyShareAcknowledge: true, keyJoinGroup: true, keySyncGroup: true, keyHeartbeat: true, keyLeaveGroup: true}
 
@@ -202,6 +228,9 @@ func encodeResponse(q *request, resp kmsg.Response) []byte {
 // rewrite points every broker address a response names at the proxy's
 // listener for that broker, and reports whether it changed any.
 func (p *Proxy) rewrite(resp kmsg.Response) (bool, error) {
+	if r, ok := resp.(*kmsg.ApiVersionsResponse); ok {
+		return clampVersions(r), nil
+	}
 	if r, ok := resp.(*kmsg.DescribeQuorumResponse); ok {
 		return p.rewriteQuorum(r)
 	}
@@ -268,6 +297,39 @@ func brokerAddrs(resp kmsg.Response) []hostPort {
 type hostPort struct {
 	host *string
 	port *int32
+}
+
+// clampVersions keeps the APIs and versions a broker offers to those the
+// proxy knows (kmsg's): the proxy refuses any other, so a client that
+// follows the broker's offer never sends one (a broker newer than kmsg
+// offers versions the proxy could not read).
+func clampVersions(r *kmsg.ApiVersionsResponse) bool {
+	keys, changed := r.ApiKeys[:0], false
+	for _, k := range r.ApiKeys {
+		req := kmsg.RequestForKey(k.ApiKey)
+		if req == nil || k.MinVersion > req.MaxVersion() {
+			changed = true
+			continue
+		}
+		if k.MaxVersion > req.MaxVersion() {
+			k.MaxVersion, changed = req.MaxVersion(), true
+		}
+		keys = append(keys, k)
+	}
+	r.ApiKeys = keys
+	return changed
+}
+
+// unsupportedVersion is the broker's answer to an ApiVersions of a version
+// it does not know: v0, UNSUPPORTED_VERSION, and the versions of
+// ApiVersions it knows, for the client to ask again.
+func unsupportedVersion() kmsg.Response {
+	r := kmsg.NewPtrApiVersionsResponse()
+	r.ErrorCode = errUnsupportedVersion
+	k := kmsg.NewApiVersionsResponseApiKey()
+	k.ApiKey, k.MaxVersion = keyApiVersions, kmsg.NewPtrApiVersionsRequest().MaxVersion()
+	r.ApiKeys = append(r.ApiKeys, k)
+	return r
 }
 
 // rewriteQuorum rewrites a DescribeQuorum's controller listeners (uint16

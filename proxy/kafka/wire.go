@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -21,19 +23,52 @@ const (
 	// over 64 MB by closing the connection, as the broker closes one over
 	// its own cap.
 	MaxMessage = 64 << 20
-	// MaxEntries bounds the topic-partitions (and share acknowledgement
-	// batches) the proxy reads of one request. A length field never sizes
-	// an allocation: entries are kept as they are read, and past the cap a
-	// request is forwarded unread (triggers on its API fail as
-	// unclassifiable). A cluster's consumer rarely names more than a few
-	// thousand partitions.
+	// MaxEntries bounds the topics, partitions and share acknowledgement
+	// batches the proxy reads of one request. A length field never sizes
+	// an allocation: entries are kept as they are read, each costing its
+	// struct (a 20 MiB Fetch naming 3.5M empty topics built 786 MB when
+	// topics were not counted), and a request past the cap is refused
+	// unread: its connection closes (Kafka has no error for a request it
+	// did not read) and the broker never sees it. A cluster's consumer
+	// rarely names more than a few thousand partitions.
 	MaxEntries = 1 << 16
 )
 
+// The proxy's default Limits (listen.Limits): what its clients may make
+// it hold and how long they may keep a slot without a word.
+const (
+	// ConnBytes bounds what one connection makes the proxy hold: a request
+	// at MaxMessage, what its batches build (MaxDecompressed) and the
+	// entries it names, with a response on its way back beside it.
+	ConnBytes = MaxMessage + MaxDecompressed + 16<<20
+	// TotalBytes bounds the same for all connections of a proxy: one
+	// connection at its cap and a few ordinary ones (a drill's services
+	// send requests of a few MB at most, max.request.size is 1 MB by
+	// default). Past it a request is refused (Produce: MESSAGE_TOO_LARGE)
+	// or its connection closed, as the broker closes one over its caps.
+	TotalBytes = ConnBytes + 64<<20
+	// HandshakeTimeout bounds the time from accept to a client's first
+	// whole request (PostgreSQL's proxy gives a startup one minute too).
+	HandshakeTimeout = time.Minute
+	// IdleTimeout closes a connection that sent nothing while the proxy
+	// owed it no response: the broker's connections.max.idle.ms (10 min).
+	IdleTimeout = 10 * time.Minute
+	// MessageTimeout bounds the time from a request's size to its last
+	// byte: a client trickling a large request holds its bytes only that
+	// long.
+	MessageTimeout = time.Minute
+)
+
+// DefaultLimits are the limits Listen gives a proxy.
+func DefaultLimits() listen.Limits {
+	return listen.Limits{ConnBytes: ConnBytes, TotalBytes: TotalBytes, Handshake: HandshakeTimeout, Idle: IdleTimeout, Message: MessageTimeout}
+}
+
 // readMessage reads a size-prefixed message, allocating only for bytes
-// that arrived.
-func readMessage(r *bufio.Reader, max int, hold *listen.Hold) ([]byte, error) {
-	hold.Release() // the last message was handled
+// that arrived, and taking each growth of its buffer from tab before it is
+// made (acct names the cap hit). began, if set, is told once the size
+// arrived: the message's clock starts.
+func readMessage(r *bufio.Reader, limit int, tab *listen.Tab, acct *listen.ConnAccount, began func()) ([]byte, error) {
 	head, err := r.Peek(4)
 	if err != nil {
 		if err == io.EOF && r.Buffered() > 0 {
@@ -41,14 +76,14 @@ func readMessage(r *bufio.Reader, max int, hold *listen.Hold) ([]byte, error) {
 		}
 		return nil, err
 	}
+	if began != nil {
+		began()
+	}
 	n := int32(binary.BigEndian.Uint32(head))
-	if n < 0 || int64(n) > int64(max) {
-		return nil, fmt.Errorf("kafka: a message of %d bytes is over the proxy's cap of %d", n, max)
+	if n < 0 || int64(n) > int64(limit) {
+		return nil, fmt.Errorf("kafka: a message of %d bytes is over the proxy's cap of %d", n, limit)
 	}
-	if !hold.Add(int64(n)) {
-		return nil, listen.ErrBudget(int64(n)) // the broker closes such a connection too (over socket.request.max.bytes)
-	}
-	msg := make([]byte, 0, min(int(n)+4, 64<<10))
+	var msg []byte
 	for left := int(n) + 4; left > 0; {
 		k := min(left, 64<<10)
 		b, err := r.Peek(k)
@@ -57,6 +92,13 @@ func readMessage(r *bufio.Reader, max int, hold *listen.Hold) ([]byte, error) {
 				err = io.ErrUnexpectedEOF
 			}
 			return nil, err
+		}
+		if len(msg)+k > cap(msg) { // doubling, up to the message's size
+			grow := min(max(len(msg), 64<<10), left)
+			if !tab.Take(int64(grow)) {
+				return nil, acct.Over(fmt.Sprintf("a message of %d bytes", n), int64(grow))
+			}
+			msg = slices.Grow(msg, grow)
 		}
 		msg = append(msg, b...)
 		r.Discard(k)
