@@ -76,6 +76,7 @@ var (
 	errUnknownOp   = &protoError{"Unknown Protocol Operation"}
 	errControlLine = &protoError{"Maximum Control Line Exceeded"}
 	errPayload     = &protoError{"Maximum Payload Violation"}
+	errAuthTimeout = &protoError{"Authentication Timeout"} // no CONNECT within Limits.Handshake
 )
 
 // reader reads operations and keeps the bytes each was made of, so that
