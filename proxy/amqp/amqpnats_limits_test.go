@@ -220,3 +220,38 @@ func TestIdleIsTwiceTheHeartbeat(t *testing.T) {
 		t.Errorf("closed after %v, want about 1 s", d)
 	}
 }
+
+// H3. A body in frames of all sizes (small ones kept in chunks) reaches
+// the broker whole and in order, and the history has it.
+func TestABodyInSmallFramesArrivesWhole(t *testing.T) {
+	f := newFixture(t)
+	c := rawOpen(t, f.proxy.Addr(), true)
+	body := bytes.Repeat([]byte("0123456789"), 10000)
+	pub := methodFrameOf(1, 60, 40, append(append([]byte{0, 0}, sstr("")...), append(sstr(f.queue), 0)...)...)
+	hdr := append([]byte{0, 60, 0, 0}, binary.BigEndian.AppendUint64(nil, uint64(len(body)))...)
+	c.send(pub, encodeFrame(frameHeader, 1, append(hdr, 0, 0)))
+	for rest, k := body, 1; len(rest) > 0; k = k*3 + 1 {
+		n := min(len(rest), k%9000+1)
+		c.send(encodeFrame(frameBody, 1, rest[:n]))
+		rest = rest[n:]
+	}
+	c.sync(2)
+	testutil.Within(t, 10*time.Second, "the message in the queue", func() {
+		for {
+			m, ok, err := f.direct.Get(f.queue, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				if !bytes.Equal(m.Body, body) {
+					t.Errorf("the broker got %d bytes, not the %d sent", len(m.Body), len(body))
+				}
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	if used := f.proxy.meter.Used(); used != 0 {
+		t.Errorf("%d bytes still counted", used)
+	}
+}

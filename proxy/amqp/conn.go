@@ -55,6 +55,7 @@ type unit struct {
 	heartbeat bool
 	cost      int64  // what it took of the connection's meter
 	got       uint64 // the body bytes come so far
+	chunked   bool   // the last of frames is a chunk of small frames (keep)
 }
 
 func newConn(p *Proxy, id int, client net.Conn) *conn {

@@ -59,9 +59,10 @@ func DefaultLimits() Limits {
 // against ConnBytes.
 const unitCost = 1024
 
-// frameSlot is what keeping one frame costs besides its bytes: its slice
-// in the unit's list (a frame of 1 byte is 9 on the wire and 33 kept).
-const frameSlot = 24
+// frameSlot is what keeping one frame (or one chunk of small frames)
+// costs besides its bytes: its slice in the unit's list, which grows by
+// doubling (and the list it outgrew is garbage until collected).
+const frameSlot = 72
 
 // newMeter is the proxy's meter of what its clients make it hold.
 func (l Limits) newMeter() *listen.Meter { return listen.NewMeter(l.ConnBytes, l.TotalBytes) }

@@ -90,15 +90,41 @@ func (c *conn) headerFrame(f frame, ch *channel, u *unit, dir int) (*unit, error
 	return c.whole(ch, u, dir)
 }
 
-// keep adds a frame to its unit, with what it costs besides its bytes.
+// keep adds a frame to its unit, with what it costs besides its bytes. A
+// small body frame is copied into a chunk of the unit's own (its wire
+// bytes as they came, frames back to back), so that a body in frames of
+// a byte costs 9 bytes a byte, not a slice and an allocation each.
 func (c *conn) keep(u *unit, f frame, dir int, extra int64) error {
-	if err := c.meterOf(dir).Take(frameSlot + extra); err != nil {
+	m := c.meterOf(dir)
+	if f.typ == frameBody && len(f.raw) < smallFrame {
+		if n := len(u.frames); u.chunked && cap(u.frames[n-1])-len(u.frames[n-1]) >= len(f.raw) {
+			u.frames[n-1] = append(u.frames[n-1], f.raw...)
+			m.Give(f.cost)
+			return nil
+		}
+		if err := m.Take(chunkSize + frameSlot - f.cost); err != nil {
+			m.Give(f.cost)
+			return tooMuch(fmt.Sprintf("a message on channel %d", f.channel), err)
+		}
+		u.frames = append(u.frames, append(make([]byte, 0, chunkSize), f.raw...))
+		u.cost += chunkSize + frameSlot
+		u.chunked = true
+		return nil
+	}
+	if err := m.Take(frameSlot + extra); err != nil {
 		return tooMuch(fmt.Sprintf("a message on channel %d", f.channel), err)
 	}
 	u.frames = append(u.frames, f.raw)
 	u.cost += f.cost + frameSlot + extra
+	u.chunked = false
 	return nil
 }
+
+// The chunks small body frames are kept in.
+const (
+	smallFrame = 4 << 10
+	chunkSize  = 64 << 10
+)
 
 // whole returns the unit once its body is all there, its frames' bodies
 // copied into one (taken from the meter too); nil before.
@@ -117,9 +143,20 @@ func (c *conn) whole(ch *channel, u *unit, dir int) (*unit, error) {
 	u.cost += int64(u.got)
 	u.body = make([]byte, 0, u.got)
 	for _, b := range u.frames[2:] { // after the method and the content header
-		u.body = append(u.body, b[7:len(b)-1]...)
+		u.body = appendPayloads(u.body, b)
 	}
 	return u, nil
+}
+
+// appendPayloads appends the payloads of the whole frames in b (one, or
+// a chunk of them) to body.
+func appendPayloads(body, b []byte) []byte {
+	for len(b) >= 8 {
+		n := int(binary.BigEndian.Uint32(b[3:7]))
+		body = append(body, b[7:7+n]...)
+		b = b[8+n:]
+	}
+	return body
 }
 
 // meterOf is the meter a direction's frames count against: the client's
