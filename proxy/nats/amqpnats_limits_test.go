@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	brokerjs "github.com/outboxdrill/runner/broker/jetstream"
 	"github.com/outboxdrill/runner/internal/testservers"
@@ -195,5 +196,18 @@ func TestIdleIsNothingEitherWay(t *testing.T) {
 	testutil.ReadToClose(t, c)
 	if d := time.Since(start); d < 900*time.Millisecond || d > 5*time.Second {
 		t.Errorf("closed after %v, want about 1 s", d)
+	}
+}
+
+// M1, M2. An event keeps no part of its control line: its op was a slice
+// of it, and kept every 4 kB line of 65,536 events alive.
+func TestAnEventKeepsNoLine(t *testing.T) {
+	rd := newReader(strings.NewReader("SUB "+strings.Repeat("s", 4000)+" 1\r\n"), false)
+	m, err := rd.next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.op != "SUB" || unsafe.StringData(m.op) != unsafe.StringData(ops["SUB"]) {
+		t.Errorf("op %q is not the constant", m.op)
 	}
 }

@@ -125,7 +125,9 @@ func (r *reader) next() (msg, error) {
 		i = len(line)
 	}
 	op, rest := line[:i], line[i:]
-	m := msg{op: strings.ToUpper(op), size: -1}
+	// The op's own constant: ToUpper returns an upper-case op as it is, a
+	// slice of the line, and each event keeping it kept the whole line.
+	m := msg{op: ops[strings.ToUpper(op)], size: -1}
 	if !r.known(m.op) {
 		return msg{}, errUnknownOp
 	}
@@ -151,6 +153,15 @@ func (r *reader) next() (msg, error) {
 	}
 	m.raw = r.raw
 	return m, nil
+}
+
+// ops are the operations' names, each one string for all.
+var ops = map[string]string{}
+
+func init() {
+	for _, op := range []string{"PING", "PONG", "CONNECT", "PUB", "HPUB", "SUB", "UNSUB", "INFO", "MSG", "HMSG", "+OK", "-ERR"} {
+		ops[op] = op
+	}
 }
 
 // known reports whether op is one the peer may send.
