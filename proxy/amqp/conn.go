@@ -33,6 +33,15 @@ type conn struct {
 	chans      map[uint16]*channel
 	assembling [2]int       // body bytes announced by the messages being assembled, per direction
 	frameMax   atomic.Int64 // the payload cap both readers apply
+	// channelMax is the number of channels the client may have open at
+	// once, as connection.tune and tune-ok negotiated it (the server's
+	// offer until the client answers; 65535 for no limit).
+	channelMax int
+	serverMax  int           // the server's channel-max, from connection.tune (0: none)
+	heartbeat  time.Duration // as tune-ok negotiated it (0: off)
+
+	meter *listen.ConnMeter // what the client's messages under way hold
+	quiet *listen.Quiet     // ends the connection once nothing crosses it
 }
 
 // unit is a method with its content header and body, if it carries them,
@@ -44,24 +53,35 @@ type unit struct {
 	body      []byte
 	frames    [][]byte // every frame's bytes, in order
 	heartbeat bool
+	cost      int64  // what it took of the connection's meter
+	got       uint64 // the body bytes come so far
+	chunked   bool   // the last of frames is a chunk of small frames (keep)
 }
 
 func newConn(p *Proxy, id int, client net.Conn) *conn {
-	c := &conn{Pair: listen.NewPair(client), p: p, id: id, chans: map[uint16]*channel{}}
+	c := &conn{Pair: listen.NewPair(client), p: p, id: id, chans: map[uint16]*channel{}, channelMax: 1<<16 - 1}
 	c.frameMax.Store(MaxFrame)
-	c.Hold = p.budget.Hold()
+	c.meter = p.meter.Conn()
 	return c
 }
 
 func (c *conn) serve() {
+	// The handshake's clock, as the pgwire proxy's StartupTimeout: the
+	// client's reads fail once it passed, until connection.open-ok
+	// (fromServer lifts it). Until tune-ok says the heartbeat, the idle
+	// limit is the handshake's.
+	c.Client.SetReadDeadline(time.Now().Add(c.p.lim.Handshake))
+	c.quiet = listen.NewQuiet(c.p.lim.Handshake, c.Close)
+	defer c.quiet.Stop()
+	defer c.meter.Close()
 	defer c.Close()
 	server, err := c.Dial(c.p.upstream)
 	if err != nil {
 		return // before the protocol header the client can be told nothing
 	}
 	c.server, c.toServer = server, bufio.NewWriterSize(server, 64<<10)
-	rd := newFrameReader(c.Client, &c.frameMax)
-	rd.hold = c.Hold
+	rd := newFrameReader(c.quiet.Reader(c.Client), &c.frameMax)
+	rd.meter = c.meter
 	h, err := rd.header()
 	if err != nil || !c.sendServer(h, true) {
 		return
@@ -78,6 +98,8 @@ func (c *conn) serve() {
 // read. Every waiting trigger fails.
 func (c *conn) blind(r io.Reader, why string) {
 	c.p.failAll(&fault.Unclassifiable{Reason: why + ": the proxy can only relay it blindly"})
+	c.Client.SetReadDeadline(time.Time{}) // its handshake is not the proxy's to time
+	c.quiet.SetLimit(c.p.lim.Idle)
 	go func() {
 		_, _ = io.Copy(c.Writer(), c.server)
 		c.Close()
@@ -122,6 +144,7 @@ func (c *conn) fromClient(rd *frameReader) {
 			return
 		}
 		if err == nil && c.closingFrame(f, fromClient) {
+			c.meter.Give(f.cost) // dropped
 			continue
 		}
 		var u *unit
@@ -136,8 +159,12 @@ func (c *conn) fromClient(rd *frameReader) {
 			c.refuse(err)
 			return
 		}
-		if u != nil && !c.clientUnit(u, rd.buffered()) {
-			return
+		if u != nil {
+			ok := c.clientUnit(u, rd.buffered())
+			c.meter.Give(u.cost) // forwarded: its frames are gone
+			if !ok {
+				return
+			}
 		}
 	}
 }
@@ -212,7 +239,7 @@ func (c *conn) barrier(k *call) bool {
 
 func (c *conn) fromServer() {
 	defer c.Close()
-	rd := newFrameReader(c.server, &c.frameMax)
+	rd := newFrameReader(c.quiet.Reader(c.server), &c.frameMax)
 	for {
 		if !rd.buffered() && !c.Write(nil, true) { // before waiting for more, what was sent goes out
 			return
@@ -229,6 +256,9 @@ func (c *conn) fromServer() {
 			c.failChannel(tl.ch, 311, fmt.Sprintf("CONTENT_TOO_LARGE - outboxdrill amqp proxy: a message of %d bytes from the broker is over its cap of %d", tl.size, MaxContent), methodID{})
 			continue
 		}
+		if u != nil && !u.heartbeat && u.m.name() == "connection.open-ok" {
+			c.opened()
+		}
 		var ce *connError
 		if errors.As(err, &ce) {
 			// What the proxy cannot relay exactly: the client learns why.
@@ -237,6 +267,21 @@ func (c *conn) fromServer() {
 		if err != nil || u != nil && !c.serverUnit(u, rd.buffered()) {
 			return
 		}
+	}
+}
+
+// opened ends the handshake's clock: from connection.open-ok on, the
+// connection is cut only when nothing crossed it either way for twice the
+// heartbeat tune-ok negotiated, or Limits.Idle with heartbeats off.
+func (c *conn) opened() {
+	c.Client.SetReadDeadline(time.Time{})
+	c.mu.Lock()
+	hb := c.heartbeat
+	c.mu.Unlock()
+	if hb > 0 {
+		c.quiet.SetLimit(2 * hb)
+	} else {
+		c.quiet.SetLimit(c.p.lim.Idle)
 	}
 }
 

@@ -48,6 +48,7 @@ type frame struct {
 	channel uint16
 	payload []byte // aliases raw
 	raw     []byte // every byte of the frame, as read
+	cost    int64  // what it took of its connection's meter (cap(raw))
 }
 
 // connError is what the proxy refuses of a peer: it closes the connection
@@ -67,9 +68,9 @@ func frameError(format string, args ...any) error {
 // frameReader reads frames, allocating only for bytes that arrived, never
 // for a size announced.
 type frameReader struct {
-	r    *bufio.Reader
-	max  *atomic.Int64 // the payload cap: MaxFrame, or less once frame-max is agreed
-	hold *listen.Hold  // a client's share of the proxy's large-message budget (nil: the server's)
+	r     *bufio.Reader
+	max   *atomic.Int64     // the payload cap: MaxFrame, or less once frame-max is agreed
+	meter *listen.ConnMeter // a client's share of the proxy's meter (nil: the server's)
 }
 
 func newFrameReader(r io.Reader, max *atomic.Int64) *frameReader {
@@ -85,9 +86,9 @@ func (r *frameReader) header() ([]byte, error) {
 	return b, err
 }
 
-// next reads one frame.
+// next reads one frame. Its bytes are taken from the meter as they arrive
+// (f.cost); whoever keeps the frame gives them back once it is gone.
 func (r *frameReader) next() (frame, error) {
-	r.hold.Release() // the last frame went on
 	head, err := r.r.Peek(7)
 	if err != nil {
 		if err == io.EOF && r.r.Buffered() > 0 {
@@ -96,34 +97,59 @@ func (r *frameReader) next() (frame, error) {
 		return frame{}, err
 	}
 	f := frame{typ: head[0], channel: binary.BigEndian.Uint16(head[1:3])}
-	size := binary.BigEndian.Uint32(head[3:7])
+	// In 64 bits: a size of 0xFFFFFFFF plus the 8 bytes around it is
+	// 4294967303, not 7.
+	total := int64(binary.BigEndian.Uint32(head[3:7])) + 8
 	switch {
 	case f.typ != frameMethod && f.typ != frameHeader && f.typ != frameBody && f.typ != frameHeartbeat:
 		return frame{}, frameError("unknown frame type %d", f.typ)
-	case int64(size) > r.max.Load():
-		return frame{}, frameError("a frame of %d bytes is over the frame-max of %d", size+8, r.max.Load()+8)
-	case !r.hold.Add(int64(size)):
-		return frame{}, frameError("%v", listen.ErrBudget(int64(size)+8))
+	case total-8 > r.max.Load():
+		return frame{}, frameError("a frame of %d bytes is over the frame-max of %d", total, r.max.Load()+8)
 	}
-	f.raw = make([]byte, 0, min(int(size)+8, 64<<10))
-	for left := int(size) + 8; left > 0; {
-		k := min(left, 64<<10)
+	if err := r.read(&f, total); err != nil {
+		r.meter.Give(f.cost)
+		return frame{}, err
+	}
+	if f.raw[len(f.raw)-1] != frameEnd {
+		r.meter.Give(f.cost)
+		return frame{}, frameError("a frame does not end in 0xCE")
+	}
+	f.payload = f.raw[7 : len(f.raw)-1]
+	return f, nil
+}
+
+// read reads a frame's total bytes a piece at a time, growing its buffer
+// (and taking from the meter) only as they arrive.
+func (r *frameReader) read(f *frame, total int64) error {
+	for left := total; left > 0; {
+		k := int(min(left, 64<<10))
 		b, err := r.r.Peek(k)
 		if err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
-			return frame{}, err
+			return err
+		}
+		if len(f.raw)+k > cap(f.raw) {
+			grown := min(total, max(2*int64(cap(f.raw)), 64<<10))
+			if err := r.meter.Take(grown - f.cost); err != nil {
+				return tooMuch(fmt.Sprintf("a frame of %d bytes", total), err)
+			}
+			f.raw, f.cost = append(make([]byte, 0, grown), f.raw...), grown
 		}
 		f.raw = append(f.raw, b...)
 		r.r.Discard(k)
-		left -= k
+		left -= int64(k)
 	}
-	if f.raw[len(f.raw)-1] != frameEnd {
-		return frame{}, frameError("a frame does not end in 0xCE")
-	}
-	f.payload = f.raw[7 : len(f.raw)-1]
-	return f, nil
+	return nil
+}
+
+// tooMuch is the connection.close for what a client sent past the
+// proxy's meter: 311 CONTENT_TOO_LARGE, content larger than the server
+// can accept at the present time
+// (https://www.rabbitmq.com/amqp-0-9-1-reference#constants).
+func tooMuch(what string, err error) error {
+	return &connError{code: 311, text: "CONTENT_TOO_LARGE - outboxdrill amqp proxy: " + what + ": " + err.Error()}
 }
 
 // encodeFrame builds a frame around a payload.

@@ -42,7 +42,7 @@ func amqpSeeds() [][]byte {
 // reads of them (methods, content headers and field tables, assembly into
 // messages, channel bookkeeping) never panics either.
 func fuzzFrames(t *testing.T, in []byte, dir int) {
-	c := &conn{chans: map[uint16]*channel{}}
+	c := &conn{chans: map[uint16]*channel{}, channelMax: 16}
 	c.frameMax.Store(256)
 	rd := newFrameReader(bytes.NewReader(in), &c.frameMax)
 	var consumed []byte

@@ -97,7 +97,8 @@ type method struct {
 	replyCode                                uint16 // channel.close, connection.close, basic.return
 	replyText                                string
 	failed                                   methodID // what a close names
-	frameMax                                 uint32   // connection.tune-ok
+	frameMax                                 uint32   // connection.tune, tune-ok
+	channelMax, heartbeat                    uint16   // connection.tune, tune-ok
 }
 
 func (m *method) name() string { return m.info.name }
@@ -163,9 +164,8 @@ func (m *method) args(d *decoder) {
 	case "channel.close", "connection.close":
 		m.replyCode, m.replyText = d.u16(), d.shortstr()
 		m.failed = methodID{d.u16(), d.u16()}
-	case "connection.tune-ok":
-		d.u16()
-		m.frameMax = d.u32()
+	case "connection.tune", "connection.tune-ok":
+		m.channelMax, m.frameMax, m.heartbeat = d.u16(), d.u32(), d.u16()
 	case "confirm.select":
 		m.noWait = d.u8()&1 != 0
 	}

@@ -101,14 +101,19 @@ type Proxy struct {
 	ln       *listen.Listener
 	seq      atomic.Int64
 	others   atomic.Int64
-	budget   *listen.Budget // large client frames in flight, all connections
+	lim      Limits
+	meter    *listen.Meter // what clients' messages under way hold, all connections
 
 	fault.Registry[*Armed, Event]
 }
 
-// Listen starts a proxy to upstream ("host:port") on 127.0.0.1.
-func Listen(upstream string) (*Proxy, error) {
-	p := &Proxy{upstream: upstream, budget: listen.NewMessageBudget()}
+// Listen starts a proxy to upstream ("host:port") on 127.0.0.1, with
+// DefaultLimits.
+func Listen(upstream string) (*Proxy, error) { return ListenWith(upstream, DefaultLimits()) }
+
+// ListenWith starts a proxy with limits of its own.
+func ListenWith(upstream string, lim Limits) (*Proxy, error) {
+	p := &Proxy{upstream: upstream, lim: lim, meter: lim.newMeter()}
 	ln, err := listen.Serve(listen.Protocol{
 		Open:   func(id int, nc net.Conn) listen.Conn { return newConn(p, id, nc) },
 		Serve:  func(c listen.Conn) { c.(*conn).serve() },

@@ -1,8 +1,12 @@
 package amqp
 
 import (
+	"cmp"
+	"encoding/binary"
 	"fmt"
 	"time"
+
+	"github.com/outboxdrill/runner/proxy/listen"
 )
 
 // tooLarge is a client's message over MaxContent: its channel is closed,
@@ -23,46 +27,168 @@ func unexpected(format string, args ...any) error {
 
 // assemble adds a frame to the message being assembled on its channel,
 // and returns the unit once whole (nil while its content is to come).
-// Frames of other channels may come between a message's frames.
+// Frames of other channels may come between a message's frames. What a
+// client's unit keeps is taken from the connection's meter as it grows
+// (u.cost); a unit dropped here gives it back.
 func (c *conn) assemble(f frame, dir int) (*unit, error) {
 	if f.typ == frameHeartbeat {
-		return &unit{frames: [][]byte{f.raw}, heartbeat: true}, nil
+		return &unit{frames: [][]byte{f.raw}, heartbeat: true, cost: f.cost}, nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ch := c.channel(f.channel)
+	ch, err := c.channelFor(f, dir)
+	if err != nil {
+		return nil, err
+	}
 	u := ch.in[dir]
 	switch {
 	case f.typ == frameMethod && u != nil:
 		return nil, unexpected("expected content for %s on channel %d, got a method", u.m.name(), f.channel)
 	case f.typ == frameMethod:
 		return c.methodFrame(f, ch, dir)
-	case u == nil || f.typ == frameHeader && u.hdr != nil || f.typ == frameBody && u.hdr == nil:
+	case u == nil: // RabbitMQ's words
+		return nil, unexpected("expected method frame, got non method frame instead")
+	case f.typ == frameHeader && u.hdr != nil || f.typ == frameBody && u.hdr == nil:
 		return nil, unexpected("a content frame out of place on channel %d", f.channel)
 	case f.typ == frameHeader:
-		h, ok := parseContentHeader(f.payload)
-		if !ok {
-			return nil, &connError{code: 502, text: "SYNTAX_ERROR - a malformed content header"}
+		return c.headerFrame(f, ch, u, dir)
+	case len(f.payload) == 0:
+		// An empty body frame carries nothing: RabbitMQ takes any number
+		// of them within a body and goes on waiting for its bytes
+		// (TestAnEmptyBodyFrameIsRabbitMQs), and the spec lets a peer
+		// pass a body on in frames of its own cutting (4.2.6.2). The
+		// proxy drops it: kept, each would cost a slice and the message
+		// would never end.
+		c.meterOf(dir).Give(f.cost)
+		return nil, nil
+	case u.got+uint64(len(f.payload)) > u.hdr.bodySize:
+		return nil, unexpected("a body longer than its content header says on channel %d", f.channel)
+	}
+	u.got += uint64(len(f.payload))
+	if err := c.keep(u, f, dir, 0); err != nil {
+		return nil, err
+	}
+	return c.whole(ch, u, dir)
+}
+
+// headerFrame adds a content header to its message.
+func (c *conn) headerFrame(f frame, ch *channel, u *unit, dir int) (*unit, error) {
+	h, ok := parseContentHeader(f.payload)
+	if !ok {
+		return nil, &connError{code: 502, text: "SYNTAX_ERROR - a malformed content header"}
+	}
+	if h.bodySize > MaxContent || uint64(c.assembling[dir])+h.bodySize > MaxContent {
+		c.dropUnit(ch, dir)
+		c.meterOf(dir).Give(f.cost)
+		return nil, &tooLarge{ch: f.channel, size: h.bodySize}
+	}
+	c.assembling[dir] += int(h.bodySize)
+	u.hdr = &h
+	if err := c.keep(u, f, dir, int64(decodedSize(h.props.Headers))); err != nil {
+		return nil, err
+	}
+	return c.whole(ch, u, dir)
+}
+
+// keep adds a frame to its unit, with what it costs besides its bytes. A
+// small body frame is copied into a chunk of the unit's own (its wire
+// bytes as they came, frames back to back), so that a body in frames of
+// a byte costs 9 bytes a byte, not a slice and an allocation each.
+func (c *conn) keep(u *unit, f frame, dir int, extra int64) error {
+	m := c.meterOf(dir)
+	if f.typ == frameBody && len(f.raw) < smallFrame {
+		if n := len(u.frames); u.chunked && cap(u.frames[n-1])-len(u.frames[n-1]) >= len(f.raw) {
+			u.frames[n-1] = append(u.frames[n-1], f.raw...)
+			m.Give(f.cost)
+			return nil
 		}
-		if h.bodySize > MaxContent || uint64(c.assembling[dir])+h.bodySize > MaxContent {
-			ch.in[dir] = nil
-			return nil, &tooLarge{ch: f.channel, size: h.bodySize}
+		if err := m.Take(chunkSize + frameSlot - f.cost); err != nil {
+			m.Give(f.cost)
+			return tooMuch(fmt.Sprintf("a message on channel %d", f.channel), err)
 		}
-		c.assembling[dir] += int(h.bodySize)
-		u.hdr = &h
-	default:
-		if uint64(len(u.body)+len(f.payload)) > u.hdr.bodySize {
-			return nil, unexpected("a body longer than its content header says on channel %d", f.channel)
-		}
-		u.body = append(u.body, f.payload...)
+		u.frames = append(u.frames, append(make([]byte, 0, chunkSize), f.raw...))
+		u.cost += chunkSize + frameSlot
+		u.chunked = true
+		return nil
+	}
+	if err := m.Take(frameSlot + extra); err != nil {
+		return tooMuch(fmt.Sprintf("a message on channel %d", f.channel), err)
 	}
 	u.frames = append(u.frames, f.raw)
-	if uint64(len(u.body)) < u.hdr.bodySize {
+	u.cost += f.cost + frameSlot + extra
+	u.chunked = false
+	return nil
+}
+
+// The chunks small body frames are kept in.
+const (
+	smallFrame = 4 << 10
+	chunkSize  = 64 << 10
+)
+
+// whole returns the unit once its body is all there, its frames' bodies
+// copied into one (taken from the meter too); nil before.
+func (c *conn) whole(ch *channel, u *unit, dir int) (*unit, error) {
+	if u.got < u.hdr.bodySize {
 		return nil, nil
 	}
 	ch.in[dir] = nil
 	c.assembling[dir] -= int(u.hdr.bodySize)
+	if u.got == 0 {
+		return u, nil
+	}
+	if err := c.meterOf(dir).Take(int64(u.got)); err != nil {
+		return nil, tooMuch(fmt.Sprintf("a message of %d bytes on channel %d", u.got, u.ch), err)
+	}
+	u.cost += int64(u.got)
+	u.body = make([]byte, 0, u.got)
+	for _, b := range u.frames[2:] { // after the method and the content header
+		u.body = appendPayloads(u.body, b)
+	}
 	return u, nil
+}
+
+// appendPayloads appends the payloads of the whole frames in b (one, or
+// a chunk of them) to body.
+func appendPayloads(body, b []byte) []byte {
+	for len(b) >= 8 {
+		n := int(binary.BigEndian.Uint32(b[3:7]))
+		body = append(body, b[7:7+n]...)
+		b = b[8+n:]
+	}
+	return body
+}
+
+// meterOf is the meter a direction's frames count against: the client's
+// (the server's are not the client's doing, nor refused for its cap).
+func (c *conn) meterOf(dir int) *listen.ConnMeter {
+	if dir == fromServer {
+		return nil
+	}
+	return c.meter
+}
+
+// channelFor is the channel a frame is on (conn.mu held). The proxy keeps
+// state per channel, so it keeps it only for what the server lets a
+// client open: a client's frame on a channel it did not open is refused
+// as RabbitMQ refuses it (504 CHANNEL_ERROR), and a channel.open past the
+// negotiated channel_max with RabbitMQ's 530 NOT_ALLOWED and its words
+// (TestChannelMaxIsRabbitMQs).
+func (c *conn) channelFor(f frame, dir int) (*channel, error) {
+	if c.chans[f.channel] != nil || dir == fromServer || f.channel == 0 {
+		return c.channel(f.channel), nil
+	}
+	if f.typ != frameMethod || len(f.payload) < 4 || binary.BigEndian.Uint32(f.payload) != 20<<16|10 {
+		return nil, &connError{code: 504, text: "CHANNEL_ERROR - expected 'channel.open'"}
+	}
+	open := len(c.chans)
+	if c.chans[0] != nil {
+		open--
+	}
+	if open >= c.channelMax {
+		return nil, &connError{code: 530, text: fmt.Sprintf("NOT_ALLOWED - number of channels opened (%d) has reached the negotiated channel_max (%d)", open, c.channelMax)}
+	}
+	return c.channel(f.channel), nil
 }
 
 // methodFrame reads a method frame: whole, unless its content follows.
@@ -74,15 +200,53 @@ func (c *conn) methodFrame(f frame, ch *channel, dir int) (*unit, error) {
 	if dir == fromClient && !m.info.client || dir == fromServer && !m.info.server {
 		return nil, &connError{code: 503, text: "COMMAND_INVALID - " + m.name() + " from the wrong side"}
 	}
-	u := &unit{ch: f.channel, m: m, frames: [][]byte{f.raw}}
-	if m.name() == "connection.tune-ok" && m.frameMax > 8 {
-		c.frameMax.Store(min(MaxFrame, int64(m.frameMax)-8))
-	}
+	u := &unit{ch: f.channel, m: m, frames: [][]byte{f.raw}, cost: f.cost}
+	c.tune(&m)
 	if !m.info.content {
 		return u, nil
 	}
+	// A message under way costs its unit whatever its frames: a
+	// half-sent message on each channel adds up.
+	if err := c.meterOf(dir).Take(unitCost); err != nil {
+		return nil, tooMuch(fmt.Sprintf("a message on channel %d", f.channel), err)
+	}
+	u.cost += unitCost
 	ch.in[dir] = u
 	return nil, nil
+}
+
+// tune keeps what connection.tune and tune-ok negotiate (conn.mu held):
+// frame-max, channel-max (the client's, within the server's; 0 is no
+// limit, 65535), and the heartbeat, from which the idle limit follows.
+func (c *conn) tune(m *method) {
+	switch m.name() {
+	case "connection.tune":
+		c.serverMax = int(m.channelMax)
+		c.channelMax = cmp.Or(c.serverMax, 1<<16-1)
+	case "connection.tune-ok":
+		if m.frameMax > 8 {
+			c.frameMax.Store(min(MaxFrame, int64(m.frameMax)-8))
+		}
+		c.channelMax = cmp.Or(int(m.channelMax), 1<<16-1)
+		if c.serverMax > 0 {
+			c.channelMax = min(c.channelMax, c.serverMax)
+		}
+		c.heartbeat = time.Duration(m.heartbeat) * time.Second
+	}
+}
+
+// dropUnit gives up the message being assembled on a channel in one
+// direction (conn.mu held).
+func (c *conn) dropUnit(ch *channel, dir int) {
+	u := ch.in[dir]
+	ch.in[dir] = nil
+	if u == nil {
+		return
+	}
+	if u.hdr != nil {
+		c.assembling[dir] -= int(u.hdr.bodySize)
+	}
+	c.meterOf(dir).Give(u.cost)
 }
 
 // closingFrame handles a frame on a channel the proxy is closing: it is
@@ -175,10 +339,6 @@ func (c *conn) failChannel(id uint16, code uint16, text string, failed methodID)
 // unassemble gives up the messages being assembled on a channel that
 // goes away (conn.mu held).
 func (c *conn) unassemble(ch *channel) {
-	for dir, u := range ch.in {
-		if u != nil && u.hdr != nil {
-			c.assembling[dir] -= int(u.hdr.bodySize)
-		}
-	}
-	ch.in = [2]*unit{}
+	c.dropUnit(ch, fromClient)
+	c.dropUnit(ch, fromServer)
 }

@@ -66,6 +66,8 @@ func TestChildProxy(t *testing.T) {
 		}
 		defer p.Close()
 		addr = p.Addr()
+	default:
+		addr = brokerChild(t, kind, upstream)
 	}
 	fmt.Printf("ADDR %s\n", addr)
 	_, _ = io.Copy(io.Discard, os.Stdin)
@@ -317,9 +319,14 @@ func TestAttackRSS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	upstream := map[string]string{"pg": pu.Host, "resp": ru.Host}
+	measureAll(t, append(attacks(pu.User.Username()), kafkaAttacks()...), map[string]string{"pg": pu.Host, "resp": ru.Host})
+}
+
+// measureAll runs each attack on a fresh proxy process of its kind and
+// prints the table.
+func measureAll(t *testing.T, list []attack, upstream map[string]string) {
 	var table []string
-	for _, a := range append(attacks(pu.User.Username()), kafkaAttacks()...) {
+	for _, a := range list {
 		if only := os.Getenv(rssEnv + "_ONLY"); only != "" && !strings.Contains(a.name, only) {
 			continue
 		}

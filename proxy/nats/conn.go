@@ -2,6 +2,7 @@ package nats
 
 import (
 	"bufio"
+	"container/list"
 	"errors"
 	"fmt"
 	"io"
@@ -37,7 +38,11 @@ type conn struct {
 	mu      sync.Mutex
 	pending map[string][]*call // the replies awaited, by reply subject
 	npend   int
+	aged    list.List         // the calls of pending, oldest first (PendingAge)
 	subs    map[string]string // the client's subscriptions: sid → subject
+	meter   *listen.ConnMeter // what pending, subs and apiReplies hold
+	quiet   *listen.Quiet     // ends the connection once nothing crosses it
+	shaken  atomic.Bool       // CONNECT came: the handshake's clock stopped
 	// apiReplies are the reply subjects of the client's consumer API
 	// requests awaiting their answer (consumerAPI).
 	apiReplies map[string]bool
@@ -60,14 +65,23 @@ type call struct {
 	x        crossing
 	strike   *Armed // a reply trigger: hold the reply
 	answered chan struct{}
+	at       time.Time     // when it was sent
+	cost     int64         // what it took of the connection's meter
+	el       *list.Element // its place in conn.aged
 }
 
 func newConn(p *Proxy, id int, client net.Conn) *conn {
-	return &conn{Pair: listen.NewPair(client), p: p, id: id,
+	return &conn{Pair: listen.NewPair(client), p: p, id: id, meter: p.meter.Conn(),
 		pending: map[string][]*call{}, subs: map[string]string{}, apiReplies: map[string]bool{}, serverDone: make(chan struct{})}
 }
 
 func (c *conn) serve() {
+	// The handshake's clock, as the pgwire proxy's StartupTimeout: the
+	// client's reads fail once it passed, until its CONNECT.
+	c.Client.SetReadDeadline(time.Now().Add(c.p.lim.Handshake))
+	c.quiet = listen.NewQuiet(0, c.Close) // the idle clock runs from CONNECT
+	defer c.quiet.Stop()
+	defer c.meter.Close()
 	defer c.Close()
 	server, err := c.Dial(c.p.upstream)
 	if err != nil {
@@ -90,7 +104,7 @@ func (c *conn) send(b []byte, more bool) bool {
 
 func (c *conn) fromClient() {
 	defer c.Close()
-	rd := newReader(c.Client, false)
+	rd := newReader(c.quiet.Reader(c.Client), false)
 	rd.serverMax = &c.serverMax
 	for {
 		if !rd.buffered() && c.toServer.Flush() != nil { // before waiting for more, what was sent goes out
@@ -108,7 +122,11 @@ func (c *conn) fromClient() {
 		}
 		if err != nil {
 			var pe *protoError
-			if errors.As(err, &pe) {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() && !c.shaken.Load() {
+				pe = errAuthTimeout // nats-server's words for it
+			}
+			if pe != nil || errors.As(err, &pe) {
 				c.refuse(pe)
 			}
 			return
@@ -160,17 +178,17 @@ func (c *conn) relay(m *msg, more bool) bool {
 		c.mu.Lock()
 		c.headers = connectHeaders(m.json)
 		c.mu.Unlock()
+		if !c.shaken.Swap(true) { // the handshake is over: the idle clock runs
+			c.Client.SetReadDeadline(time.Time{})
+			c.quiet.SetLimit(c.p.lim.Idle)
+		}
 		c.p.record(Event{Conn: c.id, Op: m.op}, nil) // never its fields
 	case "SUB":
-		c.mu.Lock()
-		if _, ok := c.subs[m.sid]; ok || len(c.subs) < MaxSubs {
-			c.subs[m.sid] = m.subject
-		}
-		c.mu.Unlock()
+		c.subscribe(m.sid, m.subject)
 		c.p.record(Event{Conn: c.id}, m)
 	case "UNSUB":
 		c.mu.Lock()
-		delete(c.subs, m.sid)
+		c.unsubscribe(m.sid)
 		c.mu.Unlock()
 		c.p.record(Event{Conn: c.id}, m)
 	default:
@@ -270,16 +288,28 @@ func (c *conn) expect(m *msg, x crossing, a *Armed, seq int64) *call {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.npend >= MaxPending {
+	// Clones: a record must not keep its control line (up to
+	// MaxControlLine) alive.
+	x.subject = strings.Clone(x.subject)
+	k := &call{seq: seq, reply: strings.Clone(m.reply), x: x, strike: a, answered: make(chan struct{}), at: time.Now()}
+	k.cost = entryCost + int64(len(k.reply)+len(x.subject))
+	c.age(k.at)
+	var err error
+	if c.npend >= c.p.lim.MaxPending {
+		err = fmt.Errorf("over %d replies awaited on one connection", c.p.lim.MaxPending)
+	} else if err = c.meter.Take(k.cost); err != nil {
+		err = fmt.Errorf("the records of the replies awaited: %w", err)
+	}
+	if err != nil {
 		c.p.unpaired.Add(1)
 		if a != nil {
-			a.Finish(&fault.Unclassifiable{Reason: fmt.Sprintf("over %d replies awaited on one connection", MaxPending)})
+			a.Finish(&fault.Unclassifiable{Reason: err.Error()})
 		}
 		return nil
 	}
-	k := &call{seq: seq, reply: m.reply, x: x, strike: a, answered: make(chan struct{})}
-	c.pending[m.reply] = append(c.pending[m.reply], k)
+	c.pending[k.reply] = append(c.pending[k.reply], k)
 	c.npend++
+	k.el = c.aged.PushBack(k)
 	return k
 }
 
@@ -297,6 +327,7 @@ func (c *conn) take(subject string) *call {
 		c.pending[subject] = q[1:]
 	}
 	c.npend--
+	c.settled(q[0])
 	return q[0]
 }
 
@@ -313,6 +344,7 @@ func (c *conn) forget(subject string, k *call) bool {
 				delete(c.pending, subject)
 			}
 			c.npend--
+			c.settled(k)
 			return true
 		}
 	}
@@ -338,7 +370,7 @@ func (c *conn) fromServer() {
 			c.Close()
 		}
 	}()
-	rd := newReader(c.server, true)
+	rd := newReader(c.quiet.Reader(c.server), true)
 	for {
 		if !rd.buffered() && !c.Write(nil, true) { // before waiting for more, what was sent goes out
 			return

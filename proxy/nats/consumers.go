@@ -122,7 +122,7 @@ func (c *conn) awaitConsumerReply(m *msg) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.apiReplies) < MaxConsumerAPIReplies {
+	if !c.apiReplies[m.reply] && len(c.apiReplies) < MaxConsumerAPIReplies && c.meter.Take(entryCost+int64(len(m.reply))) == nil {
 		c.apiReplies[strings.Clone(m.reply)] = true
 	}
 }
@@ -132,7 +132,10 @@ func (c *conn) awaitConsumerReply(m *msg) {
 func (c *conn) consumerReply(m *msg) {
 	c.mu.Lock()
 	awaited := c.apiReplies[m.subject]
-	delete(c.apiReplies, m.subject)
+	if awaited {
+		delete(c.apiReplies, m.subject)
+		c.meter.Give(entryCost + int64(len(m.subject)))
+	}
 	c.mu.Unlock()
 	if !awaited {
 		return

@@ -76,6 +76,7 @@ var (
 	errUnknownOp   = &protoError{"Unknown Protocol Operation"}
 	errControlLine = &protoError{"Maximum Control Line Exceeded"}
 	errPayload     = &protoError{"Maximum Payload Violation"}
+	errAuthTimeout = &protoError{"Authentication Timeout"} // no CONNECT within Limits.Handshake
 )
 
 // reader reads operations and keeps the bytes each was made of, so that
@@ -124,7 +125,9 @@ func (r *reader) next() (msg, error) {
 		i = len(line)
 	}
 	op, rest := line[:i], line[i:]
-	m := msg{op: strings.ToUpper(op), size: -1}
+	// The op's own constant: ToUpper returns an upper-case op as it is, a
+	// slice of the line, and each event keeping it kept the whole line.
+	m := msg{op: ops[strings.ToUpper(op)], size: -1}
 	if !r.known(m.op) {
 		return msg{}, errUnknownOp
 	}
@@ -150,6 +153,15 @@ func (r *reader) next() (msg, error) {
 	}
 	m.raw = r.raw
 	return m, nil
+}
+
+// ops are the operations' names, each one string for all.
+var ops = map[string]string{}
+
+func init() {
+	for _, op := range []string{"PING", "PONG", "CONNECT", "PUB", "HPUB", "SUB", "UNSUB", "INFO", "MSG", "HMSG", "+OK", "-ERR"} {
+		ops[op] = op
+	}
 }
 
 // known reports whether op is one the peer may send.

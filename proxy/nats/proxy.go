@@ -88,6 +88,8 @@ type Proxy struct {
 	seq      atomic.Int64
 	others   atomic.Int64 // events of kinds the history does not read
 	unpaired atomic.Int64
+	lim      Limits
+	meter    *listen.Meter // what the proxy remembers of its connections
 	// consumers are the JetStream consumers' configurations the server
 	// stated in its replies (Consumers).
 	consumers consumers
@@ -95,9 +97,13 @@ type Proxy struct {
 	fault.Registry[*Armed, Event]
 }
 
-// Listen starts a proxy to upstream ("host:port") on 127.0.0.1.
-func Listen(upstream string) (*Proxy, error) {
-	p := &Proxy{upstream: upstream}
+// Listen starts a proxy to upstream ("host:port") on 127.0.0.1, with
+// DefaultLimits.
+func Listen(upstream string) (*Proxy, error) { return ListenWith(upstream, DefaultLimits()) }
+
+// ListenWith starts a proxy with limits of its own.
+func ListenWith(upstream string, lim Limits) (*Proxy, error) {
+	p := &Proxy{upstream: upstream, lim: lim, meter: lim.newMeter()}
 	ln, err := listen.Serve(listen.Protocol{
 		Open:   func(id int, nc net.Conn) listen.Conn { return newConn(p, id, nc) },
 		Serve:  func(c listen.Conn) { c.(*conn).serve() },
@@ -181,7 +187,9 @@ func (p *Proxy) record(e Event, m *msg) int64 {
 		if p.others.Add(1) > maxOtherEvents && e.Fault == "" {
 			return 0
 		}
-		e.Subject = e.Subject[:min(len(e.Subject), 256)]
+		// Cut, then cloned again: a slice of the clone would keep
+		// all of a long subject alive while its event counts 256 bytes.
+		e.Subject = strings.Clone(e.Subject[:min(len(e.Subject), 256)])
 	} else if m != nil {
 		e.Header = parseHeader(m.header())
 		e.Data = append([]byte(nil), m.data()...)
