@@ -152,7 +152,7 @@ func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Dur
 			}
 			v.owed = owed
 		}
-		end, raised := deadline(start, limit, cap, lastChange, run)
+		end, raised := deadline(start, limit, cap, lastChange, run, live)
 		out := settled{Took: now.Sub(start), Untaken: v.untaken, Readers: readers(live), Live: live, Limit: end.Sub(start), Raised: raised}
 		switch {
 		case quiet && len(v.hard) == 0 && len(v.soft) == 0 && len(v.owed) == 0:
@@ -192,13 +192,21 @@ const maxRaise = 2 * time.Minute
 // deadline is when settling ends: the limit, or later when the services
 // announced timers to the broker (broker.Patient) that have not run out
 // since the state last changed — the broker has not acted for them yet
-// (a dead member's session, an unacked message's AckWait). Never past cap.
-func deadline(start time.Time, limit, cap time.Duration, lastChange time.Time, run *sysrun.Run) (time.Time, string) {
+// (a dead member's session, an unacked message's AckWait) — or when a
+// service still owing work was started again while settling (its
+// supervisor restarted it after a crash): it gets the whole limit too, as
+// stuck claims of it. Never past cap.
+func deadline(start time.Time, limit, cap time.Duration, lastChange time.Time, run *sysrun.Run, live []sysrun.Live) (time.Time, string) {
 	end := start.Add(limit)
 	var why string
 	for _, w := range run.Waits() {
 		if at := lastChange.Add(w.For + time.Second); at.After(end) {
 			end, why = at, fmt.Sprintf("%s %s", w.What, w.For)
+		}
+	}
+	for _, l := range live {
+		if at := l.Since.Add(limit); (l.Consumer || l.Producer) && at.After(end) {
+			end, why = at, fmt.Sprintf("service %s started again %s into settling, and gets the whole %s", l.Name, l.Since.Sub(start).Round(time.Millisecond), limit)
 		}
 	}
 	if hard := start.Add(cap); end.After(hard) {

@@ -34,6 +34,9 @@ type Live struct {
 	// Restarting: its process ended and its supervisor is starting the
 	// next (what it uses is the ended process's).
 	Restarting bool
+	// Since is when its running process began to run: a consumer started
+	// again while settling has not had the whole limit yet.
+	Since time.Time
 	// InTx names the databases ("producer_db", "consumer_db") on which it
 	// holds a transaction open now: it is mid-work, whatever the tables
 	// show yet.
@@ -79,7 +82,7 @@ func (r *Run) Live() []Live {
 	var out []Live
 	for _, s := range svcs {
 		s.mu.Lock()
-		proc := s.proc
+		proc, since := s.proc, s.since
 		s.mu.Unlock()
 		if proc == nil {
 			continue
@@ -88,7 +91,7 @@ func (r *Run) Live() []Live {
 			continue
 		}
 		gr, seen := s.broker.(groupReader)
-		l := Live{Name: s.name, Seen: seen, Proxied: s.broker != nil, Restarting: replacing[s],
+		l := Live{Name: s.name, Seen: seen, Proxied: s.broker != nil, Restarting: replacing[s], Since: since,
 			Producer: s.given[0] || s.pg[0] != nil && s.pg[0].Connections() > 0,
 			Consumer: (s.given[1] || s.pg[1] != nil && s.pg[1].Connections() > 0) && (s.given[2] || seen && gr.Connections() > 0)}
 		if seen {

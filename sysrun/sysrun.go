@@ -71,6 +71,7 @@ type service struct {
 	name   string
 	mu     sync.Mutex
 	proc   *servers.Service // set as soon as the process runs
+	since  time.Time        // when proc began to run
 	inst   *instance
 	pg     [2]*pgwire.Proxy
 	broker broker.Proxy // nil: the broker has no protocol proxy
@@ -173,7 +174,7 @@ func (r *Run) start(ctx context.Context, name string, env map[string]string, f *
 	proc, err := servers.StartService(ctx, servers.ServiceSpec{Name: name, Argv: argv, Dir: r.cfg.System.Dir, Env: envList, Ready: spec.Ready, ReadyTimeout: spec.ReadyTimeout, Secrets: secrets,
 		Started: func(p *servers.Service) {
 			s.mu.Lock()
-			s.proc = p
+			s.proc, s.since = p, time.Now()
 			s.mu.Unlock()
 			s.inst.mu.Lock()
 			s.inst.proc = p
