@@ -302,6 +302,7 @@ func parseScenario(ctx context.Context, file string, root *yaml.Node) ([]*Scenar
 	}
 	var scs []*Scenario
 	seen := map[string]bool{}
+	exp := newExpansion() // one budget for all the variants
 	for _, v := range combinations(h.axes) {
 		sc := h.Scenario
 		vars := maps.Clone(h.vars)
@@ -309,20 +310,20 @@ func parseScenario(ctx context.Context, file string, root *yaml.Node) ([]*Scenar
 			vars[b.name] = b.value
 		}
 		var verrs diag.Errors
-		vars = resolveVars(vars, h.varPos, &verrs)
+		vars = resolveVars(vars, h.varPos, exp, &verrs)
 		for i := range v { // the label says the values as resolved
 			v[i].value = vars[v[i].name]
 		}
 		sc.Vars = vars
-		sc.Name = substituteText(sc.Name, vars)
-		sc.Description = substituteText(sc.Description, vars)
+		sc.Name = substituteText(sc.Name, vars, exp)
+		sc.Description = substituteText(sc.Description, vars, exp)
 		if len(v) > 0 {
 			sc.Name += " " + v.Label()
 			sc.Variant = v.Label()
 		}
 		for _, n := range h.stepsNode.Content {
 			before := len(verrs)
-			n = substitute(file, n, vars, &verrs)
+			n = substitute(file, n, vars, exp, &verrs)
 			if len(verrs) > before {
 				continue // an undefined variable: its step cannot be judged further
 			}
