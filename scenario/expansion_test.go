@@ -59,3 +59,31 @@ func TestVarExpansionIsBounded(t *testing.T) {
 		t.Errorf("a chain 16 deep: %v", errs)
 	}
 }
+
+// TestNodeBudgetCountsAliasesOnly: a long file written out in full (the
+// random workload of soak --events 15000: 111,000 nodes) loads; aliases
+// that expand past the budget (a "billion laughs" file) are still refused.
+func TestNodeBudgetCountsAliasesOnly(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("name: long\nsteps:\n")
+	for i := 1; i <= 15000; i++ {
+		agg := ""
+		if i%5 == 0 {
+			agg = fmt.Sprintf(", aggregate: acct-%d", i%3)
+		}
+		fmt.Fprintf(&b, "  - produce: {event: ev-%d, amount: %d%s}\n", i, 1+i%500, agg)
+	}
+	scs, errs := Parse("random.yaml", []byte(b.String()))
+	if len(errs) > 0 || len(scs) != 1 || len(scs[0].Steps) != 15000 {
+		t.Fatalf("15000 events written out: %d scenarios, errors %v", len(scs), errs)
+	}
+
+	laughs := "name: lol\nx-a: &a [l, l, l, l, l, l, l, l, l, l]\n"
+	for i, prev := 'b', 'a'; i <= 'h'; i, prev = i+1, i {
+		laughs += fmt.Sprintf("x-%c: &%c [*%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c]\n", i, i, prev, prev, prev, prev, prev, prev, prev, prev, prev, prev)
+	}
+	laughs += "steps: [produce]\n"
+	if _, errs := Parse("lol.yaml", []byte(laughs)); len(errs) != 1 || !strings.Contains(errs[0].Error(), "aliases expand to more than 100000 YAML nodes beyond those written") {
+		t.Errorf("billion laughs: %v", errs)
+	}
+}

@@ -208,7 +208,11 @@ func ParseContext(ctx context.Context, file string, data []byte) ([]*Scenario, d
 	} else if !errors.Is(err, io.EOF) {
 		return nil, diag.Errors{yamlError(file, data, err)} // invalid YAML after ---
 	}
-	budget := maxNodes
+	// The budget bounds what aliases add, not what is written: the nodes
+	// written are in memory already (the decoder made them, and the file
+	// cap bounds them), and a long generated workload (explore --random,
+	// soak: seven nodes an event) is written out in full.
+	budget := maxNodes + written(doc.Content[0], 0)
 	root, err := resolveAliases(doc.Content[0], 0, &budget)
 	if err != nil {
 		return nil, diag.Errors{diag.Errorf(diag.NodePos(file, doc.Content[0]), "%v", err)}
@@ -223,7 +227,8 @@ func ParseContext(ctx context.Context, file string, data []byte) ([]*Scenario, d
 }
 
 // maxDepth bounds nesting, and so alias cycles such as &a [*a]; maxNodes
-// bounds what aliases may expand to (a "billion laughs" file).
+// bounds what aliases may add to the nodes written (a "billion laughs"
+// file).
 const (
 	maxDepth = 64
 	maxNodes = 100_000
@@ -237,7 +242,7 @@ func resolveAliases(n *yaml.Node, depth int, budget *int) (*yaml.Node, error) {
 		return nil, fmt.Errorf("nested more than %d levels deep (an alias that contains itself?)", maxDepth)
 	}
 	if *budget--; *budget < 0 {
-		return nil, fmt.Errorf("more than %d YAML nodes once aliases are expanded", maxNodes)
+		return nil, fmt.Errorf("aliases expand to more than %d YAML nodes beyond those written", maxNodes)
 	}
 	if n.Kind == yaml.AliasNode {
 		return resolveAliases(n.Alias, depth+1, budget)
@@ -275,6 +280,19 @@ func resolveAliases(n *yaml.Node, depth int, budget *int) (*yaml.Node, error) {
 		}
 	}
 	return &c, nil
+}
+
+// written counts the nodes of n as written: an alias is one node (it is
+// not followed). Its depth is bounded as resolveAliases bounds it.
+func written(n *yaml.Node, depth int) int {
+	if depth > maxDepth || n.Kind == yaml.AliasNode {
+		return 1
+	}
+	c := 1
+	for _, k := range n.Content {
+		c += written(k, depth+1)
+	}
+	return c
 }
 
 // yamlError points at the token that makes the file invalid YAML: yaml.v3
