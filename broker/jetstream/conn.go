@@ -95,7 +95,7 @@ func (c conn) Hints(key string) []string {
 
 // leftoverStream is a scenario's stream or its dead letters: the runner's
 // key drill:ID:N sanitized (New), and nothing else.
-var leftoverStream = regexp.MustCompile(`^` + broker.NamePrefix + `_[0-9a-f]{8}_[0-9]+(_dlq|_adv)?$`)
+var leftoverStream = regexp.MustCompile(`^` + broker.NamePrefix + `_` + broker.RunIDForm + `_` + broker.CounterForm + `(_dlq|_adv)?$`)
 
 // leaseTimeout bounds the answer of a live run's lease.
 const leaseTimeout = 2 * time.Second
