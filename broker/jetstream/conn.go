@@ -85,7 +85,9 @@ func (c conn) await(ctx context.Context, connected bool) error {
 // Hints tell how to look at a kept scenario's stream (the nats CLI): the
 // stream's name is the key sanitized as New names it.
 func (c conn) Hints(key string) []string {
-	srv, sn := c.nc.ConnectedUrlRedacted(), sanitize(key)
+	// Not ConnectedUrlRedacted: it hides a password, not a token in the
+	// user info (nats://TOKEN@host), which redact.URL hides too.
+	srv, sn := redact.URL(c.nc.ConnectedUrl()), sanitize(key)
 	return []string{
 		"stream:      nats --server " + srv + " stream info " + sn,
 		"consumers:   nats --server " + srv + " consumer ls " + sn,
