@@ -176,9 +176,8 @@ func newLease(root string) (*lease, error) {
 		if _, err := f.Write(append(hdr, '\n')); err != nil {
 			return fail(err)
 		}
-		path := filepath.Join(dir, "drill-run-"+id+".lease")
-		// Link, not rename: another run's lease of the same id stays.
-		if err := os.Link(f.Name(), path); errors.Is(err, fs.ErrExist) {
+		path, err := linkLease(f.Name(), root, dir, id)
+		if errors.Is(err, fs.ErrExist) {
 			f.Close()
 			os.Remove(f.Name())
 			continue
@@ -191,6 +190,35 @@ func newLease(root string) (*lease, error) {
 	return nil, errors.New("lease file: no free name")
 }
 
+// linkLease gives the lease file tmp its name in dir, and, when dir is
+// not root, the same file a second name in root, where a clean of a runner
+// before private lease dirs looks for it: one that found none there would
+// take this live run's dirs for a dead run's. Links, not renames: another
+// run's lease of the same id stays (fs.ErrExist: draw another id).
+func linkLease(tmp, root, dir, id string) (string, error) {
+	name := "drill-run-" + id + ".lease"
+	path := filepath.Join(dir, name)
+	if err := os.Link(tmp, path); err != nil {
+		return "", err
+	}
+	if dir == root {
+		return path, nil
+	}
+	if err := os.Link(tmp, filepath.Join(root, name)); err != nil {
+		os.Remove(path)
+		return "", err
+	}
+	return path, nil
+}
+
+// compatName is the lease's second name, in its temp root (linkLease).
+func (l *lease) compatName() string {
+	if filepath.Dir(l.path) == l.root {
+		return ""
+	}
+	return filepath.Join(l.root, filepath.Base(l.path))
+}
+
 // release drops a reference; the last removes the lease file (all it
 // covered is gone) and unlocks it.
 func (l *lease) release() {
@@ -200,8 +228,9 @@ func (l *lease) release() {
 		return
 	}
 	os.Remove(l.path)
-	if dir := filepath.Dir(l.path); dir != l.root {
-		os.Remove(dir) // .drill-leases-UID, if no other lease is in it
+	if c := l.compatName(); c != "" {
+		os.Remove(c)
+		os.Remove(filepath.Dir(l.path)) // .drill-leases-UID, if no other lease is in it
 	}
 	l.f.Close()
 	if leases.byRoot[l.root] == l {
@@ -365,11 +394,26 @@ func cleanRoot(root string, rc *Reclaimed) error {
 		}
 	}
 	for _, p := range dead { // last: a clean cut short finds its dirs again
+		removeCompat(p, root)
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removeCompat removes the second name in root of the dead lease at p
+// (linkLease), if it is that very file.
+func removeCompat(p, root string) {
+	c := filepath.Join(root, filepath.Base(p))
+	if c == p {
+		return
+	}
+	a, errA := os.Lstat(p)
+	b, errB := os.Lstat(c)
+	if errA == nil && errB == nil && os.SameFile(a, b) {
+		os.Remove(c)
+	}
 }
 
 // reclaimLeases takes the leases in ldir no process holds: returns their

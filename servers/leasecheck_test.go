@@ -126,3 +126,82 @@ func TestCleanTrustsOnlyItsOwnLeases(t *testing.T) {
 		}
 	}
 }
+
+// sharedTemp is a temp root anyone may write into, as /tmp is.
+func sharedTemp(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestLeaseInASharedTempDir: in a temp dir anyone writes into, the lease
+// is made 0600 in .drill-leases-UID (0700), with a second name where a
+// clean of a runner before private lease dirs looks (held: that clean
+// leaves the live run's dirs alone); the run's end removes all three. A
+// dead run's lease, both names and its dirs go with clean.
+func TestLeaseInASharedTempDir(t *testing.T) {
+	shared := sharedTemp(t)
+	t.Setenv("TMPDIR", shared)
+	dir, err := makeDir(RedisDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := leases.byDir[dir]
+	ldir := filepath.Join(shared, leaseDirName())
+	if filepath.Dir(l.path) != ldir {
+		t.Errorf("lease %s, want it in %s", l.path, ldir)
+	}
+	for p, want := range map[string]os.FileMode{ldir: os.ModeDir | 0o700, l.path: 0o600, dir: os.ModeDir | 0o700} {
+		if fi, err := os.Lstat(p); err != nil || fi.Mode() != want {
+			t.Errorf("%s: %v %v, want mode %v", p, fi.Mode(), err, want)
+		}
+	}
+	compat := filepath.Join(shared, filepath.Base(l.path))
+	a, _ := os.Lstat(l.path)
+	if b, err := os.Lstat(compat); err != nil || !os.SameFile(a, b) {
+		t.Errorf("no second name %s of the lease: %v", compat, err)
+	}
+	if !leaseHeld(compat) {
+		t.Error("the lease's second name is not held")
+	}
+	os.Remove(dir)
+	dropDir(dir)
+	if left, _ := filepath.Glob(filepath.Join(shared, "*drill*")); len(left) > 0 {
+		t.Errorf("the run ended and left %v", left)
+	}
+	if _, err := os.Lstat(ldir); err == nil {
+		t.Errorf("the emptied %s stays", ldir)
+	}
+
+	// A dead run's: its lease (both names) and dir go.
+	if err := os.Mkdir(ldir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dead := filepath.Join(ldir, "drill-run-deadbeef.lease")
+	if err := os.WriteFile(dead, []byte(`{"lease":"deadbeef","secret":"0123456789abcdef0123456789abcdef","pid":1}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(dead, filepath.Join(shared, "drill-run-deadbeef.lease")); err != nil {
+		t.Fatal(err)
+	}
+	deadDir := filepath.Join(shared, "drill-pg-deadbeef-7") // pg: the kinds this package knows without the brokers
+	if err := os.Mkdir(deadDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := CleanDeadRuns([]string{shared})
+	if err != nil || len(rc.Removed) != 1 || rc.Removed[0] != deadDir {
+		t.Errorf("removed %v, %v; want %s", rc.Removed, err, deadDir)
+	}
+	if left, _ := filepath.Glob(filepath.Join(shared, "*drill*", "*")); len(left) > 0 {
+		t.Errorf("left %v", left)
+	}
+	if left, _ := filepath.Glob(filepath.Join(shared, "drill-*")); len(left) > 0 {
+		t.Errorf("left %v", left)
+	}
+}
