@@ -6,6 +6,14 @@ package broker
 // own objects.
 const NamePrefix = "drill"
 
+// RunIDForm and CounterForm are the run id and the counter of an object
+// name as the runner writes them (fmt's %d: no leading zero), for the
+// patterns a clean matches names with: drill_deadbeef_01_p is not one.
+const (
+	RunIDForm   = `[0-9a-f]{8}`
+	CounterForm = `(?:0|[1-9][0-9]*)`
+)
+
 // LeaseName is run id's lease on a server, with sep the server's word
 // separator: a PostgreSQL application_name (drill_lease_ID), a Redis key
 // (drill:lease:ID), a NATS subject or a RabbitMQ queue (drill.lease.ID).

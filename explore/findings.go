@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxdrill/runner/internal/outfile"
 	"github.com/outboxdrill/runner/scenario"
 )
 
@@ -125,7 +126,7 @@ func (e *explorer) unconfirmed(w *Workload, f *Finding) error {
 	title := fmt.Sprintf("explore (unconfirmed): %s broke %s once", faultList(w, f.Minimal.Faults), strings.Join(f.Broken, ", "))
 	comment := fmt.Sprintf("Found by runner explore on %s (workload: %s).\n%s\nUNCONFIRMED: this schedule broke it once, then not in %d runs of this file; a window its timing rarely hits, or a verdict to doubt.\nRun it again: runner run %s\nFirst seen: %s",
 		w.System.File, w.Name, faultWords(w, f.Minimal.Faults), f.Tries, f.File, f.Why)
-	if err := os.WriteFile(f.File, w.Render(e.p.Out, title, comment, written(f.Minimal)), 0o644); err != nil { //nolint:gosec // a scenario for anyone to read
+	if err := outfile.Write(f.File, w.Render(e.p.Out, title, comment, written(f.Minimal)), 0o644); err != nil { // a scenario for anyone to read
 		return err
 	}
 	return os.Remove(old)
@@ -259,7 +260,7 @@ func (e *explorer) write(w *Workload, f *Finding) error {
 	title := fmt.Sprintf("explore: %s breaks %s", faultList(w, f.Minimal.Faults), strings.Join(f.Broken, ", "))
 	comment := fmt.Sprintf("Found by runner explore on %s (workload: %s).\n%s\nIt fails until the bug is fixed: runner run %s\nFirst seen: %s",
 		w.System.File, w.Name, faultWords(w, f.Minimal.Faults), f.File, f.Why)
-	return os.WriteFile(f.File, w.Render(e.p.Out, title, comment, written(f.Minimal)), 0o644) //nolint:gosec // a scenario for anyone to read
+	return outfile.Write(f.File, w.Render(e.p.Out, title, comment, written(f.Minimal)), 0o644) // a scenario for anyone to read
 }
 
 // confirm runs the written file, as `runner run` loads it, Confirm times.

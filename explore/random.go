@@ -6,12 +6,12 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/outfile"
 	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/sysrun"
 	"github.com/outboxdrill/runner/system"
@@ -139,7 +139,9 @@ func (e *explorer) random(ctx context.Context, res *Result, xs []sysrun.Crossing
 	// the out directory takes the findings only).
 	rr.File = filepath.Join(e.p.Out, fmt.Sprintf("random-seed-%d.schedule", r.Seed))
 	title := fmt.Sprintf("explore --random --seed %d: %d events, %d fault(s)", r.Seed, r.Events, len(sched))
-	if err := os.WriteFile(rr.File, long.Render(e.p.Out, title, "Replay: runner run "+rr.File, Variant{Faults: sched, Optional: true}), 0o644); err != nil { //nolint:gosec // a scenario for anyone to read
+	if err := outfile.Write(rr.File, long.Render(e.p.Out, title, "Replay: runner run "+rr.File, Variant{Faults: sched, Optional: true}), 0o644); err != nil { // a scenario for anyone to read
+		// Nothing ran: the summary's verdict says so (the error ends the run).
+		rr.Outcome, rr.File = "not run: the schedule could not be written", ""
 		return err
 	}
 	e.logf("random: seed %d, %d events, %d fault(s) drawn; the schedule as a scenario: %s", r.Seed, r.Events, len(sched), rr.File)
@@ -163,8 +165,12 @@ func (e *explorer) random(ctx context.Context, res *Result, xs []sysrun.Crossing
 func eventNo(w *Workload, i int) int { return slices.Index(w.Events, i) + 1 }
 
 func (r *RandomResult) summary(w io.Writer) {
+	verdict := r.Outcome // the verdict, or why there is none (random)
+	if verdict == "" {
+		verdict = r.Verdict.String()
+	}
 	fmt.Fprintf(w, "random: seed %d, %d events, %d fault(s) (the same seed draws the same schedule): %s in %.1fs\n",
-		r.Seed, r.Events, len(r.Schedule), safe.Line(r.Verdict.String()), r.Seconds)
+		r.Seed, r.Events, len(r.Schedule), safe.Line(verdict), r.Seconds)
 	if r.Seconds > 0 {
 		fmt.Fprintf(w, "  %.0f events/s over the whole run (services started, faults, recovery, settling)\n", float64(r.Events)/r.Seconds)
 	}

@@ -11,7 +11,6 @@ package explore
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/internal/guardfile"
+	"github.com/outboxdrill/runner/internal/outfile"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/system"
@@ -150,8 +150,8 @@ func Default(ctx context.Context, sys *system.System, out string) (*Workload, di
 	// workload.builtin:8:5") points into a file the user can read. Not a
 	// .yaml: `runner run DIR` on the findings leaves it alone.
 	file := filepath.Join(out, "workload.builtin")
-	if err := os.MkdirAll(out, 0o755); err == nil {
-		_ = os.WriteFile(file, []byte(b.String()), 0o644) //nolint:gosec // a scenario for anyone to read
+	if err := outfile.Dir(out, 0o755); err == nil { // best effort: the workload is parsed from memory
+		_ = outfile.Write(file, []byte(b.String()), 0o644) // a scenario for anyone to read
 	}
 	return parseWorkload(ctx, file, []byte(b.String()), nil)
 }

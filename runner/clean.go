@@ -21,7 +21,7 @@ import (
 
 // leftoverDB is a database the runner names, and nothing else: prefix,
 // 8-hex run id, counter, side. (Each broker kind knows its own names.)
-var leftoverDB = regexp.MustCompile(`^` + namePrefix + `_[0-9a-f]{8}_[0-9]+_[pc]$`)
+var leftoverDB = regexp.MustCompile(`^` + namePrefix + `_` + broker.RunIDForm + `_` + broker.CounterForm + `_[pc]$`)
 
 // minStaleAge is how old the dir of a runner before leases must be before
 // clean may take it for a killed run's.
@@ -32,6 +32,7 @@ type TempCleaned struct {
 	Removed []string // dead runs' server dirs
 	Killed  []string // processes dead runs left: services and all they started
 	Live    []string // server dirs of live runs, left alone
+	Refused []string // leases and dirs named as the runner's, not provably this user's runner's: "PATH is …: left alone"
 }
 
 // CleanTempDirs takes what runs whose runner was killed (SIGKILL leaves no
@@ -40,12 +41,13 @@ type TempCleaned struct {
 // the servers' tmpfs root. A run is dead when no process holds its lease
 // file (servers/lease.go): a live run holds it whether its servers are up
 // or not, so a scenario that stopped its own Redis or PostgreSQL keeps its
-// dirs. Dirs made by a runner before leases (no run id in their name) have
+// dirs. Dirs made by a runner before leases (drill-KIND-N, no run id) have
 // no lease to ask: those are taken, as before, when older than two minutes
-// and no process works in them.
+// and no process works in them, and only if this user's runner made them
+// (servers/leasecheck.go: nothing of another shape, no symlink, no file).
 func CleanTempDirs() (TempCleaned, error) {
 	rc, err := servers.CleanDeadRuns(servers.TempRoots())
-	c := TempCleaned{Removed: rc.Removed, Killed: rc.Killed, Live: rc.Live}
+	c := TempCleaned{Removed: rc.Removed, Killed: rc.Killed, Live: rc.Live, Refused: rc.Refused}
 	if len(rc.Unleased) == 0 {
 		return c, err
 	}
@@ -53,7 +55,7 @@ func CleanTempDirs() (TempCleaned, error) {
 	for _, d := range rc.Unleased {
 		// A young dir may belong to a server still being set up (its files
 		// are copied before any process works in it).
-		if fi, err := os.Stat(d); err != nil || time.Since(fi.ModTime()) < minStaleAge || busy(d) {
+		if fi, err := os.Lstat(d); err != nil || time.Since(fi.ModTime()) < minStaleAge || busy(d) {
 			continue
 		}
 		if rerr := os.RemoveAll(d); rerr != nil {

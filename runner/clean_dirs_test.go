@@ -21,6 +21,7 @@ import (
 func TestCleanTempDirsJudgesByLease(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp) // clean sees this test's dirs only
+	privateTemp(t, tmp)     // leases are judged there, not in a .drill-leases-UID of it
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	old := time.Now().Add(-time.Hour)
@@ -120,7 +121,7 @@ func TestCleanTempDirsJudgesByLease(t *testing.T) {
 func mkdirs(t *testing.T, dirs ...string) {
 	t.Helper()
 	for _, d := range dirs {
-		if err := os.MkdirAll(filepath.Join(d, "data"), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(d, "data"), 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -134,4 +135,13 @@ func locked(path string) bool {
 	}
 	defer f.Close()
 	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil
+}
+
+// privateTemp makes dir this user's private dir (t.TempDir's is 0755), as
+// a $TMPDIR of one's own is: leases are then made and judged in it.
+func privateTemp(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -392,7 +392,7 @@ func TestCleanTempDirsTakesOnlyDeadOnes(t *testing.T) {
 	live := filepath.Join(tmp, "drill-redis-456")
 	other := filepath.Join(tmp, "someone-else")
 	for _, d := range []string{dead, live, other} {
-		if err := os.MkdirAll(filepath.Join(d, "data"), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(d, "data"), 0o700); err != nil { // as os.MkdirTemp made them
 			t.Fatal(err)
 		}
 	}

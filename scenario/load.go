@@ -208,7 +208,11 @@ func ParseContext(ctx context.Context, file string, data []byte) ([]*Scenario, d
 	} else if !errors.Is(err, io.EOF) {
 		return nil, diag.Errors{yamlError(file, data, err)} // invalid YAML after ---
 	}
-	budget := maxNodes
+	// The budget bounds what aliases add, not what is written: the nodes
+	// written are in memory already (the decoder made them, and the file
+	// cap bounds them), and a long generated workload (explore --random,
+	// soak: seven nodes an event) is written out in full.
+	budget := maxNodes + written(doc.Content[0], 0)
 	root, err := resolveAliases(doc.Content[0], 0, &budget)
 	if err != nil {
 		return nil, diag.Errors{diag.Errorf(diag.NodePos(file, doc.Content[0]), "%v", err)}
@@ -223,7 +227,8 @@ func ParseContext(ctx context.Context, file string, data []byte) ([]*Scenario, d
 }
 
 // maxDepth bounds nesting, and so alias cycles such as &a [*a]; maxNodes
-// bounds what aliases may expand to (a "billion laughs" file).
+// bounds what aliases may add to the nodes written (a "billion laughs"
+// file).
 const (
 	maxDepth = 64
 	maxNodes = 100_000
@@ -237,7 +242,7 @@ func resolveAliases(n *yaml.Node, depth int, budget *int) (*yaml.Node, error) {
 		return nil, fmt.Errorf("nested more than %d levels deep (an alias that contains itself?)", maxDepth)
 	}
 	if *budget--; *budget < 0 {
-		return nil, fmt.Errorf("more than %d YAML nodes once aliases are expanded", maxNodes)
+		return nil, fmt.Errorf("aliases expand to more than %d YAML nodes beyond those written", maxNodes)
 	}
 	if n.Kind == yaml.AliasNode {
 		return resolveAliases(n.Alias, depth+1, budget)
@@ -277,6 +282,19 @@ func resolveAliases(n *yaml.Node, depth int, budget *int) (*yaml.Node, error) {
 	return &c, nil
 }
 
+// written counts the nodes of n as written: an alias is one node (it is
+// not followed). Its depth is bounded as resolveAliases bounds it.
+func written(n *yaml.Node, depth int) int {
+	if depth > maxDepth || n.Kind == yaml.AliasNode {
+		return 1
+	}
+	c := 1
+	for _, k := range n.Content {
+		c += written(k, depth+1)
+	}
+	return c
+}
+
 // yamlError points at the token that makes the file invalid YAML: yaml.v3
 // gives only a line, often the enclosing block's.
 func yamlError(file string, data []byte, err error) *diag.Error {
@@ -302,6 +320,7 @@ func parseScenario(ctx context.Context, file string, root *yaml.Node) ([]*Scenar
 	}
 	var scs []*Scenario
 	seen := map[string]bool{}
+	exp := newExpansion() // one budget for all the variants
 	for _, v := range combinations(h.axes) {
 		sc := h.Scenario
 		vars := maps.Clone(h.vars)
@@ -309,20 +328,20 @@ func parseScenario(ctx context.Context, file string, root *yaml.Node) ([]*Scenar
 			vars[b.name] = b.value
 		}
 		var verrs diag.Errors
-		vars = resolveVars(vars, h.varPos, &verrs)
+		vars = resolveVars(vars, h.varPos, exp, &verrs)
 		for i := range v { // the label says the values as resolved
 			v[i].value = vars[v[i].name]
 		}
 		sc.Vars = vars
-		sc.Name = substituteText(sc.Name, vars)
-		sc.Description = substituteText(sc.Description, vars)
+		sc.Name = substituteText(sc.Name, vars, exp)
+		sc.Description = substituteText(sc.Description, vars, exp)
 		if len(v) > 0 {
 			sc.Name += " " + v.Label()
 			sc.Variant = v.Label()
 		}
 		for _, n := range h.stepsNode.Content {
 			before := len(verrs)
-			n = substitute(file, n, vars, &verrs)
+			n = substitute(file, n, vars, exp, &verrs)
 			if len(verrs) > before {
 				continue // an undefined variable: its step cannot be judged further
 			}

@@ -4,11 +4,13 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/guardfile"
 	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/system"
 )
@@ -142,14 +144,62 @@ func combinations(axes []axis) []variant {
 	return out
 }
 
+// Expansion bounds. A ${name} copies the variable's value wherever it is
+// used, so a few bytes can stand for very many: vars each using the one
+// before twice (b: "${a}${a}", c: "${b}${b}", …) double with every line,
+// and 30 of them in a 637-byte file made 7.4 GB. So what expansion adds,
+// over a whole file and all its variants, may be at most what the file
+// itself may be (guardfile.Scenario.Max: a scenario that needs more is
+// not a scenario someone wrote), and a variable may use variables at most
+// maxVarDepth deep (no one writes a chain that long; it bounds the work
+// before the bytes run out). The first variable or use past either is an
+// error at its definition or use; its value stays as written.
+const maxVarDepth = 16
+
+// maxExpansion is what ${…} may add to a file, in bytes (a var: tests
+// lower it).
+var maxExpansion = guardfile.Scenario.Max
+
+// expansion is what is left of a file's expansion budget.
+type expansion struct {
+	left     int64
+	reported bool // the budget's end is reported once per file
+}
+
+func newExpansion() *expansion { return &expansion{left: maxExpansion} }
+
+// take spends n bytes, if there are that many left.
+func (e *expansion) take(n int) bool {
+	if int64(n) > e.left {
+		e.left = -1
+		return false
+	}
+	e.left -= int64(n)
+	return true
+}
+
+// overflow reports the end of the budget at pos, once.
+func (e *expansion) overflow(pos diag.Pos, what string, errs *diag.Errors) {
+	if e.reported {
+		return
+	}
+	e.reported = true
+	*errs = append(*errs, diag.Errorf(pos, "%s: expanding ${…} makes more than %s (each use copies the value; a scenario file may be at most that): use fewer or shorter values",
+		what, guardfile.Size(maxExpansion)))
+}
+
 // substitute returns a deep copy of n with ${name} replaced in every scalar
 // (keys too). Line and column stay those of the file.
-func substitute(file string, n *yaml.Node, vars map[string]string, errs *diag.Errors) *yaml.Node {
+func substitute(file string, n *yaml.Node, vars map[string]string, exp *expansion, errs *diag.Errors) *yaml.Node {
 	c := *n
 	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${") {
 		c.Value = varRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
 			name := ref[2 : len(ref)-1]
 			v, ok := vars[name]
+			if ok && !exp.take(len(v)) {
+				exp.overflow(diag.NodePos(file, n), ref, errs)
+				return ref
+			}
 			if !ok && slices.Contains(system.Placeholders, name) {
 				return ref // a team's service gets it when it starts (the stream, a proxy's URL, …)
 			}
@@ -172,16 +222,17 @@ func substitute(file string, n *yaml.Node, vars map[string]string, errs *diag.Er
 	}
 	c.Content = make([]*yaml.Node, len(n.Content))
 	for i, k := range n.Content {
-		c.Content[i] = substitute(file, k, vars, errs)
+		c.Content[i] = substitute(file, k, vars, exp, errs)
 	}
 	return &c
 }
 
 // substituteText replaces the ${name}s it knows in a name or description;
 // an unknown one stays as written (the steps are where it would matter).
-func substituteText(s string, vars map[string]string) string {
+// Past the expansion budget it stays as written too (substitute reports it).
+func substituteText(s string, vars map[string]string, exp *expansion) string {
 	return varRef.ReplaceAllStringFunc(s, func(ref string) string {
-		if v, ok := vars[ref[2:len(ref)-1]]; ok {
+		if v, ok := vars[ref[2:len(ref)-1]]; ok && exp.take(len(v)) {
 			return v
 		}
 		return ref
@@ -190,10 +241,12 @@ func substituteText(s string, vars map[string]string) string {
 
 // resolveVars replaces the variables a variable's value uses (vars: {n: 5,
 // ev: "pay-${n}"}, a matrix value too), each once; a variable that comes
-// back to itself is an error at its definition, its value left as written.
-// A name no variable has (a system placeholder, ${stream}) stays.
-func resolveVars(vars map[string]string, pos map[string]diag.Pos, errs *diag.Errors) map[string]string {
+// back to itself is an error at its definition, its value left as written,
+// and so is one past the expansion bounds (maxVarDepth, exp). A name no
+// variable has (a system placeholder, ${stream}) stays.
+func resolveVars(vars map[string]string, pos map[string]diag.Pos, exp *expansion, errs *diag.Errors) map[string]string {
 	out := make(map[string]string, len(vars))
+	depth := map[string]int{} // 1 for a value that uses no variable
 	const visiting, done = 1, 2
 	state := map[string]int{}
 	var visit func(name string, path []string) string
@@ -206,18 +259,33 @@ func resolveVars(vars map[string]string, pos map[string]diag.Pos, errs *diag.Err
 			*errs = append(*errs, diag.Errorf(pos[name], "variable %q uses itself: %s", name, strings.Join(append(path[i:], name), " → ")))
 			return vars[name]
 		}
-		state[name] = visiting
+		state[name], depth[name] = visiting, 1
+		over := false
 		v := varRef.ReplaceAllStringFunc(vars[name], func(ref string) string {
 			used := ref[2 : len(ref)-1]
 			switch {
+			case over:
 			case hasVar(vars, used):
-				return visit(used, append(path, name))
+				u := visit(used, append(path, name))
+				depth[name] = max(depth[name], depth[used]+1)
+				if over = depth[name] > maxVarDepth || !exp.take(len(u)); !over {
+					return u
+				}
 			case !slices.Contains(system.Placeholders, used):
 				*errs = append(*errs, diag.Errorf(pos[name], "variable %q uses undefined variable %q%s", name, used,
 					diag.Suggest(used, append(slices.Sorted(maps.Keys(vars)), system.Placeholders...))))
 			}
 			return ref
 		})
+		if over {
+			v = vars[name] // as written: what uses it grows no further
+			if depth[name] > maxVarDepth {
+				*errs = append(*errs, diag.Errorf(pos[name], "variable %q uses variables more than %d deep (one using one using …): write the value out", name, maxVarDepth))
+				depth[name] = 1 // reported here, not again at each that uses it
+			} else {
+				exp.overflow(pos[name], "variable "+strconv.Quote(name), errs)
+			}
+		}
 		state[name], out[name] = done, v
 		return v
 	}

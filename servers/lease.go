@@ -33,14 +33,19 @@ import (
 // tells a dead run from a live one by trying the lock, never by which
 // processes work in which dir.
 //
-// The file names the holder (pid, start time, session) and gets a line per
-// service started: its pid, process group, session and start time, and the
-// token its processes carry. Every process the package starts carries
-// OwnerEnv=TOKEN in its environment, TOKEN being ID.N, and passes it on to
-// everything it starts (a double fork and setsid keep it), so a dead run's
-// leftovers are found by their environment, even re-parented to init.
+// The file names the holder (pid, start time, session) and a random secret,
+// and gets a line per service started: its pid, process group, session and
+// start time, and the token its processes carry. Every process the package
+// starts carries OwnerEnv=TOKEN in its environment, TOKEN being
+// ID.SECRET.N, and passes it on to everything it starts (a double fork and
+// setsid keep it), so a dead run's leftovers are found by their
+// environment, even re-parented to init; the secret, readable only by this
+// user (the lease is 0600, /proc/PID/environ is its owner's), makes a
+// token no other user can name (leasecheck.go: what clean trusts).
 //
-// Managed dirs are named drill-KIND-ID-RANDOM after the lease.
+// The lease file is in the temp root if that is this user's private dir,
+// else in .drill-leases-UID there (leaseDir). Managed dirs are named
+// drill-KIND-ID-RANDOM after the lease, in the temp root.
 
 // OwnerEnv holds the tokens of the runs a process descends from, separated
 // by spaces: a runner run as a service of another adds its own.
@@ -79,10 +84,11 @@ var (
 
 // lease is this process's lease in one temp root.
 type lease struct {
-	id, root, path string
-	f              *os.File // locked; never closed while refs > 0
-	refs           int      // dirs and services that hold it
-	tokens         int      // tokens handed out
+	id, secret string
+	root, path string
+	f          *os.File // locked; never closed while refs > 0
+	refs       int      // dirs and services that hold it
+	tokens     int      // tokens handed out
 }
 
 // leases are this process's, by temp root (a test may change $TMPDIR, and
@@ -97,6 +103,7 @@ var leases = struct {
 // leaseHeader is a lease file's first line.
 type leaseHeader struct {
 	Lease   string `json:"lease"`
+	Secret  string `json:"secret"` // of the tokens: ID.SECRET.N
 	PID     int    `json:"pid"`
 	Start   string `json:"start"` // the holder's start time (/proc/PID/stat field 22)
 	Session int    `json:"sid"`
@@ -139,11 +146,18 @@ func newLease(root string) (*lease, error) {
 	sid, _ := unix.Getsid(0)
 	exe, _ := os.Executable()
 	for range 10 {
-		b := make([]byte, 4)
-		_, _ = rand.Read(b)
-		id := hex.EncodeToString(b)
-		f, err := os.CreateTemp(root, ".drill-run-*.tmp")
+		dir, err := leaseDir(root, true)
 		if err != nil {
+			return nil, fmt.Errorf("lease file: %w", err)
+		}
+		b := make([]byte, 4+16)
+		_, _ = rand.Read(b)
+		id, secret := hex.EncodeToString(b[:4]), hex.EncodeToString(b[4:])
+		// CreateTemp: O_EXCL, mode 0600 (what clean requires), this user's.
+		f, err := os.CreateTemp(dir, ".drill-run-*.tmp")
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // another runner's release removed the emptied dir
+		} else if err != nil {
 			return nil, fmt.Errorf("lease file: %w", err)
 		}
 		fail := func(err error) (*lease, error) {
@@ -154,17 +168,16 @@ func newLease(root string) (*lease, error) {
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 			return fail(err)
 		}
-		// Readable by all: another user's clean can tell it is live.
-		if err := f.Chmod(0o644); err != nil {
+		// Readable by this user only: it holds the tokens' secret.
+		if err := f.Chmod(0o600); err != nil {
 			return fail(err)
 		}
-		hdr, _ := json.Marshal(leaseHeader{Lease: id, PID: os.Getpid(), Start: self.start, Session: sid, Exe: exe, At: time.Now().UTC().Format(time.RFC3339)})
+		hdr, _ := json.Marshal(leaseHeader{Lease: id, Secret: secret, PID: os.Getpid(), Start: self.start, Session: sid, Exe: exe, At: time.Now().UTC().Format(time.RFC3339)})
 		if _, err := f.Write(append(hdr, '\n')); err != nil {
 			return fail(err)
 		}
-		path := filepath.Join(root, "drill-run-"+id+".lease")
-		// Link, not rename: another run's lease of the same id stays.
-		if err := os.Link(f.Name(), path); errors.Is(err, fs.ErrExist) {
+		path, err := linkLease(f.Name(), root, dir, id)
+		if errors.Is(err, fs.ErrExist) {
 			f.Close()
 			os.Remove(f.Name())
 			continue
@@ -172,9 +185,38 @@ func newLease(root string) (*lease, error) {
 			return fail(err)
 		}
 		os.Remove(f.Name())
-		return &lease{id: id, root: root, path: path, f: f}, nil
+		return &lease{id: id, secret: secret, root: root, path: path, f: f}, nil
 	}
 	return nil, errors.New("lease file: no free name")
+}
+
+// linkLease gives the lease file tmp its name in dir, and, when dir is
+// not root, the same file a second name in root, where a clean of a runner
+// before private lease dirs looks for it: one that found none there would
+// take this live run's dirs for a dead run's. Links, not renames: another
+// run's lease of the same id stays (fs.ErrExist: draw another id).
+func linkLease(tmp, root, dir, id string) (string, error) {
+	name := "drill-run-" + id + ".lease"
+	path := filepath.Join(dir, name)
+	if err := os.Link(tmp, path); err != nil {
+		return "", err
+	}
+	if dir == root {
+		return path, nil
+	}
+	if err := os.Link(tmp, filepath.Join(root, name)); err != nil {
+		os.Remove(path)
+		return "", err
+	}
+	return path, nil
+}
+
+// compatName is the lease's second name, in its temp root (linkLease).
+func (l *lease) compatName() string {
+	if filepath.Dir(l.path) == l.root {
+		return ""
+	}
+	return filepath.Join(l.root, filepath.Base(l.path))
 }
 
 // release drops a reference; the last removes the lease file (all it
@@ -186,19 +228,26 @@ func (l *lease) release() {
 		return
 	}
 	os.Remove(l.path)
+	if c := l.compatName(); c != "" {
+		os.Remove(c)
+		os.Remove(filepath.Dir(l.path)) // .drill-leases-UID, if no other lease is in it
+	}
 	l.f.Close()
 	if leases.byRoot[l.root] == l {
 		delete(leases.byRoot, l.root)
 	}
 }
 
-// token is a new token of the lease for one process tree: ID.N.
+// token is a new token of the lease for one process tree: ID.SECRET.N.
 func (l *lease) token() string {
 	leases.Lock()
 	defer leases.Unlock()
 	l.tokens++
-	return l.id + "." + strconv.Itoa(l.tokens)
+	return tokenPrefix(l.id, l.secret) + strconv.Itoa(l.tokens)
 }
+
+// tokenPrefix starts every token of lease id: ID.SECRET.
+func tokenPrefix(id, secret string) string { return id + "." + secret + "." }
 
 // record appends a line to the lease file: best effort (the environment
 // token finds the processes without it).
@@ -301,69 +350,149 @@ type Reclaimed struct {
 	Removed []string // dead runs' dirs
 	Killed  []string // dead runs' processes: "pid 123 (sleep), run 0123abcd"
 	Live    []string // live runs' dirs, left alone
-	// Unleased are drill-KIND-* dirs with no run id in their name (made
-	// by a runner before leases): CleanDeadRuns leaves them to the caller.
+	// Unleased are drill-KIND-N dirs this user's runner made before leases
+	// (no run id in their name): CleanDeadRuns leaves them to the caller.
 	Unleased []string
+	// Refused are lease files and dirs named as the runner names them but
+	// not provably its (leasecheck.go), each with why: left alone.
+	Refused []string
 }
 
 // CleanDeadRuns takes what runs whose lease no process holds left in roots:
 // it kills their processes (the services and everything those started,
 // found by the token in their environment and by the recorded process
 // groups and sessions), then removes their dirs and lease files. A dir
-// whose lease is held stays, whatever runs in it.
+// whose lease is held stays, whatever runs in it; so does anything this
+// user's runner did not provably write (leasecheck.go).
 func CleanDeadRuns(roots []string) (Reclaimed, error) {
 	var rc Reclaimed
 	var errs []error
 	for _, root := range roots {
-		stale, _ := filepath.Glob(filepath.Join(root, ".drill-run-*.tmp"))
-		for _, p := range stale { // a runner killed while making its lease
-			if f, err := os.Open(p); err == nil {
-				if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
-					os.Remove(p)
-				}
-				f.Close()
-			}
-		}
-		files, _ := filepath.Glob(filepath.Join(root, "drill-run-*.lease"))
-		for _, p := range files {
-			if !leaseFileName.MatchString(filepath.Base(p)) {
-				continue
-			}
-			killed, err := reclaimLease(p)
-			rc.Killed = append(rc.Killed, killed...)
-			errs = append(errs, err)
-		}
-	}
-	for _, root := range roots {
-		for _, kind := range DirKinds() {
-			dirs, _ := filepath.Glob(filepath.Join(root, "drill-"+kind+"-*"))
-			for _, d := range dirs {
-				m := leasedDirName.FindStringSubmatch(filepath.Base(d))
-				if m == nil {
-					rc.Unleased = append(rc.Unleased, d)
-					continue
-				}
-				// The lease was made before the dir: if it is not there now,
-				// its run ended (and removes the dir) or a clean took it.
-				if leaseHeld(filepath.Join(root, "drill-run-"+m[2]+".lease")) {
-					rc.Live = append(rc.Live, d)
-					continue
-				}
-				if err := os.RemoveAll(d); err != nil {
-					errs = append(errs, err)
-					continue
-				}
-				rc.Removed = append(rc.Removed, d)
-			}
-		}
+		errs = append(errs, cleanRoot(root, &rc))
 	}
 	return rc, errors.Join(errs...)
 }
 
+// refused is a lease or dir left alone, and why.
+type refused struct{ msg string }
+
+func (r refused) Error() string { return r.msg }
+
+// cleanRoot is CleanDeadRuns in one temp root.
+func cleanRoot(root string, rc *Reclaimed) error {
+	ldir, err := leaseDir(root, false)
+	if err != nil { // a planted lease dir: no lease there is judged, nor their dirs
+		rc.Refused = append(rc.Refused, err.Error())
+		return nil
+	}
+	dead, err := reclaimLeases(ldir, rc)
+	errs := []error{err}
+	for _, kind := range DirKinds() {
+		dirs, _ := filepath.Glob(filepath.Join(root, "drill-"+kind+"-*"))
+		for _, d := range dirs {
+			errs = append(errs, judgeDir(d, kind, root, ldir, dead, rc))
+		}
+	}
+	for _, p := range dead { // last: a clean cut short finds its dirs again
+		removeCompat(p, root)
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeCompat removes the second name in root of the dead lease at p
+// (linkLease), if it is that very file.
+func removeCompat(p, root string) {
+	c := filepath.Join(root, filepath.Base(p))
+	if c == p {
+		return
+	}
+	a, errA := os.Lstat(p)
+	b, errB := os.Lstat(c)
+	if errA == nil && errB == nil && os.SameFile(a, b) {
+		os.Remove(c)
+	}
+}
+
+// reclaimLeases takes the leases in ldir no process holds: returns their
+// paths by run id once it has killed what their runs left running.
+func reclaimLeases(ldir string, rc *Reclaimed) (map[string]string, error) {
+	dead := map[string]string{}
+	if ldir == "" {
+		return dead, nil // none was ever made here
+	}
+	stale, _ := filepath.Glob(filepath.Join(ldir, ".drill-run-*.tmp"))
+	for _, p := range stale { // a runner killed while making its lease
+		if f, err := openLease(p); err == nil {
+			if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+				os.Remove(p)
+			}
+			f.Close()
+		}
+	}
+	var errs []error
+	files, _ := filepath.Glob(filepath.Join(ldir, "drill-run-*.lease"))
+	for _, p := range files {
+		m := leaseFileName.FindStringSubmatch(filepath.Base(p))
+		if m == nil {
+			continue
+		}
+		killed, taken, err := reclaimLease(p, m[1])
+		rc.Killed = append(rc.Killed, killed...)
+		if r := (refused{}); errors.As(err, &r) {
+			rc.Refused = append(rc.Refused, r.msg)
+		} else if err != nil {
+			errs = append(errs, err)
+		}
+		if taken {
+			dead[m[1]] = p
+		}
+	}
+	return dead, errors.Join(errs...)
+}
+
+// judgeDir removes the managed dir d (of kind, in root) if its run is dead
+// (its lease in dead, or gone) and this user's runner made it; a live
+// run's is listed, anything else left alone.
+func judgeDir(d, kind, root, ldir string, dead map[string]string, rc *Reclaimed) error {
+	m := leasedDirName.FindStringSubmatch(filepath.Base(d))
+	if m == nil || m[1] != kind {
+		// Not a leased name: a runner's before leases only if of exactly
+		// that shape and made as it made them; anything else is not ours.
+		if l := legacyDirName.FindStringSubmatch(filepath.Base(d)); l != nil && l[1] == kind && madeDir(d, kind) == "" {
+			rc.Unleased = append(rc.Unleased, d)
+		}
+		return nil
+	}
+	if why := madeDir(d, kind); why != "" {
+		rc.Refused = append(rc.Refused, fmt.Sprintf("%s is %s: not made by this user's runner, left alone", d, why))
+		return nil
+	}
+	if _, ok := dead[m[2]]; !ok {
+		// The lease was made before the dir: if it is not there now, its
+		// run ended (and removes the dir) or a clean took it. One where
+		// a runner before private lease dirs kept it is not ours to judge.
+		for _, dir := range []string{ldir, root} {
+			if dir != "" && leaseHeld(filepath.Join(dir, "drill-run-"+m[2]+".lease")) {
+				rc.Live = append(rc.Live, d)
+				return nil
+			}
+		}
+	}
+	if err := os.RemoveAll(d); err != nil { // RemoveAll follows no symlink
+		return err
+	}
+	rc.Removed = append(rc.Removed, d)
+	return nil
+}
+
 // leaseHeld reports whether a process holds the lease file at path (false
-// when there is none; true when it cannot be read: not ours to judge).
+// when there is none; true when it is not a lease this user's runner
+// wrote, or cannot be read: not ours to judge).
 func leaseHeld(path string) bool {
-	f, err := os.Open(path)
+	f, err := openLease(path)
 	if err != nil {
 		return !errors.Is(err, fs.ErrNotExist)
 	}
@@ -371,25 +500,42 @@ func leaseHeld(path string) bool {
 	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil
 }
 
-// reclaimLease takes the lease file at path if no process holds it: kills
-// what its run left running and removes the file. A held lease (or one it
-// cannot read: another user's) is left alone.
-func reclaimLease(path string) (killed []string, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil // gone (its run ended, another clean took it), or not ours to judge
+// reclaimLease takes the lease file at path, of run id, if this user's
+// runner wrote it and no process holds it: kills what its run left running
+// (a pid only while its start time is the one recorded and it carries a
+// token of the lease) and reports it taken. A held lease is left alone; one
+// not provably this user's runner's is a refused error.
+func reclaimLease(path, id string) (killed []string, taken bool, err error) {
+	f, err := openLease(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil // its run ended, or another clean took it
+	} else if err != nil {
+		return nil, false, err
 	}
 	defer f.Close()
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, nil // live
+			return nil, false, nil // live
 		}
-		return nil, fmt.Errorf("lease %s: %w", path, err)
+		return nil, false, fmt.Errorf("lease %s: %w", path, err)
 	}
+	for _, p := range killTrees(leaseTrees(f, id), stopGrace, nil) {
+		killed = append(killed, fmt.Sprintf("pid %d (%s), run %s", p.pid, p.comm, id))
+	}
+	return killed, true, nil
+}
+
+// leaseTrees are the process trees the lease file f of run id names: each
+// service whose token is the lease's (ID.SECRET.), and every process
+// carrying one. A lease with no secret (cut short, or from a runner before
+// secrets) names none: nothing of it can be told from another's.
+func leaseTrees(f *os.File, id string) []tree {
 	var trees []tree
+	secret := ""
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		var rec struct { // a header or a service: the fields of both
+			Lease, Secret  string
 			Service, Token string
 			PID            int `json:"pid"`
 			Start          string
@@ -397,18 +543,19 @@ func reclaimLease(path string) (killed []string, err error) {
 		if json.Unmarshal(sc.Bytes(), &rec) != nil {
 			continue // a line cut short by the SIGKILL
 		}
-		if rec.Service != "" && rec.PID > 1 {
-			trees = append(trees, tree{leader: rec.PID, start: rec.Start, token: rec.Token})
+		if rec.Lease == id && rec.Service == "" && secretForm.MatchString(rec.Secret) {
+			secret = rec.Secret
+		}
+		if secret != "" && rec.Service != "" && rec.PID > 1 && strings.HasPrefix(rec.Token, tokenPrefix(id, secret)) {
+			trees = append(trees, tree{leader: rec.PID, start: rec.Start, token: rec.Token, strict: true})
 		}
 	}
-	id := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "drill-run-"), ".lease")
+	if secret == "" {
+		return nil
+	}
 	// Everything of the run, whichever service: the token's prefix.
-	trees = append(trees, tree{token: id + ".", prefix: true})
-	for _, p := range killTrees(trees, stopGrace, nil) {
-		killed = append(killed, fmt.Sprintf("pid %d (%s), run %s", p.pid, p.comm, id))
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return killed, err
-	}
-	return killed, nil
+	return append(trees, tree{token: tokenPrefix(id, secret), prefix: true})
 }
+
+// secretForm is a lease's secret as newLease writes it: 16 random bytes.
+var secretForm = regexp.MustCompile(`^[0-9a-f]{32}$`)

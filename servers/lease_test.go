@@ -19,6 +19,7 @@ func TestCleanDeadRunsKillsOnlyDeadRuns(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	mark := testutil.Mark(1)
+	privateTemp(t, tmp) // leases are judged there, not in a .drill-leases-UID of it
 	killMarked(t, mark)
 
 	s, err := startSh(t, "sleep "+mark+"1 & echo ready; wait", "ready")
@@ -27,15 +28,15 @@ func TestCleanDeadRunsKillsOnlyDeadRuns(t *testing.T) {
 	}
 	defer s.Kill(t.Context())
 
-	id := "deadbeef"
+	id, secret := "deadbeef", "0123456789abcdef0123456789abcdef"
 	lease := filepath.Join(tmp, "drill-run-"+id+".lease")
-	if err := os.WriteFile(lease, []byte(`{"lease":"`+id+`","pid":1,"start":"1","sid":1}
-{"service":"relay","token":"`+id+`.1","pid":4194000,"pgid":4194000,"sid":4194000,"start":"1"}
-{"service":"cut sh`), 0o644); err != nil {
+	if err := os.WriteFile(lease, []byte(`{"lease":"`+id+`","secret":"`+secret+`","pid":1,"start":"1","sid":1}
+{"service":"relay","token":"`+tokenPrefix(id, secret)+`1","pid":4194000,"pgid":4194000,"sid":4194000,"start":"1"}
+{"service":"cut sh`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	orphan := exec.Command("setsid", "sh", "-c", "exec sleep "+mark+"2")
-	orphan.Env = withOwner(nil, id+".1")
+	orphan.Env = withOwner(nil, tokenPrefix(id, secret)+"1")
 	if err := orphan.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -69,5 +70,14 @@ func TestCleanDeadRunsKillsOnlyDeadRuns(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(filepath.Join(tmp, "drill-run-*.lease")); len(m) != 1 || !slices.Contains(m, s.lease.path) {
 		t.Errorf("leases %v, want the live run's %s", m, s.lease.path)
+	}
+}
+
+// privateTemp makes dir this user's private dir (t.TempDir's is 0755), as
+// a $TMPDIR of one's own is: leases are then made and judged in it.
+func privateTemp(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -476,6 +476,7 @@ func TestChildrenDieWithRunner(t *testing.T) {
 				os.RemoveAll(dir)
 				if m := leasedDirName.FindStringSubmatch(filepath.Base(dir)); m != nil {
 					os.Remove(filepath.Join(filepath.Dir(dir), "drill-run-"+m[2]+".lease"))
+					os.Remove(filepath.Join(filepath.Dir(dir), leaseDirName(), "drill-run-"+m[2]+".lease"))
 				}
 			})
 		}

@@ -99,6 +99,10 @@ type tree struct {
 	start  string
 	token  string
 	prefix bool
+	// strict: the leader is its only while it carries the token too, not
+	// by its start time alone (clean's trees, read from a lease file; a
+	// live service's leader is this process's child, its pid not reused).
+	strict bool
 }
 
 func (t tree) owns(tokens []string) bool {
@@ -127,7 +131,8 @@ func members(trees []tree, procs map[int]procInfo) map[int]procInfo {
 	in := map[int]procInfo{}
 	for _, t := range trees {
 		leader, there := procs[t.leader]
-		leaderOurs := t.leader > 1 && there && t.start != "" && leader.start == t.start
+		leaderOurs := t.leader > 1 && there && t.start != "" && leader.start == t.start &&
+			(!t.strict || t.owns(tokensOf(t.leader)))
 		for pid, p := range procs {
 			if !skip(pid) && (leaderOurs && pid == t.leader || t.owns(tokensOf(pid))) {
 				in[pid] = p

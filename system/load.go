@@ -344,6 +344,9 @@ func stringList(file, key string, n *yaml.Node, errs *diag.Errors) []string {
 }
 
 // stringMap reads a map NAME → scalar, and where each value is.
+// envName is a POSIX environment variable name.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
 func stringMap(file, key string, n *yaml.Node, errs *diag.Errors) (map[string]string, map[string]diag.Pos) {
 	out, pos := map[string]string{}, map[string]diag.Pos{}
 	if n.Kind != yaml.MappingNode {
@@ -351,6 +354,13 @@ func stringMap(file, key string, n *yaml.Node, errs *diag.Errors) (map[string]st
 		return out, pos
 	}
 	for _, kv := range diag.Pairs(file, n, errs) {
+		if !envName.MatchString(kv.Key) {
+			// "A=B" would set A to "B=…" and "" nothing at all: execve
+			// splits each entry at its first "=", so a name is what POSIX
+			// allows and nothing else.
+			*errs = append(*errs, diag.Errorf(kv.KeyPos, "%s: %q is not a variable name: use letters, digits and _, not starting with a digit (POSIX)", key, kv.Key))
+			continue
+		}
 		if kv.Value.Kind != yaml.ScalarNode {
 			*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "%s: %s: want a string, got %s", key, kv.Key, diag.Describe(kv.Value)))
 			continue

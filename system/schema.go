@@ -23,7 +23,7 @@ func JSONSchema() []byte {
 	serviceProps := func() map[string]any {
 		return map[string]any{
 			"run": map[string]any{"type": "array", "minItems": 1, "items": str, "description": "argv, run in the system file's directory"},
-			"env": map[string]any{"type": "object", "additionalProperties": map[string]any{"type": []string{"string", "number", "boolean"}}, "description": "added to the runner's environment; ${…} expanded"},
+			"env": map[string]any{"type": "object", "propertyNames": map[string]any{"pattern": `^[A-Za-z_][A-Za-z0-9_]*$`}, "additionalProperties": map[string]any{"type": []string{"string", "number", "boolean"}}, "description": "added to the runner's environment; ${…} expanded"},
 			"ready": obj(map[string]any{"log": str,
 				"timeout": map[string]any{"type": "string", "pattern": `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`, "description": "how long to wait for the log line (default 30s)"}}, "log"),
 		}

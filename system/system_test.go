@@ -63,6 +63,9 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown broker", ok + "brokers: [redis, nast]\n", `f.yaml:6:18: brokers: unknown broker "nast" (did you mean "nats"?); brokers: redis, nats, rabbitmq, kafka`},
 		{"broker twice", ok + "brokers: [redis, redis]\n", "f.yaml:6:18: brokers: redis given twice"},
 		{"brokers not a list", ok + "brokers: redis\n", "f.yaml:6:10: brokers: want a non-empty list"},
+		{"env key with =", strings.Replace(ok, "run: [x]", `run: [x], env: {"A=B": c}`, 1), `f.yaml:1:36: env: "A=B" is not a variable name`},
+		{"empty env key", strings.Replace(ok, "run: [x]", `run: [x], env: {"": c}`, 1), `f.yaml:1:36: env: "" is not a variable name`},
+		{"env key with a digit first", strings.Replace(ok, "run: [x]", `run: [x], env: {1A: c}`, 1), `f.yaml:1:36: env: "1A" is not a variable name`},
 		{"yaml syntax", "services: [\n", "f.yaml:"},
 		{"not a map", "- a\n", "f.yaml:1:1: a system file is a map"},
 	} {

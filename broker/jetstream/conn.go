@@ -85,7 +85,9 @@ func (c conn) await(ctx context.Context, connected bool) error {
 // Hints tell how to look at a kept scenario's stream (the nats CLI): the
 // stream's name is the key sanitized as New names it.
 func (c conn) Hints(key string) []string {
-	srv, sn := c.nc.ConnectedUrlRedacted(), sanitize(key)
+	// Not ConnectedUrlRedacted: it hides a password, not a token in the
+	// user info (nats://TOKEN@host), which redact.URL hides too.
+	srv, sn := redact.URL(c.nc.ConnectedUrl()), sanitize(key)
 	return []string{
 		"stream:      nats --server " + srv + " stream info " + sn,
 		"consumers:   nats --server " + srv + " consumer ls " + sn,
@@ -95,7 +97,7 @@ func (c conn) Hints(key string) []string {
 
 // leftoverStream is a scenario's stream or its dead letters: the runner's
 // key drill:ID:N sanitized (New), and nothing else.
-var leftoverStream = regexp.MustCompile(`^` + broker.NamePrefix + `_[0-9a-f]{8}_[0-9]+(_dlq|_adv)?$`)
+var leftoverStream = regexp.MustCompile(`^` + broker.NamePrefix + `_` + broker.RunIDForm + `_` + broker.CounterForm + `(_dlq|_adv)?$`)
 
 // leaseTimeout bounds the answer of a live run's lease.
 const leaseTimeout = 2 * time.Second

@@ -116,8 +116,8 @@ func (c conn) Hints(key string) []string {
 // leftoverTopic and leftoverGroup are a scenario's topics and groups: the
 // runner's key drill:ID:N sanitized (Sanitize), and nothing else.
 var (
-	leftoverTopic = regexp.MustCompile(`^` + broker.NamePrefix + `_[0-9a-f]{8}_[0-9]+(\.dlq|\.out)?$`)
-	leftoverGroup = regexp.MustCompile(`^` + broker.NamePrefix + `_[0-9a-f]{8}_[0-9]+\..+$`)
+	leftoverTopic = regexp.MustCompile(`^` + broker.NamePrefix + `_` + broker.RunIDForm + `_` + broker.CounterForm + `(\.dlq|\.out)?$`)
+	leftoverGroup = regexp.MustCompile(`^` + broker.NamePrefix + `_` + broker.RunIDForm + `_` + broker.CounterForm + `\..+$`)
 )
 
 // Lease is a consumer group named drill.lease.ID with one member, this

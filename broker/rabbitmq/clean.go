@@ -77,8 +77,8 @@ const rabbitNote = "RabbitMQ: AMQP cannot list queues, so clean removes what run
 // The runner's RabbitMQ names: the exchange drill:ID:N and its queues
 // drill:ID:N.<log, dlq or group>.
 var (
-	leftoverExchange = regexp.MustCompile(`^` + broker.NamePrefix + `:[0-9a-f]{8}:[0-9]+$`)
-	leftoverQueue    = regexp.MustCompile(`^` + broker.NamePrefix + `:[0-9a-f]{8}:[0-9]+\..+$`)
+	leftoverExchange = regexp.MustCompile(`^` + broker.NamePrefix + `:` + broker.RunIDForm + `:` + broker.CounterForm + `$`)
+	leftoverQueue    = regexp.MustCompile(`^` + broker.NamePrefix + `:` + broker.RunIDForm + `:` + broker.CounterForm + `\..+$`)
 )
 
 // registry publishes the run's records, each confirmed before the names it

@@ -109,7 +109,26 @@ func (c conn) Lease(ctx context.Context, runID string) (func(context.Context) er
 
 // leftoverKey is a scenario's stream key or its dead letters and seen set:
 // drill:ID:N, and nothing else.
-var leftoverKey = regexp.MustCompile(`^` + broker.NamePrefix + `:[0-9a-f]{8}:[0-9]+(:dlq|:seen)?$`)
+var leftoverKey = regexp.MustCompile(`^` + broker.NamePrefix + `:` + broker.RunIDForm + `:` + broker.CounterForm + `(:dlq|:seen)?$`)
+
+// leftoverType is the type the runner gives a key of leftoverKey's shape
+// (by its suffix): the stream and its dead letters are streams (XADD), the
+// seen set a hash (HSETNX). A key of that name and another type is not
+// the runner's.
+func leftoverType(key string) string {
+	if strings.HasSuffix(key, ":seen") {
+		return "hash"
+	}
+	return "stream"
+}
+
+// delOfType deletes KEYS[1] if it is of type ARGV[1], in one step (no
+// other client's write comes between the check and the delete): 1 if it
+// did, 0 if the key is gone, -1 if it is of another type.
+var delOfType = redis.NewScript(`local t = redis.call('TYPE', KEYS[1]).ok
+if t == 'none' then return 0 end
+if t ~= ARGV[1] then return -1 end
+return redis.call('DEL', KEYS[1])`)
 
 // Clean deletes the stream keys of runs whose lease key is gone.
 func (c conn) Clean(ctx context.Context) (broker.Cleaned, error) {
@@ -134,10 +153,16 @@ func (c conn) Clean(ctx context.Context) (broker.Cleaned, error) {
 			out.Live = append(out.Live, key)
 			continue
 		}
-		if err := c.rdb.Del(ctx, key).Err(); err != nil {
+		n, err := delOfType.Run(ctx, c.rdb, []string{key}, leftoverType(key)).Int()
+		if err != nil {
 			return out, err
 		}
-		out.Dropped = append(out.Dropped, key)
+		switch n {
+		case 1:
+			out.Dropped = append(out.Dropped, key)
+		case -1:
+			out.Notes = append(out.Notes, fmt.Sprintf("Redis key %s is not a %s as the runner makes it: not the runner's, left alone", key, leftoverType(key)))
+		}
 	}
 	return out, iter.Err()
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/explore"
+	"github.com/outboxdrill/runner/internal/outfile"
 	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
@@ -187,7 +188,7 @@ func exploreInput(ctx context.Context, fs *flag.FlagSet, f *exploreFlags, paths 
 			f.p.Runner.Timeout = 2*time.Minute + time.Duration(f.rnd.Events)*(100*time.Millisecond+time.Duration(f.rnd.Faults*3*float64(time.Second)))
 		}
 	}
-	if err := os.MkdirAll(f.p.Out, 0o755); err != nil {
+	if err := outfile.Dir(f.p.Out, 0o755); err != nil { // never through a planted symlink
 		return usage("--out: %v", err)
 	}
 	return loadWorkload(ctx, f, paths, stderr)

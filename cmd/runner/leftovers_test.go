@@ -102,7 +102,8 @@ func TestKillRunnerThenCleanTakesItsProcesses(t *testing.T) {
 		}
 	}
 	id := "?"
-	if m, _ := filepath.Glob(filepath.Join(tmp, "drill-run-*.lease")); len(m) == 1 {
+	// The lease is in tmp's .drill-leases-UID: tmp is not private (0755).
+	if m, _ := filepath.Glob(filepath.Join(tmp, ".drill-leases-*", "drill-run-*.lease")); len(m) == 1 {
 		id = strings.TrimSuffix(strings.TrimPrefix(filepath.Base(m[0]), "drill-run-"), ".lease")
 	}
 	t.Logf("run %s, running: %v", id, counts(during))

@@ -962,6 +962,9 @@ func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	for _, d := range dirs {
 		fmt.Fprintln(stdout, "removed", d)
 	}
+	for _, r := range local.Refused {
+		fmt.Fprintln(stdout, "not this user's runner's:", r)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return exitEnvironment

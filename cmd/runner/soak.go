@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/outfile"
 	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/soak"
 	"github.com/outboxdrill/runner/sql"
@@ -89,6 +90,13 @@ func soakDefaults(f *exploreFlags, paths []string, stderr io.Writer) (cleanup fu
 			os.RemoveAll(d)
 		}
 	}
+	if f.p.Out != "" {
+		// Checked before the reference system is written into it.
+		if err := outfile.Dir(f.p.Out, 0o755); err != nil {
+			fmt.Fprintf(stderr, "runner soak: --out: %v\nusage: %s\n", err, soakUsage)
+			return cleanup, exitInvalid
+		}
+	}
 	if f.p.Out == "" {
 		dir, err := os.MkdirTemp("", "runner-soak-"+time.Now().Format("20060102-150405")+"-")
 		if err != nil {
@@ -108,7 +116,7 @@ func soakDefaults(f *exploreFlags, paths []string, stderr io.Writer) (cleanup fu
 		// (system: reference-system/system.yaml), so they replay as long
 		// as the directory is kept.
 		dir := filepath.Join(f.p.Out, "reference-system")
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+		if err := outfile.Dir(dir, 0o700); err != nil {
 			fmt.Fprintf(stderr, "runner soak: %v\n", err)
 			return cleanup, exitEnvironment
 		}
@@ -141,7 +149,7 @@ brokers:    [redis]
 // runner's own, embedded) to dir, and returns the system file.
 func writeReferenceSystem(dir string) (string, error) {
 	for name, text := range map[string]string{"system.yaml": referenceSystem, "producer.sql": sql.Producer, "consumer.sql": sql.Consumer} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+		if err := outfile.Write(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
 			return "", err
 		}
 	}

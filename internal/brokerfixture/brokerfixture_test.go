@@ -119,7 +119,7 @@ func TestClean(t *testing.T) {
 	if err := os.Mkdir(dead, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(tmp, "drill-run-deadbeef.lease"), []byte(`{"lease":"deadbeef","pid":1}`+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(tmp, "drill-run-deadbeef.lease"), []byte(`{"lease":"deadbeef","pid":1}`+"\n"), 0o600); err != nil { // as a runner writes it
 		t.Fatal(err)
 	}
 	tc, err := runner.CleanTempDirs()

@@ -15,7 +15,8 @@ import (
 // a JSON or Go string (\", \\, \/, \u003c). Every secret of every URL the
 // runner handed out goes in (URLSecrets). Besides those, Text hides what is
 // a password by its place whatever it is: the password of any URL's user
-// info (scheme://user:PASSWORD@) and the value of any password=… (a URL's
+// info (scheme://user:PASSWORD@), a user info that is a token by its
+// scheme or form (nats://TOKEN@: userIsToken), and the value of any password=… (a URL's
 // query, a DSN, a log line) or "password": "…" (JSON): a secret shorter
 // than minSecret is hidden there only (masking every "pw" of a text would
 // garble it). A Set is safe for concurrent use.
@@ -66,6 +67,13 @@ func (s *Set) Text(text string) string {
 		text = s.known.ReplaceAllLiteralString(text, Mask)
 	}
 	text = userInfo.ReplaceAllString(text, "${1}"+Mask+"@")
+	text = userToken.ReplaceAllStringFunc(text, func(m string) string {
+		sm := userToken.FindStringSubmatch(m)
+		if !userIsToken(sm[1], sm[2]) {
+			return m // a user name alone: postgres://postgres@host
+		}
+		return sm[1] + "://" + Mask + "@"
+	})
 	text = passwordValue.ReplaceAllString(text, "${1}"+Mask)
 	return jsonPassword.ReplaceAllString(text, `${1}"`+Mask+`"`)
 }
@@ -76,6 +84,9 @@ var (
 	// holding an unencoded '/', '?', '#' or '@' breaks the URL for every
 	// client too; a known secret is hidden anyway.
 	userInfo = regexp.MustCompile(`(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:'"<>]*:)[^\s/?#@'"<>]+@`)
+	// userToken is a URL's user info without a password (scheme, user):
+	// a secret where userIsToken says so, a NATS token above all.
+	userToken = regexp.MustCompile(`\b([A-Za-z][A-Za-z0-9+.-]*)://([^\s/?#@:'"<>]+)@`)
 	// passwordValue is key=value where the key names a password
 	// (password, sslpassword, DB_PASSWORD, passwd, pwd), the value bare up
 	// to a blank, & or ;, or quoted.

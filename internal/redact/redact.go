@@ -8,6 +8,7 @@ package redact
 
 import (
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -151,8 +152,8 @@ func urlSpans(s string, schemeEnd int) []span {
 		user := rest[:at]
 		if c := strings.Index(user, ":"); c >= 0 {
 			out = append(out, span{start: restStart + c + 1, end: restStart + at})
-		} else if scheme == "nats" || scheme == "tls" || scheme == "ws" || scheme == "wss" {
-			out = append(out, span{start: restStart, end: restStart + at}) // a token
+		} else if userIsToken(scheme, user) {
+			out = append(out, span{start: restStart, end: restStart + at})
 		}
 		queryFrom = at + 1
 	}
@@ -162,6 +163,25 @@ func urlSpans(s string, schemeEnd int) []span {
 	}
 	return out
 }
+
+// userIsToken reports whether a URL's user info with no password is a
+// secret. A user name alone is not one (postgres://postgres@host names the
+// role; redis://, amqp:// likewise a user), so it is decided by the scheme
+// and by the token's own form: NATS puts its token there (nats.go: "if no
+// password, assume username is authToken"; the server's docs write
+// nats://TOKEN@host:4222), on each of the URL schemes a NATS client takes;
+// and a token of a known form is one whatever the scheme (a GitHub or
+// GitLab token in https://TOKEN@host, as git remotes carry them).
+func userIsToken(scheme, user string) bool {
+	return tokenSchemes[strings.ToLower(scheme)] || knownToken.MatchString(user)
+}
+
+// tokenSchemes are the URL schemes of NATS clients (nats, tls, ws, wss).
+var tokenSchemes = map[string]bool{"nats": true, "tls": true, "ws": true, "wss": true}
+
+// knownToken is a user info that is a token by its form: GitHub's
+// (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_) and GitLab's (glpat-).
+var knownToken = regexp.MustCompile(`^(?:gh[pousr]_|github_pat_|glpat-)[A-Za-z0-9_-]{8,}$`)
 
 // hostSpans: a list of user:password@host:port without a scheme (a
 // --kafka value may carry user info it refuses): in each, the password
