@@ -205,6 +205,12 @@ func deadline(start time.Time, limit, cap time.Duration, lastChange time.Time, r
 		}
 	}
 	for _, l := range live {
+		if l.Restarting && time.Now().Add(settlePoll).After(end) {
+			// Not a steady state: its supervisor's next process is on its
+			// way (its ready timeout bounds that), and gets the limit once
+			// it runs.
+			end, why = time.Now().Add(settlePoll), fmt.Sprintf("service %s is being restarted by its supervisor", l.Name)
+		}
 		if at := l.Since.Add(limit); (l.Consumer || l.Producer) && at.After(end) {
 			end, why = at, fmt.Sprintf("service %s started again %s into settling, and gets the whole %s", l.Name, l.Since.Sub(start).Round(time.Millisecond), limit)
 		}
