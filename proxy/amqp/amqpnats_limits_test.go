@@ -88,13 +88,13 @@ func TestABodyUnderWayStaysCounted(t *testing.T) {
 	c.send(publishFrames(4 << 20))
 	c.sendBody(3 << 20)
 	c.sync(2)
-	if used := p.meter.Used(); used < 3<<20 {
+	if used := p.acct.Used(); used < 3<<20 {
 		t.Errorf("3 MB of a body under way: %d bytes counted", used)
 	}
 	c.sendBody(1 << 20)
 	c.send(methodFrameOf(2, 60, 10, 0, 0, 0, 0, 0, 2, 0))
 	c.expect("basic.qos-ok")
-	if used := p.meter.Used(); used != 0 {
+	if used := p.acct.Used(); used != 0 {
 		t.Errorf("no message under way: %d bytes counted", used)
 	}
 }
@@ -110,8 +110,8 @@ func TestTinyFramesStopAtTheConnectionsCap(t *testing.T) {
 	if !strings.HasPrefix(got, "connection.close 311 CONTENT_TOO_LARGE - outboxdrill amqp proxy: a message on channel 1: ") || !strings.Contains(got, "cap of 4194304 bytes for one connection") {
 		t.Errorf("got %q", got)
 	}
-	testutil.Within(t, 5*time.Second, "the meter emptied", func() {
-		for p.meter.Used() != 0 {
+	testutil.Within(t, 5*time.Second, "the account emptied", func() {
+		for p.acct.Used() != 0 {
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
@@ -251,7 +251,7 @@ func TestABodyInSmallFramesArrivesWhole(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	})
-	if used := f.proxy.meter.Used(); used != 0 {
+	if used := f.proxy.acct.Used(); used != 0 {
 		t.Errorf("%d bytes still counted", used)
 	}
 }
