@@ -194,7 +194,21 @@ func TestTheHandshakeIsTimed(t *testing.T) {
 	if d := time.Since(start); d < 900*time.Millisecond || d > 5*time.Second {
 		t.Errorf("closed after %v, want about 1 s", d)
 	}
-	rawOpen(t, p.Addr(), true) // the slot is free
+	// The slot is free once the connection's goroutines ended, a moment
+	// after the client saw the close: a new client gets connection.start,
+	// not the cap's 530.
+	testutil.Within(t, 5*time.Second, "the slot freed", func() {
+		for {
+			n := rawConnTo(t, p.Addr())
+			n.send(protocolHeader)
+			got, _ := n.read()
+			n.Close()
+			if got == "connection.start" {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 }
 
 // L1. Once open, a connection is cut only when nothing crossed it for
