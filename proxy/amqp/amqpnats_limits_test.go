@@ -88,7 +88,7 @@ func TestABodyUnderWayStaysCounted(t *testing.T) {
 	c.send(publishFrames(4 << 20))
 	c.sendBody(3 << 20)
 	c.sync(2)
-	if used := p.meter.Used(); used < 3<<20 {
+	if used := p.acct.Used(); used < 3<<20 {
 		t.Errorf("3 MB of a body under way: %d bytes counted", used)
 	}
 	c.sendBody(1 << 20)
@@ -98,10 +98,10 @@ func TestABodyUnderWayStaysCounted(t *testing.T) {
 	// upstream, which races the broker's answer reaching the client: wait
 	// for them (19 bytes were still counted once under load).
 	deadline := time.Now().Add(5 * time.Second)
-	for p.meter.Used() != 0 && time.Now().Before(deadline) {
+	for p.acct.Used() != 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if used := p.meter.Used(); used != 0 {
+	if used := p.acct.Used(); used != 0 {
 		t.Errorf("no message under way: %d bytes counted", used)
 	}
 }
@@ -117,8 +117,8 @@ func TestTinyFramesStopAtTheConnectionsCap(t *testing.T) {
 	if !strings.HasPrefix(got, "connection.close 311 CONTENT_TOO_LARGE - outboxdrill amqp proxy: a message on channel 1: ") || !strings.Contains(got, "cap of 4194304 bytes for one connection") {
 		t.Errorf("got %q", got)
 	}
-	testutil.Within(t, 5*time.Second, "the meter emptied", func() {
-		for p.meter.Used() != 0 {
+	testutil.Within(t, 5*time.Second, "the account emptied", func() {
+		for p.acct.Used() != 0 {
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
@@ -201,7 +201,21 @@ func TestTheHandshakeIsTimed(t *testing.T) {
 	if d := time.Since(start); d < 900*time.Millisecond || d > 5*time.Second {
 		t.Errorf("closed after %v, want about 1 s", d)
 	}
-	rawOpen(t, p.Addr(), true) // the slot is free
+	// The slot is free once the connection's goroutines ended, a moment
+	// after the client saw the close: a new client gets connection.start,
+	// not the cap's 530.
+	testutil.Within(t, 5*time.Second, "the slot freed", func() {
+		for {
+			n := rawConnTo(t, p.Addr())
+			n.send(protocolHeader)
+			got, _ := n.read()
+			n.Close()
+			if got == "connection.start" {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 }
 
 // L1. Once open, a connection is cut only when nothing crossed it for
@@ -258,7 +272,7 @@ func TestABodyInSmallFramesArrivesWhole(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	})
-	if used := f.proxy.meter.Used(); used != 0 {
+	if used := f.proxy.acct.Used(); used != 0 {
 		t.Errorf("%d bytes still counted", used)
 	}
 }

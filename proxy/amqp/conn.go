@@ -40,8 +40,8 @@ type conn struct {
 	serverMax  int           // the server's channel-max, from connection.tune (0: none)
 	heartbeat  time.Duration // as tune-ok negotiated it (0: off)
 
-	meter *listen.ConnMeter // what the client's messages under way hold
-	quiet *listen.Quiet     // ends the connection once nothing crosses it
+	acct  *listen.ConnAccount // what the client's messages under way hold
+	clock *listen.Clock       // the handshake's deadline, then idle: nothing either way
 }
 
 // unit is a method with its content header and body, if it carries them,
@@ -53,7 +53,7 @@ type unit struct {
 	body      []byte
 	frames    [][]byte // every frame's bytes, in order
 	heartbeat bool
-	cost      int64  // what it took of the connection's meter
+	cost      int64  // what it took of the connection's account
 	got       uint64 // the body bytes come so far
 	chunked   bool   // the last of frames is a chunk of small frames (keep)
 }
@@ -61,27 +61,26 @@ type unit struct {
 func newConn(p *Proxy, id int, client net.Conn) *conn {
 	c := &conn{Pair: listen.NewPair(client), p: p, id: id, chans: map[uint16]*channel{}, channelMax: 1<<16 - 1}
 	c.frameMax.Store(MaxFrame)
-	c.meter = p.meter.Conn()
+	c.acct = p.acct.Conn()
 	return c
 }
 
 func (c *conn) serve() {
-	// The handshake's clock, as the pgwire proxy's StartupTimeout: the
-	// client's reads fail once it passed, until connection.open-ok
-	// (fromServer lifts it). Until tune-ok says the heartbeat, the idle
-	// limit is the handshake's.
-	c.Client.SetReadDeadline(time.Now().Add(c.p.lim.Handshake))
-	c.quiet = listen.NewQuiet(c.p.lim.Handshake, c.Close)
-	defer c.quiet.Stop()
-	defer c.meter.Close()
+	// The handshake's clock, as the pgwire proxy's: the client's reads
+	// fail once it passed, until connection.open-ok (fromServer ends
+	// it). Until tune-ok says the heartbeat, the idle limit is
+	// Limits.Idle; bytes either way are signs of life (the server's
+	// deliveries to a consumer too).
+	c.clock = listen.NewClock(c.Client, listen.Limits{Handshake: c.p.lim.Handshake, Idle: c.p.lim.Idle})
+	defer c.acct.Close()
 	defer c.Close()
 	server, err := c.Dial(c.p.upstream)
 	if err != nil {
 		return // before the protocol header the client can be told nothing
 	}
 	c.server, c.toServer = server, bufio.NewWriterSize(server, 64<<10)
-	rd := newFrameReader(c.quiet.Reader(c.Client), &c.frameMax)
-	rd.meter = c.meter
+	rd := newFrameReader(c.clock.Reader(), &c.frameMax)
+	rd.acct = c.acct
 	h, err := rd.header()
 	if err != nil || !c.sendServer(h, true) {
 		return
@@ -98,8 +97,7 @@ func (c *conn) serve() {
 // read. Every waiting trigger fails.
 func (c *conn) blind(r io.Reader, why string) {
 	c.p.failAll(&fault.Unclassifiable{Reason: why + ": the proxy can only relay it blindly"})
-	c.Client.SetReadDeadline(time.Time{}) // its handshake is not the proxy's to time
-	c.quiet.SetLimit(c.p.lim.Idle)
+	c.clock.Shaken() // its handshake is not the proxy's to time
 	go func() {
 		_, _ = io.Copy(c.Writer(), c.server)
 		c.Close()
@@ -144,7 +142,7 @@ func (c *conn) fromClient(rd *frameReader) {
 			return
 		}
 		if err == nil && c.closingFrame(f, fromClient) {
-			c.meter.Give(f.cost) // dropped
+			c.acct.Release(f.cost) // dropped
 			continue
 		}
 		var u *unit
@@ -161,7 +159,7 @@ func (c *conn) fromClient(rd *frameReader) {
 		}
 		if u != nil {
 			ok := c.clientUnit(u, rd.buffered())
-			c.meter.Give(u.cost) // forwarded: its frames are gone
+			c.acct.Release(u.cost) // forwarded: its frames are gone
 			if !ok {
 				return
 			}
@@ -239,7 +237,7 @@ func (c *conn) barrier(k *call) bool {
 
 func (c *conn) fromServer() {
 	defer c.Close()
-	rd := newFrameReader(c.quiet.Reader(c.server), &c.frameMax)
+	rd := newFrameReader(c.clock.Touching(c.server), &c.frameMax)
 	for {
 		if !rd.buffered() && !c.Write(nil, true) { // before waiting for more, what was sent goes out
 			return
@@ -274,15 +272,13 @@ func (c *conn) fromServer() {
 // connection is cut only when nothing crossed it either way for twice the
 // heartbeat tune-ok negotiated, or Limits.Idle with heartbeats off.
 func (c *conn) opened() {
-	c.Client.SetReadDeadline(time.Time{})
 	c.mu.Lock()
 	hb := c.heartbeat
 	c.mu.Unlock()
 	if hb > 0 {
-		c.quiet.SetLimit(2 * hb)
-	} else {
-		c.quiet.SetLimit(c.p.lim.Idle)
+		c.clock.SetIdle(2 * hb)
 	}
+	c.clock.Shaken()
 }
 
 // serverUnit passes a server's method on, or holds it for a fault: a

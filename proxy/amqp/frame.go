@@ -48,7 +48,7 @@ type frame struct {
 	channel uint16
 	payload []byte // aliases raw
 	raw     []byte // every byte of the frame, as read
-	cost    int64  // what it took of its connection's meter (cap(raw))
+	cost    int64  // what it took of its connection's account (cap(raw))
 }
 
 // connError is what the proxy refuses of a peer: it closes the connection
@@ -68,9 +68,9 @@ func frameError(format string, args ...any) error {
 // frameReader reads frames, allocating only for bytes that arrived, never
 // for a size announced.
 type frameReader struct {
-	r     *bufio.Reader
-	max   *atomic.Int64     // the payload cap: MaxFrame, or less once frame-max is agreed
-	meter *listen.ConnMeter // a client's share of the proxy's meter (nil: the server's)
+	r    *bufio.Reader
+	max  *atomic.Int64       // the payload cap: MaxFrame, or less once frame-max is agreed
+	acct *listen.ConnAccount // a client's share of the proxy's account (nil: the server's)
 }
 
 func newFrameReader(r io.Reader, max *atomic.Int64) *frameReader {
@@ -86,7 +86,7 @@ func (r *frameReader) header() ([]byte, error) {
 	return b, err
 }
 
-// next reads one frame. Its bytes are taken from the meter as they arrive
+// next reads one frame. Its bytes are taken from the account as they arrive
 // (f.cost); whoever keeps the frame gives them back once it is gone.
 func (r *frameReader) next() (frame, error) {
 	head, err := r.r.Peek(7)
@@ -107,11 +107,11 @@ func (r *frameReader) next() (frame, error) {
 		return frame{}, frameError("a frame of %d bytes is over the frame-max of %d", total, r.max.Load()+8)
 	}
 	if err := r.read(&f, total); err != nil {
-		r.meter.Give(f.cost)
+		r.acct.Release(f.cost)
 		return frame{}, err
 	}
 	if f.raw[len(f.raw)-1] != frameEnd {
-		r.meter.Give(f.cost)
+		r.acct.Release(f.cost)
 		return frame{}, frameError("a frame does not end in 0xCE")
 	}
 	f.payload = f.raw[7 : len(f.raw)-1]
@@ -119,7 +119,7 @@ func (r *frameReader) next() (frame, error) {
 }
 
 // read reads a frame's total bytes a piece at a time, growing its buffer
-// (and taking from the meter) only as they arrive.
+// (and taking from the account) only as they arrive.
 func (r *frameReader) read(f *frame, total int64) error {
 	for left := total; left > 0; {
 		k := int(min(left, 64<<10))
@@ -132,7 +132,7 @@ func (r *frameReader) read(f *frame, total int64) error {
 		}
 		if len(f.raw)+k > cap(f.raw) {
 			grown := min(total, max(2*int64(cap(f.raw)), 64<<10))
-			if err := r.meter.Take(grown - f.cost); err != nil {
+			if err := r.acct.Take(grown - f.cost); err != nil {
 				return tooMuch(fmt.Sprintf("a frame of %d bytes", total), err)
 			}
 			f.raw, f.cost = append(make([]byte, 0, grown), f.raw...), grown
@@ -145,7 +145,7 @@ func (r *frameReader) read(f *frame, total int64) error {
 }
 
 // tooMuch is the connection.close for what a client sent past the
-// proxy's meter: 311 CONTENT_TOO_LARGE, content larger than the server
+// proxy's account: 311 CONTENT_TOO_LARGE, content larger than the server
 // can accept at the present time
 // (https://www.rabbitmq.com/amqp-0-9-1-reference#constants).
 func tooMuch(what string, err error) error {

@@ -102,7 +102,7 @@ type Proxy struct {
 	seq      atomic.Int64
 	others   atomic.Int64
 	lim      Limits
-	meter    *listen.Meter // what clients' messages under way hold, all connections
+	acct     *listen.Account // what clients' messages under way hold, all connections
 
 	fault.Registry[*Armed, Event]
 }
@@ -113,7 +113,7 @@ func Listen(upstream string) (*Proxy, error) { return ListenWith(upstream, Defau
 
 // ListenWith starts a proxy with limits of its own.
 func ListenWith(upstream string, lim Limits) (*Proxy, error) {
-	p := &Proxy{upstream: upstream, lim: lim, meter: lim.newMeter()}
+	p := &Proxy{upstream: upstream, lim: lim, acct: lim.Account()}
 	ln, err := listen.Serve(listen.Protocol{
 		Open:   func(id int, nc net.Conn) listen.Conn { return newConn(p, id, nc) },
 		Serve:  func(c listen.Conn) { c.(*conn).serve() },

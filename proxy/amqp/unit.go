@@ -28,7 +28,7 @@ func unexpected(format string, args ...any) error {
 // assemble adds a frame to the message being assembled on its channel,
 // and returns the unit once whole (nil while its content is to come).
 // Frames of other channels may come between a message's frames. What a
-// client's unit keeps is taken from the connection's meter as it grows
+// client's unit keeps is taken from the connection's account as it grows
 // (u.cost); a unit dropped here gives it back.
 func (c *conn) assemble(f frame, dir int) (*unit, error) {
 	if f.typ == frameHeartbeat {
@@ -59,7 +59,7 @@ func (c *conn) assemble(f frame, dir int) (*unit, error) {
 		// pass a body on in frames of its own cutting (4.2.6.2). The
 		// proxy drops it: kept, each would cost a slice and the message
 		// would never end.
-		c.meterOf(dir).Give(f.cost)
+		c.acctOf(dir).Release(f.cost)
 		return nil, nil
 	case u.got+uint64(len(f.payload)) > u.hdr.bodySize:
 		return nil, unexpected("a body longer than its content header says on channel %d", f.channel)
@@ -79,7 +79,7 @@ func (c *conn) headerFrame(f frame, ch *channel, u *unit, dir int) (*unit, error
 	}
 	if h.bodySize > MaxContent || uint64(c.assembling[dir])+h.bodySize > MaxContent {
 		c.dropUnit(ch, dir)
-		c.meterOf(dir).Give(f.cost)
+		c.acctOf(dir).Release(f.cost)
 		return nil, &tooLarge{ch: f.channel, size: h.bodySize}
 	}
 	c.assembling[dir] += int(h.bodySize)
@@ -95,15 +95,15 @@ func (c *conn) headerFrame(f frame, ch *channel, u *unit, dir int) (*unit, error
 // bytes as they came, frames back to back), so that a body in frames of
 // a byte costs 9 bytes a byte, not a slice and an allocation each.
 func (c *conn) keep(u *unit, f frame, dir int, extra int64) error {
-	m := c.meterOf(dir)
+	m := c.acctOf(dir)
 	if f.typ == frameBody && len(f.raw) < smallFrame {
 		if n := len(u.frames); u.chunked && cap(u.frames[n-1])-len(u.frames[n-1]) >= len(f.raw) {
 			u.frames[n-1] = append(u.frames[n-1], f.raw...)
-			m.Give(f.cost)
+			m.Release(f.cost)
 			return nil
 		}
 		if err := m.Take(chunkSize + frameSlot - f.cost); err != nil {
-			m.Give(f.cost)
+			m.Release(f.cost)
 			return tooMuch(fmt.Sprintf("a message on channel %d", f.channel), err)
 		}
 		u.frames = append(u.frames, append(make([]byte, 0, chunkSize), f.raw...))
@@ -127,7 +127,7 @@ const (
 )
 
 // whole returns the unit once its body is all there, its frames' bodies
-// copied into one (taken from the meter too); nil before.
+// copied into one (taken from the account too); nil before.
 func (c *conn) whole(ch *channel, u *unit, dir int) (*unit, error) {
 	if u.got < u.hdr.bodySize {
 		return nil, nil
@@ -137,7 +137,7 @@ func (c *conn) whole(ch *channel, u *unit, dir int) (*unit, error) {
 	if u.got == 0 {
 		return u, nil
 	}
-	if err := c.meterOf(dir).Take(int64(u.got)); err != nil {
+	if err := c.acctOf(dir).Take(int64(u.got)); err != nil {
 		return nil, tooMuch(fmt.Sprintf("a message of %d bytes on channel %d", u.got, u.ch), err)
 	}
 	u.cost += int64(u.got)
@@ -159,13 +159,13 @@ func appendPayloads(body, b []byte) []byte {
 	return body
 }
 
-// meterOf is the meter a direction's frames count against: the client's
+// acctOf is the account a direction's frames count against: the client's
 // (the server's are not the client's doing, nor refused for its cap).
-func (c *conn) meterOf(dir int) *listen.ConnMeter {
+func (c *conn) acctOf(dir int) *listen.ConnAccount {
 	if dir == fromServer {
 		return nil
 	}
-	return c.meter
+	return c.acct
 }
 
 // channelFor is the channel a frame is on (conn.mu held). The proxy keeps
@@ -207,7 +207,7 @@ func (c *conn) methodFrame(f frame, ch *channel, dir int) (*unit, error) {
 	}
 	// A message under way costs its unit whatever its frames: a
 	// half-sent message on each channel adds up.
-	if err := c.meterOf(dir).Take(unitCost); err != nil {
+	if err := c.acctOf(dir).Take(unitCost); err != nil {
 		return nil, tooMuch(fmt.Sprintf("a message on channel %d", f.channel), err)
 	}
 	u.cost += unitCost
@@ -246,7 +246,7 @@ func (c *conn) dropUnit(ch *channel, dir int) {
 	if u.hdr != nil {
 		c.assembling[dir] -= int(u.hdr.bodySize)
 	}
-	c.meterOf(dir).Give(u.cost)
+	c.acctOf(dir).Release(u.cost)
 }
 
 // closingFrame handles a frame on a channel the proxy is closing: it is

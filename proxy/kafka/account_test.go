@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outboxdrill/runner/internal/testutil"
-	"github.com/outboxdrill/runner/proxy/listen"
 )
 
 // fakeBroker is an upstream that answers nothing and counts what reached
@@ -55,8 +54,8 @@ func newFakeBroker(t *testing.T) *fakeBroker {
 
 func (b *fakeBroker) received() int64 { return b.n.Load() }
 
-func (b *fakeBroker) proxy(t *testing.T, lim listen.Limits) *Proxy {
-	p, err := ListenLimits(b.ln.Addr().String(), lim)
+func (b *fakeBroker) proxy(t *testing.T, lim Limits) *Proxy {
+	p, err := ListenWith(b.ln.Addr().String(), lim)
 	if err != nil {
 		t.Fatal(err)
 	}

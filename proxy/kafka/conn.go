@@ -91,7 +91,7 @@ func (c *conn) fromClient() {
 			return
 		}
 		tab := c.acct.Tab()
-		msg, err := readMessage(rd, MaxMessage, tab, c.acct, c.clock.Begin)
+		msg, err := readMessage(rd, MaxMessage, tab, c.clock.Begin)
 		if err == io.EOF {
 			c.HalfClose(c.toServer.Flush) // the client is done: its answers still come
 			return
@@ -117,13 +117,13 @@ func (c *conn) refusal(q *request, tab *listen.Tab) error {
 	if q.over != "" {
 		return errors.New(q.over)
 	}
-	if !tab.Take(int64(q.entries) * entryCost) {
-		return c.acct.Over(fmt.Sprintf("the %d entries of a %s", q.entries, name(q.key)), int64(q.entries)*entryCost)
+	if err := tab.Take(int64(q.entries) * entryCost); err != nil {
+		return listen.Named(err, fmt.Sprintf("the %d entries of a %s", q.entries, name(q.key)))
 	}
 	if q.key != keyProduce || q.unread != "" {
 		return nil
 	}
-	s := newSpend(tab, c.acct)
+	s := newSpend(tab)
 	for i := range q.topics {
 		t := &q.topics[i]
 		for j := range t.parts {
@@ -286,7 +286,7 @@ func (c *conn) noteFetch(q *request) {
 			}
 			// A new partition is kept on the connection's account (its
 			// name may be 32 KiB), for as long as the connection lives.
-			if len(c.fetchAt) < MaxEntries && c.acct.Take(int64(64+len(t.name))) {
+			if len(c.fetchAt) < MaxEntries && c.acct.Take(int64(64+len(t.name))) == nil {
 				c.fetchAt[tp] = p.offset
 			}
 		}
@@ -303,7 +303,7 @@ func (c *conn) fromServer() {
 		// The broker's answer is held on the client's account too: the
 		// client asked for it (a Fetch of 64 MB).
 		tab := c.acct.Tab()
-		msg, err := readMessage(rd, MaxMessage, tab, c.acct, nil)
+		msg, err := readMessage(rd, MaxMessage, tab, nil)
 		if err != nil || len(msg) < 8 {
 			return
 		}
@@ -313,7 +313,7 @@ func (c *conn) fromServer() {
 			// and nothing more can be attributed. The connection closes.
 			return
 		}
-		c.rspend = newSpend(tab, c.acct)
+		c.rspend = newSpend(tab)
 		ok := c.response(k, msg, rd.Buffered() > 0)
 		c.rspend = nil
 		tab.Done()

@@ -60,7 +60,7 @@ type Proxy struct {
 	groups    groups          // the timeouts JoinGroups announced
 
 	conns, seq, others atomic.Int64
-	limits             listen.Limits
+	limits             Limits
 	acct               *listen.Account // every byte the connections hold, all of them
 
 	fault.Registry[*Armed, Event]
@@ -69,12 +69,13 @@ type Proxy struct {
 // Listen starts a proxy to the bootstrap broker upstream ("host:port") on
 // 127.0.0.1, with DefaultLimits; a listener for each other broker starts
 // as a response names it.
-func Listen(upstream string) (*Proxy, error) { return ListenLimits(upstream, DefaultLimits()) }
+func Listen(upstream string) (*Proxy, error) { return ListenWith(upstream, DefaultLimits()) }
 
-// ListenLimits is Listen with the limits given (a test lowers them).
-func ListenLimits(upstream string, lim listen.Limits) (*Proxy, error) {
+// ListenWith is Listen with limits of the proxy's own (a test lowers
+// them).
+func ListenWith(upstream string, lim Limits) (*Proxy, error) {
 	p := &Proxy{seed: upstream, listeners: map[string]*listen.Listener{}, topicIDs: map[[16]byte]string{}, txns: map[string]*txn{},
-		limits: lim, acct: listen.NewAccount(lim.ConnBytes, lim.TotalBytes)}
+		limits: lim, acct: lim.Account()}
 	if _, err := p.listenerFor(upstream); err != nil {
 		return nil, fmt.Errorf("kafka proxy: %w", err)
 	}

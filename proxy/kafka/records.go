@@ -37,12 +37,11 @@ const recordCost, headerCost = 160, 64
 // every byte as it inflates.
 type spend struct {
 	tab  *listen.Tab
-	acct *listen.ConnAccount // for the error's figures
 	left int64
 }
 
-func newSpend(tab *listen.Tab, acct *listen.ConnAccount) *spend {
-	return &spend{tab: tab, acct: acct, left: MaxDecompressed}
+func newSpend(tab *listen.Tab) *spend {
+	return &spend{tab: tab, left: MaxDecompressed}
 }
 
 // take takes n bytes for what is being built: errInflated past the
@@ -52,8 +51,8 @@ func (s *spend) take(n int64) error {
 		s.left = 0
 		return errInflated
 	}
-	if !s.tab.Take(n) {
-		return s.acct.Over("inflated record batches", n)
+	if err := s.tab.Take(n); err != nil {
+		return listen.Named(err, "inflated record batches")
 	}
 	s.left -= n
 	return nil
@@ -113,7 +112,7 @@ var errMagic = errors.New("a record batch of a message format older than v2 (mag
 // Kafka 4 reads no other). A batch cut short at the end (a fetch's last,
 // partial batch) is skipped, as a client skips it.
 func parseBatches(b []byte, topic string, partition int32) ([]batch, error) {
-	return parseBatchesSpending(b, topic, partition, newSpend(nil, nil))
+	return parseBatchesSpending(b, topic, partition, newSpend(nil))
 }
 
 // parseBatchesSpending is parseBatches taking what it builds from s.

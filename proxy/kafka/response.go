@@ -115,7 +115,7 @@ func (c *conn) requestEvent(q *request, fault string, records bool) Event {
 // cap.
 func (c *conn) produced(ev *Event, topic string, p part, base int64) []Record {
 	if !p.parsed {
-		_ = p.parse(topic, newSpend(nil, nil))
+		_ = p.parse(topic, newSpend(nil))
 	}
 	if p.bad != "" && ev.Unread == "" {
 		ev.Unread = fmt.Sprintf("%s[%d]: %s", topic, p.partition, p.bad)
@@ -153,7 +153,7 @@ func (c *conn) spent() *spend {
 	if c.rspend != nil {
 		return c.rspend
 	}
-	return newSpend(nil, nil)
+	return newSpend(nil)
 }
 
 // responseHeader is the length of a response's header: the correlation

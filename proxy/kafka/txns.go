@@ -46,7 +46,7 @@ func (p *Proxy) txnFor(q *request, c *conn) (*txn, string) {
 			return nil, fmt.Sprintf("the proxy keeps at most %d open transactions per connection", MaxConnTxns)
 		}
 		t = &txn{id: q.txnID, topics: map[string]bool{}, owners: map[*conn]bool{}, creator: c, cost: txnCost + int64(len(q.txnID))}
-		if c != nil && !c.acct.Take(t.cost) {
+		if c != nil && c.acct.Take(t.cost) != nil {
 			return nil, "the connection's memory account is full"
 		}
 		p.txns[q.txnID] = t
@@ -68,7 +68,7 @@ func (t *txn) addTopics(names []string) {
 		if t.topics[n] {
 			continue
 		}
-		if len(t.topics) >= MaxTxnTopics || t.creator != nil && !t.creator.acct.Take(int64(64+len(n))) {
+		if len(t.topics) >= MaxTxnTopics || t.creator != nil && t.creator.acct.Take(int64(64+len(n))) != nil {
 			t.untracked = fmt.Sprintf("the proxy kept only %d topics of transaction %q", len(t.topics), t.id)
 			return
 		}

@@ -59,16 +59,21 @@ const (
 	MessageTimeout = time.Minute
 )
 
+// Limits is what one proxy lets its clients cost: the bytes they make it
+// hold, on its account, and the handshake, idle and message deadlines of
+// its Clocks.
+type Limits = listen.Limits
+
 // DefaultLimits are the limits Listen gives a proxy.
-func DefaultLimits() listen.Limits {
-	return listen.Limits{ConnBytes: ConnBytes, TotalBytes: TotalBytes, Handshake: HandshakeTimeout, Idle: IdleTimeout, Message: MessageTimeout}
+func DefaultLimits() Limits {
+	return Limits{ConnBytes: ConnBytes, TotalBytes: TotalBytes, Handshake: HandshakeTimeout, Idle: IdleTimeout, Message: MessageTimeout}
 }
 
 // readMessage reads a size-prefixed message, allocating only for bytes
 // that arrived, and taking each growth of its buffer from tab before it is
-// made (acct names the cap hit). began, if set, is told once the size
+// made (its error names the cap hit). began, if set, is told once the size
 // arrived: the message's clock starts.
-func readMessage(r *bufio.Reader, limit int, tab *listen.Tab, acct *listen.ConnAccount, began func()) ([]byte, error) {
+func readMessage(r *bufio.Reader, limit int, tab *listen.Tab, began func()) ([]byte, error) {
 	head, err := r.Peek(4)
 	if err != nil {
 		if err == io.EOF && r.Buffered() > 0 {
@@ -95,8 +100,8 @@ func readMessage(r *bufio.Reader, limit int, tab *listen.Tab, acct *listen.ConnA
 		}
 		if len(msg)+k > cap(msg) { // doubling, up to the message's size
 			grow := min(max(len(msg), 64<<10), left)
-			if !tab.Take(int64(grow)) {
-				return nil, acct.Over(fmt.Sprintf("a message of %d bytes", n), int64(grow))
+			if err := tab.Take(int64(grow)); err != nil {
+				return nil, listen.Named(err, fmt.Sprintf("a message of %d bytes", n))
 			}
 			msg = slices.Grow(msg, grow)
 		}

@@ -1,6 +1,7 @@
 package listen
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -8,13 +9,15 @@ import (
 )
 
 // Limits is what one proxy lets its clients cost: the memory they make it
-// hold and how long they may keep a slot without a word. Each proxy is
-// given its own (a test lowers them on the proxy it builds, never through
-// a package variable every proxy reads).
+// hold and how long they may keep a slot without a word. Every proxy is
+// given its own (its ListenWith; Listen gives its DefaultLimits), so that
+// a test lowers them on the proxy it builds, never through a package
+// variable every proxy reads. A zero duration is no limit.
 type Limits struct {
 	// ConnBytes bounds what one connection makes the proxy hold at once:
-	// the bytes of its messages that arrived, and what the proxy built
-	// from them (inflated record batches, decoded entries).
+	// the bytes of its messages as they arrived, and what the proxy built
+	// from them (copies its parser made, inflated record batches, decoded
+	// entries, records it keeps until an answer comes).
 	ConnBytes int64
 	// TotalBytes bounds the same for all the proxy's connections together,
 	// so that MaxConns connections at ConnBytes each cannot add up.
@@ -23,14 +26,19 @@ type Limits struct {
 	// handshake (for a protocol without one, its first whole message): a
 	// connection that says nothing holds a slot only that long.
 	Handshake time.Duration
-	// Idle bounds the time between a client's messages while the proxy
-	// owes it nothing (no request in flight).
+	// Idle bounds the time nothing crossed a connection (the client's
+	// bytes, and those of the server a proxy tells its Clock of) while the
+	// proxy owes the client no answer. A protocol sets it from what it
+	// negotiated (AMQP: twice the heartbeat) with Clock.SetIdle.
 	Idle time.Duration
 	// Message bounds the time from a message's first byte to its last: a
 	// client that announces a large message and trickles it holds its
-	// bytes only that long.
+	// bytes only that long (for a proxy that calls Clock.Begin).
 	Message time.Duration
 }
+
+// Account is the proxy's account of Limits.ConnBytes and TotalBytes.
+func (l Limits) Account() *Account { return NewAccount(l.ConnBytes, l.TotalBytes) }
 
 // Account is a proxy's memory account: every byte its connections hold,
 // each connection's share within Limits.ConnBytes and all of them within
@@ -88,20 +96,26 @@ type ConnAccount struct {
 	closed bool
 }
 
-// Take takes n more bytes; false when the connection or the proxy would go
-// over its cap (or the connection closed): the caller refuses what needed
-// them.
-func (c *ConnAccount) Take(n int64) bool {
+// Take takes n more bytes, or says which cap they would go over (an
+// *OverError, nothing taken then): the caller refuses what needed them.
+// The error is decided under the connection's lock, with the figures
+// that refused it, so that it names the cap actually hit.
+func (c *ConnAccount) Take(n int64) error {
 	if c == nil || n <= 0 {
-		return true
+		return nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || c.used+n > c.a.perConn || !c.a.take(n) {
-		return false
+	switch {
+	case c.closed:
+		return &OverError{N: n, Closed: true}
+	case c.used+n > c.a.perConn:
+		return &OverError{N: n, Conn: true, Cap: c.a.perConn, Held: c.used}
+	case !c.a.take(n):
+		return &OverError{N: n, Cap: c.a.total, Held: c.a.used.Load()}
 	}
 	c.used += n
-	return true
+	return nil
 }
 
 // Release gives back n bytes, never more than the connection holds (a
@@ -148,19 +162,26 @@ type Tab struct {
 	n atomic.Int64
 }
 
-// Tab opens a tab on the connection's account.
-func (c *ConnAccount) Tab() *Tab { return &Tab{c: c} }
-
-// Take takes n bytes for the message; false: the caps are reached.
-func (t *Tab) Take(n int64) bool {
-	if t == nil {
-		return true
+// Tab opens a tab on the connection's account (nil c: a nil tab, which
+// takes anything).
+func (c *ConnAccount) Tab() *Tab {
+	if c == nil {
+		return nil
 	}
-	if !t.c.Take(n) {
-		return false
+	return &Tab{c: c}
+}
+
+// Take takes n bytes for the message, or says which cap they would go
+// over (see ConnAccount.Take).
+func (t *Tab) Take(n int64) error {
+	if t == nil {
+		return nil
+	}
+	if err := t.c.Take(n); err != nil {
+		return err
 	}
 	t.n.Add(max(n, 0))
-	return true
+	return nil
 }
 
 // Held is what the tab took so far.
@@ -179,30 +200,44 @@ func (t *Tab) Done() {
 	t.c.Release(t.n.Swap(0))
 }
 
-// OverError says a client's message (or what the proxy built of it) would
-// take the proxy over an account's cap.
+// OverError says what a connection would hold went over a cap: which
+// one, with the figures that refused it.
 type OverError struct {
-	What      string // "a message of 1048576 bytes", "inflated record batches"
+	What      string // "a message of 1048576 bytes", "inflated record batches"; "": N more bytes
+	N         int64  // the bytes refused
 	Conn      bool   // the connection's cap (else the proxy's, all connections)
+	Closed    bool   // the connection is closing: nothing more is taken
 	Cap, Held int64
 }
 
 func (e *OverError) Error() string {
-	if e.Conn {
+	if e.What == "" {
+		switch {
+		case e.Closed:
+			return "the connection is closing"
+		case e.Conn:
+			return fmt.Sprintf("%d more bytes would take the connection over the proxy's cap of %d bytes for one connection (it holds %d)", e.N, e.Cap, e.Held)
+		}
+		return fmt.Sprintf("%d more bytes would take the proxy over its cap of %d bytes for all its connections at once (%d in use)", e.N, e.Cap, e.Held)
+	}
+	switch {
+	case e.Closed:
+		return e.What + ": the connection is closing"
+	case e.Conn:
 		return fmt.Sprintf("%s: over the proxy's cap of %d bytes for one connection (it holds %d)", e.What, e.Cap, e.Held)
 	}
 	return fmt.Sprintf("%s: over the proxy's cap of %d bytes for all its connections at once (%d in use)", e.What, e.Cap, e.Held)
 }
 
-// Over is the error for what would not fit on c's account: which cap it
-// hit, as far as the figures now tell.
-func (c *ConnAccount) Over(what string, n int64) error {
-	if c == nil {
-		return &OverError{What: what}
+// Named is err with what the refused bytes were for, when it is an
+// *OverError (a copy: the caller's error stays as it was); any other
+// error as it is.
+func Named(err error, what string) error {
+	var over *OverError
+	if !errors.As(err, &over) {
+		return err
 	}
-	held := c.Held()
-	if held+n > c.a.perConn {
-		return &OverError{What: what, Conn: true, Cap: c.a.perConn, Held: held}
-	}
-	return &OverError{What: what, Cap: c.a.total, Held: c.a.Used()}
+	named := *over
+	named.What = what
+	return &named
 }

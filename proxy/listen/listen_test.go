@@ -143,34 +143,3 @@ func TestSharedSlotsCapListenersTogether(t *testing.T) {
 		t.Errorf("after a slot came back: %q", got)
 	}
 }
-
-// TestBudgetCountsLargeMessagesOfAllConnections: large messages take from
-// one budget, small ones do not, and a released share comes back.
-func TestBudgetCountsLargeMessagesOfAllConnections(t *testing.T) {
-	b := NewBudget(3 * LargeMessage)
-	h1, h2 := b.Hold(), b.Hold()
-	if !h1.Add(2*LargeMessage) || h2.Add(2*LargeMessage) {
-		t.Fatal("two messages of 2 MB fit a 3 MB budget")
-	}
-	if !h2.Add(LargeMessage - 1) {
-		t.Error("a small message was counted")
-	}
-	h1.Release()
-	if !h2.Add(2 * LargeMessage) {
-		t.Error("a released share did not come back")
-	}
-	h2.Release()
-	h2.Release() // twice: nothing more to give
-	if got := b.left.Load(); got != 3*LargeMessage {
-		t.Errorf("budget left %d after every release, want %d", got, 3*LargeMessage)
-	}
-	h1.Close()
-	if h1.Add(LargeMessage) || b.left.Load() != 3*LargeMessage {
-		t.Error("a closed connection's reader took from the budget (it would never give it back)")
-	}
-	var none *Hold
-	if !none.Add(1 << 30) {
-		t.Error("a nil hold (a server's side) refused")
-	}
-	none.Release()
-}

@@ -16,9 +16,6 @@ type Pair struct {
 	// Done is closed once the pair is closing: a goroutine waiting on a
 	// held reply gives up.
 	Done chan struct{}
-	// Hold is the client's share of its proxy's MessageBudget (nil: none),
-	// given back when the pair closes.
-	Hold *Hold
 
 	serverMu sync.Mutex
 	server   net.Conn
@@ -43,7 +40,6 @@ func (p *Pair) Dial(addr string) (net.Conn, error) {
 // Close closes both sides, once.
 func (p *Pair) Close() {
 	p.once.Do(func() {
-		defer p.Hold.Close()
 		close(p.Done)
 		p.Client.Close()
 		p.serverMu.Lock()

@@ -97,12 +97,12 @@ func TestUnansweredPublishesAreBounded(t *testing.T) {
 	if grew := heapInUse() - heap; grew > 24<<20 {
 		t.Errorf("20,000 unanswered publishes of 3 kB lines: the heap grew by %d MB", grew>>20)
 	}
-	if used := p.meter.Used(); used > DefaultLimits().BookBytes || p.Unpaired() == 0 {
+	if used := p.acct.Used(); used > DefaultLimits().ConnBytes || p.Unpaired() == 0 {
 		t.Errorf("%d bytes held, %d unpaired", used, p.Unpaired())
 	}
 	c.Close()
 	testutil.Within(t, 5*time.Second, "the books given back", func() {
-		for p.meter.Used() != 0 {
+		for p.acct.Used() != 0 {
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
@@ -118,7 +118,7 @@ func TestAnUnansweredPublishAges(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	flood(t, c, 1, func(i int) string { return "PUB nobody.listens r.last 0\r\n\r\n" })
 	want := int64(entryCost + len("r.last") + len("nobody.listens"))
-	if used := p.meter.Used(); used != want || p.Unpaired() != 10 {
+	if used := p.acct.Used(); used != want || p.Unpaired() != 10 {
 		t.Errorf("%d bytes held, %d unpaired; want %d (one record) and 10", used, p.Unpaired(), want)
 	}
 }
@@ -135,11 +135,11 @@ func TestSubscriptionsAreBounded(t *testing.T) {
 	if grew := heapInUse() - heap; grew > 24<<20 {
 		t.Errorf("20,000 SUB lines of 3 kB: the heap grew by %d MB", grew>>20)
 	}
-	if used := p.meter.Used(); used > DefaultLimits().BookBytes {
+	if used := p.acct.Used(); used > DefaultLimits().ConnBytes {
 		t.Errorf("%d bytes held", used)
 	}
 	flood(t, c, 20000, func(i int) string { return fmt.Sprintf("UNSUB %d\r\n", i) })
-	if used := p.meter.Used(); used != 0 {
+	if used := p.acct.Used(); used != 0 {
 		t.Errorf("every subscription gone: %d bytes held", used)
 	}
 }

@@ -6,8 +6,8 @@ import (
 )
 
 // What the proxy remembers of a connection (its books), within
-// Limits.BookBytes, MaxPending and MaxSubs, given back as entries go and
-// all at once when the connection closes (conn.meter).
+// Limits.ConnBytes, MaxPending and MaxSubs, given back as entries go and
+// all at once when the connection closes (conn.acct).
 
 // settled removes a call from the age list and gives back its bytes: its
 // reply came, or it was given up (conn.mu held).
@@ -16,7 +16,7 @@ func (c *conn) settled(k *call) {
 		c.aged.Remove(k.el)
 		k.el = nil
 	}
-	c.meter.Give(k.cost)
+	c.acct.Release(k.cost)
 }
 
 // age drops the records of publishes older than Limits.PendingAge whose
@@ -57,13 +57,13 @@ func (c *conn) drop(k *call) {
 }
 
 // subscribe remembers a subscription, cloned (its control line may be
-// long), within MaxSubs and the meter; one past them goes on to the
+// long), within MaxSubs and the account; one past them goes on to the
 // server unremembered.
 func (c *conn) subscribe(sid, subject string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.unsubscribe(sid) // a SUB of a sid in use replaces it
-	if len(c.subs) >= c.p.lim.MaxSubs || c.meter.Take(subCost(sid, subject)) != nil {
+	if len(c.subs) >= c.p.lim.MaxSubs || c.acct.Take(subCost(sid, subject)) != nil {
 		return
 	}
 	c.subs[strings.Clone(sid)] = strings.Clone(subject)
@@ -73,7 +73,7 @@ func (c *conn) subscribe(sid, subject string) {
 func (c *conn) unsubscribe(sid string) {
 	if subject, ok := c.subs[sid]; ok {
 		delete(c.subs, sid)
-		c.meter.Give(subCost(sid, subject))
+		c.acct.Release(subCost(sid, subject))
 	}
 }
 

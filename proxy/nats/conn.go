@@ -38,11 +38,11 @@ type conn struct {
 	mu      sync.Mutex
 	pending map[string][]*call // the replies awaited, by reply subject
 	npend   int
-	aged    list.List         // the calls of pending, oldest first (PendingAge)
-	subs    map[string]string // the client's subscriptions: sid → subject
-	meter   *listen.ConnMeter // what pending, subs and apiReplies hold
-	quiet   *listen.Quiet     // ends the connection once nothing crosses it
-	shaken  atomic.Bool       // CONNECT came: the handshake's clock stopped
+	aged    list.List           // the calls of pending, oldest first (PendingAge)
+	subs    map[string]string   // the client's subscriptions: sid → subject
+	acct    *listen.ConnAccount // what pending, subs and apiReplies hold
+	clock   *listen.Clock       // the handshake's deadline, then idle: nothing either way
+	shaken  atomic.Bool         // CONNECT came: the handshake's clock stopped
 	// apiReplies are the reply subjects of the client's consumer API
 	// requests awaiting their answer (consumerAPI).
 	apiReplies map[string]bool
@@ -66,22 +66,21 @@ type call struct {
 	strike   *Armed // a reply trigger: hold the reply
 	answered chan struct{}
 	at       time.Time     // when it was sent
-	cost     int64         // what it took of the connection's meter
+	cost     int64         // what it took of the connection's account
 	el       *list.Element // its place in conn.aged
 }
 
 func newConn(p *Proxy, id int, client net.Conn) *conn {
-	return &conn{Pair: listen.NewPair(client), p: p, id: id, meter: p.meter.Conn(),
+	return &conn{Pair: listen.NewPair(client), p: p, id: id, acct: p.acct.Conn(),
 		pending: map[string][]*call{}, subs: map[string]string{}, apiReplies: map[string]bool{}, serverDone: make(chan struct{})}
 }
 
 func (c *conn) serve() {
-	// The handshake's clock, as the pgwire proxy's StartupTimeout: the
-	// client's reads fail once it passed, until its CONNECT.
-	c.Client.SetReadDeadline(time.Now().Add(c.p.lim.Handshake))
-	c.quiet = listen.NewQuiet(0, c.Close) // the idle clock runs from CONNECT
-	defer c.quiet.Stop()
-	defer c.meter.Close()
+	// The handshake's clock, as the pgwire proxy's: the client's reads
+	// fail once it passed, until its CONNECT. The idle clock runs from
+	// CONNECT (relay sets it).
+	c.clock = listen.NewClock(c.Client, listen.Limits{Handshake: c.p.lim.Handshake})
+	defer c.acct.Close()
 	defer c.Close()
 	server, err := c.Dial(c.p.upstream)
 	if err != nil {
@@ -104,7 +103,7 @@ func (c *conn) send(b []byte, more bool) bool {
 
 func (c *conn) fromClient() {
 	defer c.Close()
-	rd := newReader(c.quiet.Reader(c.Client), false)
+	rd := newReader(c.clock.Reader(), false)
 	rd.serverMax = &c.serverMax
 	for {
 		if !rd.buffered() && c.toServer.Flush() != nil { // before waiting for more, what was sent goes out
@@ -179,8 +178,8 @@ func (c *conn) relay(m *msg, more bool) bool {
 		c.headers = connectHeaders(m.json)
 		c.mu.Unlock()
 		if !c.shaken.Swap(true) { // the handshake is over: the idle clock runs
-			c.Client.SetReadDeadline(time.Time{})
-			c.quiet.SetLimit(c.p.lim.Idle)
+			c.clock.SetIdle(c.p.lim.Idle)
+			c.clock.Shaken()
 		}
 		c.p.record(Event{Conn: c.id, Op: m.op}, nil) // never its fields
 	case "SUB":
@@ -297,7 +296,7 @@ func (c *conn) expect(m *msg, x crossing, a *Armed, seq int64) *call {
 	var err error
 	if c.npend >= c.p.lim.MaxPending {
 		err = fmt.Errorf("over %d replies awaited on one connection", c.p.lim.MaxPending)
-	} else if err = c.meter.Take(k.cost); err != nil {
+	} else if err = c.acct.Take(k.cost); err != nil {
 		err = fmt.Errorf("the records of the replies awaited: %w", err)
 	}
 	if err != nil {
@@ -370,7 +369,7 @@ func (c *conn) fromServer() {
 			c.Close()
 		}
 	}()
-	rd := newReader(c.quiet.Reader(c.server), true)
+	rd := newReader(c.clock.Touching(c.server), true)
 	for {
 		if !rd.buffered() && !c.Write(nil, true) { // before waiting for more, what was sent goes out
 			return

@@ -122,7 +122,7 @@ func (c *conn) awaitConsumerReply(m *msg) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.apiReplies[m.reply] && len(c.apiReplies) < MaxConsumerAPIReplies && c.meter.Take(entryCost+int64(len(m.reply))) == nil {
+	if !c.apiReplies[m.reply] && len(c.apiReplies) < MaxConsumerAPIReplies && c.acct.Take(entryCost+int64(len(m.reply))) == nil {
 		c.apiReplies[strings.Clone(m.reply)] = true
 	}
 }
@@ -134,7 +134,7 @@ func (c *conn) consumerReply(m *msg) {
 	awaited := c.apiReplies[m.subject]
 	if awaited {
 		delete(c.apiReplies, m.subject)
-		c.meter.Give(entryCost + int64(len(m.subject)))
+		c.acct.Release(entryCost + int64(len(m.subject)))
 	}
 	c.mu.Unlock()
 	if !awaited {

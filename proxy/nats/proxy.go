@@ -89,7 +89,7 @@ type Proxy struct {
 	others   atomic.Int64 // events of kinds the history does not read
 	unpaired atomic.Int64
 	lim      Limits
-	meter    *listen.Meter // what the proxy remembers of its connections
+	acct     *listen.Account // what the proxy remembers of its connections
 	// consumers are the JetStream consumers' configurations the server
 	// stated in its replies (Consumers).
 	consumers consumers
@@ -103,7 +103,7 @@ func Listen(upstream string) (*Proxy, error) { return ListenWith(upstream, Defau
 
 // ListenWith starts a proxy with limits of its own.
 func ListenWith(upstream string, lim Limits) (*Proxy, error) {
-	p := &Proxy{upstream: upstream, lim: lim, meter: lim.newMeter()}
+	p := &Proxy{upstream: upstream, lim: lim, acct: lim.Account()}
 	ln, err := listen.Serve(listen.Protocol{
 		Open:   func(id int, nc net.Conn) listen.Conn { return newConn(p, id, nc) },
 		Serve:  func(c listen.Conn) { c.(*conn).serve() },

@@ -27,6 +27,7 @@ type conn struct {
 	server   net.Conn // set once by dial, under serverMu
 	serverMu sync.Mutex
 	be       *pgproto3.Backend  // decodes what the client sends
+	fr       *framer            // what be reads
 	fe       *pgproto3.Frontend // decodes what the server sends
 
 	sendMu  sync.Mutex
@@ -53,7 +54,9 @@ type conn struct {
 
 	closeOnce sync.Once
 	done      chan struct{}
-	budget    *listen.Hold // the client's share of the proxy's large-message budget
+	acct      *listen.ConnAccount // the client's share of the proxy's account
+	batchHeld int64               // what batch holds of it (c2s only)
+	clock     *listen.Clock       // startup, then idle (Limits.Idle) deadlines
 }
 
 // reply is what the server will answer to one write ending in Sync or
@@ -89,7 +92,10 @@ type stmtHold struct {
 
 func newConn(p *Proxy, id int, client net.Conn) *conn {
 	c := &conn{p: p, id: id, client: client, done: make(chan struct{}), pending: make(chan *reply, 4096),
-		stmts: map[string]string{}, portals: map[string]string{}, budget: p.budget.Hold()}
+		stmts: map[string]string{}, portals: map[string]string{}, acct: p.acct.Conn(),
+		// Startup is timed from accept; the server's bytes are signs of
+		// life too (a NOTIFY to a client that LISTENs).
+		clock: listen.NewClock(client, listen.Limits{Handshake: p.lim.Handshake, Idle: p.lim.Idle})}
 	p.live.Store(id, c)
 	return c
 }
@@ -99,7 +105,7 @@ func (c *conn) Close() { c.close() }
 
 func (c *conn) close() {
 	c.closeOnce.Do(func() {
-		defer c.budget.Close()
+		defer c.acct.Close()
 		c.p.live.Delete(c.id)
 		close(c.done)
 		c.client.Close()
@@ -116,13 +122,11 @@ func (c *conn) dial() error { return listen.Dial(c.p.upstream, c.done, &c.server
 
 func (c *conn) serve() {
 	defer c.close()
-	fr := newFramer(c.client)
-	fr.hold = c.budget
-	c.be = pgproto3.NewBackend(fr, c.client)
+	c.fr = newFramer(c.clock.Reader())
+	c.fr.acct = c.acct
+	c.be = pgproto3.NewBackend(c.fr, c.client)
 	c.be.SetMaxBodyLen(maxMessage)
-	// A client has StartupTimeout to start and authenticate.
-	c.client.SetReadDeadline(time.Now().Add(StartupTimeout))
-	startup, ok := c.greet()
+	startup, ok := c.greet() // within Limits.Handshake, as authenticate
 	if !ok {
 		return
 	}
@@ -130,12 +134,12 @@ func (c *conn) serve() {
 		c.refuse("08006", fmt.Sprintf("the proxy cannot reach the server: %v", err))
 		return
 	}
-	c.fe = pgproto3.NewFrontend(c.server, c.server)
+	c.fe = pgproto3.NewFrontend(c.clock.Touching(c.server), c.server)
 	c.fe.SetMaxBodyLen(maxMessage)
 	if !c.write(startup) || !c.authenticate() {
 		return
 	}
-	c.client.SetReadDeadline(time.Time{})
+	c.clock.Shaken()
 	go c.fromServer()
 	c.fromClient()
 }
@@ -275,6 +279,7 @@ func (c *conn) send(r *reply, b []byte) bool {
 		case <-c.done:
 			return false
 		}
+		c.clock.Owe() // until its ReadyForQuery, the client may wait silent
 	}
 	_, err := c.server.Write(b)
 	return err == nil

@@ -34,10 +34,42 @@ const (
 	// waits on that connection's batches fails as unclassifiable.
 	MaxPrepared = 64 << 20
 	// StartupTimeout bounds the startup and authentication of a client
-	// connection: PostgreSQL's own authentication_timeout default (1 min).
-	// A connection that idles there would hold one of the proxy's slots.
+	// connection (Limits.Handshake): PostgreSQL's own
+	// authentication_timeout default (1 min). A connection that idles
+	// there would hold one of the proxy's slots.
 	StartupTimeout = time.Minute
+	// ConnBytes bounds what one connection makes the proxy hold, on its
+	// account (Limits.ConnBytes): a message at MaxMessage with its copies
+	// (messageCopies), inside a batch at MaxBatch, and the statements it
+	// prepared besides.
+	ConnBytes = (1+messageCopies)*MaxMessage + MaxBatch + 16<<20
+	// TotalBytes bounds the same for all the proxy's connections: one at
+	// its cap and the ordinary ones beside it (a service's queries are a
+	// few kB). Past either cap a message is refused with 54000, a batch
+	// goes on as after a Flush, prepared statements are forgotten.
+	TotalBytes = ConnBytes + 64<<20
 )
+
+// messageCopies is what a client's message costs, besides its bytes as
+// they arrived in the framer, once it is whole, in multiples of its size:
+// pgproto3 copies it into its own buffer and decodes it, and the proxy
+// encodes it again to forward it.
+const messageCopies = 2
+
+// Limits is what one proxy lets its clients cost (ListenWith gives each
+// proxy its own; tests lower them on the proxy they build). Message is
+// not used: the bytes of a message are counted as they arrive.
+type Limits = listen.Limits
+
+// DefaultLimits are the limits Listen gives a proxy. Idle is none, as
+// PostgreSQL's own idle_session_timeout (0): a pool keeps connections
+// idle for as long as it likes (database/sql and node-postgres's pg.Pool
+// can keep one for ever), and a proxy stricter than the server would cut
+// a healthy service. A slot is bounded by MaxConns instead, and a client
+// that never finishes its startup by Handshake.
+func DefaultLimits() Limits {
+	return Limits{ConnBytes: ConnBytes, TotalBytes: TotalBytes, Handshake: StartupTimeout}
+}
 
 // The limits as the code reads them: tests lower them.
 var (
@@ -67,17 +99,17 @@ func size(n int) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// tooLarge is a message over the cap, or over what the proxy's budget for
-// large messages has left (budget).
+// tooLarge is a message over the cap, or over what the proxy's account
+// has left (over: which cap).
 type tooLarge struct {
-	from   string // "client" or "server"
-	n      int
-	budget bool
+	from string // "client" or "server"
+	n    int
+	over error
 }
 
 func (e *tooLarge) Error() string {
-	if e.budget {
-		return listen.ErrBudget(int64(e.n)).Error()
+	if e.over != nil {
+		return listen.Named(e.over, fmt.Sprintf("a %s message of %d bytes", e.from, e.n)).Error()
 	}
 	return fmt.Sprintf("a %s message of %d bytes is over the proxy's cap of %d bytes", e.from, e.n, maxMessage)
 }
@@ -92,7 +124,8 @@ type framer struct {
 	startup bool // startup framing (no type byte) until the StartupMessage
 	msg     []byte
 	off     int
-	hold    *listen.Hold // the client's share of the proxy's large-message budget
+	tab     *listen.Tab // what the message being read holds of the account
+	acct    *listen.ConnAccount
 }
 
 func newFramer(r io.Reader) *framer {
@@ -110,6 +143,10 @@ func (f *framer) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// handled says the message read last was handled: what the proxy keeps
+// of it is on the account apart (a batch), its copies are garbage.
+func (f *framer) handled() { f.tab.Done() }
+
 // fill reads the next message whole.
 func (f *framer) fill() error {
 	if cap(f.msg) > 64<<10 {
@@ -119,7 +156,8 @@ func (f *framer) fill() error {
 	if f.startup {
 		head = 4
 	}
-	f.hold.Release() // the last message went on
+	f.tab.Done() // the last message went on: its copies are gone
+	f.tab = f.acct.Tab()
 	f.msg, f.off = slices.Grow(f.msg[:0], head)[:head], 0
 	if _, err := io.ReadFull(f.r, f.msg); err != nil {
 		f.msg = f.msg[:0]
@@ -133,11 +171,12 @@ func (f *framer) fill() error {
 		return fmt.Errorf("invalid message length: %d", n)
 	case !f.startup && n-4 > maxMessage:
 		return &tooLarge{from: "client", n: n - 4}
-	case !f.hold.Add(int64(n - 4)):
-		return &tooLarge{from: "client", n: n - 4, budget: true}
 	}
 	for left := n - 4; left > 0; {
 		k := min(left, 64<<10)
+		if err := f.tab.Take(int64(k)); err != nil { // before it is allocated
+			return &tooLarge{from: "client", n: n - 4, over: err}
+		}
 		f.msg = slices.Grow(f.msg, k)
 		got, err := io.ReadFull(f.r, f.msg[len(f.msg):len(f.msg)+k])
 		f.msg = f.msg[:len(f.msg)+got]
@@ -150,6 +189,9 @@ func (f *framer) fill() error {
 		}
 		left -= k
 	}
+	if err := f.tab.Take(messageCopies * int64(n-4)); err != nil {
+		return &tooLarge{from: "client", n: n - 4, over: err}
+	}
 	if f.startup {
 		if code := binary.BigEndian.Uint32(f.msg[4:8]); code != sslRequestCode && code != gssEncCode {
 			f.startup = false
@@ -158,28 +200,55 @@ func (f *framer) fill() error {
 	return nil
 }
 
-// tracked is the proxy's memory of a connection's prepared statements
-// and portals, in bytes, up to maxPrepared.
+// track keeps the proxy's memory of a connection's prepared statements
+// and portals, in bytes, up to maxPrepared and on the account; past
+// either, they are all forgotten.
 func (c *conn) track(m map[string]string, name, sql string) {
 	if c.forgot {
 		return
 	}
+	grow := len(name) + len(sql)
 	if old, ok := m[name]; ok {
-		c.tracked -= len(name) + len(old)
+		grow -= len(name) + len(old)
 	}
-	c.tracked += len(name) + len(sql)
-	if c.tracked > maxPrepared {
+	if c.tracked+grow > maxPrepared || c.acct.Take(int64(grow)) != nil {
 		c.forgot = true
+		c.acct.Release(int64(c.tracked))
+		c.tracked = 0
 		clear(c.stmts)
 		clear(c.portals)
 		return
 	}
+	c.acct.Release(int64(-grow)) // a shorter statement replaced a longer one
+	c.tracked += grow
 	m[name] = sql
 }
 
 func (c *conn) untrack(m map[string]string, name string) {
 	if old, ok := m[name]; ok && !c.forgot {
 		c.tracked -= len(name) + len(old)
+		c.acct.Release(int64(len(name) + len(old)))
 		delete(m, name)
 	}
+}
+
+// settleBatch keeps the account in step with the extended-protocol batch
+// kept until its Sync: what it grew by is taken (past the caps, the batch
+// goes on to the server as after a Flush, and cannot be struck), what
+// was sent is given back.
+func (c *conn) settleBatch() bool {
+	n := int64(len(c.batch))
+	if n <= c.batchHeld {
+		c.acct.Release(c.batchHeld - n)
+		c.batchHeld = n
+		return true
+	}
+	if err := c.acct.Take(n - c.batchHeld); err != nil {
+		ok := c.flushed(c.batch, "past the proxy's memory cap ("+err.Error()+")")
+		c.acct.Release(c.batchHeld)
+		c.batchHeld = 0
+		return ok
+	}
+	c.batchHeld = n
+	return true
 }

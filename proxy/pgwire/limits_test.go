@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/outboxdrill/runner/internal/testutil"
 	"io"
 	"net"
 	"strconv"
@@ -17,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/outboxdrill/runner/internal/testservers"
+	"github.com/outboxdrill/runner/internal/testutil"
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/proxy/listen"
 )
@@ -344,5 +345,107 @@ func TestAHalfClosedClientGetsItsReplies(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// limitedFixture is a proxy to the test server with limits of its own
+// (no tables: for the limits' tests).
+func limitedFixture(t *testing.T, lim Limits) *fixture {
+	t.Helper()
+	url := testservers.PG(t)
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ListenWith(net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return &fixture{t: t, proxy: p, url: url}
+}
+
+// Issue 41: every byte a client makes the proxy hold is on its account,
+// small messages too (the MessageBudget counted only those of 1 MiB or
+// more): a message costs its bytes and the copies made of it, within the
+// connection's cap, refused past it with 54000 naming the cap.
+func TestEveryMessageIsOnTheAccount(t *testing.T) {
+	f := limitedFixture(t, Limits{ConnBytes: 1 << 20, TotalBytes: 64 << 20, Handshake: time.Minute})
+	ctx := context.Background()
+	c := f.client()
+	var one int
+	if err := c.QueryRow(ctx, strings.Repeat(" ", 200<<10)+"SELECT 1", pgx.QueryExecModeSimpleProtocol).Scan(&one); err != nil || one != 1 {
+		t.Fatalf("a query of 200 kB (600 kB with its copies) under a cap of 1 MB: %v", err)
+	}
+	_, err := c.Exec(ctx, strings.Repeat(" ", 400<<10)+"SELECT 1", pgx.QueryExecModeSimpleProtocol)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "54000" || !strings.Contains(pe.Message, "cap of 1048576 bytes for one connection") {
+		t.Errorf("a query of 400 kB (1.2 MB with its copies): %v, want 54000 naming the connection's cap", err)
+	}
+	testutil.Within(t, 5*time.Second, "the account emptied", func() {
+		for f.proxy.acct.Used() != 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+}
+
+// Connections each under their cap stop at the proxy's, all connections
+// together; the others' small queries still pass, and a closed
+// connection's bytes come back.
+func TestConnectionsStopAtTheTotalCap(t *testing.T) {
+	f := limitedFixture(t, Limits{ConnBytes: 4 << 20, TotalBytes: 6 << 20, Handshake: time.Minute})
+	a, _ := f.raw(t)
+	a.Write(header('Q', 4<<20))
+	a.Write([]byte(strings.Repeat(" ", 3<<20)))
+	testutil.Within(t, 10*time.Second, "3 MB arrived", func() {
+		for f.proxy.acct.Used() < 3<<20 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	b, fe := f.raw(t)
+	b.Write(header('Q', 1<<20+4))
+	b.Write([]byte(strings.Repeat(" ", 1<<20)))
+	if e := fatal(t, fe); e == nil || e.Code != "54000" || !strings.Contains(e.Message, "cap of 6291456 bytes for all its connections at once") {
+		t.Errorf("got %+v, want 54000 naming the total's cap", e)
+	}
+	var one int
+	small := f.client()
+	if err := small.QueryRow(context.Background(), "SELECT 1").Scan(&one); err != nil {
+		t.Errorf("a small query beside them: %v", err)
+	}
+	small.Close(context.Background()) // it holds the statements it prepared
+	a.Close()
+	testutil.Within(t, 5*time.Second, "the account emptied", func() {
+		for f.proxy.acct.Used() != 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+}
+
+// The startup is timed by Limits.Handshake (StartupTimeout by default), and
+// a configured Idle cuts a client silent while the proxy owes it nothing,
+// never one waiting for its answer.
+func TestStartupAndIdleAreTimed(t *testing.T) {
+	if d := DefaultLimits(); d.Handshake != StartupTimeout || d.Idle != 0 {
+		t.Errorf("default limits %+v: want the startup timed, idle not", d)
+	}
+	f := limitedFixture(t, Limits{ConnBytes: 1 << 20, TotalBytes: 1 << 20, Handshake: time.Second, Idle: 1500 * time.Millisecond})
+	nc, err := net.Dial("tcp", f.proxy.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	start := time.Now()
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := nc.Read(make([]byte, 1)); err == nil || time.Since(start) > 5*time.Second {
+		t.Errorf("a client that never started: %v after %v, want closed after about 1 s", err, time.Since(start))
+	}
+	c := f.client()
+	if _, err := c.Exec(context.Background(), "SELECT pg_sleep(2.5)"); err != nil {
+		t.Errorf("a client waiting 2.5 s for its answer was cut: %v", err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if _, err := c.Exec(context.Background(), "SELECT 1"); err == nil {
+		t.Error("a client silent for 2.5 s past an Idle of 1.5 s was not cut")
 	}
 }

@@ -34,10 +34,11 @@ import (
 type Proxy struct {
 	upstream string
 	ln       *listen.Listener
-	live     sync.Map       // id → *conn, while open: OpenTransactions reads their status
-	shared   atomic.Bool    // ShareSlots: the cap is shared
-	budget   *listen.Budget // large client messages in flight, all connections
-	errs     errorTally     // the server's errors to the clients, for a witness
+	live     sync.Map    // id → *conn, while open: OpenTransactions reads their status
+	shared   atomic.Bool // ShareSlots: the cap is shared
+	lim      Limits
+	acct     *listen.Account // what all its clients make it hold
+	errs     errorTally      // the server's errors to the clients, for a witness
 
 	fault.Registry[*Armed, Event]
 }
@@ -55,9 +56,12 @@ type Event struct {
 }
 
 // Listen starts a proxy to upstream ("host:port") on 127.0.0.1, on a port
-// of the kernel's choosing.
-func Listen(upstream string) (*Proxy, error) {
-	p := &Proxy{upstream: upstream, budget: listen.NewMessageBudget()}
+// of the kernel's choosing, with DefaultLimits.
+func Listen(upstream string) (*Proxy, error) { return ListenWith(upstream, DefaultLimits()) }
+
+// ListenWith starts a proxy with limits of its own.
+func ListenWith(upstream string, lim Limits) (*Proxy, error) {
+	p := &Proxy{upstream: upstream, lim: lim, acct: lim.Account()}
 	ln, err := listen.Serve(listen.Protocol{
 		Open:   func(id int, nc net.Conn) listen.Conn { return newConn(p, id, nc) },
 		Serve:  func(c listen.Conn) { c.(*conn).serve() },

@@ -106,6 +106,10 @@ func (c *conn) fromClient() {
 		if ok && len(c.batch) > maxBatch {
 			ok = c.flushed(c.batch, "of more than "+size(maxBatch)+" before its Sync")
 		}
+		if ok {
+			ok = c.settleBatch()
+		}
+		c.fr.handled()
 		if !ok {
 			return
 		}
@@ -363,6 +367,7 @@ func (c *conn) fromServer() {
 		}
 		if isRFQ {
 			cur = nil
+			c.clock.Paid()
 		}
 	}
 }

@@ -40,7 +40,8 @@ type conn struct {
 
 	closeOnce sync.Once
 	done      chan struct{}
-	hold      *listen.Hold // the client's share of the proxy's large-message budget
+	acct      *listen.ConnAccount // the client's share of the proxy's account
+	clock     *listen.Clock       // Limits.Handshake and Idle (none by default)
 }
 
 // call is one command sent to Redis, waiting for its reply.
@@ -48,17 +49,26 @@ type call struct {
 	cmd      []string
 	strike   *Armed // a reply trigger: hold the reply
 	answered chan struct{}
+	tab      *listen.Tab // what the command holds of the account, until its reply
+}
+
+// replied gives back what a call's command held once its reply reached
+// the client: nothing more is owed for it.
+func (c *conn) replied(k *call) {
+	k.tab.Done()
+	c.clock.Paid()
 }
 
 func newConn(p *Proxy, id int, client net.Conn) *conn {
 	return &conn{p: p, id: id, client: client, pending: make(chan *call, 4096),
-		out: bufio.NewWriterSize(client, 64<<10), done: make(chan struct{}), hold: p.budget.Hold()}
+		out: bufio.NewWriterSize(client, 64<<10), done: make(chan struct{}), acct: p.acct.Conn(),
+		clock: listen.NewClock(client, listen.Limits{Handshake: p.lim.Handshake, Idle: p.lim.Idle})}
 }
 
 // Close closes both sides.
 func (c *conn) Close() {
 	c.closeOnce.Do(func() {
-		defer c.hold.Close()
+		defer c.acct.Close()
 		close(c.done)
 		c.client.Close()
 		c.serverMu.Lock()
@@ -91,10 +101,14 @@ func (c *conn) write(b []byte, flush bool) bool {
 
 func (c *conn) fromClient() {
 	defer c.Close()
-	rd := newReader(c.client)
-	rd.hold = c.hold
-	for {
+	rd := newReader(c.clock.Reader())
+	rd.acct = c.acct
+	for shaken := false; ; {
 		cmd, raw, err := rd.command()
+		if err == nil && !shaken { // RESP has no handshake: a first command ends it
+			c.clock.Shaken()
+			shaken = true
+		}
 		if err == io.EOF { // the client is done: the replies to what it sent still come
 			c.serverMu.Lock()
 			s := c.server
@@ -112,16 +126,25 @@ func (c *conn) fromClient() {
 			return
 		}
 		if len(cmd) == 0 {
+			rd.tab.Done()
 			continue // an empty inline line: Redis ignores it too
 		}
-		if !c.relay(cmd, raw) {
+		if !c.relay(cmd, raw, rd.tab) {
 			return
 		}
 	}
 }
 
-// relay applies what the triggers say about one command and forwards it.
-func (c *conn) relay(cmd []string, raw []byte) bool {
+// relay applies what the triggers say about one command and forwards it;
+// tab is what the command holds: its call keeps it until the reply, else
+// it is given back here.
+func (c *conn) relay(cmd []string, raw []byte, tab *listen.Tab) bool {
+	queued := false
+	defer func() {
+		if !queued {
+			tab.Done()
+		}
+	}()
 	name := strings.ToUpper(cmd[0])
 	if c.multi && name != "EXEC" && name != "DISCARD" {
 		c.p.failOn(cmd, &fault.Unclassifiable{Reason: fmt.Sprintf("%s inside MULTI: its reply is QUEUED and its result comes with EXEC's", name)})
@@ -148,10 +171,11 @@ func (c *conn) relay(cmd []string, raw []byte) bool {
 		}
 		a = nil // a delay has passed: the command goes on
 	}
-	k := &call{cmd: cmd, answered: make(chan struct{})}
+	k := &call{cmd: cmd, answered: make(chan struct{}), tab: tab}
 	if a != nil {
 		k.strike = a
 	}
+	queued = true // the call has the tab: the connection's close gives it back if no reply comes
 	if !c.send(k, raw) {
 		return false
 	}
@@ -197,6 +221,7 @@ func (c *conn) send(k *call, raw []byte) bool {
 			return false
 		}
 		c.last = k
+		c.clock.Owe() // the client may wait silent for its reply (XREADGROUP BLOCK 0)
 	}
 	_, err := c.server.Write(raw)
 	return err == nil
@@ -209,7 +234,7 @@ func (c *conn) fromServer() {
 	var streamed *call // the call it answers (nil: a push, or pub/sub)
 	streaming := false
 	var rd *reader
-	rd = newReplyReader(c.server, func(b []byte) error {
+	rd = newReplyReader(c.clock.Touching(c.server), func(b []byte) error {
 		if !streaming {
 			streaming = true
 			if rd.typ != '>' && !c.pubsub.Load() {
@@ -246,6 +271,7 @@ func (c *conn) fromServer() {
 			}
 			if streamed != nil {
 				c.p.record(Event{Conn: c.id, Command: streamed.cmd, Reply: v})
+				c.replied(streamed)
 				close(streamed.answered)
 			}
 			continue
@@ -287,6 +313,7 @@ func (c *conn) pubsubReply(v Value) bool {
 func (c *conn) answer(k *call, v Value, raw []byte, more bool) bool {
 	ev := Event{Conn: c.id, Command: k.cmd, Reply: v}
 	defer close(k.answered)
+	defer c.replied(k)
 	if k.strike == nil {
 		c.p.record(ev)
 		return c.write(raw, !more)

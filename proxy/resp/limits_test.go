@@ -387,35 +387,86 @@ func TestAHalfClosedClientGetsItsReplies(t *testing.T) {
 	}
 }
 
-// TestLargeCommandsShareOneBudget: one connection's 60 MB under the cap
-// is fine, but 20 of them grew the runner to 2.4 GB: large commands of
-// all a proxy's connections share listen.MessageBudget. A command refused
-// for it gets Redis's kind of error; one connection holding its share
-// leaves the others their small commands.
-func TestLargeCommandsShareOneBudget(t *testing.T) {
-	defer listen.SetMessageBudget(3 << 20)()
+// limitedFixture is a fixture whose proxy has limits of its own.
+func limitedFixture(t *testing.T, lim Limits) *fixture {
+	t.Helper()
 	f := newFixture(t)
+	p, err := ListenWith(f.opts.Addr, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	f.proxy = p
+	return f
+}
+
+// TestLargeCommandsShareOneBudget: one connection's 60 MB under the cap
+// is fine, but 20 of them grew the runner to 2.4 GB: the commands of all
+// a proxy's connections share its account (every byte as it arrives,
+// issue 41; the MessageBudget counted only commands of 1 MiB or more). A
+// command refused for it gets Redis's kind of error naming the cap; one
+// connection holding its share leaves the others their small commands.
+func TestLargeCommandsShareOneBudget(t *testing.T) {
+	f := limitedFixture(t, Limits{ConnBytes: 4 << 20, TotalBytes: 3 << 20})
 	first := f.dial()
-	// 2 MB announced, 1 MB sent: the first holds 2 MB of the 3.
-	go send(first, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2000000\r\n", "x", 1<<20)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		second := f.dial()
-		io.WriteString(second, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2000000\r\n")
-		second.(*net.TCPConn).CloseWrite()
-		got := readAll(t, second)
-		if strings.Contains(got, "for large messages of all its connections at once is in use") {
-			break
+	// 4 MB announced, 2 MB sent: the first holds 2 MB of the 3.
+	go send(first, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4000000\r\n", "x", 2<<20)
+	testutil.Within(t, 10*time.Second, "2 MB arrived", func() {
+		for f.proxy.acct.Used() < 2<<20 {
+			time.Sleep(10 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a second 2 MB command while the first holds 2 MB of 3: %q", got)
-		}
-		time.Sleep(20 * time.Millisecond) // the first's header may not have been read yet
+	})
+	second := f.dial()
+	go send(second, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1500000\r\n", "x", 1500000)
+	if got := readAll(t, second); !strings.HasPrefix(got, "-ERR Protocol error: a command: over the proxy's cap of 3145728 bytes for all its connections at once") {
+		t.Errorf("a second command of 1.5 MB while the first holds 2 MB of 3: %q", got)
 	}
 	small := f.dial()
 	io.WriteString(small, "PING\r\n")
 	small.(*net.TCPConn).CloseWrite()
 	if got := readAll(t, small); got != "+PONG\r\n" {
 		t.Errorf("a small command beside them: %q", got)
+	}
+}
+
+// Every byte of a command counts, small commands too: its bytes and its
+// words copied out, within the connection's cap, until its reply came;
+// then the account is empty.
+func TestEveryCommandIsOnTheAccount(t *testing.T) {
+	f := limitedFixture(t, Limits{ConnBytes: 1 << 20, TotalBytes: 64 << 20})
+	c := f.dial()
+	fmt.Fprintf(c, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$%d\r\n%s\r\n", 400<<10, strings.Repeat("x", 400<<10))
+	rd := bufio.NewReader(c)
+	if line, err := rd.ReadString('\n'); err != nil || line != "+OK\r\n" {
+		t.Fatalf("a command of 400 kB (800 kB with its words) under a cap of 1 MB: %q %v", line, err)
+	}
+	testutil.Within(t, 5*time.Second, "the account emptied once answered", func() {
+		for f.proxy.acct.Used() != 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	go send(c, fmt.Sprintf("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$%d\r\n", 600<<10), "x", 600<<10+2)
+	if got := readAll(t, c); !strings.HasPrefix(got, "-ERR Protocol error: a command: over the proxy's cap of 1048576 bytes for one connection") {
+		t.Errorf("a command of 600 kB (1.2 MB with its words): %q", got)
+	}
+}
+
+// Deadlines are none by default (Redis's timeout 0); set, Idle cuts a
+// client silent while it is owed nothing, never one blocked for its reply.
+func TestIdleNeverCutsABlockedRead(t *testing.T) {
+	if d := DefaultLimits(); d.Handshake != 0 || d.Idle != 0 {
+		t.Errorf("default limits %+v: want no deadlines", d)
+	}
+	f := limitedFixture(t, Limits{ConnBytes: 1 << 20, TotalBytes: 1 << 20, Idle: time.Second})
+	c := f.dial()
+	io.WriteString(c, "*4\r\n$5\r\nBLPOP\r\n$8\r\nno-such-\r\n$1\r\n0\r\n$3\r\n2.5\r\n")
+	rd := bufio.NewReader(c)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if line, err := rd.ReadString('\n'); err != nil || line != "*-1\r\n" {
+		t.Fatalf("a BLPOP blocked 2.5 s under an Idle of 1 s: %q %v", line, err)
+	}
+	start := time.Now()
+	if _, err := rd.ReadByte(); err == nil || time.Since(start) > 5*time.Second {
+		t.Errorf("a client silent past Idle: %v after %v, want closed after about 1 s", err, time.Since(start))
 	}
 }

@@ -71,15 +71,20 @@ type Event struct {
 type Proxy struct {
 	upstream string
 	ln       *listen.Listener
-	others   atomic.Int64   // events of commands the history does not read
-	budget   *listen.Budget // large client commands in flight, all connections
+	others   atomic.Int64 // events of commands the history does not read
+	lim      Limits
+	acct     *listen.Account // what all its clients make it hold
 
 	fault.Registry[*Armed, Event]
 }
 
-// Listen starts a proxy to upstream ("host:port") on 127.0.0.1.
-func Listen(upstream string) (*Proxy, error) {
-	p := &Proxy{upstream: upstream, budget: listen.NewMessageBudget()}
+// Listen starts a proxy to upstream ("host:port") on 127.0.0.1, with
+// DefaultLimits.
+func Listen(upstream string) (*Proxy, error) { return ListenWith(upstream, DefaultLimits()) }
+
+// ListenWith starts a proxy with limits of its own.
+func ListenWith(upstream string, lim Limits) (*Proxy, error) {
+	p := &Proxy{upstream: upstream, lim: lim, acct: lim.Account()}
 	ln, err := listen.Serve(listen.Protocol{
 		Open:   func(id int, nc net.Conn) listen.Conn { return newConn(p, id, nc) },
 		Serve:  func(c listen.Conn) { c.(*conn).serve() },

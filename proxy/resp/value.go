@@ -77,7 +77,35 @@ const (
 	// table, which it cuts off at its Lua stack limit, about 8000 levels
 	// down. A request never nests: a command is an array of bulk strings.
 	MaxReplyDepth = 10000
+	// ConnBytes bounds what one connection makes the proxy hold, on its
+	// account (Limits.ConnBytes): each command's bytes as they arrive and
+	// its words copied out of them, kept until its reply came (the call
+	// keeps them to record the reply with its command); a command at
+	// MaxRequest and a pipeline of ordinary ones behind it fit.
+	ConnBytes = 2*MaxRequest + 16<<20
+	// TotalBytes bounds the same for all the proxy's connections: one at
+	// its cap and the ordinary ones beside it (an outbox's XADD is a few
+	// kB). Past either cap the command is refused as a protocol error,
+	// and the connection closes, as Redis closes one past its
+	// client-query-buffer-limit.
+	TotalBytes = ConnBytes + 64<<20
 )
+
+// Limits is what one proxy lets its clients cost (ListenWith gives each
+// proxy its own; tests lower them on the proxy they build). Message is
+// not used: a command's bytes are counted as they arrive.
+type Limits = listen.Limits
+
+// DefaultLimits are the limits Listen gives a proxy: no deadlines, as
+// Redis's own timeout 0. RESP has no handshake (a pool may open a
+// connection and send nothing on it until it is needed); a client blocked
+// in XREADGROUP BLOCK 0 is owed its answer for ever, and a RESP2
+// subscriber or a pooled connection may be silent for ever, healthy; a
+// proxy stricter than the server would cut them. A slot is bounded by
+// MaxConns instead. A test (or a caller) that wants them sets Handshake
+// and Idle: Idle then counts bytes either way, and never while a reply is
+// owed.
+func DefaultLimits() Limits { return Limits{ConnBytes: ConnBytes, TotalBytes: TotalBytes} }
 
 // valueCost is what the proxy counts for each decoded value of a reply
 // against MaxReplyBuffer, besides its bytes: a Value's size.
@@ -118,9 +146,10 @@ type reader struct {
 	hdr []byte // the current count or length line
 
 	maxBuf, maxLine, maxArgs, maxDepth int
-	// hold is a client's share of the proxy's budget for large messages
-	// (nil for the server's replies).
-	hold *listen.Hold
+	// acct is a client's share of the proxy's account (nil for the
+	// server's replies), tab what the command being read holds of it.
+	acct *listen.ConnAccount
+	tab  *listen.Tab
 
 	// A reply only: once the reply's bytes and decoding cost (cost) would
 	// pass maxBuf, what it kept so far and every byte after go to stream,
@@ -173,7 +202,7 @@ func (r *reader) begin() {
 // one over the proxy's limits. An empty command (an empty line, *0, *-1)
 // is none: Redis ignores it too.
 func (r *reader) command() ([]string, []byte, error) {
-	r.hold.Release() // the last command went on
+	r.tab = r.acct.Tab() // the last command's went with its call
 	r.begin()
 	b, err := r.r.Peek(1)
 	if err != nil {
@@ -181,6 +210,9 @@ func (r *reader) command() ([]string, []byte, error) {
 	}
 	if b[0] != '*' {
 		if err := r.line("too big inline request"); err != nil {
+			return nil, nil, err
+		}
+		if err := r.take(len(r.hdr)); err != nil { // the words copied out
 			return nil, nil, err
 		}
 		return strings.Fields(string(r.hdr)), r.raw, nil
@@ -211,16 +243,30 @@ func (r *reader) command() ([]string, []byte, error) {
 		if err != nil || m < 0 || m > r.maxBuf {
 			return nil, nil, protocolError("invalid bulk length (the outboxdrill proxy takes at most %d bytes)", r.maxBuf)
 		}
-		if !r.hold.Add(int64(m)) {
-			return nil, nil, protocolError("%v", listen.ErrBudget(int64(m)))
-		}
 		start := len(r.raw)
 		if err := r.body(m + 2); err != nil {
+			return nil, nil, err
+		}
+		if err := r.take(m + argCost); err != nil { // its copy, and its place in args
 			return nil, nil, err
 		}
 		args = append(args, string(r.raw[start:start+m]))
 	}
 	return args, r.raw, nil
+}
+
+// argCost is what an argument costs besides its bytes: its string in the
+// command's words.
+const argCost = 16
+
+// take takes n bytes for the command being read from the client's share
+// of the account; past a cap, the command is a protocol error (the
+// server's replies take nothing).
+func (r *reader) take(n int) error {
+	if err := r.tab.Take(int64(n)); err != nil {
+		return protocolError("%v", listen.Named(err, "a command"))
+	}
+	return nil
 }
 
 // line reads a line of at most maxLine bytes before its CRLF into hdr
@@ -296,6 +342,9 @@ func (r *reader) add(b []byte) error {
 	}
 	if r.streaming {
 		return r.stream(b)
+	}
+	if err := r.take(len(b)); err != nil { // as the bytes arrive
+		return err
 	}
 	r.raw = append(r.raw, b...)
 	return nil
