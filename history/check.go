@@ -71,6 +71,7 @@ func Check(ops []Op, st State, consumers []string, models map[string][]string) [
 	}
 	if st.Team != nil {
 		vs = append(vs, stuckConsumers(ops, st, consumers, vs)...)
+		asideHints(vs, st.Team.Progress)
 	}
 	return slices.DeleteFunc(vs, func(v Violation) bool { _, skip := st.NotJudged[v.Invariant]; return skip })
 }

@@ -29,6 +29,10 @@ type Progress struct {
 	Full     bool
 	Limit    time.Duration
 	EarlyWhy string
+	// Aside says, per event, where a consumer published it besides the
+	// scenario's destination (not its declared dead-letter one): a hint
+	// in the witness.
+	Aside map[string]string
 }
 
 // stuckRelay: an event still unpublished after the whole settle while a
@@ -60,7 +64,8 @@ func stuckConsumers(ops []Op, st State, consumers []string, vs []Violation) []Vi
 	for _, c := range consumers {
 		judged := map[string]bool{}
 		for _, v := range vs {
-			if v.Consumer == c && (v.Invariant == Lost || v.Invariant == Stranded) {
+			_, unjudged := st.NotJudged[v.Invariant] // Check drops it: the event would get no verdict
+			if v.Consumer == c && (v.Invariant == Lost || v.Invariant == Stranded) && !unjudged {
 				judged[v.EventID] = true
 			}
 		}
@@ -124,4 +129,18 @@ func deliveredText(c, ev string, ops []Op, cs *Consumer, t *Team) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// asideHints adds to each violation about an event a consumer published
+// elsewhere (not to the declared dead-letter destination) where it went:
+// a dead-letter stream the system file does not name looks like a loss.
+func asideHints(vs []Violation, p *Progress) {
+	if p == nil {
+		return
+	}
+	for i, v := range vs {
+		if aside := p.Aside[v.EventID]; aside != "" && v.EventID != "" && (v.Invariant == Lost || v.Invariant == AckedWithoutEffect || v.Invariant == Stuck) {
+			vs[i].Detail += "; " + aside
+		}
+	}
 }

@@ -94,8 +94,12 @@ func judgeSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *repo
 			}
 		}
 		for ev, p := range run.MovedAside() {
-			if committed, ok := st.Outbox[ev]; ok && history.SamePayload(p.Payload, committed) {
+			committed, ok := st.Outbox[ev]
+			switch {
+			case ok && strings.HasSuffix(p.Op, sysrun.DeadLetterOp) && history.SamePayload(p.Payload, committed):
 				st.DeadLetters[ev] = true
+			case ok:
+				team.Progress.Aside[ev] = p.Op + " (not the system file's dead_letter: destination, so not taken for a dead letter: name it there if it is one)"
 			}
 		}
 		wireNotJudged(st, res.Broker, run)

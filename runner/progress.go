@@ -20,16 +20,20 @@ import (
 // (history.Progress, described by progressOf).
 
 // consumersOf maps each consumer id a live consumer service reads as to
-// those services: the groups its broker proxy saw it read as, or, where
-// the wire does not say (or it has not read yet), the run's consumer id,
-// which is what the services are told.
-func consumersOf(live []sysrun.Live, consumer string) map[string][]string {
+// those services: the groups its broker proxy saw it read as (Redis), else
+// the consumer ids it was handed deliveries as (readAs, from the wire),
+// else — it has not read yet — the run's consumer id, which is what the
+// services are told.
+func consumersOf(live []sysrun.Live, consumer string, readAs map[string][]string) map[string][]string {
 	out := map[string][]string{}
 	for _, l := range live {
 		if !l.Consumer {
 			continue
 		}
 		groups := l.Groups
+		if len(groups) == 0 {
+			groups = readAs[l.Name]
+		}
 		if len(groups) == 0 {
 			groups = []string{consumer}
 		}
@@ -60,37 +64,37 @@ func producersOf(live []sysrun.Live) (names []string, proxied bool) {
 // counts for an event by its event id (the payload's, where the mapping
 // says) or by carrying the event's payload: a consumer keyed by another
 // identity still applied it; the checker sorts that out.
-func owedWork(ctx context.Context, env *steps.Env, run *sysrun.Run, live []sysrun.Live, consumer string) ([]string, error) {
-	readers := consumersOf(live, consumer)
+func owedWork(ctx context.Context, env *steps.Env, run *sysrun.Run, live []sysrun.Live, consumer string) (owed, keys []string, err error) {
+	readers := consumersOf(live, consumer, run.ReadAs())
 	relays, proxied := producersOf(live)
 	if len(readers) == 0 && len(relays) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	m := env.Mapping()
 	outbox, err := state.OutboxOf(ctx, env.Producer, m)
 	if err != nil {
-		return nil, fmt.Errorf("read the outbox: %w", err)
+		return nil, nil, fmt.Errorf("read the outbox: %w", err)
 	}
-	var owed []string
 	if len(relays) > 0 && proxied {
 		owed = append(owed, unflushed(outbox, run.Ops(), relays)...)
 	}
 	if len(readers) == 0 {
-		return owed, nil
+		return owed, nil, nil
 	}
 	inbox, err := state.InboxesOf(ctx, env.Consumer, m)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	aside := run.MovedAside()
+	dead, err := deadLettered(ctx, env, run)
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, c := range slices.Sorted(maps.Keys(readers)) {
 		var missing []string
 		for _, r := range outbox {
-			if p, ok := aside[r.EventID]; ok && history.SamePayload(p.Payload, r.Payload) {
-				continue // dead-lettered by the consumer itself
-			}
-			if r.Published && !appliedBy(inbox[c], r) {
+			if r.Published && !dead[r.EventID] && !appliedBy(inbox[c], r) {
 				missing = append(missing, r.EventID)
+				keys = append(keys, c+"/"+r.EventID)
 			}
 		}
 		if len(missing) > 0 {
@@ -98,7 +102,27 @@ func owedWork(ctx context.Context, env *steps.Env, run *sysrun.Run, live []sysru
 				len(missing), c, firstFew(missing), strings.Join(readers[c], ", ")))
 		}
 	}
-	return owed, nil
+	return owed, keys, nil
+}
+
+// deadLettered are the events nobody owes any more: in the broker's own
+// dead letters (a delivery limit), or published by a consumer to the
+// system file's dead_letter: destination.
+func deadLettered(ctx context.Context, env *steps.Env, run *sysrun.Run) (map[string]bool, error) {
+	out := map[string]bool{}
+	for ev, p := range run.MovedAside() {
+		if strings.HasSuffix(p.Op, sysrun.DeadLetterOp) {
+			out[ev] = true
+		}
+	}
+	dls, err := env.Broker.DeadLetters(ctx) // as the checker reads them (history.LoadStateOf)
+	if err != nil {
+		return nil, fmt.Errorf("read the dead letters: %w", err)
+	}
+	for _, dl := range dls {
+		out[dl.EventID] = true
+	}
+	return out, nil
 }
 
 // appliedBy reports whether an inbox (event id → payload) holds r.
@@ -146,9 +170,9 @@ func firstFew(ids []string) string {
 // end, each described by its process and its last lines, and whether
 // settling gave them the whole limit.
 func progressOf(run *sysrun.Run, s *settled, consumer string) *history.Progress {
-	p := &history.Progress{Consumers: map[string][]string{}, Full: s.Full, Limit: s.Limit.Round(time.Millisecond)}
+	p := &history.Progress{Consumers: map[string][]string{}, Full: s.Full, Limit: s.Limit.Round(time.Millisecond), Aside: map[string]string{}}
 	if !s.Full {
-		p.EarlyWhy = fmt.Sprintf("settling ended after %s with nothing owed that the tables showed, before its limit: the checker's reading of the inbox differs from settling's (an inbox keyed by another identity)", s.Took.Round(time.Millisecond))
+		p.EarlyWhy = fmt.Sprintf("settling ended after %s, before its limit, because it found nothing owed: it counts an event applied by its id or by an inbox row carrying its payload, and the checker, tracing each inbox row to its event, does not agree for this one", s.Took.Round(time.Millisecond))
 	}
 	said := map[string]sysrun.Output{}
 	for _, o := range run.Outputs() {
@@ -158,8 +182,15 @@ func progressOf(run *sysrun.Run, s *settled, consumer string) *history.Progress 
 	for _, l := range s.Live {
 		dbs[l.Name] = l.DB
 	}
+	gaveUp := map[string]int{}
+	for _, l := range s.Live {
+		gaveUp[l.Name] = l.GaveUp
+	}
 	describe := func(name string) string {
 		var db []string
+		if n := gaveUp[name]; n > 0 {
+			db = append(db, fmt.Sprintf("its supervisor gave up after %d restarts in a row", n))
+		}
 		for i, d := range dbs[name] {
 			if d.Used {
 				db = append(db, []string{"producer_db", "consumer_db"}[i]+": "+d.String())
@@ -172,7 +203,7 @@ func progressOf(run *sysrun.Run, s *settled, consumer string) *history.Progress 
 		parts := append([]string{fmt.Sprintf("pid %d, started at %s, %s", o.PID, o.Start, o.Ended)}, db...)
 		return fmt.Sprintf("service %s (%s; its last lines: %s)", name, strings.Join(parts, "; "), lastLines(o.Text, 3))
 	}
-	for c, names := range consumersOf(s.Live, consumer) {
+	for c, names := range consumersOf(s.Live, consumer, run.ReadAs()) {
 		for _, n := range names {
 			p.Consumers[c] = append(p.Consumers[c], describe(n))
 		}

@@ -21,9 +21,16 @@ func TestConsumersOfAndProducersOf(t *testing.T) {
 		{Name: "kafka-consumer", Consumer: true},
 		{Name: "tool"}, // uses neither side
 	}
-	got := consumersOf(live, "accounting")
+	got := consumersOf(live, "accounting", nil)
 	if !slices.Equal(got["accounting"], []string{"redis-consumer", "kafka-consumer"}) || !slices.Equal(got["audit"], []string{"redis-consumer"}) || len(got) != 2 {
 		t.Errorf("consumersOf: %v", got)
+	}
+	// Where the wire tells whom a service was handed deliveries as (a
+	// Kafka group, a JetStream durable), that consumer id owes, not the
+	// run's.
+	got = consumersOf(live, "accounting", map[string][]string{"kafka-consumer": {"audit"}})
+	if !slices.Equal(got["accounting"], []string{"redis-consumer"}) || !slices.Equal(got["audit"], []string{"redis-consumer", "kafka-consumer"}) {
+		t.Errorf("consumersOf with the wire's groups: %v", got)
 	}
 	if names, proxied := producersOf(live); !slices.Equal(names, []string{"relay"}) || !proxied {
 		t.Errorf("producersOf: %v %v", names, proxied)

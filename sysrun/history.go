@@ -10,6 +10,7 @@ import (
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/history"
 	"github.com/outboxdrill/runner/proxy/fault"
+	"github.com/outboxdrill/runner/system"
 )
 
 // brokerLog is one service start's broker proxy: what it relayed stays
@@ -100,16 +101,18 @@ func (r *Run) wire() ([]history.Op, broker.Wire) {
 }
 
 // MovedAside are the events a consuming service published itself to
-// another destination than the scenario's (its dead-letter stream, topic
-// or queue) after the broker handed them to it: event id → the publish
-// it made, with its payload. The checker counts one that kept the
-// committed payload as dead-lettered: moved aside on purpose, not lost,
-// not stuck.
+// another destination than the scenario's after the broker handed them to
+// it: event id → the publish it made, with its payload. One published to
+// the system file's dead_letter: destination is marked Declared (its Op
+// says so): the checker counts it dead-lettered when it kept the committed
+// payload. Any other (a retry topic, an output) is only a hint for a
+// witness: a consumer that forwards an event elsewhere has not finished it.
 func (r *Run) MovedAside() map[string]broker.WireMsg {
 	r.mu.Lock()
 	logs := slices.Clone(r.logs)
 	r.mu.Unlock()
 	m := broker.WireMap{EventID: r.cfg.System.Stream.EventID, Payload: r.cfg.System.Stream.Payload}
+	dl, _ := system.Expand(r.cfg.System.DeadLetter, r.cfg.Vars) // checked at load
 	out := map[string]broker.WireMsg{}
 	for _, l := range logs {
 		w := l.proxy.Wire(m)
@@ -121,13 +124,44 @@ func (r *Run) MovedAside() map[string]broker.WireMsg {
 		}
 		for _, p := range w.Publishes {
 			if at, ok := handed[p.EventID]; ok && !r.ours(p) && !p.At.Before(at) {
-				p.Op = fmt.Sprintf("service %s (start %d) moved it to %s", l.service, l.start, p.Dest)
+				if prev, seen := out[p.EventID]; seen && strings.HasSuffix(prev.Op, DeadLetterOp) {
+					continue // a declared dead letter stands
+				}
+				p.Op = fmt.Sprintf("service %s (start %d) published it to %s", l.service, l.start, p.Dest)
+				if dl != "" && p.Dest == dl {
+					p.Op += DeadLetterOp
+				}
 				out[p.EventID] = p
 			}
 		}
 	}
 	return out
 }
+
+// ReadAs maps each service to the consumer ids it was handed deliveries
+// as, from its broker proxies' records (a Kafka group, a JetStream
+// durable, a RabbitMQ queue, each the consumer id it stands for): where a
+// proxy does not tell the groups a live service reads (Live.Groups), this
+// says which consumer owes what.
+func (r *Run) ReadAs() map[string][]string {
+	r.mu.Lock()
+	logs := slices.Clone(r.logs)
+	r.mu.Unlock()
+	m := broker.WireMap{EventID: r.cfg.System.Stream.EventID, Payload: r.cfg.System.Stream.Payload}
+	out := map[string][]string{}
+	for _, l := range logs {
+		for _, d := range l.proxy.Wire(m).Deliveries {
+			if c := r.consumerOf(d.Group); c != "" && r.ours(d) && !slices.Contains(out[l.service], c) {
+				out[l.service] = append(out[l.service], c)
+			}
+		}
+	}
+	return out
+}
+
+// DeadLetterOp ends the Op of a MovedAside publish to the declared
+// dead-letter destination.
+const DeadLetterOp = ", its dead-letter destination (dead_letter:)"
 
 // ours reports whether m went to the scenario's own destination (its
 // stream, topic, subject or exchange): what a service published elsewhere

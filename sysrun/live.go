@@ -37,6 +37,11 @@ type Live struct {
 	// Since is when its running process began to run: a consumer started
 	// again while settling has not had the whole limit yet.
 	Since time.Time
+	// GaveUp: its process ended and its supervisor gave up restarting it
+	// after this many restarts in a row (a crash loop): it runs no more,
+	// but owes the run what a running one would — no progress is not
+	// excused by crashing.
+	GaveUp int
 	// InTx names the databases ("producer_db", "consumer_db") on which it
 	// holds a transaction open now: it is mid-work, whatever the tables
 	// show yet.
@@ -78,6 +83,14 @@ func (r *Run) Live() []Live {
 			svcs = append(svcs, s)
 		}
 	}
+	// A supervised process that ended is being replaced from that moment,
+	// before its supervisor's next tick marks it so: in that gap a crash
+	// loop must not look like a service that is simply gone.
+	supervised := map[string]bool{}
+	for name := range r.supervised {
+		supervised[name] = true
+	}
+	gaveUp := maps.Clone(r.gaveUp)
 	r.mu.Unlock()
 	var out []Live
 	for _, s := range svcs {
@@ -87,11 +100,14 @@ func (r *Run) Live() []Live {
 		if proc == nil {
 			continue
 		}
-		if exited, _ := proc.Exited(); exited && !replacing[s] {
+		exited, _ := proc.Exited()
+		restarting := replacing[s] || exited && supervised[s.name]
+		given, ok := gaveUp[s.name]
+		if exited && !restarting && !ok {
 			continue
 		}
 		gr, seen := s.broker.(groupReader)
-		l := Live{Name: s.name, Seen: seen, Proxied: s.broker != nil, Restarting: replacing[s], Since: since,
+		l := Live{Name: s.name, Seen: seen, Proxied: s.broker != nil, Restarting: restarting, Since: since, GaveUp: given,
 			Producer: s.given[0] || s.pg[0] != nil && s.pg[0].Connections() > 0,
 			Consumer: (s.given[1] || s.pg[1] != nil && s.pg[1].Connections() > 0) && (s.given[2] || seen && gr.Connections() > 0)}
 		if seen {

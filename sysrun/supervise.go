@@ -244,6 +244,10 @@ func (r *Run) restart(ctx context.Context, sup *supervisor) *service {
 	r.mu.Lock()
 	if r.supervised[sup.name] == sup { // given up: nobody restarts it any more
 		delete(r.supervised, sup.name)
+		if r.gaveUp == nil {
+			r.gaveUp = map[string]int{}
+		}
+		r.gaveUp[sup.name] = sup.burst // a crash loop is no progress: settling says so
 	}
 	r.mu.Unlock()
 	return nil

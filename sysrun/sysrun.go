@@ -62,6 +62,7 @@ type Run struct {
 	observing  bool        // Observe: new processes record what they wrote
 	observed   []*observed // every process's proxies, for Crossings
 	supervised map[string]*supervisor
+	gaveUp     map[string]int // services whose supervisor gave up, with the restarts in a row it tried
 	following  []*armed // what fault steps armed: moved to the next process until it strikes
 	supWG      sync.WaitGroup
 	closed     bool // Close began: no supervisor restarts anything
@@ -190,6 +191,7 @@ func (r *Run) start(ctx context.Context, name string, env map[string]string, f *
 	}
 	r.mu.Lock()
 	r.svcs[name] = s
+	delete(r.gaveUp, name) // started again: whatever gave up before runs now
 	r.mu.Unlock()
 	detail := fmt.Sprintf("started %s (pid %d); producer_db via %s, consumer_db via %s, broker via %s", name, proc.PID(), s.pg[0].Addr(), s.pg[1].Addr(), r.brokerVia(s))
 	for _, f := range append([]*fault.Trigger{f}, more...) {

@@ -329,16 +329,24 @@ func TestWaitsAreTheLongestAnnouncedTimers(t *testing.T) {
 // moved it aside (its dead-letter stream); a publish to the scenario's own
 // destination, or of an event it was never handed, is not.
 func TestMovedAside(t *testing.T) {
-	r := New(Config{System: loadSystem(t), Vars: map[string]string{"destination": "orders", "group": "g", "consumer": "c"}})
+	sys := loadSystem(t)
+	sys.DeadLetter = "${destination}:dead"
+	r := New(Config{System: sys, Vars: map[string]string{"destination": "orders", "group": "g", "consumer": "c"}})
 	t0 := time.Now()
 	w := broker.Wire{
-		Deliveries: []broker.WireMsg{{At: t0, Op: "XREADGROUP", EntryID: "1-0", EventID: "e1", Dest: "orders", Group: "g"}},
+		Deliveries: []broker.WireMsg{{At: t0, Op: "XREADGROUP", EntryID: "1-0", EventID: "e1", Dest: "orders", Group: "g"},
+			{At: t0, Op: "XREADGROUP", EntryID: "2-0", EventID: "e3", Dest: "orders", Group: "g"}},
 		Publishes: []broker.WireMsg{{At: t0.Add(time.Millisecond), Op: "XADD", EventID: "e1", Dest: "orders:dead", Payload: "p"},
 			{At: t0.Add(time.Millisecond), Op: "XADD", EventID: "e2", Dest: "orders:dead"},
-			{At: t0.Add(time.Millisecond), Op: "XADD", EventID: "e1", Dest: "orders"}}}
+			{At: t0.Add(time.Millisecond), Op: "XADD", EventID: "e1", Dest: "orders"},
+			{At: t0.Add(time.Millisecond), Op: "XADD", EventID: "e3", Dest: "orders.retry"}}}
 	r.logs = append(r.logs, brokerLog{service: "consumer", start: 2, proxy: fakeProxy{w}, svc: &service{name: "consumer"}})
 	got := r.MovedAside()
-	if len(got) != 1 || got["e1"].Payload != "p" || !strings.Contains(got["e1"].Op, "service consumer (start 2) moved it to orders:dead") {
-		t.Errorf("MovedAside() = %v, want e1 moved to orders:dead only", got)
+	if len(got) != 2 || got["e1"].Payload != "p" || got["e1"].Op != "service consumer (start 2) published it to orders:dead"+DeadLetterOp {
+		t.Errorf("MovedAside() = %v, want e1 dead-lettered to orders:dead", got)
+	}
+	// A retry topic is not the declared dead-letter destination: only a hint.
+	if op := got["e3"].Op; op != "service consumer (start 2) published it to orders.retry" {
+		t.Errorf("e3: %q", op)
 	}
 }

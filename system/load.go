@@ -138,6 +138,15 @@ var topKeys = map[string]func(s *System, file string, kv diag.Pair, errs *diag.E
 	},
 	"brokers": readBrokers,
 	"event":   readEvent,
+	"dead_letter": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
+		s.Pos["dead_letter"] = diag.NodePos(file, kv.Value)
+		s.DeadLetter = strings.TrimSpace(scalar(file, kv.Key, kv.Value, errs))
+		for _, m := range placeholder.FindAllStringSubmatch(s.DeadLetter, -1) {
+			if !IsPlaceholder(m[1]) {
+				*errs = append(*errs, diag.Errorf(s.Pos["dead_letter"], "dead_letter: unknown placeholder ${%s}%s", m[1], diag.Suggest(m[1], Placeholders)))
+			}
+		}
+	},
 }
 
 // mapping reads a map whose keys are all required (outbox, stream, inbox)
@@ -153,7 +162,7 @@ func (s *System) mapping(file string, kv diag.Pair, keys []string, errs *diag.Er
 }
 
 func keyNames() []string {
-	return []string{"services", "schema", "produce", "outbox", "stream", "inbox", "projection", "brokers", "event"}
+	return []string{"services", "schema", "produce", "outbox", "stream", "inbox", "projection", "brokers", "event", "dead_letter"}
 }
 
 // readBrokers reads the brokers the team's services can talk to: a run on

@@ -50,6 +50,7 @@ func JSONSchema() []byte {
 			"the fields of a Redis stream entry carrying the event id and the payload; required where the services may talk to Redis; elsewhere the message header of that name, where a message has one"),
 		"inbox":      obj(map[string]any{"table": ident, "consumer": ident, "event_id": ident, "payload": ident}, "table", "consumer", "event_id", "payload"),
 		"projection": map[string]any{"type": "string", "minLength": 1, "description": "a query returning consumer id, currency, amount, events"},
+		"dead_letter": map[string]any{"type": "string", "minLength": 1, "description": "the destination (stream, topic, subject, exchange; ${…} allowed) the consumer moves an event it gives up on to: one it published there with its payload is dead-lettered, not lost or stuck"},
 		"brokers": map[string]any{"type": "array", "minItems": 1, "uniqueItems": true, "items": map[string]any{"enum": broker.Names()},
 			"description": "the brokers the services support (default: all); a run on another skips the scenario"},
 		"event": event,

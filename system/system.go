@@ -41,6 +41,11 @@ type System struct {
 	// nil: every broker.
 	Brokers []string
 	Event   Event
+	// DeadLetter is where the team's consumer moves an event it gives up
+	// on (dead_letter: a stream, topic, subject or exchange, ${…} allowed);
+	// "" when the file names none. An event the consumer published there,
+	// payload kept, is dead-lettered: not lost, not stuck.
+	DeadLetter string
 	// Pos holds where each value of the file is, by key path: "produce",
 	// "projection", "brokers", "outbox", "outbox.table", "inbox.event_id",
 	// "stream.payload", "schema.producer", "event.payload", "event.amount",
