@@ -51,7 +51,7 @@ func stuckRelay(ops []Op, st State) []Violation {
 			st.NotJudged[fmt.Sprintf("%s (event %s, unpublished)", Stuck, ev)] = p.EarlyWhy
 			continue
 		}
-		vs = append(vs, Violation{Stuck, "", ev, fmt.Sprintf("committed, and still unpublished in the outbox after the whole settle (%s) while the relay ran: %s",
+		vs = append(vs, Violation{Stuck, "", ev, fmt.Sprintf("committed, and still unpublished in the outbox after the whole settle (%s) while the services that use the producer's database ran: %s",
 			p.Limit, strings.Join(p.Relays, "; ")), trail(ops, ev)})
 	}
 	return vs

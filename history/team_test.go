@@ -259,7 +259,7 @@ func TestStuckNeedsTheWholeSettleAndARunningConsumer(t *testing.T) {
 		{"lost is said once, as lost", &Progress{Consumers: running, Full: true}, func(st *State) { st.Stream = map[string]int{} },
 			"lost: consumer c, event e1", ""},
 		{"unpublished while the relay runs", &Progress{Relays: []string{"service relay"}, Full: true, Limit: time.Second},
-			func(st *State) { st.Unpublished["e1"] = true }, "stuck: event e1: committed, and still unpublished in the outbox after the whole settle (1s) while the relay ran: service relay", ""},
+			func(st *State) { st.Unpublished["e1"] = true }, "stuck: event e1: committed, and still unpublished in the outbox after the whole settle (1s) while the services that use the producer's database ran: service relay", ""},
 		{"settling did not say who ran", nil, nil, "", "stuck"},
 	}
 	for _, c := range cases {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/redact"
 )
 
 // Live is a service process still running, with what it uses: whether it
@@ -92,6 +93,7 @@ func (r *Run) Live() []Live {
 	}
 	gaveUp := maps.Clone(r.gaveUp)
 	r.mu.Unlock()
+	hide := r.secretsSet()
 	var out []Live
 	for _, s := range svcs {
 		s.mu.Lock()
@@ -118,7 +120,7 @@ func (r *Run) Live() []Live {
 				l.InTx = append(l.InTx, []string{"producer_db", "consumer_db"}[i])
 			}
 			if p != nil && p.Connections() > 0 {
-				l.DB[i] = DBState{Used: true, Open: p.OpenConnections(), Errors: p.Errors()}
+				l.DB[i] = DBState{Used: true, Open: p.OpenConnections(), Errors: hide.lines(p.Errors())}
 			}
 		}
 		out = append(out, l)
@@ -186,4 +188,23 @@ func LiveReaders(live []Live, group string) (names []string, unseen bool) {
 		}
 	}
 	return names, unseen
+}
+
+// secretsSet hides the run's secrets in what its servers said (an error
+// message may quote a literal: a password in a statement), as the
+// services' output is hidden.
+func (r *Run) secretsSet() hider {
+	r.hideOnce.Do(func() {
+		r.hide = redact.NewSet(redact.URLSecrets(r.cfg.ProducerURL, r.cfg.ConsumerURL, r.cfg.BrokerURL)...)
+	})
+	return hider{r.hide}
+}
+
+type hider struct{ *redact.Set }
+
+func (h hider) lines(in []string) []string {
+	for i, l := range in {
+		in[i] = h.Text(l)
+	}
+	return in
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"unicode/utf8"
 )
 
 // A stuck consumer's witness says what its database answered it while it
@@ -30,7 +31,11 @@ type errorTally struct {
 
 func (t *errorTally) add(code, msg string) {
 	if len(msg) > maxErrorMessage {
-		msg = msg[:maxErrorMessage] + "…"
+		cut := maxErrorMessage
+		for cut > 0 && !utf8.RuneStart(msg[cut]) { // never split a character
+			cut--
+		}
+		msg = msg[:cut] + "…"
 	}
 	k := errorKey{code, msg}
 	t.mu.Lock()
