@@ -65,7 +65,7 @@ type Run struct {
 	gaveUp     map[string]int // services whose supervisor gave up, with the restarts in a row it tried
 	hideOnce   sync.Once
 	hide       *redact.Set // the run's secrets, for what its servers said
-	following  []*armed // what fault steps armed: moved to the next process until it strikes
+	following  []*armed    // what fault steps armed: moved to the next process until it strikes
 	supWG      sync.WaitGroup
 	closed     bool // Close began: no supervisor restarts anything
 }
