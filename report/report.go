@@ -163,6 +163,7 @@ func status(r *Result) string {
 
 // JSONReport is the document WriteJSON writes (--json): the run and every scenario.
 type JSONReport struct {
+	Version    string         `json:"version,omitempty"`
 	RunID      string         `json:"run_id"`
 	DurationMS int64          `json:"duration_ms"`
 	Passed     int            `json:"passed"`
@@ -303,7 +304,7 @@ type JSONNA struct {
 
 // WriteJSON writes the report as one JSON document.
 func WriteJSON(w io.Writer, rep *Report) error {
-	out := JSONReport{RunID: rep.RunID, DurationMS: rep.Duration.Milliseconds(), Failed: rep.Failed(), NotRun: []string{}}
+	out := JSONReport{Version: rep.Version, RunID: rep.RunID, DurationMS: rep.Duration.Milliseconds(), Failed: rep.Failed(), NotRun: []string{}}
 	out.Passed = len(rep.Results) - out.Failed - rep.Skipped()
 	out.Skipped = rep.Skipped()
 	for _, sc := range rep.NotRun {

@@ -168,6 +168,9 @@ func (r *Result) Passed() bool { return len(r.Failures) == 0 }
 
 // Report is the outcome of a run.
 type Report struct {
+	// Version is the runner's build (internal/version), for a report read
+	// far from the run.
+	Version string
 	RunID   string               // names every database and stream key of the run
 	Brokers []string             // the brokers of the run, in --broker order
 	Labels  map[string]string    // broker → how reports name its server, where not the broker itself ("kafka (kfake)")

@@ -15,6 +15,7 @@
 //	runner clean [--pg URL] [--redis URL] [--nats URL] [--rabbitmq URL] [--kafka HOST:PORT]  remove what earlier runs left behind
 //	runner reference [flags] relay|consumer     run the reference relay or consumer as a process (drill it via --system)
 //	runner help [command]                       print the usage of runner or of one command
+//	runner version (or --version)               print the build: commit, modified, Go version
 //
 // Every command takes -h or --help.
 //
@@ -54,6 +55,7 @@ import (
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/internal/safe"
+	"github.com/outboxdrill/runner/internal/version"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
@@ -116,6 +118,7 @@ var help = map[string]struct{ args, summary string }{
 	"run":       {"[flags] [files or dirs...]", "run scenarios against real PostgreSQL and " + runner.BrokerList() + " (--broker)"},
 	"schema":    {"[--system]", "print the JSON Schema of scenario files, or of system files (draft 2020-12)"},
 	"soak":      {"[flags]", "explore's random mode: N events with faults at random crossings, on the reference system (or --system); --in-process: the in-process engine"},
+	"version":   {"", "print which build of the runner this is: its commit, whether it was modified, the Go version (also: runner --version)"},
 	"validate":  {"[--system FILE] [files or dirs...]", "check scenarios and system files without running anything; a system file's mappings are checked against its schema on a throwaway database pair"},
 }
 
@@ -134,6 +137,16 @@ var commands = map[string]command{
 	"schema":    cmdSchema,
 	"soak":      cmdSoak,
 	"validate":  cmdValidate,
+	"version":   cmdVersion,
+}
+
+// cmdVersion prints the build: what a bug report needs to name.
+func cmdVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	if code, done := noArgs(newFlags("version"), args, stdout, stderr, "runner version"); done {
+		return code
+	}
+	fmt.Fprintln(stdout, version.String())
+	return exitOK
 }
 
 // Main is the whole CLI, callable from tests. A panic inside a command is
@@ -157,6 +170,9 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
 		return cmdHelp(ctx, args[1:], stdout, stderr)
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		return cmdVersion(ctx, args[1:], stdout, stderr)
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
@@ -757,6 +773,7 @@ func writeReports(files []*os.File, rep *report.Report) error {
 		}
 		return nil
 	}
+	rep.Version = version.String()
 	var errs []error
 	for i, write := range []func(io.Writer, *report.Report) error{report.WriteJUnit, report.WriteJSON, report.WriteMarkdown, report.WriteGuarantees} {
 		if files[i] == nil {
