@@ -182,6 +182,10 @@ func judgeWith(ctx context.Context, env *steps.Env, res *report.Result, hist []h
 	if amend != nil {
 		amend(&st)
 	}
+	sc := res.Scenario
+	for _, inv := range sc.NotJudged { // over any other reason: the file said so
+		st.NotJudged[inv] = fmt.Sprintf("by the scenario's own word (not_judged: at %s)", sc.NotJudgedPos)
+	}
 	if env.CDC != nil {
 		// The CDC relay marks nothing: an event still waits for it only
 		// while it is in the slot, committed after the confirmed LSN.
@@ -196,7 +200,6 @@ func judgeWith(ctx context.Context, env *steps.Env, res *report.Result, hist []h
 	}
 	res.Violations = history.Check(hist, st, consumers, models)
 	res.NotJudged, res.Inapplicable = st.NotJudged, st.Inapplicable
-	sc := res.Scenario
 	occurred := map[string]bool{}
 	for _, v := range res.Violations {
 		occurred[v.Invariant] = true

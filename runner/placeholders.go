@@ -75,7 +75,7 @@ func placeholderProblems(scs []*scenario.Scenario, brokers []string) error {
 			continue
 		}
 		for _, b := range brokers {
-			if sc.System.Unsupported(b) != "" {
+			if sc.System.Unsupported(b) != "" || sc.PinnedSkip(b) != "" {
 				continue // skipped there, with the reason
 			}
 			for _, e := range sc.CheckPlaceholders([]string{b}) {

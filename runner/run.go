@@ -8,6 +8,7 @@ import (
 	"io"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,11 @@ type Params struct {
 	// Brokers are the brokers every scenario runs on, each its own result
 	// (default: redis).
 	Brokers []string
+	// BrokerGiven: Brokers were named (--broker). Without it a scenario
+	// pinned to a broker (broker: key) runs on that broker alone, so that
+	// `runner run FILE` reproduces what the file was written on; with it,
+	// a pinned scenario is skipped on the brokers not its own.
+	BrokerGiven bool
 	// URLs name existing broker servers by broker name (--redis, --nats,
 	// …: each kind's flag); the runner uses and deletes its own streams,
 	// topics and queues there. Without one the runner starts its own
@@ -81,6 +87,15 @@ func (p *Params) brokers() []string {
 	return p.Brokers
 }
 
+// brokersOf are the brokers scenario sc runs on: its pinned broker when
+// the run named none, else the run's (pinned elsewhere: skipped there).
+func (p *Params) brokersOf(sc *scenario.Scenario) []string {
+	if sc.Pinned != "" && !p.BrokerGiven {
+		return []string{sc.Pinned}
+	}
+	return p.brokers()
+}
+
 func (p *Params) logf(format string, args ...any) {
 	if p.Log != nil {
 		fmt.Fprintf(p.Log, format+"\n", args...)
@@ -107,12 +122,15 @@ func Run(ctx context.Context, p Params, scs []*scenario.Scenario) (rep *report.R
 		p.Timeout = time.Minute
 	}
 	p.Parallel = max(1, p.Parallel)
-	sh := shape{brokers: p.brokers()}
+	sh := shape{}
 	var jobs []job
 	for _, sc := range scs {
 		sh.splitDBs = sh.splitDBs || sc.DBFaults
-		for _, b := range sh.brokers {
+		for _, b := range p.brokersOf(sc) {
 			jobs = append(jobs, job{sc, b})
+			if !slices.Contains(sh.brokers, b) {
+				sh.brokers = append(sh.brokers, b)
+			}
 		}
 	}
 	if err := placeholderProblems(scs, sh.brokers); err != nil {
@@ -254,6 +272,10 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 			return &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: len(p.brokers()) > 1 || j.broker != broker.Redis,
 				Skipped: fmt.Sprintf("%s: %s", sc.SystemPos, why)}, nil
 		}
+	}
+	if why := sc.PinnedSkip(j.broker); why != "" {
+		return &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: len(p.brokers()) > 1 || j.broker != broker.Redis,
+			Skipped: why}, nil
 	}
 	// Never sent to a broker that cannot name it (on RabbitMQ a refused
 	// queue name closes the run's shared connection).

@@ -80,6 +80,15 @@ type Scenario struct {
 	// Vars are the variant's variables (vars: and matrix:), for the ${…}
 	// of a system file's services.
 	Vars map[string]string
+	// Pinned is the broker the scenario is pinned to (broker: key): a run
+	// without --broker runs it there, one on another broker skips it
+	// (pin.go). "" for none.
+	Pinned    string
+	PinnedPos diag.Pos
+	// NotJudged are the history invariants the scenario says not to judge
+	// (not_judged: key): reported not judged by its own word.
+	NotJudged    []string
+	NotJudgedPos diag.Pos
 }
 
 // ExpandPaths turns files and directories into the sorted list of scenario
@@ -314,6 +323,7 @@ type header struct {
 
 func parseScenario(ctx context.Context, file string, root *yaml.Node) ([]*Scenario, diag.Errors) {
 	h, errs := parseHeader(ctx, file, root)
+	errs = append(errs, h.checkNotJudged()...)
 	if h.stepsNode == nil || h.stepsNode.Kind != yaml.SequenceNode || len(h.stepsNode.Content) == 0 {
 		sc := h.Scenario
 		return []*Scenario{&sc}, errs

@@ -156,7 +156,7 @@ func (sc *Scenario) brokerTriggers() []steps.StepTrigger {
 // --broker). A system file that does not support b skips it anyway, and
 // a fault that applies nowhere is checkBrokerFaults' to say, once.
 func (sc *Scenario) CheckTriggersOn(b string) diag.Errors {
-	if sc.System != nil && sc.System.Unsupported(b) != "" {
+	if (sc.System != nil && sc.System.Unsupported(b) != "") || sc.PinnedSkip(b) != "" {
 		return nil
 	}
 	var errs diag.Errors

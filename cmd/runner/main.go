@@ -607,6 +607,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return exitInvalid
 	}
+	fs.Visit(func(fl *flag.Flag) { p.BrokerGiven = p.BrokerGiven || fl.Name == "broker" })
 	if !checkURLs(fs, stderr, servers) {
 		return exitInvalid
 	}
