@@ -49,6 +49,19 @@ type Variant struct {
 	// boundary, once its bug is fixed; exploring's own points need their
 	// fault to strike (never reached otherwise).
 	Optional bool
+	// Pin is what a written file carries so that `runner run FILE` alone
+	// runs it as explore did (zero for exploring's own runs, which the
+	// session's flags already shape).
+	Pin Pin
+}
+
+// Pin is a written file's own run settings.
+type Pin struct {
+	Broker string // broker: the broker it was found on
+	Settle string // settle: explore's --settle, when the workload has none
+	// NotJudged are the invariants explore itself could not judge at its
+	// faults (not_judged:): the file must not fail on them once fixed.
+	NotJudged []string
 }
 
 // renders reports whether workload step i is in v's scenario: not an
@@ -122,6 +135,7 @@ func (w *Workload) Render(dir, name, comment string, v Variant) []byte {
 		root.Content = append(root.Content[:2:2], append([]*yaml.Node{scalar("system"), nil}, root.Content[2:]...)...)
 	}
 	setKey(root, "system", scalar(relSystem(dir, w.System.File)))
+	v.Pin.put(root)
 	seq := &yaml.Node{Kind: yaml.SequenceNode}
 	for i := range len(w.steps) + 1 {
 		for _, f := range v.Faults {
@@ -154,6 +168,48 @@ func (w *Workload) Render(dir, name, comment string, v Variant) []byte {
 	_ = enc.Encode(root) // a tree built from parsed nodes encodes
 	_ = enc.Close()
 	return b.Bytes()
+}
+
+// put writes the pin's keys into a scenario's root, before its steps:
+// the workload's own settle: and not_judged: stand, the latter extended.
+func (p Pin) put(root *yaml.Node) {
+	if p.Broker != "" {
+		setKeyBefore(root, "broker", scalar(p.Broker))
+	}
+	if p.Settle != "" && keyOf(root, "settle") == nil {
+		setKeyBefore(root, "settle", scalar(p.Settle))
+	}
+	if len(p.NotJudged) == 0 {
+		return
+	}
+	list := valueOf(root, "not_judged")
+	if list == nil || list.Kind != yaml.SequenceNode {
+		list = &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+		setKeyBefore(root, "not_judged", list)
+	}
+	for _, inv := range p.NotJudged {
+		if !slices.ContainsFunc(list.Content, func(n *yaml.Node) bool { return n.Value == inv }) {
+			list.Content = append(list.Content, scalar(inv))
+		}
+	}
+}
+
+// setKeyBefore sets key in mapping m, in place when present, else just
+// before steps: (where a reader of the file's header looks).
+func setKeyBefore(m *yaml.Node, key string, v *yaml.Node) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			m.Content[i+1] = v
+			return
+		}
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == "steps" {
+			m.Content = slices.Insert(m.Content, i, scalar(key), v)
+			return
+		}
+	}
+	m.Content = append(m.Content, scalar(key), v)
 }
 
 // startStep is start step i in map form, supervised, with its faults.

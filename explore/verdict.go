@@ -151,11 +151,15 @@ func firstLine(s string) string {
 // cannot tell from a double publish.
 const pipelineCaveat = "not judged after an error at an XADD: the XADDs a relay pipelined after the failed one were sent before it could see the error, and publishing them again is its retry (at least once), which the proxy cannot tell from a double publish"
 
+// xaddError: the schedule errors an XADD (pipelineCaveat applies).
+func xaddError(faults []Fault) bool {
+	return slices.ContainsFunc(faults, func(f Fault) bool { return f.Do == "error" && strings.HasSuffix(f.On, "(XADD)") })
+}
+
 // afterXADDError takes double_published out of a verdict of a schedule
 // with an error at an XADD (pipelineCaveat).
 func (v Verdict) afterXADDError(faults []Fault) Verdict {
-	if !slices.ContainsFunc(faults, func(f Fault) bool { return f.Do == "error" && strings.HasSuffix(f.On, "(XADD)") }) ||
-		!slices.Contains(v.Broken, history.DoublePublished) {
+	if !xaddError(faults) || !slices.Contains(v.Broken, history.DoublePublished) {
 		return v
 	}
 	v.Broken = slices.DeleteFunc(slices.Clone(v.Broken), func(b string) bool { return b == history.DoublePublished })

@@ -111,3 +111,11 @@ func CheckTriggers(scs []*scenario.Scenario, brokers []string, given bool) diag.
 	}
 	return errs
 }
+
+// PlaceholderProblems is what Run checks before it starts anything: every
+// ${…} a service of scs is given must mean something on each of brokers
+// (an *InvalidError, nil when all do). runner explore checks its workload
+// with it before its first run, as `runner run` would.
+func PlaceholderProblems(scs []*scenario.Scenario, brokers []string) error {
+	return placeholderProblems(scs, brokers)
+}

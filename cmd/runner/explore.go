@@ -207,6 +207,12 @@ func loadWorkload(ctx context.Context, f *exploreFlags, paths []string, stderr i
 	} else {
 		w, errs = explore.LoadWorkload(ctx, paths[0], sys)
 	}
+	if len(errs) == 0 {
+		// As `runner run` checks a scenario before it starts anything:
+		// a ${…} the broker cannot give is said at its line, not met by
+		// a service that fails to start.
+		errs = w.Check(ctx, f.p.Out, f.p.Runner.Brokers[0])
+	}
 	if len(errs) > 0 {
 		return nil, printErrors(errs, stderr)
 	}

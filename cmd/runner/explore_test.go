@@ -228,3 +228,37 @@ func TestExploreOnABrokerTheSystemDoesNotSpeakSkips(t *testing.T) {
 		t.Errorf("exit %d, want 0 and the skip:\n%s\n%s", code, out, errOut)
 	}
 }
+
+// explore checks the system file as `runner run` does before it starts
+// anything: a ${…} the broker cannot give is said at its line and column,
+// exit 2, and no service ever ran (each would leave a file behind).
+func TestExploreValidatesTheSystemFileBeforeStartingAnything(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, sql := range []string{"producer.sql", "consumer.sql"} {
+		b, err := os.ReadFile("../../examples/go-payments/" + sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, sql), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started := filepath.Join(dir, "started")
+	sys := scenarioFile(t, "system.yaml", `services:
+  relay:    {run: [sh, -c, "touch `+started+`; sleep 60"], env: {DATABASE_URL: "${producer_db.url}", SUBJECT: "${subject}"}}
+  consumer: {run: [sh, -c, "touch `+started+`; sleep 60"], env: {DATABASE_URL: "${consumer_db.url}"}}
+schema: {producer: `+filepath.Join(dir, "producer.sql")+`, consumer: `+filepath.Join(dir, "consumer.sql")+`}
+produce: "INSERT INTO payment_outbox (message_id, body) VALUES (${event}, ${payload}::jsonb)"
+outbox:     {table: payment_outbox, event_id: message_id, payload: body, unpublished: "sent_at IS NULL"}
+stream:     {event_id: messageId, payload: body}
+inbox:      {table: processed_messages, consumer: subscriber, event_id: message_id, payload: body}
+`)
+	code, stdout, stderr := cli(t, "explore", "--system", sys, "--out", t.TempDir())
+	if code != exitInvalid || !strings.Contains(stderr, "system.yaml:2:") || !strings.Contains(stderr, "${subject} means nothing on redis") {
+		t.Errorf("exit %d, want 2 naming the system file's line\n%s\n%s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(started); !os.IsNotExist(err) {
+		t.Errorf("a service started before the system file was checked (%v)", err)
+	}
+}
