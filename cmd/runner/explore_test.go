@@ -262,3 +262,14 @@ inbox:      {table: processed_messages, consumer: subscriber, event_id: message_
 		t.Errorf("a service started before the system file was checked (%v)", err)
 	}
 }
+
+// A scenario pinned to a broker (broker:) is skipped, saying why, on a
+// broker the run names; without --broker it runs on its own.
+func TestAPinnedScenarioRunsOnItsBroker(t *testing.T) {
+	t.Parallel()
+	file := scenarioFile(t, "pinned.yaml", "name: pinned\nbroker: nats\nsteps:\n  - produce(event=e1)\n")
+	code, stdout, stderr := cli(t, "run", "--broker", "redis", file)
+	if code != exitOK || !strings.Contains(stdout, "pinned.yaml:2:9: pinned to nats (broker: nats), not run on redis") {
+		t.Errorf("--broker redis: exit %d, want 0 and the skip\n%s\n%s", code, stdout, stderr)
+	}
+}
