@@ -147,6 +147,12 @@ func (m Map) CountUnpublished() string {
 	return fmt.Sprintf("SELECT count(*) FROM %s WHERE %s\n", ident(m.OutboxTable), m.Unpublished)
 }
 
+// UnpublishedEvent counts the outbox rows of one event ($1, as text) not
+// yet published: 0 once the relay has published it.
+func (m Map) UnpublishedEvent() string {
+	return fmt.Sprintf("SELECT count(*) FROM %s WHERE %s::text = $1 AND (%s\n)", ident(m.OutboxTable), ident(m.OutboxEventID), m.Unpublished)
+}
+
 // InboxCounts counts the inbox rows per consumer.
 func (m Map) InboxCounts() string {
 	return fmt.Sprintf("SELECT %s::text, count(*) FROM %s GROUP BY 1", ident(m.InboxConsumer), ident(m.InboxTable))

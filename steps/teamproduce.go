@@ -14,19 +14,10 @@ import (
 // transaction, its ${…} bound as parameters; fail=divzero runs SELECT 1/0
 // after it, inside the same transaction.
 func teamProduce(ctx context.Context, env *Env, t pipeline.Transfer, fail string) (pipeline.ProduceResult, error) {
-	sys := env.System
-	payload, err := env.payload(t)
-	if err != nil {
-		return pipeline.ProduceResult{}, err
-	}
-	args := make([]any, len(sys.ProduceArgs))
-	for i, name := range sys.ProduceArgs {
-		args[i] = produceArg(t, payload, name)
-	}
 	res := pipeline.ProduceResult{Transfer: t}
-	err = pgx.BeginFunc(ctx, env.Producer, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, sys.Produce, args...); err != nil {
-			return fmt.Errorf("%s: the system file's produce: %w", sys.ProducePos, err)
+	err := pgx.BeginFunc(ctx, env.Producer, func(tx pgx.Tx) error {
+		if err := teamInsert(ctx, env, tx, t); err != nil {
+			return err
 		}
 		if fail == string(pipeline.DivZero) {
 			_, err := tx.Exec(ctx, "SELECT 1/0")
@@ -43,6 +34,24 @@ func teamProduce(ctx context.Context, env *Env, t pipeline.Transfer, fail string
 		return res, err
 	}
 	return res, nil
+}
+
+// teamInsert runs the system file's produce statement for t inside tx
+// (what produce and produce_overlapping share).
+func teamInsert(ctx context.Context, env *Env, tx pgx.Tx, t pipeline.Transfer) error {
+	sys := env.System
+	payload, err := env.payload(t)
+	if err != nil {
+		return err
+	}
+	args := make([]any, len(sys.ProduceArgs))
+	for i, name := range sys.ProduceArgs {
+		args[i] = produceArg(t, payload, name)
+	}
+	if _, err := tx.Exec(ctx, sys.Produce, args...); err != nil {
+		return fmt.Errorf("%s: the system file's produce: %w", sys.ProducePos, err)
+	}
+	return nil
 }
 
 // payload is the event's JSON: the system file's event.payload template
