@@ -167,7 +167,7 @@ func TestParseErrors(t *testing.T) {
 			`t.yaml:2:19: matrix: c: USD given twice (each value makes one variant)`,
 		}},
 		{"an outcome in a separate expect", "name: x\nsteps:\n  - produce\n  - expect: {committed: 1}\n", []string{
-			`t.yaml:4:14: committed is what produce reports: put it in that step's own expect (- produce:, then expect: {committed: ...} under it); a separate expect step checks state`,
+			`t.yaml:4:14: committed is what produce or produce_overlapping reports: put it in that step's own expect (- produce:, then expect: {committed: ...} under it); a separate expect step checks state`,
 		}},
 		{"a misspelt outcome in a separate expect", "name: x\nsteps:\n  - relay\n  - expect: {publishd: 1}\n", []string{
 			`t.yaml:4:14: unknown expect key "publishd" for expect (did you mean "published"?), an outcome: it goes in the step's own expect; known: `,
