@@ -81,6 +81,16 @@ func (t Trigger) Check() error { return t.check() }
 
 // check says what is wrong with a trigger.
 func (t Trigger) check() error {
+	if err := t.checkOp(); err != nil {
+		return err
+	}
+	// duplicate and drop are not applied on this protocol yet: refused
+	// here, at validate time and when armed, never struck as another.
+	return fault.NotYet(t.Action, "NATS")
+}
+
+// checkOp says what is wrong with a trigger's boundary and operation.
+func (t Trigger) checkOp() error {
 	if t.Boundary != Request && t.Boundary != Reply {
 		return fmt.Errorf("unknown boundary %v", t.Boundary)
 	}
