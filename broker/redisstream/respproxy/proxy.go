@@ -34,7 +34,10 @@ func (Kind) Check(t fault.Trigger) error {
 	if f := t.Filter.Broker(); f != "" {
 		return fmt.Errorf("the Redis proxy filters by command only, not by %s", f)
 	}
-	return nil
+	if cmd, ok := neutral[t.Filter.Command]; ok {
+		t.Filter.Command = cmd
+	}
+	return resp.CheckAction(t)
 }
 
 func (Kind) Listen(url string) (broker.Proxy, error) {
