@@ -368,6 +368,7 @@ func (c *conn) answer(k *call, v Value, raw []byte, more bool) bool {
 	ev.Fault = k.strike.Trigger.String()
 	switch {
 	case k.copy: // Redis's answer to the copy: the client sent one XADD
+		ev.Copy = true
 		c.p.record(ev)
 		k.strike.Finish(nil)
 		return c.write(nil, true) // what came before may wait for a flush this reply would have made

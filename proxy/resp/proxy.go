@@ -63,7 +63,10 @@ type Event struct {
 	// history does not read, its kind alone (its text too for an error).
 	Reply Value
 	Fault string // the trigger that struck here, "" for none
-	At    time.Time
+	// Copy: the proxy's own second send of a command a duplicate struck
+	// (Redis's reply to it reached no client): the service sent it once.
+	Copy bool
+	At   time.Time
 }
 
 // Proxy listens on a loopback port and relays each client connection to

@@ -80,7 +80,11 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 	pass := x.passes() // after History: every command it read is there
 	var w broker.Wire
 	for _, p := range pubs {
-		w.Publishes = append(w.Publishes, broker.WireMsg{At: p.At, Op: "XADD", EntryID: p.ID, EventID: p.Fields[m.EventID], Payload: p.Fields[m.Payload],
+		op := "XADD"
+		if p.Copy { // the trace says whose it was
+			op = "XADD (the drill's duplicate of the one before)"
+		}
+		w.Publishes = append(w.Publishes, broker.WireMsg{At: p.At, Op: op, EntryID: p.ID, EventID: p.Fields[m.EventID], Payload: p.Fields[m.Payload],
 			Dest: p.Stream, Fields: slices.Sorted(maps.Keys(p.Fields)), Pass: pass[p.At]})
 	}
 	// An XACK acknowledges the latest delivery of each id to its group
@@ -110,10 +114,24 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 	return w
 }
 
-// passes are broker.Passes of the commands the proxy recorded.
+// passes are broker.Passes of the commands the proxy recorded, but for a
+// duplicate's copy: it is the proxy's publish, not the service's, so it
+// is a pass of its own (the service's one publish and the copy are not
+// a double publish of the service's; a retry after it is at least once).
 func (x *proxy) passes() map[time.Time]int {
 	es := x.p.Events()
-	return broker.Passes(len(es), func(i int) time.Time { return es[i].At }, func(i int) bool { return es[i].Fault != "" })
+	out := make(map[time.Time]int, len(es))
+	k := 0
+	for _, e := range es {
+		if e.Copy {
+			k++
+		}
+		out[e.At] = k
+		if e.Fault != "" {
+			k++
+		}
+	}
+	return out
 }
 
 func (x *proxy) Connections() int { return x.p.Connections() }
