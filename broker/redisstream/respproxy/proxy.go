@@ -114,24 +114,10 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 	return w
 }
 
-// passes are broker.Passes of the commands the proxy recorded, but for a
-// duplicate's copy: it is the proxy's publish, not the service's, so it
-// is a pass of its own (the service's one publish and the copy are not
-// a double publish of the service's; a retry after it is at least once).
+// passes are broker.PassesWithCopies of the commands the proxy recorded.
 func (x *proxy) passes() map[time.Time]int {
 	es := x.p.Events()
-	out := make(map[time.Time]int, len(es))
-	k := 0
-	for _, e := range es {
-		if e.Copy {
-			k++
-		}
-		out[e.At] = k
-		if e.Fault != "" {
-			k++
-		}
-	}
-	return out
+	return broker.PassesWithCopies(len(es), func(i int) time.Time { return es[i].At }, func(i int) bool { return es[i].Fault != "" }, func(i int) bool { return es[i].Copy })
 }
 
 func (x *proxy) Connections() int { return x.p.Connections() }
