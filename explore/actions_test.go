@@ -20,7 +20,10 @@ func TestPruneInapplicableKeepsWhereTheProxyApplies(t *testing.T) {
 		{"broker.reply(XACK)", "duplicate", "redis", "not to XACK"},
 		{"consumer_db.commit(table=inbox)", "drop", "redis", "broker boundary"},
 		{"broker.reply(publish)", "duplicate", "kafka", "not on Kafka yet"},
-		{"broker.reply(deliver)", "drop", "nats", "not on NATS yet"},
+		{"broker.reply(deliver)", "drop", "nats", ""},
+		{"broker.request(publish)", "duplicate", "nats", ""},
+		{"broker.request(ack)", "duplicate", "nats", "not to request(ack)"},
+		{"broker.reply(publish)", "drop", "rabbitmq", "not on RabbitMQ yet"},
 		{"broker.reply(publish)", "kill", "kafka", ""},
 		{"consumer_db.commit(table=inbox)", "kill", "redis", ""},
 	}
