@@ -23,7 +23,8 @@ func TestPruneInapplicableKeepsWhereTheProxyApplies(t *testing.T) {
 		{"broker.reply(deliver)", "drop", "nats", ""},
 		{"broker.request(publish)", "duplicate", "nats", ""},
 		{"broker.request(ack)", "duplicate", "nats", "not to request(ack)"},
-		{"broker.reply(publish)", "drop", "rabbitmq", "not on RabbitMQ yet"},
+		{"broker.reply(publish)", "drop", "rabbitmq", ""},
+		{"broker.reply(publish)", "duplicate", "rabbitmq", "request(publish)"},
 		{"broker.reply(publish)", "kill", "kafka", ""},
 		{"consumer_db.commit(table=inbox)", "kill", "redis", ""},
 	}
