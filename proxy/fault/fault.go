@@ -93,16 +93,6 @@ func (a Action) Check() error {
 	return nil
 }
 
-// NotYet is a proxy's refusal of an action it does not apply (yet): nil
-// for the actions every proxy applies through Hold. A drill then skips on
-// that broker, saying so, rather than strike something else.
-func NotYet(a Action, broker string) error {
-	if a.Do.Neutral() {
-		return fmt.Errorf("do: %v is not on %s yet", a.Do, broker)
-	}
-	return nil
-}
-
 // Unclassifiable is the error of a trigger whose boundary crossed a proxy
 // in a form it cannot attribute exactly. The fault is then NOT applied: a
 // drill skips rather than approximate.

@@ -56,9 +56,12 @@ func TestDuplicatePublishMakesTwoEntries(t *testing.T) {
 func TestDuplicatePublishWithItsOwnIDRedisRefuses(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	f.arm(brokerTrigger(fault.Reply, "XADD", fault.Duplicate))
+	a := f.arm(brokerTrigger(fault.Reply, "XADD", fault.Duplicate))
 	c := f.client(2)
 	if err := c.XAdd(ctx, &redis.XAddArgs{Stream: f.stream, ID: "5-1", Values: []any{"event_id", "e1"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Wait(ctx); err != nil { // the copy's reply may come after the client's
 		t.Fatal(err)
 	}
 	if got := f.entries(); len(got) != 1 {
