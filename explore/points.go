@@ -177,8 +177,8 @@ func (e *enumerator) points(c sysrun.Crossing) []*Point {
 			if p.Pruned == "" && strings.HasPrefix(t.on, "broker.reply(") && do == "error" && c.AtRequest == broker.Strikes && c.Command != "deliver" {
 				p.Pruned = "the same as request error: the proxy does not send the command either way"
 			}
-			if p.Pruned == "" && t.on == "broker.reply(XADD)" && do == "duplicate" && c.AtRequest == broker.Strikes {
-				p.Pruned = "the same as request duplicate: the proxy sends the XADD twice either way"
+			if p.Pruned == "" && strings.HasPrefix(t.on, "broker.reply(") && do == "duplicate" && c.AtRequest == broker.Strikes && publishes[c.Command] {
+				p.Pruned = "the same as request duplicate: the proxy sends the publish twice either way"
 			}
 			if _, err := system.ParseTrigger(t.on); err != nil && p.Pruned == "" {
 				p.Pruned = "cannot be armed: " + err.Error()
@@ -188,6 +188,10 @@ func (e *enumerator) points(c sysrun.Crossing) []*Point {
 	}
 	return out
 }
+
+// publishes are the operations a duplicate sends twice at either
+// boundary alike (each proxy's duplicate.go).
+var publishes = map[string]bool{"XADD": true, "publish": true, "Produce": true}
 
 // struck is a trigger that strikes a crossing, and the crossing's nth
 // among those it counts.
