@@ -82,6 +82,8 @@ func TestForeignServicesVerdicts(t *testing.T) {
 		{goSys, goSc + "relay-republish-is-deduplicated.yaml", "entry-id-dedupe", []string{"double_applied"}},
 		// The proxy's duplicate: a relay's retry at the wire, two entries.
 		{goSys, goSc + "relay-publish-duplicated-at-the-wire.yaml", "entry-id-dedupe", []string{"double_applied"}},
+		// A delivery handed twice: the upsert applies the known id again.
+		{goSys, goSc + "delivery-duplicated.yaml", "upsert", []string{"double_applied", "projection_mismatch"}},
 		// The proxy's drop: the relay never learns of its XADD and publishes again.
 		{goSys, goSc + "relay-xadd-reply-dropped.yaml", "entry-id-dedupe", []string{"double_applied"}},
 		{goSys, goSc + "forged-copy-is-refused.yaml", "upsert", []string{"phantom", "double_applied", "projection_mismatch"}},
