@@ -18,7 +18,7 @@ func TestPruneInapplicableKeepsWhereTheProxyApplies(t *testing.T) {
 		{"broker.request(XREADGROUP)", "duplicate", "redis", "reply(XREADGROUP)"},
 		{"broker.request(XACK)", "drop", "redis", "drop loses a reply"},
 		{"broker.reply(XACK)", "duplicate", "redis", "not to XACK"},
-		{"consumer_db.commit(table=inbox)", "drop", "redis", "broker boundary"},
+		{"consumer_db.commit(table=inbox)", "drop", "redis", "database boundary"},
 		{"broker.reply(publish)", "duplicate", "kafka", ""},
 		{"broker.reply(deliver)", "duplicate", "kafka", "Produce) only"},
 		{"broker.reply(ack)", "drop", "kafka", ""},

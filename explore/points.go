@@ -270,12 +270,14 @@ func inapplicable(on, do, b string) string {
 	if err != nil {
 		return "" // pruned as cannot be armed
 	}
+	// "ACTION not applied here (why)": the progress line counts them by
+	// what comes before the parenthesis.
 	if t.Link != fault.Broker {
-		return do + " strikes a broker boundary, not a database's"
+		return do + " not applied here (a database boundary: it strikes a broker's)"
 	}
 	t.Action = a
 	if err := system.CheckOn(t, b); err != nil {
-		return fmt.Sprintf("%s does not apply here on %s: %v", do, b, err)
+		return fmt.Sprintf("%s not applied here (%s: %v)", do, b, err)
 	}
 	return ""
 }
