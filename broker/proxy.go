@@ -121,6 +121,25 @@ func Passes(n int, at func(int) time.Time, struck func(int) bool) map[time.Time]
 	return out
 }
 
+// PassesWithCopies is Passes where a record copied(i) is a duplicate
+// fault's copy: the proxy's publish, not the service's, so a pass of its
+// own (the service's one publish and the copy are no double publish of
+// the service's; what it publishes after is the next pass's).
+func PassesWithCopies(n int, at func(int) time.Time, struck, copied func(int) bool) map[time.Time]int {
+	out := make(map[time.Time]int, n)
+	k := 0
+	for i := range n {
+		if copied(i) {
+			k++
+		}
+		out[at(i)] = k
+		if struck(i) {
+			k++
+		}
+	}
+	return out
+}
+
 // ViaURL is url pointed at the proxy listening on addr: its first host
 // replaced, further seeds (kafka://a:1,b:2) dropped since the proxy learns
 // the others from the cluster. The credentials, path and query stay.

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/report"
@@ -264,6 +265,7 @@ func (e *explorer) runScenarios(ctx context.Context, scs []*scenario.Scenario) (
 // until the budget is spent.
 func (e *explorer) systematic(ctx context.Context, res *Result, xs []sysrun.Crossing, start time.Time) error {
 	res.Points = Enumerate(res.Workload, xs, e.p.Actions, e.p.NthCap)
+	PruneInapplicable(res.Points, e.broker())
 	res.Points = append(res.Points, unclassifiedPoints(res.Workload, xs, res.Map.Unclassified, len(res.Points))...)
 	e.only(res.Points)
 	e.logf("points: %s; parallel %d", pointCounts(res.Points), res.Parallel)
@@ -274,6 +276,7 @@ func (e *explorer) systematic(ctx context.Context, res *Result, xs []sysrun.Cros
 		return err
 	}
 	pairs, pruned := Pairs(res.Workload, res.Points, runs, e.p.Actions, e.p.NthCap)
+	PruneInapplicable(pairs, e.broker())
 	e.only(pairs)
 	res.Points = append(res.Points, pairs...)
 	for i, p := range res.Points {
@@ -282,6 +285,14 @@ func (e *explorer) systematic(ctx context.Context, res *Result, xs []sysrun.Cros
 	e.logf("depth 2: %d pair(s) to run, %d pruned (duplicates, idle polls, past the nth cap)", len(runnable(pairs)), pruned)
 	_, err = e.runPoints(ctx, res, runnable(pairs), start)
 	return err
+}
+
+// broker is the run's broker (explore runs on one), redis by default.
+func (e *explorer) broker() string {
+	if len(e.p.Runner.Brokers) > 0 {
+		return e.p.Runner.Brokers[0]
+	}
+	return broker.Redis
 }
 
 // only prunes the points --only does not select.

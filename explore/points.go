@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/sysrun"
 	"github.com/outboxdrill/runner/system"
 )
@@ -176,6 +177,9 @@ func (e *enumerator) points(c sysrun.Crossing) []*Point {
 			if p.Pruned == "" && strings.HasPrefix(t.on, "broker.reply(") && do == "error" && c.AtRequest == broker.Strikes && c.Command != "deliver" {
 				p.Pruned = "the same as request error: the proxy does not send the command either way"
 			}
+			if p.Pruned == "" && strings.HasPrefix(t.on, "broker.reply(") && do == "duplicate" && c.AtRequest == broker.Strikes && publishes[c.Command] {
+				p.Pruned = "the same as request duplicate: the proxy sends the publish twice either way"
+			}
 			if _, err := system.ParseTrigger(t.on); err != nil && p.Pruned == "" {
 				p.Pruned = "cannot be armed: " + err.Error()
 			}
@@ -184,6 +188,10 @@ func (e *enumerator) points(c sysrun.Crossing) []*Point {
 	}
 	return out
 }
+
+// publishes are the operations a duplicate sends twice at either
+// boundary alike (each proxy's duplicate.go).
+var publishes = map[string]bool{"XADD": true, "publish": true, "Produce": true}
 
 // struck is a trigger that strikes a crossing, and the crossing's nth
 // among those it counts.
@@ -247,4 +255,58 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// inapplicable says why action do cannot strike the trigger on on broker
+// b ("" when it can, or when the point is pruned for another reason): a
+// duplicate or a drop strikes a broker boundary only, where b's proxy
+// applies it exactly (its Check: a publish, a delivery, a reply).
+func inapplicable(on, do, b string) string {
+	a, err := system.ParseAction(do)
+	if err != nil || !a.Do.Neutral() {
+		return ""
+	}
+	t, err := system.ParseTrigger(on)
+	if err != nil {
+		return "" // pruned as cannot be armed
+	}
+	// "ACTION not applied here (why)": the progress line counts them by
+	// what comes before the parenthesis.
+	if t.Link != fault.Broker {
+		return do + " not applied here (a database boundary: it strikes a broker's)"
+	}
+	t.Action = a
+	if err := system.CheckOn(t, b); err != nil {
+		return fmt.Sprintf("%s not applied here (%s: %v)", do, b, err)
+	}
+	return ""
+}
+
+// PruneInapplicable prunes the points (and depth 2's pairs) whose action,
+// first or second, does not apply at their trigger on broker b: the
+// default actions hold duplicate and drop, which most crossings do not
+// take.
+func PruneInapplicable(ps []*Point, b string) {
+	for _, p := range ps {
+		if p.Pruned != "" || p.Listed {
+			continue
+		}
+		p.Pruned = inapplicable(p.On, p.Do, b)
+		if p.Pruned == "" && p.Second != nil {
+			p.Pruned = inapplicable(p.Second.On, p.Second.Do, b)
+		}
+	}
+}
+
+// applicable is do, or where it does not apply at on on broker b the
+// first of actions after it that does: a random schedule draws its
+// actions among all, and keeps its seed's order.
+func applicable(on, do string, actions []string, b string) (string, bool) {
+	i := slices.Index(actions, do)
+	for k := range actions {
+		if a := actions[(i+k)%len(actions)]; inapplicable(on, a, b) == "" {
+			return a, true
+		}
+	}
+	return "", false
 }

@@ -126,6 +126,7 @@ func (e *explorer) random(ctx context.Context, res *Result, xs []sysrun.Crossing
 		return fmt.Errorf("explore: the random workload does not load (a bug in explore): %v", errs)
 	}
 	sched := Schedule(long, Candidates(res.Workload, xs, e.p.Actions), e.p.Actions, r.Faults, r.Seed)
+	sched = e.applicable(sched)
 	rr := &RandomResult{Seed: r.Seed, Events: r.Events}
 	for _, f := range sched {
 		rr.Schedule = append(rr.Schedule, fmt.Sprintf("before ev-%d: %s %s", eventNo(long, f.Step), f.Service, f))
@@ -188,4 +189,18 @@ func (r *RandomResult) summary(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %s\n", safe.Line(s))
 	}
+}
+
+// applicable turns each scheduled fault whose action does not apply at
+// its trigger (a drop at a commit) to the next action that does, and
+// leaves out one that takes none of them.
+func (e *explorer) applicable(sched []Fault) []Fault {
+	var out []Fault
+	for _, f := range sched {
+		if do, ok := applicable(f.On, f.Do, e.p.Actions, e.broker()); ok {
+			f.Do = do
+			out = append(out, f)
+		}
+	}
+	return out
 }

@@ -28,7 +28,7 @@ type Services interface {
 type FaultParams struct {
 	On  string `param:"on" required:"yes" doc:"where: <link>.<boundary>(<filter>); links producer_db and consumer_db with commit(table=T) or statement(table=T) (a transaction's tables are what it wrote), broker with request(CMD) or reply(CMD); e.g. consumer_db.commit(table=inbox), broker.reply(XADD)"`
 	Nth int64  `param:"nth" default:"1" min:"1" doc:"strike at the Nth crossing of the boundary"`
-	Do  string `param:"do" required:"yes" doc:"kill: SIGKILL the service while the reply is held (it never sees it); cut: close its connection; error: a commit really rolls back and the client gets an error (Redis: an -ERR reply, the command not forwarded); delay(250ms): hold the reply"`
+	Do  string `param:"do" required:"yes" doc:"kill: SIGKILL the service while the reply is held (it never sees it); cut: close its connection; error: a commit really rolls back and the client gets an error (Redis: an -ERR reply, the command not forwarded); delay(250ms): hold the reply; duplicate: a publish reaches the broker twice, a delivery the client twice; drop: a reply or a delivery never reaches the client, the connection left open"`
 	// Optional is how runner explore writes a finding's faults: the fixed
 	// service may never cross the boundary again, and its scenario must
 	// pass then ("fails until the bug is fixed").
@@ -54,6 +54,11 @@ func (f *FaultParams) Validate() error {
 	}
 	if t.Action, err = system.ParseAction(f.Do); err != nil {
 		errs = append(errs, OwnParamErrorf("do", "do: %v", err))
+	}
+	if t.Link.Database() && t.Action.Do.Neutral() {
+		// A database's commit has no second copy or lost reply the
+		// drill could strike exactly: these are the broker's faults.
+		errs = append(errs, OwnParamErrorf("do", "do: %v applies on a broker boundary (broker.reply(publish), broker.reply(deliver)…), not on %s", t.Action.Do, t.Link))
 	}
 	t.Nth, t.Optional = int(f.Nth), f.Optional
 	f.trigger = t

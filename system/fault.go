@@ -18,7 +18,7 @@ import (
 // file's words once; nothing downstream validates them again.
 
 // Actions are what a fault does at its boundary.
-var Actions = []string{"cut", "delay(DURATION)", "error", "kill"}
+var Actions = []string{"cut", "delay(DURATION)", "drop", "duplicate", "error", "kill"}
 
 var (
 	triggerShape = regexp.MustCompile(`^([a-z_]+)\.([a-z_]+)\(([^()]*)\)$`)
@@ -225,10 +225,16 @@ var delayShape = regexp.MustCompile(`^delay\(([^()]*)\)$`)
 
 // ParseAction reads what a fault does: kill (SIGKILL the service while the
 // reply is held), cut (close the connection), error (the boundary fails
-// for real), delay(250ms) (hold the reply that long).
+// for real), delay(250ms) (hold the reply that long), duplicate (a publish
+// or a delivery crosses twice), drop (a reply or a delivery never reaches
+// the client; broker boundaries only, where each proxy's Check says).
 func ParseAction(do string) (fault.Action, error) {
 	do = strings.TrimSpace(do)
 	switch do {
+	case "duplicate":
+		return fault.Action{Do: fault.Duplicate}, nil
+	case "drop":
+		return fault.Action{Do: fault.Drop}, nil
 	case "kill":
 		return fault.Action{Do: fault.Kill}, nil
 	case "cut":
@@ -243,7 +249,7 @@ func ParseAction(do string) (fault.Action, error) {
 		}
 		return fault.Action{Do: fault.Delay, Delay: d}, nil
 	}
-	return fault.Action{}, fmt.Errorf("unknown action %q%s; one of: %s", do, diag.Suggest(do, []string{"kill", "cut", "error", "delay"}), strings.Join(Actions, ", "))
+	return fault.Action{}, fmt.Errorf("unknown action %q%s; one of: %s", do, diag.Suggest(do, []string{"kill", "cut", "error", "delay", "duplicate", "drop"}), strings.Join(Actions, ", "))
 }
 
 // knownCommand checks a broker filter, CMD or CMD.SUB, against Redis's

@@ -80,6 +80,12 @@ func TestForeignServicesVerdicts(t *testing.T) {
 		// The consumer's start is the last step: judged from settling alone.
 		{goSys, goSc + "commit-fails-as-the-last-step.yaml", "no-retry", []string{"stranded"}},
 		{goSys, goSc + "relay-republish-is-deduplicated.yaml", "entry-id-dedupe", []string{"double_applied"}},
+		// The proxy's duplicate: a relay's retry at the wire, two entries.
+		{goSys, goSc + "relay-publish-duplicated-at-the-wire.yaml", "entry-id-dedupe", []string{"double_applied"}},
+		// A delivery handed twice: the upsert applies the known id again.
+		{goSys, goSc + "delivery-duplicated.yaml", "upsert", []string{"double_applied", "projection_mismatch"}},
+		// The proxy's drop: the relay never learns of its XADD and publishes again.
+		{goSys, goSc + "relay-xadd-reply-dropped.yaml", "entry-id-dedupe", []string{"double_applied"}},
 		{goSys, goSc + "forged-copy-is-refused.yaml", "upsert", []string{"phantom", "double_applied", "projection_mismatch"}},
 		{goSys, goSc + "commit-fails-after-ack.yaml", "ack-first", []string{"lost", "acked_without_effect"}},
 		{goSys, goSc + "balance-commit-fails.yaml", "split-tx", []string{"projection_mismatch"}},

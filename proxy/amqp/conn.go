@@ -189,6 +189,9 @@ func (c *conn) clientUnit(u *unit, more bool) bool {
 	ev := c.event(u, x)
 	ev.Tag, ev.Tx = tag, tx
 	a := c.p.strikeOn(x)
+	if a != nil && a.Do == fault.Duplicate {
+		return c.publishTwice(a, u, ev, more)
+	}
 	if a != nil && (a.Trigger.Boundary == Request || a.Do == fault.Error) {
 		ev.Fault = a.Trigger.String()
 		if a.Do != fault.Delay {
@@ -301,6 +304,15 @@ func (c *conn) serverUnit(u *unit, more bool) bool {
 		return sendFrames(u, c.Write, !more)
 	}
 	ev.Fault = a.Trigger.String()
+	switch a.Do {
+	case fault.Drop: // swallowed: the channel goes on, as if it never came
+		ev.Dropped = true
+		c.p.record(ev)
+		a.Finish(nil)
+		return true
+	case fault.Duplicate:
+		return c.deliverTwice(a, u, x, ev)
+	}
 	if a.Do == fault.Error {
 		ev.Dropped = true
 		c.p.record(ev)

@@ -22,6 +22,7 @@ type Publish struct {
 	// connection ended first).
 	Outcome string
 	Fault   string // a trigger that struck at it, or at its confirm
+	Copy    bool   // the proxy's second send of it (a duplicate fault), not the service's
 }
 
 // Delivery is a message the broker handed the client: basic.deliver or
@@ -42,8 +43,9 @@ type Delivery struct {
 	Exchange, RoutingKey string
 	Properties           Properties // a quorum queue counts redeliveries in Headers["x-delivery-count"]
 	Body                 []byte
-	Dropped              bool // an error fault kept it from the client
+	Dropped              bool // an error or drop fault kept it from the client
 	Fault                string
+	Copy                 bool // the proxy's second hand-out of it (a duplicate fault), not the broker's
 }
 
 // Ack is a client's basic.ack, basic.nack or basic.reject the proxy
@@ -122,7 +124,7 @@ func (p *Proxy) History() (pubs []Publish, dels []Delivery, acks []Ack) {
 }
 
 func publishOf(e Event) Publish {
-	p := Publish{At: e.At, Conn: e.Conn, Channel: e.Channel, Exchange: e.Exchange, RoutingKey: e.RoutingKey, Body: e.Body, Tag: e.Tag, Tx: e.Tx, Fault: e.Fault}
+	p := Publish{At: e.At, Conn: e.Conn, Channel: e.Channel, Exchange: e.Exchange, RoutingKey: e.RoutingKey, Body: e.Body, Tag: e.Tag, Tx: e.Tx, Fault: e.Fault, Copy: e.Copy}
 	if e.Properties != nil {
 		p.Properties = *e.Properties
 	}
@@ -132,7 +134,7 @@ func publishOf(e Event) Publish {
 func deliveryOf(e Event) Delivery {
 	d := Delivery{At: e.At, Conn: e.Conn, Channel: e.Channel, Method: e.Method, Queue: e.Queue, ConsumerTag: e.ConsumerTag,
 		DeliveryTag: e.DeliveryTag, Redelivered: e.Redelivered, NoAck: e.NoAck, Exchange: e.Exchange, RoutingKey: e.RoutingKey, Body: e.Body,
-		Dropped: e.Dropped, Fault: e.Fault}
+		Dropped: e.Dropped, Fault: e.Fault, Copy: e.Copy}
 	if e.Properties != nil {
 		d.Properties = *e.Properties
 	}

@@ -82,7 +82,10 @@ type Event struct {
 	// Dropped: a fault kept the method from going on.
 	Dropped bool
 	Fault   string // the trigger that struck here, "" for none
-	At      time.Time
+	// Copy: the proxy's own second send of a publish, or second hand-out
+	// of a delivery, a duplicate struck.
+	Copy bool
+	At   time.Time
 }
 
 // ReplyWait bounds how long a client waits, behind the barrier, for the

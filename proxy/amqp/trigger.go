@@ -79,6 +79,32 @@ func (t Trigger) Check() error { return t.check() }
 
 // check says what is wrong with a trigger.
 func (t Trigger) check() error {
+	if err := t.checkOp(); err != nil {
+		return err
+	}
+	return t.checkAction()
+}
+
+// checkAction says where duplicate and drop do not apply: a duplicate
+// takes a publish before it goes out (its confirm the broker would number
+// twice: reply(publish) cannot be one) or a delivery; a drop what the
+// server sends (a confirm, a delivery, an -ok).
+func (t Trigger) checkAction() error {
+	publish := t.Op == OpPublish || t.Op == "basic.publish"
+	deliver := t.Op == OpDeliver || t.Op == "basic.deliver" || t.Op == "basic.get-ok"
+	switch {
+	case t.Do == fault.Duplicate && publish && t.Boundary == Reply:
+		return fmt.Errorf("do: duplicate of a publish is request(%s): its reply is the confirm, and the broker would number the copy's confirm too", t.Op)
+	case t.Do == fault.Duplicate && !publish && !(deliver && t.Boundary == Reply):
+		return fmt.Errorf("do: duplicate applies on RabbitMQ to a publish (request(publish)) or a delivery (reply(deliver)), not to %s(%s)", t.Boundary, t.Op)
+	case t.Do == fault.Drop && t.Boundary != Reply:
+		return fmt.Errorf("do: drop loses what the server sends: use reply(%s)", t.Op)
+	}
+	return nil
+}
+
+// checkOp says what is wrong with a trigger's boundary and operation.
+func (t Trigger) checkOp() error {
 	if t.Boundary != Request && t.Boundary != Reply {
 		return fmt.Errorf("unknown boundary %v", t.Boundary)
 	}

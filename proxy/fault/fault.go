@@ -24,7 +24,22 @@ const (
 	Error
 	// Delay holds the reply for Action.Delay, then passes it.
 	Delay
+	// Duplicate makes the boundary's message cross twice: a publish
+	// reaches the broker twice (a relay's retry at the wire), a delivery
+	// reaches the client twice. Each proxy applies it only where it is
+	// exact on its protocol (Unclassifiable elsewhere); Hold does not.
+	Duplicate
+	// Drop swallows the reply (or the delivery): it never reaches the
+	// client, and the connection stays open, as after a lost packet the
+	// client cannot see. Each proxy applies it (Hold does not): what else
+	// on the connection still flows is the protocol's to say.
+	Drop
 )
+
+// Neutral reports whether d is an action each proxy applies on its own
+// (Duplicate, Drop) rather than through Hold: a proxy that does not know
+// it must refuse it when it is armed.
+func (d Do) Neutral() bool { return d == Duplicate || d == Drop }
 
 func (d Do) String() string {
 	switch d {
@@ -36,6 +51,10 @@ func (d Do) String() string {
 		return "error"
 	case Delay:
 		return "delay"
+	case Duplicate:
+		return "duplicate"
+	case Drop:
+		return "drop"
 	}
 	return fmt.Sprintf("Do(%d)", int(d))
 }
@@ -67,7 +86,7 @@ func (a Action) Check() error {
 		if a.Delay <= 0 {
 			return errors.New("a delay needs a positive duration")
 		}
-	case Cut, Error:
+	case Cut, Error, Duplicate, Drop:
 	default:
 		return fmt.Errorf("unknown action %v", a.Do)
 	}
@@ -211,6 +230,10 @@ func (a *Armed) Hold(closed <-chan struct{}, closeConn func(), pass func() bool)
 			a.Finish(fmt.Errorf("the connection closed during the %v delay", a.Delay))
 			return false
 		}
+	case Duplicate, Drop:
+		// The proxy's own to apply: one that hands them here did not, and
+		// the reply passes as it came rather than approximate.
+		a.Finish(fmt.Errorf("this proxy does not apply %v here", a.Do))
 	}
 	a.Finish(nil)
 	return pass()

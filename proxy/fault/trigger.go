@@ -28,6 +28,9 @@ import (
 //   - strike with the Armed's Hold (kill, cut, delay) or the protocol's own
 //     error for Error, and report what it cannot attribute exactly as an
 //     *Unclassifiable;
+//   - apply Duplicate and Drop itself (Hold does not) where they are exact
+//     on the protocol, and refuse them in its Check elsewhere, saying where
+//     they apply (see each proxy's duplicate.go);
 //   - refuse a Trigger of another Link in Arm: the runner routes by Link.
 //
 // A Trigger is never validated again past the parser: its fields are the

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -39,6 +40,11 @@ type conn struct {
 	// rspend is what the response being read may build (fromServer only;
 	// nil: a message's cap alone).
 	rspend *spend
+	// silenced: a drop struck. Nothing more reaches the client, and
+	// nothing more it sends reaches the broker: a client pairs responses
+	// by correlation id in order, so one passed after a lost one would
+	// break its connection as no lost packet does.
+	silenced atomic.Bool
 }
 
 type topicPartition struct {
@@ -54,6 +60,7 @@ type call struct {
 	// delayed is the request trigger that delayed it, "" for none: its
 	// event (recorded with the response) says it struck there.
 	delayed  string
+	copy     bool // a duplicated Produce's copy: its response is the proxy's, never the client's
 	answered chan struct{}
 	tab      *listen.Tab // the request's bytes and what was built of them: given back once answered
 }
@@ -81,6 +88,12 @@ func (c *conn) fromClient() {
 	rd := bufio.NewReaderSize(c.Client, 64<<10)
 	for {
 		if rd.Buffered() == 0 && c.toServer.Flush() != nil { // before waiting for more, what was sent goes out
+			return
+		}
+		if c.silenced.Load() {
+			// After a drop the connection stays open and silent until
+			// the client gives up on it, as over a lost packet.
+			_, _ = io.Copy(io.Discard, rd)
 			return
 		}
 		if b, err := rd.Peek(1); err == nil && b[0] == 0x16 {
@@ -176,6 +189,9 @@ func (c *conn) request(q *request, msg []byte, tab *listen.Tab, more bool) bool 
 	x := c.p.resolveFor(q, c)
 	c.noteFetch(q)
 	a := c.p.strikeOn(x)
+	if a != nil && a.Do == fault.Duplicate {
+		return c.produceTwice(q, x, a, msg, tab)
+	}
 	delayed := ""
 	if a != nil && (a.Trigger.Boundary == Request || a.Do == fault.Error) {
 		if a.Do != fault.Delay {
@@ -203,7 +219,13 @@ func (c *conn) request(q *request, msg []byte, tab *listen.Tab, more bool) bool 
 
 // forward sends a request that gets a response, queued as a call.
 func (c *conn) forward(q *request, x crossing, a *Armed, delayed string, msg []byte, tab *listen.Tab, more bool) bool {
-	k := &call{q: q, x: x, strike: a, delayed: delayed, answered: make(chan struct{}), tab: tab}
+	return c.send(&call{q: q, x: x, strike: a, delayed: delayed, answered: make(chan struct{}), tab: tab}, msg, more)
+}
+
+// send queues a call and forwards its request; a call a trigger holds
+// waits for its response.
+func (c *conn) send(k *call, msg []byte, more bool) bool {
+	q, a := k.q, k.strike
 	c.mu.Lock()
 	c.inflight = append(c.inflight, k)
 	c.last = k
@@ -348,6 +370,9 @@ func (c *conn) response(k *call, msg []byte, more bool) bool {
 		c.p.record(Event{Conn: c.id, Broker: c.upstream, API: name(k.q.key), Unread: err.Error()})
 		return false
 	}
+	if k.copy || c.silenced.Load() {
+		return c.swallowed(k, ev)
+	}
 	a := k.strike
 	if a == nil && x.fromServer {
 		a = c.p.strikeOn(x)
@@ -358,6 +383,9 @@ func (c *conn) response(k *call, msg []byte, more bool) bool {
 		return true
 	}
 	ev.Fault = a.Trigger.String()
+	if a.Do == fault.Drop {
+		return c.drop(a, ev)
+	}
 	if a.Do == fault.Error { // a delivery: the client gets an error instead, and fetches again
 		ev.Dropped = true
 		c.p.record(ev)

@@ -15,6 +15,7 @@ type Publish struct {
 	// transaction).
 	Outcome string
 	Fault   string
+	Copy    bool // the proxy's second send of its Produce (a duplicate fault), not the service's
 }
 
 // Delivery is a record a Fetch or ShareFetch handed the client.
@@ -60,7 +61,7 @@ func (p *Proxy) History() (pubs []Publish, dels []Delivery, acks []Ack) {
 		switch e.Kind {
 		case KindProduce:
 			for _, r := range e.Records {
-				pubs = append(pubs, Publish{Record: r, Conn: e.Conn, At: e.At, TransactionalID: e.TransactionalID, Fault: e.Fault})
+				pubs = append(pubs, Publish{Record: r, Conn: e.Conn, At: e.At, TransactionalID: e.TransactionalID, Fault: e.Fault, Copy: e.Copy})
 				if e.TransactionalID != "" {
 					open[e.TransactionalID] = append(open[e.TransactionalID], txnPart{pub: true, i: len(pubs) - 1})
 				}

@@ -65,7 +65,10 @@ type Event struct {
 	Unread  string
 	Dropped bool   // a fault kept the request from the broker, or the response from the client
 	Fault   string // the trigger that struck here, "" for none
-	At      time.Time
+	// Copy: the proxy's own second send of a Produce a duplicate struck
+	// (its response reached no client): the service sent it once.
+	Copy bool
+	At   time.Time
 }
 
 // PartitionResult is what a request said of a partition, and its

@@ -123,6 +123,28 @@ func (t Trigger) Check() error { return t.check() }
 
 // check says what is wrong with a trigger.
 func (t Trigger) check() error {
+	if err := t.checkOp(); err != nil {
+		return err
+	}
+	return t.checkAction()
+}
+
+// checkAction says where duplicate and drop do not apply: a duplicate
+// takes a Produce only (a Fetch hands records by offset, and a client
+// skips an offset it has passed: a second copy would never reach it as a
+// delivery); a drop takes a response.
+func (t Trigger) checkAction() error {
+	switch {
+	case t.Do == fault.Duplicate && !slices.Equal(t.keys(), []int16{keyProduce}):
+		return fmt.Errorf("do: duplicate applies on Kafka to a publish (Produce) only, not to %s: a client skips a fetched record at an offset it has passed, so a second copy never reaches it as a delivery", t.Op)
+	case t.Do == fault.Drop && t.Boundary != Reply:
+		return fmt.Errorf("do: drop loses a response: use reply(%s)", t.Op)
+	}
+	return nil
+}
+
+// checkOp says what is wrong with a trigger's boundary and operation.
+func (t Trigger) checkOp() error {
 	if t.Boundary != Request && t.Boundary != Reply {
 		return fmt.Errorf("unknown boundary %v", t.Boundary)
 	}

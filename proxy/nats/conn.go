@@ -64,6 +64,7 @@ type call struct {
 	reply    string // the subject its reply comes on
 	x        crossing
 	strike   *Armed // a reply trigger: hold the reply
+	copy     bool   // a duplicated publish's copy: its reply is the proxy's, never the client's
 	answered chan struct{}
 	at       time.Time     // when it was sent
 	cost     int64         // what it took of the connection's account
@@ -202,6 +203,9 @@ func (c *conn) publish(m *msg, more bool) bool {
 	x := classify(m)
 	ev := Event{Conn: c.id, Kind: x.kind}
 	a := c.p.strikeOn(x)
+	if a != nil && a.Do == fault.Duplicate {
+		return c.publishTwice(a, m, x, ev)
+	}
 	if a != nil && (a.Trigger.Boundary == Request || a.Do == fault.Error) {
 		ev.Fault = a.Trigger.String()
 		if a.Do != fault.Delay {
@@ -426,6 +430,10 @@ func (c *conn) message(m *msg, more bool) bool {
 	case k != nil:
 		defer close(k.answered)
 		x.kind, ev.Answers, a = KindReply, k.seq, k.strike
+		if k.copy { // whatever the server answered the copy, it is the proxy's
+			ev.Kind, ev.Fault = KindReply, a.Trigger.String()
+			return c.copyAnswered(k, ev, m)
+		}
 		if a != nil && k.x.kind == KindPublish && a.Trigger.Op == OpPublish && !isPubAck(m.data()) {
 			a.Finish(&fault.Unclassifiable{Reason: fmt.Sprintf("the reply to the publish to %s is no JetStream PubAck: no stream took it", k.x.subject)})
 			a = nil
@@ -442,7 +450,10 @@ func (c *conn) message(m *msg, more bool) bool {
 		return c.Write(m.raw, !more)
 	}
 	ev.Fault = a.Trigger.String()
-	if a.Do == fault.Error {
+	if a.Do == fault.Duplicate {
+		return c.deliverTwice(a, x, ev, m)
+	}
+	if a.Do == fault.Error || a.Do == fault.Drop {
 		// The server's message never reaches the client.
 		ev.Dropped = true
 		c.p.record(ev, m)

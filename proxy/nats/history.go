@@ -22,6 +22,7 @@ type Publish struct {
 	Seq       uint64
 	Duplicate bool // JetStream dropped it as a duplicate of MsgID
 	Fault     string
+	Copy      bool // the proxy's second send of it (a duplicate fault), not the service's
 }
 
 // Delivery is a message JetStream handed the consumer: a MSG or HMSG whose
@@ -43,6 +44,7 @@ type Delivery struct {
 	AckSubject             string
 	Dropped                bool // an error fault kept it from the consumer
 	Fault                  string
+	Copy                   bool // the proxy's second hand-out of it (a duplicate fault)
 }
 
 // Ack is what a consumer published to a delivery's $JS.ACK subject and
@@ -78,12 +80,12 @@ func (p *Proxy) History() (pubs []Publish, dels []Delivery, acks []Ack) {
 			if pub, ok := sent[e.Answers]; ok {
 				if pa, ok := parsePubAck(e.Data); ok && pa.Error == nil {
 					pubs = append(pubs, Publish{At: e.At, Conn: pub.Conn, Subject: pub.Subject, Header: pub.Header, Data: pub.Data,
-						MsgID: pub.Header.Get("Nats-Msg-Id"), Stream: pa.Stream, Seq: pa.Seq, Duplicate: pa.Duplicate, Fault: e.Fault})
+						MsgID: pub.Header.Get("Nats-Msg-Id"), Stream: pa.Stream, Seq: pa.Seq, Duplicate: pa.Duplicate, Fault: e.Fault, Copy: pub.Copy})
 				}
 			}
 		case KindDelivery:
 			d := Delivery{At: e.At, Conn: e.Conn, Subject: e.Subject, Header: e.Header, Data: e.Data, MsgID: e.Header.Get("Nats-Msg-Id"),
-				AckSubject: e.Reply, Dropped: e.Dropped, Fault: e.Fault}
+				AckSubject: e.Reply, Dropped: e.Dropped, Fault: e.Fault, Copy: e.Copy}
 			m := parseAckSubject(e.Reply)
 			d.Stream, d.Consumer, d.Delivered, d.StreamSeq, d.ConsumerSeq = m.stream, m.consumer, m.delivered, m.streamSeq, m.consumerSeq
 			dels = append(dels, d)

@@ -68,7 +68,11 @@ type Event struct {
 	// or to the client for a delivery).
 	Dropped bool
 	Fault   string // the trigger that struck here, "" for none
-	At      time.Time
+	// Copy: the proxy's own second send of a publish, or second hand-out
+	// of a delivery, a duplicate struck (the service sent, or the server
+	// handed out, one).
+	Copy bool
+	At   time.Time
 }
 
 // ReplyWait bounds how long a client waits, behind the barrier, for the

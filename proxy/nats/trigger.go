@@ -81,6 +81,29 @@ func (t Trigger) Check() error { return t.check() }
 
 // check says what is wrong with a trigger.
 func (t Trigger) check() error {
+	if err := t.checkOp(); err != nil {
+		return err
+	}
+	return t.checkAction()
+}
+
+// checkAction says where duplicate and drop do not apply: a duplicate
+// takes a JetStream publish (sent twice) or a delivery (handed twice),
+// which NATS numbers by nothing the client must see once; a drop takes
+// what the server sends (a reply, a delivery), whose loss NATS's
+// at-most-once core allows.
+func (t Trigger) checkAction() error {
+	switch {
+	case t.Do == fault.Duplicate && t.Op != OpPublish && !(t.Op == OpDeliver && t.Boundary == Reply):
+		return fmt.Errorf("do: duplicate applies on NATS to a publish (publish) or a delivery (reply(deliver)), not to %s(%s)", t.Boundary, t.Op)
+	case t.Do == fault.Drop && t.Boundary != Reply:
+		return fmt.Errorf("do: drop loses what the server sends: use reply(%s)", t.Op)
+	}
+	return nil
+}
+
+// checkOp says what is wrong with a trigger's boundary and operation.
+func (t Trigger) checkOp() error {
 	if t.Boundary != Request && t.Boundary != Reply {
 		return fmt.Errorf("unknown boundary %v", t.Boundary)
 	}

@@ -144,6 +144,9 @@ func (p *Proxy) Arm(t fault.Trigger) (*Armed, error) {
 	if !t.Link.Database() {
 		return nil, fmt.Errorf("pgwire: %s is not a database link's trigger", t.On())
 	}
+	if t.Action.Do.Neutral() { // the broker's faults: steps refuses them before
+		return nil, fmt.Errorf("pgwire: do: %v applies on a broker boundary, not on %s", t.Action.Do, t.Link)
+	}
 	fa, err := fault.NewArmed(t.Action, t.Nth)
 	if err != nil {
 		return nil, fmt.Errorf("pgwire: %w", err)

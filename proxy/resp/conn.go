@@ -37,6 +37,11 @@ type conn struct {
 	last   *call       // the last call sent: the barrier waits for its reply
 	multi  bool        // inside MULTI: replies are QUEUED, the results come with EXEC
 	pubsub atomic.Bool // RESP2 subscribe mode: the server talks unasked (set by fromServer)
+	// silenced: a drop struck. Nothing more reaches the client, and
+	// nothing more it sends reaches Redis: on an ordered stream a lost
+	// reply stalls what follows, and a later reply passed on would pair
+	// with the wrong command.
+	silenced atomic.Bool
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -48,6 +53,7 @@ type conn struct {
 type call struct {
 	cmd      []string
 	strike   *Armed // a reply trigger: hold the reply
+	copy     bool   // the second send of a duplicated publish: its reply is the proxy's, never the client's
 	answered chan struct{}
 	tab      *listen.Tab // what the command holds of the account, until its reply
 }
@@ -91,6 +97,9 @@ func (c *conn) serve() {
 
 // write sends bytes to the client, flushing when asked.
 func (c *conn) write(b []byte, flush bool) bool {
+	if c.silenced.Load() {
+		return true // a drop struck: the client hears nothing more
+	}
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
 	if _, err := c.out.Write(b); err != nil {
@@ -132,6 +141,12 @@ func (c *conn) fromClient() {
 		if !c.relay(cmd, raw, rd.tab) {
 			return
 		}
+		if c.silenced.Load() {
+			// After a drop the connection stays open and silent until
+			// the client gives up on it, as over a lost packet.
+			_, _ = io.Copy(io.Discard, rd.r)
+			return
+		}
 	}
 }
 
@@ -154,6 +169,10 @@ func (c *conn) relay(cmd []string, raw []byte, tab *listen.Tab) bool {
 		return c.send(nil, raw)
 	}
 	a := c.p.strikeOn(cmd)
+	if a != nil && a.Do == fault.Duplicate && name == "XADD" {
+		queued = true // the first send's call has the tab
+		return c.sendTwice(a, cmd, raw, tab)
+	}
 	if a != nil && (a.Trigger.Boundary == fault.Request || a.Do == fault.Error) {
 		if !c.barrier() {
 			return false
@@ -195,6 +214,34 @@ func (c *conn) relay(cmd []string, raw []byte, tab *listen.Tab) bool {
 		}
 	}
 	return true
+}
+
+// sendTwice sends an XADD a duplicate struck twice, back to back, as a
+// relay retrying at the wire would: the client gets the reply to its own,
+// the copy's reply (a second entry id, or Redis's error for an explicit
+// id) is recorded and never reaches it. The copy holds what it weighs on
+// the account until its reply, as any command does; the barrier waits for
+// it, so nothing pipelined after comes between.
+func (c *conn) sendTwice(a *Armed, cmd []string, raw []byte, tab *listen.Tab) bool {
+	if !c.send(&call{cmd: cmd, answered: make(chan struct{}), tab: tab}, raw) {
+		return false
+	}
+	ctab := c.acct.Tab()
+	if err := ctab.Take(int64(len(raw))); err != nil {
+		ctab.Done()
+		a.Finish(fmt.Errorf("the copy was not sent: %w", err))
+		return true
+	}
+	cp := &call{cmd: cmd, strike: a, copy: true, answered: make(chan struct{}), tab: ctab}
+	if !c.send(cp, raw) {
+		return false
+	}
+	select {
+	case <-cp.answered:
+		return true
+	case <-c.done:
+		return false
+	}
 }
 
 // barrier waits until every reply to what was sent before has reached the
@@ -319,6 +366,21 @@ func (c *conn) answer(k *call, v Value, raw []byte, more bool) bool {
 		return c.write(raw, !more)
 	}
 	ev.Fault = k.strike.Trigger.String()
+	switch {
+	case k.copy: // Redis's answer to the copy: the client sent one XADD
+		ev.Copy = true
+		c.p.record(ev)
+		k.strike.Finish(nil)
+		return c.write(nil, true) // what came before may wait for a flush this reply would have made
+	case k.strike.Do == fault.Duplicate:
+		return c.answerTwice(k, v, raw, ev)
+	case k.strike.Do == fault.Drop:
+		c.p.record(ev)
+		ok := c.write(nil, true) // the replies before it do reach the client
+		c.silenced.Store(true)
+		k.strike.Finish(nil)
+		return ok
+	}
 	c.p.record(ev)
 	return k.strike.Hold(c.done, c.Close, func() bool { return c.write(raw, true) })
 }

@@ -12,6 +12,7 @@ type Publish struct {
 	Stream string
 	ID     string // the entry id Redis replied
 	Fields map[string]string
+	Copy   bool // the proxy's second send of it (a duplicate), not the service's
 }
 
 // Delivery is one entry Redis handed the service (XREADGROUP, XCLAIM or
@@ -45,7 +46,7 @@ func (p *Proxy) History() (pubs []Publish, dels []Delivery, acks []Ack) {
 		switch strings.ToUpper(args[0]) {
 		case "XADD":
 			if _, fields, ok := xaddFields(args); ok && !e.Reply.Null {
-				pubs = append(pubs, Publish{At: e.At, Conn: e.Conn, Stream: args[1], ID: e.Reply.Str, Fields: fields})
+				pubs = append(pubs, Publish{At: e.At, Conn: e.Conn, Stream: args[1], ID: e.Reply.Str, Fields: fields, Copy: e.Copy})
 			}
 		case "XACK":
 			if len(args) >= 4 {

@@ -33,7 +33,7 @@ import (
 // before it is forwarded (fault.Request: Redis never runs it) or once
 // Redis ran it, with its reply held (fault.Reply). Error, at either
 // boundary, does not forward the command and answers the client with an
-// -ERR reply.
+// -ERR reply. Duplicate and Drop: duplicate.go.
 
 // matches reports whether a command (its words) is t's.
 func matches(t fault.Trigger, cmd []string) bool {
@@ -63,7 +63,10 @@ type Event struct {
 	// history does not read, its kind alone (its text too for an error).
 	Reply Value
 	Fault string // the trigger that struck here, "" for none
-	At    time.Time
+	// Copy: the proxy's own second send of a command a duplicate struck
+	// (Redis's reply to it reached no client): the service sent it once.
+	Copy bool
+	At   time.Time
 }
 
 // Proxy listens on a loopback port and relays each client connection to
@@ -116,6 +119,9 @@ func (p *Proxy) Close() error { return p.ln.Close() }
 func (p *Proxy) Arm(t fault.Trigger) (*Armed, error) {
 	if t.Link != fault.Broker {
 		return nil, fmt.Errorf("resp: %s is not the broker link's trigger", t.On())
+	}
+	if err := CheckAction(t); err != nil {
+		return nil, fmt.Errorf("resp: %w", err)
 	}
 	fa, err := fault.NewArmed(t.Action, t.Nth)
 	if err != nil {

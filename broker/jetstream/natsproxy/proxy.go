@@ -94,7 +94,7 @@ var notJudged = map[string]string{
 func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 	pubs, dels, acks := x.p.History()
 	es := x.p.Events() // after History: every operation it read is there
-	pass := broker.Passes(len(es), func(i int) time.Time { return es[i].At }, func(i int) bool { return es[i].Fault != "" })
+	pass := broker.PassesWithCopies(len(es), func(i int) time.Time { return es[i].At }, func(i int) bool { return es[i].Fault != "" }, func(i int) bool { return es[i].Copy })
 	w := broker.Wire{NotJudged: notJudged, EventIDFrom: from(m.EventID, "the event-id header, else Nats-Msg-Id")}
 	if n := x.p.Unpaired(); n > 0 {
 		// Replies passed on unpaired: publishes missing from the history.
@@ -107,7 +107,11 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 		if p.Duplicate {
 			continue
 		}
-		w.Publishes = append(w.Publishes, broker.WireMsg{At: p.At, Op: "PubAck", EntryID: strconv.FormatUint(p.Seq, 10), Dest: p.Subject,
+		op := "PubAck"
+		if p.Copy { // the trace says whose it was
+			op = "PubAck (of the drill's duplicate of the publish before)"
+		}
+		w.Publishes = append(w.Publishes, broker.WireMsg{At: p.At, Op: op, EntryID: strconv.FormatUint(p.Seq, 10), Dest: p.Subject,
 			EventID: eventID(p.Header, m.EventID), Payload: payload(p.Header, m.Payload, p.Data), Pass: pass[p.At]})
 	}
 	acked := map[string]bool{}

@@ -115,11 +115,21 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 			w.NotJudged[inv] = "the Kafka proxy could not read all it relayed (" + u + "), so the history from the wire lacks it"
 		}
 	}
+	stored := map[string]bool{}
 	for _, p := range pubs {
 		if p.TransactionalID != "" && p.Outcome != "committed" {
 			continue
 		}
-		w.Publishes = append(w.Publishes, broker.WireMsg{At: p.At, Op: "Produce", EntryID: kafka.EntryID(p.Partition, p.Offset), Dest: p.Topic,
+		id := kafka.EntryID(p.Partition, p.Offset)
+		op := "Produce"
+		if p.Copy {
+			if stored[p.Topic+" "+id] {
+				continue // the broker deduped the copy (an idempotent producer's sequence): no second record
+			}
+			op = "Produce (the drill's duplicate of the one before)"
+		}
+		stored[p.Topic+" "+id] = true
+		w.Publishes = append(w.Publishes, broker.WireMsg{At: p.At, Op: op, EntryID: id, Dest: p.Topic,
 			EventID: field(p.Record, m.EventID, p.Key), Payload: field(p.Record, m.Payload, p.Value), Pass: pass[p.At]})
 	}
 	group := onlyGroup(acks)
@@ -148,10 +158,10 @@ func unread(es []kproxy.Event) string {
 	return ""
 }
 
-// passes are broker.Passes of the requests the proxy recorded.
+// passes are broker.PassesWithCopies of the requests the proxy recorded.
 func (x *proxy) passes() map[time.Time]int {
 	es := x.p.Events()
-	return broker.Passes(len(es), func(i int) time.Time { return es[i].At }, func(i int) bool { return es[i].Fault != "" })
+	return broker.PassesWithCopies(len(es), func(i int) time.Time { return es[i].At }, func(i int) bool { return es[i].Fault != "" }, func(i int) bool { return es[i].Copy })
 }
 
 // field is the record's header named name, else def.

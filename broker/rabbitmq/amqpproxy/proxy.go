@@ -78,7 +78,7 @@ var notJudged = map[string]string{
 func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 	pubs, dels, acks := x.p.History()
 	es := x.p.Events() // after History: every method it read is there
-	pass := broker.Passes(len(es), func(i int) time.Time { return es[i].At }, func(i int) bool { return es[i].Fault != "" })
+	pass := broker.PassesWithCopies(len(es), func(i int) time.Time { return es[i].At }, func(i int) bool { return es[i].Fault != "" }, func(i int) bool { return es[i].Copy })
 	w := broker.Wire{NotJudged: notJudged, Copies: true, EventIDFrom: "the message_id property"}
 	if m.EventID != "" {
 		w.EventIDFrom = fmt.Sprintf("the header %q (the system file's stream.event_id), else the message_id property", m.EventID)
@@ -87,7 +87,11 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 		if !took(p) {
 			continue
 		}
-		w.Publishes = append(w.Publishes, broker.WireMsg{At: p.At, Op: "basic.publish", Dest: p.Exchange,
+		op := "basic.publish"
+		if p.Copy { // the trace says whose it was
+			op = "basic.publish (the drill's duplicate of the one before)"
+		}
+		w.Publishes = append(w.Publishes, broker.WireMsg{At: p.At, Op: op, Dest: p.Exchange,
 			EventID: eventID(p.Properties, m.EventID), Payload: payload(p.Properties, m.Payload, p.Body), Pass: pass[p.At]})
 	}
 	settled := map[int]bool{}
@@ -101,7 +105,10 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 	}
 	for i, d := range dels {
 		if d.Dropped && !d.NoAck {
-			continue // the channel closed on it: the broker requeues it
+			continue // the channel closed on it (the broker requeues it), or it is held unacked
+		}
+		if d.Copy {
+			continue // the wire counts the broker's copies: the drill's second hand-out settled none
 		}
 		w.Deliveries = append(w.Deliveries, broker.WireMsg{At: d.At, Op: deliveryOp(d), Dest: d.Exchange, Group: d.Queue,
 			EventID: eventID(d.Properties, m.EventID), Payload: payload(d.Properties, m.Payload, d.Body), Acked: settled[i] || d.NoAck, Pass: pass[d.At]})

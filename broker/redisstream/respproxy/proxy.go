@@ -34,7 +34,10 @@ func (Kind) Check(t fault.Trigger) error {
 	if f := t.Filter.Broker(); f != "" {
 		return fmt.Errorf("the Redis proxy filters by command only, not by %s", f)
 	}
-	return nil
+	if cmd, ok := neutral[t.Filter.Command]; ok {
+		t.Filter.Command = cmd
+	}
+	return resp.CheckAction(t)
 }
 
 func (Kind) Listen(url string) (broker.Proxy, error) {
@@ -77,7 +80,11 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 	pass := x.passes() // after History: every command it read is there
 	var w broker.Wire
 	for _, p := range pubs {
-		w.Publishes = append(w.Publishes, broker.WireMsg{At: p.At, Op: "XADD", EntryID: p.ID, EventID: p.Fields[m.EventID], Payload: p.Fields[m.Payload],
+		op := "XADD"
+		if p.Copy { // the trace says whose it was
+			op = "XADD (the drill's duplicate of the one before)"
+		}
+		w.Publishes = append(w.Publishes, broker.WireMsg{At: p.At, Op: op, EntryID: p.ID, EventID: p.Fields[m.EventID], Payload: p.Fields[m.Payload],
 			Dest: p.Stream, Fields: slices.Sorted(maps.Keys(p.Fields)), Pass: pass[p.At]})
 	}
 	// An XACK acknowledges the latest delivery of each id to its group
@@ -107,10 +114,10 @@ func (x *proxy) Wire(m broker.WireMap) broker.Wire {
 	return w
 }
 
-// passes are broker.Passes of the commands the proxy recorded.
+// passes are broker.PassesWithCopies of the commands the proxy recorded.
 func (x *proxy) passes() map[time.Time]int {
 	es := x.p.Events()
-	return broker.Passes(len(es), func(i int) time.Time { return es[i].At }, func(i int) bool { return es[i].Fault != "" })
+	return broker.PassesWithCopies(len(es), func(i int) time.Time { return es[i].At }, func(i int) bool { return es[i].Fault != "" }, func(i int) bool { return es[i].Copy })
 }
 
 func (x *proxy) Connections() int { return x.p.Connections() }
