@@ -22,7 +22,7 @@ import (
 	"github.com/outboxdrill/runner/system"
 )
 
-const exploreUsage = "runner explore [--system FILE] [WORKLOAD.yaml] --out DIR [--budget 10m] [--actions kill,cut,error,delay,duplicate,drop] [--depth 1|2] [--random --seed S --faults RATE --events N] [--parallel N] [--broker redis]"
+const exploreUsage = "runner explore [--system FILE] [WORKLOAD.yaml] --out DIR [--budget 10m] [--actions kill,cut,error,delay,duplicate] [--depth 1|2] [--random --seed S --faults RATE --events N] [--parallel N] [--broker redis]"
 
 // exploreFlags are explore's own flags, parsed.
 type exploreFlags struct {
@@ -99,7 +99,7 @@ func defineExploreFlags(fs *flag.FlagSet) *exploreFlags {
 	fs.StringVar(&f.system, "system", "", "the team's system `FILE` (else the workload's system: key)")
 	fs.StringVar(&p.Out, "out", "", "write each violation's minimal scenario to `DIR` (required; created)")
 	durationFlag(fs, &p.Budget, "budget", 10*time.Minute, maxTimeout, "start no new point after `DURATION`; what is left is reported not explored")
-	fs.StringVar(&f.actions, "actions", "kill,cut,error,delay,duplicate,drop", "the fault actions to try (`LIST` of kill, cut, error, delay or delay(D), duplicate, drop; delay is delay(500ms); duplicate and drop are tried only where the broker's proxy applies them)")
+	fs.StringVar(&f.actions, "actions", "kill,cut,error,delay,duplicate", "the fault actions to try (`LIST` of kill, cut, error, delay or delay(D), duplicate, drop; delay is delay(500ms); duplicate and drop are tried only where the broker's proxy applies them; drop is not in the default: a client waits out its driver's timeout, longer than the default settle)")
 	countFlag(fs, &p.Depth, "depth", 1, 1, "`1`: one fault per run; 2: also a second fault on the restarted process, during the first's recovery")
 	countFlag(fs, &p.NthCap, "nth-cap", 3, 1, "try at most `N` crossings of each boundary kind per process (after the reduction)")
 	countFlag(fs, &p.Confirm, "confirm", 3, 0, "run each written scenario `N` times to confirm it (reproduces N/N, or flaky)")
