@@ -151,7 +151,8 @@ func phantoms(c string, mine []Op, st State) []Violation {
 
 // ackedWithoutEffect: an ack is only safe once the effect is durable. An
 // event whose inbox row was purged later is judged by double_applied, not
-// here.
+// here; a team's consumer that dead-lettered the event itself (its
+// delivery carries no DLQ flag: deadLetters says so) acked it rightly.
 func ackedWithoutEffect(c string, mine []Op, cs *Consumer, deadLetters map[string]bool) []Violation {
 	purgedAfter := map[int]bool{}
 	purged := false
@@ -162,7 +163,7 @@ func ackedWithoutEffect(c string, mine []Op, cs *Consumer, deadLetters map[strin
 	var vs []Violation
 	seen := map[string]bool{}
 	for i, op := range mine {
-		if !op.Acked || op.DLQ || seen[op.EventID] || purgedAfter[i] || deadLetters[op.EventID] && op.Consumer != "" && isTeamDelivery(op) {
+		if !op.Acked || op.DLQ || seen[op.EventID] || purgedAfter[i] || deadLetters[op.EventID] && op.Kind == Delivered {
 			continue
 		}
 		if _, ok := cs.Inbox[op.EventID]; !ok && !cs.Stray[op.EventID] {
@@ -505,8 +506,3 @@ func unbalanced(ops []Op, st State) []Violation {
 	}
 	return vs
 }
-
-// isTeamDelivery: a delivery a proxy saw to a team's consumer, whose
-// dead-lettering the runner sees only as the consumer's own publish to
-// another destination (sysrun.Run.MovedAside), not on the delivery.
-func isTeamDelivery(op Op) bool { return op.Kind == Delivered }

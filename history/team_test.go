@@ -290,3 +290,23 @@ func TestStuckNeedsTheWholeSettleAndARunningConsumer(t *testing.T) {
 		})
 	}
 }
+
+// A team's consumer that acked an event it moved to its declared
+// dead-letter destination acked it rightly; the same ack with no dead
+// letter is an ack without effect.
+func TestTeamDeadLetterAckHasAnEffect(t *testing.T) {
+	for _, dead := range []bool{true, false} {
+		ops, st := stuckState(&Progress{})
+		ops[2].Acked = true
+		st.Stream = map[string]int{"e1": 1}
+		st.DeadLetters["e1"] = dead
+		vs := check(ops, st)
+		got := ""
+		for _, v := range vs {
+			got += v.Invariant + " "
+		}
+		if dead && got != "" || !dead && !strings.Contains(got, AckedWithoutEffect) {
+			t.Errorf("dead-lettered %v: violations %q", dead, got)
+		}
+	}
+}

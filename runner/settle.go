@@ -159,7 +159,7 @@ func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Dur
 			}
 			v.owed = w.owedLast
 		}
-		end, raised := deadline(start, limit, cap, lastChange, run, live)
+		end, raised := deadline(start, now, limit, cap, lastChange, run, live)
 		if at := w.lastOwed.Add(limit); at.After(end) && !at.After(start.Add(cap)) {
 			// An event first owed late in settling (a relay back from its
 			// backoff) gets the whole limit too, as stuck claims of it.
@@ -210,7 +210,7 @@ const maxRaise = 2 * time.Minute
 // service still owing work was started again while settling (its
 // supervisor restarted it after a crash): it gets the whole limit too, as
 // stuck claims of it. Never past cap.
-func deadline(start time.Time, limit, cap time.Duration, lastChange time.Time, run *sysrun.Run, live []sysrun.Live) (time.Time, string) {
+func deadline(start, now time.Time, limit, cap time.Duration, lastChange time.Time, run *sysrun.Run, live []sysrun.Live) (time.Time, string) {
 	end := start.Add(limit)
 	var why string
 	for _, w := range run.Waits() {
@@ -219,11 +219,11 @@ func deadline(start time.Time, limit, cap time.Duration, lastChange time.Time, r
 		}
 	}
 	for _, l := range live {
-		if l.Restarting && time.Now().Add(settlePoll).After(end) {
+		if l.Restarting && now.Add(settlePoll).After(end) {
 			// Not a steady state: its supervisor's next process is on its
 			// way (its ready timeout bounds that), and gets the limit once
 			// it runs.
-			end, why = time.Now().Add(settlePoll), fmt.Sprintf("service %s is being restarted by its supervisor", l.Name)
+			end, why = now.Add(settlePoll), fmt.Sprintf("service %s is being restarted by its supervisor", l.Name)
 		}
 		if at := l.Since.Add(limit); (l.Consumer || l.Producer) && at.After(end) {
 			end, why = at, fmt.Sprintf("service %s started again %s into settling, and gets the whole %s", l.Name, l.Since.Sub(start).Round(time.Millisecond), limit)
