@@ -211,29 +211,36 @@ const maxRaise = 2 * time.Minute
 // supervisor restarted it after a crash): it gets the whole limit too, as
 // stuck claims of it. Never past cap.
 func deadline(start, now time.Time, limit, cap time.Duration, lastChange time.Time, run *sysrun.Run, live []sysrun.Live) (time.Time, string) {
-	end := start.Add(limit)
-	var why string
-	for _, w := range run.Waits() {
-		if at := lastChange.Add(w.For + time.Second); at.After(end) {
-			end, why = at, fmt.Sprintf("%s %s", w.What, w.For)
+	base := start.Add(limit)
+	end := base
+	var whys []string // every reason that reaches past the limit, not only the last
+	raise := func(at time.Time, why string) {
+		if at.After(base) {
+			whys = append(whys, why)
+		}
+		if at.After(end) {
+			end = at
 		}
 	}
+	for _, w := range run.Waits() {
+		raise(lastChange.Add(w.For+time.Second), fmt.Sprintf("%s %s", w.What, w.For))
+	}
 	for _, l := range live {
-		if l.Restarting && now.Add(settlePoll).After(end) {
+		if l.Restarting {
 			// Not a steady state: its supervisor's next process is on its
 			// way (its ready timeout bounds that), and gets the limit once
 			// it runs.
-			end, why = now.Add(settlePoll), fmt.Sprintf("service %s is being restarted by its supervisor", l.Name)
+			raise(now.Add(settlePoll), fmt.Sprintf("service %s is being restarted by its supervisor", l.Name))
 		}
-		if at := l.Since.Add(limit); (l.Consumer || l.Producer) && at.After(end) {
-			end, why = at, fmt.Sprintf("service %s started again %s into settling, and gets the whole %s", l.Name, l.Since.Sub(start).Round(time.Millisecond), limit)
+		if l.Consumer || l.Producer {
+			raise(l.Since.Add(limit), fmt.Sprintf("service %s started again %s into settling, and gets the whole %s", l.Name, l.Since.Sub(start).Round(time.Millisecond), limit))
 		}
 	}
 	if hard := start.Add(cap); end.After(hard) {
 		end = hard
 	}
-	if why != "" && end.After(start.Add(limit)) {
-		return end, fmt.Sprintf("raised from %s to %s: %s, and the state last changed %s in", limit, end.Sub(start).Round(time.Millisecond), why, lastChange.Sub(start).Round(time.Millisecond))
+	if len(whys) > 0 {
+		return end, fmt.Sprintf("raised from %s to %s: %s, and the state last changed %s in", limit, end.Sub(start).Round(time.Millisecond), strings.Join(whys, "; "), lastChange.Sub(start).Round(time.Millisecond))
 	}
 	return end, ""
 }
