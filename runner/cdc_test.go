@@ -43,6 +43,14 @@ func TestCleanDropsADeadRunsSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close(ctx)
+	// A backend leaves a moment after its client closed: clean would find
+	// the database in use (seen once, under a loaded CI run). Wait it out.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		var n int
+		if admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = $1", name).Scan(&n) != nil || n == 0 {
+			break
+		}
+	}
 	c, err := Clean(ctx, pgURL, nil)
 	if err != nil {
 		t.Fatal(err)
