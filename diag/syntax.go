@@ -602,89 +602,104 @@ func (s *scanner) blockLine(n int, r []rune) bool {
 
 // inline scans r from c for quotes, brackets and comments; block is
 // whether the text starts in block context (a value or a document).
+// tokStart is whether a token may start at c (a quote opens a string there).
 func (s *scanner) inline(n int, r []rune, c int, block bool) {
 	tokStart := block || len(s.flow) > 0
 	for ; c < len(r); c++ {
 		ch := r[c]
-		if s.quote != 0 {
-			switch {
-			case s.quote == '"' && ch == '\\':
-				c++
-				if c < len(r) && !strings.ContainsRune("0abt\tnvfre \"/\\N_LPxuU", r[c]) {
-					s.add(n, c, "unknown escape \\%c in a double-quoted string (write \\\\ for a backslash, or use single quotes)", r[c])
-				}
-			case ch == s.quote && s.quote == '\'' && c+1 < len(r) && r[c+1] == '\'':
-				c++
-			case ch == s.quote:
-				s.quote = 0
-				tokStart = false
-				if len(s.flow) == 0 {
-					s.after(n, r, c+1, ch)
-					return
-				}
-			}
-			continue
-		}
-		if ch == ' ' || ch == '\t' {
-			continue
-		}
-		if ch == '#' && (c == 0 || r[c-1] == ' ' || r[c-1] == '\t') {
+		stop := false
+		switch {
+		case s.quote != 0:
+			c, tokStart, stop = s.quoted(n, r, c, tokStart)
+		case ch == ' ' || ch == '\t':
+		case ch == '#' && (c == 0 || r[c-1] == ' ' || r[c-1] == '\t'):
 			return
-		}
-		if len(s.flow) > 0 {
-			switch ch {
-			case '[', '{':
-				s.flow = append(s.flow, mark{n, c + 1, ch})
-				tokStart = true
-			case ']', '}':
-				if !s.close(n, c, ch) {
-					return
-				}
-				if len(s.flow) == 0 {
-					s.after(n, r, c+1, ch)
-					return
-				}
-				tokStart = false
-			case ',', ':':
-				tokStart = true
-			case '"', '\'':
-				if tokStart {
-					s.quote, s.quoteAt = ch, mark{n, c + 1, ch}
-				}
-			default:
-				tokStart = false
-			}
-			continue
-		}
-		// Block context.
-		if tokStart {
-			switch ch {
-			case '[', '{':
-				s.flow = append(s.flow, mark{n, c + 1, ch})
-				continue
-			case '"', '\'':
-				s.quote, s.quoteAt = ch, mark{n, c + 1, ch}
-				continue
-			case ']', '}':
-				s.add(n, c+1, "this %q closes nothing: no %q before it", string(ch), string(opening(ch)))
-				return
-			case '@', '`':
-				s.add(n, c+1, "%q cannot start a plain value: put the value in quotes", string(ch))
-				return
-			case '&', '!':
-				for c+1 < len(r) && r[c+1] != ' ' {
-					c++
-				}
-				continue
-			}
-			tokStart = false
-			continue
-		}
-		if ch == ':' && (c+1 == len(r) || r[c+1] == ' ' || r[c+1] == '\t') {
+		case len(s.flow) > 0:
+			tokStart, stop = s.flowChar(n, r, c, tokStart)
+		case tokStart: // block context
+			c, tokStart, stop = s.blockStart(n, r, c)
+		case ch == ':' && (c+1 == len(r) || r[c+1] == ' ' || r[c+1] == '\t'):
 			s.add(n, c+1, "a second \":\" on the line: a value cannot be a \"key: value\" pair; put the value in quotes if the \":\" belongs to it")
 			return
 		}
+		if stop {
+			return
+		}
 	}
+}
+
+// quoted scans r[c] inside a quoted string: an escape, a doubled single
+// quote, or the closing quote. stop: the line's scan is over.
+func (s *scanner) quoted(n int, r []rune, c int, tokStart bool) (next int, tok, stop bool) {
+	ch := r[c]
+	switch {
+	case s.quote == '"' && ch == '\\':
+		c++
+		if c < len(r) && !strings.ContainsRune("0abt\tnvfre \"/\\N_LPxuU", r[c]) {
+			s.add(n, c, "unknown escape \\%c in a double-quoted string (write \\\\ for a backslash, or use single quotes)", r[c])
+		}
+	case ch == s.quote && s.quote == '\'' && c+1 < len(r) && r[c+1] == '\'':
+		c++
+	case ch == s.quote:
+		s.quote = 0
+		if len(s.flow) == 0 {
+			s.after(n, r, c+1, ch)
+			return c, false, true
+		}
+		return c, false, false
+	}
+	return c, tokStart, false
+}
+
+// flowChar scans r[c] inside a flow collection ([...] or {...}).
+func (s *scanner) flowChar(n int, r []rune, c int, tokStart bool) (tok, stop bool) {
+	switch ch := r[c]; ch {
+	case '[', '{':
+		s.flow = append(s.flow, mark{n, c + 1, ch})
+		return true, false
+	case ']', '}':
+		if !s.close(n, c, ch) {
+			return tokStart, true
+		}
+		if len(s.flow) == 0 {
+			s.after(n, r, c+1, ch)
+			return tokStart, true
+		}
+		return false, false
+	case ',', ':':
+		return true, false
+	case '"', '\'':
+		if tokStart {
+			s.quote, s.quoteAt = ch, mark{n, c + 1, ch}
+		}
+		return tokStart, false
+	}
+	return false, false
+}
+
+// blockStart scans r[c], where a token may start in block context: a flow
+// collection, a quoted string, an anchor or tag, or a plain value.
+func (s *scanner) blockStart(n int, r []rune, c int) (next int, tok, stop bool) {
+	switch ch := r[c]; ch {
+	case '[', '{':
+		s.flow = append(s.flow, mark{n, c + 1, ch})
+		return c, true, false
+	case '"', '\'':
+		s.quote, s.quoteAt = ch, mark{n, c + 1, ch}
+		return c, true, false
+	case ']', '}':
+		s.add(n, c+1, "this %q closes nothing: no %q before it", string(ch), string(opening(ch)))
+		return c, true, true
+	case '@', '`':
+		s.add(n, c+1, "%q cannot start a plain value: put the value in quotes", string(ch))
+		return c, true, true
+	case '&', '!':
+		for c+1 < len(r) && r[c+1] != ' ' {
+			c++
+		}
+		return c, true, false
+	}
+	return c, false, false
 }
 
 func opening(close rune) rune {

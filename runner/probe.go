@@ -167,42 +167,11 @@ type reply struct {
 
 func probeAddr(ctx context.Context, a broker.Addr, pr broker.Probe, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	noAnswer := fmt.Errorf("%s gave no answer within %s; is a %s server there? (--connect-timeout to wait longer)", a.Addr, timeout, pr.Protocol)
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	dial := func(write []byte) (net.Conn, error) {
-		var d net.Dialer
-		conn, err := d.DialContext(dctx, a.Network, a.Addr)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return nil, ctx.Err()
-		case err != nil && dctx.Err() != nil:
-			return nil, noAnswer
-		case err != nil:
-			return nil, errRefused
-		}
-		context.AfterFunc(dctx, func() { _ = conn.SetDeadline(time.Now()) }) // Ctrl-C
-		_ = conn.SetDeadline(deadline)
-		if write != nil {
-			_, _ = conn.Write(write) // a write error shows as the read's
-		}
-		return conn, nil
-	}
-	replies := make(chan reply, 2)
-	read := func(conn net.Conn, nudged bool) {
-		defer conn.Close()
-		var data []byte
-		buf := make([]byte, 64)
-		for {
-			n, err := conn.Read(buf)
-			data = append(data, buf[:n]...)
-			if err != nil || len(data) >= pr.Need || nudged && len(data) > 0 {
-				replies <- reply{data, err, nudged}
-				return
-			}
-		}
-	}
-	conn, err := dial(pr.Hello)
+	p := &prober{ctx: ctx, dctx: dctx, deadline: deadline, a: a, pr: pr, replies: make(chan reply, 2),
+		noAnswer: fmt.Errorf("%s gave no answer within %s; is a %s server there? (--connect-timeout to wait longer)", a.Addr, timeout, pr.Protocol)}
+	conn, err := p.dial(pr.Hello)
 	if err == errRefused {
 		return nil // no hang: the client says it, with its URL
 	}
@@ -213,35 +182,91 @@ func probeAddr(ctx context.Context, a broker.Addr, pr broker.Probe, timeout time
 		conn.Close()
 		return nil // TLS: the connection is all we check
 	}
-	go read(conn, false)
-	judge := func(r reply) error {
-		var ne net.Error
-		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case len(r.data) >= pr.Need && pr.OK(r.data):
-			return nil
-		case len(r.data) > 0:
-			return fmt.Errorf("%s does not speak the %s protocol: it answered %s", a.Addr, pr.Protocol, describe(r.data))
-		case errors.As(r.err, &ne) && ne.Timeout():
-			return noAnswer
-		}
-		return fmt.Errorf("%s does not speak the %s protocol: it closed the connection without a reply", a.Addr, pr.Protocol)
+	go p.read(conn, false)
+	return p.wait()
+}
+
+// prober is one probe of one address: the hello's connection, and a
+// second one that nudges a server which speaks only when spoken to.
+type prober struct {
+	ctx, dctx context.Context // the run's; the probe's, ending at deadline
+	deadline  time.Time
+	a         broker.Addr
+	pr        broker.Probe
+	noAnswer  error
+	replies   chan reply
+}
+
+// dial connects and writes write (nil: nothing), the connection bounded by
+// the probe's deadline and closed on Ctrl-C.
+func (p *prober) dial(write []byte) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(p.dctx, p.a.Network, p.a.Addr)
+	switch {
+	case err != nil && p.ctx.Err() != nil:
+		return nil, p.ctx.Err()
+	case err != nil && p.dctx.Err() != nil:
+		return nil, p.noAnswer
+	case err != nil:
+		return nil, errRefused
 	}
+	context.AfterFunc(p.dctx, func() { _ = conn.SetDeadline(time.Now()) }) // Ctrl-C
+	_ = conn.SetDeadline(p.deadline)
+	if write != nil {
+		_, _ = conn.Write(write) // a write error shows as the read's
+	}
+	return conn, nil
+}
+
+// read sends what conn answers once it is enough to judge (or, nudged,
+// anything at all), or its error.
+func (p *prober) read(conn net.Conn, nudged bool) {
+	defer conn.Close()
+	var data []byte
+	buf := make([]byte, 64)
+	for {
+		n, err := conn.Read(buf)
+		data = append(data, buf[:n]...)
+		if err != nil || len(data) >= p.pr.Need || nudged && len(data) > 0 {
+			p.replies <- reply{data, err, nudged}
+			return
+		}
+	}
+}
+
+// judge says whether r is the answer of a server of the probe's kind.
+func (p *prober) judge(r reply) error {
+	var ne net.Error
+	switch {
+	case p.ctx.Err() != nil:
+		return p.ctx.Err()
+	case len(r.data) >= p.pr.Need && p.pr.OK(r.data):
+		return nil
+	case len(r.data) > 0:
+		return fmt.Errorf("%s does not speak the %s protocol: it answered %s", p.a.Addr, p.pr.Protocol, describe(r.data))
+	case errors.As(r.err, &ne) && ne.Timeout():
+		return p.noAnswer
+	}
+	return fmt.Errorf("%s does not speak the %s protocol: it closed the connection without a reply", p.a.Addr, p.pr.Protocol)
+}
+
+// wait judges the first answer; a server silent for nudgeAfter is nudged
+// on a second connection, whose answer waits a moment for the first's.
+func (p *prober) wait() error {
 	timer := time.NewTimer(nudgeAfter)
 	defer timer.Stop()
 	var late *reply // the nudged answer, waiting a moment for the first
 	nudging := false
 	for {
 		select {
-		case r := <-replies:
+		case r := <-p.replies:
 			switch {
 			case !r.nudged && late != nil && len(r.data) == 0:
-				return judge(*late)
+				return p.judge(*late)
 			case !r.nudged:
-				return judge(r)
+				return p.judge(r)
 			case len(r.data) > 0 && late == nil:
-				if judge(r) == nil {
+				if p.judge(r) == nil {
 					return nil
 				}
 				// A right but slow server may still answer the first.
@@ -251,11 +276,11 @@ func probeAddr(ctx context.Context, a broker.Addr, pr broker.Probe, timeout time
 		case <-timer.C:
 			switch {
 			case late != nil:
-				return judge(*late)
+				return p.judge(*late)
 			case !nudging:
 				nudging = true
-				if conn2, err := dial(nudge); err == nil {
-					go read(conn2, true)
+				if conn2, err := p.dial(nudge); err == nil {
+					go p.read(conn2, true)
 				}
 			}
 		}

@@ -39,39 +39,11 @@ func parseStep(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
 // problem of the step is reported at once.
 func parseStepMap(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
 	var errs diag.Errors
-	kvs := diag.Pairs(file, n, &errs)
-	var stepKV, expectKV *steps.Arg
-	shorthandKey := false // the step key is a shorthand call: relay(skip_mark)
-	label := ""
-	var unknown []steps.Arg
-	for _, kv := range kvs {
-		switch _, isStep := steps.Lookup(kv.Key); {
-		case kv.Key == keyName:
-			label = scalarString(file, kv, &errs)
-		case kv.Key == keyExpect:
-			expectKV = &kv
-		case !isStep && isShorthandCall(kv.Key) && stepKV == nil:
-			stepKV, shorthandKey = &kv, true
-		case !isStep:
-			unknown = append(unknown, kv)
-		case stepKV != nil:
-			errs = append(errs, diag.Errorf(kv.KeyPos, "a step holds exactly one step key: %q and %q are two steps; write them as two list items", stepKV.Key, kv.Key))
-		default:
-			stepKV = &kv
-		}
-	}
-	for _, kv := range unknown {
-		if stepKV != nil { // beside a step key, a typo is most likely of name or expect
-			errs = append(errs, diag.Errorf(kv.KeyPos, "unknown key %q beside step %q%s; a step map holds one step key plus name and expect",
-				kv.Key, stepKV.Key, diag.Suggest(kv.Key, append([]string{keyName, keyExpect}, steps.Names()...))))
-			continue
-		}
-		errs = append(errs, diag.Errorf(kv.KeyPos, "unknown step %q%s; steps: %s",
-			kv.Key, suggestStep(kv.Key, append(steps.Names(), keyName, keyExpect)), strings.Join(steps.Names(), ", ")))
-	}
+	k := sortStepKeys(file, diag.Pairs(file, n, &errs), &errs)
+	stepKV, expectKV := k.step, k.expect
 	if stepKV == nil {
 		if expectKV == nil {
-			if len(unknown) == 0 {
+			if k.unknown == 0 {
 				errs = append(errs, diag.Errorf(diag.NodePos(file, n), "this step has no step key; steps: %s", strings.Join(steps.Names(), ", ")))
 			}
 			return nil, errs
@@ -79,36 +51,9 @@ func parseStepMap(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
 		// {expect: {...}} alone is the expect step.
 		stepKV, expectKV = expectKV, nil
 	}
-	var args []steps.Arg
-	switch v := stepKV.Value; {
-	case shorthandKey:
-		// `relay(skip_mark):` beside expect: the key is the shorthand call.
-		key := &yaml.Node{Kind: yaml.ScalarNode, Value: stepKV.Key, Line: stepKV.KeyPos.Line, Column: stepKV.KeyPos.Col}
-		name, sargs, serrs := parseShorthand(file, key)
-		errs = append(errs, serrs...)
-		if name == "" { // the call itself is malformed (relay(skip_mark)::): said above
-			return nil, errs
-		}
-		bareToPrimary(name, sargs)
-		stepKV.Key, args = name, sargs
-		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!null" {
-			errs = append(errs, diag.Errorf(diag.NodePos(file, v), "%s: a shorthand key takes no value (its parameters are in the parentheses); put expect beside it", stepKV.Key))
-		}
-	case v.Kind == yaml.MappingNode:
-		args = diag.Pairs(file, v, &errs)
-	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null":
-	case v.Kind == yaml.ScalarNode && primary(stepKV.Key) == "" && isFlag(stepKV.Key, v.Value):
-		// `broker: restart` is broker(restart): the value names a flag. (A
-		// step with a primary keeps it: `start: restart` starts a service
-		// named restart, as it always did.)
-		args = []steps.Arg{{Key: v.Value, KeyPos: diag.NodePos(file, v), Value: &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: v.Line, Column: v.Column}}}
-	case v.Kind == yaml.ScalarNode && primary(stepKV.Key) != "":
-		args = []steps.Arg{{Key: primary(stepKV.Key), KeyPos: diag.NodePos(file, v), Value: v}}
-	case stepKV.Key == keyExpect:
-		errs = append(errs, diag.Errorf(diag.NodePos(file, v), "expect: want a map of checks such as {stream.entries: 1}, got %s", diag.Describe(v)))
-	default:
-		errs = append(errs, diag.Errorf(diag.NodePos(file, v), "%s: want a map of parameters such as {%s}, got %s; or write the shorthand %s(key=value)%s",
-			stepKV.Key, exampleParam(stepKV.Key), diag.Describe(v), stepKV.Key, flagHint(stepKV.Key, v)))
+	args, ok := stepArgs(file, stepKV, k.shorthand, &errs)
+	if !ok {
+		return nil, errs
 	}
 	var expect []steps.Arg
 	if expectKV != nil {
@@ -118,8 +63,87 @@ func parseStepMap(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
 			errs = append(errs, diag.Errorf(diag.NodePos(file, v), "expect: want a map of outcome keys and checks, got %s", diag.Describe(v)))
 		}
 	}
-	call, cerrs := buildCall(file, stepKV.KeyPos, stepKV.Key, args, expect, label)
+	call, cerrs := buildCall(file, stepKV.KeyPos, stepKV.Key, args, expect, k.label)
 	return call, append(errs, cerrs...)
+}
+
+// stepKeys are the keys of a step map, sorted: its one step key (or a
+// shorthand call as the key: relay(skip_mark)), its expect and its name.
+type stepKeys struct {
+	step, expect *steps.Arg
+	shorthand    bool // the step key is a shorthand call
+	label        string
+	unknown      int // keys that are none of these, each said in errs
+}
+
+// sortStepKeys sorts a step map's keys, saying what is wrong with any.
+func sortStepKeys(file string, kvs []steps.Arg, errs *diag.Errors) stepKeys {
+	var k stepKeys
+	var unknown []steps.Arg
+	for _, kv := range kvs {
+		switch _, isStep := steps.Lookup(kv.Key); {
+		case kv.Key == keyName:
+			k.label = scalarString(file, kv, errs)
+		case kv.Key == keyExpect:
+			k.expect = &kv
+		case !isStep && isShorthandCall(kv.Key) && k.step == nil:
+			k.step, k.shorthand = &kv, true
+		case !isStep:
+			unknown = append(unknown, kv)
+		case k.step != nil:
+			*errs = append(*errs, diag.Errorf(kv.KeyPos, "a step holds exactly one step key: %q and %q are two steps; write them as two list items", k.step.Key, kv.Key))
+		default:
+			k.step = &kv
+		}
+	}
+	for _, kv := range unknown {
+		if k.step != nil { // beside a step key, a typo is most likely of name or expect
+			*errs = append(*errs, diag.Errorf(kv.KeyPos, "unknown key %q beside step %q%s; a step map holds one step key plus name and expect",
+				kv.Key, k.step.Key, diag.Suggest(kv.Key, append([]string{keyName, keyExpect}, steps.Names()...))))
+			continue
+		}
+		*errs = append(*errs, diag.Errorf(kv.KeyPos, "unknown step %q%s; steps: %s",
+			kv.Key, suggestStep(kv.Key, append(steps.Names(), keyName, keyExpect)), strings.Join(steps.Names(), ", ")))
+	}
+	k.unknown = len(unknown)
+	return k
+}
+
+// stepArgs reads the step key's value as its parameters (a map, a
+// primary value, a flag, nothing), or the shorthand call's; it renames
+// stepKV.Key to the step of a shorthand call. !ok: the call is malformed.
+func stepArgs(file string, stepKV *steps.Arg, shorthandKey bool, errs *diag.Errors) (args []steps.Arg, ok bool) {
+	switch v := stepKV.Value; {
+	case shorthandKey:
+		// `relay(skip_mark):` beside expect: the key is the shorthand call.
+		key := &yaml.Node{Kind: yaml.ScalarNode, Value: stepKV.Key, Line: stepKV.KeyPos.Line, Column: stepKV.KeyPos.Col}
+		name, sargs, serrs := parseShorthand(file, key)
+		*errs = append(*errs, serrs...)
+		if name == "" { // the call itself is malformed (relay(skip_mark)::): said above
+			return nil, false
+		}
+		bareToPrimary(name, sargs)
+		stepKV.Key, args = name, sargs
+		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!null" {
+			*errs = append(*errs, diag.Errorf(diag.NodePos(file, v), "%s: a shorthand key takes no value (its parameters are in the parentheses); put expect beside it", stepKV.Key))
+		}
+	case v.Kind == yaml.MappingNode:
+		args = diag.Pairs(file, v, errs)
+	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null":
+	case v.Kind == yaml.ScalarNode && primary(stepKV.Key) == "" && isFlag(stepKV.Key, v.Value):
+		// `broker: restart` is broker(restart): the value names a flag. (A
+		// step with a primary keeps it: `start: restart` starts a service
+		// named restart, as it always did.)
+		args = []steps.Arg{{Key: v.Value, KeyPos: diag.NodePos(file, v), Value: &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: v.Line, Column: v.Column}}}
+	case v.Kind == yaml.ScalarNode && primary(stepKV.Key) != "":
+		args = []steps.Arg{{Key: primary(stepKV.Key), KeyPos: diag.NodePos(file, v), Value: v}}
+	case stepKV.Key == keyExpect:
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, v), "expect: want a map of checks such as {stream.entries: 1}, got %s", diag.Describe(v)))
+	default:
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, v), "%s: want a map of parameters such as {%s}, got %s; or write the shorthand %s(key=value)%s",
+			stepKV.Key, exampleParam(stepKV.Key), diag.Describe(v), stepKV.Key, flagHint(stepKV.Key, v)))
+	}
+	return args, true
 }
 
 // suggestStep is the did-you-mean of an unknown step name; a check's name

@@ -92,81 +92,87 @@ func compileExpect(d *Def, file string, pairs []Arg, broker string) (Expect, dia
 			continue
 		}
 		seen[a.Key] = true
-		pos := diag.NodePos(file, a.Value)
-		if slices.Contains(brokerNames(), a.Key) {
-			if broker != "" {
-				errs = append(errs, diag.Errorf(a.KeyPos, "%s: broker overrides do not nest (inside %s)", a.Key, broker))
-				continue
-			}
-			o, oerrs := compileOverride(d, file, a)
-			errs = append(errs, oerrs...)
-			e.Outcomes = append(e.Outcomes, o.Outcomes...)
-			e.Checks = append(e.Checks, o.Checks...)
-			continue
-		}
-		if broker != "" && (a.Key == WithinKey || a.Key == EveryKey || a.Key == ErrorKey) {
-			errs = append(errs, diag.Errorf(a.KeyPos, "%s: not allowed in a broker override; put it beside %s", a.Key, broker))
-			continue
-		}
-		if d.IsExpect() && (a.Key == WithinKey || a.Key == EveryKey) {
-			dur, err := Duration(a.Value)
-			if err != nil {
-				errs = append(errs, diag.Errorf(pos, "%s: %v", a.Key, err))
-			}
-			if a.Key == WithinKey {
-				e.Within = dur
-			} else if e.Every = dur; err == nil && dur == 0 {
-				errs = append(errs, diag.Errorf(pos, "every: must be at least 1ms, got 0 (leave it out for the default, %s)", defaultEvery))
-			}
-			continue
-		}
-		if !d.IsExpect() && d.hasOutcome(a.Key) {
-			ow, err := outcomeWant(a, pos)
-			if err != nil {
-				errs = append(errs, err)
-			}
-			ow.Broker = broker
-			e.Outcomes = append(e.Outcomes, ow)
-			continue
-		}
-		if c, ok := checks[a.Key]; ok {
-			want, perrs := c.parse(file, a.Value)
-			for _, e := range perrs {
-				errs = append(errs, diag.Errorf(e.Pos, "%s: %s", a.Key, e.Msg))
-			}
-			e.Checks = append(e.Checks, CheckWant{Check: c, Want: want, Pos: a.KeyPos, Broker: broker})
-			continue
-		}
-		if a.Key == ErrorKey && !d.IsExpect() {
-			if a.Value.Kind != yaml.ScalarNode || a.Value.ShortTag() == "!!null" || a.Value.Value == "" {
-				errs = append(errs, diag.Errorf(pos, "error: want the text the error must contain"))
-			}
-			e.Error = &ErrorWant{Substr: a.Value.Value, Pos: a.KeyPos}
-			continue
-		}
-		if by := reportedBy(a.Key); d.IsExpect() && len(by) > 0 {
-			errs = append(errs, diag.Errorf(a.KeyPos, "%s is what %s reports: put it in that step's own expect (- %s:, then expect: {%s: ...} under it); a separate expect step checks state",
-				a.Key, strings.Join(by, " or "), by[0], a.Key))
-			continue
-		}
-		known, overrides := expectKeys(d), ""
-		if broker == "" { // a broker's override is a key here too (rabitmq:)
-			known = append(known, brokerNames()...)
-			overrides = "; or a broker's override: " + strings.Join(brokerNames(), ", ")
-		}
-		hint := diag.Suggest(a.Key, known)
-		if hint == "" && d.IsExpect() {
-			if s := diag.Suggest(a.Key, allOutcomes()); s != "" {
-				hint = s + ", an outcome: it goes in the step's own expect"
-			}
-		}
-		errs = append(errs, diag.Errorf(a.KeyPos, "unknown expect key %q for %s%s; known: %s%s",
-			a.Key, d.Name, hint, strings.Join(expectKeys(d), ", "), overrides))
+		errs = append(errs, compileExpectKey(d, file, a, broker, &e)...)
 	}
 	if seen[EveryKey] && !seen[WithinKey] {
 		errs = append(errs, diag.Errorf(pairs[0].KeyPos, "every: polls only together with within, e.g. {within: 2s, every: 50ms}"))
 	}
 	return e, errs
+}
+
+// compileExpectKey compiles one key of an expect map into e: a broker's
+// override, within/every, an outcome, a check or error.
+func compileExpectKey(d *Def, file string, a Arg, broker string, e *Expect) diag.Errors {
+	var errs diag.Errors
+	pos := diag.NodePos(file, a.Value)
+	switch {
+	case slices.Contains(brokerNames(), a.Key):
+		if broker != "" {
+			return diag.Errors{diag.Errorf(a.KeyPos, "%s: broker overrides do not nest (inside %s)", a.Key, broker)}
+		}
+		o, oerrs := compileOverride(d, file, a)
+		e.Outcomes = append(e.Outcomes, o.Outcomes...)
+		e.Checks = append(e.Checks, o.Checks...)
+		return oerrs
+	case broker != "" && (a.Key == WithinKey || a.Key == EveryKey || a.Key == ErrorKey):
+		return diag.Errors{diag.Errorf(a.KeyPos, "%s: not allowed in a broker override; put it beside %s", a.Key, broker)}
+	case d.IsExpect() && (a.Key == WithinKey || a.Key == EveryKey):
+		dur, err := Duration(a.Value)
+		if err != nil {
+			errs = append(errs, diag.Errorf(pos, "%s: %v", a.Key, err))
+		}
+		if a.Key == WithinKey {
+			e.Within = dur
+		} else if e.Every = dur; err == nil && dur == 0 {
+			errs = append(errs, diag.Errorf(pos, "every: must be at least 1ms, got 0 (leave it out for the default, %s)", defaultEvery))
+		}
+		return errs
+	case !d.IsExpect() && d.hasOutcome(a.Key):
+		ow, err := outcomeWant(a, pos)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		ow.Broker = broker
+		e.Outcomes = append(e.Outcomes, ow)
+		return errs
+	}
+	if c, ok := checks[a.Key]; ok {
+		want, perrs := c.parse(file, a.Value)
+		for _, pe := range perrs {
+			errs = append(errs, diag.Errorf(pe.Pos, "%s: %s", a.Key, pe.Msg))
+		}
+		e.Checks = append(e.Checks, CheckWant{Check: c, Want: want, Pos: a.KeyPos, Broker: broker})
+		return errs
+	}
+	if a.Key == ErrorKey && !d.IsExpect() {
+		if a.Value.Kind != yaml.ScalarNode || a.Value.ShortTag() == "!!null" || a.Value.Value == "" {
+			errs = append(errs, diag.Errorf(pos, "error: want the text the error must contain"))
+		}
+		e.Error = &ErrorWant{Substr: a.Value.Value, Pos: a.KeyPos}
+		return errs
+	}
+	return diag.Errors{unknownExpectKey(d, a, broker)}
+}
+
+// unknownExpectKey says what is wrong with a key no expect map knows.
+func unknownExpectKey(d *Def, a Arg, broker string) *diag.Error {
+	if by := reportedBy(a.Key); d.IsExpect() && len(by) > 0 {
+		return diag.Errorf(a.KeyPos, "%s is what %s reports: put it in that step's own expect (- %s:, then expect: {%s: ...} under it); a separate expect step checks state",
+			a.Key, strings.Join(by, " or "), by[0], a.Key)
+	}
+	known, overrides := expectKeys(d), ""
+	if broker == "" { // a broker's override is a key here too (rabitmq:)
+		known = append(known, brokerNames()...)
+		overrides = "; or a broker's override: " + strings.Join(brokerNames(), ", ")
+	}
+	hint := diag.Suggest(a.Key, known)
+	if hint == "" && d.IsExpect() {
+		if s := diag.Suggest(a.Key, allOutcomes()); s != "" {
+			hint = s + ", an outcome: it goes in the step's own expect"
+		}
+	}
+	return diag.Errorf(a.KeyPos, "unknown expect key %q for %s%s; known: %s%s",
+		a.Key, d.Name, hint, strings.Join(expectKeys(d), ", "), overrides)
 }
 
 // reportedBy are the steps that report outcome key, sorted.
