@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,7 +16,6 @@ import (
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/scenario"
-	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/sysrun"
 )
 
@@ -258,157 +256,6 @@ func consumerIDSkip(sc *scenario.Scenario, b string) (diag.Pos, string) {
 		}
 	}
 	return sc.Pos, broker.ConsumerIDSkip(b, sc.Consumers())
-}
-
-func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Result, error) {
-	if err := w.brokerUp(ctx, j.broker); err != nil {
-		return nil, err
-	}
-	start := time.Now()
-	sc := j.sc
-	if sc.System != nil {
-		// Never run: the services would get a URL scheme they cannot parse.
-		if why := sc.System.Unsupported(j.broker); why != "" {
-			return &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: len(p.brokers()) > 1 || j.broker != broker.Redis,
-				Skipped: fmt.Sprintf("%s: %s", sc.SystemPos, why)}, nil
-		}
-	}
-	if why := sc.PinnedSkip(j.broker); why != "" {
-		return &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: len(p.brokers()) > 1 || j.broker != broker.Redis,
-			Skipped: why}, nil
-	}
-	// Never sent to a broker that cannot name it (on RabbitMQ a refused
-	// queue name closes the run's shared connection).
-	if at, why := consumerIDSkip(sc, j.broker); why != "" {
-		return &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: len(p.brokers()) > 1 || j.broker != broker.Redis,
-			Skipped: fmt.Sprintf("%s: %s", at, why)}, nil
-	}
-	var iso *isolation
-	var sys *sysrun.Run
-	var err error
-	var judged func(*report.Result)
-	if sc.System != nil {
-		iso, sys, err = w.acquireSystem(ctx, j.broker, sc)
-		if err == nil && p.SystemRun != nil {
-			judged = p.SystemRun(sc, sys)
-		}
-	} else {
-		iso, err = w.acquire(ctx, j.broker, sc)
-	}
-	var be *brokerError
-	if errors.As(err, &be) {
-		return &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: len(p.brokers()) > 1 || j.broker != broker.Redis, Duration: time.Since(start),
-			Failures: []steps.Failure{{Pos: sc.Pos, Key: "broker", Msg: "cannot set up the scenario's broker: " + be.Error()}}}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	env := iso.env
-	where := [3]string{iso.producer, iso.consumer, iso.streamKey}
-	// The timeout bounds the scenario's own steps, not the isolation around
-	// them. run is the run's context: its interrupt (not the timeout) is
-	// what may cut a scenario off before its verdict.
-	run := ctx
-	ctx, cancel := context.WithTimeoutCause(ctx, p.Timeout, fmt.Errorf("scenario timed out after %s", p.Timeout))
-	defer cancel()
-	res := &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: len(p.brokers()) > 1 || j.broker != broker.Redis,
-		Setup: time.Since(start), Where: where}
-	res.Caps = env.Broker.Capabilities()
-	// A scenario is never passed on a broker that cannot do what it asks.
-	if why := lacking(sc, j.broker, env.Broker.Capabilities()); why != "" {
-		res.Skipped = fmt.Sprintf("%s: %s", sc.Pos, why)
-	}
-	if res.Skipped == "" && usesCDC(sc) {
-		skip, err := openSlot(ctx, env, iso.producer)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", sc.File, err)
-		}
-		if skip != "" {
-			at, _ := cdcStep(sc)
-			res.Skipped = fmt.Sprintf("%s: %s", at, skip)
-		}
-		defer func() { env.CDC = nil }()
-	}
-	decided, cutOff := false, false // cutOff: the run's interrupt came before the verdict
-	for _, call := range sc.Steps {
-		if res.Skipped != "" {
-			break
-		}
-		stepStart := time.Now()
-		out, fails := call.Exec(ctx, env)
-		res.Steps = append(res.Steps, report.StepRecord{Call: call, Result: out, Failures: fails, Duration: time.Since(stepStart)})
-		if out.Skipped != "" {
-			res.Skipped = fmt.Sprintf("%s: %s", call.Pos, out.Skipped)
-			break
-		}
-		for _, a := range out.Alerts {
-			res.Alerts = append(res.Alerts, fmt.Sprintf("%s: %s", call.Pos, a))
-		}
-		res.NA = append(res.NA, out.NA...)
-		if len(fails) > 0 {
-			res.Failures = fails
-			// A step that failed before an interrupt failed: its verdict
-			// stands, whatever settling and judging meet after.
-			decided, cutOff = true, run.Err() != nil
-			break
-		}
-	}
-	// A team's system runs on after the last step: it is judged once it
-	// settled, and a fault may still strike meanwhile.
-	var calm *settled
-	if sys != nil && res.Skipped == "" {
-		calm = settleSystem(ctx, env, sys, res, cmp.Or(sc.Settle, p.Settle, DefaultSettle))
-	}
-	finishSystem(sys, res)
-	if res.Skipped == "" && res.Passed() {
-		res.Skipped = allNA(res)
-	}
-	// The recovered state is what the history is judged on: servers a
-	// process fault left down come back first.
-	var restoreErr error
-	if sc.Exclusive || sc.BrokerExclusive {
-		if err := w.restore(context.WithoutCancel(ctx), iso, j.broker, sc.BrokerExclusive, sc.Exclusive); err != nil {
-			restoreErr = fmt.Errorf("restart the servers after %s: %w", sc.File, err)
-		}
-	}
-	if sys != nil && res.Skipped == "" && restoreErr == nil && !fieldsMismatch(res) {
-		// A team's system is judged even when a check failed: the
-		// violation names what the check only shows.
-		if err := judgeSystem(ctx, env, sys, res, calm); err != nil {
-			res.Failures = append(res.Failures, steps.Failure{Pos: sc.Pos, Key: "history", Msg: err.Error()})
-		}
-	} else if sys != nil && fieldsMismatch(res) {
-		res.NotJudged = notJudged("the broker entries lack the system file's stream fields, so the history cannot name their events")
-	} else if res.Skipped == "" && res.Passed() && restoreErr == nil {
-		if err := judgeHistory(ctx, env, res); err != nil {
-			res.Failures = append(res.Failures, steps.Failure{Pos: sc.Pos, Key: "history", Msg: err.Error()})
-		}
-	}
-	if !decided {
-		cutOff = run.Err() != nil
-	}
-	res.CutOff = cutOff
-	// What the team's services said, up to the verdict.
-	res.Services = servicesSaid(sys)
-	if judged != nil {
-		judged(res)
-	}
-	if env.CDC != nil { // a slot left behind would hold back WAL for good, kept or not
-		if derr := env.CDC.Drop(context.WithoutCancel(ctx)); derr != nil {
-			restoreErr = errors.Join(restoreErr, derr)
-		}
-	}
-	keep := p.Keep == KeepAll || p.Keep == KeepFailed && !res.Passed()
-	if keep {
-		res.Kept = w.inspect(iso, j.broker, sc.Consumers()...)
-	}
-	err = w.recycle(ctx, iso, keep)
-	res.Duration = time.Since(start)
-	if err != nil {
-		// The result stands; the run reports that cleanup failed too.
-		err = fmt.Errorf("cleanup of %s: %w", sc.File, err)
-	}
-	return res, errors.Join(restoreErr, err)
 }
 
 // interruptedWhileRunning makes a scenario whose verdict the run's
