@@ -256,7 +256,7 @@ func (r *Run) proxies(s *service) (map[string]string, []string, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: not a URL", link.name)
 		}
-		if s.pg[i], err = pgwire.Listen(u.Host); err != nil {
+		if s.pg[i], err = pgwire.ListenWith(u.Host, pgwire.DefaultLimits()); err != nil {
 			return nil, nil, err
 		}
 		if sl := r.cfg.PGSlots[i]; sl != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/outboxdrill/runner/broker/rabbitmq"
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/internal/testutil"
+	"github.com/outboxdrill/runner/proxy/listen"
 )
 
 // limitedProxy is a proxy to the test broker with limits of its own.
@@ -109,7 +110,7 @@ func TestABodyUnderWayStaysCounted(t *testing.T) {
 // H3. A body in frames of 1 byte counts what each costs kept: the
 // connection stops at its cap with 311 CONTENT_TOO_LARGE.
 func TestTinyFramesStopAtTheConnectionsCap(t *testing.T) {
-	p, _ := limitedProxy(t, Limits{ConnBytes: 4 << 20, TotalBytes: 64 << 20, Handshake: time.Minute})
+	p, _ := limitedProxy(t, Limits{Limits: listen.Limits{ConnBytes: 4 << 20, TotalBytes: 64 << 20, Handshake: time.Minute}})
 	c := rawOpen(t, p.Addr(), true)
 	one := encodeFrame(frameBody, 1, []byte("x"))
 	go c.Write(append(publishFrames(8<<20), bytes.Repeat(one, 1<<20)...))
@@ -127,7 +128,7 @@ func TestTinyFramesStopAtTheConnectionsCap(t *testing.T) {
 // H3. Connections each under their cap stop at the proxy's, all
 // connections together.
 func TestConnectionsStopAtTheTotalCap(t *testing.T) {
-	p, _ := limitedProxy(t, Limits{ConnBytes: 4 << 20, TotalBytes: 6 << 20, Handshake: time.Minute})
+	p, _ := limitedProxy(t, Limits{Limits: listen.Limits{ConnBytes: 4 << 20, TotalBytes: 6 << 20, Handshake: time.Minute}})
 	a, b := rawOpen(t, p.Addr(), true), rawOpen(t, p.Addr(), true)
 	a.send(publishFrames(8 << 20))
 	a.sendBody(3 << 20)
@@ -161,7 +162,7 @@ func TestChannelMaxIsRabbitMQs(t *testing.T) {
 // M5. Half-sent messages on many channels add up against the
 // connection's cap.
 func TestHalfSentMessagesAddUp(t *testing.T) {
-	p, _ := limitedProxy(t, Limits{ConnBytes: 1 << 20, TotalBytes: 64 << 20, Handshake: time.Minute})
+	p, _ := limitedProxy(t, Limits{Limits: listen.Limits{ConnBytes: 1 << 20, TotalBytes: 64 << 20, Handshake: time.Minute}})
 	c := rawOpenTuned(t, p.Addr(), false, 2047, 0)
 	var b []byte
 	for ch := uint16(1); ch <= 2000; ch++ {
@@ -191,7 +192,7 @@ func TestAHugeFrameIsRefusedInItsSize(t *testing.T) {
 // L1. A client that does not finish its handshake is cut at
 // Limits.Handshake, and its slot is free.
 func TestTheHandshakeIsTimed(t *testing.T) {
-	p, _ := limitedProxy(t, Limits{ConnBytes: 1 << 20, TotalBytes: 1 << 20, Handshake: time.Second, Idle: time.Minute})
+	p, _ := limitedProxy(t, Limits{Limits: listen.Limits{ConnBytes: 1 << 20, TotalBytes: 1 << 20, Handshake: time.Second, Idle: time.Minute}})
 	p.ln.SetMax(1)
 	start := time.Now() // the deadline runs from the accept: before the header's answer
 	c := rawConnTo(t, p.Addr())
@@ -221,7 +222,7 @@ func TestTheHandshakeIsTimed(t *testing.T) {
 // L1. Once open, a connection is cut only when nothing crossed it for
 // twice the heartbeat: heartbeats keep it; silence past it ends it.
 func TestIdleIsTwiceTheHeartbeat(t *testing.T) {
-	p, _ := limitedProxy(t, Limits{ConnBytes: 1 << 20, TotalBytes: 1 << 20, Handshake: time.Minute, Idle: time.Hour})
+	p, _ := limitedProxy(t, Limits{Limits: listen.Limits{ConnBytes: 1 << 20, TotalBytes: 1 << 20, Handshake: time.Minute, Idle: time.Hour}})
 	c := rawOpenTuned(t, p.Addr(), true, 2047, 1)
 	// The broker sends heartbeats every 0.5 s: its frames keep the
 	// connection for 3 s, past twice the heartbeat.
@@ -233,7 +234,7 @@ func TestIdleIsTwiceTheHeartbeat(t *testing.T) {
 		c.send(encodeFrame(frameHeartbeat, 0, nil))
 	}
 	// A heartbeat-less connection that says nothing is cut at Idle.
-	p2, _ := limitedProxy(t, Limits{ConnBytes: 1 << 20, TotalBytes: 1 << 20, Handshake: time.Minute, Idle: time.Second})
+	p2, _ := limitedProxy(t, Limits{Limits: listen.Limits{ConnBytes: 1 << 20, TotalBytes: 1 << 20, Handshake: time.Minute, Idle: time.Second}})
 	c = rawOpenTuned(t, p2.Addr(), true, 2047, 0)
 	start := time.Now()
 	testutil.ReadToClose(t, c)

@@ -229,11 +229,11 @@ func (c *conn) strikeRequest(a *Armed, u *unit, ev Event) bool {
 // barrier waits until the held answer's fault has struck: nothing the
 // client sent after the method reaches the server first.
 func (c *conn) barrier(k *call) bool {
-	return c.Await(k.answered, replyWait, func() bool {
+	return c.Await(k.answered, c.p.lim.ReplyWait, func() bool {
 		if !c.forget(k) {
 			return false
 		}
-		k.strike.Finish(&fault.Unclassifiable{Reason: fmt.Sprintf("no answer to %s on channel %d came within %v", k.x.method, k.ch, replyWait)})
+		k.strike.Finish(&fault.Unclassifiable{Reason: fmt.Sprintf("no answer to %s on channel %d came within %v", k.x.method, k.ch, c.p.lim.ReplyWait)})
 		return true
 	})
 }

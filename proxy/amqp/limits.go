@@ -3,6 +3,7 @@ package amqp
 import (
 	"time"
 
+	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/proxy/listen"
 )
 
@@ -39,15 +40,27 @@ import (
 //     0: no limit with heartbeats off.
 //   - Message is not used: a message's frames may come as slowly as its
 //     client sends them, each counted as it arrives.
-type Limits = listen.Limits
+type Limits struct {
+	listen.Limits
+	// ReplyWait bounds the wait behind a held answer (0: ReplyWait).
+	ReplyWait time.Duration
+	// MaxOtherEvents bounds the events kept of methods the history does
+	// not read (0: MaxOtherEvents).
+	MaxOtherEvents int64
+}
 
 // DefaultLimits are the limits Listen gives a proxy.
 func DefaultLimits() Limits {
 	return Limits{
-		ConnBytes:  2*MaxContent + 8<<20,
-		TotalBytes: 4 * MaxContent,
-		Handshake:  time.Minute,
-		Idle:       10 * time.Minute,
+		Limits: listen.Limits{
+			ConnBytes:   2*MaxContent + 8<<20,
+			TotalBytes:  4 * MaxContent,
+			Handshake:   time.Minute,
+			Idle:        10 * time.Minute,
+			RecordBytes: fault.MaxRecordBytes,
+		},
+		ReplyWait:      ReplyWait,
+		MaxOtherEvents: MaxOtherEvents,
 	}
 }
 

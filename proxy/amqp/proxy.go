@@ -91,11 +91,8 @@ type Event struct {
 // ReplyWait bounds how long a client waits, behind the barrier, for the
 // held answer of its method. An answer that never comes (a confirm on a
 // channel the broker stalls) fails the trigger as unclassifiable and the
-// client goes on.
+// client goes on. The default of Limits.ReplyWait.
 const ReplyWait = 10 * time.Second
-
-// replyWait is ReplyWait as the code reads it: tests lower it.
-var replyWait = ReplyWait
 
 // Proxy listens on a loopback port and relays each client connection to
 // the upstream AMQP server.
@@ -114,9 +111,13 @@ type Proxy struct {
 // DefaultLimits.
 func Listen(upstream string) (*Proxy, error) { return ListenWith(upstream, DefaultLimits()) }
 
-// ListenWith starts a proxy with limits of its own.
+// ListenWith starts a proxy with limits of its own (a cap or wait left at
+// 0 is its default).
 func ListenWith(upstream string, lim Limits) (*Proxy, error) {
+	listen.Default(&lim.ReplyWait, ReplyWait)
+	listen.Default(&lim.MaxOtherEvents, MaxOtherEvents)
 	p := &Proxy{upstream: upstream, lim: lim, acct: lim.Account()}
+	p.Bound(lim.RecordBytes)
 	ln, err := listen.Serve(listen.Protocol{
 		Open:   func(id int, nc net.Conn) listen.Conn { return newConn(p, id, nc) },
 		Serve:  func(c listen.Conn) { c.(*conn).serve() },
@@ -190,16 +191,14 @@ func (p *Proxy) failAll(err error) {
 }
 
 // MaxOtherEvents bounds the events the proxy keeps of methods the history
-// does not read; a trigger's strikes are always kept.
+// does not read; a trigger's strikes are always kept. The default of
+// Limits.MaxOtherEvents.
 const MaxOtherEvents = 1 << 16
-
-// maxOtherEvents is MaxOtherEvents as the code reads it: tests lower it.
-var maxOtherEvents int64 = MaxOtherEvents
 
 // record numbers and keeps an event and returns its number (0: not kept).
 func (p *Proxy) record(e Event) int64 {
 	e.At = time.Now()
-	if e.Kind == KindOther && p.others.Add(1) > maxOtherEvents && e.Fault == "" {
+	if e.Kind == KindOther && p.others.Add(1) > p.lim.MaxOtherEvents && e.Fault == "" {
 		return 0
 	}
 	e.Seq = p.seq.Add(1)

@@ -265,7 +265,7 @@ func (c *conn) closingFrame(f frame, dir int) bool {
 	cl := ch.closing
 	if dir == fromClient && cl.client {
 		c.mu.Unlock()
-		t := time.NewTimer(replyWait)
+		t := time.NewTimer(c.p.lim.ReplyWait)
 		defer t.Stop()
 		select {
 		case <-cl.serverDone:

@@ -249,8 +249,8 @@ type Registry[A interface {
 	armed  []A
 	events []E
 	// bytes is what the kept events hold (Sized); dropped counts those
-	// left out once MaxRecordBytes was reached.
-	bytes, dropped int64
+	// left out once the bound (0: MaxRecordBytes) was reached.
+	bytes, dropped, bound int64
 }
 
 // MaxRecordBytes bounds what one proxy keeps of the traffic it relayed
@@ -262,14 +262,13 @@ type Registry[A interface {
 // always kept, and the history that rests on the record is not judged.
 const MaxRecordBytes = 64 << 20
 
-// maxRecordBytes is MaxRecordBytes as the code reads it: tests lower it.
-var maxRecordBytes int64 = MaxRecordBytes
-
-// SetMaxRecordBytes sets the bound for a test, which restores it.
-func SetMaxRecordBytes(n int64) (restore func()) {
-	old := maxRecordBytes
-	maxRecordBytes = n
-	return func() { maxRecordBytes = old }
+// Bound sets what the record keeps, in bytes (listen.Limits.RecordBytes;
+// 0 or less: MaxRecordBytes, so that a limit left unset is never weaker
+// than the default). A proxy sets it at construction, before it records.
+func (r *Registry[A, E]) Bound(n int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.bound = max(n, 0)
 }
 
 // eventOverhead is what an event costs beyond what Sized counts: its
@@ -311,7 +310,7 @@ func (r *Registry[A, E]) Waiting() []A {
 	return out
 }
 
-// Record appends an event, unless the record is full (MaxRecordBytes).
+// Record appends an event, unless the record is full (Bound).
 func (r *Registry[A, E]) Record(e E) {
 	n, keep := int64(eventOverhead), false
 	if s, ok := any(e).(Sized); ok {
@@ -320,7 +319,11 @@ func (r *Registry[A, E]) Record(e E) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.bytes+n > maxRecordBytes && !keep {
+	limit := r.bound
+	if limit == 0 {
+		limit = MaxRecordBytes
+	}
+	if r.bytes+n > limit && !keep {
 		r.dropped++
 		return
 	}

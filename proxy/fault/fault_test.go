@@ -123,8 +123,8 @@ func (*noTrigger) Waiting() bool { return false }
 // TestRecordIsBounded: a record keeps events up to its byte bound, then
 // counts what it leaves out, and keeps a strike whatever the bound.
 func TestRecordIsBounded(t *testing.T) {
-	defer SetMaxRecordBytes(10 << 10)()
 	var r Registry[*noTrigger, sizedEvent]
+	r.Bound(10 << 10)
 	for range 20 {
 		r.Record(sizedEvent{n: 1 << 10})
 	}

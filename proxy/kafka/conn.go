@@ -67,7 +67,7 @@ type call struct {
 
 func newConn(p *Proxy, id int, upstream string, client net.Conn) *conn {
 	return &conn{Pair: listen.NewPair(client), p: p, id: id, upstream: upstream, fetchAt: map[topicPartition]int64{},
-		acct: p.acct.Conn(), clock: listen.NewClock(client, p.limits), txns: map[*txn]bool{}}
+		acct: p.acct.Conn(), clock: listen.NewClock(client, p.limits.Limits), txns: map[*txn]bool{}}
 }
 
 func (c *conn) serve() {
@@ -239,8 +239,8 @@ func (c *conn) send(k *call, msg []byte, more bool) bool {
 	}
 	// The barrier: nothing after the request reaches the broker before
 	// its fault struck.
-	return c.toServer.Flush() == nil && c.Await(k.answered, replyWait, func() bool {
-		return c.giveUp(k, fmt.Sprintf("no response to the %s came within %v", name(q.key), replyWait))
+	return c.toServer.Flush() == nil && c.Await(k.answered, c.p.limits.ReplyWait, func() bool {
+		return c.giveUp(k, fmt.Sprintf("no response to the %s came within %v", name(q.key), c.p.limits.ReplyWait))
 	})
 }
 
@@ -273,7 +273,7 @@ func (c *conn) drain() bool {
 	if last == nil {
 		return true
 	}
-	return c.Await(last.answered, replyWait, func() bool { return true })
+	return c.Await(last.answered, c.p.limits.ReplyWait, func() bool { return true })
 }
 
 // giveUp drops a held call whose response never came (false: it is being

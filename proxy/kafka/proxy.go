@@ -40,11 +40,9 @@ import (
 
 // ReplyWait bounds how long a client waits, behind the barrier, for the
 // held response (or the responses before a request fault). One that does
-// not come in time fails the trigger as unclassifiable.
+// not come in time fails the trigger as unclassifiable. The default of
+// Limits.ReplyWait.
 const ReplyWait = 30 * time.Second
-
-// replyWait is ReplyWait as the code reads it: tests lower it.
-var replyWait = ReplyWait
 
 // Proxy relays a Kafka cluster: a listener for the bootstrap broker, and
 // one for each broker a response names.
@@ -72,10 +70,13 @@ type Proxy struct {
 func Listen(upstream string) (*Proxy, error) { return ListenWith(upstream, DefaultLimits()) }
 
 // ListenWith is Listen with limits of the proxy's own (a test lowers
-// them).
+// them; ReplyWait and MaxOtherEvents left at 0 are their defaults).
 func ListenWith(upstream string, lim Limits) (*Proxy, error) {
+	listen.Default(&lim.ReplyWait, ReplyWait)
+	listen.Default(&lim.MaxOtherEvents, MaxOtherEvents)
 	p := &Proxy{seed: upstream, listeners: map[string]*listen.Listener{}, topicIDs: map[[16]byte]string{}, txns: map[string]*txn{},
 		limits: lim, acct: lim.Account()}
+	p.Bound(lim.RecordBytes)
 	if _, err := p.listenerFor(upstream); err != nil {
 		return nil, fmt.Errorf("kafka proxy: %w", err)
 	}
@@ -279,16 +280,14 @@ func (p *Proxy) proxyAddr(host string, port int32) (string, int32, error) {
 }
 
 // MaxOtherEvents bounds the events the proxy keeps of requests the
-// history does not read; a trigger's strikes are always kept.
+// history does not read; a trigger's strikes are always kept. The
+// default of Limits.MaxOtherEvents.
 const MaxOtherEvents = 1 << 16
-
-// maxOtherEvents is MaxOtherEvents as the code reads it: tests lower it.
-var maxOtherEvents int64 = MaxOtherEvents
 
 // record numbers and keeps an event.
 func (p *Proxy) record(e Event) {
 	e.At = time.Now()
-	if e.Kind == KindOther && p.others.Add(1) > maxOtherEvents && e.Fault == "" {
+	if e.Kind == KindOther && p.others.Add(1) > p.limits.MaxOtherEvents && e.Fault == "" {
 		return
 	}
 	e.Seq = p.seq.Add(1)

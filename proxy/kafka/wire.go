@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/proxy/listen"
 )
 
@@ -61,12 +62,23 @@ const (
 
 // Limits is what one proxy lets its clients cost: the bytes they make it
 // hold, on its account, and the handshake, idle and message deadlines of
-// its Clocks.
-type Limits = listen.Limits
+// its Clocks; and how long a client waits behind a held response.
+type Limits struct {
+	listen.Limits
+	// ReplyWait bounds the wait behind a held response (0: ReplyWait).
+	ReplyWait time.Duration
+	// MaxOtherEvents bounds the events kept of requests the history does
+	// not read (0: MaxOtherEvents).
+	MaxOtherEvents int64
+}
 
 // DefaultLimits are the limits Listen gives a proxy.
 func DefaultLimits() Limits {
-	return Limits{ConnBytes: ConnBytes, TotalBytes: TotalBytes, Handshake: HandshakeTimeout, Idle: IdleTimeout, Message: MessageTimeout}
+	return Limits{
+		Limits: listen.Limits{ConnBytes: ConnBytes, TotalBytes: TotalBytes, Handshake: HandshakeTimeout, Idle: IdleTimeout,
+			Message: MessageTimeout, RecordBytes: fault.MaxRecordBytes},
+		ReplyWait: ReplyWait, MaxOtherEvents: MaxOtherEvents,
+	}
 }
 
 // readMessage reads a size-prefixed message, allocating only for bytes

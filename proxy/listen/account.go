@@ -35,6 +35,21 @@ type Limits struct {
 	// client that announces a large message and trickles it holds its
 	// bytes only that long (for a proxy that calls Clock.Begin).
 	Message time.Duration
+	// RecordBytes bounds what the proxy keeps of the traffic it relayed,
+	// for the history (its fault.Registry's record): a client in a loop
+	// of large publishes would otherwise grow the runner. 0 is the
+	// default, fault.MaxRecordBytes, never "none".
+	RecordBytes int64
+}
+
+// Default sets *v to d when it is 0 or less: a cap or a wait a proxy's
+// Limits leave unset is the proxy's default, so that a Limits built field
+// by field is never weaker than DefaultLimits (no cap) nor stricter than
+// the protocol allows (a cap of 0 refuses everything).
+func Default[T int | int64 | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // Account is the proxy's account of Limits.ConnBytes and TotalBytes.

@@ -14,7 +14,6 @@ import (
 	brokerjs "github.com/outboxdrill/runner/broker/jetstream"
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/internal/testutil"
-	"github.com/outboxdrill/runner/proxy/fault"
 )
 
 // limitedProxy is a proxy to the test server with limits of its own.
@@ -88,8 +87,9 @@ func flood(t *testing.T, c net.Conn, n int, op func(i int) string) {
 // M1. Unanswered publishes' records are bounded per connection in bytes
 // (each kept its whole control line) and given back when it closes.
 func TestUnansweredPublishesAreBounded(t *testing.T) {
-	defer fault.SetMaxRecordBytes(1 << 20)() // the history's own bound aside
-	p := limitedProxy(t, DefaultLimits())
+	lim := DefaultLimits()
+	lim.RecordBytes = 1 << 20 // the history's own bound aside
+	p := limitedProxy(t, lim)
 	c := connected(t, p)
 	reply := strings.Repeat("r", 3000)
 	heap := heapInUse()
@@ -126,8 +126,9 @@ func TestAnUnansweredPublishAges(t *testing.T) {
 // M2. SUB lines are bounded per connection in bytes, and given back on
 // UNSUB.
 func TestSubscriptionsAreBounded(t *testing.T) {
-	defer fault.SetMaxRecordBytes(1 << 20)() // the history's own bound aside
-	p := limitedProxy(t, DefaultLimits())
+	lim := DefaultLimits()
+	lim.RecordBytes = 1 << 20 // the history's own bound aside
+	p := limitedProxy(t, lim)
 	c := connected(t, p)
 	subject := strings.Repeat("s", 3000)
 	heap := heapInUse()

@@ -357,11 +357,11 @@ func (c *conn) forget(subject string, k *call) bool {
 // barrier waits until the held reply's fault has struck: nothing the
 // client sent after the operation reaches the server first.
 func (c *conn) barrier(k *call) bool {
-	return c.Await(k.answered, replyWait, func() bool {
+	return c.Await(k.answered, c.p.lim.ReplyWait, func() bool {
 		if !c.forget(k.reply, k) {
 			return false
 		}
-		k.strike.Finish(&fault.Unclassifiable{Reason: fmt.Sprintf("no reply to the %s to %s came on its connection within %v", k.x.kind, k.x.subject, replyWait)})
+		k.strike.Finish(&fault.Unclassifiable{Reason: fmt.Sprintf("no reply to the %s to %s came on its connection within %v", k.x.kind, k.x.subject, c.p.lim.ReplyWait)})
 		return true
 	})
 }

@@ -3,6 +3,7 @@ package nats
 import (
 	"time"
 
+	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/proxy/listen"
 )
 
@@ -43,20 +44,28 @@ type Limits struct {
 	// and a late reply passes on unpaired. A reply a trigger holds is
 	// given up at ReplyWait first, never dropped here.
 	PendingAge time.Duration
+	// ReplyWait bounds the wait behind a held reply (0: ReplyWait).
+	ReplyWait time.Duration
+	// MaxOtherEvents bounds the events kept of operations the history
+	// does not read (0: MaxOtherEvents).
+	MaxOtherEvents int64
 }
 
 // DefaultLimits are the limits Listen gives a proxy.
 func DefaultLimits() Limits {
 	return Limits{
 		Limits: listen.Limits{
-			ConnBytes:  8 << 20,
-			TotalBytes: 256 << 20,
-			Handshake:  time.Minute,
-			Idle:       10 * time.Minute,
+			ConnBytes:   8 << 20,
+			TotalBytes:  256 << 20,
+			Handshake:   time.Minute,
+			Idle:        10 * time.Minute,
+			RecordBytes: fault.MaxRecordBytes,
 		},
-		MaxPending: MaxPending,
-		MaxSubs:    MaxSubs,
-		PendingAge: time.Minute,
+		MaxPending:     MaxPending,
+		MaxSubs:        MaxSubs,
+		PendingAge:     time.Minute,
+		ReplyWait:      ReplyWait,
+		MaxOtherEvents: MaxOtherEvents,
 	}
 }
 

@@ -78,11 +78,9 @@ type Event struct {
 // ReplyWait bounds how long a client waits, behind the barrier, for the
 // held reply of its publish. A reply that never comes on this connection
 // (a plain request nobody answers) fails the trigger as unclassifiable
-// and the client goes on. nats.go gives up on a PubAck after 5 s.
+// and the client goes on. nats.go gives up on a PubAck after 5 s. The
+// default of Limits.ReplyWait.
 const ReplyWait = 10 * time.Second
-
-// replyWait is ReplyWait as the code reads it: tests lower it.
-var replyWait = ReplyWait
 
 // Proxy listens on a loopback port and relays each client connection to
 // the upstream NATS server.
@@ -105,9 +103,13 @@ type Proxy struct {
 // DefaultLimits.
 func Listen(upstream string) (*Proxy, error) { return ListenWith(upstream, DefaultLimits()) }
 
-// ListenWith starts a proxy with limits of its own.
+// ListenWith starts a proxy with limits of its own (ReplyWait and
+// MaxOtherEvents left at 0 are their defaults).
 func ListenWith(upstream string, lim Limits) (*Proxy, error) {
+	listen.Default(&lim.ReplyWait, ReplyWait)
+	listen.Default(&lim.MaxOtherEvents, MaxOtherEvents)
 	p := &Proxy{upstream: upstream, lim: lim, acct: lim.Account()}
+	p.Bound(lim.RecordBytes)
 	ln, err := listen.Serve(listen.Protocol{
 		Open:   func(id int, nc net.Conn) listen.Conn { return newConn(p, id, nc) },
 		Serve:  func(c listen.Conn) { c.(*conn).serve() },
@@ -172,11 +174,9 @@ func (p *Proxy) failAll(err error) {
 
 // MaxOtherEvents bounds the events the proxy keeps of operations the
 // history does not read (a client in a loop would otherwise grow the
-// record without bound); a trigger's strikes are always kept.
+// record without bound); a trigger's strikes are always kept. The
+// default of Limits.MaxOtherEvents.
 const MaxOtherEvents = 1 << 16
-
-// maxOtherEvents is MaxOtherEvents as the code reads it: tests lower it.
-var maxOtherEvents int64 = MaxOtherEvents
 
 // record numbers and keeps an event, and returns its number (0: not
 // kept). The message's bytes are copied: they are the reader's buffer.
@@ -188,7 +188,7 @@ func (p *Proxy) record(e Event, m *msg) int64 {
 		e.Subject, e.Reply, e.SID = strings.Clone(m.subject), strings.Clone(m.reply), strings.Clone(m.sid)
 	}
 	if e.Kind == KindOther {
-		if p.others.Add(1) > maxOtherEvents && e.Fault == "" {
+		if p.others.Add(1) > p.lim.MaxOtherEvents && e.Fault == "" {
 			return 0
 		}
 		// Cut, then cloned again: a slice of the clone would keep

@@ -36,7 +36,7 @@ type conn struct {
 	major   int           // the server's major version, from its server_version
 
 	// c2s only: prepared statements and portals by name → their SQL, and
-	// the bytes they take; forgot: past maxPrepared, they are no longer
+	// the bytes they take; forgot: past Limits.MaxPrepared, they are no longer
 	// kept.
 	stmts   map[string]string
 	portals map[string]string
@@ -73,7 +73,7 @@ type reply struct {
 	stmt      *stmtHold // a statement trigger is armed: hold the reply
 	held      [][]byte
 	heldBytes int
-	spilled   bool // over maxHeldReply: passed on as it came, but for its ReadyForQuery
+	spilled   bool // over Limits.MaxHeldReply: passed on as it came, but for its ReadyForQuery
 	status    byte
 }
 
@@ -122,10 +122,10 @@ func (c *conn) dial() error { return listen.Dial(c.p.upstream, c.done, &c.server
 
 func (c *conn) serve() {
 	defer c.close()
-	c.fr = newFramer(c.clock.Reader())
+	c.fr = newFramer(c.clock.Reader(), c.p.lim.MaxMessage)
 	c.fr.acct = c.acct
 	c.be = pgproto3.NewBackend(c.fr, c.client)
-	c.be.SetMaxBodyLen(maxMessage)
+	c.be.SetMaxBodyLen(c.p.lim.MaxMessage)
 	startup, ok := c.greet() // within Limits.Handshake, as authenticate
 	if !ok {
 		return
@@ -135,7 +135,7 @@ func (c *conn) serve() {
 		return
 	}
 	c.fe = pgproto3.NewFrontend(c.clock.Touching(c.server), c.server)
-	c.fe.SetMaxBodyLen(maxMessage)
+	c.fe.SetMaxBodyLen(c.p.lim.MaxMessage)
 	if !c.write(startup) || !c.authenticate() {
 		return
 	}
@@ -191,7 +191,7 @@ func (c *conn) refuseLarge(err error) bool {
 	switch {
 	case errors.As(err, &tl):
 	case errors.As(err, &body):
-		tl = &tooLarge{from: "client", n: body.ActualBodyLen}
+		tl = &tooLarge{from: "client", n: body.ActualBodyLen, cap: c.p.lim.MaxMessage}
 	default:
 		return false
 	}

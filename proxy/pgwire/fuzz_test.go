@@ -55,9 +55,8 @@ func FuzzPGWireClient(f *testing.F) {
 	f.Add(append(append([]byte{}, startup...), 'Q', 0x7f, 0xff, 0xff, 0xff))
 	f.Add(append(append([]byte{}, startup...), 'Q', 0, 0, 0, 3))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		defer func(old int) { maxMessage = old }(maxMessage)
-		maxMessage = 4096
-		fr := newFramer(bytes.NewReader(in))
+		const maxMessage = 4096
+		fr := newFramer(bytes.NewReader(in), maxMessage)
 		seen := &recorder{r: fr} // what the Backend got from the framer
 		be := pgproto3.NewBackend(seen, io.Discard)
 		be.SetMaxBodyLen(maxMessage)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/proxy/listen"
 )
 
@@ -57,9 +58,24 @@ const (
 const messageCopies = 2
 
 // Limits is what one proxy lets its clients cost (ListenWith gives each
-// proxy its own; tests lower them on the proxy they build). Message is
-// not used: the bytes of a message are counted as they arrive.
-type Limits = listen.Limits
+// proxy its own; tests lower them on the proxy they build). Of the shared
+// listen.Limits, Message is not used: the bytes of a message are counted
+// as they arrive. The caps of PostgreSQL's own messages come besides; each
+// left at 0 is its default (the constant of the same name), never "none".
+type Limits struct {
+	listen.Limits
+	// MaxMessage bounds one protocol message, either way (MaxMessage).
+	MaxMessage int
+	// MaxHeldReply bounds what is held of one reply while a statement
+	// trigger waits for it (MaxHeldReply).
+	MaxHeldReply int
+	// MaxBatch bounds an extended-protocol batch kept until its Sync
+	// (MaxBatch).
+	MaxBatch int
+	// MaxPrepared bounds the bytes of prepared statements and portals
+	// remembered for one connection (MaxPrepared).
+	MaxPrepared int
+}
 
 // DefaultLimits are the limits Listen gives a proxy. Idle is none, as
 // PostgreSQL's own idle_session_timeout (0): a pool keeps connections
@@ -68,16 +84,21 @@ type Limits = listen.Limits
 // a healthy service. A slot is bounded by MaxConns instead, and a client
 // that never finishes its startup by Handshake.
 func DefaultLimits() Limits {
-	return Limits{ConnBytes: ConnBytes, TotalBytes: TotalBytes, Handshake: StartupTimeout}
+	return Limits{
+		Limits:     listen.Limits{ConnBytes: ConnBytes, TotalBytes: TotalBytes, Handshake: StartupTimeout, RecordBytes: fault.MaxRecordBytes},
+		MaxMessage: MaxMessage, MaxHeldReply: MaxHeldReply, MaxBatch: MaxBatch, MaxPrepared: MaxPrepared,
+	}
 }
 
-// The limits as the code reads them: tests lower them.
-var (
-	maxMessage   = MaxMessage
-	maxHeldReply = MaxHeldReply
-	maxBatch     = MaxBatch
-	maxPrepared  = MaxPrepared
-)
+// orDefaults is l with each message cap left at 0 set to its default: a
+// cap of 0 would refuse every message.
+func (l Limits) orDefaults() Limits {
+	listen.Default(&l.MaxMessage, MaxMessage)
+	listen.Default(&l.MaxHeldReply, MaxHeldReply)
+	listen.Default(&l.MaxBatch, MaxBatch)
+	listen.Default(&l.MaxPrepared, MaxPrepared)
+	return l
+}
 
 // limitSQLState is program_limit_exceeded.
 const limitSQLState = "54000"
@@ -104,6 +125,7 @@ func size(n int) string {
 type tooLarge struct {
 	from string // "client" or "server"
 	n    int
+	cap  int // Limits.MaxMessage
 	over error
 }
 
@@ -111,7 +133,7 @@ func (e *tooLarge) Error() string {
 	if e.over != nil {
 		return listen.Named(e.over, fmt.Sprintf("a %s message of %d bytes", e.from, e.n)).Error()
 	}
-	return fmt.Sprintf("a %s message of %d bytes is over the proxy's cap of %d bytes", e.from, e.n, maxMessage)
+	return fmt.Sprintf("a %s message of %d bytes is over the proxy's cap of %d bytes", e.from, e.n, e.cap)
 }
 
 // framer reads the client's messages whole, a piece at a time as their
@@ -126,10 +148,11 @@ type framer struct {
 	off     int
 	tab     *listen.Tab // what the message being read holds of the account
 	acct    *listen.ConnAccount
+	max     int // Limits.MaxMessage
 }
 
-func newFramer(r io.Reader) *framer {
-	return &framer{r: bufio.NewReaderSize(r, 8<<10), startup: true}
+func newFramer(r io.Reader, max int) *framer {
+	return &framer{r: bufio.NewReaderSize(r, 8<<10), startup: true, max: max}
 }
 
 func (f *framer) Read(p []byte) (int, error) {
@@ -169,13 +192,13 @@ func (f *framer) fill() error {
 		return fmt.Errorf("invalid length of startup packet: %d", n-4)
 	case !f.startup && n < 4:
 		return fmt.Errorf("invalid message length: %d", n)
-	case !f.startup && n-4 > maxMessage:
-		return &tooLarge{from: "client", n: n - 4}
+	case !f.startup && n-4 > f.max:
+		return &tooLarge{from: "client", n: n - 4, cap: f.max}
 	}
 	for left := n - 4; left > 0; {
 		k := min(left, 64<<10)
 		if err := f.tab.Take(int64(k)); err != nil { // before it is allocated
-			return &tooLarge{from: "client", n: n - 4, over: err}
+			return &tooLarge{from: "client", n: n - 4, cap: f.max, over: err}
 		}
 		f.msg = slices.Grow(f.msg, k)
 		got, err := io.ReadFull(f.r, f.msg[len(f.msg):len(f.msg)+k])
@@ -190,7 +213,7 @@ func (f *framer) fill() error {
 		left -= k
 	}
 	if err := f.tab.Take(messageCopies * int64(n-4)); err != nil {
-		return &tooLarge{from: "client", n: n - 4, over: err}
+		return &tooLarge{from: "client", n: n - 4, cap: f.max, over: err}
 	}
 	if f.startup {
 		if code := binary.BigEndian.Uint32(f.msg[4:8]); code != sslRequestCode && code != gssEncCode {
@@ -201,7 +224,7 @@ func (f *framer) fill() error {
 }
 
 // track keeps the proxy's memory of a connection's prepared statements
-// and portals, in bytes, up to maxPrepared and on the account; past
+// and portals, in bytes, up to Limits.MaxPrepared and on the account; past
 // either, they are all forgotten.
 func (c *conn) track(m map[string]string, name, sql string) {
 	if c.forgot {
@@ -211,7 +234,7 @@ func (c *conn) track(m map[string]string, name, sql string) {
 	if old, ok := m[name]; ok {
 		grow -= len(name) + len(old)
 	}
-	if c.tracked+grow > maxPrepared || c.acct.Take(int64(grow)) != nil {
+	if c.tracked+grow > c.p.lim.MaxPrepared || c.acct.Take(int64(grow)) != nil {
 		c.forgot = true
 		c.acct.Release(int64(c.tracked))
 		c.tracked = 0

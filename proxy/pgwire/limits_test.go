@@ -116,8 +116,9 @@ func TestMessageCostsWhatArrived(t *testing.T) {
 
 // A query under the cap passes whole; one over it is refused with 54000.
 func TestMessageCap(t *testing.T) {
-	lower(t, &maxMessage, 1<<20)
-	f := newFixture(t)
+	t.Parallel()
+	maxMessage := 1 << 20
+	f := lowered(t, func(l *Limits) { l.MaxMessage = maxMessage })
 	ctx := context.Background()
 	c := f.client()
 	var one int
@@ -134,8 +135,9 @@ func TestMessageCap(t *testing.T) {
 // The server's messages have the same cap: a row wider than it ends the
 // connection with 54000 instead of being decoded whole.
 func TestServerMessageCap(t *testing.T) {
-	lower(t, &maxMessage, 1<<20)
-	f := newFixture(t)
+	t.Parallel()
+	maxMessage := 1 << 20
+	f := lowered(t, func(l *Limits) { l.MaxMessage = maxMessage })
 	ctx := context.Background()
 	c := f.client()
 	var s string
@@ -207,18 +209,19 @@ func TestConnectionCap(t *testing.T) {
 	}
 }
 
-// lower sets a limit for one test.
-func lower(t *testing.T, limit *int, n int) {
-	old := *limit
-	*limit = n
-	t.Cleanup(func() { *limit = old })
+// lowered is a fixture whose proxy has the default limits as lower
+// changes them.
+func lowered(t *testing.T, lower func(*Limits)) *fixture {
+	lim := DefaultLimits()
+	lower(&lim)
+	return newFixtureWith(t, lim)
 }
 
 // A reply over the held cap is passed on instead of held: the client gets
 // all of it, and the trigger that waited for it fails as unclassifiable.
 func TestHeldReplyOverTheCap(t *testing.T) {
-	lower(t, &maxHeldReply, 1<<20)
-	f := newFixture(t)
+	t.Parallel()
+	f := lowered(t, func(l *Limits) { l.MaxHeldReply = 1 << 20 })
 	ctx := context.Background()
 	c := f.client()
 	wide := "INSERT INTO " + f.a + " (id) VALUES ($1) RETURNING repeat('y', 3000000)"
@@ -260,8 +263,8 @@ func TestHeldReplyOverTheCap(t *testing.T) {
 // An extended batch that grows past its cap before its Sync goes on to
 // the server; its trigger fails as unclassifiable.
 func TestBatchOverTheCap(t *testing.T) {
-	lower(t, &maxBatch, 64<<10)
-	f := newFixture(t)
+	t.Parallel()
+	f := lowered(t, func(l *Limits) { l.MaxBatch = 64 << 10 })
 	a := f.arm(fault.Trigger{Link: fault.ConsumerDB, Boundary: fault.Statement, Filter: fault.Filter{Table: f.a}, Action: fault.Action{Do: fault.Cut}})
 	c, fe := f.raw(t)
 	fe.Send(&pgproto3.Query{String: "BEGIN"})
@@ -304,8 +307,8 @@ func TestBatchOverTheCap(t *testing.T) {
 // knows what an Execute runs: triggers fail as unclassifiable rather than
 // miss a COMMIT.
 func TestPreparedOverTheCap(t *testing.T) {
-	lower(t, &maxPrepared, 64<<10)
-	f := newFixture(t)
+	t.Parallel()
+	f := lowered(t, func(l *Limits) { l.MaxPrepared = 64 << 10 })
 	ctx := context.Background()
 	c := f.client()
 	for i := range 100 {
@@ -370,7 +373,7 @@ func limitedFixture(t *testing.T, lim Limits) *fixture {
 // more): a message costs its bytes and the copies made of it, within the
 // connection's cap, refused past it with 54000 naming the cap.
 func TestEveryMessageIsOnTheAccount(t *testing.T) {
-	f := limitedFixture(t, Limits{ConnBytes: 1 << 20, TotalBytes: 64 << 20, Handshake: time.Minute})
+	f := limitedFixture(t, Limits{Limits: listen.Limits{ConnBytes: 1 << 20, TotalBytes: 64 << 20, Handshake: time.Minute}})
 	ctx := context.Background()
 	c := f.client()
 	var one int
@@ -393,7 +396,7 @@ func TestEveryMessageIsOnTheAccount(t *testing.T) {
 // together; the others' small queries still pass, and a closed
 // connection's bytes come back.
 func TestConnectionsStopAtTheTotalCap(t *testing.T) {
-	f := limitedFixture(t, Limits{ConnBytes: 4 << 20, TotalBytes: 6 << 20, Handshake: time.Minute})
+	f := limitedFixture(t, Limits{Limits: listen.Limits{ConnBytes: 4 << 20, TotalBytes: 6 << 20, Handshake: time.Minute}})
 	a, _ := f.raw(t)
 	a.Write(header('Q', 4<<20))
 	a.Write([]byte(strings.Repeat(" ", 3<<20)))
@@ -429,7 +432,7 @@ func TestStartupAndIdleAreTimed(t *testing.T) {
 	if d := DefaultLimits(); d.Handshake != StartupTimeout || d.Idle != 0 {
 		t.Errorf("default limits %+v: want the startup timed, idle not", d)
 	}
-	f := limitedFixture(t, Limits{ConnBytes: 1 << 20, TotalBytes: 1 << 20, Handshake: time.Second, Idle: 1500 * time.Millisecond})
+	f := limitedFixture(t, Limits{Limits: listen.Limits{ConnBytes: 1 << 20, TotalBytes: 1 << 20, Handshake: time.Second, Idle: 1500 * time.Millisecond}})
 	nc, err := net.Dial("tcp", f.proxy.Addr())
 	if err != nil {
 		t.Fatal(err)

@@ -59,9 +59,12 @@ type Event struct {
 // of the kernel's choosing, with DefaultLimits.
 func Listen(upstream string) (*Proxy, error) { return ListenWith(upstream, DefaultLimits()) }
 
-// ListenWith starts a proxy with limits of its own.
+// ListenWith starts a proxy with limits of its own (a cap left at 0 is
+// its default).
 func ListenWith(upstream string, lim Limits) (*Proxy, error) {
+	lim = lim.orDefaults()
 	p := &Proxy{upstream: upstream, lim: lim, acct: lim.Account()}
+	p.Bound(lim.RecordBytes)
 	ln, err := listen.Serve(listen.Protocol{
 		Open:   func(id int, nc net.Conn) listen.Conn { return newConn(p, id, nc) },
 		Serve:  func(c listen.Conn) { c.(*conn).serve() },

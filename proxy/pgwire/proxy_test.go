@@ -33,7 +33,11 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture { return newBenchFixture(t) }
 
-func newBenchFixture(t testing.TB) *fixture {
+func newBenchFixture(t testing.TB) *fixture { return newFixtureWith(t, DefaultLimits()) }
+
+// newFixtureWith is a fixture whose proxy has limits of its own: a test
+// lowers a cap on its proxy alone, and may run beside the others.
+func newFixtureWith(t testing.TB, lim Limits) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	url := testservers.PG(t)
@@ -41,7 +45,7 @@ func newBenchFixture(t testing.TB) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Listen(net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))))
+	p, err := ListenWith(net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), lim)
 	if err != nil {
 		t.Fatal(err)
 	}

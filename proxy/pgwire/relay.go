@@ -83,7 +83,7 @@ func (c *conn) fromClient() {
 			case c.unsync: // its reply is queued already
 				ok = c.send(nil, batch)
 			case c.forgot && len(execs) > 0:
-				c.p.failWaiting(&fault.Unclassifiable{Reason: "a connection prepared more than " + size(maxPrepared) + " of statements and portals: the proxy no longer knows what its Executes run"}, fault.Commit, fault.Statement)
+				c.p.failWaiting(&fault.Unclassifiable{Reason: "a connection prepared more than " + size(c.p.lim.MaxPrepared) + " of statements and portals: the proxy no longer knows what its Executes run"}, fault.Commit, fault.Statement)
 				ok = c.send(&reply{}, batch)
 			default:
 				ok = c.dispatch(execs, false, batch)
@@ -103,8 +103,8 @@ func (c *conn) fromClient() {
 		default: // Describe
 			c.batch = append(c.batch, b...)
 		}
-		if ok && len(c.batch) > maxBatch {
-			ok = c.flushed(c.batch, "of more than "+size(maxBatch)+" before its Sync")
+		if ok && len(c.batch) > c.p.lim.MaxBatch {
+			ok = c.flushed(c.batch, "of more than "+size(c.p.lim.MaxBatch)+" before its Sync")
 		}
 		if ok {
 			ok = c.settleBatch()
@@ -117,8 +117,8 @@ func (c *conn) fromClient() {
 }
 
 // flushed sends the part of an extended batch before a Flush (or past
-// maxBatch: why says which); the reply is queued once per batch, since
-// only its Sync ends it.
+// Limits.MaxBatch: why says which); the reply is queued once per batch,
+// since only its Sync ends it.
 func (c *conn) flushed(b []byte, why string) bool {
 	if slices.ContainsFunc(c.execs, isCommit) {
 		c.p.failWaiting(&fault.Unclassifiable{Reason: "a COMMIT in an extended-protocol batch " + why}, fault.Commit)
@@ -325,7 +325,7 @@ func (c *conn) fromServer() {
 				c.outMu.Lock()
 				if !c.refused {
 					c.refused = true
-					c.refuse(limitSQLState, (&tooLarge{from: "server", n: body.ActualBodyLen}).Error())
+					c.refuse(limitSQLState, (&tooLarge{from: "server", n: body.ActualBodyLen, cap: c.p.lim.MaxMessage}).Error())
 				}
 				c.outMu.Unlock()
 			}
@@ -381,7 +381,7 @@ func (c *conn) toClient(f func() bool) bool {
 }
 
 // hold keeps one message of a reply a statement trigger waits for, up to
-// maxHeldReply; past it, the reply goes on to the client as it comes but
+// Limits.MaxHeldReply; past it, the reply goes on to the client as it comes but
 // for its ReadyForQuery (an implicit transaction's is rewritten at its
 // end), and cannot be struck.
 func (c *conn) hold(r *reply, msg pgproto3.BackendMessage, isRFQ bool) bool {
@@ -391,7 +391,7 @@ func (c *conn) hold(r *reply, msg pgproto3.BackendMessage, isRFQ bool) bool {
 	}
 	b, _ := msg.Encode(nil)
 	r.held, r.heldBytes = append(r.held, b), r.heldBytes+len(b)
-	if r.spilled || isRFQ || r.heldBytes <= maxHeldReply {
+	if r.spilled || isRFQ || r.heldBytes <= c.p.lim.MaxHeldReply {
 		return true
 	}
 	r.spilled = true
@@ -501,7 +501,7 @@ func (c *conn) resolve(h *reply) bool {
 	var a *Armed
 	for _, w := range c.p.waiting(fault.Statement) {
 		if matches(w.Trigger, tables) && h.spilled {
-			w.Fail(spilledErr())
+			w.Fail(c.spilledErr())
 		} else if matches(w.Trigger, tables) && w.Take() {
 			a = w
 			break
@@ -529,9 +529,9 @@ func (c *conn) resolve(h *reply) bool {
 	return c.raw(failStatement(h.held)...)
 }
 
-// spilledErr is why a trigger on a reply over maxHeldReply failed.
-func spilledErr() error {
-	return &fault.Unclassifiable{Reason: "a reply of more than " + size(maxHeldReply) + ": the proxy passed it on as it came instead of holding it"}
+// spilledErr is why a trigger on a reply over Limits.MaxHeldReply failed.
+func (c *conn) spilledErr() error {
+	return &fault.Unclassifiable{Reason: "a reply of more than " + size(c.p.lim.MaxHeldReply) + ": the proxy passed it on as it came instead of holding it"}
 }
 
 // failStatement rewrites a held reply: its last CommandComplete becomes
@@ -566,7 +566,7 @@ func (c *conn) resolveImplicit(h *reply) bool {
 	}
 	for _, w := range c.p.waiting(fault.Commit) {
 		if len(tables) > 0 && matches(w.Trigger, tables) && h.spilled {
-			w.Fail(spilledErr())
+			w.Fail(c.spilledErr())
 		} else if len(tables) > 0 && matches(w.Trigger, tables) && w.Take() {
 			h.stmt.strike = w
 			break

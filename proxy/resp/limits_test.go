@@ -290,10 +290,9 @@ func TestConnectionCap(t *testing.T) {
 // SETting 8 MB values kept 8 MB each alive. The proxy keeps whole only
 // what the history reads, and a bounded count of the rest.
 func TestRecordKeepsWhatTheHistoryReads(t *testing.T) {
-	old := maxOtherEvents
-	maxOtherEvents = 50
-	t.Cleanup(func() { maxOtherEvents = old })
-	f := newFixture(t)
+	lim := DefaultLimits()
+	lim.MaxOtherEvents = 50
+	f := limitedFixture(t, lim)
 	ctx := context.Background()
 	c := f.client(2)
 	big := strings.Repeat("v", 8<<20)
@@ -407,7 +406,7 @@ func limitedFixture(t *testing.T, lim Limits) *fixture {
 // command refused for it gets Redis's kind of error naming the cap; one
 // connection holding its share leaves the others their small commands.
 func TestLargeCommandsShareOneBudget(t *testing.T) {
-	f := limitedFixture(t, Limits{ConnBytes: 4 << 20, TotalBytes: 3 << 20})
+	f := limitedFixture(t, Limits{Limits: listen.Limits{ConnBytes: 4 << 20, TotalBytes: 3 << 20}})
 	first := f.dial()
 	// 4 MB announced, 2 MB sent: the first holds 2 MB of the 3.
 	go send(first, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4000000\r\n", "x", 2<<20)
@@ -433,7 +432,7 @@ func TestLargeCommandsShareOneBudget(t *testing.T) {
 // words copied out, within the connection's cap, until its reply came;
 // then the account is empty.
 func TestEveryCommandIsOnTheAccount(t *testing.T) {
-	f := limitedFixture(t, Limits{ConnBytes: 1 << 20, TotalBytes: 64 << 20})
+	f := limitedFixture(t, Limits{Limits: listen.Limits{ConnBytes: 1 << 20, TotalBytes: 64 << 20}})
 	c := f.dial()
 	fmt.Fprintf(c, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$%d\r\n%s\r\n", 400<<10, strings.Repeat("x", 400<<10))
 	rd := bufio.NewReader(c)
@@ -457,7 +456,7 @@ func TestIdleNeverCutsABlockedRead(t *testing.T) {
 	if d := DefaultLimits(); d.Handshake != 0 || d.Idle != 0 {
 		t.Errorf("default limits %+v: want no deadlines", d)
 	}
-	f := limitedFixture(t, Limits{ConnBytes: 1 << 20, TotalBytes: 1 << 20, Idle: time.Second})
+	f := limitedFixture(t, Limits{Limits: listen.Limits{ConnBytes: 1 << 20, TotalBytes: 1 << 20, Idle: time.Second}})
 	c := f.dial()
 	io.WriteString(c, "*4\r\n$5\r\nBLPOP\r\n$8\r\nno-such-\r\n$1\r\n0\r\n$3\r\n2.5\r\n")
 	rd := bufio.NewReader(c)

@@ -85,9 +85,12 @@ type Proxy struct {
 // DefaultLimits.
 func Listen(upstream string) (*Proxy, error) { return ListenWith(upstream, DefaultLimits()) }
 
-// ListenWith starts a proxy with limits of its own.
+// ListenWith starts a proxy with limits of its own (a cap left at 0 is
+// its default).
 func ListenWith(upstream string, lim Limits) (*Proxy, error) {
+	listen.Default(&lim.MaxOtherEvents, MaxOtherEvents)
 	p := &Proxy{upstream: upstream, lim: lim, acct: lim.Account()}
+	p.Bound(lim.RecordBytes)
 	ln, err := listen.Serve(listen.Protocol{
 		Open:   func(id int, nc net.Conn) listen.Conn { return newConn(p, id, nc) },
 		Serve:  func(c listen.Conn) { c.(*conn).serve() },
@@ -156,11 +159,8 @@ func (p *Proxy) failOn(cmd []string, err error) {
 // history does not read: whatever a client sends is recorded, and a
 // client in a loop would otherwise grow the record without bound. The
 // first 65536 (with a trigger's strikes, always kept) are plenty to tell
-// what a service did.
+// what a service did. The default of Limits.MaxOtherEvents.
 const MaxOtherEvents = 1 << 16
-
-// maxOtherEvents is MaxOtherEvents as the code reads it: tests lower it.
-var maxOtherEvents int64 = MaxOtherEvents
 
 // historyReads are the commands whose events the history reads whole.
 var historyReads = map[string]bool{"XADD": true, "XACK": true, "XREADGROUP": true, "XCLAIM": true, "XAUTOCLAIM": true}
@@ -168,7 +168,7 @@ var historyReads = map[string]bool{"XADD": true, "XACK": true, "XREADGROUP": tru
 func (p *Proxy) record(e Event) {
 	e.At = time.Now()
 	if len(e.Command) > 0 && !historyReads[strings.ToUpper(e.Command[0])] {
-		if p.others.Add(1) > maxOtherEvents && e.Fault == "" {
+		if p.others.Add(1) > p.lim.MaxOtherEvents && e.Fault == "" {
 			return
 		}
 		// Copies: the event must not keep the command's arguments, or a

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/proxy/listen"
 )
 
@@ -94,7 +95,12 @@ const (
 // Limits is what one proxy lets its clients cost (ListenWith gives each
 // proxy its own; tests lower them on the proxy they build). Message is
 // not used: a command's bytes are counted as they arrive.
-type Limits = listen.Limits
+type Limits struct {
+	listen.Limits
+	// MaxOtherEvents bounds the events kept of the commands the history
+	// does not read (0: MaxOtherEvents).
+	MaxOtherEvents int64
+}
 
 // DefaultLimits are the limits Listen gives a proxy: no deadlines, as
 // Redis's own timeout 0. RESP has no handshake (a pool may open a
@@ -105,7 +111,10 @@ type Limits = listen.Limits
 // MaxConns instead. A test (or a caller) that wants them sets Handshake
 // and Idle: Idle then counts bytes either way, and never while a reply is
 // owed.
-func DefaultLimits() Limits { return Limits{ConnBytes: ConnBytes, TotalBytes: TotalBytes} }
+func DefaultLimits() Limits {
+	return Limits{Limits: listen.Limits{ConnBytes: ConnBytes, TotalBytes: TotalBytes, RecordBytes: fault.MaxRecordBytes},
+		MaxOtherEvents: MaxOtherEvents}
+}
 
 // valueCost is what the proxy counts for each decoded value of a reply
 // against MaxReplyBuffer, besides its bytes: a Value's size.

@@ -35,7 +35,7 @@ func (Kind) Listen(url string) (broker.Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := nproxy.Listen(up)
+	p, err := nproxy.ListenWith(up, nproxy.DefaultLimits())
 	if err != nil {
 		return nil, err
 	}

@@ -42,7 +42,7 @@ func (Kind) Listen(url string) (broker.Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := kproxy.Listen(seeds[0])
+	p, err := kproxy.ListenWith(seeds[0], kproxy.DefaultLimits())
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ func (Kind) Listen(url string) (broker.Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := aproxy.Listen(up)
+	p, err := aproxy.ListenWith(up, aproxy.DefaultLimits())
 	if err != nil {
 		return nil, err
 	}

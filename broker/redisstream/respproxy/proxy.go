@@ -45,7 +45,7 @@ func (Kind) Listen(url string) (broker.Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := resp.Listen(up)
+	p, err := resp.ListenWith(up, resp.DefaultLimits())
 	if err != nil {
 		return nil, err
 	}
