@@ -10,8 +10,8 @@ import (
 // The broker_dlq: key has the broker itself dead-letter an entry delivered
 // too often, as production setups do beside (or instead of) the
 // application's own dead-letter stream (a consume step's max_deliveries).
-func init() {
-	defineTopKey(&topKey{Name: "broker_dlq",
+func brokerDLQKey() *topKey {
+	return &topKey{Name: "broker_dlq",
 		Doc: "the broker's own dead-lettering: `{max_deliveries: N}` sets an entry aside on its N-th delivery without an ack " +
 			"(RabbitMQ: quorum-queue `x-delivery-limit` + a dead-letter exchange; JetStream: `MaxDeliver` + the MAX_DELIVERIES advisory). " +
 			"Its dead letters are listed with the application's (`dlq.entries`), reason `broker: …`. " +
@@ -25,7 +25,7 @@ func init() {
 				"properties": map[string]any{
 					"max_deliveries": map[string]any{"type": "integer", "minimum": 1, "description": "set an entry aside on its N-th delivery"},
 				}}
-		}})
+		}}
 }
 
 // parseBrokerDLQ reads broker_dlq: {max_deliveries: N}.

@@ -20,7 +20,9 @@ type topKey struct {
 }
 
 // topKeys are the keys of a scenario file, in the order the reference lists
-// them, but for a broker kind's own key (nats:), which allTopKeys adds.
+// them, but for a broker kind's own key (nats:), which allTopKeys adds. The
+// keys defined in files of their own are listed here too, by name: the
+// order is this list's, not that of the files' init functions.
 var topKeys = []*topKey{
 	{Name: "name", Required: true, Doc: "the scenario's name, unique across the files of a run",
 		parse: func(file string, kv steps.Arg, h *header, errs *diag.Errors) {
@@ -64,18 +66,12 @@ var topKeys = []*topKey{
 		schema: func() map[string]any {
 			return map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "array", "minItems": 1, "items": scalarSchema()}, "propertyNames": map[string]any{"pattern": varName.String()}}
 		}},
+	brokerDLQKey(), brokerKey(), notJudgedKey(), systemKey(), settleKey(),
 	{Name: "steps", Required: true, Doc: "the list of steps, run in order; the first failing step ends the scenario",
 		parse: func(_ string, kv steps.Arg, h *header, _ *diag.Errors) { h.stepsNode = kv.Value },
 		schema: func() map[string]any {
 			return map[string]any{"type": "array", "minItems": 1, "items": map[string]any{"anyOf": append([]any{ref("shorthand"), ref("shorthand-key")}, stepRefs()...)}}
 		}},
-}
-
-// defineTopKey adds a top-level key before steps (which the reference
-// lists last).
-func defineTopKey(k *topKey) {
-	i := slices.IndexFunc(topKeys, func(k *topKey) bool { return k.Name == "steps" })
-	topKeys = slices.Insert(topKeys, i, k)
 }
 
 // allTopKeys are the keys of a scenario file in the reference's order: the

@@ -15,8 +15,8 @@ import (
 // broker: pins a scenario to one broker. A file runner explore wrote names
 // the broker its faults were found on (XADD is Redis's, a Produce Kafka's):
 // `runner run FILE` alone must run it there, not on the default Redis.
-func init() {
-	defineTopKey(&topKey{Name: "broker",
+func brokerKey() *topKey {
+	return &topKey{Name: "broker",
 		Doc: "the broker the scenario is pinned to (one of " + strings.Join(broker.Names(), ", ") + "): `runner run` without `--broker` runs it there; " +
 			"a run on other brokers (`--broker all`, or another one) skips it there, saying so. Without it, the scenario runs on the run's brokers (default redis). " +
 			"`runner explore` writes it into every file it writes",
@@ -33,8 +33,12 @@ func init() {
 		},
 		schema: func() map[string]any {
 			return map[string]any{"type": "string", "enum": broker.Names(), "description": "the broker the scenario is pinned to: runner run without --broker runs it there, other brokers skip it"}
-		}})
-	defineTopKey(&topKey{Name: "not_judged",
+		}}
+}
+
+// notJudgedKey is the not_judged: key.
+func notJudgedKey() *topKey {
+	return &topKey{Name: "not_judged",
 		Doc: "history invariants this scenario does not judge, e.g. `[double_published]`: a violation of one of them neither fails nor passes the scenario, " +
 			"and the run reports it not judged, by the scenario's own word (never \"no violation\"). For a window the history cannot tell apart " +
 			"(a pipelining relay's retry after an error at its XADD looks like a double publish); `runner explore` writes it where it could not judge. " +
@@ -45,7 +49,7 @@ func init() {
 		schema: func() map[string]any {
 			return map[string]any{"type": "array", "uniqueItems": true, "items": map[string]any{"type": "string", "enum": history.InvariantNames()},
 				"description": "history invariants the scenario does not judge: reported not judged, by the scenario's own word"}
-		}})
+		}}
 }
 
 // notJudgedList reads not_judged: a list of invariant names, each once.

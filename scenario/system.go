@@ -16,8 +16,8 @@ import (
 // The system: key points at a team's system file: the scenario then drills
 // the team's own services (start/stop/kill steps) instead of the reference
 // pipeline's steps alone.
-func init() {
-	defineTopKey(&topKey{Name: "system",
+func systemKey() *topKey {
+	return &topKey{Name: "system",
 		Doc: "a team's system file (path relative to this file): its services, schema and table mappings; " +
 			"`start`, `stop` and `kill` run its services behind fault proxies (see [Drill your own service](drill-your-own-service.md)). " +
 			"`runner run --system FILE` applies one to every scenario without this key",
@@ -44,7 +44,7 @@ func init() {
 		},
 		schema: func() map[string]any {
 			return map[string]any{"type": "string", "minLength": 1, "description": "a team's system file, relative to the scenario file"}
-		}})
+		}}
 }
 
 // MinSettle and MaxSettle bound settle: a system is quiet only after
@@ -54,8 +54,9 @@ const (
 	MaxSettle = 10 * time.Minute
 )
 
-func init() {
-	defineTopKey(&topKey{Name: "settle",
+// settleKey is the settle: key.
+func settleKey() *topKey {
+	return &topKey{Name: "settle",
 		Doc: "how long a team's system may take, after the last step, to settle before it is judged (a duration, default the run's `--settle`, 5s): " +
 			"every started service keeps running until the outbox is drained, every committed event is applied by each consumer id a running consumer reads as, and the inbox and read model stop moving; " +
 			"then the state is read in one snapshot per database. The limit is raised to outlast the timers the services announced to the broker (a Kafka group's session timeout, a JetStream consumer's AckWait). " +
@@ -77,7 +78,7 @@ func init() {
 		},
 		schema: func() map[string]any {
 			return map[string]any{"type": "string", "pattern": `^[0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h)([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))*$`, "description": "how long a team's system may take to settle after the last step before it is judged (default 5s)"}
-		}})
+		}}
 }
 
 // serviceSteps are the steps that run a system file's services.

@@ -3,6 +3,7 @@ package steps
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -74,9 +75,15 @@ func mapOf(values map[string]any) map[string]any {
 // ProjectionRow is one (consumer, currency) row of the projection.
 type ProjectionRow = state.Sum
 
-var checks = map[string]*Check{}
-
-func defineCheck(c *Check) { checks[c.Name] = c }
+// checks holds the state checks by key: each file's list, a plain value,
+// named here.
+var checks = func() map[string]*Check {
+	m := map[string]*Check{}
+	for _, c := range slices.Concat(stateChecks(), metricChecks(), []*Check{sqlCheck}) {
+		m[c.Name] = c
+	}
+	return m
+}()
 
 // Checks lists the state checks in key order.
 func Checks() []*Check {
@@ -135,7 +142,10 @@ func referenceOnly(c *Check) *Check {
 	return c
 }
 
-func init() {
+// stateChecks are the checks of the stream, the dead letters, the tables
+// and the projection.
+func stateChecks() (cs []*Check) {
+	defineCheck := func(c *Check) { cs = append(cs, c) }
 	defineCheck(&Check{Name: "stream.entries", Needs: broker.EntryLog, Doc: "entries in the stream (XLEN): every publish counts, duplicates too. " +
 		"Kafka: the records a read_committed consumer gets, so a transactional producer's commit and abort markers, its aborted records and those of a transaction still open are not entries",
 		Value:   kindCount,
@@ -203,6 +213,7 @@ func init() {
 	defineCheck(referenceOnly(&Check{Name: "balances", Doc: "every account balance on the producer side: map account → currency → integer (accounts at 0 may be left out)",
 		Value:   KindBalances,
 		observe: observeBalances}))
+	return cs
 }
 
 func queryCounts(ctx context.Context, env *Env, query string) (map[string]int64, error) {

@@ -101,7 +101,9 @@ var (
 		}}
 )
 
-func init() {
+// metricChecks are the operator's metrics.* checks.
+func metricChecks() (cs []*Check) {
+	defineCheck := func(c *Check) { cs = append(cs, c) }
 	metric := func(name, doc string, kind ValueKind, observe func(context.Context, *Env) (any, error), needs ...broker.Capability) {
 		var need broker.Capability
 		if len(needs) > 0 {
@@ -176,6 +178,7 @@ func init() {
 		dls, err := env.Broker.DeadLetters(ctx)
 		return int64(len(dls)), err
 	})
+	return cs
 }
 
 // projectionLag compares the producer's committed events with each consumer

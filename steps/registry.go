@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -179,14 +180,24 @@ func NewEnv(producer, consumer *pgxpool.Pool, b broker.Broker) *Env {
 	return &Env{Producer: producer, Consumer: consumer, Broker: b, used: map[string]bool{}, transfers: map[string]pipeline.Transfer{}, idNames: map[string]string{}}
 }
 
-var registry = map[string]*Def{}
+// registry holds the steps by name: the package's own, each a plain value
+// in its file (a []*Def) listed here, and those of other packages that
+// Register added.
+var registry = byName(slices.Concat(consumeDefs, expectDefs, overlapDefs, processDefs, produceDefs, publishDefs,
+	recoveryDefs, relayDefs, serviceDefs, sleepDefs, slotDefs))
 
-// aliases map another spelling of a step to its name.
-var aliases = map[string]string{}
+func byName(defs []*Def) map[string]*Def {
+	m := make(map[string]*Def, len(defs))
+	for _, d := range defs {
+		m[d.Name] = d
+	}
+	return m
+}
 
-// Alias lets name stand for the step canonical: the language's first
-// description called PostgreSQL's process steps `producer`/`consumer`.
-func Alias(name, canonical string) { aliases[name] = canonical }
+// aliases map another spelling of a step to its name: the language's
+// first description called PostgreSQL's process steps
+// `producer`/`consumer`.
+var aliases = map[string]string{"producer": "producer_db", "consumer": "consumer_db"}
 
 // AliasesOf are the other spellings of step d, sorted.
 func AliasesOf(d *Def) []string {
@@ -200,16 +211,27 @@ func AliasesOf(d *Def) []string {
 	return out
 }
 
-// Define registers a step whose parameters are the struct P.
-func Define[P any](name, doc string, outcomes []Key, run func(context.Context, *Env, *P) (Result, error)) {
+// Define is the definition of a step whose parameters are the struct P.
+// It registers nothing: the package's own steps are listed in registry,
+// a step of another package is added with Register.
+func Define[P any](name, doc string, outcomes []Key, run func(context.Context, *Env, *P) (Result, error)) *Def {
 	t := reflect.TypeFor[P]()
-	registry[name] = &Def{
+	return &Def{
 		Name: name, Doc: doc, Outcomes: outcomes,
 		Params:     paramsOf(t),
 		paramsType: t,
 		run: func(ctx context.Context, env *Env, p any) (Result, error) {
 			return run(ctx, env, p.(*P))
 		},
+	}
+}
+
+// Register adds steps defined outside this package (a team's own, or
+// internal/stepfixture), by an explicit call of the program or test that
+// uses them, before it loads a scenario.
+func Register(defs ...*Def) {
+	for _, d := range defs {
+		registry[d.Name] = d
 	}
 }
 

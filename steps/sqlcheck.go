@@ -37,10 +37,9 @@ var kindSQL = ValueKind{"map {db: producer or consumer, query: SQL, want: a valu
 		}}
 }}
 
-func init() {
-	defineCheck(&Check{Name: "sql", Value: kindSQL, observe: observeSQL,
-		Doc: "any query on the producer or consumer database and what it must return: one row of one column is that value, one column a list, else a list of maps column → value (compared as PostgreSQL's JSON of each row, in the query's order)"})
-}
+// sqlCheck is the sql: check.
+var sqlCheck = &Check{Name: "sql", Value: kindSQL, observe: observeSQL,
+	Doc: "any query on the producer or consumer database and what it must return: one row of one column is that value, one column a list, else a list of maps column → value (compared as PostgreSQL's JSON of each row, in the query's order)"}
 
 var sqlKeys = []string{"db", "query", "want"}
 

@@ -50,10 +50,11 @@ func (p *PollParams) Draw(d steps.Diagram, r steps.Result) {
 	d.Msg(steps.BrokerP, steps.ConsumerDB, "->>", "FIXTURE POLL as "+p.Consumer)
 }
 
-func init() {
-	steps.Define(Name, "A fixture step defined outside package steps.",
-		[]steps.Key{{Name: "polled", Doc: "entries polled"}},
-		func(context.Context, *steps.Env, *PollParams) (steps.Result, error) {
-			return steps.Result{Outcome: map[string]int64{"polled": 0}}, nil
-		})
-}
+// Step is the fixture step's definition: a program (here, the tests)
+// that uses it registers it with steps.Register before it loads a
+// scenario.
+var Step = steps.Define(Name, "A fixture step defined outside package steps.",
+	[]steps.Key{{Name: "polled", Doc: "entries polled"}},
+	func(context.Context, *steps.Env, *PollParams) (steps.Result, error) {
+		return steps.Result{Outcome: map[string]int64{"polled": 0}}, nil
+	})

@@ -2,6 +2,7 @@ package stepfixture_test
 
 import (
 	"encoding/json"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +20,13 @@ steps:
   - fixture_poll(halt)
   - consume: {consumer: accounting}
 `
+
+// TestMain registers the fixture step, as a program using a team's own
+// step would, before any scenario is loaded.
+func TestMain(m *testing.M) {
+	steps.Register(stepfixture.Step)
+	os.Exit(m.Run())
+}
 
 func load(t *testing.T, src string) *scenario.Scenario {
 	t.Helper()

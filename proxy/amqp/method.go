@@ -19,13 +19,12 @@ type methodInfo struct {
 }
 
 // methods are AMQP 0-9-1's, with RabbitMQ's extensions (basic.nack,
-// confirm, connection.blocked, connection.update-secret).
-var methods = map[methodID]methodInfo{}
+// confirm, connection.blocked, connection.update-secret); byName finds a
+// method by its name (class.method).
+var methods, byName = methodTable()
 
-// byName finds a method by its name (class.method).
-var byName = map[string]methodID{}
-
-func init() {
+func methodTable() (map[methodID]methodInfo, map[string]methodID) {
+	methods, byName := map[methodID]methodInfo{}, map[string]methodID{}
 	type m = methodInfo
 	add := func(class, method uint16, info m, replies ...uint16) {
 		for _, r := range replies {
@@ -82,6 +81,7 @@ func init() {
 	add(60, 90, named(c, "basic.reject"))
 	add(60, 100, named(c, "basic.recover-async"))
 	add(60, 120, named(both, "basic.nack"))
+	return methods, byName
 }
 
 // method is a decoded method frame: its id, and the arguments the proxy

@@ -156,13 +156,13 @@ func (r *reader) next() (msg, error) {
 }
 
 // ops are the operations' names, each one string for all.
-var ops = map[string]string{}
-
-func init() {
+var ops = func() map[string]string {
+	ops := map[string]string{}
 	for _, op := range []string{"PING", "PONG", "CONNECT", "PUB", "HPUB", "SUB", "UNSUB", "INFO", "MSG", "HMSG", "+OK", "-ERR"} {
 		ops[op] = op
 	}
-}
+	return ops
+}()
 
 // known reports whether op is one the peer may send.
 func (r *reader) known(op string) bool {
