@@ -1,3 +1,8 @@
+// Package runner runs scenarios: selection and sharding, the parallel run
+// loop and its isolation, the world of servers and brokers the scenarios
+// share (opened, probed, leased and cleaned through each registered
+// broker.Kind), the server flags of the CLI, process control, the history
+// judgement, and clean.
 package runner
 
 import (

@@ -18,6 +18,7 @@ import (
 //
 //	go test ./scenario/ -run 'Docs|Schema' -update
 //	go test ./runner/ -run Guarantees -update
+//	go test ./internal/layout -run TestReadmeLayoutUpToDate -update
 var update = flag.Bool("update", false, "rewrite the generated docs/ files instead of failing when they are stale")
 
 // Golden compares got with the repository file path (relative to the module
@@ -38,14 +39,25 @@ func Golden(t *testing.T, path string, got []byte) {
 		t.Logf("-update: rewrote %s", path)
 		return
 	}
-	pkg, _ := os.Getwd()
-	hint := "go test ./" + filepath.Base(pkg) + "/ -run '" + t.Name() + "' -update"
+	hint := "go test ./" + packageDir() + " -run '" + t.Name() + "' -update"
 	if err != nil {
 		t.Errorf("%s: %v: run %s", path, err, hint)
 		return
 	}
 	t.Errorf("%s is out of date (-file +generated):\n%s\nrun %s", path,
 		cmp.Diff(strings.Split(string(want), "\n"), strings.Split(string(got), "\n")), hint)
+}
+
+// packageDir is the test's package directory (its working directory)
+// relative to the module root, slash-separated: the hint names the exact
+// package, internal/layout as well as scenario.
+func packageDir() string {
+	pkg, _ := os.Getwd()
+	rel, err := filepath.Rel(moduleRoot(), pkg)
+	if err != nil {
+		return filepath.Base(pkg)
+	}
+	return filepath.ToSlash(rel)
 }
 
 // moduleRoot is the repository's root: two levels above this file.

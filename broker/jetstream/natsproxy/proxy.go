@@ -1,3 +1,8 @@
+// Package natsproxy is NATS JetStream's protocol proxy as the runner uses
+// it (broker.ProxyKind): a proxy/nats proxy in front of each service's NATS
+// connection, its faults named by the neutral operations or JetStream's
+// own, and what crossed it read as the history's wire and explore's
+// crossings.
 package natsproxy
 
 import (

@@ -1,3 +1,8 @@
+// Package kafkaproxy is Kafka's protocol proxy as the runner uses it
+// (broker.ProxyKind): a proxy/kafka proxy in front of each service's
+// connections to the cluster, its faults named by the neutral operations
+// or Kafka's own requests, and what crossed it read as the history's wire,
+// the groups' timeouts and explore's crossings.
 package kafkaproxy
 
 import (

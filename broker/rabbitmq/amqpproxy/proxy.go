@@ -1,3 +1,7 @@
+// Package amqpproxy is RabbitMQ's protocol proxy as the runner uses it
+// (broker.ProxyKind): a proxy/amqp proxy in front of each service's AMQP
+// connection, its faults named by the neutral operations or AMQP methods,
+// and what crossed it read as the history's wire and explore's crossings.
 package amqpproxy
 
 import (

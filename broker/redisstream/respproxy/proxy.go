@@ -1,3 +1,7 @@
+// Package respproxy is Redis's protocol proxy as the runner uses it
+// (broker.ProxyKind): a proxy/resp proxy in front of each service's Redis
+// connection, its faults named by the neutral operations (publish, deliver,
+// ack) or a Redis command, and what crossed it read as the history's wire.
 package respproxy
 
 import (
