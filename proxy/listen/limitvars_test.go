@@ -12,13 +12,15 @@ import (
 	"testing"
 )
 
-// TestNoPackageVarsLoweredByTests: a proxy's caps and timeouts are its
+// TestNoProxyPackageVarIsAssigned: a proxy's caps and timeouts are its
 // Limits, given at construction, so that a test lowers them on the proxy
 // it builds. A package-level variable in a proxy that a test assigns (or
-// takes the address of, to assign through it) is a limit every proxy of
-// the process reads: the test cannot run beside others, and the variable
-// invites a second way to set the limit. This fails on one.
-func TestNoPackageVarsLoweredByTests(t *testing.T) {
+// takes the address of, to assign through it), or that a function of the
+// proxy assigns (a setter for tests, as fault.SetMaxRecordBytes was), is
+// a limit every proxy of the process reads: the test cannot run beside
+// others, and the variable invites a second way to set the limit. This
+// fails on one.
+func TestNoProxyPackageVarIsAssigned(t *testing.T) {
 	fset := token.NewFileSet()
 	pkgs := map[string]*proxyPkg{} // by directory
 	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
@@ -34,9 +36,8 @@ func TestNoPackageVarsLoweredByTests(t *testing.T) {
 			p = &proxyPkg{vars: map[string]token.Pos{}}
 			pkgs[filepath.Dir(path)] = p
 		}
-		if strings.HasSuffix(path, "_test.go") {
-			p.tests = append(p.tests, f)
-		} else {
+		p.files = append(p.files, f)
+		if !strings.HasSuffix(path, "_test.go") {
 			p.addVars(f)
 		}
 		return nil
@@ -46,26 +47,28 @@ func TestNoPackageVarsLoweredByTests(t *testing.T) {
 	}
 	var found []string
 	for dir, p := range pkgs {
-		for _, f := range p.tests {
+		for _, f := range p.files {
 			for _, r := range assigned(f, dir) {
-				if q := pkgs[r.dir]; q != nil && q.vars[r.id.Name].IsValid() {
-					found = append(found, fset.Position(r.id.Pos()).String()+": a test assigns "+r.id.Name+", declared at "+fset.Position(q.vars[r.id.Name]).String())
+				q := pkgs[r.dir]
+				if q == nil || !q.vars[r.id.Name].IsValid() || r.id.Obj != nil && r.id.Obj.Pos() != q.vars[r.id.Name] {
+					continue // not a package-level variable of a proxy: a local, a field, a builtin
 				}
+				found = append(found, fset.Position(r.id.Pos()).String()+": assigns "+r.id.Name+", declared at "+fset.Position(q.vars[r.id.Name]).String())
 			}
 		}
 	}
 	sort.Strings(found)
 	if len(found) > 0 {
-		t.Errorf("%d assignment(s) by tests to a proxy's package-level variable; make it a field of the proxy's Limits, which the test passes to ListenWith:\n%s",
+		t.Errorf("%d assignment(s) to a proxy's package-level variable after its initializer: a cap or a wait belongs in the proxy's Limits, which a test passes to ListenWith; a table is built by its initializer:\n%s",
 			len(found), strings.Join(found, "\n"))
 	}
 }
 
 // proxyPkg is one package under proxy/: the package-level variables its
-// non-test files declare, and its test files.
+// non-test files declare, and all its files.
 type proxyPkg struct {
 	vars  map[string]token.Pos
-	tests []*ast.File
+	files []*ast.File
 }
 
 func (p *proxyPkg) addVars(f *ast.File) {
@@ -89,12 +92,11 @@ type ref struct {
 	id  *ast.Ident
 }
 
-// assigned are the variables a test file in dir assigns to, increments,
-// or takes the address of: an identifier that resolves to no declaration
-// in the file (the parser resolves locals and the file's own
-// declarations: what is left is the package's, or a builtin), or a
-// proxy package's name qualified by its import. For x.f = and x[i] =, x
-// counts.
+// assigned are the variables a file in dir assigns to, increments, or
+// takes the address of, in its functions and initializers: an identifier
+// (the parser resolves it to a local or the file's own declaration, or
+// leaves it to the package), or a proxy package's name qualified by its
+// import. For x.f = and x[i] =, x counts.
 func assigned(f *ast.File, dir string) []ref {
 	imports := map[string]string{} // name → directory, "" outside proxy/
 	for _, im := range f.Imports {
@@ -111,10 +113,10 @@ func assigned(f *ast.File, dir string) []ref {
 	var out []ref
 	add := func(e ast.Expr) {
 		id, sel := root(e)
-		if id == nil || id.Obj != nil {
+		if id == nil {
 			return
 		}
-		if d, isImport := imports[id.Name]; !isImport {
+		if d, isImport := imports[id.Name]; !isImport || id.Obj != nil {
 			out = append(out, ref{dir, id})
 		} else if d != "" && sel != nil {
 			out = append(out, ref{d, sel})
