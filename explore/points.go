@@ -65,7 +65,7 @@ func (p *Point) where() string {
 // trigger that strikes it: a database crossing by one of the tables it
 // wrote (the one it is the lowest nth of; the inbox or outbox table on a
 // tie), a broker operation by request(OP) and reply(OP) where each can
-// strike it, each with its own nth (sysrun.Crossing's AtRequest, AtReply:
+// strike it, each with its own nth (fault.Crossing's Request, Response:
 // a Kafka Fetch is counted by request(deliver) always, by reply(deliver)
 // only when it handed out records). Pruned, as
 // Filibuster's dynamic reduction prunes: a crossing of the same kind as an

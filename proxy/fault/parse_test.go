@@ -143,3 +143,26 @@ func TestParseSaysEveryProblem(t *testing.T) {
 		t.Errorf("a broker's action on a database: %v", probs)
 	}
 }
+
+// A trigger meets a crossing as its proxy counts it: a broker trigger on
+// the crossing's operation where its boundary does not pass it by, a
+// database trigger on its link and boundary whose table it wrote (by name
+// or schema.name, in any case).
+func TestTriggerMeetsACrossingAsTheProxyCounts(t *testing.T) {
+	fetch := fault.Crossing{Link: fault.Broker, Op: "deliver", Request: fault.Strikes, Response: fault.Passed}
+	if !fetch.Trigger(fault.Request).Meets(fetch) || fetch.Trigger(fault.Reply).Meets(fetch) {
+		t.Error("an idle Fetch: request(deliver) counts it, reply(deliver) passes it by")
+	}
+	if got := fetch.Label(); got != "broker.request(deliver)" {
+		t.Errorf("label %q", got)
+	}
+	commit := fault.Crossing{Link: fault.ConsumerDB, Boundary: fault.Commit, Tables: []string{"inbox", "projection"}}
+	for table, want := range map[string]bool{"INBOX": true, "public.inbox": false, "outbox": false, "": true} {
+		if got := commit.DatabaseTrigger(table).Meets(commit); got != want {
+			t.Errorf("consumer_db.commit(table=%s) meets a commit of %v: %v, want %v", table, commit.Tables, got, want)
+		}
+	}
+	if f := (fault.Filter{Table: "inbox"}); !f.TableIs("public.inbox") || !f.TableIs("Inbox") || f.TableIs("outbox") {
+		t.Error("TableIs: by name or schema.name, in any case")
+	}
+}
