@@ -12,17 +12,26 @@ import (
 
 // ProxyKind is a broker's protocol proxy as the runner uses it: one per
 // service start, so that a fault and a history entry belong to exactly
-// one service's connection.
+// one service's connection. It is the broker's fault.Vocabulary: the
+// operations a broker.* fault may name on it, and the compiler of a
+// trigger into what its proxies arm (fault.Compile).
 type ProxyKind interface {
 	// Listen starts a proxy in front of the server at url (the run's
 	// broker URL, with its credentials).
 	Listen(url string) (Proxy, error)
-	// Operations are what a broker.* fault may name on this broker: the
-	// neutral publish, deliver, ack, then the broker's own.
-	Operations() []string
-	// Check says what is wrong with t (its Link is fault.Broker) on this
-	// broker: an operation it does not know, a filter it cannot apply.
-	Check(t fault.Trigger) error
+	fault.Vocabulary
+}
+
+// Dialects are the fault dialects of the kinds that have a proxy, in
+// their order: what a fault's broker operation is judged against.
+func Dialects(kinds []*Kind) []fault.Dialect {
+	var out []fault.Dialect
+	for _, k := range kinds {
+		if k.Proxy != nil {
+			out = append(out, fault.Dialect{Broker: k.Name, Vocabulary: k.Proxy})
+		}
+	}
+	return out
 }
 
 // Proxy is one started protocol proxy.
@@ -31,8 +40,9 @@ type Proxy interface {
 	// Address its host:port (${broker.address}).
 	URL() string
 	Address() string
-	// Arm arms t, checked by ProxyKind.Check, on the proxy.
-	Arm(t fault.Trigger) (Strike, error)
+	// Arm arms c, compiled by this broker's ProxyKind (fault.Compile), as
+	// it is; c.Action.Kill is the function a kill calls.
+	Arm(c fault.Compiled) (Strike, error)
 	// Wire is what crossed the proxy, in the checker's terms, with the
 	// system file's stream: mapping saying where the event id is.
 	Wire(m WireMap) Wire
@@ -167,51 +177,10 @@ func FirstHost(raw, def string) (string, error) {
 	return u.Host, nil
 }
 
-// Meet is how a trigger on a crossing's operation, at one boundary, meets
-// the crossing: whether the trigger's count moves there, and whether it
-// can strike there.
-type Meet int
-
-const (
-	// Strikes: the trigger counts the crossing and can strike it.
-	Strikes Meet = iota
-	// Counted: the trigger counts the crossing, but struck there it fails
-	// as unclassifiable (the broker answers nothing to hold: a publish on
-	// an AMQP channel not in confirm mode, a NATS ack without a reply
-	// subject, a Produce with acks=0).
-	Counted
-	// Passed: the trigger does not count it (a NATS delivery for
-	// request(deliver), a pull request for reply(deliver)).
-	Passed
-)
-
-// Crossing is one operation a broker proxy relayed, as runner explore maps
-// it: the boundary map's broker lines and the points it tries there.
-type Crossing struct {
-	// Op is what a trigger names to strike it on this broker: a Redis
-	// command (XADD, XREADGROUP, …), the neutral publish, deliver, ack, or
-	// a native operation (NATS -NAK, AMQP basic.nack, Kafka EndTxn).
-	Op string
-	// Reply is the kind of the broker's answer: "entries" (a read that
-	// handed out entries), "empty" (one that handed out nothing), "ok",
-	// "error", "none" (no answer reached it), "" (the broker answers
-	// nothing to this operation, or it is a request whose answer is a
-	// crossing of its own).
-	Reply string
-	// Request and Response say how broker.request(Op) and broker.reply(Op)
-	// meet it; a point's nth is its count among the crossings its trigger
-	// counts, as the proxy counts them.
-	Request, Response Meet
-	// Setup: a connection's setup, which gets no point.
-	Setup bool
-	Fault string // the trigger that struck here, "" for none
-	At    time.Time
-}
-
 // CrossingLog is a Proxy that keeps what crossed it as Crossings, in the
 // order its triggers counted them (every broker proxy the runner has).
 type CrossingLog interface {
-	Crossings() []Crossing
+	Crossings() []fault.Crossing
 }
 
 // Patient is a Proxy that read on the wire how long the services told the

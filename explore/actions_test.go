@@ -31,7 +31,7 @@ func TestPruneInapplicableKeepsWhereTheProxyApplies(t *testing.T) {
 		{"consumer_db.commit(table=inbox)", "kill", "redis", ""},
 	}
 	for _, c := range cases {
-		p := &Point{On: c.on, Do: c.do}
+		p := &Point{On: on(c.on), Do: c.do}
 		PruneInapplicable([]*Point{p}, c.broker)
 		if c.pruned == "" && p.Pruned != "" || c.pruned != "" && !strings.Contains(p.Pruned, c.pruned) {
 			t.Errorf("%s do=%s on %s: pruned %q, want %q", c.on, c.do, c.broker, p.Pruned, c.pruned)
@@ -43,13 +43,13 @@ func TestPruneInapplicableKeepsWhereTheProxyApplies(t *testing.T) {
 // of the list that does.
 func TestApplicableTurnsToTheNextAction(t *testing.T) {
 	acts := []string{"kill", "drop", "duplicate"}
-	if do, ok := applicable("consumer_db.commit(table=inbox)", "drop", acts, "redis"); !ok || do != "kill" {
+	if do, ok := applicable(on("consumer_db.commit(table=inbox)"), "drop", acts, "redis"); !ok || do != "kill" {
 		t.Errorf("got %q %v, want kill", do, ok)
 	}
-	if do, ok := applicable("broker.reply(XADD)", "drop", acts, "redis"); !ok || do != "drop" {
+	if do, ok := applicable(on("broker.reply(XADD)"), "drop", acts, "redis"); !ok || do != "drop" {
 		t.Errorf("got %q %v, want drop", do, ok)
 	}
-	if _, ok := applicable("consumer_db.commit(table=inbox)", "drop", []string{"drop", "duplicate"}, "redis"); ok {
+	if _, ok := applicable(on("consumer_db.commit(table=inbox)"), "drop", []string{"drop", "duplicate"}, "redis"); ok {
 		t.Error("a commit took drop or duplicate")
 	}
 }

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/internal/safe"
+	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/sysrun"
 )
 
@@ -38,49 +38,38 @@ type ServiceMap struct {
 type Map struct {
 	Services []ServiceMap
 	// Unclassified are the links whose commits or statements the proxy
-	// could not attribute, with why.
+	// could not attribute, with why ("consumer consumer_db.commit: …"), as
+	// unclassified holds them.
 	Unclassified []string
+	unclassified []sysrun.Unclassified
 }
 
 // setupCommands open or describe a connection: a fault there is a failed
 // connect, which tells nothing about an outbox or inbox window.
 var setupCommands = []string{"AUTH", "CLIENT", "COMMAND", "ECHO", "HELLO", "INFO", "PING", "QUIT", "READONLY", "RESET", "SELECT"}
 
-// label names a crossing's kind.
-func label(c sysrun.Crossing) string {
-	switch {
-	case c.Link == "broker":
-		return sysrun.BrokerLabel(c)
-	case c.Unattributed:
-		return c.Link + "." + c.Boundary + "(unattributed)"
-	case len(c.Tables) == 0:
-		return c.Link + "." + c.Boundary + "(no writes)"
-	}
-	return fmt.Sprintf("%s.%s(table=%s)", c.Link, c.Boundary, strings.Join(c.Tables, ","))
-}
-
 // skipOf is why a crossing gets no point, "" when it gets points.
-func skipOf(c sysrun.Crossing) string {
+func skipOf(c fault.Crossing) string {
 	switch {
-	case c.Link == "broker" && (c.Setup || slices.Contains(setupCommands, c.Command)):
+	case c.Link == fault.Broker && (c.Setup || slices.Contains(setupCommands, c.Op)):
 		return "connection setup"
-	case c.Link == "broker" && c.AtRequest != broker.Strikes && c.AtReply != broker.Strikes:
+	case c.Link == fault.Broker && c.Request != fault.Strikes && c.Response != fault.Strikes:
 		return "no trigger can strike it"
 	case c.Unattributed:
 		return "unclassifiable: the proxy did not learn what this transaction wrote (see below)"
-	case c.Link != "broker" && len(c.Tables) == 0:
+	case c.Link != fault.Broker && len(c.Tables) == 0:
 		return "wrote nothing: no outcome to lose"
 	}
 	return ""
 }
 
 // idle: a read that handed out nothing; one such poll stands for all.
-func idle(c sysrun.Crossing) bool { return c.Link == "broker" && c.Reply == "empty" }
+func idle(c fault.Crossing) bool { return c.Link == fault.Broker && c.Reply == "empty" }
 
 // processes are the crossings of each start step's own process (the
 // supervisor's restarts left out), by workload step.
-func processes(w *Workload, xs []sysrun.Crossing) map[int][]sysrun.Crossing {
-	out := map[int][]sysrun.Crossing{}
+func processes(w *Workload, xs []fault.Crossing) map[int][]fault.Crossing {
+	out := map[int][]fault.Crossing{}
 	for _, c := range xs {
 		if c.Restart != 0 {
 			continue
@@ -95,14 +84,17 @@ func processes(w *Workload, xs []sysrun.Crossing) map[int][]sysrun.Crossing {
 }
 
 // BuildMap is the boundary map of a fault-free run.
-func BuildMap(w *Workload, xs []sysrun.Crossing, unclassified []string) Map {
-	m := Map{Unclassified: unclassified}
+func BuildMap(w *Workload, xs []fault.Crossing, unclassified []sysrun.Unclassified) Map {
+	m := Map{unclassified: unclassified}
+	for _, u := range unclassified {
+		m.Unclassified = append(m.Unclassified, u.String())
+	}
 	procs := processes(w, xs)
 	for _, i := range w.Starts {
 		sm := ServiceMap{Service: w.Service(i), Step: i, Pos: w.calls[i].Pos}
 		at := map[string]int{}
 		for _, c := range procs[i] {
-			l := label(c)
+			l := c.Label()
 			if k, ok := at[l]; ok {
 				sm.Boundaries[k].Count++
 				continue

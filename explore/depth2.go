@@ -5,8 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/outboxdrill/runner/broker"
-	"github.com/outboxdrill/runner/sysrun"
+	"github.com/outboxdrill/runner/proxy/fault"
 )
 
 // Pairs are depth 2's points: for each point that held, a second fault at
@@ -17,14 +16,14 @@ import (
 // duplicate of another whose first fault struck the same kind of crossing
 // with the same action and whose second is the same. pruned counts the
 // pairs left out.
-func Pairs(w *Workload, firsts []*Point, runs map[*Point][]sysrun.Crossing, actions []string, nthCap int) (pairs []*Point, pruned int) {
+func Pairs(w *Workload, firsts []*Point, runs map[*Point][]fault.Crossing, actions []string, nthCap int) (pairs []*Point, pruned int) {
 	seen := map[string]bool{}
 	for _, p := range firsts {
 		if p.Outcome != Held || p.Second != nil {
 			continue
 		}
 		for _, second := range recovery(w, p, runs[p], actions, nthCap) {
-			key := strings.Join([]string{p.Service, p.Crossing, p.Do, second.Where, second.Crossing, second.On, fmt.Sprint(second.Nth), second.Do}, "|")
+			key := strings.Join([]string{p.Service, p.Crossing, p.Do, second.Where, second.Crossing, second.On.On(), fmt.Sprint(second.Nth), second.Do}, "|")
 			if second.Pruned != "" || seen[key] {
 				pruned++
 				continue
@@ -44,8 +43,8 @@ type candidate struct {
 }
 
 // recovery lists the candidates for p's second fault in its run xs.
-func recovery(w *Workload, p *Point, xs []sysrun.Crossing, actions []string, nthCap int) []candidate {
-	var own, restarted []sysrun.Crossing
+func recovery(w *Workload, p *Point, xs []fault.Crossing, actions []string, nthCap int) []candidate {
+	var own, restarted []fault.Crossing
 	for _, c := range xs {
 		switch {
 		case c.Start != w.StartPos(p.Step):
@@ -55,7 +54,7 @@ func recovery(w *Workload, p *Point, xs []sysrun.Crossing, actions []string, nth
 			restarted = append(restarted, c)
 		}
 	}
-	struck := slices.IndexFunc(own, func(c sysrun.Crossing) bool { return c.Fault != "" })
+	struck := slices.IndexFunc(own, func(c fault.Crossing) bool { return c.Fault != "" })
 	if struck < 0 {
 		return nil // held without striking: nothing recovered from
 	}
@@ -72,7 +71,7 @@ func recovery(w *Workload, p *Point, xs []sysrun.Crossing, actions []string, nth
 		}
 		for _, pt := range pts {
 			nth := pt.Nth
-			if where == "also" && strikes(pt.On, own[struck]) {
+			if where == "also" && pt.On.Meets(own[struck]) {
 				// The first fault's trigger took that crossing: the
 				// second never counted it.
 				nth--
@@ -81,21 +80,4 @@ func recovery(w *Workload, p *Point, xs []sysrun.Crossing, actions []string, nth
 		}
 	}
 	return out
-}
-
-// strikes reports whether trigger on would match crossing c.
-func strikes(on string, c sysrun.Crossing) bool {
-	if c.Link == "broker" {
-		switch on {
-		case "broker.request(" + c.Command + ")":
-			return c.AtRequest != broker.Passed
-		case "broker.reply(" + c.Command + ")":
-			return c.AtReply != broker.Passed
-		}
-		return false
-	}
-	if !strings.HasPrefix(on, c.Link+"."+c.Boundary+"(") {
-		return false
-	}
-	return slices.Contains(c.Tables, tableOf(on))
 }

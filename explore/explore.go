@@ -104,8 +104,8 @@ type explorer struct {
 
 // record is what a run's services crossed.
 type record struct {
-	crossings    []sysrun.Crossing
-	unclassified []string
+	crossings    []fault.Crossing
+	unclassified []sysrun.Unclassified
 	// starts maps the run's start steps to the workload's, whose
 	// positions the crossings are given (a variant's lines differ).
 	starts map[diag.Pos]diag.Pos
@@ -263,10 +263,10 @@ func (e *explorer) runScenarios(ctx context.Context, scs []*scenario.Scenario) (
 
 // systematic runs every point not pruned, a batch at a time,
 // until the budget is spent.
-func (e *explorer) systematic(ctx context.Context, res *Result, xs []sysrun.Crossing, start time.Time) error {
+func (e *explorer) systematic(ctx context.Context, res *Result, xs []fault.Crossing, start time.Time) error {
 	res.Points = Enumerate(res.Workload, xs, e.p.Actions, e.p.NthCap)
 	PruneInapplicable(res.Points, e.broker())
-	res.Points = append(res.Points, unclassifiedPoints(res.Workload, xs, res.Map.Unclassified, len(res.Points))...)
+	res.Points = append(res.Points, unclassifiedPoints(res.Workload, xs, res.Map.unclassified, len(res.Points))...)
 	e.only(res.Points)
 	e.logf("points: %s; parallel %d", pointCounts(res.Points), res.Parallel)
 	began := time.Now()
@@ -309,8 +309,8 @@ const pointRounds = 4
 
 // runPoints runs points a batch at a time until the budget is spent, and
 // returns what each run crossed (read for depth 2).
-func (e *explorer) runPoints(ctx context.Context, res *Result, todo []*Point, start time.Time) (map[*Point][]sysrun.Crossing, error) {
-	runs := map[*Point][]sysrun.Crossing{}
+func (e *explorer) runPoints(ctx context.Context, res *Result, todo []*Point, start time.Time) (map[*Point][]fault.Crossing, error) {
+	runs := map[*Point][]fault.Crossing{}
 	done, total := 0, len(todo)
 	for len(todo) > 0 {
 		if time.Since(start) >= e.p.Budget {

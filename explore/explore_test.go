@@ -10,14 +10,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/history"
+	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/sysrun"
 	"github.com/outboxdrill/runner/system"
 )
+
+// on is a fault's place (on:) as a scenario writes it.
+func on(text string) fault.Trigger {
+	t, _ := fault.Parse(fault.Spec{On: text, Nth: 1, Do: "kill"}, nil)
+	t.Nth, t.Action = 0, fault.Action{}
+	return t
+}
 
 func loadSystem(t *testing.T) *system.System {
 	t.Helper()
@@ -39,20 +46,20 @@ func defaultWorkload(t *testing.T, out string) *Workload {
 
 // crossings of the consumer as the proxies would report them: an idle
 // claim, a read with entries, two units of work, then idle polls.
-func consumerCrossings(w *Workload) []sysrun.Crossing {
+func consumerCrossings(w *Workload) []fault.Crossing {
 	step := w.Starts[len(w.Starts)-1]
 	at := time.Now()
-	var xs []sysrun.Crossing
-	add := func(c sysrun.Crossing) {
+	var xs []fault.Crossing
+	add := func(c fault.Crossing) {
 		at = at.Add(time.Millisecond)
 		c.Service, c.Start, c.Process, c.At = "consumer", w.StartPos(step), 2, at
 		xs = append(xs, c)
 	}
 	cmd := func(name, reply string) {
-		add(sysrun.Crossing{Link: "broker", Boundary: "command", Command: name, Reply: reply})
+		add(fault.Crossing{Link: fault.Broker, Op: name, Reply: reply})
 	}
 	commit := func(tables ...string) {
-		add(sysrun.Crossing{Link: "consumer_db", Boundary: "commit", Tables: tables})
+		add(fault.Crossing{Link: fault.ConsumerDB, Boundary: fault.Commit, Tables: tables})
 	}
 	cmd("HELLO", "ok")
 	cmd("XAUTOCLAIM", "empty")
@@ -113,7 +120,7 @@ func TestRenderedVariantLoadsWithItsFault(t *testing.T) {
 	out := t.TempDir()
 	w := defaultWorkload(t, out)
 	consumer := w.Starts[len(w.Starts)-1]
-	v := Variant{Faults: []Fault{{Step: consumer, On: "consumer_db.commit(table=processed_messages)", Nth: 2, Do: "kill"}},
+	v := Variant{Faults: []Fault{{Step: consumer, On: on("consumer_db.commit(table=processed_messages)"), Nth: 2, Do: "kill"}},
 		Drop: map[int]bool{w.Events[0]: true}}
 	file := filepath.Join(out, "x.yaml")
 	body := w.Render(out, "rendered", "a comment\non two lines", v)
@@ -154,7 +161,7 @@ func TestRandomScheduleIsTheSeeds(t *testing.T) {
 		t.Fatal("no candidates")
 	}
 	for _, c := range cands {
-		if strings.Contains(c.On, "HELLO") {
+		if strings.Contains(c.On.On(), "HELLO") {
 			t.Errorf("a candidate at a connection's setup: %v", c)
 		}
 	}
@@ -198,14 +205,14 @@ func TestClassifyNeverGuesses(t *testing.T) {
 			t.Errorf("%+v: %s, want %s", c.res, got.Outcome, c.want)
 		}
 	}
-	v := Verdict{Outcome: Violated, Broken: []string{"double_published"}}.afterXADDError([]Fault{{On: "broker.request(XADD)", Do: "error"}})
+	v := Verdict{Outcome: Violated, Broken: []string{"double_published"}}.afterXADDError([]Fault{{On: on("broker.request(XADD)"), Do: "error"}})
 	if v.Outcome != Held || v.Unjudged["double_published"] == "" {
 		t.Errorf("double_published after an XADD error: %+v, want held and not judged", v)
 	}
 }
 
 // On NATS, RabbitMQ and Kafka each boundary's trigger counts its own
-// crossings (broker.Meet): a Kafka Fetch that handed out records after two
+// crossings (fault.Meet): a Kafka Fetch that handed out records after two
 // idle polls is request(deliver) nth=3 but reply(deliver) nth=1; a NATS
 // pull request is request(deliver)'s only, a delivery reply(deliver)'s
 // only; an ack the broker answers nothing to (no reply subject) moves
@@ -214,19 +221,19 @@ func TestEnumerateCountsEachBoundaryAsTheProxyDoes(t *testing.T) {
 	w := defaultWorkload(t, t.TempDir())
 	step := w.Starts[len(w.Starts)-1]
 	at := time.Now()
-	var xs []sysrun.Crossing
-	add := func(op, reply string, req, rep broker.Meet) {
+	var xs []fault.Crossing
+	add := func(op, reply string, req, rep fault.Meet) {
 		at = at.Add(time.Millisecond)
-		xs = append(xs, sysrun.Crossing{Service: "consumer", Start: w.StartPos(step), Process: 2, At: at,
-			Link: "broker", Boundary: "command", Command: op, Reply: reply, AtRequest: req, AtReply: rep})
+		xs = append(xs, fault.Crossing{Service: "consumer", Start: w.StartPos(step), Process: 2, At: at,
+			Link: fault.Broker, Op: op, Reply: reply, Request: req, Response: rep})
 	}
-	add("deliver", "empty", broker.Strikes, broker.Passed)    // Kafka: an idle Fetch
-	add("deliver", "empty", broker.Strikes, broker.Passed)    // another
-	add("deliver", "entries", broker.Strikes, broker.Strikes) // a Fetch with records
-	add("deliver", "", broker.Strikes, broker.Passed)         // NATS: a pull request
-	add("deliver", "entries", broker.Passed, broker.Strikes)  // NATS: a delivery
-	add("ack", "", broker.Strikes, broker.Counted)            // an ack without a reply subject
-	add("ack", "ok", broker.Strikes, broker.Strikes)          // ackAck: answered
+	add("deliver", "empty", fault.Strikes, fault.Passed)    // Kafka: an idle Fetch
+	add("deliver", "empty", fault.Strikes, fault.Passed)    // another
+	add("deliver", "entries", fault.Strikes, fault.Strikes) // a Fetch with records
+	add("deliver", "", fault.Strikes, fault.Passed)         // NATS: a pull request
+	add("deliver", "entries", fault.Passed, fault.Strikes)  // NATS: a delivery
+	add("ack", "", fault.Strikes, fault.Counted)            // an ack without a reply subject
+	add("ack", "ok", fault.Strikes, fault.Strikes)          // ackAck: answered
 	ps := Enumerate(w, xs, []string{"kill", "error"}, 5)
 	run := map[string]string{}
 	for _, p := range ps {
@@ -265,7 +272,7 @@ func TestAFindingThatNeverBrokeAgainIsSetAside(t *testing.T) {
 	w := defaultWorkload(t, out)
 	e := &explorer{p: Params{Out: out}}
 	consumer := w.Starts[len(w.Starts)-1]
-	f := &Finding{Broken: []string{"lost"}, Why: "lost: …", Minimal: Variant{Faults: []Fault{{Step: consumer, On: "consumer_db.commit(table=processed_messages)", Nth: 1, Do: "kill"}}}}
+	f := &Finding{Broken: []string{"lost"}, Why: "lost: …", Minimal: Variant{Faults: []Fault{{Step: consumer, On: on("consumer_db.commit(table=processed_messages)"), Nth: 1, Do: "kill"}}}}
 	if err := e.write(w, f); err != nil {
 		t.Fatal(err)
 	}
@@ -347,9 +354,9 @@ steps:
 // never run: the counts and every report show it.
 func TestUnclassifiableBoundariesAreListed(t *testing.T) {
 	w := defaultWorkload(t, t.TempDir())
-	why := []string{"consumer consumer_db.commit: a COMMIT inside a multi-statement simple query of 4 statements: its reply cannot be held alone"}
+	why := []sysrun.Unclassified{{Service: "consumer", Link: fault.ConsumerDB, Boundary: fault.Commit, Reason: "a COMMIT inside a multi-statement simple query of 4 statements: its reply cannot be held alone"}}
 	ps := unclassifiedPoints(w, nil, why, 7)
-	if len(ps) != 1 || ps[0].ID != 8 || ps[0].Service != "consumer" || ps[0].On != "consumer_db.commit" || ps[0].Outcome != Unclassed ||
+	if len(ps) != 1 || ps[0].ID != 8 || ps[0].Service != "consumer" || ps[0].where() != "consumer_db.commit" || ps[0].Outcome != Unclassed ||
 		!strings.Contains(ps[0].Why, "multi-statement") || !ps[0].Listed {
 		t.Fatalf("points %+v", ps)
 	}
@@ -372,7 +379,7 @@ func TestFailuresAreSaidAtTheWorkload(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	v := Variant{Drop: map[int]bool{0: true}, Faults: []Fault{{Step: 3, Service: "consumer", On: "consumer_db.commit(table=processed_messages)", Nth: 1, Do: "kill", Where: "step"}}}
+	v := Variant{Drop: map[int]bool{0: true}, Faults: []Fault{{Step: 3, Service: "consumer", On: on("consumer_db.commit(table=processed_messages)"), Nth: 1, Do: "kill", Where: "step"}}}
 	file := filepath.Join(t.TempDir(), ".explore-point-9.yaml")
 	scs, errs := scenario.Parse(file, w.Render(filepath.Dir(file), "p", "", v))
 	if len(errs) > 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/outboxdrill/runner/history"
 	"github.com/outboxdrill/runner/internal/outfile"
+	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
 )
@@ -40,7 +41,7 @@ func (e *explorer) findings(ctx context.Context, res *Result, start time.Time) e
 		if pt.Outcome != Violated {
 			continue
 		}
-		key := strings.Join([]string{pt.Service, pt.On, strings.Join(pt.Broken, ",")}, "|")
+		key := strings.Join([]string{pt.Service, pt.where(), strings.Join(pt.Broken, ",")}, "|")
 		if f := byKey[key]; f != nil {
 			f.Also = append(f.Also, pt.String())
 			continue
@@ -318,7 +319,7 @@ func (e *explorer) write(w *Workload, f *Finding) error {
 	name := "explore"
 	if len(f.Minimal.Faults) > 0 {
 		ft := f.Minimal.Faults[0]
-		name = fmt.Sprintf("%s %s %d %s", w.serviceOf(ft), ft.On, ft.Nth, ft.Do)
+		name = fmt.Sprintf("%s %s %d %s", w.serviceOf(ft), ft.On.On(), ft.Nth, ft.Do)
 	}
 	name = strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(name+" "+strings.Join(f.Broken, " ")), "-"), "-")
 	f.File = filepath.Join(e.p.Out, name+".yaml")
@@ -404,41 +405,33 @@ func faultWords(w *Workload, fs []Fault) string {
 }
 
 func actionWords(f Fault) string {
-	request := strings.HasPrefix(f.On, "broker.request")
+	onBroker := f.On.Link == fault.Broker
+	request := onBroker && f.On.Boundary == fault.Request
+	delivery := onBroker && f.On.Boundary == fault.Reply && f.On.Filter.Command == fault.OpDeliver
+	neutral := onBroker && fault.NeutralOp(f.On.Filter.Command)
 	switch {
 	case f.Do == "kill" && request:
 		return "— killed before the command reached the broker, then restarted by its supervisor"
-	case f.Do == "kill" && f.On == "broker.reply(deliver)":
+	case f.Do == "kill" && delivery:
 		return "— the broker handed it out, the delivery was held and the service killed, then restarted by its supervisor"
-	case f.Do == "kill" && strings.HasPrefix(f.On, "broker.") && neutralOp(f.On):
+	case f.Do == "kill" && neutral:
 		return "— the broker took it, its answer was held and the service killed, then restarted by its supervisor"
-	case f.Do == "kill" && strings.HasPrefix(f.On, "broker."):
+	case f.Do == "kill" && onBroker:
 		return "— Redis ran it, the reply was held and the service killed, then restarted by its supervisor"
 	case f.Do == "kill":
 		return "— the server did it, the reply was held and the service killed, then restarted by its supervisor"
 	case f.Do == "cut":
 		return "— its connection closed instead of the reply"
-	case f.Do == "error" && f.On == "broker.reply(deliver)":
+	case f.Do == "error" && delivery:
 		return "— the delivery kept from the service, an error instead"
-	case f.Do == "error" && strings.HasPrefix(f.On, "broker.") && neutralOp(f.On):
+	case f.Do == "error" && neutral:
 		return "— not sent to the broker, an error answer instead"
-	case f.Do == "error" && strings.HasPrefix(f.On, "broker."):
+	case f.Do == "error" && onBroker:
 		return "— the command not sent, an error reply instead"
 	case f.Do == "error":
 		return "— the transaction really rolled back, the client got SQLSTATE 40001"
 	}
 	return "— the reply held that long"
-}
-
-// neutralOp: a broker trigger on publish, deliver or ack (NATS, RabbitMQ,
-// Kafka), not a Redis command.
-func neutralOp(on string) bool {
-	_, op, _ := strings.Cut(on, "(")
-	switch strings.TrimSuffix(op, ")") {
-	case "publish", "deliver", "ack":
-		return true
-	}
-	return false
 }
 
 // written is v as a finding's file holds it: its faults optional, so

@@ -20,7 +20,7 @@ func TestAWrittenFindingCarriesItsRun(t *testing.T) {
 	w := defaultWorkload(t, out)
 	relay := w.Starts[0]
 	e := &explorer{p: Params{Out: out, Runner: runner.Params{Brokers: []string{"kafka"}, Settle: 40 * time.Second}}}
-	f := &Finding{Broken: []string{"lost"}, Why: "lost: …", Minimal: Variant{Faults: []Fault{{Step: relay, On: "broker.reply(XADD)", Nth: 1, Do: "error"}}}}
+	f := &Finding{Broken: []string{"lost"}, Why: "lost: …", Minimal: Variant{Faults: []Fault{{Step: relay, On: on("broker.reply(XADD)"), Nth: 1, Do: "error"}}}}
 	if err := e.write(w, f); err != nil {
 		t.Fatal(err)
 	}

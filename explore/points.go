@@ -8,7 +8,6 @@ import (
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/sysrun"
-	"github.com/outboxdrill/runner/system"
 )
 
 // Point is one fault to try: a service's start step, a boundary named as a
@@ -16,8 +15,8 @@ import (
 type Point struct {
 	ID       int
 	Service  string
-	Step     int    // the workload's start step
-	On       string // the trigger: consumer_db.commit(table=inbox), broker.request(XADD)
+	Step     int           // the workload's start step
+	On       fault.Trigger // where: consumer_db.commit(table=inbox), broker.request(XADD) (its Nth and Action are the point's own)
 	Nth      int
 	Do       string
 	Crossing string // the kind of crossing it strikes, as the map names it
@@ -43,11 +42,21 @@ func (p *Point) Faults() []Fault {
 }
 
 func (p *Point) String() string {
-	s := fmt.Sprintf("%s %s nth=%d do=%s", p.Service, p.On, p.Nth, p.Do)
+	s := fmt.Sprintf("%s %s nth=%d do=%s", p.Service, p.where(), p.Nth, p.Do)
 	if p.Second != nil {
-		s += fmt.Sprintf(" + %s: %s nth=%d do=%s", p.Second.Where, p.Second.On, p.Second.Nth, p.Second.Do)
+		s += fmt.Sprintf(" + %s: %s nth=%d do=%s", p.Second.Where, p.Second.On.On(), p.Second.Nth, p.Second.Do)
 	}
 	return s
+}
+
+// where is the point's trigger as reports name it; a listed point's is
+// its link and boundary alone (consumer_db.commit): no trigger there can
+// be struck exactly.
+func (p *Point) where() string {
+	if p.Listed {
+		return p.On.Link.String() + "." + p.On.Boundary.String()
+	}
+	return p.On.On()
 }
 
 // Enumerate lists the points of a fault-free run's crossings.
@@ -56,7 +65,7 @@ func (p *Point) String() string {
 // trigger that strikes it: a database crossing by one of the tables it
 // wrote (the one it is the lowest nth of; the inbox or outbox table on a
 // tie), a broker operation by request(OP) and reply(OP) where each can
-// strike it, each with its own nth (sysrun.Crossing's AtRequest, AtReply:
+// strike it, each with its own nth (fault.Crossing's Request, Response:
 // a Kafka Fetch is counted by request(deliver) always, by reply(deliver)
 // only when it handed out records). Pruned, as
 // Filibuster's dynamic reduction prunes: a crossing of the same kind as an
@@ -67,7 +76,7 @@ func (p *Point) String() string {
 // error where request(OP) strikes the same crossing, which the proxy
 // applies as request(OP) does (the command is not sent) — but for deliver,
 // whose reply error keeps a delivery from the service. Crossings with a skip reason (boundary map) get no point.
-func Enumerate(w *Workload, xs []sysrun.Crossing, actions []string, nthCap int) []*Point {
+func Enumerate(w *Workload, xs []fault.Crossing, actions []string, nthCap int) []*Point {
 	var out []*Point
 	procs := processes(w, xs)
 	for _, i := range w.Starts {
@@ -86,30 +95,27 @@ func Enumerate(w *Workload, xs []sysrun.Crossing, actions []string, nthCap int) 
 // COMMIT inside a multi-statement query, whose writes it did not learn),
 // one per service and boundary: listed as unclassifiable with the proxy's
 // reason, never run — a fault there could not be struck exactly. They come
-// from the observer's reasons (Run.Unclassified: "SERVICE LINK.BOUNDARY:
-// why"; the observer gave up, so such a link may show no crossing at all)
-// and from crossings marked unattributed. Their ids follow the n points
-// enumerated.
-func unclassifiedPoints(w *Workload, xs []sysrun.Crossing, why []string, n int) []*Point {
+// from the observer's reasons (Run.Unclassified; the observer gave up, so
+// such a link may show no crossing at all) and from crossings marked
+// unattributed. Their ids follow the n points enumerated.
+func unclassifiedPoints(w *Workload, xs []fault.Crossing, why []sysrun.Unclassified, n int) []*Point {
 	var out []*Point
 	seen := map[string]bool{}
-	add := func(step int, on, crossing, reason string) {
-		if key := w.Service(step) + " " + on; !seen[key] {
+	add := func(step int, on fault.Trigger, crossing, reason string) {
+		p := &Point{Service: w.Service(step), Step: step, On: on, Nth: 1, Do: "-", Crossing: crossing, Listed: true,
+			Verdict: Verdict{Outcome: Unclassed, Why: reason}}
+		if key := p.Service + " " + p.where(); !seen[key] {
 			seen[key] = true
 			n++
-			out = append(out, &Point{ID: n, Service: w.Service(step), Step: step, On: on, Nth: 1, Do: "-", Crossing: crossing, Listed: true,
-				Verdict: Verdict{Outcome: Unclassed, Why: reason}})
+			p.ID = n
+			out = append(out, p)
 		}
 	}
 	for _, u := range why {
-		head, reason, ok := strings.Cut(u, ": ")
-		svc, on, ok2 := strings.Cut(head, " ")
-		if !ok || !ok2 {
-			continue
-		}
 		for _, i := range w.Starts {
-			if w.Service(i) == svc {
-				add(i, on, on+"(?)", reason)
+			if w.Service(i) == u.Service {
+				on := fault.Trigger{Link: u.Link, Boundary: u.Boundary}
+				add(i, on, on.Link.String()+"."+on.Boundary.String()+"(?)", u.Reason)
 				break
 			}
 		}
@@ -118,7 +124,7 @@ func unclassifiedPoints(w *Workload, xs []sysrun.Crossing, why []string, n int) 
 	for _, i := range w.Starts {
 		for _, c := range procs[i] {
 			if c.Unattributed {
-				add(i, c.Link+"."+c.Boundary, label(c), "the proxy did not learn what this transaction wrote")
+				add(i, c.DatabaseTrigger(""), c.Label(), "the proxy did not learn what this transaction wrote")
 			}
 		}
 	}
@@ -126,32 +132,38 @@ func unclassifiedPoints(w *Workload, xs []sysrun.Crossing, why []string, n int) 
 }
 
 func newEnumerator(w *Workload, step int, actions []string, nthCap int) *enumerator {
-	return &enumerator{w: w, step: step, actions: actions, nthCap: nthCap,
+	return &enumerator{w: w, step: step, actions: actions, nthCap: nthCap, dialects: dialects(),
 		count: map[string]int{}, kinds: map[string]bool{}, seen: map[string]string{}, kept: map[string]int{}}
 }
 
-// enumerator walks one process's crossings in order.
+// dialects are the brokers' proxy dialects a point's trigger is loaded
+// with, as a scenario's fault is.
+func dialects() []fault.Dialect { return broker.Dialects(broker.Kinds()) }
+
+// enumerator walks one process's crossings in order. Its maps are keyed
+// by a trigger's text (On).
 type enumerator struct {
-	w       *Workload
-	step    int
-	actions []string
-	nthCap  int
-	count   map[string]int    // trigger → crossings so far (its nth)
-	kinds   map[string]bool   // the kinds crossed so far: the prefix
-	seen    map[string]string // kind + prefix → the trigger and nth that stood for it
-	kept    map[string]int    // trigger → crossings given points
-	idle    string            // the idle poll that stands for all: a fault there meets no work
+	w        *Workload
+	step     int
+	actions  []string
+	nthCap   int
+	dialects []fault.Dialect
+	count    map[string]int    // trigger → crossings so far (its nth)
+	kinds    map[string]bool   // the kinds crossed so far: the prefix
+	seen     map[string]string // kind + prefix → the trigger and nth that stood for it
+	kept     map[string]int    // trigger → crossings given points
+	idle     string            // the idle poll that stands for all: a fault there meets no work
 }
 
-func (e *enumerator) points(c sysrun.Crossing) []*Point {
-	kind := label(c)
+func (e *enumerator) points(c fault.Crossing) []*Point {
+	kind := c.Label()
 	prefix := strings.Join(sortedKeys(e.kinds), "|")
 	e.kinds[kind] = true
 	ts := e.trigger(c)
 	if skipOf(c) != "" || len(ts) == 0 {
 		return nil
 	}
-	on, nth := ts[0].on, ts[0].nth
+	on, nth := ts[0].on.On(), ts[0].nth
 	why := ""
 	key := kind + "#" + prefix
 	switch first, dup := e.seen[key]; {
@@ -172,21 +184,37 @@ func (e *enumerator) points(c sysrun.Crossing) []*Point {
 	}
 	var out []*Point
 	for _, t := range ts {
+		_, unarmable := fault.New(t.on, e.dialects)
 		for _, do := range e.actions {
 			p := &Point{Service: e.w.Service(e.step), Step: e.step, On: t.on, Nth: t.nth, Do: do, Crossing: kind, Pruned: why}
-			if p.Pruned == "" && strings.HasPrefix(t.on, "broker.reply(") && do == "error" && c.AtRequest == broker.Strikes && c.Command != "deliver" {
-				p.Pruned = "the same as request error: the proxy does not send the command either way"
+			if p.Pruned == "" {
+				p.Pruned = sameAsRequest(t.on, do, c)
 			}
-			if p.Pruned == "" && strings.HasPrefix(t.on, "broker.reply(") && do == "duplicate" && c.AtRequest == broker.Strikes && publishes[c.Command] {
-				p.Pruned = "the same as request duplicate: the proxy sends the publish twice either way"
-			}
-			if _, err := system.ParseTrigger(t.on); err != nil && p.Pruned == "" {
-				p.Pruned = "cannot be armed: " + err.Error()
+			if unarmable != nil && p.Pruned == "" {
+				p.Pruned = "cannot be armed: " + unarmable.Error()
 			}
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// sameAsRequest says why action do at reply(OP) is request(OP)'s own
+// point ("" when it is not): an error where request(OP) strikes the same
+// crossing, which the proxy applies as request(OP) does (the command is
+// not sent) — but for deliver, whose reply error keeps a delivery from
+// the service; a duplicate of a publish, sent twice either way.
+func sameAsRequest(on fault.Trigger, do string, c fault.Crossing) string {
+	if on.Link != fault.Broker || on.Boundary != fault.Reply || c.Request != fault.Strikes {
+		return ""
+	}
+	switch {
+	case do == "error" && c.Op != fault.OpDeliver:
+		return "the same as request error: the proxy does not send the command either way"
+	case do == "duplicate" && publishes[c.Op]:
+		return "the same as request duplicate: the proxy sends the publish twice either way"
+	}
+	return ""
 }
 
 // publishes are the operations a duplicate sends twice at either
@@ -196,7 +224,7 @@ var publishes = map[string]bool{"XADD": true, "publish": true, "Produce": true}
 // struck is a trigger that strikes a crossing, and the crossing's nth
 // among those it counts.
 type struck struct {
-	on  string
+	on  fault.Trigger
 	nth int
 }
 
@@ -204,20 +232,18 @@ type struck struct {
 // nth. Every trigger that counts it moves its count, whichever names it: a
 // database crossing's tables (named by the one it is the lowest nth of), a
 // broker operation's request(OP) and reply(OP), each counted as the proxy
-// counts it (broker.Meet) and named only where it can strike.
-func (e *enumerator) trigger(c sysrun.Crossing) []struck {
-	if c.Link == "broker" {
+// counts it (fault.Meet) and named only where it can strike.
+func (e *enumerator) trigger(c fault.Crossing) []struck {
+	if c.Link == fault.Broker {
 		var out []struck
-		for _, b := range []struct {
-			on   string
-			meet broker.Meet
-		}{{"broker.request(" + c.Command + ")", c.AtRequest}, {"broker.reply(" + c.Command + ")", c.AtReply}} {
-			if b.meet == broker.Passed {
+		for _, b := range []fault.Boundary{fault.Request, fault.Reply} {
+			t := c.Trigger(b)
+			if !t.Meets(c) {
 				continue
 			}
-			e.count[b.on]++
-			if b.meet == broker.Strikes {
-				out = append(out, struck{b.on, e.count[b.on]})
+			e.count[t.On()]++
+			if c.Meet(b) == fault.Strikes {
+				out = append(out, struck{t, e.count[t.On()]})
 			}
 		}
 		return out
@@ -225,13 +251,14 @@ func (e *enumerator) trigger(c sysrun.Crossing) []struck {
 	if len(c.Tables) == 0 {
 		return nil
 	}
-	best, bestN := "", 0
-	for _, t := range c.Tables {
-		k := fmt.Sprintf("%s.%s(table=%s)", c.Link, c.Boundary, t)
-		e.count[k]++
-		n := e.count[k]
-		if best == "" || n < bestN || n == bestN && e.mapped(t) && !e.mapped(tableOf(best)) {
-			best, bestN = k, n
+	var best fault.Trigger
+	bestN := 0
+	for _, table := range c.Tables {
+		t := c.DatabaseTrigger(table)
+		e.count[t.On()]++
+		n := e.count[t.On()]
+		if bestN == 0 || n < bestN || n == bestN && e.mapped(table) && !e.mapped(best.Filter.Table) {
+			best, bestN = t, n
 		}
 	}
 	return []struck{{best, bestN}}
@@ -241,11 +268,6 @@ func (e *enumerator) trigger(c sysrun.Crossing) []struck {
 func (e *enumerator) mapped(table string) bool {
 	s := e.w.System
 	return strings.EqualFold(table, s.Inbox.Table) || strings.EqualFold(table, s.Outbox.Table)
-}
-
-func tableOf(trigger string) string {
-	_, t, _ := strings.Cut(trigger, "(table=")
-	return strings.TrimSuffix(t, ")")
 }
 
 func sortedKeys(m map[string]bool) []string {
@@ -260,24 +282,27 @@ func sortedKeys(m map[string]bool) []string {
 // inapplicable says why action do cannot strike the trigger on on broker
 // b ("" when it can, or when the point is pruned for another reason): a
 // duplicate or a drop strikes a broker boundary only, where b's proxy
-// applies it exactly (its Check: a publish, a delivery, a reply).
-func inapplicable(on, do, b string) string {
-	a, err := system.ParseAction(do)
+// applies it exactly (its dialect compiles it: a publish, a delivery, a
+// reply).
+func inapplicable(on fault.Trigger, do, b string) string {
+	a, err := fault.ParseAction(do)
 	if err != nil || !a.Do.Neutral() {
 		return ""
 	}
-	t, err := system.ParseTrigger(on)
-	if err != nil {
+	ds := dialects()
+	if _, err := fault.New(on, ds); err != nil {
 		return "" // pruned as cannot be armed
 	}
 	// "ACTION not applied here (why)": the progress line counts them by
 	// what comes before the parenthesis.
-	if t.Link != fault.Broker {
+	if on.Link != fault.Broker {
 		return do + " not applied here (a database boundary: it strikes a broker's)"
 	}
-	t.Action = a
-	if err := system.CheckOn(t, b); err != nil {
-		return fmt.Sprintf("%s not applied here (%s: %v)", do, b, err)
+	on.Action = a
+	for _, d := range ds {
+		if c := fault.Compile(on, d, ds); d.Broker == b && c.Skip != nil {
+			return fmt.Sprintf("%s not applied here (%s: %v)", do, b, c.Skip)
+		}
 	}
 	return ""
 }
@@ -299,9 +324,8 @@ func PruneInapplicable(ps []*Point, b string) {
 }
 
 // applicable is do, or where it does not apply at on on broker b the
-// first of actions after it that does: a random schedule draws its
-// actions among all, and keeps its seed's order.
-func applicable(on, do string, actions []string, b string) (string, bool) {
+// next action of the list that does; false when none does.
+func applicable(on fault.Trigger, do string, actions []string, b string) (string, bool) {
 	i := slices.Index(actions, do)
 	for k := range actions {
 		if a := actions[(i+k)%len(actions)]; inapplicable(on, a, b) == "" {

@@ -13,7 +13,7 @@ import (
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/internal/outfile"
 	"github.com/outboxdrill/runner/internal/safe"
-	"github.com/outboxdrill/runner/sysrun"
+	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/system"
 )
 
@@ -89,37 +89,37 @@ func Schedule(w *Workload, candidates []Fault, actions []string, rate float64, s
 // the fault-free run's points but for the ones only crossed while a
 // service started up (before its first crossing that carried work): no
 // event of the run would reach them.
-func Candidates(w *Workload, xs []sysrun.Crossing, actions []string) []Fault {
+func Candidates(w *Workload, xs []fault.Crossing, actions []string) []Fault {
 	procs := processes(w, xs)
 	var out []Fault
 	for _, step := range w.Starts {
 		cs := procs[step]
 		work := slices.IndexFunc(cs, carries)
-		late := map[string]bool{}
+		late := map[string]fault.Trigger{} // by its text
 		e := newEnumerator(w, step, actions[:1], len(cs))
 		for i, c := range cs {
 			for _, p := range e.points(c) {
 				if i >= work && work >= 0 {
-					late[p.On] = true
+					late[p.On.On()] = p.On
 				}
 			}
 		}
-		for on := range late {
+		for _, on := range late {
 			out = append(out, Fault{Service: w.Service(step), On: on})
 		}
 	}
-	slices.SortFunc(out, func(a, b Fault) int { return strings.Compare(a.Service+" "+a.On, b.Service+" "+b.On) })
+	slices.SortFunc(out, func(a, b Fault) int { return strings.Compare(a.Service+" "+a.On.On(), b.Service+" "+b.On.On()) })
 	return out
 }
 
 // carries: a crossing that moved an event (a write, a publish, a read
 // that handed out entries), not a service's start-up.
-func carries(c sysrun.Crossing) bool {
-	return len(c.Tables) > 0 || c.Reply == "entries" || (c.Command == "XADD" || c.Command == "publish") && c.Reply == "ok"
+func carries(c fault.Crossing) bool {
+	return len(c.Tables) > 0 || c.Reply == "entries" || (c.Op == "XADD" || c.Op == fault.OpPublish) && c.Reply == "ok"
 }
 
 // random runs the random mode: the schedule on the long workload, once.
-func (e *explorer) random(ctx context.Context, res *Result, xs []sysrun.Crossing) error {
+func (e *explorer) random(ctx context.Context, res *Result, xs []fault.Crossing) error {
 	r := e.p.Random
 	long, errs := RandomWorkload(ctx, res.Workload.System, e.p.Out, r.Events, r.Seed)
 	if len(errs) > 0 {

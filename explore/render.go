@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/proxy/fault"
 )
 
 // Fault is one fault of a schedule, armed with a start step of the
@@ -18,15 +19,15 @@ import (
 // fault: step put before workload step Step (Where "step", random mode).
 type Fault struct {
 	Step    int
-	Service string // the service a "step" fault arms; the start step's otherwise
-	On      string // consumer_db.commit(table=inbox), broker.reply(XADD)
+	Service string        // the service a "step" fault arms; the start step's otherwise
+	On      fault.Trigger // where: consumer_db.commit(table=inbox), broker.reply(XADD) (its Nth and Action are the fault's own)
 	Nth     int
 	Do      string // kill, cut, error, delay(500ms)
 	Where   string
 }
 
 func (f Fault) String() string {
-	s := fmt.Sprintf("%s nth=%d do=%s", f.On, f.Nth, f.Do)
+	s := fmt.Sprintf("%s nth=%d do=%s", f.On.On(), f.Nth, f.Do)
 	switch f.Where {
 	case "then":
 		s += " (on its restart)"
@@ -264,7 +265,7 @@ func cmpOr(a, b string) string {
 
 func faultNode(f Fault, optional bool) *yaml.Node {
 	n := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
-	on := scalar(f.On)
+	on := scalar(f.On.On())
 	on.Style = yaml.DoubleQuotedStyle
 	n.Content = append(n.Content, scalar("on"), on)
 	if f.Nth > 1 {

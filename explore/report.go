@@ -156,7 +156,7 @@ func (r *Result) coverageTables(b *strings.Builder) {
 	rows := map[string]map[string]*Point{}
 	var order []string
 	for _, p := range r.Points {
-		row := fmt.Sprintf("%s | `%s` nth=%d", p.Service, p.On, p.Nth)
+		row := fmt.Sprintf("%s | `%s` nth=%d", p.Service, p.where(), p.Nth)
 		if rows[row] == nil {
 			rows[row] = map[string]*Point{}
 			order = append(order, row)
@@ -283,7 +283,7 @@ func (r *Result) WriteJSON(w io.Writer) error {
 		Random   *RandomResult `json:"random,omitempty"`
 	}{System: r.Workload.System.File, Workload: r.Workload.Name, Observed: r.Observed.String(), Map: r.Map, Seconds: r.Took.Seconds(), Random: r.Random}
 	for _, p := range r.Points {
-		out.Points = append(out.Points, point{p.ID, p.Service, p.On, p.Nth, p.Do, p.Crossing, p.Pruned, p.Outcome, p.Broken, safe.Text(p.Why), p.Unjudged, p.Took.Seconds()})
+		out.Points = append(out.Points, point{p.ID, p.Service, p.where(), p.Nth, p.Do, p.Crossing, p.Pruned, p.Outcome, p.Broken, safe.Text(p.Why), p.Unjudged, p.Took.Seconds()})
 	}
 	for _, f := range r.Findings {
 		var fs []string

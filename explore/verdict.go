@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/history"
+	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/report"
 )
 
@@ -153,7 +154,9 @@ const pipelineCaveat = "not judged after an error at an XADD: the XADDs a relay 
 
 // xaddError: the schedule errors an XADD (pipelineCaveat applies).
 func xaddError(faults []Fault) bool {
-	return slices.ContainsFunc(faults, func(f Fault) bool { return f.Do == "error" && strings.HasSuffix(f.On, "(XADD)") })
+	return slices.ContainsFunc(faults, func(f Fault) bool {
+		return f.Do == "error" && f.On.Link == fault.Broker && f.On.Filter.Command == "XADD"
+	})
 }
 
 // afterXADDError takes double_published out of a verdict of a schedule

@@ -1,6 +1,8 @@
 package scenario
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -83,5 +85,35 @@ func TestTriggersCheckedOnEachBroker(t *testing.T) {
 	sc.System.Brokers = []string{"kafka"}
 	if errs := sc.CheckTriggersOn("rabbitmq"); len(errs) > 0 {
 		t.Errorf("a broker the system does not support is skipped, not checked: %v", errs)
+	}
+}
+
+// The system file's brokers: narrow the dialects a typo is judged in: the
+// Kafka-only example (examples/node/system-kafka.yaml, brokers: [kafka])
+// says a misspelt operation in Kafka's words, with Kafka's closest, and
+// never Redis's commands; every mistake of on: is said at once, at on:.
+func TestKafkaOnlySystemJudgesATypoInKafkasWords(t *testing.T) {
+	sys, serrs, err := system.Load(context.Background(), "../examples/node/system-kafka.yaml")
+	if err != nil || len(serrs) > 0 || !slices.Equal(sys.Brokers, []string{"kafka"}) {
+		t.Fatalf("the Kafka example: %v %v, brokers %v", err, serrs, sys.Brokers)
+	}
+	for on, suggestion := range map[string]string{"PUBLSH": "publish", "Fetchh": "Fetch", "OffsetComit": "OffsetCommit"} {
+		src := "name: f\nsteps:\n  - start: {service: relay, fault: {on: \"broker.reply(" + on + ")\", do: kill}}\n"
+		scs, errs := Parse("t.yaml", []byte(src))
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		errs = scs[0].UseSystem(sys)
+		want := `t.yaml:3:41: broker.reply(` + on + `) applies on none of the brokers ../examples/node/system-kafka.yaml speaks (brokers: kafka): kafka: unknown operation "` + on + `" (want publish, deliver, ack or a Kafka API such as Produce) (did you mean "` + suggestion + `"?)`
+		if len(errs) != 1 || errs[0].Error() != want || strings.Contains(errs[0].Error(), "Redis") {
+			t.Errorf("%s on the Kafka-only example:\n got %v\nwant %s", on, errs, want)
+		}
+	}
+	src := "name: f\nsteps:\n  - start: {service: relay, fault: {on: \"broker.rply(publish, topik=orders)\", do: kil}}\n"
+	_, errs := Parse("t.yaml", []byte(src))
+	errs.Sort()
+	if len(errs) != 3 || !strings.HasPrefix(errs[0].Error(), `t.yaml:3:37: on: broker has no boundary "rply"`) ||
+		!strings.HasPrefix(errs[1].Error(), `t.yaml:3:37: on: broker.rply(publish, topik=orders): want NAME=VALUE filters`) || !strings.HasPrefix(errs[2].Error(), `t.yaml:3:79: do: unknown action "kil"`) {
+		t.Errorf("every mistake of one fault, each at its key:\n%v", errs)
 	}
 }

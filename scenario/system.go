@@ -118,21 +118,23 @@ func (sc *Scenario) checkBrokerFaults() diag.Errors {
 	return errs
 }
 
-// appliesNowhere is checkBrokerFaults' problem with st, or nil.
+// appliesNowhere is checkBrokerFaults' problem with st, or nil: each
+// broker's reason is its compiled skip (a broker without a proxy takes
+// every fault: it is judged when it runs).
 func (sc *Scenario) appliesNowhere(st steps.StepTrigger) *diag.Error {
 	if sc.System == nil || len(sc.System.Brokers) == 0 {
-		if st.Unsuited != nil {
-			return diag.Errorf(st.Pos, "on: %v", st.Unsuited)
+		if un := st.Unsuited(); un != nil {
+			return diag.Errorf(st.Pos, "on: %v", un)
 		}
 		return nil
 	}
 	var why []string
 	for _, b := range sc.System.Brokers {
-		err := system.CheckOn(st.Trigger, b)
-		if err == nil {
+		c, ok := st.For(b)
+		if !ok || c.Skip == nil {
 			return nil
 		}
-		why = append(why, fmt.Sprintf("%s: %v", b, err))
+		why = append(why, fmt.Sprintf("%s: %v", b, c.Skip))
 	}
 	return diag.Errorf(st.Pos, "%s applies on none of the brokers %s speaks (brokers: %s): %s",
 		st.Trigger.On(), sc.System.File, strings.Join(sc.System.Brokers, ", "), strings.Join(why, "; "))
@@ -165,8 +167,8 @@ func (sc *Scenario) CheckTriggersOn(b string) diag.Errors {
 		if sc.appliesNowhere(st) != nil {
 			continue
 		}
-		if err := system.CheckOn(st.Trigger, b); err != nil {
-			errs = append(errs, diag.Errorf(st.Pos, "%s does not apply on %s (a run there skips the scenario): %v", st.Trigger.On(), b, err))
+		if c, ok := st.For(b); ok && c.Skip != nil {
+			errs = append(errs, diag.Errorf(st.Pos, "%s does not apply on %s (a run there skips the scenario): %v", st.Trigger.On(), b, c.Skip))
 		}
 	}
 	return errs

@@ -7,9 +7,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/proxy/fault"
-	"github.com/outboxdrill/runner/system"
 )
 
 // Services runs a team's own processes (the services of a system file) for
@@ -17,7 +17,7 @@ import (
 type Services interface {
 	// Start starts a service, with f armed on its connections when given,
 	// and returns once it is ready; detail says what runs where.
-	Start(ctx context.Context, name string, env map[string]string, f *fault.Trigger) (detail string, err error)
+	Start(ctx context.Context, name string, env map[string]string, f *fault.Fault) (detail string, err error)
 	// Stop sends SIGTERM, then SIGKILL after a grace (detail says which
 	// ended it); Kill sends SIGKILL to the service's process group at once.
 	Stop(ctx context.Context, name string) (detail string, err error)
@@ -34,36 +34,31 @@ type FaultParams struct {
 	// pass then ("fails until the bug is fixed").
 	Optional bool `param:"optional" doc:"a fault that need not strike: one that never fired does not fail the scenario (runner explore writes its findings so: a fixed service may take another path)"`
 
-	trigger  fault.Trigger
-	unsuited *system.UnsuitedError // no broker's proxy takes the trigger as written
+	fault *fault.Fault
 }
 
-// Validate parses the fault once, into the trigger the proxy gets as it is.
-// on: and do: are read apart, so a mistake in each is said at once. An
-// operation no broker's proxy takes is kept, with why (unsuited): which
-// broker's words it should have been in is known only with the brokers
-// of the system file and of the run (scenario's checkBrokerFaults).
+// Validate loads the fault once (fault.Load): its trigger parsed, and
+// compiled for each broker's proxy, which the steps hand as they are to
+// the services. Every problem of on:, nth: and do: is said at once, each
+// at its key. An operation no broker's proxy takes is kept, with why
+// (fault.Fault.Unsuited): which broker's words it should have been in is
+// known only with the brokers of the system file and of the run
+// (scenario's checkBrokerFaults).
 func (f *FaultParams) Validate() error {
+	var probs []fault.Problem
+	f.fault, probs = fault.Load(fault.Spec{On: f.On, Nth: int(f.Nth), Do: f.Do, Optional: f.Optional}, faultDialects())
 	var errs []error
-	t, err := system.ParseTrigger(f.On)
-	if un := (*system.UnsuitedError)(nil); errors.As(err, &un) {
-		t, f.unsuited, err = un.Trigger, un, nil
+	for _, p := range probs {
+		if un := (*fault.UnsuitedError)(nil); !errors.As(p.Err, &un) {
+			errs = append(errs, OwnParamErrorf(p.Key, "%v", p))
+		}
 	}
-	if err != nil {
-		errs = append(errs, OwnParamErrorf("on", "on: %v", err))
-	}
-	if t.Action, err = system.ParseAction(f.Do); err != nil {
-		errs = append(errs, OwnParamErrorf("do", "do: %v", err))
-	}
-	if t.Link.Database() && t.Action.Do.Neutral() {
-		// A database's commit has no second copy or lost reply the
-		// drill could strike exactly: these are the broker's faults.
-		errs = append(errs, OwnParamErrorf("do", "do: %v applies on a broker boundary (broker.reply(publish), broker.reply(deliver)…), not on %s", t.Action.Do, t.Link))
-	}
-	t.Nth, t.Optional = int(f.Nth), f.Optional
-	f.trigger = t
 	return errors.Join(errs...)
 }
+
+// faultDialects are the dialects a fault is loaded with: every registered
+// broker's proxy.
+func faultDialects() []fault.Dialect { return broker.Dialects(broker.Kinds()) }
 
 func (*FaultParams) validatesEachParam() {}
 
@@ -97,7 +92,7 @@ func (p *StartParams) Validate() error {
 // StartFaults are the faults a start step arms: Fault and Also on its
 // process, Then on the supervisor's first restart of it.
 type StartFaults struct {
-	Fault, Also, Then *fault.Trigger
+	Fault, Also, Then *fault.Fault
 	Restart           bool // supervised
 }
 
@@ -109,7 +104,7 @@ type Supervisor interface {
 
 // Armer arms a fault on a service's running process (the fault step).
 type Armer interface {
-	Arm(ctx context.Context, name string, f fault.Trigger) (detail string, err error)
+	Arm(ctx context.Context, name string, f *fault.Fault) (detail string, err error)
 }
 
 var serviceDefs = []*Def{
@@ -154,12 +149,12 @@ func runStart(ctx context.Context, env *Env, p *StartParams) (Result, error) {
 	return Result{Details: []string{detail}}, err
 }
 
-// get is the parsed fault, nil when none was given.
-func (f *FaultParams) get() *fault.Trigger {
+// get is the loaded fault, nil when none was given.
+func (f *FaultParams) get() *fault.Fault {
 	if f == nil {
 		return nil
 	}
-	return &f.trigger
+	return f.fault
 }
 
 // FaultStepParams arm a fault on a running service.
@@ -177,7 +172,7 @@ func runFault(ctx context.Context, env *Env, p *FaultStepParams) (Result, error)
 	if !ok {
 		return Result{}, fmt.Errorf("fault: these services cannot be armed while they run")
 	}
-	detail, err := a.Arm(ctx, p.Service, p.trigger)
+	detail, err := a.Arm(ctx, p.Service, p.fault)
 	return Result{Details: []string{detail}}, err
 }
 
@@ -193,31 +188,27 @@ func (e *Env) services() (Services, error) {
 // a step that arms none.
 func StartFault(c *Call) (f fault.Trigger, pos diag.Pos, ok bool) {
 	p, isStart := c.Params.(*StartParams)
-	if !isStart || p.Fault == nil {
+	if !isStart || p.Fault == nil || p.Fault.fault == nil {
 		return fault.Trigger{}, diag.Pos{}, false
 	}
-	return p.Fault.trigger, onPos(c, "fault"), true
+	return p.Fault.fault.Trigger, onPos(c, "fault"), true
 }
 
 // StepTrigger is one fault a step arms (start's fault, also and then, the
-// fault step's), where its on: is written, and why no broker's proxy
-// takes it as written (nil: one does).
+// fault step's), loaded (its Trigger, compiled for each broker, and
+// Unsuited: why no broker's proxy takes it as written), and where its on:
+// is written.
 type StepTrigger struct {
-	Trigger  fault.Trigger
-	Pos      diag.Pos
-	Unsuited error
+	*fault.Fault
+	Pos diag.Pos
 }
 
 // Triggers are the faults step c arms, in the order it writes them.
 func Triggers(c *Call) []StepTrigger {
 	var out []StepTrigger
 	add := func(f *FaultParams, key string) {
-		if f != nil {
-			st := StepTrigger{Trigger: f.trigger, Pos: onPos(c, key)}
-			if f.unsuited != nil {
-				st.Unsuited = f.unsuited
-			}
-			out = append(out, st)
+		if f != nil && f.fault != nil {
+			out = append(out, StepTrigger{Fault: f.fault, Pos: onPos(c, key)})
 		}
 	}
 	switch p := c.Params.(type) {

@@ -9,75 +9,9 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
-	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/proxy/pgwire"
 )
-
-// Crossing is one boundary a service process crossed, as its proxies saw
-// it: a commit or a statement batch that wrote tables (databases), or a
-// broker command with the kind of its reply. `runner explore` builds its
-// boundary map and its fault points from them.
-type Crossing struct {
-	Service string
-	Start   diag.Pos // the start step that started the process
-	// Process is the run's Nth service process (start steps and the
-	// supervisor's restarts alike), from 1; Restart is 0 for a start
-	// step's own process, k for the supervisor's k-th restart of it.
-	Process, Restart int
-	Link             string   // producer_db, consumer_db or broker
-	Boundary         string   // commit or statement; "command" on the broker (request and reply both)
-	Tables           []string // what a commit or statement wrote, bare names, sorted
-	// Unattributed: a commit whose tables the proxy did not learn (the
-	// observer was given up, see Run.Unclassified).
-	Unattributed bool
-	// Command is, on the broker, the operation a trigger names to strike
-	// it: a Redis command (upper case), publish, deliver, ack, or a native
-	// operation (broker.Crossing's Op).
-	Command string
-	// Reply is the kind of the broker's answer: "empty", "entries",
-	// "error", "none" (no reply reached it), "ok", or "" (it answers
-	// nothing, or its answer is a crossing of its own).
-	Reply string
-	// AtRequest and AtReply say how broker.request(Command) and
-	// broker.reply(Command) meet the crossing: counted and able to strike
-	// it (the zero value, as on Redis), counted only, or passed by.
-	AtRequest, AtReply broker.Meet
-	Setup              bool   // a connection's setup: no point
-	Fault              string // the trigger that struck here, "" for none
-	At                 time.Time
-}
-
-// Label names the crossing as the boundary map shows it:
-// "consumer_db.commit(table=inbox,projection)", "broker.XREADGROUP→empty".
-func (c Crossing) Label() string {
-	if c.Link == "broker" {
-		return BrokerLabel(c)
-	}
-	if c.Unattributed {
-		return c.Link + "." + c.Boundary + "(?)"
-	}
-	return fmt.Sprintf("%s.%s(table=%s)", c.Link, c.Boundary, strings.Join(c.Tables, ","))
-}
-
-// BrokerLabel names a broker crossing by the triggers that strike it:
-// "broker.XADD→ok" (request(XADD) and reply(XADD) both), and where only
-// one of them can, "broker.request(deliver)" (a NATS pull request),
-// "broker.reply(deliver)→entries" (a NATS delivery), "broker.request(ack)"
-// (an AMQP basic.ack: the broker answers nothing).
-func BrokerLabel(c Crossing) string {
-	l := "broker." + c.Command
-	switch {
-	case c.AtRequest == broker.Strikes && c.AtReply != broker.Strikes:
-		l = "broker.request(" + c.Command + ")"
-	case c.AtRequest != broker.Strikes && c.AtReply == broker.Strikes:
-		l = "broker.reply(" + c.Command + ")"
-	}
-	if c.Reply != "" {
-		l += "→" + c.Reply
-	}
-	return l
-}
 
 // observed is one process's proxies, kept for Crossings after it ended.
 type observed struct {
@@ -88,7 +22,7 @@ type observed struct {
 }
 
 type watcher struct {
-	link string
+	link fault.Link
 	a    *pgwire.Armed
 }
 
@@ -116,7 +50,7 @@ func (r *Run) watch(s *service, restart int) {
 			link := []fault.Link{fault.ProducerDB, fault.ConsumerDB}[i]
 			for _, b := range link.Boundaries() {
 				if a, err := p.Arm(fault.Trigger{Link: link, Boundary: b, Nth: math.MaxInt, Action: never}); err == nil {
-					o.watchers = append(o.watchers, watcher{link.String(), a})
+					o.watchers = append(o.watchers, watcher{link, a})
 				}
 			}
 		}
@@ -125,33 +59,39 @@ func (r *Run) watch(s *service, restart int) {
 }
 
 // Crossings are the boundaries every process of the run crossed so far, in
-// the order the proxies saw them.
-func (r *Run) Crossings() []Crossing {
+// the order the proxies saw them, each with the service and process.
+func (r *Run) Crossings() []fault.Crossing {
 	r.mu.Lock()
 	obs := slices.Clone(r.observed)
 	r.mu.Unlock()
-	var out []Crossing
+	var out []fault.Crossing
 	for _, o := range obs {
-		base := Crossing{Service: o.svc.name, Start: o.svc.inst.at, Process: o.process, Restart: o.restart}
-		for i, link := range []string{"producer_db", "consumer_db"} {
-			out = append(out, dbCrossings(base, link, o.svc.pg[i])...)
+		who := func(c fault.Crossing) fault.Crossing {
+			c.Service, c.Start, c.Process, c.Restart = o.svc.name, o.svc.inst.at, o.process, o.restart
+			return c
 		}
-		if c, ok := o.svc.broker.(broker.CrossingLog); ok {
-			out = append(out, brokerCrossings(base, c)...)
+		for i, link := range []fault.Link{fault.ProducerDB, fault.ConsumerDB} {
+			for _, c := range dbCrossings(link, o.svc.pg[i]) {
+				out = append(out, who(c))
+			}
+		}
+		if l, ok := o.svc.broker.(broker.CrossingLog); ok {
+			for _, c := range l.Crossings() {
+				out = append(out, who(c))
+			}
 		}
 	}
-	slices.SortStableFunc(out, func(a, b Crossing) int { return a.At.Compare(b.At) })
+	slices.SortStableFunc(out, func(a, b fault.Crossing) int { return a.At.Compare(b.At) })
 	return out
 }
 
-func dbCrossings(base Crossing, link string, p *pgwire.Proxy) []Crossing {
+func dbCrossings(link fault.Link, p *pgwire.Proxy) []fault.Crossing {
 	if p == nil {
 		return nil
 	}
-	var out []Crossing
+	var out []fault.Crossing
 	for _, e := range p.Events() {
-		c := base
-		c.Link, c.Boundary, c.Fault, c.At = link, e.Boundary.String(), e.Fault, e.At
+		c := fault.Crossing{Link: link, Boundary: e.Boundary, Fault: e.Fault, At: e.At}
 		c.Unattributed = e.Tables == nil && e.Boundary == fault.Commit
 		for _, t := range e.Tables {
 			c.Tables = append(c.Tables, t[strings.LastIndexByte(t, '.')+1:])
@@ -162,31 +102,34 @@ func dbCrossings(base Crossing, link string, p *pgwire.Proxy) []Crossing {
 	return out
 }
 
-func brokerCrossings(base Crossing, p broker.CrossingLog) []Crossing {
-	var out []Crossing
-	for _, e := range p.Crossings() {
-		c := base
-		c.Link, c.Boundary, c.Fault, c.At = "broker", "command", e.Fault, e.At
-		c.Command, c.Reply, c.AtRequest, c.AtReply, c.Setup = e.Op, e.Reply, e.Request, e.Response, e.Setup
-		out = append(out, c)
-	}
-	return out
+// Unclassified is a link boundary of a service process whose crossings its
+// proxy could not attribute (a COMMIT inside a multi-statement query,
+// TLS, …), with why: the points there cannot be struck exactly, and are
+// reported so, never guessed.
+type Unclassified struct {
+	Service  string
+	Link     fault.Link
+	Boundary fault.Boundary
+	Reason   string
+}
+
+// String is "SERVICE LINK.BOUNDARY: why", as the boundary map lists it.
+func (u Unclassified) String() string {
+	return fmt.Sprintf("%s %s.%s: %s", u.Service, u.Link, u.Boundary, u.Reason)
 }
 
 // Unclassified says, per process and database link, why the proxy gave up
-// learning what its commits or statements wrote (a COMMIT inside a
-// multi-statement query, TLS, …): the points there cannot be struck
-// exactly, and are reported so, never guessed.
-func (r *Run) Unclassified() []string {
+// learning what its commits or statements wrote.
+func (r *Run) Unclassified() []Unclassified {
 	r.mu.Lock()
 	obs := slices.Clone(r.observed)
 	r.mu.Unlock()
-	var out []string
+	var out []Unclassified
 	for _, o := range obs {
 		for _, w := range o.watchers {
 			var u *fault.Unclassifiable
 			if errors.As(w.a.Err(), &u) {
-				out = append(out, fmt.Sprintf("%s %s.%s: %s", o.svc.name, w.link, w.a.Trigger.Boundary, u.Reason))
+				out = append(out, Unclassified{o.svc.name, w.link, w.a.Trigger.Boundary, u.Reason})
 			}
 		}
 	}

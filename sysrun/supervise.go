@@ -33,7 +33,7 @@ type supervisor struct {
 	env      map[string]string
 	cancel   context.CancelFunc
 	restarts int
-	then     *fault.Trigger // armed on the next restart, then cleared
+	then     *fault.Fault // armed on the next restart, then cleared
 	// burst counts the restarts since a process last ran long enough to
 	// be no crash loop (MaxRestarts bounds it); started is when the
 	// running one started.
@@ -99,7 +99,7 @@ func (r *Run) StartSupervised(ctx context.Context, name string, env map[string]s
 // supervised service being restarted is waited for. A fault whose process
 // ends before it struck follows the service: it is armed again on the next
 // process, counting from its start.
-func (r *Run) Arm(ctx context.Context, name string, f fault.Trigger) (string, error) {
+func (r *Run) Arm(ctx context.Context, name string, f *fault.Fault) (string, error) {
 	for {
 		r.mu.Lock()
 		s, sup := r.svcs[name], r.supervised[name]
@@ -144,7 +144,7 @@ func (r *Run) ranAndEnded(name string) bool {
 }
 
 // supervise watches the service's running process from now on.
-func (r *Run) supervise(ctx context.Context, name string, env map[string]string, restarts int, then *fault.Trigger) error {
+func (r *Run) supervise(ctx context.Context, name string, env map[string]string, restarts int, then *fault.Fault) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.svcs[name]

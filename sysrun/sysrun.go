@@ -108,7 +108,7 @@ func (in *instance) end(how string) {
 type armed struct {
 	service string
 	svc     *service // the process it was armed for
-	f       fault.Trigger
+	f       *fault.Fault
 	a       strike
 }
 
@@ -124,13 +124,13 @@ func New(cfg Config) *Run {
 
 // Start starts a service behind new proxies, arms f on them, and waits for
 // the service to be ready.
-func (r *Run) Start(ctx context.Context, name string, env map[string]string, f *fault.Trigger) (string, error) {
+func (r *Run) Start(ctx context.Context, name string, env map[string]string, f *fault.Fault) (string, error) {
 	return r.start(ctx, name, env, f)
 }
 
 // start is Start with any further faults armed on the same process (a
 // start step's also:).
-func (r *Run) start(ctx context.Context, name string, env map[string]string, f *fault.Trigger, more ...*fault.Trigger) (string, error) {
+func (r *Run) start(ctx context.Context, name string, env map[string]string, f *fault.Fault, more ...*fault.Fault) (string, error) {
 	spec, ok := r.cfg.System.Services[name]
 	if !ok {
 		return "", fmt.Errorf("no service %q in %s; services: %s", name, r.cfg.System.File, strings.Join(r.cfg.System.Names(), ", "))
@@ -138,7 +138,10 @@ func (r *Run) start(ctx context.Context, name string, env map[string]string, f *
 	if err := r.gone(ctx, name); err != nil {
 		return "", err
 	}
-	s := &service{name: name, inst: &instance{service: name, fault: f}}
+	s := &service{name: name, inst: &instance{service: name}}
+	if f != nil {
+		s.inst.fault = &f.Trigger
+	}
 	if c := steps.CallOf(ctx); c != nil {
 		s.inst.at = c.Pos
 	}
@@ -148,11 +151,11 @@ func (r *Run) start(ctx context.Context, name string, env map[string]string, f *
 		return "", err
 	}
 	r.watch(s, restartOf(ctx))
-	for _, f := range append([]*fault.Trigger{f}, more...) {
+	for _, f := range append([]*fault.Fault{f}, more...) {
 		if f == nil {
 			continue
 		}
-		if err := r.arm(name, s, *f); err != nil {
+		if err := r.arm(name, s, f); err != nil {
 			s.close()
 			return "", err
 		}
@@ -196,7 +199,7 @@ func (r *Run) start(ctx context.Context, name string, env map[string]string, f *
 	delete(r.gaveUp, name) // started again: whatever gave up before runs now
 	r.mu.Unlock()
 	detail := fmt.Sprintf("started %s (pid %d); producer_db via %s, consumer_db via %s, broker via %s", name, proc.PID(), s.pg[0].Addr(), s.pg[1].Addr(), r.brokerVia(s))
-	for _, f := range append([]*fault.Trigger{f}, more...) {
+	for _, f := range append([]*fault.Fault{f}, more...) {
 		if f != nil {
 			detail += "; armed " + f.String()
 		}
@@ -381,10 +384,10 @@ func (r *Run) environment(spec *system.Service, extra, vars map[string]string) (
 	return out, nil
 }
 
-// arm hands the trigger, as parsed, to the service's proxy for its link,
-// with the function its kill calls.
-func (r *Run) arm(name string, s *service, t fault.Trigger) error {
-	t.Action.Kill = func() error {
+// arm hands the fault to the service's proxy for its link, as loaded (a
+// broker's compiled by its dialect), with the function its kill calls.
+func (r *Run) arm(name string, s *service, f *fault.Fault) error {
+	kill := func() error {
 		s.mu.Lock()
 		proc := s.proc
 		s.mu.Unlock()
@@ -396,6 +399,8 @@ func (r *Run) arm(name string, s *service, t fault.Trigger) error {
 	}
 	var x strike
 	var err error
+	t := f.Trigger
+	t.Action.Kill = kill
 	switch {
 	case t.Link == fault.ProducerDB:
 		x, err = s.pg[0].Arm(t)
@@ -404,26 +409,30 @@ func (r *Run) arm(name string, s *service, t fault.Trigger) error {
 	case s.broker == nil:
 		return &steps.SkipError{Reason: fmt.Sprintf("%s needs a %s protocol proxy; the runner has none for it", t.On(), r.cfg.BrokerName)}
 	default:
-		x, err = r.armBroker(s, t)
+		x, err = r.armBroker(s, f, kill)
 	}
 	if err != nil {
 		return err
 	}
 	r.mu.Lock()
-	r.faults = append(r.faults, &armed{service: name, svc: s, f: t, a: x})
+	r.faults = append(r.faults, &armed{service: name, svc: s, f: f, a: x})
 	r.mu.Unlock()
 	return nil
 }
 
-// armBroker arms t on the service's broker proxy. A trigger that names
-// another broker's own operation (XADD on Kafka) skips the scenario on
-// this broker: it was written for that one.
-func (r *Run) armBroker(s *service, t fault.Trigger) (strike, error) {
-	k, _ := broker.Lookup(r.cfg.BrokerName)
-	if err := k.Proxy.Check(t); err != nil {
-		return nil, &steps.SkipError{Reason: fmt.Sprintf("%s does not apply on %s: %v", t.On(), r.cfg.BrokerName, err)}
+// armBroker arms f as the run's broker's dialect compiled it. A fault its
+// proxy does not take (XADD on Kafka: written for another broker) skips
+// the scenario on this broker, with the compiled reason.
+func (r *Run) armBroker(s *service, f *fault.Fault, kill func() error) (strike, error) {
+	c, ok := f.For(r.cfg.BrokerName)
+	if !ok {
+		return nil, fmt.Errorf("%s was not compiled for %s's proxy", f.On(), r.cfg.BrokerName)
 	}
-	return s.broker.Arm(t)
+	if c.Skip != nil {
+		return nil, &steps.SkipError{Reason: fmt.Sprintf("%s does not apply on %s: %v", f.On(), r.cfg.BrokerName, c.Skip)}
+	}
+	c.Action.Kill = kill
+	return s.broker.Arm(c)
 }
 
 // Stop stops a service: SIGTERM, SIGKILL after StopGrace. The SIGKILL is

@@ -36,8 +36,11 @@ func TestBrokerFaultOfAnotherBrokerSkips(t *testing.T) {
 	r := New(Config{System: loadSystem(t), BrokerName: "nats", BrokerURL: "nats://127.0.0.1:4222",
 		ProducerURL: "postgres://u@127.0.0.1:5432/p", ConsumerURL: "postgres://u@127.0.0.1:5432/c", Vars: map[string]string{"stream": "s", "consumer": "c"}})
 	defer r.Close(context.Background())
-	f := fault.Trigger{Link: fault.Broker, Boundary: fault.Reply, Filter: fault.Filter{Command: "XADD"}, Action: fault.Action{Do: fault.Kill}, Nth: 1}
-	_, err := r.Start(context.Background(), "relay", nil, &f)
+	f, err := fault.New(fault.Trigger{Link: fault.Broker, Boundary: fault.Reply, Filter: fault.Filter{Command: "XADD"}, Action: fault.Action{Do: fault.Kill}, Nth: 1}, broker.Dialects(broker.Kinds()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Start(context.Background(), "relay", nil, f)
 	var skip *steps.SkipError
 	if !errors.As(err, &skip) || !strings.Contains(skip.Reason, `broker.reply(XADD) does not apply on nats: unknown operation "XADD"`) {
 		t.Fatalf("err %v, want a skip saying XADD is not a NATS operation", err)
@@ -254,11 +257,11 @@ func TestBrokerAddress(t *testing.T) {
 // fakeProxy is a broker proxy whose wire is given.
 type fakeProxy struct{ w broker.Wire }
 
-func (f fakeProxy) URL() string                              { return "" }
-func (f fakeProxy) Address() string                          { return "" }
-func (f fakeProxy) Arm(fault.Trigger) (broker.Strike, error) { return nil, nil }
-func (f fakeProxy) Wire(broker.WireMap) broker.Wire          { return f.w }
-func (f fakeProxy) Close()                                   {}
+func (f fakeProxy) URL() string                               { return "" }
+func (f fakeProxy) Address() string                           { return "" }
+func (f fakeProxy) Arm(fault.Compiled) (broker.Strike, error) { return nil, nil }
+func (f fakeProxy) Wire(broker.WireMap) broker.Wire           { return f.w }
+func (f fakeProxy) Close()                                    {}
 
 // The history from the wire is the scenario's destination's: a service's
 // publish to an output topic, or a delivery from another stream, is not

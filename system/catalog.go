@@ -85,9 +85,9 @@ func (c *Catalog) CheckFault(t fault.Trigger) error {
 	if t.Link == fault.ConsumerDB {
 		side = ConsumerSide
 	}
-	// As the proxy matches it: by name or schema.name, in any case.
+	// As the proxy matches it (fault.Filter.TableIs).
 	for _, tab := range c.tables[side] {
-		if strings.EqualFold(tab.name, table) || strings.EqualFold(tab.schema+"."+tab.name, table) {
+		if t.Filter.TableIs(tab.schema + "." + tab.name) {
 			return nil
 		}
 	}

@@ -2,7 +2,6 @@ package system
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -78,70 +77,6 @@ func TestLoadErrors(t *testing.T) {
 	}
 	if _, errs := Parse("f.yaml", []byte(ok)); len(errs) > 0 {
 		t.Errorf("the control file has errors: %v", errs)
-	}
-}
-
-func TestParseTrigger(t *testing.T) {
-	table := func(l fault.Link, b fault.Boundary, name string) fault.Trigger {
-		return fault.Trigger{Link: l, Boundary: b, Filter: fault.Filter{Table: name}}
-	}
-	command := func(b fault.Boundary, cmd string) fault.Trigger {
-		return fault.Trigger{Link: fault.Broker, Boundary: b, Filter: fault.Filter{Command: cmd}}
-	}
-	for on, want := range map[string]fault.Trigger{
-		"consumer_db.commit(table=inbox)":     table(fault.ConsumerDB, fault.Commit, "inbox"),
-		"producer_db.statement()":             table(fault.ProducerDB, fault.Statement, ""),
-		"broker.reply(xadd)":                  command(fault.Reply, "XADD"),
-		" broker.request(XACK) ":              command(fault.Request, "XACK"),
-		"broker.request(xgroup.create)":       command(fault.Request, "XGROUP.CREATE"),
-		"broker.reply(CLIENT.NO-EVICT)":       command(fault.Reply, "CLIENT.NO-EVICT"),
-		"broker.reply(publish)":               command(fault.Reply, "publish"),
-		"broker.request(ack)":                 command(fault.Request, "ack"),
-		"broker.reply(Produce)":               command(fault.Reply, "Produce"),
-		"broker.request(basic.ack)":           command(fault.Request, "basic.ack"),
-		"broker.request(+ACK)":                command(fault.Request, "+ACK"),
-		"broker.reply(publish, topic=orders)": {Link: fault.Broker, Boundary: fault.Reply, Filter: fault.Filter{Command: "publish", Topic: "orders"}},
-	} {
-		got, err := ParseTrigger(on)
-		if diff := cmp.Diff(want, got); err != nil || diff != "" {
-			t.Errorf("%q: %v (-want +got):\n%s", on, err, diff)
-		}
-		if again, _ := ParseTrigger(got.On()); !cmp.Equal(again, got) {
-			t.Errorf("%q does not read back: %q", on, got.On())
-		}
-	}
-	for on, want := range map[string]string{
-		"consumer_db.comit(table=inbox)":      `consumer_db has no boundary "comit" (did you mean "commit"?)`,
-		"consumerdb.commit()":                 `unknown link "consumerdb" (did you mean "consumer_db"?)`,
-		"broker.reply()":                      "broker.reply needs the command",
-		"consumer_db.commit(inbox)":           "takes (table=NAME) or ()",
-		"consumer_db.commit(tabel=inbox)":     `takes (table=NAME) or (); got (tabel=inbox) (did you mean "table"?)`,
-		"commit":                              "want <link>.<boundary>(<filter>)",
-		"broker.reply(XAD)":                   `broker.reply(XAD): no Redis command XAD (did you mean "XADD"?)`,
-		"broker.request(xreadgrop)":           `no Redis command XREADGROP (did you mean "XREADGROUP"?)`,
-		"broker.request(XGROUP.CRATE)":        `Redis command XGROUP has no subcommand CRATE (did you mean "CREATE"?); it has: CREATE, CREATECONSUMER`,
-		"broker.reply(XADD.NOMKSTREAM)":       "Redis command XADD has no subcommands",
-		"broker.reply(Produc)":                `nor another broker's operation (did you mean "Produce"?)`,
-		"broker.reply(publish, topik=orders)": `(did you mean "topic"?)`,
-		"broker.reply(XADD, topic=orders)":    "suits no broker's proxy (redis: the Redis proxy filters by command only",
-	} {
-		if _, err := ParseTrigger(on); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: %v; want %q", on, err, want)
-		}
-	}
-}
-
-func TestParseAction(t *testing.T) {
-	if a, err := ParseAction("delay(250ms)"); err != nil || a.Do != fault.Delay || a.Delay != 250*time.Millisecond {
-		t.Errorf("delay: %+v %v", a, err)
-	}
-	if a, err := ParseAction("kill"); err != nil || a.Do != fault.Kill {
-		t.Errorf("kill: %+v %v", a, err)
-	}
-	for do, want := range map[string]string{"kil": `unknown action "kil" (did you mean "kill"?)`, "delay(-1s)": "positive duration", "delay(x)": "positive duration"} {
-		if _, err := ParseAction(do); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: %v; want %q", do, err, want)
-		}
 	}
 }
 
@@ -277,15 +212,15 @@ func TestCheckFaultReadsTheTriggerAsTheProxyDoes(t *testing.T) {
 	c.tables[ConsumerSide] = []table{{schema: "public", name: "inbox", visible: true}}
 	c.tables[ProducerSide] = []table{{schema: "public", name: "outbox", visible: true}}
 	for _, on := range []string{"consumer_db.commit()", "producer_db.statement()", "consumer_db.commit(table=INBOX)", "consumer_db.statement(table=public.inbox)", "broker.reply(XADD)"} {
-		tr, err := ParseTrigger(on)
-		if err != nil {
-			t.Fatal(err)
+		tr, probs := fault.Parse(fault.Spec{On: on, Nth: 1, Do: "kill"}, nil)
+		if len(probs) > 0 {
+			t.Fatal(probs)
 		}
 		if err := c.CheckFault(tr); err != nil {
 			t.Errorf("%s: %v", on, err)
 		}
 	}
-	tr, _ := ParseTrigger("consumer_db.commit(table=inbx)")
+	tr, _ := fault.Parse(fault.Spec{On: "consumer_db.commit(table=inbx)", Nth: 1, Do: "kill"}, nil)
 	if err := c.CheckFault(tr); err == nil || !strings.Contains(err.Error(), `consumer_db.commit(table=inbx): no table "inbx" in the consumer database after its schema (did you mean "inbox"?)`) {
 		t.Errorf("a misspelt table: %v", err)
 	}
@@ -332,33 +267,6 @@ func TestVariants(t *testing.T) {
 		_, errs := Parse("f.yaml", []byte(c.src+rest))
 		if !strings.Contains(errs.Error(), c.want) {
 			t.Errorf("want %q in:\n%v", c.want, errs)
-		}
-	}
-}
-
-// A trigger no broker's proxy takes is an UnsuitedError carrying it as
-// read; CheckOn says why on one broker, in that broker's words.
-func TestCheckOn(t *testing.T) {
-	_, err := ParseTrigger("broker.reply(PUBLSH)")
-	var un *UnsuitedError
-	if !errors.As(err, &un) || un.Trigger.Filter.Command != "PUBLSH" || un.Trigger.Link != fault.Broker {
-		t.Fatalf("an operation no broker has: %v, want an UnsuitedError with the trigger", err)
-	}
-	for _, c := range []struct{ on, b, want string }{
-		{"broker.reply(PUBLSH)", "kafka", `unknown operation "PUBLSH" (want publish, deliver, ack or a Kafka API such as Produce) (did you mean "publish"?)`},
-		{"broker.reply(PUBLSH)", "redis", `no Redis command PUBLSH (did you mean "PUBLISH"?)`},
-		{"broker.reply(Produce)", "redis", "no Redis command PRODUCE; Produce is an operation of kafka"},
-		{"broker.reply(XADD)", "nats", "; XADD is an operation of redis"},
-		{"broker.request(basic.ack)", "rabbitmq", ""},
-		{"broker.reply(publish)", "kafka", ""},
-	} {
-		tr, err := ParseTrigger(c.on)
-		if errors.As(err, &un) {
-			tr = un.Trigger
-		}
-		got := CheckOn(tr, c.b)
-		if c.want == "" && got != nil || c.want != "" && (got == nil || !strings.HasSuffix(got.Error(), c.want)) {
-			t.Errorf("%s on %s: %v, want …%s", c.on, c.b, got, c.want)
 		}
 	}
 }

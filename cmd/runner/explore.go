@@ -17,9 +17,9 @@ import (
 	"github.com/outboxdrill/runner/explore"
 	"github.com/outboxdrill/runner/internal/outfile"
 	"github.com/outboxdrill/runner/internal/safe"
+	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
-	"github.com/outboxdrill/runner/system"
 )
 
 const exploreUsage = "runner explore [--system FILE] [WORKLOAD.yaml] --out DIR [--budget 10m] [--actions kill,cut,error,delay,duplicate] [--depth 1|2] [--random --seed S --faults RATE --events N] [--parallel N] [--broker redis]"
@@ -230,7 +230,7 @@ func parseActions(list string) ([]string, error) {
 		case a == "delay":
 			out = append(out, "delay(500ms)")
 		case a == "kill" || a == "cut" || a == "error" || a == "duplicate" || a == "drop" || delayAction.MatchString(a):
-			if _, err := system.ParseAction(a); err != nil {
+			if _, err := fault.ParseAction(a); err != nil {
 				return nil, err
 			}
 			out = append(out, a)

@@ -73,6 +73,23 @@ func Operations() []string {
 	return append([]string{OpPublish, OpDeliver, OpAck}, slices.Sorted(maps.Keys(byName))...)
 }
 
+// UnknownOperation is the error of an operation the proxy does not know.
+func UnknownOperation(op string) error {
+	return fmt.Errorf("unknown operation %q (want publish, deliver, ack or an AMQP 0-9-1 method such as basic.publish)", op)
+}
+
+// Checked is a trigger Compile accepted: ArmChecked arms it as it is,
+// never checking it again.
+type Checked struct{ t Trigger }
+
+// Compile is t checked (Check), for ArmChecked.
+func (t Trigger) Compile() (Checked, error) {
+	if err := t.check(); err != nil {
+		return Checked{}, err
+	}
+	return Checked{t}, nil
+}
+
 // Check says what is wrong with a trigger (Arm refuses it): an unknown
 // operation, or a boundary it does not have.
 func (t Trigger) Check() error { return t.check() }
@@ -121,7 +138,7 @@ func (t Trigger) checkOp() error {
 	}
 	id, ok := byName[t.Op]
 	if !ok {
-		return fmt.Errorf("unknown operation %q (want publish, deliver, ack or an AMQP 0-9-1 method such as basic.publish)", t.Op)
+		return UnknownOperation(t.Op)
 	}
 	info := methods[id]
 	switch {

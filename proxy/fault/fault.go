@@ -1,6 +1,11 @@
-// Package fault holds what the protocol proxies share about a fault: the
-// action it takes, and the armed trigger that counts its boundary's
-// crossings, strikes once and tells its waiters how it went.
+// Package fault is the one grammar of a fault, from a scenario's text to
+// the proxy that strikes it: Parse reads a trigger and its action once
+// (parse.go), Compile turns it once into what one broker's proxy arms, in
+// that broker's dialect, or why that proxy does not take it (dialect.go),
+// and a Trigger says which crossings it counts (crossing.go). It also
+// holds what the protocol proxies share: the action, and the armed
+// trigger that counts its boundary's crossings, strikes once and tells
+// its waiters how it went.
 package fault
 
 import (

@@ -12,30 +12,33 @@ import (
 //	fault: {on: consumer_db.commit(table=inbox), nth: 1, do: kill}
 //	fault: {on: broker.reply(XADD), nth: 2, do: delay(250ms)}
 //
-// The system package parses and validates that text once (the link and
-// boundary names below, a table name, the broker's command names, the
-// action) into a Trigger; the runner hands it as it is to the proxy of its
-// Link, which matches the part that is its own and arms it (NewArmed).
+// This package owns it from end to end: Parse reads that text once (the
+// link and boundary names below, a table name, the action; the broker's
+// operation in the words of each broker's proxy, its Dialect), Compile
+// turns it once into what one broker's proxy arms or why that proxy does
+// not take it, and Meets and Wrote say which crossings it counts. The
+// runner hands a database link's Trigger as it is to its proxy
+// (proxy/pgwire), and a broker's Compiled to the broker's.
 //
-// For a proxy of a new protocol (Kafka, AMQP, NATS), on the Broker link:
+// For a proxy of a new protocol, on the Broker link:
 //   - match Boundary (Request: strike before the client's request reaches
 //     the server; Reply: strike with the server's reply held) and
 //     Filter.Command, which names a request of the protocol in the words
 //     its users know (Redis: XADD, XGROUP.CREATE for a subcommand; say in
 //     the proxy's doc what a Kafka or AMQP command is, e.g. an API name or
-//     method, and teach the system package's parser that list, as it knows
-//     Redis's, so a misspelt one is an error, not a fault that never fires);
+//     method). Its broker's ProxyKind is its Vocabulary: the list of those
+//     names, so that a misspelt one is an error, not a fault that never
+//     fires, and the compiler of its own trigger;
 //   - strike with the Armed's Hold (kill, cut, delay) or the protocol's own
 //     error for Error, and report what it cannot attribute exactly as an
 //     *Unclassifiable;
 //   - apply Duplicate and Drop itself (Hold does not) where they are exact
-//     on the protocol, and refuse them in its Check elsewhere, saying where
-//     they apply (see each proxy's duplicate.go);
-//   - refuse a Trigger of another Link in Arm: the runner routes by Link.
+//     on the protocol, and refuse them in its compiler elsewhere, saying
+//     where they apply (see each proxy's duplicate.go);
+//   - arm what its compiler made as it is: it is never checked again.
 //
-// A Trigger is never validated again past the parser: its fields are the
-// vocabulary below, and only NewArmed checks what the runner adds (the
-// function a Kill calls).
+// Only NewArmed checks what the runner adds past the parser (the function
+// a Kill calls).
 type Trigger struct {
 	Link     Link
 	Boundary Boundary

@@ -160,9 +160,18 @@ func (p *Proxy) Close() error {
 
 // Arm adds a trigger; it applies to every connection through this proxy.
 func (p *Proxy) Arm(t Trigger) (*Armed, error) {
-	if err := t.check(); err != nil {
+	c, err := t.Compile()
+	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
+	return p.ArmChecked(c, t.Kill)
+}
+
+// ArmChecked arms a compiled trigger as it is, kill the function its
+// Kill calls.
+func (p *Proxy) ArmChecked(c Checked, kill func() error) (*Armed, error) {
+	t := c.t
+	t.Kill = kill
 	fa, err := fault.NewArmed(t.Action, t.Nth)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)

@@ -116,6 +116,23 @@ func Operations() []string {
 	return append([]string{OpPublish, OpDeliver, OpAck}, slices.Sorted(maps.Keys(keyByName))...)
 }
 
+// UnknownOperation is the error of an operation the proxy does not know.
+func UnknownOperation(op string) error {
+	return fmt.Errorf("unknown operation %q (want publish, deliver, ack or a Kafka API such as Produce)", op)
+}
+
+// Checked is a trigger Compile accepted: ArmChecked arms it as it is,
+// never checking it again.
+type Checked struct{ t Trigger }
+
+// Compile is t checked (Check), for ArmChecked.
+func (t Trigger) Compile() (Checked, error) {
+	if err := t.check(); err != nil {
+		return Checked{}, err
+	}
+	return Checked{t}, nil
+}
+
 // Check says what is wrong with a trigger (Arm refuses it): an unknown
 // operation, a filter its API does not name, an error the proxy cannot
 // answer.
@@ -150,7 +167,7 @@ func (t Trigger) checkOp() error {
 	}
 	keys := t.keys()
 	if len(keys) == 0 {
-		return fmt.Errorf("unknown operation %q (want publish, deliver, ack or a Kafka API such as Produce)", t.Op)
+		return UnknownOperation(t.Op)
 	}
 	for _, k := range keys {
 		switch {

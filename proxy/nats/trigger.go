@@ -75,6 +75,23 @@ func Operations() []string {
 	return []string{OpPublish, OpDeliver, OpAck, OpPUB, OpMSG, OpPull, OpAckAck, OpAckNak, OpAckWPI, OpAckTerm, OpAckNext}
 }
 
+// UnknownOperation is the error of an operation the proxy does not know.
+func UnknownOperation(op string) error {
+	return fmt.Errorf("unknown operation %q (want publish, deliver, ack, PUB, MSG, MSG.NEXT, +ACK, -NAK, +WPI, +TERM or +NXT)", op)
+}
+
+// Checked is a trigger Compile accepted: ArmChecked arms it as it is,
+// never checking it again.
+type Checked struct{ t Trigger }
+
+// Compile is t checked (Check), for ArmChecked.
+func (t Trigger) Compile() (Checked, error) {
+	if err := t.check(); err != nil {
+		return Checked{}, err
+	}
+	return Checked{t}, nil
+}
+
 // Check says what is wrong with a trigger (Arm refuses it): an unknown
 // operation, a boundary it does not have, a malformed subject.
 func (t Trigger) Check() error { return t.check() }
@@ -120,7 +137,7 @@ func (t Trigger) checkOp() error {
 	case "":
 		return fmt.Errorf("a trigger needs the operation it waits for")
 	default:
-		return fmt.Errorf("unknown operation %q (want publish, deliver, ack, PUB, MSG, MSG.NEXT, +ACK, -NAK, +WPI, +TERM or +NXT)", t.Op)
+		return UnknownOperation(t.Op)
 	}
 	if !validPattern(t.Subject) {
 		return fmt.Errorf("subject %q is not a NATS subject pattern", t.Subject)

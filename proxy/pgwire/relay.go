@@ -269,7 +269,7 @@ func (c *conn) beforeCommit(r *reply) bool {
 	}
 	tables := names(snap.rows)
 	for _, a := range waiting {
-		if matches(a.Trigger, tables) && a.Take() {
+		if a.Trigger.Wrote(tables) && a.Take() {
 			r.commit = a
 			break
 		}
@@ -500,9 +500,9 @@ func (c *conn) resolve(h *reply) bool {
 	}
 	var a *Armed
 	for _, w := range c.p.waiting(fault.Statement) {
-		if matches(w.Trigger, tables) && h.spilled {
+		if w.Trigger.Wrote(tables) && h.spilled {
 			w.Fail(c.spilledErr())
-		} else if matches(w.Trigger, tables) && w.Take() {
+		} else if w.Trigger.Wrote(tables) && w.Take() {
 			a = w
 			break
 		}
@@ -565,9 +565,9 @@ func (c *conn) resolveImplicit(h *reply) bool {
 		end, tables = "ROLLBACK", nil
 	}
 	for _, w := range c.p.waiting(fault.Commit) {
-		if len(tables) > 0 && matches(w.Trigger, tables) && h.spilled {
+		if len(tables) > 0 && w.Trigger.Wrote(tables) && h.spilled {
 			w.Fail(c.spilledErr())
-		} else if len(tables) > 0 && matches(w.Trigger, tables) && w.Take() {
+		} else if len(tables) > 0 && w.Trigger.Wrote(tables) && w.Take() {
 			h.stmt.strike = w
 			break
 		}

@@ -117,15 +117,36 @@ func (p *Proxy) Addr() string { return p.ln.Addr() }
 // Close stops listening, closes every relayed connection and waits.
 func (p *Proxy) Close() error { return p.ln.Close() }
 
+// Checked is a broker trigger Compile accepted: ArmChecked arms it as it
+// is, never checking it again.
+type Checked struct{ t fault.Trigger }
+
+// Compile checks t for this proxy: the broker link's, its action where
+// Redis applies it (CheckAction).
+func Compile(t fault.Trigger) (Checked, error) {
+	if t.Link != fault.Broker {
+		return Checked{}, fmt.Errorf("%s is not the broker link's trigger", t.On())
+	}
+	if err := CheckAction(t); err != nil {
+		return Checked{}, err
+	}
+	return Checked{t}, nil
+}
+
 // Arm adds a trigger of the broker link; it applies to every connection
 // through this proxy.
 func (p *Proxy) Arm(t fault.Trigger) (*Armed, error) {
-	if t.Link != fault.Broker {
-		return nil, fmt.Errorf("resp: %s is not the broker link's trigger", t.On())
-	}
-	if err := CheckAction(t); err != nil {
+	c, err := Compile(t)
+	if err != nil {
 		return nil, fmt.Errorf("resp: %w", err)
 	}
+	return p.ArmChecked(c, t.Action.Kill)
+}
+
+// ArmChecked arms a compiled trigger, kill the function its Kill calls.
+func (p *Proxy) ArmChecked(c Checked, kill func() error) (*Armed, error) {
+	t := c.t
+	t.Action.Kill = kill
 	fa, err := fault.NewArmed(t.Action, t.Nth)
 	if err != nil {
 		return nil, fmt.Errorf("resp: %w", err)

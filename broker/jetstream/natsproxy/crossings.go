@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/proxy/fault"
 	nproxy "github.com/outboxdrill/runner/proxy/nats"
 )
 
@@ -20,7 +20,7 @@ import (
 // came); -NAK, +WPI and +TERM by their own names, as an ack. The +ACK
 // of a +NXT is counted as ack, not as +NXT. CONNECT, INFO, SUB,
 // PING and the rest are connection setup and left out.
-func (x *proxy) Crossings() []broker.Crossing {
+func (x *proxy) Crossings() []fault.Crossing {
 	es := x.p.Events()
 	answer := map[int64]nproxy.Event{} // a publish's reply, by the publish's Seq
 	msgOn := map[string]bool{}         // the subjects a MSG came on, for the answers to acks
@@ -32,9 +32,9 @@ func (x *proxy) Crossings() []broker.Crossing {
 			msgOn[e.Subject] = true
 		}
 	}
-	var out []broker.Crossing
+	var out []fault.Crossing
 	for _, e := range es {
-		c := broker.Crossing{Fault: e.Fault, At: e.At}
+		c := fault.Crossing{Link: fault.Broker, Fault: e.Fault, At: e.At}
 		switch e.Kind {
 		case nproxy.KindPublish:
 			c.Op, c.Reply = nproxy.OpPublish, "none"
@@ -46,7 +46,7 @@ func (x *proxy) Crossings() []broker.Crossing {
 				}
 				switch {
 				case json.Unmarshal(a.Data, &pa) != nil || pa.Stream == "" && len(pa.Error) == 0:
-					c.Reply, c.Response = "ok", broker.Counted // no PubAck: reply(publish) fails unclassifiable
+					c.Reply, c.Response = "ok", fault.Counted // no PubAck: reply(publish) fails unclassifiable
 				case len(pa.Error) > 0 && string(pa.Error) != "null":
 					c.Reply = "error"
 				default:
@@ -57,9 +57,9 @@ func (x *proxy) Crossings() []broker.Crossing {
 				c.Reply = "none"
 			}
 		case nproxy.KindPull:
-			c.Op, c.Response = nproxy.OpDeliver, broker.Passed
+			c.Op, c.Response = nproxy.OpDeliver, fault.Passed
 		case nproxy.KindDelivery:
-			c.Op, c.Reply, c.Request = nproxy.OpDeliver, "entries", broker.Passed
+			c.Op, c.Reply, c.Request = nproxy.OpDeliver, "entries", fault.Passed
 		case nproxy.KindAck:
 			k := ackKind(e.Data)
 			switch k {
@@ -73,7 +73,7 @@ func (x *proxy) Crossings() []broker.Crossing {
 			a, paired := answer[e.Seq] // paired when a trigger held its answer
 			switch {
 			case e.Reply == "":
-				c.Response = broker.Counted // the server answers nothing to hold
+				c.Response = fault.Counted // the server answers nothing to hold
 			case paired:
 				c.Reply, c.Fault = "ok", cmp.Or(c.Fault, a.Fault)
 			case msgOn[e.Reply]:

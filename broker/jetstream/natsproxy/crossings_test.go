@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { testservers.Main(m) }
 // drill is a JetStream relay and consumer through the proxy: three
 // publishes, one pull of three, an ack without a reply subject, an ackAck,
 // a -NAK, then a second pull and the nak'd message's ackAck.
-func drill(t *testing.T, arm *fault.Trigger) ([]broker.Crossing, broker.Strike) {
+func drill(t *testing.T, arm *fault.Trigger) ([]fault.Crossing, broker.Strike) {
 	t.Helper()
 	return brokertest.Through(t, natsproxy.Kind{}, testservers.Broker(t, js.Kind), arm, func(p broker.Proxy) {
 		nc, err := nats.Connect(p.URL(), nats.Timeout(2*time.Second))

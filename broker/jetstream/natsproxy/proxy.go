@@ -8,11 +8,13 @@ package natsproxy
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/proxy/fault"
 	nproxy "github.com/outboxdrill/runner/proxy/nats"
 )
@@ -24,8 +26,27 @@ import (
 // PubAck comes.
 type Kind struct{}
 
-func (Kind) Operations() []string        { return nproxy.Operations() }
-func (Kind) Check(t fault.Trigger) error { return native(t).Check() }
+// Operations are the neutral ones, then the proxy's own.
+func (Kind) Operations() []string { return nproxy.Operations() }
+
+// Operation is op when the proxy names it so, else why not, with the
+// closest of its operations.
+func (Kind) Operation(op string) (string, error) {
+	ops := nproxy.Operations()
+	if !slices.Contains(ops, op) {
+		return "", fmt.Errorf("%w%s", nproxy.UnknownOperation(op), diag.Suggest(op, ops))
+	}
+	return op, nil
+}
+
+// Compile is t as the proxy arms it, checked.
+func (Kind) Compile(t fault.Trigger) (any, error) {
+	c, err := native(t).Compile()
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
 
 func native(t fault.Trigger) nproxy.Trigger {
 	n := nproxy.Trigger{Boundary: t.Boundary, Op: t.Filter.Command, Subject: t.Filter.Subject, Nth: t.Nth, Action: t.Action}
@@ -72,12 +93,12 @@ func (x *proxy) URL() string     { return x.url }
 func (x *proxy) Address() string { return x.p.Addr() }
 func (x *proxy) Close()          { x.p.Close() }
 
-func (x *proxy) Arm(t fault.Trigger) (broker.Strike, error) {
-	n := native(t)
-	if err := n.Check(); err != nil {
-		return nil, fmt.Errorf("%s: %w", t.On(), err)
+func (x *proxy) Arm(c fault.Compiled) (broker.Strike, error) {
+	n, ok := c.Native.(nproxy.Checked)
+	if !ok {
+		return nil, fmt.Errorf("%s: not compiled for the NATS proxy", c.On())
 	}
-	return x.p.Arm(n)
+	return x.p.ArmChecked(n, c.Action.Kill)
 }
 
 // notJudged is what a JetStream wire cannot support.

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/proxy/fault"
 	kproxy "github.com/outboxdrill/runner/proxy/kafka"
 )
 
@@ -19,15 +19,15 @@ import (
 // ShareAcknowledge or a ShareFetch that accepts records (both count it);
 // EndTxn by its own name. Metadata, ApiVersions, the group protocol and
 // the rest are connection and group setup, left out.
-func (x *proxy) Crossings() []broker.Crossing {
-	var out []broker.Crossing
+func (x *proxy) Crossings() []fault.Crossing {
+	var out []fault.Crossing
 	for _, e := range x.p.Events() {
-		c := broker.Crossing{Fault: e.Fault, At: e.At, Reply: reply(e)}
+		c := fault.Crossing{Link: fault.Broker, Fault: e.Fault, At: e.At, Reply: reply(e)}
 		switch e.API {
 		case "Produce":
 			c.Op = kproxy.OpPublish
 			if !e.Answered && !e.Dropped {
-				c.Reply, c.Response = "", broker.Counted // acks=0: no response to hold
+				c.Reply, c.Response = "", fault.Counted // acks=0: no response to hold
 			}
 		case "Fetch", "ShareFetch":
 			c.Op = kproxy.OpDeliver
@@ -35,13 +35,13 @@ func (x *proxy) Crossings() []broker.Crossing {
 			case len(e.Records) > 0:
 				c.Reply = "entries"
 			case c.Reply == "ok":
-				c.Reply, c.Response = "empty", broker.Passed
+				c.Reply, c.Response = "empty", fault.Passed
 			default:
-				c.Response = broker.Passed
+				c.Response = fault.Passed
 			}
 			if e.API == "ShareFetch" && accepts(e) {
 				out = append(out, c)
-				c = broker.Crossing{Op: kproxy.OpAck, Reply: reply(e), At: e.At}
+				c = fault.Crossing{Link: fault.Broker, Op: kproxy.OpAck, Reply: reply(e), At: e.At}
 				if strings.Contains(e.Fault, "(ack") { // the strike was the ack's, not the delivery's
 					out[len(out)-1].Fault, c.Fault = "", e.Fault
 				}

@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { testservers.Main(m) }
 
 // drill is a relay and a consumer group through the proxy: three
 // Produces, then the records fetched and each committed on its own.
-func drill(t *testing.T, arm *fault.Trigger) ([]broker.Crossing, broker.Strike) {
+func drill(t *testing.T, arm *fault.Trigger) ([]fault.Crossing, broker.Strike) {
 	t.Helper()
 	return brokertest.Through(t, kafkaproxy.Kind{}, testservers.Broker(t, kafka.Kind), arm, func(p broker.Proxy) {
 		seeds, err := kafka.Seeds(p.URL())
@@ -83,5 +83,5 @@ func TestCrossingsCountAsTheTriggersDo(t *testing.T) {
 		t.Fatalf("crossings\n%v\nwant\n%v", got, want)
 	}
 	// Past the first Fetch, their count varies from run to run.
-	brokertest.EveryCrossingStrikes(t, xs, drill, func(c broker.Crossing, nth int) bool { return c.Op == "deliver" && nth > 1 })
+	brokertest.EveryCrossingStrikes(t, xs, drill, func(c fault.Crossing, nth int) bool { return c.Op == "deliver" && nth > 1 })
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/broker/kafka"
+	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/proxy/fault"
 	kproxy "github.com/outboxdrill/runner/proxy/kafka"
 )
@@ -28,12 +29,30 @@ import (
 // below N.
 type Kind struct{}
 
-func (Kind) Operations() []string { return kproxy.Operations() }
-
-func (Kind) Check(t fault.Trigger) error { return native(t).Check() }
-
 // native is t as proxy/kafka arms it: its filters other than topic and
 // group are refused there.
+// Operations are the neutral ones, then the proxy's own.
+func (Kind) Operations() []string { return kproxy.Operations() }
+
+// Operation is op when the proxy names it so, else why not, with the
+// closest of its operations.
+func (Kind) Operation(op string) (string, error) {
+	ops := kproxy.Operations()
+	if !slices.Contains(ops, op) {
+		return "", fmt.Errorf("%w%s", kproxy.UnknownOperation(op), diag.Suggest(op, ops))
+	}
+	return op, nil
+}
+
+// Compile is t as the proxy arms it, checked.
+func (Kind) Compile(t fault.Trigger) (any, error) {
+	c, err := native(t).Compile()
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 func native(t fault.Trigger) kproxy.Trigger {
 	k := kproxy.Trigger{Boundary: t.Boundary, Op: t.Filter.Command, Topic: t.Filter.Topic, Group: t.Filter.Group, Nth: t.Nth, Action: t.Action}
 	if f := t.Filter; f.Subject != "" || f.Exchange != "" || f.RoutingKey != "" || f.Queue != "" {
@@ -90,12 +109,12 @@ func (x *proxy) URL() string     { return x.url }
 func (x *proxy) Address() string { return x.p.Addr() }
 func (x *proxy) Close()          { x.p.Close() }
 
-func (x *proxy) Arm(t fault.Trigger) (broker.Strike, error) {
-	k := native(t)
-	if err := k.Check(); err != nil {
-		return nil, fmt.Errorf("%s: %w", t.On(), err)
+func (x *proxy) Arm(c fault.Compiled) (broker.Strike, error) {
+	n, ok := c.Native.(kproxy.Checked)
+	if !ok {
+		return nil, fmt.Errorf("%s: not compiled for the Kafka proxy", c.On())
 	}
-	return x.p.Arm(k)
+	return x.p.ArmChecked(n, c.Action.Kill)
 }
 
 // notJudged is what a Kafka wire cannot support.

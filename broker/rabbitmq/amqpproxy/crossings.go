@@ -3,8 +3,8 @@ package amqpproxy
 import (
 	"cmp"
 
-	"github.com/outboxdrill/runner/broker"
 	aproxy "github.com/outboxdrill/runner/proxy/amqp"
+	"github.com/outboxdrill/runner/proxy/fault"
 )
 
 // Crossings are the methods runner explore maps, counted as the proxy's
@@ -20,18 +20,18 @@ import (
 // commit-ok) by their own names. The connection's and channels' setup
 // (connection.*, channel.*, queue.declare, basic.qos, basic.consume,
 // confirm.select, …) is left out.
-func (x *proxy) Crossings() []broker.Crossing {
+func (x *proxy) Crossings() []fault.Crossing {
 	type chanKey struct {
 		conn int
 		ch   uint16
 	}
-	var out []broker.Crossing
+	var out []fault.Crossing
 	var tags []uint64                  // each crossing's confirm number (publishes on a confirm channel)
 	unconfirmed := map[chanKey][]int{} // publishes awaiting their confirm, by index in out
 	answer := map[chanKey]int{}        // a basic.get or tx.commit awaiting its answer, by index in out
 	for _, e := range x.p.Events() {
 		k := chanKey{e.Conn, e.Channel}
-		c := broker.Crossing{Fault: e.Fault, At: e.At}
+		c := fault.Crossing{Link: fault.Broker, Fault: e.Fault, At: e.At}
 		if e.FromServer {
 			switch {
 			case e.Kind == aproxy.KindConfirm:
@@ -59,7 +59,7 @@ func (x *proxy) Crossings() []broker.Crossing {
 				delete(answer, k)
 			}
 			if e.Kind == aproxy.KindDelivery {
-				c.Op, c.Reply, c.Request = aproxy.OpDeliver, "entries", broker.Passed
+				c.Op, c.Reply, c.Request = aproxy.OpDeliver, "entries", fault.Passed
 				out = append(out, c)
 				tags = append(tags, 0)
 			}
@@ -72,15 +72,15 @@ func (x *proxy) Crossings() []broker.Crossing {
 				c.Reply = "none"
 				unconfirmed[k] = append(unconfirmed[k], len(out))
 			} else {
-				c.Response = broker.Counted // no confirm to hold (a transaction's is tx.commit's)
+				c.Response = fault.Counted // no confirm to hold (a transaction's is tx.commit's)
 			}
 		case "basic.get":
-			c.Op, c.Reply, c.Response = aproxy.OpDeliver, "none", broker.Passed
+			c.Op, c.Reply, c.Response = aproxy.OpDeliver, "none", fault.Passed
 			answer[k] = len(out)
 		case "basic.ack":
-			c.Op, c.Response = aproxy.OpAck, broker.Passed
+			c.Op, c.Response = aproxy.OpAck, fault.Passed
 		case "basic.nack", "basic.reject":
-			c.Op, c.Response = e.Method, broker.Passed
+			c.Op, c.Response = e.Method, fault.Passed
 		case "tx.commit":
 			c.Op, c.Reply = e.Method, "none"
 			answer[k] = len(out)

@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { testservers.Main(m) }
 // channel without confirms, three on a confirm channel, basic.gets (an
 // ack, a nack with requeue and the redelivery's ack, a reject, an ack,
 // one get-empty), then a publish consumed by basic.consume and acked.
-func drill(t *testing.T, arm *fault.Trigger) ([]broker.Crossing, broker.Strike) {
+func drill(t *testing.T, arm *fault.Trigger) ([]fault.Crossing, broker.Strike) {
 	t.Helper()
 	return brokertest.Through(t, amqpproxy.Kind{}, testservers.Broker(t, rabbitmq.Kind), arm, func(p broker.Proxy) {
 		conn, err := amqp.Dial(p.URL())

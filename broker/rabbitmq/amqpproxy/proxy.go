@@ -6,9 +6,11 @@ package amqpproxy
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/diag"
 	aproxy "github.com/outboxdrill/runner/proxy/amqp"
 	"github.com/outboxdrill/runner/proxy/fault"
 )
@@ -19,8 +21,27 @@ import (
 // AMQP method, filtered by exchange, routing_key, queue.
 type Kind struct{}
 
-func (Kind) Operations() []string        { return aproxy.Operations() }
-func (Kind) Check(t fault.Trigger) error { return native(t).Check() }
+// Operations are the neutral ones, then the proxy's own.
+func (Kind) Operations() []string { return aproxy.Operations() }
+
+// Operation is op when the proxy names it so, else why not, with the
+// closest of its operations.
+func (Kind) Operation(op string) (string, error) {
+	ops := aproxy.Operations()
+	if !slices.Contains(ops, op) {
+		return "", fmt.Errorf("%w%s", aproxy.UnknownOperation(op), diag.Suggest(op, ops))
+	}
+	return op, nil
+}
+
+// Compile is t as the proxy arms it, checked.
+func (Kind) Compile(t fault.Trigger) (any, error) {
+	c, err := native(t).Compile()
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
 
 func native(t fault.Trigger) aproxy.Trigger {
 	a := aproxy.Trigger{Boundary: t.Boundary, Op: t.Filter.Command, Exchange: t.Filter.Exchange, RoutingKey: t.Filter.RoutingKey, Queue: t.Filter.Queue, Nth: t.Nth, Action: t.Action}
@@ -56,12 +77,12 @@ func (x *proxy) URL() string     { return x.url }
 func (x *proxy) Address() string { return x.p.Addr() }
 func (x *proxy) Close()          { x.p.Close() }
 
-func (x *proxy) Arm(t fault.Trigger) (broker.Strike, error) {
-	a := native(t)
-	if err := a.Check(); err != nil {
-		return nil, fmt.Errorf("%s: %w", t.On(), err)
+func (x *proxy) Arm(c fault.Compiled) (broker.Strike, error) {
+	n, ok := c.Native.(aproxy.Checked)
+	if !ok {
+		return nil, fmt.Errorf("%s: not compiled for the RabbitMQ proxy", c.On())
 	}
-	return x.p.Arm(a)
+	return x.p.ArmChecked(n, c.Action.Kill)
 }
 
 // notJudged is what an AMQP wire cannot support.

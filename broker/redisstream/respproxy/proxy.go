@@ -25,23 +25,43 @@ type Kind struct{}
 
 var neutral = map[string]string{"publish": "XADD", "deliver": "XREADGROUP", "ack": "XACK"}
 
-// redisName is a Redis command as the system file's parser upper-cases
-// it (the parser checks it against Redis's commands).
-var redisName = regexp.MustCompile(`^[A-Z][A-Z_-]*(\.[A-Z][A-Z_-]*)?$`)
+// command is what may name a Redis command, CMD or CMD.SUB, in any case.
+var command = regexp.MustCompile(`^[A-Za-z][A-Za-z_-]*(\.[A-Za-z][A-Za-z_-]*)?$`)
 
+// Operations are the neutral ones: Redis's commands are Operation's.
 func (Kind) Operations() []string { return []string{"publish", "deliver", "ack"} }
 
-func (Kind) Check(t fault.Trigger) error {
-	if _, ok := neutral[t.Filter.Command]; !ok && !redisName.MatchString(t.Filter.Command) {
-		return fmt.Errorf("%s is not a Redis command (want publish, deliver, ack or one such as XADD)", t.Filter.Command)
+// Operation is a neutral operation as it is, else a Redis command upper
+// case, checked against Redis's commands (resp.KnownCommand).
+func (Kind) Operation(op string) (string, error) {
+	if _, ok := neutral[op]; ok {
+		return op, nil
 	}
+	if !command.MatchString(op) {
+		return "", fmt.Errorf("no Redis command %s (want publish, deliver, ack or one such as XADD)", op)
+	}
+	cmd := strings.ToUpper(op)
+	if err := resp.KnownCommand(cmd); err != nil {
+		return "", err
+	}
+	return cmd, nil
+}
+
+// Compile is t as proxy/resp arms it: the neutral operations as the
+// commands they are, no filter but the command, the action where Redis
+// applies it.
+func (Kind) Compile(t fault.Trigger) (any, error) {
 	if f := t.Filter.Broker(); f != "" {
-		return fmt.Errorf("the Redis proxy filters by command only, not by %s", f)
+		return nil, fmt.Errorf("the Redis proxy filters by command only, not by %s", f)
 	}
 	if cmd, ok := neutral[t.Filter.Command]; ok {
 		t.Filter.Command = cmd
 	}
-	return resp.CheckAction(t)
+	c, err := resp.Compile(t)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 func (Kind) Listen(url string) (broker.Proxy, error) {
@@ -70,11 +90,12 @@ func (x *proxy) URL() string     { return x.url }
 func (x *proxy) Address() string { return x.p.Addr() }
 func (x *proxy) Close()          { x.p.Close() }
 
-func (x *proxy) Arm(t fault.Trigger) (broker.Strike, error) {
-	if cmd, ok := neutral[t.Filter.Command]; ok {
-		t.Filter.Command = cmd
+func (x *proxy) Arm(c fault.Compiled) (broker.Strike, error) {
+	n, ok := c.Native.(resp.Checked)
+	if !ok {
+		return nil, fmt.Errorf("%s: not compiled for the Redis proxy", c.On())
 	}
-	return x.p.Arm(t)
+	return x.p.ArmChecked(n, c.Action.Kill)
 }
 
 // Wire maps the relayed XADDs, deliveries and XACKs; the stream mapping
@@ -133,14 +154,14 @@ func (x *proxy) Events() []resp.Event { return x.p.Events() }
 // Crossings are the commands the proxy relayed, each named by its command
 // (request(CMD) and reply(CMD) count every one) with the kind of its
 // reply: runner explore's broker boundaries.
-func (x *proxy) Crossings() []broker.Crossing {
-	var out []broker.Crossing
+func (x *proxy) Crossings() []fault.Crossing {
+	var out []fault.Crossing
 	for _, e := range x.p.Events() {
 		if len(e.Command) == 0 {
 			continue
 		}
 		cmd := strings.ToUpper(e.Command[0])
-		out = append(out, broker.Crossing{Op: cmd, Reply: replyKind(cmd, e.Reply), Fault: e.Fault, At: e.At})
+		out = append(out, fault.Crossing{Link: fault.Broker, Op: cmd, Reply: replyKind(cmd, e.Reply), Fault: e.Fault, At: e.At})
 	}
 	return out
 }

@@ -15,6 +15,12 @@ import (
 
 func TestMain(m *testing.M) { testservers.Main(m) }
 
+// compiled is t as the runner hands it to the proxy: compiled by Redis's
+// dialect.
+func compiled(t fault.Trigger) fault.Compiled {
+	return fault.Compile(t, fault.Dialect{Broker: "redis", Vocabulary: Kind{}}, nil)
+}
+
 // A publish's Pass counts the broker faults struck before it in the
 // proxy's record: the XADD a fault failed ends the first pass, so the
 // same event published again after it is the next pass's (a retry), and
@@ -26,7 +32,7 @@ func TestWirePassCountsBrokerFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if _, err := p.Arm(fault.Trigger{Link: fault.Broker, Boundary: fault.Request, Filter: fault.Filter{Command: "publish"}, Nth: 2, Action: fault.Action{Do: fault.Error}}); err != nil {
+	if _, err := p.Arm(compiled(fault.Trigger{Link: fault.Broker, Boundary: fault.Request, Filter: fault.Filter{Command: "publish"}, Nth: 2, Action: fault.Action{Do: fault.Error}})); err != nil {
 		t.Fatal(err)
 	}
 	opts, err := redis.ParseURL(p.URL())
@@ -64,7 +70,7 @@ func TestWireCopyIsAPassOfItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if _, err := p.Arm(fault.Trigger{Link: fault.Broker, Boundary: fault.Reply, Filter: fault.Filter{Command: "publish"}, Action: fault.Action{Do: fault.Duplicate}}); err != nil {
+	if _, err := p.Arm(compiled(fault.Trigger{Link: fault.Broker, Boundary: fault.Reply, Filter: fault.Filter{Command: "publish"}, Action: fault.Action{Do: fault.Duplicate}})); err != nil {
 		t.Fatal(err)
 	}
 	opts, err := redis.ParseURL(p.URL())
@@ -90,7 +96,7 @@ func TestWireCopyIsAPassOfItsOwn(t *testing.T) {
 	}
 }
 
-// Check says where duplicate and drop apply on Redis, in the neutral
+// Compile says where duplicate and drop apply on Redis, in the neutral
 // words too.
 func TestCheckSaysWhereDuplicateAndDropApply(t *testing.T) {
 	for _, c := range []struct {
@@ -107,7 +113,7 @@ func TestCheckSaysWhereDuplicateAndDropApply(t *testing.T) {
 		{fault.Reply, "ack", fault.Drop, true},
 		{fault.Request, "publish", fault.Drop, false},
 	} {
-		err := Kind{}.Check(fault.Trigger{Link: fault.Broker, Boundary: c.b, Filter: fault.Filter{Command: c.cmd}, Action: fault.Action{Do: c.do}})
+		err := compiled(fault.Trigger{Link: fault.Broker, Boundary: c.b, Filter: fault.Filter{Command: c.cmd}, Action: fault.Action{Do: c.do}}).Skip
 		if (err == nil) != c.want {
 			t.Errorf("%v(%s) do=%v: %v, want applies %v", c.b, c.cmd, c.do, err, c.want)
 		}

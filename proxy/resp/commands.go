@@ -1,10 +1,20 @@
-package system
+package resp
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/outboxdrill/runner/diag"
+)
 
 // redisCommands are Redis 7's commands, each with its subcommands (a fault
 // names one as CMD.SUB, e.g. XGROUP.CREATE): Redis 7.0's COMMAND DOCS, plus
 // what 7.2 and 7.4 added (WAITAOF, CLIENT NO-TOUCH and SETINFO, CLUSTER
 // MYSHARDID, the hash field expiry commands). A fault on a command missing
-// here could never strike: it is a typo, reported when the scenario loads.
+// here could never strike: it is a typo, reported when the scenario loads
+// (KnownCommand, through the Redis proxy's dialect).
 var redisCommands = map[string][]string{
 	"ACL":                  {"CAT", "DELUSER", "DRYRUN", "GENPASS", "GETUSER", "HELP", "LIST", "LOAD", "LOG", "SAVE", "SETUSER", "USERS", "WHOAMI"},
 	"APPEND":               nil,
@@ -256,4 +266,26 @@ var redisCommands = map[string][]string{
 	"ZSCORE":               nil,
 	"ZUNION":               nil,
 	"ZUNIONSTORE":          nil,
+}
+
+// KnownCommand checks a trigger's command, CMD or CMD.SUB upper case,
+// against Redis's commands: a misspelt one would wait for a command no
+// client sends and fail the scenario only at its end, as a fault that
+// never fired.
+func KnownCommand(cmd string) error {
+	name, sub, hasSub := strings.Cut(cmd, ".")
+	subs, ok := redisCommands[name]
+	if !ok {
+		return fmt.Errorf("no Redis command %s%s", name, diag.Suggest(name, slices.Sorted(maps.Keys(redisCommands))))
+	}
+	if !hasSub {
+		return nil
+	}
+	if len(subs) == 0 {
+		return fmt.Errorf("Redis command %s has no subcommands; name it alone: %s", name, name)
+	}
+	if !slices.Contains(subs, sub) {
+		return fmt.Errorf("Redis command %s has no subcommand %s%s; it has: %s", name, sub, diag.Suggest(sub, subs), strings.Join(subs, ", "))
+	}
+	return nil
 }
