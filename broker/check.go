@@ -20,6 +20,7 @@ var optionalKindFields = map[string]string{
 	"OptionsDoc": "required with Options (checked below)",
 	"Proxy":      "a broker without a protocol proxy: its broker faults skip, its wire history is not judged",
 	"Probe":      "checked field by field below",
+	"DirOwner":   "a server the runner runs as itself, also as root",
 }
 
 var (

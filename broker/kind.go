@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"syscall"
 	"unicode/utf8"
 )
 
@@ -65,6 +66,11 @@ type Kind struct {
 	// Dir is the KIND of its own server's dir, drill-KIND-* (servers):
 	// `runner clean` removes a killed run's.
 	Dir string
+	// DirOwner, when set, is the user a runner run as root hands its own
+	// server's dir to, to run the server as (RabbitMQ: the rabbitmq
+	// user): clean then trusts such a dir that user owns. nil: the dir
+	// stays the runner's.
+	DirOwner func() (*syscall.Credential, error)
 
 	// Limits say why the broker lacks each capability it lacks, each
 	// citing the broker's own documentation (a URL).

@@ -12,8 +12,8 @@ import (
 	"unicode"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/jetstream/natsserver"
 	"github.com/outboxdrill/runner/internal/redact"
-	"github.com/outboxdrill/runner/servers"
 )
 
 // Kind is NATS JetStream as the runner knows it (broker/kinds registers it).
@@ -34,7 +34,7 @@ var Kind = &broker.Kind{
 	},
 	Start:      start,
 	Open:       open,
-	Dir:        servers.NATSDir,
+	Dir:        natsserver.Dir,
 	Limits:     limits,
 	ConsumerID: consumerID,
 	Verbs:      broker.Verbs{Publish: "PUB (PubAck)", Read: "pull (CONSUMER.MSG.NEXT)", Ack: "+ACK", Claim: "pull (after AckWait)"},
@@ -95,7 +95,7 @@ func probeAddrs(url string) ([]broker.Addr, bool, error) {
 
 // start starts the runner's own nats-server.
 func start(ctx context.Context, h broker.Host) (string, broker.Process, error) {
-	srv, err := servers.StartNATS(ctx, servers.NATSOptions{})
+	srv, err := natsserver.Start(ctx, natsserver.Options{})
 	if err != nil {
 		return "", nil, err
 	}

@@ -10,8 +10,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/rabbitmq/rabbitmqserver"
 	"github.com/outboxdrill/runner/internal/redact"
-	"github.com/outboxdrill/runner/servers"
 )
 
 // Kind is RabbitMQ (quorum queues) as the runner knows it (broker/kinds
@@ -36,7 +36,8 @@ var Kind = &broker.Kind{
 	},
 	Start:      start,
 	Open:       open,
-	Dir:        servers.RabbitMQDir,
+	Dir:        rabbitmqserver.Dir,
+	DirOwner:   rabbitmqserver.Credential,
 	Limits:     limits,
 	ConsumerID: consumerID,
 	Verbs:      broker.Verbs{Publish: "basic.publish (confirm)", Read: "basic.get", Ack: "basic.ack", Claim: "basic.get (requeued)"},
@@ -61,7 +62,7 @@ func probeAddrs(url string) ([]broker.Addr, bool, error) {
 // start starts the runner's own node: it boots in 6–13 s here, which
 // --rabbitmq saves.
 func start(ctx context.Context, h broker.Host) (string, broker.Process, error) {
-	srv, err := servers.StartRabbitMQ(ctx, servers.RabbitMQOptions{})
+	srv, err := rabbitmqserver.Start(ctx, rabbitmqserver.Options{})
 	if err != nil {
 		return "", nil, err
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outboxdrill/runner/broker"
-	"github.com/outboxdrill/runner/servers"
+	"github.com/outboxdrill/runner/broker/redisstream/redisserver"
 )
 
 // flagName is the CLI flag of a Redis URL (--redis), also named in errors.
@@ -32,7 +32,7 @@ var Kind = &broker.Kind{
 	},
 	Start:  start,
 	Open:   open,
-	Dir:    servers.RedisDir,
+	Dir:    redisserver.Dir,
 	Limits: limits,
 	Verbs:  broker.Verbs{Publish: "XADD", Read: "XREADGROUP", Ack: "XACK", Claim: "XCLAIM"},
 	Mechanisms: map[broker.Mechanism]string{
@@ -55,7 +55,7 @@ func probeAddrs(url string) ([]broker.Addr, bool, error) {
 
 // start starts the runner's own Redis.
 func start(ctx context.Context, h broker.Host) (string, broker.Process, error) {
-	srv, err := servers.StartRedis(ctx, servers.RedisOptions{})
+	srv, err := redisserver.Start(ctx, redisserver.Options{})
 	if err != nil {
 		return "", nil, err
 	}

@@ -52,6 +52,7 @@ import (
 
 	"github.com/outboxdrill/runner/bench"
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/kinds"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/internal/safe"
@@ -59,7 +60,6 @@ import (
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
-	"github.com/outboxdrill/runner/servers"
 	"github.com/outboxdrill/runner/system"
 )
 
@@ -86,7 +86,7 @@ type quietRedis struct{}
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
 func main() {
-	servers.ServeKfakeChild() // this program re-executed as the runner's own Kafka-protocol server
+	kinds.ServeChild() // this program re-executed as the runner's own Kafka-protocol server
 	redis.SetLogger(quietRedis{})
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 1)
