@@ -233,7 +233,7 @@ steps:
     # applied and duplicate
   - expect: {projection: {accounting: {USD: {amount: "${n}", events: 1}}}, stream.pending: 0}
 `
-	scs, errs := scenario.Parse("generated.yaml", []byte(src))
+	scs, errs := scenario.Parse("generated.yaml", []byte(src), broker.Kinds())
 	if len(errs) > 0 {
 		return 0, 0, errs
 	}
@@ -271,7 +271,7 @@ steps:
   - consume: {block: 300ms}
     expect: {delivered: 0}
 `
-	scs, errs := scenario.Parse("waiting.yaml", []byte(src))
+	scs, errs := scenario.Parse("waiting.yaml", []byte(src), broker.Kinds())
 	if len(errs) > 0 {
 		return 0, errs
 	}

@@ -79,13 +79,18 @@ type Params struct {
 	Out, Log, Warn io.Writer
 }
 
-// brokers are the brokers every scenario runs on: p.Brokers, else Redis.
+// brokers are the brokers every scenario runs on: p.Brokers, else the
+// default broker (Redis).
 func (p *Params) brokers() []string {
 	if len(p.Brokers) == 0 {
-		return []string{broker.Redis}
+		return []string{broker.Default()}
 	}
 	return p.Brokers
 }
+
+// matrix: a result on broker b is one of a matrix (reports name its
+// broker) when the run has several brokers or b is not the default.
+func (p *Params) matrix(b string) bool { return len(p.brokers()) > 1 || b != broker.Default() }
 
 // brokersOf are the brokers scenario sc runs on: its pinned broker when
 // the run named none, else the run's (pinned elsewhere: skipped there).
@@ -269,18 +274,18 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 	if sc.System != nil {
 		// Never run: the services would get a URL scheme they cannot parse.
 		if why := sc.System.Unsupported(j.broker); why != "" {
-			return &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: len(p.brokers()) > 1 || j.broker != broker.Redis,
+			return &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: p.matrix(j.broker),
 				Skipped: fmt.Sprintf("%s: %s", sc.SystemPos, why)}, nil
 		}
 	}
 	if why := sc.PinnedSkip(j.broker); why != "" {
-		return &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: len(p.brokers()) > 1 || j.broker != broker.Redis,
+		return &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: p.matrix(j.broker),
 			Skipped: why}, nil
 	}
 	// Never sent to a broker that cannot name it (on RabbitMQ a refused
 	// queue name closes the run's shared connection).
 	if at, why := consumerIDSkip(sc, j.broker); why != "" {
-		return &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: len(p.brokers()) > 1 || j.broker != broker.Redis,
+		return &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: p.matrix(j.broker),
 			Skipped: fmt.Sprintf("%s: %s", at, why)}, nil
 	}
 	var iso *isolation
@@ -297,7 +302,7 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 	}
 	var be *brokerError
 	if errors.As(err, &be) {
-		return &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: len(p.brokers()) > 1 || j.broker != broker.Redis, Duration: time.Since(start),
+		return &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: p.matrix(j.broker), Duration: time.Since(start),
 			Failures: []steps.Failure{{Pos: sc.Pos, Key: "broker", Msg: "cannot set up the scenario's broker: " + be.Error()}}}, nil
 	}
 	if err != nil {
@@ -311,7 +316,7 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 	run := ctx
 	ctx, cancel := context.WithTimeoutCause(ctx, p.Timeout, fmt.Errorf("scenario timed out after %s", p.Timeout))
 	defer cancel()
-	res := &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: len(p.brokers()) > 1 || j.broker != broker.Redis,
+	res := &report.Result{Scenario: sc, Broker: j.broker, Label: w.Labels()[j.broker], Matrix: p.matrix(j.broker),
 		Setup: time.Since(start), Where: where}
 	res.Caps = env.Broker.Capabilities()
 	// A scenario is never passed on a broker that cannot do what it asks.

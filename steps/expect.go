@@ -14,9 +14,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/outboxdrill/runner/broker"
-	// Per-broker override keys are the registered kinds: the list must be
-	// complete wherever an expect map is read.
-	_ "github.com/outboxdrill/runner/broker/kinds"
 	"github.com/outboxdrill/runner/diag"
 )
 
@@ -72,17 +69,19 @@ func (e Expect) Empty() bool { return len(e.Outcomes)+len(e.Checks) == 0 && e.Er
 
 // CompileExpect decodes an expect map of step d. For the expect step it holds
 // state checks only; for any other step also d's outcome keys and `error`.
-func CompileExpect(d *Def, file string, pairs []Arg) (Expect, diag.Errors) {
-	e, errs := compileExpect(d, file, pairs, "")
+// brokers are the keys of per-broker overrides (the loader's kinds).
+func CompileExpect(d *Def, file string, pairs []Arg, brokers []string) (Expect, diag.Errors) {
+	e, errs := compileExpect(d, file, pairs, brokers, "")
 	if e.Within > 0 && e.Every == 0 {
 		e.Every = defaultEvery
 	}
 	return e, errs
 }
 
-// compileExpect compiles pairs; inside a broker's override map, broker names
-// it and only outcomes and checks are allowed.
-func compileExpect(d *Def, file string, pairs []Arg, broker string) (Expect, diag.Errors) {
+// compileExpect compiles pairs, brokers being the override keys; inside a
+// broker's override map, broker names it and only outcomes and checks are
+// allowed.
+func compileExpect(d *Def, file string, pairs []Arg, brokers []string, broker string) (Expect, diag.Errors) {
 	var e Expect
 	var errs diag.Errors
 	seen := map[string]bool{}
@@ -93,12 +92,12 @@ func compileExpect(d *Def, file string, pairs []Arg, broker string) (Expect, dia
 		}
 		seen[a.Key] = true
 		pos := diag.NodePos(file, a.Value)
-		if slices.Contains(brokerNames(), a.Key) {
+		if slices.Contains(brokers, a.Key) {
 			if broker != "" {
 				errs = append(errs, diag.Errorf(a.KeyPos, "%s: broker overrides do not nest (inside %s)", a.Key, broker))
 				continue
 			}
-			o, oerrs := compileOverride(d, file, a)
+			o, oerrs := compileOverride(d, file, a, brokers)
 			errs = append(errs, oerrs...)
 			e.Outcomes = append(e.Outcomes, o.Outcomes...)
 			e.Checks = append(e.Checks, o.Checks...)
@@ -151,8 +150,8 @@ func compileExpect(d *Def, file string, pairs []Arg, broker string) (Expect, dia
 		}
 		known, overrides := expectKeys(d), ""
 		if broker == "" { // a broker's override is a key here too (rabitmq:)
-			known = append(known, brokerNames()...)
-			overrides = "; or a broker's override: " + strings.Join(brokerNames(), ", ")
+			known = append(known, brokers...)
+			overrides = "; or a broker's override: " + strings.Join(brokers, ", ")
 		}
 		hint := diag.Suggest(a.Key, known)
 		if hint == "" && d.IsExpect() {
@@ -195,13 +194,9 @@ func allOutcomes() []string {
 	return out
 }
 
-// brokerNames are the keys of per-broker overrides in an expect map: the
-// registered kinds, read at call time (a test may register one).
-func brokerNames() []string { return broker.Names() }
-
 // compileOverride compiles `nats: {stream.entries: 1}`: wants that apply on
 // that broker only, in place of the common ones with the same key.
-func compileOverride(d *Def, file string, a Arg) (Expect, diag.Errors) {
+func compileOverride(d *Def, file string, a Arg, brokers []string) (Expect, diag.Errors) {
 	if a.Value.Kind != yaml.MappingNode || len(a.Value.Content) == 0 {
 		return Expect{}, diag.Errors{diag.Errorf(diag.NodePos(file, a.Value), "%s: want a map of what differs on %s, e.g. %s: {stream.entries: 1}", a.Key, a.Key, a.Key)}
 	}
@@ -210,7 +205,7 @@ func compileOverride(d *Def, file string, a Arg) (Expect, diag.Errors) {
 		k := a.Value.Content[i]
 		pairs = append(pairs, Arg{Key: k.Value, KeyPos: diag.NodePos(file, k), Value: a.Value.Content[i+1]})
 	}
-	return compileExpect(d, file, pairs, a.Key)
+	return compileExpect(d, file, pairs, brokers, a.Key)
 }
 
 // For narrows the wants to one broker: its overrides replace the common

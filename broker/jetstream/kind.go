@@ -21,6 +21,8 @@ var Kind = &broker.Kind{
 	Name: broker.NATS, Title: "NATS", Product: "NATS JetStream",
 	Flag: "nats", Env: "RUNNER_NATS_URL",
 	FlagUsage: "the NATS server (JetStream on) at `URL`", Own: "one", Want: "a NATS URL",
+	Ports:        map[string]string{"nats": "4222", "tls": "4222"},
+	Placeholders: []string{"subject", "stream_name", "group"},
 	Probe: broker.Probe{
 		Protocol: "NATS", Need: 5, // the server speaks first: INFO {...}
 		OK:    func(a []byte) bool { return string(a[:5]) == "INFO " },

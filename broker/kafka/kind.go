@@ -19,6 +19,8 @@ var Kind = &broker.Kind{
 	Name: broker.Kafka, Title: "Kafka", Product: "Kafka",
 	Flag: "kafka", Env: "RUNNER_KAFKA_URL",
 	FlagUsage: "the Kafka cluster at `HOST:PORT`[,HOST:PORT...]", Own: "kfake", Want: "HOST:PORT[,HOST:PORT...]",
+	Ports:        map[string]string{"kafka": "9092"},
+	Placeholders: []string{"topic", "group"},
 	Probe: broker.Probe{
 		// ApiVersions v0, correlation id 1, no client id: the answer's
 		// header (after the 4-byte size) carries the correlation id back.

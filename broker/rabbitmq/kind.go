@@ -20,7 +20,9 @@ var Kind = &broker.Kind{
 	Name: broker.RabbitMQ, Title: "RabbitMQ", Product: "RabbitMQ",
 	Flag: "rabbitmq", Env: "RUNNER_RABBITMQ_URL",
 	FlagUsage: "the RabbitMQ server at `URL` (e.g. amqp://guest:guest@127.0.0.1:5672/)", Own: "one", Want: "a RabbitMQ URL",
-	Local: "amqp://guest:guest@127.0.0.1:5672/",
+	Ports:        map[string]string{"amqp": "5672", "amqps": "5671"},
+	Placeholders: []string{"exchange", "queue"},
+	Local:        "amqp://guest:guest@127.0.0.1:5672/",
 	Probe: broker.Probe{
 		// The AMQP 0-9-1 header: the answer is a method frame
 		// (Connection.Start) on channel 0.

@@ -18,6 +18,10 @@ var Kind = &broker.Kind{
 	Name: broker.Redis, Title: "Redis", Product: "Redis Streams",
 	Flag: flagName, Env: "RUNNER_REDIS_URL",
 	FlagUsage: "the Redis server at `URL`", Own: "one", Want: "a Redis URL",
+	Ports:        map[string]string{"redis": "6379", "rediss": "6379"},
+	Placeholders: []string{"stream", "group"},
+	EntryFields:  true,
+	Pipelined:    "XADD",
 	Probe: broker.Probe{
 		// PING: +PONG, or an error such as -NOAUTH: a Redis either way.
 		Protocol: "Redis", Hello: []byte("PING\r\n"), Need: 1,
