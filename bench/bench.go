@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/redisstream/redisserver"
 	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
 
@@ -158,11 +159,11 @@ func managedStart(ctx context.Context, empty bool) (time.Duration, error) {
 	opts := servers.PostgresOptions{NoCache: empty}
 	start := time.Now()
 	var pg *servers.Postgres
-	var rd *servers.Redis
+	var rd *redisserver.Server
 	var pgErr, rdErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { pg, pgErr = servers.StartPostgres(ctx, opts) })
-	rd, rdErr = servers.StartRedis(ctx, servers.RedisOptions{})
+	rd, rdErr = redisserver.Start(ctx, redisserver.Options{})
 	wg.Wait()
 	d := time.Since(start)
 	if pg != nil {
@@ -232,7 +233,7 @@ steps:
     # applied and duplicate
   - expect: {projection: {accounting: {USD: {amount: "${n}", events: 1}}}, stream.pending: 0}
 `
-	scs, errs := scenario.Parse("generated.yaml", []byte(src))
+	scs, errs := scenario.Parse("generated.yaml", []byte(src), broker.Kinds())
 	if len(errs) > 0 {
 		return 0, 0, errs
 	}
@@ -270,7 +271,7 @@ steps:
   - consume: {block: 300ms}
     expect: {delivered: 0}
 `
-	scs, errs := scenario.Parse("waiting.yaml", []byte(src))
+	scs, errs := scenario.Parse("waiting.yaml", []byte(src), broker.Kinds())
 	if len(errs) > 0 {
 		return 0, errs
 	}

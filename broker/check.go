@@ -13,13 +13,18 @@ import (
 // so a field added to Kind is required of every broker until it is listed
 // here with its reason.
 var optionalKindFields = map[string]string{
-	"Local":      "most brokers have no server the tests try first",
-	"ConsumerID": "a broker that names its objects after any consumer id the loader takes (Redis groups, Kafka groups)",
-	"LabelNote":  "only a server that is not the broker itself (kfake) has one",
-	"Options":    "a broker without a scenario key",
-	"OptionsDoc": "required with Options (checked below)",
-	"Proxy":      "a broker without a protocol proxy: its broker faults skip, its wire history is not judged",
-	"Probe":      "checked field by field below",
+	"Local":        "most brokers have no server the tests try first",
+	"ConsumerID":   "a broker that names its objects after any consumer id the loader takes (Redis groups, Kafka groups)",
+	"LabelNote":    "only a server that is not the broker itself (kfake) has one",
+	"Options":      "a broker without a scenario key",
+	"OptionsDoc":   "required with Options (checked below)",
+	"Proxy":        "a broker without a protocol proxy: its broker faults skip, its wire history is not judged",
+	"Probe":        "checked field by field below",
+	"DirOwner":     "a server the runner runs as itself, also as root",
+	"Ports":        "a broker whose URLs always give their port",
+	"Placeholders": "a broker whose services are told only what every broker tells (${destination}, ${broker.address}, …)",
+	"EntryFields":  "a broker whose messages carry the event id and the payload where it says itself (a header, a key)",
+	"Pipelined":    "a broker whose proxy answers every request in turn: an error reaches the client before its next request",
 }
 
 var (

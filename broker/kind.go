@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"syscall"
 	"unicode/utf8"
 )
 
@@ -48,6 +49,9 @@ type Kind struct {
 	Own string
 	// Want is what a URL must be, as CheckURL says it: "a Redis URL".
 	Want string
+	// Ports are the port a URL of each of its schemes means when it gives
+	// none ("redis": "6379"): ${broker.address} names it.
+	Ports map[string]string
 	// Local is a server development machines and CI keep running, which
 	// the tests use before starting one ("" none: they start one).
 	Local string
@@ -65,6 +69,11 @@ type Kind struct {
 	// Dir is the KIND of its own server's dir, drill-KIND-* (servers):
 	// `runner clean` removes a killed run's.
 	Dir string
+	// DirOwner, when set, is the user a runner run as root hands its own
+	// server's dir to, to run the server as (RabbitMQ: the rabbitmq
+	// user): clean then trusts such a dir that user owns. nil: the dir
+	// stays the runner's.
+	DirOwner func() (*syscall.Credential, error)
 
 	// Limits say why the broker lacks each capability it lacks, each
 	// citing the broker's own documentation (a URL).
@@ -78,6 +87,23 @@ type Kind struct {
 	// LabelNote is a section the guarantees document ends with when the
 	// run's server carried a label (Host.SetLabel: the runner's kfake).
 	LabelNote string
+
+	// Placeholders are the ${…} a team's services are told on it besides
+	// those every broker fills (system.PlaceholderList says what each
+	// is): the names of its objects, "stream" and "group" on Redis. A
+	// scenario's broker says their values (Named).
+	Placeholders []string
+	// EntryFields: its entries carry the event id and the payload in
+	// fields a team names, the system file's stream: mapping (Redis), which
+	// a file whose services may run on it must give. The scenario's
+	// broker then takes the fields (Fielded).
+	EntryFields bool
+	// Pipelined is the operation of its own that a client pipelines (on
+	// Redis XADD): a fault that errors one is not seen by the requests the
+	// client sent after it, whose resending is its retry and not a double
+	// publish, so explore does not judge double_published after one. "":
+	// none.
+	Pipelined string
 
 	// ConsumerID says why this broker cannot name the objects of a
 	// consumer id (a durable consumer, a queue), nil when it can; nil: any
@@ -288,6 +314,16 @@ func Kinds() []*Kind {
 	registry.RLock()
 	defer registry.RUnlock()
 	return slices.Clone(registry.kinds)
+}
+
+// Default is the default broker's name, where a run or a command names
+// none: the first registered kind's (broker/kinds lists Redis first), ""
+// while none is.
+func Default() string {
+	if ks := Kinds(); len(ks) > 0 {
+		return ks[0].Name
+	}
+	return ""
 }
 
 // Lookup is the registered kind named name.

@@ -220,7 +220,7 @@ func (e *explorer) run(ctx context.Context, w *Workload, vs []Variant, what stri
 	for i, v := range vs {
 		e.seq++
 		file := filepath.Join(e.p.Out, fmt.Sprintf(".explore-%s-%d.yaml", what, e.seq))
-		parsed, errs := scenario.ParseContext(ctx, file, w.Render(e.p.Out, fmt.Sprintf("explore %s %d", what, e.seq), "", v))
+		parsed, errs := scenario.ParseContext(ctx, file, w.Render(e.p.Out, fmt.Sprintf("explore %s %d", what, e.seq), "", v), broker.Kinds())
 		if len(errs) > 0 {
 			return nil, fmt.Errorf("explore: a variant of the workload does not load (a bug in explore): %v", errs)
 		}
@@ -249,7 +249,7 @@ func (e *explorer) runScenarios(ctx context.Context, scs []*scenario.Scenario) (
 		res := byScenario[sc]
 		out[i] = outcome{Verdict: classify(res), res: res}
 		if r := e.records[sc]; r != nil {
-			out[i].Verdict = out[i].Verdict.afterXADDError(r.faults)
+			out[i].Verdict = out[i].Verdict.afterPipelinedError(r.faults)
 			out[i].Why = r.atWorkload(sc, out[i].Why)
 		}
 		if r := e.records[sc]; r != nil {
@@ -287,12 +287,13 @@ func (e *explorer) systematic(ctx context.Context, res *Result, xs []fault.Cross
 	return err
 }
 
-// broker is the run's broker (explore runs on one), redis by default.
+// broker is the run's broker (explore runs on one), the default broker
+// (redis) unless given.
 func (e *explorer) broker() string {
 	if len(e.p.Runner.Brokers) > 0 {
 		return e.p.Runner.Brokers[0]
 	}
-	return broker.Redis
+	return broker.Default()
 }
 
 // only prunes the points --only does not select.

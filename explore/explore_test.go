@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/history"
+	"github.com/outboxdrill/runner/internal/scenariotest"
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/scenario"
@@ -28,7 +29,7 @@ func on(text string) fault.Trigger {
 
 func loadSystem(t *testing.T) *system.System {
 	t.Helper()
-	sys, errs, err := system.Load(context.Background(), "../examples/go-payments/system.yaml")
+	sys, errs, err := system.Load(context.Background(), "../examples/go-payments/system.yaml", scenariotest.Kinds())
 	if err != nil || len(errs) > 0 {
 		t.Fatal(err, errs)
 	}
@@ -124,7 +125,7 @@ func TestRenderedVariantLoadsWithItsFault(t *testing.T) {
 		Drop: map[int]bool{w.Events[0]: true}}
 	file := filepath.Join(out, "x.yaml")
 	body := w.Render(out, "rendered", "a comment\non two lines", v)
-	scs, errs := scenario.Parse(file, body)
+	scs, errs := scenario.Parse(file, body, scenariotest.Kinds())
 	if len(errs) > 0 {
 		t.Fatalf("%v\n%s", errs, body)
 	}
@@ -205,7 +206,7 @@ func TestClassifyNeverGuesses(t *testing.T) {
 			t.Errorf("%+v: %s, want %s", c.res, got.Outcome, c.want)
 		}
 	}
-	v := Verdict{Outcome: Violated, Broken: []string{"double_published"}}.afterXADDError([]Fault{{On: on("broker.request(XADD)"), Do: "error"}})
+	v := Verdict{Outcome: Violated, Broken: []string{"double_published"}}.afterPipelinedError([]Fault{{On: on("broker.request(XADD)"), Do: "error"}})
 	if v.Outcome != Held || v.Unjudged["double_published"] == "" {
 		t.Errorf("double_published after an XADD error: %+v, want held and not judged", v)
 	}
@@ -321,7 +322,7 @@ steps:
 	out := t.TempDir()
 	checks := func(v Variant) (keys []string) {
 		body := w.Render(out, "r", "", v)
-		scs, errs := scenario.Parse(filepath.Join(out, "r.yaml"), body)
+		scs, errs := scenario.Parse(filepath.Join(out, "r.yaml"), body, scenariotest.Kinds())
 		if len(errs) > 0 {
 			t.Fatalf("%v\n%s", errs, body)
 		}
@@ -381,7 +382,7 @@ func TestFailuresAreSaidAtTheWorkload(t *testing.T) {
 	}
 	v := Variant{Drop: map[int]bool{0: true}, Faults: []Fault{{Step: 3, Service: "consumer", On: on("consumer_db.commit(table=processed_messages)"), Nth: 1, Do: "kill", Where: "step"}}}
 	file := filepath.Join(t.TempDir(), ".explore-point-9.yaml")
-	scs, errs := scenario.Parse(file, w.Render(filepath.Dir(file), "p", "", v))
+	scs, errs := scenario.Parse(file, w.Render(filepath.Dir(file), "p", "", v), scenariotest.Kinds())
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}

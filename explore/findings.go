@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/history"
 	"github.com/outboxdrill/runner/internal/outfile"
 	"github.com/outboxdrill/runner/proxy/fault"
@@ -347,7 +348,7 @@ func (e *explorer) confirm(ctx context.Context, f *Finding) error {
 	}
 	var scs []*scenario.Scenario
 	for range e.p.Confirm {
-		loaded, errs := scenario.LoadFilesContext(ctx, []string{f.File})
+		loaded, errs := scenario.LoadFilesContext(ctx, []string{f.File}, broker.Kinds())
 		if len(errs) > 0 {
 			return fmt.Errorf("explore: the written %s does not load (a bug in explore): %v", f.File, errs)
 		}
@@ -448,7 +449,7 @@ func (e *explorer) written(v Variant) Variant {
 	if e.p.Runner.Settle != 0 && e.p.Runner.Settle != runner.DefaultSettle {
 		v.Pin.Settle = e.p.Runner.Settle.String()
 	}
-	if xaddError(v.Faults) {
+	if pipelined(v.Faults) != "" {
 		v.Pin.NotJudged = []string{history.DoublePublished} // pipelineCaveat
 	}
 	return v

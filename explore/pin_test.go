@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxdrill/runner/internal/scenariotest"
 	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
 )
@@ -24,7 +25,7 @@ func TestAWrittenFindingCarriesItsRun(t *testing.T) {
 	if err := e.write(w, f); err != nil {
 		t.Fatal(err)
 	}
-	scs, errs := scenario.LoadFiles([]string{f.File})
+	scs, errs := scenario.LoadFiles([]string{f.File}, scenariotest.Kinds())
 	body, _ := os.ReadFile(f.File)
 	if len(errs) > 0 {
 		t.Fatalf("%v\n%s", errs, body)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
@@ -17,7 +18,7 @@ import (
 // service then.
 func (w *Workload) Check(ctx context.Context, out, b string) diag.Errors {
 	file := filepath.Join(out, ".explore-check.yaml")
-	scs, errs := scenario.ParseContext(ctx, file, w.Render(out, "explore check", "", Variant{}))
+	scs, errs := scenario.ParseContext(ctx, file, w.Render(out, "explore check", "", Variant{}), broker.Kinds())
 	if len(errs) > 0 {
 		return errs
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/history"
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/report"
@@ -146,30 +147,43 @@ func firstLine(s string) string {
 }
 
 // pipelineCaveat is why double_published is not judged after an error at
-// an XADD: the proxy answers the failed XADD with an error, yet the XADDs
-// a relay pipelined after it were sent before it could see that error, and
-// their publishing again is its retry (at least once), which the proxy
-// cannot tell from a double publish.
-const pipelineCaveat = "not judged after an error at an XADD: the XADDs a relay pipelined after the failed one were sent before it could see the error, and publishing them again is its retry (at least once), which the proxy cannot tell from a double publish"
-
-// xaddError: the schedule errors an XADD (pipelineCaveat applies).
-func xaddError(faults []Fault) bool {
-	return slices.ContainsFunc(faults, func(f Fault) bool {
-		return f.Do == "error" && f.On.Link == fault.Broker && f.On.Filter.Command == "XADD"
-	})
+// an operation op a client pipelines (a Kind's Pipelined: XADD on Redis):
+// the proxy answers the failed one with an error, yet those a relay
+// pipelined after it were sent before it could see that error, and their
+// publishing again is its retry (at least once), which the proxy cannot
+// tell from a double publish.
+func pipelineCaveat(op string) string {
+	return fmt.Sprintf("not judged after an error at an %s: the %ss a relay pipelined after the failed one were sent before it could see the error, and publishing them again is its retry (at least once), which the proxy cannot tell from a double publish", op, op)
 }
 
-// afterXADDError takes double_published out of a verdict of a schedule
-// with an error at an XADD (pipelineCaveat).
-func (v Verdict) afterXADDError(faults []Fault) Verdict {
-	if !xaddError(faults) || !slices.Contains(v.Broken, history.DoublePublished) {
+// pipelined is the operation a client pipelines (a Kind's Pipelined) that
+// the schedule errors, so that pipelineCaveat applies; "" when it errors
+// none. The trigger names the operation: XADD is Redis's wherever the
+// schedule runs.
+func pipelined(faults []Fault) string {
+	for _, k := range broker.Kinds() {
+		if k.Pipelined != "" && slices.ContainsFunc(faults, func(f Fault) bool {
+			return f.Do == "error" && f.On.Link == fault.Broker && f.On.Filter.Command == k.Pipelined
+		}) {
+			return k.Pipelined
+		}
+	}
+	return ""
+}
+
+// afterPipelinedError takes double_published out of a verdict of a
+// schedule with an error at an operation a client pipelines
+// (pipelineCaveat).
+func (v Verdict) afterPipelinedError(faults []Fault) Verdict {
+	op := pipelined(faults)
+	if op == "" || !slices.Contains(v.Broken, history.DoublePublished) {
 		return v
 	}
 	v.Broken = slices.DeleteFunc(slices.Clone(v.Broken), func(b string) bool { return b == history.DoublePublished })
 	if v.Unjudged == nil {
 		v.Unjudged = map[string]string{}
 	}
-	v.Unjudged[history.DoublePublished] = pipelineCaveat
+	v.Unjudged[history.DoublePublished] = pipelineCaveat(op)
 	if len(v.Broken) == 0 {
 		v.Outcome, v.Why = Held, ""
 	}

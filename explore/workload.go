@@ -17,6 +17,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/internal/guardfile"
 	"github.com/outboxdrill/runner/internal/outfile"
@@ -69,7 +70,7 @@ func LoadWorkload(ctx context.Context, file string, sys *system.System) (*Worklo
 }
 
 func parseWorkload(ctx context.Context, file string, data []byte, sys *system.System) (*Workload, diag.Errors) {
-	scs, errs := scenario.ParseContext(ctx, file, data)
+	scs, errs := scenario.ParseContext(ctx, file, data, broker.Kinds())
 	if len(errs) > 0 {
 		return nil, errs
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/outboxdrill/runner/internal/scenariotest"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/scenario"
 )
@@ -46,7 +47,7 @@ func TestAntipatternsShowTheirDamage(t *testing.T) {
 		if !strings.Contains(string(src), fix[0]) {
 			t.Fatalf("%s no longer contains %q", f, fix[0])
 		}
-		fixed, errs := scenario.Parse(f, []byte(strings.Replace(string(src), fix[0], fix[1], 1)))
+		fixed, errs := scenario.Parse(f, []byte(strings.Replace(string(src), fix[0], fix[1], 1)), scenariotest.Kinds())
 		if len(errs) > 0 {
 			t.Fatalf("%s in the correct mode: %v", f, errs)
 		}
@@ -57,7 +58,7 @@ func TestAntipatternsShowTheirDamage(t *testing.T) {
 		if !decl.Match(src) {
 			t.Fatalf("%s declares no expect_violations", f)
 		}
-		bare, errs := scenario.Parse(f, decl.ReplaceAll(src, nil))
+		bare, errs := scenario.Parse(f, decl.ReplaceAll(src, nil), scenariotest.Kinds())
 		if len(errs) > 0 {
 			t.Fatalf("%s without expect_violations: %v", f, errs)
 		}

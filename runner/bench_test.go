@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/scenariotest"
 	"github.com/outboxdrill/runner/scenario"
 )
 
@@ -14,7 +15,7 @@ import (
 // scenario's own steps.
 func BenchmarkScenario(b *testing.B) {
 	files, _ := scenario.ExpandPaths([]string{"../scenarios"})
-	scs, errs := scenario.LoadFiles(files)
+	scs, errs := scenario.LoadFiles(files, scenariotest.Kinds())
 	if len(errs) > 0 {
 		b.Fatal(errs)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/scenariotest"
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/servers"
@@ -38,7 +39,7 @@ func TestParallelCappedByConnectionBudget(t *testing.T) {
 	var scs []*scenario.Scenario
 	for i := range 12 {
 		sc, errs := scenario.Parse(fmt.Sprintf("s%d.yaml", i), fmt.Appendf(nil,
-			"name: s%d\nsteps:\n  - produce: {event: e-1, amount: 1}\n  - relay\n  - sleep: {for: 200ms}\n  - consume\n  - expect: {inbox.rows: {accounting: 1}}\n", i))
+			"name: s%d\nsteps:\n  - produce: {event: e-1, amount: 1}\n  - relay\n  - sleep: {for: 200ms}\n  - consume\n  - expect: {inbox.rows: {accounting: 1}}\n", i), scenariotest.Kinds())
 		if len(errs) > 0 {
 			t.Fatal(errs)
 		}

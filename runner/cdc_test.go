@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outboxdrill/runner/internal/scenariotest"
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/scenario"
 	schema "github.com/outboxdrill/runner/sql"
@@ -83,7 +84,7 @@ func TestCDCSkippedWithoutLogicalWAL(t *testing.T) {
 	if err != nil || level == "logical" {
 		t.Skipf("the PostgreSQL at 127.0.0.1:5432 has wal_level %q (%v): nothing to show", level, err)
 	}
-	scs, errs := scenario.Parse("cdc.yaml", []byte("name: cdc\nsteps:\n  - produce\n  - relay: {mode: cdc}\n    expect: {published: 1}\n"))
+	scs, errs := scenario.Parse("cdc.yaml", []byte("name: cdc\nsteps:\n  - produce\n  - relay: {mode: cdc}\n    expect: {published: 1}\n"), scenariotest.Kinds())
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}

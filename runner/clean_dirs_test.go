@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outboxdrill/runner/servers"
+	"github.com/outboxdrill/runner/broker/redisstream/redisserver"
 )
 
 // TestCleanTempDirsJudgesByLease: a live run whose scenario stopped its
@@ -27,7 +27,7 @@ func TestCleanTempDirsJudgesByLease(t *testing.T) {
 	old := time.Now().Add(-time.Hour)
 
 	// The live run (this process): its Redis stopped by the scenario.
-	r, err := servers.StartRedis(ctx, servers.RedisOptions{})
+	r, err := redisserver.Start(ctx, redisserver.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 
 	"fmt"
 	"github.com/outboxdrill/runner/broker"
-	"github.com/outboxdrill/runner/broker/redisstream"
 	"maps"
 	"slices"
 	"strings"
@@ -79,8 +78,8 @@ func judgeSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *repo
 				cs.Undecided = ps
 			}
 		}
-		if rs, ok := env.Broker.(*redisstream.Stream); ok {
-			if err := brokerListing(ctx, rs, team); err != nil {
+		if l, ok := env.Broker.(broker.Lister); ok {
+			if err := brokerListing(ctx, l, team); err != nil {
 				st.NotJudged[history.Lost] = "the broker's entries could not be listed: " + err.Error()
 			}
 		}
@@ -135,8 +134,8 @@ func notJudged(why string) map[string]string {
 // brokerListing reads which entries the stream holds and which of them
 // each group may still be handed: lost is judged on that, not on a guess
 // of which entries a retention limit or a consumer's XDEL left.
-func brokerListing(ctx context.Context, rs *redisstream.Stream, team *history.Team) error {
-	entries, err := rs.EntryList(ctx)
+func brokerListing(ctx context.Context, l broker.Lister, team *history.Team) error {
+	entries, err := l.EntryList(ctx)
 	if err != nil {
 		return err
 	}
@@ -144,7 +143,7 @@ func brokerListing(ctx context.Context, rs *redisstream.Stream, team *history.Te
 	for _, e := range entries {
 		team.Held[e.EventID] = append(team.Held[e.EventID], e.ID)
 	}
-	team.Deliverable, err = rs.Deliverable(ctx, entries)
+	team.Deliverable, err = l.Deliverable(ctx, entries)
 	return err
 }
 

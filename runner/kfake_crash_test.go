@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
-	"github.com/outboxdrill/runner/servers"
+	"github.com/outboxdrill/runner/broker/kafka/kafkaserver"
 )
 
 // ownServer is a broker connection whose server is the runner's own
@@ -29,7 +29,7 @@ func (o ownServer) Server() (broker.Process, string) { return o.srv, "" }
 func TestKfakeCrashIsNamed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	k, err := servers.StartKafka(ctx)
+	k, err := kafkaserver.Start(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/scenariotest"
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/internal/testutil"
 	"github.com/outboxdrill/runner/report"
@@ -39,7 +40,7 @@ func TestLibraryAndGuarantees(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scenarios: %v", err)
 	}
-	scs, errs := scenario.LoadFiles(files)
+	scs, errs := scenario.LoadFiles(files, scenariotest.Kinds())
 	if len(errs) > 0 {
 		t.Fatalf("invalid scenarios:\n%v", errs)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/scenariotest"
 	"github.com/outboxdrill/runner/scenario"
 )
 
@@ -41,7 +42,7 @@ func TestConsumerIDsOneBrokerRefusesSkipThere(t *testing.T) {
 		{"accounting-v2", nil},
 		{strings.Repeat("c", broker.MaxQueueConsumerID), nil},
 	} {
-		scs, errs := scenario.Parse("x.yaml", []byte("name: x\nsteps:\n  - produce\n  - consume: {consumer: \""+tc.id+"\"}\n"))
+		scs, errs := scenario.Parse("x.yaml", []byte("name: x\nsteps:\n  - produce\n  - consume: {consumer: \""+tc.id+"\"}\n"), scenariotest.Kinds())
 		if len(errs) > 0 {
 			t.Fatalf("%.20s: a load error %v; a broker's own limit skips instead", tc.id, errs)
 		}

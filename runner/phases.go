@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/sysrun"
@@ -73,7 +72,7 @@ type scenarioRun struct {
 // newResult is the job's result before any phase filled it in.
 func (r *scenarioRun) newResult() *report.Result {
 	return &report.Result{Scenario: r.j.sc, Broker: r.j.broker, Label: r.w.Labels()[r.j.broker],
-		Matrix: len(r.p.brokers()) > 1 || r.j.broker != broker.Redis}
+		Matrix: r.p.matrix(r.j.broker)}
 }
 
 // gate is the skip reason of a job that must not start on its broker, or

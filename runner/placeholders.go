@@ -5,10 +5,6 @@ import (
 	"fmt"
 
 	"github.com/outboxdrill/runner/broker"
-	jsbroker "github.com/outboxdrill/runner/broker/jetstream"
-	"github.com/outboxdrill/runner/broker/kafka"
-	"github.com/outboxdrill/runner/broker/rabbitmq"
-	"github.com/outboxdrill/runner/broker/redisstream"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/steps"
@@ -16,38 +12,16 @@ import (
 )
 
 // brokerNames are the placeholders that name the scenario's objects on the
-// broker in use (system.PlaceholderList): the very names the runner's own
-// checks read, so that a service told them is the one the checks see.
-// consumer is ${consumer}, whose group ${group} (or queue) names.
-func brokerNames(ctx context.Context, br broker.Broker, key, consumer string) (map[string]string, error) {
-	switch b := br.(type) {
-	case *redisstream.Stream:
-		return map[string]string{"stream": key, "destination": key, "group": consumer}, nil
-	case *kafka.Topic:
-		// The team's consumer joins the group itself: the Topic deletes it
-		// with the scenario's topic.
-		b.Adopt(consumer)
-		return map[string]string{"topic": b.Name(), "destination": b.Name(), "group": b.GroupID(consumer)}, nil
-	case *jsbroker.Stream:
-		return map[string]string{"stream_name": b.Name(), "subject": b.Subject(), "destination": b.Subject(), "group": jsbroker.Durable(consumer)}, nil
-	case queued: // RabbitMQ's, also wrapped (a scenario's is on its own connection)
-		q, err := b.GroupQueue(ctx, consumer)
-		if err != nil {
-			return nil, err
-		}
-		return map[string]string{"exchange": b.Name(), "destination": b.Name(), "queue": q}, nil
+// broker in use (its Kind.Placeholders), as the broker tells them
+// (broker.Named): the very names the runner's own checks read, so that a
+// service told them is the one the checks see. consumer is ${consumer},
+// whose group ${group} (or queue) names.
+func brokerNames(ctx context.Context, br broker.Broker, consumer string) (map[string]string, error) {
+	if n, ok := br.(broker.Named); ok {
+		return n.Placeholders(ctx, consumer)
 	}
 	return nil, fmt.Errorf("no placeholders known for a %T", br)
 }
-
-// queued is a RabbitMQ broker (rabbitmq.Broker): an exchange and a queue
-// per consumer group.
-type queued interface {
-	Name() string
-	GroupQueue(ctx context.Context, group string) (string, error)
-}
-
-var _ queued = (*rabbitmq.Broker)(nil)
 
 // CheckPlaceholders is what validate checks of run's placeholderProblems:
 // those of the scenarios on brokers, and, for a system file alone (sys,

@@ -82,13 +82,18 @@ type Params struct {
 	Out, Log, Warn io.Writer
 }
 
-// brokers are the brokers every scenario runs on: p.Brokers, else Redis.
+// brokers are the brokers every scenario runs on: p.Brokers, else the
+// default broker (Redis).
 func (p *Params) brokers() []string {
 	if len(p.Brokers) == 0 {
-		return []string{broker.Redis}
+		return []string{broker.Default()}
 	}
 	return p.Brokers
 }
+
+// matrix: a result on broker b is one of a matrix (reports name its
+// broker) when the run has several brokers or b is not the default.
+func (p *Params) matrix(b string) bool { return len(p.brokers()) > 1 || b != broker.Default() }
 
 // brokersOf are the brokers scenario sc runs on: its pinned broker when
 // the run named none, else the run's (pinned elsewhere: skipped there).

@@ -94,7 +94,7 @@ func TestEveryKeyCanFail(t *testing.T) {
 	variants := map[string]variant{}
 	var scs []*scenario.Scenario
 	add := func(name, src string, v variant) {
-		sc, errs := scenario.Parse(name+".yaml", []byte(src))
+		sc, errs := scenario.Parse(name+".yaml", []byte(src), scenariotest.Kinds())
 		if len(errs) > 0 {
 			t.Fatalf("%s:\n%v\n%s", name, errs, src)
 		}
@@ -171,7 +171,7 @@ func TestEveryKeyCanFail(t *testing.T) {
 func TestStepErrors(t *testing.T) {
 	t.Parallel()
 	src := func(name, tail string) *scenario.Scenario {
-		scs, errs := scenario.Parse(name+".yaml", []byte("name: "+name+"\nsteps:\n  - produce(event=bus-1)\n"+tail))
+		scs, errs := scenario.Parse(name+".yaml", []byte("name: "+name+"\nsteps:\n  - produce(event=bus-1)\n"+tail), scenariotest.Kinds())
 		if len(errs) > 0 {
 			t.Fatal(errs)
 		}
@@ -204,7 +204,7 @@ func TestStepErrors(t *testing.T) {
 
 func TestTimeoutCancelsHungStep(t *testing.T) {
 	t.Parallel()
-	scs, errs := scenario.Parse("hang.yaml", []byte("name: hang\nsteps:\n  - consume(block=1m)\n"))
+	scs, errs := scenario.Parse("hang.yaml", []byte("name: hang\nsteps:\n  - consume(block=1m)\n"), scenariotest.Kinds())
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -424,7 +424,7 @@ func TestCleanTempDirsTakesOnlyDeadOnes(t *testing.T) {
 func processFaultScenarios(t *testing.T) []*scenario.Scenario {
 	t.Helper()
 	files, _ := filepath.Glob("../scenarios/production/*.yaml")
-	all, errs := scenario.LoadFiles(files)
+	all, errs := scenario.LoadFiles(files, scenariotest.Kinds())
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -532,7 +532,7 @@ steps:
     expect: {duplicate: 1, acked: 1}
   - expect: {stream.outputs: ` + afterCommit + `}
 `
-		scs, errs := scenario.Parse(name+".yaml", []byte(y))
+		scs, errs := scenario.Parse(name+".yaml", []byte(y), scenariotest.Kinds())
 		if len(errs) > 0 {
 			t.Fatal(errs)
 		}
@@ -588,7 +588,7 @@ steps:
     expect: ` + vals["relay"] + `
   - expect: ` + vals["after"] + `
 `
-		scs, errs := scenario.Parse(name+".yaml", []byte(y))
+		scs, errs := scenario.Parse(name+".yaml", []byte(y), scenariotest.Kinds())
 		if len(errs) > 0 {
 			t.Fatal(name, errs)
 		}

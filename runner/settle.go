@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
-	"github.com/outboxdrill/runner/broker/redisstream"
 	"github.com/outboxdrill/runner/history"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/steps"
@@ -102,15 +101,18 @@ func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Dur
 	// A read that hangs must not hold settling past its limit.
 	rctx, cancel := context.WithDeadline(ctx, start.Add(cap+2*time.Second))
 	defer cancel()
-	rs, _ := env.Broker.(*redisstream.Stream)
+	// A broker whose pending entries are read one by one (Redis) is
+	// settled entry by entry, another on what its groups have not
+	// finished with (broker.Lagging).
+	ins, _ := env.Broker.(broker.Inspector)
 	w := &watch{first: map[string]int64{}, retaken: map[string]bool{}, inTx: map[string]int{}, owed: map[string]time.Time{}, limit: limit}
 	var last fingerprint
 	var lastChange time.Time
 	var moved []string // what changed last
 	for polls := 0; ; polls++ {
-		fp, groups, err := readFingerprint(rctx, env, rs)
+		fp, groups, err := readFingerprint(rctx, env, ins)
 		var lag map[string]int64
-		if err == nil && rs == nil {
+		if err == nil && ins == nil {
 			lag, err = readLag(rctx, env, &fp)
 		}
 		if err != nil {
@@ -124,8 +126,8 @@ func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Dur
 			last, lastChange = fp, now
 		}
 		live := run.Live()
-		v, err := w.look(rctx, rs, fp, groups, live)
-		if rs == nil {
+		v, err := w.look(rctx, ins, fp, groups, live)
+		if ins == nil {
 			v.soft = append(v.soft, lagging(lag, live)...)
 		}
 		if err != nil {
@@ -271,9 +273,10 @@ func (fp fingerprint) changed(next fingerprint) []string {
 	return out
 }
 
-// readFingerprint reads the fingerprint, and on Redis the groups it was
-// made of (what settling then looks at, read once per poll).
-func readFingerprint(ctx context.Context, env *steps.Env, rs *redisstream.Stream) (fingerprint, []redisstream.Group, error) {
+// readFingerprint reads the fingerprint, and on a broker.Inspector (Redis)
+// the groups it was made of (what settling then looks at, read once per
+// poll).
+func readFingerprint(ctx context.Context, env *steps.Env, ins broker.Inspector) (fingerprint, []broker.Group, error) {
 	var fp fingerprint
 	m := env.Mapping()
 	if err := env.Producer.QueryRow(ctx, m.OutboxFingerprint()).Scan(&fp.outbox, &fp.unpublished, &fp.outboxSum); err != nil {
@@ -296,11 +299,11 @@ func readFingerprint(ctx context.Context, env *steps.Env, rs *redisstream.Stream
 		fp.entries = n
 	}
 	var gs []string
-	var groups []redisstream.Group
+	var groups []broker.Group
 	switch {
-	case rs != nil:
+	case ins != nil:
 		var err error
-		groups, err = rs.Groups(ctx)
+		groups, err = ins.Groups(ctx)
 		if err != nil {
 			return fp, nil, err
 		}
@@ -321,8 +324,9 @@ func readFingerprint(ctx context.Context, env *steps.Env, rs *redisstream.Stream
 	return fp, groups, nil
 }
 
-// readLag reads, on a broker other than Redis that counts it, what each
-// consumer group has not finished with, and adds it to fp.groups.
+// readLag reads, on a broker that counts it and whose pending entries are
+// not read one by one (no broker.Inspector), what each consumer group has
+// not finished with, and adds it to fp.groups.
 func readLag(ctx context.Context, env *steps.Env, fp *fingerprint) (map[string]int64, error) {
 	l, ok := env.Broker.(broker.Lagging)
 	if !ok || !env.Broker.Capabilities().Has(broker.GroupLag) {
@@ -407,7 +411,7 @@ func (w *watch) owing(keys []string, now time.Time) {
 
 // look lists what a live service may still do and sorts the pending
 // entries of the groups live services read.
-func (w *watch) look(ctx context.Context, rs *redisstream.Stream, fp fingerprint, groups []redisstream.Group, live []sysrun.Live) (view, error) {
+func (w *watch) look(ctx context.Context, ins broker.Inspector, fp fingerprint, groups []broker.Group, live []sysrun.Live) (view, error) {
 	v := view{untaken: map[string][]history.Pending{}, undecided: map[string][]history.Pending{}}
 	for _, l := range live {
 		if l.Restarting {
@@ -433,7 +437,7 @@ func (w *watch) look(ctx context.Context, rs *redisstream.Stream, fp fingerprint
 			break
 		}
 	}
-	if rs == nil {
+	if ins == nil {
 		return v, nil
 	}
 	for _, l := range live {
@@ -455,7 +459,7 @@ func (w *watch) look(ctx context.Context, rs *redisstream.Stream, fp fingerprint
 		}
 		if g.Pending > 0 {
 			claim, claims := sysrun.ClaimIdle(live, g.Name)
-			if err := w.pending(ctx, rs, g.Name, who, claim, claims, &v); err != nil {
+			if err := w.pending(ctx, ins, g.Name, who, claim, claims, &v); err != nil {
 				return v, err
 			}
 		}
@@ -471,8 +475,8 @@ func (w *watch) look(ctx context.Context, rs *redisstream.Stream, fp fingerprint
 // the entry it refused after the last step (its own start, say) was
 // delivered after settling began and could never be idle that long, so
 // the no-retry consumer was never judged (neverClaimWatch).
-func (w *watch) pending(ctx context.Context, rs *redisstream.Stream, group, who string, claim time.Duration, claims bool, v *view) error {
-	pend, err := rs.PendingEntries(ctx, group)
+func (w *watch) pending(ctx context.Context, ins broker.Inspector, group, who string, claim time.Duration, claims bool, v *view) error {
+	pend, err := ins.PendingEntries(ctx, group)
 	if err != nil {
 		return err
 	}

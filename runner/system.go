@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"os"
 
-	"github.com/outboxdrill/runner/broker/redisstream"
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/proxy/listen"
 	"github.com/outboxdrill/runner/report"
@@ -40,8 +40,8 @@ func (w *World) acquireSystem(ctx context.Context, b string, sc *scenario.Scenar
 	if err != nil {
 		return nil, nil, errors.Join(&brokerError{fmt.Errorf("%s: %w", b, err)}, iso.release(false))
 	}
-	if rs, ok := br.(*redisstream.Stream); ok { // the team's entry layout, for publish and the stream checks
-		rs.WithFields(sys.Stream.EventID, sys.Stream.Payload)
+	if f, ok := br.(broker.Fielded); ok { // the team's entry layout, for publish and the stream checks
+		f.UseFields(sys.Stream.EventID, sys.Stream.Payload)
 	}
 	iso.env = steps.NewEnv(iso.pools[0], iso.pools[1], br)
 	iso.env.BrokerName, iso.env.Control = b, control{w, b, iso.set}
@@ -52,7 +52,7 @@ func (w *World) acquireSystem(ctx context.Context, b string, sc *scenario.Scenar
 	}
 	// The broker's own names (${stream}, ${topic}, ${queue}, ${group}, …)
 	// for the scenario's consumer id; the scenario's vars may override any.
-	vars, err := brokerNames(ctx, br, iso.streamKey, defaultConsumerOf(sc))
+	vars, err := brokerNames(ctx, br, defaultConsumerOf(sc))
 	if err != nil {
 		return nil, nil, errors.Join(&brokerError{fmt.Errorf("%s: %w", b, err)}, br.Delete(context.WithoutCancel(ctx)), iso.release(false))
 	}

@@ -613,13 +613,17 @@ func shellQuote(s string) string {
 // consumerHole is where a broker's hint (Conn.Hints) names a consumer id.
 const consumerHole = "<consumer-id>"
 
-// redisClient is the run's Redis client (raw bench), or nil.
+// redisClient is the run's Redis client (raw bench), or nil: that of the
+// first of its brokers, in the kinds' order, whose connection is up and
+// hands out a Redis client.
 func (w *World) redisClient() *redis.Client {
-	if w.brokerUp(context.Background(), broker.Redis) != nil {
-		return nil
-	}
-	if c, ok := w.brokerConns()[broker.Redis].(interface{ Client() *redis.Client }); ok {
-		return c.Client()
+	for _, k := range broker.Kinds() {
+		if w.brokerUp(context.Background(), k.Name) != nil {
+			continue
+		}
+		if c, ok := w.brokerConns()[k.Name].(interface{ Client() *redis.Client }); ok {
+			return c.Client()
+		}
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 // errors in one load, each at its own line:col; not one per round.
 func TestFaultMistakesAllAtOnce(t *testing.T) {
 	src := "name: f\nsteps:\n  - start: {service: relay, fault: {on: \"consumer_db.comit(table=inbox)\", do: kil, nth: 0}}\n"
-	_, errs := Parse("t.yaml", []byte(src))
+	_, errs := Parse("t.yaml", []byte(src), testKinds)
 	errs.Sort()
 	want := []string{
 		`t.yaml:3:37: on: consumer_db has no boundary "comit" (did you mean "commit"?)`,
@@ -30,7 +30,7 @@ func TestFaultMistakesAllAtOnce(t *testing.T) {
 	}
 	// A value that did not decode is not validated again: one error for
 	// a do: that is not a string, none about the action it lacks.
-	_, errs = Parse("t.yaml", []byte("name: f\nsteps:\n  - start: {service: relay, fault: {on: \"broker.reply(XADD)\", do: [kill]}}\n"))
+	_, errs = Parse("t.yaml", []byte("name: f\nsteps:\n  - start: {service: relay, fault: {on: \"broker.reply(XADD)\", do: [kill]}}\n"), testKinds)
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "do:") {
 		t.Errorf("a do: that is a list: %v, want one error about do:", errs)
 	}
@@ -41,7 +41,7 @@ func TestFaultMistakesAllAtOnce(t *testing.T) {
 // typo gets Kafka's suggestion, not Redis's commands.
 func TestBrokerFaultInTheSystemsWords(t *testing.T) {
 	src := "name: f\nsteps:\n  - start: {service: relay, fault: {on: \"broker.reply(PUBLSH)\", do: kill}}\n"
-	scs, errs := Parse("t.yaml", []byte(src))
+	scs, errs := Parse("t.yaml", []byte(src), testKinds)
 	if len(errs) > 0 {
 		t.Fatalf("the operation is judged with the system's brokers, not at parse: %v", errs)
 	}
@@ -51,7 +51,7 @@ func TestBrokerFaultInTheSystemsWords(t *testing.T) {
 	if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), want) || !strings.Contains(errs[0].Error(), `(did you mean "publish"?)`) || strings.Contains(errs[0].Error(), "Redis") {
 		t.Errorf("on a Kafka-only system:\n got %v\nwant %s… (did you mean \"publish\"?), no Redis", errs, want)
 	}
-	scs, _ = Parse("t.yaml", []byte(src))
+	scs, _ = Parse("t.yaml", []byte(src), testKinds)
 	anyBroker := &system.System{File: "s.yaml", Services: map[string]*system.Service{"relay": {}}}
 	if errs = scs[0].UseSystem(anyBroker); len(errs) != 1 || !strings.Contains(errs[0].Error(), "t.yaml:3:41: on: broker.reply(PUBLSH): no Redis command PUBLSH") {
 		t.Errorf("on a system of every broker: %v, want the error of no broker's operation", errs)
@@ -63,7 +63,7 @@ func TestBrokerFaultInTheSystemsWords(t *testing.T) {
 // skips it there).
 func TestTriggersCheckedOnEachBroker(t *testing.T) {
 	src := "name: f\nsteps:\n  - start: {service: relay, fault: {on: \"broker.reply(Produce)\", do: kill}, also: {on: \"broker.request(publish)\", do: kill}}\n"
-	scs, errs := Parse("t.yaml", []byte(src))
+	scs, errs := Parse("t.yaml", []byte(src), testKinds)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -93,13 +93,13 @@ func TestTriggersCheckedOnEachBroker(t *testing.T) {
 // says a misspelt operation in Kafka's words, with Kafka's closest, and
 // never Redis's commands; every mistake of on: is said at once, at on:.
 func TestKafkaOnlySystemJudgesATypoInKafkasWords(t *testing.T) {
-	sys, serrs, err := system.Load(context.Background(), "../examples/node/system-kafka.yaml")
+	sys, serrs, err := system.Load(context.Background(), "../examples/node/system-kafka.yaml", testKinds)
 	if err != nil || len(serrs) > 0 || !slices.Equal(sys.Brokers, []string{"kafka"}) {
 		t.Fatalf("the Kafka example: %v %v, brokers %v", err, serrs, sys.Brokers)
 	}
 	for on, suggestion := range map[string]string{"PUBLSH": "publish", "Fetchh": "Fetch", "OffsetComit": "OffsetCommit"} {
 		src := "name: f\nsteps:\n  - start: {service: relay, fault: {on: \"broker.reply(" + on + ")\", do: kill}}\n"
-		scs, errs := Parse("t.yaml", []byte(src))
+		scs, errs := Parse("t.yaml", []byte(src), testKinds)
 		if len(errs) > 0 {
 			t.Fatal(errs)
 		}
@@ -110,7 +110,7 @@ func TestKafkaOnlySystemJudgesATypoInKafkasWords(t *testing.T) {
 		}
 	}
 	src := "name: f\nsteps:\n  - start: {service: relay, fault: {on: \"broker.rply(publish, topik=orders)\", do: kil}}\n"
-	_, errs := Parse("t.yaml", []byte(src))
+	_, errs := Parse("t.yaml", []byte(src), testKinds)
 	errs.Sort()
 	if len(errs) != 3 || !strings.HasPrefix(errs[0].Error(), `t.yaml:3:37: on: broker has no boundary "rply"`) ||
 		!strings.HasPrefix(errs[1].Error(), `t.yaml:3:37: on: broker.rply(publish, topik=orders): want NAME=VALUE filters`) || !strings.HasPrefix(errs[2].Error(), `t.yaml:3:79: do: unknown action "kil"`) {

@@ -14,30 +14,31 @@ import (
 // parameter tags: steps decodes, documents and schemas them, so this file
 // names no broker and no option.
 
-// brokerKeyCache holds brokerTopKeys: every key of every file looks them up.
-// Kinds are only ever added, so their count tells a stale cache.
+// brokerKeyCache holds each kind's key: every key of every file looks them
+// up.
 var brokerKeyCache struct {
 	sync.Mutex
-	kinds int
-	keys  []*topKey
+	keys map[*broker.Kind]*topKey
 }
 
-// brokerTopKeys are the keys of the registered kinds with options, read
-// at call time (a test may register a kind).
-func brokerTopKeys() []*topKey {
-	kinds := broker.Kinds()
+// brokerTopKeys are the keys of those of kinds with options, in order.
+func brokerTopKeys(kinds []*broker.Kind) []*topKey {
 	brokerKeyCache.Lock()
 	defer brokerKeyCache.Unlock()
-	if brokerKeyCache.kinds != len(kinds) {
-		brokerKeyCache.keys = nil
-		for _, k := range kinds {
-			if k.Options != nil {
-				brokerKeyCache.keys = append(brokerKeyCache.keys, brokerTopKey(k))
-			}
-		}
-		brokerKeyCache.kinds = len(kinds)
+	if brokerKeyCache.keys == nil {
+		brokerKeyCache.keys = map[*broker.Kind]*topKey{}
 	}
-	return brokerKeyCache.keys
+	var out []*topKey
+	for _, k := range kinds {
+		if k.Options == nil {
+			continue
+		}
+		if brokerKeyCache.keys[k] == nil {
+			brokerKeyCache.keys[k] = brokerTopKey(k)
+		}
+		out = append(out, brokerKeyCache.keys[k])
+	}
+	return out
 }
 
 func brokerTopKey(k *broker.Kind) *topKey {
@@ -66,11 +67,11 @@ func optionsReference(k *broker.Kind) string {
 	return k.OptionsDoc + ": " + strings.Join(parts, "; ")
 }
 
-// defaultBrokerOptions are every kind's options as a scenario without its
-// key has them.
-func defaultBrokerOptions() map[string]any {
+// defaultBrokerOptions are the options of every one of kinds as a scenario
+// without its key has them.
+func defaultBrokerOptions(kinds []*broker.Kind) map[string]any {
 	out := map[string]any{}
-	for _, k := range broker.Kinds() {
+	for _, k := range kinds {
 		if k.Options != nil {
 			out[k.Name] = steps.DefaultOptions(k.Options)
 		}

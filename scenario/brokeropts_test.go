@@ -50,7 +50,7 @@ func TestBrokerKeyErrors(t *testing.T) {
 		"nats: {ack_wait: 5}":        `t.yaml:2:18: nats: ack_wait: "5" needs a unit`,
 		"nats: {dedupe_window: [1]}": `t.yaml:2:23: nats: dedupe_window: want a single duration value, got a list`,
 	} {
-		_, errs := Parse("t.yaml", []byte("name: x\n"+src+"\nsteps: [produce]\n"))
+		_, errs := Parse("t.yaml", []byte("name: x\n"+src+"\nsteps: [produce]\n"), testKinds)
 		if len(errs) != 1 || !strings.Contains(errs[0].Error(), want) {
 			t.Errorf("%s: got %v, want one error containing %q", src, errs, want)
 		}

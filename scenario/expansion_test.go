@@ -28,7 +28,7 @@ func TestVarExpansionIsBounded(t *testing.T) {
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	start := time.Now()
-	_, errs := Parse("d.yaml", []byte(doubling(30)))
+	_, errs := Parse("d.yaml", []byte(doubling(30)), testKinds)
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	// v16 is line 19: each v_k is one deeper than v_(k-1), v0 at depth 1.
@@ -41,7 +41,7 @@ func TestVarExpansionIsBounded(t *testing.T) {
 
 	x := strings.Repeat("x", 1000)
 	wide := fmt.Sprintf("name: x\nvars:\n  a: %s\n  b: \"%s\"\n  c: \"%s\"\nsteps: [produce]\n", x, strings.Repeat("${a}", 64), strings.Repeat("${b}", 100))
-	if _, errs := Parse("w.yaml", []byte(wide)); len(errs) != 1 || !strings.Contains(errs[0].Error(), `w.yaml:5:6: variable "c": expanding ${…} makes more than 4 MiB`) {
+	if _, errs := Parse("w.yaml", []byte(wide), testKinds); len(errs) != 1 || !strings.Contains(errs[0].Error(), `w.yaml:5:6: variable "c": expanding ${…} makes more than 4 MiB`) {
 		t.Errorf("wide vars: %v", errs)
 	}
 
@@ -50,12 +50,12 @@ func TestVarExpansionIsBounded(t *testing.T) {
 	for range 80 {
 		uses.WriteString("  - produce: {event: \"${b}\"}\n")
 	}
-	if _, errs := Parse("u.yaml", []byte(uses.String())); len(errs) != 1 || !strings.Contains(errs[0].Error(), `u.yaml:70:22: ${b}: expanding ${…} makes more than 4 MiB`) {
+	if _, errs := Parse("u.yaml", []byte(uses.String()), testKinds); len(errs) != 1 || !strings.Contains(errs[0].Error(), `u.yaml:70:22: ${b}: expanding ${…} makes more than 4 MiB`) {
 		t.Errorf("many uses: %v", errs)
 	}
 
 	// A chain as deep as allowed, and the cap's worth, still load.
-	if _, errs := Parse("ok.yaml", []byte(strings.Replace(doubling(15), "0123456789abcdef", "0", 1))); len(errs) > 0 {
+	if _, errs := Parse("ok.yaml", []byte(strings.Replace(doubling(15), "0123456789abcdef", "0", 1)), testKinds); len(errs) > 0 {
 		t.Errorf("a chain 16 deep: %v", errs)
 	}
 }
@@ -73,7 +73,7 @@ func TestNodeBudgetCountsAliasesOnly(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "  - produce: {event: ev-%d, amount: %d%s}\n", i, 1+i%500, agg)
 	}
-	scs, errs := Parse("random.yaml", []byte(b.String()))
+	scs, errs := Parse("random.yaml", []byte(b.String()), testKinds)
 	if len(errs) > 0 || len(scs) != 1 || len(scs[0].Steps) != 15000 {
 		t.Fatalf("15000 events written out: %d scenarios, errors %v", len(scs), errs)
 	}
@@ -83,7 +83,7 @@ func TestNodeBudgetCountsAliasesOnly(t *testing.T) {
 		laughs += fmt.Sprintf("x-%c: &%c [*%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c]\n", i, i, prev, prev, prev, prev, prev, prev, prev, prev, prev, prev)
 	}
 	laughs += "steps: [produce]\n"
-	if _, errs := Parse("lol.yaml", []byte(laughs)); len(errs) != 1 || !strings.Contains(errs[0].Error(), "aliases expand to more than 100000 YAML nodes beyond those written") {
+	if _, errs := Parse("lol.yaml", []byte(laughs), testKinds); len(errs) != 1 || !strings.Contains(errs[0].Error(), "aliases expand to more than 100000 YAML nodes beyond those written") {
 		t.Errorf("billion laughs: %v", errs)
 	}
 }

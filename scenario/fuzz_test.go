@@ -34,7 +34,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("name: x\nsteps:\n  - consume(ordering=strict, mode=split_tx, dedupe=setnx, fail=divzero)\n"))
 	f.Add([]byte("name: x\nsteps:\n  - produce: {event: " + strings.Repeat("e", 5000) + "}\n  - sleep\n  - broker\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		scs, errs := Parse("f.yaml", data)
+		scs, errs := Parse("f.yaml", data, testKinds)
 		lines := strings.Split(strings.TrimSuffix(strings.ReplaceAll(string(data), "\r\n", "\n"), "\n"), "\n")
 		for _, e := range errs {
 			if e.Pos.File != "f.yaml" || e.Pos.Line < 1 || e.Pos.Line > len(lines) || e.Pos.Col < 1 ||
@@ -78,6 +78,6 @@ func FuzzShorthand(f *testing.F) {
 			}
 		}
 		// Whatever it parsed, building the step must not panic either.
-		_, _ = buildCall("f.yaml", diag.NodePos("f.yaml", n), name, args, nil, "")
+		_, _ = buildCall("f.yaml", diag.NodePos("f.yaml", n), name, args, nil, "", kindNames(testKinds))
 	})
 }

@@ -16,14 +16,14 @@ func TestHandlingClashesAreLoadErrors(t *testing.T) {
 		"consume(mode=ack_first, skip_ack)":                          "x.yaml:3:29: mode: ack_first and skip_ack: true cannot both hold",
 		"claim(mode=ack_first, max_deliveries=2)":                    "x.yaml:3:27: mode: ack_first and max_deliveries: 2 cannot both hold",
 	} {
-		_, errs := Parse("x.yaml", []byte("name: x\nsteps:\n  - "+step+"\n"))
+		_, errs := Parse("x.yaml", []byte("name: x\nsteps:\n  - "+step+"\n"), testKinds)
 		if len(errs) != 1 || !strings.Contains(errs.Error(), want) {
 			t.Errorf("%s:\n got %v\nwant one error containing %q", step, errs, want)
 		}
 	}
 	for _, ok := range []string{"consume(ordering=strict, dedupe=entry_id, fail=divzero)", "consume(mode=split_tx, fail=divzero)",
 		"consume(dedupe=setnx, fail=divzero)", "consume(mode=ack_first, fail=divzero)", "claim(skip_ack, max_deliveries=3)"} {
-		if _, errs := Parse("x.yaml", []byte("name: x\nsteps:\n  - "+ok+"\n")); len(errs) > 0 {
+		if _, errs := Parse("x.yaml", []byte("name: x\nsteps:\n  - "+ok+"\n"), testKinds); len(errs) > 0 {
 			t.Errorf("%s: want no error, got %v", ok, errs)
 		}
 	}

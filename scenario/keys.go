@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/steps"
 )
@@ -14,7 +15,8 @@ import (
 type topKey struct {
 	Name     string
 	Required bool
-	Doc      string // reference text (Markdown)
+	Doc      string        // reference text (Markdown)
+	doc      func() string // the reference text when it names what is known only at run time (the registered brokers); over Doc
 	parse    func(file string, kv steps.Arg, h *header, errs *diag.Errors)
 	schema   func() map[string]any
 }
@@ -46,7 +48,7 @@ var topKeys = []*topKey{
 		}},
 	{Name: "expect_violations", Doc: "the history invariants this scenario breaks on purpose (an anti-pattern showing its damage), e.g. `[lost]` (`[]` declares none), or a map broker → list with `default` for the others; each must occur (see [History checker](#history-checker))",
 		parse: func(file string, kv steps.Arg, h *header, errs *diag.Errors) {
-			h.ExpectViolations, h.ViolationsPos = parseViolations(file, kv.Value, errs), diag.NodePos(file, kv.Value)
+			h.ExpectViolations, h.ViolationsPos = parseViolations(file, kv.Value, kindNames(h.kinds), errs), diag.NodePos(file, kv.Value)
 		},
 		schema: func() map[string]any {
 			return map[string]any{"description": "history invariants this scenario breaks on purpose; each must occur. A list for every broker, or a map broker → list with default for the others",
@@ -74,15 +76,16 @@ var topKeys = []*topKey{
 		}},
 }
 
-// allTopKeys are the keys of a scenario file in the reference's order: the
-// broker kinds' own keys (brokeropts.go) follow broker_dlq.
-func allTopKeys() []*topKey {
+// allTopKeys are the keys of a scenario file read against kinds in the
+// reference's order: the broker kinds' own keys (brokeropts.go) follow
+// broker_dlq.
+func allTopKeys(kinds []*broker.Kind) []*topKey {
 	i := slices.IndexFunc(topKeys, func(k *topKey) bool { return k.Name == "broker_dlq" }) + 1
-	return slices.Concat(topKeys[:i], brokerTopKeys(), topKeys[i:])
+	return slices.Concat(topKeys[:i], brokerTopKeys(kinds), topKeys[i:])
 }
 
-func lookupTopKey(name string) (*topKey, bool) {
-	keys := allTopKeys()
+func lookupTopKey(name string, kinds []*broker.Kind) (*topKey, bool) {
+	keys := allTopKeys(kinds)
 	i := slices.IndexFunc(keys, func(k *topKey) bool { return k.Name == name })
 	if i < 0 {
 		return nil, false
@@ -90,9 +93,9 @@ func lookupTopKey(name string) (*topKey, bool) {
 	return keys[i], true
 }
 
-func topKeyNames() []string {
+func topKeyNames(kinds []*broker.Kind) []string {
 	var names []string
-	for _, k := range allTopKeys() {
+	for _, k := range allTopKeys(kinds) {
 		names = append(names, k.Name)
 	}
 	return names
@@ -103,16 +106,21 @@ func scalarSchema() map[string]any {
 	return map[string]any{"type": []string{"string", "number", "boolean"}}
 }
 
-// topKeysReference is the reference's table of top-level keys.
+// topKeysReference is the reference's table of top-level keys, the
+// registered kinds' own among them.
 func topKeysReference() string {
 	var b strings.Builder
 	b.WriteString("| key | | meaning |\n|---|---|---|\n")
-	for _, k := range allTopKeys() {
+	for _, k := range allTopKeys(broker.Kinds()) {
 		req := " |"
 		if k.Required {
 			req = " required |"
 		}
-		b.WriteString("| `" + k.Name + "` |" + req + " " + k.Doc + " |\n")
+		doc := k.Doc
+		if k.doc != nil {
+			doc = k.doc()
+		}
+		b.WriteString("| `" + k.Name + "` |" + req + " " + doc + " |\n")
 	}
 	b.WriteString("| `x-…` | | ignored: a place for YAML anchors (`x-base: &base {amount: 5}`, then `produce: {<<: *base}`) and notes |\n")
 	return b.String()

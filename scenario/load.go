@@ -154,16 +154,18 @@ func canonical(f string) string {
 }
 
 // LoadFiles parses every file and reports every problem in every file, plus
-// scenario names used twice.
-func LoadFiles(files []string) ([]*Scenario, diag.Errors) {
-	return LoadFilesContext(context.Background(), files)
+// scenario names used twice. kinds are the brokers the files may name (per
+// broker overrides, options keys, broker:, a system file's brokers:):
+// cmd/runner passes kinds.All().
+func LoadFiles(files []string, kinds []*broker.Kind) ([]*Scenario, diag.Errors) {
+	return LoadFilesContext(context.Background(), files, kinds)
 }
 
 // LoadFilesContext is LoadFiles under ctx: a cancelled ctx stops the reads
 // (of the scenario files and of the system files they name). Each file is
 // read through guardfile: a regular file, at most guardfile.Scenario.Max
 // bytes, refused from its size before a byte of it is read.
-func LoadFilesContext(ctx context.Context, files []string) ([]*Scenario, diag.Errors) {
+func LoadFilesContext(ctx context.Context, files []string, kinds []*broker.Kind) ([]*Scenario, diag.Errors) {
 	var scs []*Scenario
 	var errs diag.Errors
 	byName := map[string]*Scenario{}
@@ -176,7 +178,7 @@ func LoadFilesContext(ctx context.Context, files []string) ([]*Scenario, diag.Er
 			}
 			continue
 		}
-		fscs, ferrs := ParseContext(ctx, f, data)
+		fscs, ferrs := ParseContext(ctx, f, data, kinds)
 		errs = append(errs, ferrs...)
 		for _, sc := range fscs {
 			if sc.Name == "" {
@@ -194,15 +196,15 @@ func LoadFilesContext(ctx context.Context, files []string) ([]*Scenario, diag.Er
 }
 
 // Parse decodes one scenario file into its scenarios: one, or one per matrix
-// variant. It returns every problem it finds; no scenario only when the file
-// is not a YAML map at all.
-func Parse(file string, data []byte) ([]*Scenario, diag.Errors) {
-	return ParseContext(context.Background(), file, data)
+// variant, against the brokers kinds. It returns every problem it finds;
+// no scenario only when the file is not a YAML map at all.
+func Parse(file string, data []byte, kinds []*broker.Kind) ([]*Scenario, diag.Errors) {
+	return ParseContext(context.Background(), file, data, kinds)
 }
 
 // ParseContext is Parse reading the system file a system: key names under
 // ctx.
-func ParseContext(ctx context.Context, file string, data []byte) ([]*Scenario, diag.Errors) {
+func ParseContext(ctx context.Context, file string, data []byte, kinds []*broker.Kind) ([]*Scenario, diag.Errors) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -232,7 +234,7 @@ func ParseContext(ctx context.Context, file string, data []byte) ([]*Scenario, d
 	if hasKey(root, "services") && !hasKey(root, "steps") {
 		return nil, nil // a system file beside its scenarios: read through their system: key
 	}
-	return parseScenario(ctx, file, root)
+	return parseScenario(ctx, file, root, kinds)
 }
 
 // maxDepth bounds nesting, and so alias cycles such as &a [*a]; maxNodes
@@ -315,14 +317,15 @@ func yamlError(file string, data []byte, err error) *diag.Error {
 type header struct {
 	Scenario
 	ctx       context.Context // for the reads a key makes (system:)
+	kinds     []*broker.Kind  // the brokers the file may name
 	vars      map[string]string
 	varPos    map[string]diag.Pos // where each vars: and matrix: name is defined
 	axes      []axis
 	stepsNode *yaml.Node
 }
 
-func parseScenario(ctx context.Context, file string, root *yaml.Node) ([]*Scenario, diag.Errors) {
-	h, errs := parseHeader(ctx, file, root)
+func parseScenario(ctx context.Context, file string, root *yaml.Node, kinds []*broker.Kind) ([]*Scenario, diag.Errors) {
+	h, errs := parseHeader(ctx, file, root, kinds)
 	errs = append(errs, h.checkNotJudged()...)
 	if h.stepsNode == nil || h.stepsNode.Kind != yaml.SequenceNode || len(h.stepsNode.Content) == 0 {
 		sc := h.Scenario
@@ -355,7 +358,7 @@ func parseScenario(ctx context.Context, file string, root *yaml.Node) ([]*Scenar
 			if len(verrs) > before {
 				continue // an undefined variable: its step cannot be judged further
 			}
-			call, serrs := parseStep(file, n)
+			call, serrs := parseStep(file, n, kindNames(kinds))
 			verrs = append(verrs, serrs...)
 			if call != nil {
 				sc.Steps = append(sc.Steps, call)
@@ -381,18 +384,18 @@ func parseScenario(ctx context.Context, file string, root *yaml.Node) ([]*Scenar
 	return scs, errs
 }
 
-func parseHeader(ctx context.Context, file string, root *yaml.Node) (header, diag.Errors) {
-	h := header{Scenario: Scenario{File: file, Pos: diag.NodePos(file, root), BrokerOptions: defaultBrokerOptions(), brokerKeys: map[string]bool{}},
-		ctx: ctx, vars: map[string]string{}, varPos: map[string]diag.Pos{}}
+func parseHeader(ctx context.Context, file string, root *yaml.Node, kinds []*broker.Kind) (header, diag.Errors) {
+	h := header{Scenario: Scenario{File: file, Pos: diag.NodePos(file, root), BrokerOptions: defaultBrokerOptions(kinds), brokerKeys: map[string]bool{}},
+		ctx: ctx, kinds: kinds, vars: map[string]string{}, varPos: map[string]diag.Pos{}}
 	var errs diag.Errors
 	for _, kv := range diag.Pairs(file, root, &errs) {
 		if strings.HasPrefix(kv.Key, "x-") {
 			continue // free for anchors (x-base: &base {...}) and notes, as in compose files
 		}
-		k, ok := lookupTopKey(kv.Key)
+		k, ok := lookupTopKey(kv.Key, kinds)
 		if !ok {
 			errs = append(errs, diag.Errorf(kv.KeyPos, "unknown key %q%s; a scenario has: %s",
-				kv.Key, diag.Suggest(kv.Key, topKeyNames()), strings.Join(topKeyNames(), ", ")))
+				kv.Key, diag.Suggest(kv.Key, topKeyNames(kinds)), strings.Join(topKeyNames(kinds), ", ")))
 			continue
 		}
 		k.parse(file, kv, &h, &errs)
@@ -468,12 +471,13 @@ func (sc *Scenario) Violations(b string) []string {
 }
 
 // parseViolations reads expect_violations: a list of invariant names for
-// every broker, or a map broker → list with "default" for the others.
-func parseViolations(file string, n *yaml.Node, errs *diag.Errors) map[string][]string {
+// every broker, or a map broker (one of brokers) → list with "default" for
+// the others.
+func parseViolations(file string, n *yaml.Node, brokers []string, errs *diag.Errors) map[string][]string {
 	if n.Kind != yaml.MappingNode {
 		return map[string][]string{"default": violationList(file, n, errs)}
 	}
-	keys := append([]string{"default"}, broker.Names()...)
+	keys := append([]string{"default"}, brokers...)
 	out := map[string][]string{}
 	for _, kv := range diag.Pairs(file, n, errs) {
 		if !slices.Contains(keys, kv.Key) {
@@ -505,6 +509,15 @@ func violationList(file string, n *yaml.Node, errs *diag.Errors) []string {
 			continue
 		}
 		out = append(out, v.Value)
+	}
+	return out
+}
+
+// kindNames are the names of kinds, in order.
+func kindNames(kinds []*broker.Kind) []string {
+	out := make([]string, len(kinds))
+	for i, k := range kinds {
+		out[i] = k.Name
 	}
 	return out
 }

@@ -16,7 +16,7 @@ import (
 
 func parseOK(t *testing.T, src string) *Scenario {
 	t.Helper()
-	scs, errs := Parse("t.yaml", []byte(src))
+	scs, errs := Parse("t.yaml", []byte(src), testKinds)
 	if len(errs) > 0 || len(scs) != 1 {
 		t.Fatalf("unexpected errors:\n%v", errs)
 	}
@@ -130,7 +130,7 @@ func TestShorthandAsTheStepKey(t *testing.T) {
 	if d := cmp.Diff(sc.Steps[0].Params, sc.Steps[1].Params); d != "" || sc.Steps[0].Label != "crash" || len(sc.Steps[0].Expect.Outcomes) != 1 {
 		t.Errorf("relay(skip_mark): with expect: label %q, %d outcomes, params differ:\n%s", sc.Steps[0].Label, len(sc.Steps[0].Expect.Outcomes), d)
 	}
-	_, errs := Parse("t.yaml", []byte("name: k\nsteps:\n  - relay(skip_makr):\n    expect: {published: 0}\n"))
+	_, errs := Parse("t.yaml", []byte("name: k\nsteps:\n  - relay(skip_makr):\n    expect: {published: 0}\n"), testKinds)
 	if len(errs) != 1 || errs[0].Error() != `t.yaml:3:11: unknown parameter "skip_makr" (did you mean "skip_mark"?); known: limit, skip_mark, workers, lease, mode, skip_publish, skip_confirm, connection` {
 		t.Errorf("a typo inside the key: %v", errs)
 	}
@@ -258,7 +258,7 @@ func TestParseErrors(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, errs := Parse("t.yaml", []byte(tc.src))
+			_, errs := Parse("t.yaml", []byte(tc.src), testKinds)
 			errs.Sort()
 			if len(errs) != len(tc.want) {
 				t.Fatalf("want %d errors, got %d:\n%v", len(tc.want), len(errs), errs)
@@ -280,7 +280,7 @@ func TestLoadFilesDuplicateNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, errs := LoadFiles(files)
+	_, errs := LoadFiles(files, testKinds)
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), `b.yaml:1:7: scenario name "same" is already used at `) {
 		t.Fatalf("got %v", errs)
 	}
@@ -306,7 +306,7 @@ steps:
       projection:
         accounting:
           ${currency}: {amount: "${amount}", events: 1}
-`))
+`), testKinds)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -333,7 +333,7 @@ steps:
 		t.Errorf("substituted check: %v", got)
 	}
 	// A variable's value may use another, a matrix one too.
-	uses, errs := Parse("u.yaml", []byte("name: u\nvars: {n: 5, ev: \"pay-${n}-${cur}\", url: \"${producer_db.url}\"}\nmatrix: {cur: [USD]}\nsteps:\n  - produce: {event: \"${ev}\"}\n"))
+	uses, errs := Parse("u.yaml", []byte("name: u\nvars: {n: 5, ev: \"pay-${n}-${cur}\", url: \"${producer_db.url}\"}\nmatrix: {cur: [USD]}\nsteps:\n  - produce: {event: \"${ev}\"}\n"), testKinds)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -358,7 +358,7 @@ func TestVarErrors(t *testing.T) {
 		{"a cycle", "name: x\nvars: {a: \"${b}\", b: \"x${a}\"}\nsteps: [produce]\n", `t.yaml:2:11: variable "a" uses itself: a → b → a`},
 		{"undefined in a value", "name: x\nvars: {ev: \"pay-${nn}\", n: 1}\nsteps: [produce]\n", `t.yaml:2:12: variable "ev" uses undefined variable "nn" (did you mean "n"?)`},
 	} {
-		_, errs := Parse("t.yaml", []byte(tc.src))
+		_, errs := Parse("t.yaml", []byte(tc.src), testKinds)
 		// One mistake in a file with two variants is reported once.
 		if len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.want) {
 			t.Errorf("%s: got %v, want one error containing %q", tc.name, errs, tc.want)
@@ -384,7 +384,7 @@ steps:
 	if p := sc.Steps[3].Params.(*steps.ConsumeParams); p.Count != 1 {
 		t.Errorf("block scalar: %+v", p)
 	}
-	_, errs := Parse("t.yaml", []byte("name: x\nsteps:\n  - produce(event=\"open)\n"))
+	_, errs := Parse("t.yaml", []byte("name: x\nsteps:\n  - produce(event=\"open)\n"), testKinds)
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), `t.yaml:3:13: unterminated " quote`) {
 		t.Errorf("unterminated quote: %v", errs)
 	}
@@ -398,7 +398,7 @@ steps:
   - relay: {limit: 0}
     name: [not, text]
     expect: {publishd: 1}
-`))
+`), testKinds)
 	errs.Sort()
 	want := []string{
 		`t.yaml:3:22: count: must be at least 1`,
@@ -432,7 +432,7 @@ steps:
 	if p := sc.Steps[2].Params.(*steps.ProduceParams); p.Amount != 5 || p.Currency != "JPY" {
 		t.Errorf("merge: %+v (keys written beside <<: must win)", p)
 	}
-	if _, errs := Parse("t.yaml", []byte("name: x\nsteps: &s [*s]\n")); len(errs) != 1 || !strings.Contains(errs[0].Error(), "alias that contains itself") {
+	if _, errs := Parse("t.yaml", []byte("name: x\nsteps: &s [*s]\n"), testKinds); len(errs) != 1 || !strings.Contains(errs[0].Error(), "alias that contains itself") {
 		t.Errorf("alias cycle: %v", errs)
 	}
 }
@@ -455,7 +455,7 @@ func TestSameFileTwiceRunsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	files, _ := ExpandPaths([]string{dir, dir + "/a.yaml", dir + "/./a.yaml", rel, link, link + "/a.yaml"})
-	scs, errs := LoadFiles(files)
+	scs, errs := LoadFiles(files, testKinds)
 	if len(files) != 3 || len(scs) != 1 || len(errs) != 2 {
 		t.Fatalf("files %v; %d scenarios; errors (want only the two missing names):\n%v", files, len(scs), errs)
 	}
@@ -481,7 +481,7 @@ func TestOnlyRegularFiles(t *testing.T) {
 		if err != nil || len(files) != 1 || files[0] != dir+"/a.yaml" {
 			t.Errorf("walk: files %v, err %v; want only a.yaml", files, err)
 		}
-		if _, errs := LoadFiles([]string{fifo}); len(errs) != 1 || errs[0].Error() != fifo+" is not a regular file (a FIFO)" {
+		if _, errs := LoadFiles([]string{fifo}, testKinds); len(errs) != 1 || errs[0].Error() != fifo+" is not a regular file (a FIFO)" {
 			t.Errorf("LoadFiles on a FIFO: %v", errs)
 		}
 		if _, err := ExpandPaths([]string{"/dev/null"}); err == nil || err.Error() != "/dev/null is not a regular file (a character device)" {

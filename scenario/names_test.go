@@ -15,14 +15,14 @@ func TestConsumerIDsAreNames(t *testing.T) {
 		`consume: {consumer: "a\tb"}`:   `x.yaml:3:15: consumer id "a\tb": control character '\t' at byte 1`,
 		`claim: {consumer: "a\u0001b"}`: `control character`,
 	} {
-		_, errs := Parse("x.yaml", []byte("name: x\nsteps:\n  - "+step+"\n"))
+		_, errs := Parse("x.yaml", []byte("name: x\nsteps:\n  - "+step+"\n"), testKinds)
 		if len(errs) != 1 || !strings.Contains(errs.Error(), want) {
 			t.Errorf("%.60s:\n got %v\nwant one error containing %q", step, errs, want)
 		}
 	}
 	for _, ok := range []string{"consume(consumer=accounting-v2)", "consume: {consumer: billing.v2}", "consume: {consumer: log}",
 		"consume: {consumer: \"acc ounting\"}", "consume: {consumer: " + strings.Repeat("c", 300) + "}"} {
-		if _, errs := Parse("x.yaml", []byte("name: x\nsteps:\n  - "+ok+"\n")); len(errs) > 0 {
+		if _, errs := Parse("x.yaml", []byte("name: x\nsteps:\n  - "+ok+"\n"), testKinds); len(errs) > 0 {
 			t.Errorf("%.60s: want no error, got %v", ok, errs)
 		}
 	}

@@ -17,12 +17,14 @@ import (
 // `runner run FILE` alone must run it there, not on the default Redis.
 func brokerKey() *topKey {
 	return &topKey{Name: "broker",
-		Doc: "the broker the scenario is pinned to (one of " + strings.Join(broker.Names(), ", ") + "): `runner run` without `--broker` runs it there; " +
-			"a run on other brokers (`--broker all`, or another one) skips it there, saying so. Without it, the scenario runs on the run's brokers (default redis). " +
-			"`runner explore` writes it into every file it writes",
+		doc: func() string {
+			return "the broker the scenario is pinned to (one of " + strings.Join(broker.Names(), ", ") + "): `runner run` without `--broker` runs it there; " +
+				"a run on other brokers (`--broker all`, or another one) skips it there, saying so. Without it, the scenario runs on the run's brokers (default redis). " +
+				"`runner explore` writes it into every file it writes"
+		},
 		parse: func(file string, kv steps.Arg, h *header, errs *diag.Errors) {
 			b := scalarString(file, kv, errs)
-			names := broker.Names()
+			names := kindNames(h.kinds)
 			switch {
 			case b == "":
 			case !slices.Contains(names, b):

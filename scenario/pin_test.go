@@ -25,7 +25,7 @@ func TestBrokerPinAndNotJudged(t *testing.T) {
 		"not_judged: [lost]\nexpect_violations: [lost]": "t.yaml:2:13: not_judged: lost is also in expect_violations",
 		"brokr: kafka":                                  `t.yaml:2:1: unknown key "brokr" (did you mean "broker"?)`,
 	} {
-		_, errs := Parse("t.yaml", []byte("name: p\n"+src+"\nsteps:\n  - produce(event=e1)\n"))
+		_, errs := Parse("t.yaml", []byte("name: p\n"+src+"\nsteps:\n  - produce(event=e1)\n"), testKinds)
 		if len(errs) != 1 || !strings.Contains(errs[0].Error(), want) {
 			t.Errorf("%s: got %v, want %s", src, errs, want)
 		}

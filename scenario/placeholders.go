@@ -60,8 +60,8 @@ func (sc *Scenario) checkRef(r system.Ref, env map[string]string, brokers []stri
 	}
 	if system.IsPlaceholder(r.Name) {
 		for _, b := range brokers {
-			if !system.Means(r.Name, b) {
-				return diag.Errorf(r.Pos, "services: %s: %s: %s (list the brokers the services support, brokers: [...], to have a run on another skip them)", r.Service, r.Where, system.Meaningless(r.Name, b))
+			if !system.Means(sc.System.Kinds, r.Name, b) {
+				return diag.Errorf(r.Pos, "services: %s: %s: %s (list the brokers the services support, brokers: [...], to have a run on another skip them)", r.Service, r.Where, system.Meaningless(sc.System.Kinds, r.Name, b))
 			}
 		}
 		return nil

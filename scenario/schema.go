@@ -48,7 +48,7 @@ func Schema() []byte {
 	defs["checks"] = checksSchema(nil, defs)
 	props := map[string]any{}
 	var required []string
-	for _, k := range allTopKeys() {
+	for _, k := range allTopKeys(broker.Kinds()) {
 		props[k.Name] = k.schema()
 		if k.Required {
 			required = append(required, k.Name)

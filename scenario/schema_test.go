@@ -76,7 +76,7 @@ func TestShippedScenariosMatchTheSchema(t *testing.T) {
 	if err := validateYAML(s, values); err != nil {
 		t.Errorf("shorthand values the loader takes (a ${var} inside a value, ParseBool's 1/f, = and parentheses in a string): %v", err)
 	}
-	if _, errs := Parse("v.yaml", []byte(values)); len(errs) > 0 {
+	if _, errs := Parse("v.yaml", []byte(values), testKinds); len(errs) > 0 {
 		t.Errorf("the loader refuses the values the schema is tested to take: %v", errs)
 	}
 	forms := "name: f\nsteps:\n  - sleep: 100ms\n  - broker: restart\n  - producer(kill)\n  - consumer: {restart: true}\n  - relay(skip_mark):\n    name: crash\n    expect: {published: 1}\n"

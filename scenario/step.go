@@ -19,8 +19,9 @@ const (
 )
 
 // parseStep decodes one item of `steps:`: a shorthand string or a map with
-// exactly one step key plus optional name and expect.
-func parseStep(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
+// exactly one step key plus optional name and expect. brokers are the
+// names its expect may override for.
+func parseStep(file string, n *yaml.Node, brokers []string) (*steps.Call, diag.Errors) {
 	switch n.Kind {
 	case yaml.ScalarNode:
 		name, args, errs := parseShorthand(file, n)
@@ -28,16 +29,16 @@ func parseStep(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
 			return nil, errs
 		}
 		bareToPrimary(name, args)
-		return buildCall(file, diag.NodePos(file, n), name, args, nil, "")
+		return buildCall(file, diag.NodePos(file, n), name, args, nil, "", brokers)
 	case yaml.MappingNode:
-		return parseStepMap(file, n)
+		return parseStepMap(file, n, brokers)
 	}
 	return nil, diag.Errors{diag.Errorf(diag.NodePos(file, n), "a step is a map such as {relay: {limit: 1}} or a string such as relay(skip_mark), got a %s", diag.KindName(n))}
 }
 
 // parseStepMap decodes a step map. It goes on after a problem so that every
 // problem of the step is reported at once.
-func parseStepMap(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
+func parseStepMap(file string, n *yaml.Node, brokers []string) (*steps.Call, diag.Errors) {
 	var errs diag.Errors
 	k := sortStepKeys(file, diag.Pairs(file, n, &errs), &errs)
 	stepKV, expectKV := k.step, k.expect
@@ -63,7 +64,7 @@ func parseStepMap(file string, n *yaml.Node) (*steps.Call, diag.Errors) {
 			errs = append(errs, diag.Errorf(diag.NodePos(file, v), "expect: want a map of outcome keys and checks, got %s", diag.Describe(v)))
 		}
 	}
-	call, cerrs := buildCall(file, stepKV.KeyPos, stepKV.Key, args, expect, k.label)
+	call, cerrs := buildCall(file, stepKV.KeyPos, stepKV.Key, args, expect, k.label, brokers)
 	return call, append(errs, cerrs...)
 }
 
@@ -222,8 +223,9 @@ func exampleParam(step string) string {
 }
 
 // buildCall decodes args as the step's parameters (or, for expect, as its
-// checks) and expect as the step's expectations.
-func buildCall(file string, at diag.Pos, name string, args, expect []steps.Arg, label string) (*steps.Call, diag.Errors) {
+// checks) and expect as the step's expectations, which may override for
+// brokers.
+func buildCall(file string, at diag.Pos, name string, args, expect []steps.Arg, label string, brokers []string) (*steps.Call, diag.Errors) {
 	d, ok := steps.Lookup(name)
 	if !ok {
 		return nil, diag.Errors{diag.Errorf(at, "unknown step %q%s; steps: %s", name, suggestStep(name, steps.Names()), strings.Join(steps.Names(), ", "))}
@@ -234,7 +236,7 @@ func buildCall(file string, at diag.Pos, name string, args, expect []steps.Arg, 
 		if len(args) == 0 {
 			errs = append(errs, diag.Errorf(at, "expect: give at least one check, e.g. {stream.entries: 1}"))
 		}
-		exp, eerrs := steps.CompileExpect(d, file, args)
+		exp, eerrs := steps.CompileExpect(d, file, args, brokers)
 		call.Expect, call.Args = exp, nil
 		errs = append(errs, eerrs...)
 		if len(args) > 0 && len(eerrs) == 0 && len(exp.Checks) == 0 && len(exp.Outcomes) == 0 {
@@ -247,7 +249,7 @@ func buildCall(file string, at diag.Pos, name string, args, expect []steps.Arg, 
 	params, perrs := d.DecodeParams(args, at)
 	call.Params = params
 	errs = append(errs, perrs...)
-	exp, eerrs := steps.CompileExpect(d, file, expect)
+	exp, eerrs := steps.CompileExpect(d, file, expect, brokers)
 	call.Expect = exp
 	return call, append(errs, eerrs...)
 }

@@ -29,7 +29,7 @@ func systemKey() *topKey {
 			if !filepath.IsAbs(p) {
 				p = filepath.Join(filepath.Dir(file), p)
 			}
-			sys, serrs, err := system.Load(h.ctx, p)
+			sys, serrs, err := system.Load(h.ctx, p, h.kinds)
 			h.systemFailed = err != nil || len(serrs) > 0
 			if err != nil {
 				*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "system: %v", err))

@@ -15,7 +15,7 @@ func TestServicePlaceholdersWaitForTheStart(t *testing.T) {
 	scs, errs := Parse("t.yaml", []byte(`name: n
 steps:
   - start: {service: relay, env: {S: "${stream}", U: "${producer_db.url}"}}
-`))
+`), testKinds)
 	if len(errs) > 0 || len(scs) != 1 {
 		t.Fatalf("errors %v", errs)
 	}
@@ -25,7 +25,7 @@ steps:
 	_, errs = Parse("t.yaml", []byte(`name: n
 steps:
   - start: {service: relay, env: {S: "${strem}"}}
-`))
+`), testKinds)
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), `undefined variable "strem" (did you mean "stream"?)`) {
 		t.Errorf("a misspelt placeholder: %v", errs)
 	}
@@ -53,7 +53,7 @@ func TestSystemFilePlaceholdersChecked(t *testing.T) {
 		if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		scs, errs := LoadFiles([]string{f})
+		scs, errs := LoadFiles([]string{f}, testKinds)
 		return scs, errs.Error()
 	}
 	write(`T: "${topik}"`)
@@ -105,7 +105,7 @@ func TestABrokerFaultForAnotherBrokerIsAnError(t *testing.T) {
 		"redis":          "",
 		"rabbitmq,redis": "",
 	} {
-		scs, errs := Parse("t.yaml", []byte(src))
+		scs, errs := Parse("t.yaml", []byte(src), testKinds)
 		if len(errs) > 0 {
 			t.Fatal(errs)
 		}

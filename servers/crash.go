@@ -15,17 +15,18 @@ type Crash struct {
 	Stack string // the log from the panic line on
 }
 
-// crashWatch records the crash of one server (nil until one).
-type crashWatch struct{ crash atomic.Pointer[Crash] }
+// CrashWatch records the crash of one server (nil until one): a server
+// that runs as a Go program of its own (kfake) embeds one.
+type CrashWatch struct{ crash atomic.Pointer[Crash] }
 
 // Crashed is the server's crash, nil if it never crashed (a kill, a stop
 // or a start the runner asked for is none).
-func (w *crashWatch) Crashed() *Crash { return w.crash.Load() }
+func (w *CrashWatch) Crashed() *Crash { return w.crash.Load() }
 
-// watch waits for c to exit; if it exited while still the server's
+// Watch waits for c to exit; if it exited while still the server's
 // running process (mine: nothing took it to stop it) and its log since
 // offset holds a panic, that is the server's crash.
-func (w *crashWatch) watch(c *child, mine func(*child) bool, logPath string, offset int64) {
+func (w *CrashWatch) Watch(c *Child, mine func(*Child) bool, logPath string, offset int64) {
 	<-c.done
 	if !mine(c) {
 		return

@@ -51,20 +51,16 @@ import (
 // by spaces: a runner run as a service of another adds its own.
 const OwnerEnv = "OUTBOXDRILL_OWNER"
 
-// The KIND of each managed server's dir, drill-KIND-*: the server's start
-// makes its dir with it, and a broker's Kind.Dir names it, so that clean
-// looks for exactly the dirs the servers make.
-const (
-	PostgresDir = "pg"
-	RedisDir    = "redis"
-	NATSDir     = "nats"
-	RabbitMQDir = "rabbitmq"
-	KafkaDir    = "kafka"
-)
+// PostgresDir is the KIND of PostgreSQL's dir, drill-KIND-*: its start
+// makes its dir with it, so that clean looks for exactly the dirs the
+// servers make. A broker's server start (broker/X/Xserver) has its own,
+// which its Kind.Dir names.
+const PostgresDir = "pg"
 
 // DirKinds are the KIND of every managed server's dir clean looks for:
 // PostgreSQL's and every registered broker's (broker.Kind.Dir). The
-// registry is read now, not at init: the broker packages import this one.
+// registry is read now, not at init: cmd/runner fills it, and the broker
+// packages import this one.
 func DirKinds() []string {
 	kinds := []string{PostgresDir}
 	for _, k := range broker.Kinds() {
@@ -263,7 +259,7 @@ func (l *lease) record(v any) {
 
 // makeDir creates a server's dir, drill-KIND-ID-*, in TempRoot, under this
 // process's lease there (held until dropDir).
-func makeDir(kind string) (string, error) {
+func MakeDir(kind string) (string, error) {
 	root := TempRoot()
 	l, err := holdLease(root)
 	if err != nil {

@@ -7,8 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"syscall"
+
+	"github.com/outboxdrill/runner/broker"
 )
 
 // What `clean` trusts. A temp root (/tmp, /dev/shm) is writable by every
@@ -155,14 +158,14 @@ func handedTo(kind string) []int {
 	if os.Geteuid() != 0 {
 		return nil
 	}
-	var cred func() (*syscall.Credential, error)
-	switch kind {
-	case PostgresDir:
-		cred = postgresCredential
-	case RabbitMQDir:
-		cred = rabbitmqCredential
-	default:
-		return nil
+	cred := postgresCredential
+	if kind != PostgresDir {
+		kinds := broker.Kinds()
+		i := slices.IndexFunc(kinds, func(k *broker.Kind) bool { return k.Dir == kind && k.DirOwner != nil })
+		if i < 0 {
+			return nil
+		}
+		cred = kinds[i].DirOwner
 	}
 	if c, err := cred(); err == nil && c != nil {
 		return []int{int(c.Uid)}

@@ -148,7 +148,7 @@ func sharedTemp(t *testing.T) string {
 func TestLeaseInASharedTempDir(t *testing.T) {
 	shared := sharedTemp(t)
 	t.Setenv("TMPDIR", shared)
-	dir, err := makeDir(RedisDir)
+	dir, err := MakeDir(PostgresDir)
 	if err != nil {
 		t.Fatal(err)
 	}

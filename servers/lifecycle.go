@@ -14,22 +14,23 @@ import (
 	"time"
 )
 
-// lifecycle is the one life of every managed server: first start on free
+// Lifecycle is the one life of every managed server: first start on free
 // ports (again on new ones if another process wins a port), kill, halt,
 // start again on the same ports, and stop or discard with the dir. Each
-// server embeds one, configured with what is its own; the embedding gives
-// every server the same PID, Stop, Discard, Kill, Halt and Start.
-type lifecycle[P any] struct {
+// server embeds one (NewLifecycle), configured with what is its own; the
+// embedding gives every server the same PID, Stop, Discard, Kill, Halt and
+// Start.
+type Lifecycle[P any] struct {
 	name       string         // in messages: "postgres", "redis-server", ...
 	dir        string         // removed by Stop and Discard
 	stopSignal syscall.Signal // asks the server to shut down cleanly
 	freePorts  func() (P, error)
 	// launch starts the server on ports and returns once it is ready. On
-	// error nothing it started runs any more (launchSpec.run sees to that).
-	launch func(ctx context.Context, ports P) (*child, error)
+	// error nothing it started runs any more (Launch.run sees to that).
+	launch func(ctx context.Context, ports P) (*Child, error)
 	// kill SIGKILLs the server and all it started; nil: its process group
 	// (child.kill). PostgreSQL's backends leave the group, for one.
-	kill func(c *child)
+	kill func(c *Child)
 	// afterStop, if set, removes what a stopped server leaves outside its
 	// process group: RabbitMQ's port programs.
 	afterStop func()
@@ -38,7 +39,7 @@ type lifecycle[P any] struct {
 	release func()
 
 	mu    sync.Mutex
-	proc  *child // nil while the server is down
+	proc  *Child // nil while the server is down
 	ports P      // what the server last ran on; Start reuses them
 	// ended: Stop or Discard ran, Start launches nothing any more. Set
 	// under mu; read without it where mu is held already (a kill within
@@ -49,10 +50,35 @@ type lifecycle[P any] struct {
 	endErr  error
 }
 
-// start runs prepare (if any) and launches the server for the first time,
+// LifeSpec is what is a managed server's own in its Lifecycle.
+type LifeSpec[P any] struct {
+	Name       string         // in messages: "postgres", "redis-server", ...
+	Dir        string         // the server's dir (MakeDir), removed by Stop and Discard
+	StopSignal syscall.Signal // asks the server to shut down cleanly
+	FreePorts  func() (P, error)
+	// Launch starts the server on ports and returns once it is ready. On
+	// error nothing it started runs any more (Launch.Run sees to that).
+	Launch func(ctx context.Context, ports P) (*Child, error)
+	// Kill SIGKILLs the server and all it started; nil: its process group
+	// (Child.Kill).
+	Kill func(c *Child)
+	// AfterStop, if set, removes what a stopped server leaves outside its
+	// process group; Release, if set, stops what outlives restarts of the
+	// server and goes only with it.
+	AfterStop, Release func()
+}
+
+// NewLifecycle is the life of the server s describes, not started yet
+// (First starts it).
+func NewLifecycle[P any](s LifeSpec[P]) *Lifecycle[P] {
+	return &Lifecycle[P]{name: s.Name, dir: s.Dir, stopSignal: s.StopSignal, freePorts: s.FreePorts,
+		launch: s.Launch, kill: s.Kill, afterStop: s.AfterStop, release: s.Release}
+}
+
+// First runs prepare (if any) and launches the server for the first time,
 // on new ports if another process takes one of those picked first. If that
 // fails it discards the server, dir and all.
-func (l *lifecycle[P]) start(ctx context.Context, prepare func() error) error {
+func (l *Lifecycle[P]) First(ctx context.Context, prepare func() error) error {
 	err := l.firstLaunch(ctx, prepare)
 	if err != nil {
 		return errors.Join(err, l.Discard(ctx))
@@ -60,7 +86,7 @@ func (l *lifecycle[P]) start(ctx context.Context, prepare func() error) error {
 	return nil
 }
 
-func (l *lifecycle[P]) firstLaunch(ctx context.Context, prepare func() error) error {
+func (l *Lifecycle[P]) firstLaunch(ctx context.Context, prepare func() error) error {
 	if prepare != nil {
 		if err := prepare(); err != nil {
 			return err
@@ -72,14 +98,14 @@ func (l *lifecycle[P]) firstLaunch(ctx context.Context, prepare func() error) er
 			return err
 		}
 		err = l.launchOn(ctx, ports)
-		if err == nil || attempt == bindAttempts || !lostPortRace(err) {
+		if err == nil || attempt == bindAttempts || !LostPortRace(err) {
 			return err
 		}
 	}
 }
 
 // launchOn launches the server on ports and records it as running.
-func (l *lifecycle[P]) launchOn(ctx context.Context, ports P) error {
+func (l *Lifecycle[P]) launchOn(ctx context.Context, ports P) error {
 	c, err := l.launch(ctx, ports)
 	if err != nil {
 		return err
@@ -94,25 +120,40 @@ func (l *lifecycle[P]) launchOn(ctx context.Context, ports P) error {
 	return nil
 }
 
+// Ports are what the server runs on, or last ran on: Start reuses them.
+func (l *Lifecycle[P]) Ports() P {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ports
+}
+
+// Runs reports whether c is the server's process now: a kill, halt or
+// stop takes it out first, so its end then is no crash.
+func (l *Lifecycle[P]) Runs(c *Child) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.proc == c
+}
+
 // isEnded reports whether Stop or Discard ran: nothing starts here again.
 // It does not take mu: a kill runs with it held (launchOn).
-func (l *lifecycle[P]) isEnded() bool { return l.ended.Load() }
+func (l *Lifecycle[P]) isEnded() bool { return l.ended.Load() }
 
 // PID is the process id of the server, 0 while it is down.
-func (l *lifecycle[P]) PID() int {
+func (l *Lifecycle[P]) PID() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.proc == nil {
 		return 0
 	}
-	return l.proc.pid()
+	return l.proc.PID()
 }
 
 // Start launches a killed or halted server again on the ports and dir it
 // last ran with: clients reconnect to the same URL and find what the server
 // had written (PostgreSQL first replays its WAL). It does nothing while the
 // server runs.
-func (l *lifecycle[P]) Start(ctx context.Context) error {
+func (l *Lifecycle[P]) Start(ctx context.Context) error {
 	l.mu.Lock()
 	up, ended, ports := l.proc != nil, l.ended.Load(), l.ports
 	l.mu.Unlock()
@@ -127,13 +168,13 @@ func (l *lifecycle[P]) Start(ctx context.Context) error {
 
 // Kill SIGKILLs the server and everything it started, as a crash would. Its
 // dir stays, so Start brings back what it had written.
-func (l *lifecycle[P]) Kill(ctx context.Context) error { return l.halt(ctx, 0) }
+func (l *Lifecycle[P]) Kill(ctx context.Context) error { return l.halt(ctx, 0) }
 
 // Halt shuts the server down cleanly (or kills it after 10s); Start brings
 // it back.
-func (l *lifecycle[P]) Halt(ctx context.Context) error { return l.halt(ctx, stopGrace) }
+func (l *Lifecycle[P]) Halt(ctx context.Context) error { return l.halt(ctx, stopGrace) }
 
-func (l *lifecycle[P]) halt(ctx context.Context, grace time.Duration) error {
+func (l *Lifecycle[P]) halt(ctx context.Context, grace time.Duration) error {
 	if c := l.take(); c != nil {
 		l.stopChild(ctx, c, grace)
 	}
@@ -144,7 +185,7 @@ func (l *lifecycle[P]) halt(ctx context.Context, grace time.Duration) error {
 // within 10s it is killed and Stop says so in its error; if ctx is done first
 // it is killed quietly (the caller asked to hurry). Stop is idempotent;
 // concurrent calls wait for the first and share its result.
-func (l *lifecycle[P]) Stop(ctx context.Context) error {
+func (l *Lifecycle[P]) Stop(ctx context.Context) error {
 	l.endOnce.Do(func() { l.endErr = l.end(ctx, stopGrace) })
 	return l.endErr
 }
@@ -152,14 +193,14 @@ func (l *lifecycle[P]) Stop(ctx context.Context) error {
 // Discard kills the server at once and removes its dir: for a caller that
 // throws the data away, a clean shutdown (PostgreSQL's checkpoint) is
 // wasted time. It shares Stop's once: whichever comes first wins.
-func (l *lifecycle[P]) Discard(ctx context.Context) error {
+func (l *Lifecycle[P]) Discard(ctx context.Context) error {
 	l.endOnce.Do(func() { l.endErr = l.end(ctx, 0) })
 	return l.endErr
 }
 
 // end stops the server (grace 0: kills it at once), releases what outlived
 // its restarts and removes the dir.
-func (l *lifecycle[P]) end(ctx context.Context, grace time.Duration) error {
+func (l *Lifecycle[P]) end(ctx context.Context, grace time.Duration) error {
 	l.mu.Lock()
 	l.ended.Store(true)
 	l.mu.Unlock()
@@ -179,7 +220,7 @@ func (l *lifecycle[P]) end(ctx context.Context, grace time.Duration) error {
 }
 
 // take swaps the running child out (nil if none): the caller stops it.
-func (l *lifecycle[P]) take() *child {
+func (l *Lifecycle[P]) take() *Child {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c := l.proc
@@ -190,13 +231,13 @@ func (l *lifecycle[P]) take() *child {
 // stopChild asks c to shut down, waits up to grace (or until ctx is done)
 // and then kills it. It reports whether the kill was needed, and returns
 // with the process reaped.
-func (l *lifecycle[P]) stopChild(ctx context.Context, c *child, grace time.Duration) (killed bool) {
-	if !c.exited() && !c.await(ctx, l.stopSignal, grace) {
+func (l *Lifecycle[P]) stopChild(ctx context.Context, c *Child, grace time.Duration) (killed bool) {
+	if !c.Exited() && !c.await(ctx, l.stopSignal, grace) {
 		killed = true
 		if l.kill != nil {
 			l.kill(c)
 		} else {
-			c.kill()
+			c.Kill()
 		}
 	}
 	if l.afterStop != nil {
@@ -205,45 +246,45 @@ func (l *lifecycle[P]) stopChild(ctx context.Context, c *child, grace time.Durat
 	return killed
 }
 
-// launchSpec is one server process to start and wait for.
-type launchSpec struct {
-	name    string    // the program, in messages: "postgres", "epmd"
-	logPath string    // its output is appended here
-	echo    io.Writer // also gets the output; nil: the log only
-	command func(out io.Writer) *exec.Cmd
-	// probe succeeds once the process c serves: the server on its port is
-	// this one (not a stranger that won the port) and answers. nil: ready
+// Launch is one server process to start and wait for.
+type Launch struct {
+	Name    string    // the program, in messages: "postgres", "epmd"
+	LogPath string    // its output is appended here
+	Echo    io.Writer // also gets the output; nil: the log only
+	Command func(out io.Writer) *exec.Cmd
+	// Probe succeeds once the process c serves: the server on its port is
+	// this one (not a stranger that won the port) and answers. nil: Ready
 	// alone says so.
-	probe func(ctx context.Context, c *child) error
-	// ready, if set, is a cheap check (no connection) that c is ready,
-	// polled every readyPeek until it passes; only then is probe tried. A
+	Probe func(ctx context.Context, c *Child) error
+	// Ready, if set, is a cheap check (no connection) that c is ready,
+	// polled every readyPeek until it passes; only then is Probe tried. A
 	// probe that fails is not free: a PostgreSQL still starting forks a
 	// backend to refuse it, competing with the startup it waits for.
-	ready   func(c *child) error
-	timeout time.Duration // for the process to become ready; 0: readyTimeout
+	Ready   func(c *Child) error
+	Timeout time.Duration // for the process to become ready; 0: ReadyTimeout
 }
 
-// run starts the process and waits until its probe succeeds. On failure it
+// Run starts the process and waits until its probe succeeds. On failure it
 // stops the process with kill, and the error quotes what it logged.
-func (s launchSpec) run(ctx context.Context, kill func(*child)) (*child, error) {
-	f, out, err := openLog(s.logPath, s.echo)
+func (s Launch) Run(ctx context.Context, kill func(*Child)) (*Child, error) {
+	f, out, err := openLog(s.LogPath, s.Echo)
 	if err != nil {
-		return nil, fmt.Errorf("%s log: %w", s.name, err)
+		return nil, fmt.Errorf("%s log: %w", s.Name, err)
 	}
-	offset := logSize(s.logPath)
-	c, err := startChild(s.name, s.command(out), f)
+	offset := LogSize(s.LogPath)
+	c, err := startChild(s.Name, s.Command(out), f)
 	if err != nil {
 		return nil, err
 	}
 	probe := func(context.Context) error { return nil }
-	if s.probe != nil {
-		probe = func(ctx context.Context) error { return s.probe(ctx, c) }
+	if s.Probe != nil {
+		probe = func(ctx context.Context) error { return s.Probe(ctx, c) }
 	}
 	var ready func() error
-	if s.ready != nil {
-		ready = func() error { return s.ready(c) }
+	if s.Ready != nil {
+		ready = func() error { return s.Ready(c) }
 	}
-	if err := waitReady(ctx, c, s.logPath, offset, cmp.Or(s.timeout, readyTimeout), ready, probe); err != nil {
+	if err := waitReady(ctx, c, s.LogPath, offset, cmp.Or(s.Timeout, ReadyTimeout), ready, probe); err != nil {
 		kill(c)
 		return nil, err
 	}
@@ -254,7 +295,7 @@ func (s launchSpec) run(ctx context.Context, kill func(*child)) (*child, error) 
 // timeout passes; if ready is set, probe is tried only while ready passes. A
 // probe in flight is cancelled when the child exits: a stranger that won the
 // port may accept connections and never answer.
-func waitReady(ctx context.Context, c *child, logPath string, logOffset int64, timeout time.Duration, ready func() error, probe func(context.Context) error) error {
+func waitReady(ctx context.Context, c *Child, logPath string, logOffset int64, timeout time.Duration, ready func() error, probe func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	go func() {
@@ -277,13 +318,13 @@ func waitReady(ctx context.Context, c *child, logPath string, logOffset int64, t
 					continue
 				}
 			}
-			pctx, pcancel := context.WithTimeout(ctx, probeTimeout)
+			pctx, pcancel := context.WithTimeout(ctx, ProbeTimeout)
 			last = probe(pctx)
 			pcancel()
 			if last == nil {
 				return nil
 			}
-			t.Reset(readyPoll)
+			t.Reset(ReadyPoll)
 			continue
 		}
 		select {

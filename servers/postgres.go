@@ -68,7 +68,7 @@ type Postgres struct {
 	echo    io.Writer           // PostgresOptions.Log
 	extra   []string            // PostgresOptions.Settings
 
-	lifecycle[int]
+	*Lifecycle[int]
 }
 
 // PostgresOptions configure StartPostgres.
@@ -98,13 +98,13 @@ func StartPostgres(ctx context.Context, opts PostgresOptions) (*Postgres, error)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := makeDir(PostgresDir)
+	dir, err := MakeDir(PostgresDir)
 	if err != nil {
 		return nil, err
 	}
 	p := newPostgres(binDir, dir, cred, opts.Log)
 	p.extra = opts.Settings
-	if err := p.start(ctx, func() error { return p.initdb(ctx, !opts.NoCache) }); err != nil {
+	if err := p.First(ctx, func() error { return p.initdb(ctx, !opts.NoCache) }); err != nil {
 		return nil, err
 	}
 	p.Port = p.ports
@@ -123,10 +123,10 @@ func newPostgres(binDir, dir string, cred *syscall.Credential, echo io.Writer) *
 		cred:    cred,
 		echo:    echo,
 	}
-	p.lifecycle = lifecycle[int]{
-		name: "postgres", dir: dir, stopSignal: syscall.SIGINT,
-		freePorts: freePort, launch: p.launch, kill: p.kill,
-	}
+	p.Lifecycle = NewLifecycle(LifeSpec[int]{
+		Name: "postgres", Dir: dir, StopSignal: syscall.SIGINT,
+		FreePorts: FreePort, Launch: p.launch, Kill: p.kill,
+	})
 	return p
 }
 
@@ -139,16 +139,16 @@ func postgresURL(port int) string {
 // the postmaster (no new forks), then kill its children with it, as a crash
 // of the whole server would. The postmaster is not reaped yet (we reap it),
 // so its pid and its children's parent pid are still its own.
-func (p *Postgres) kill(c *child) {
+func (p *Postgres) kill(c *Child) {
 	var kids []int
-	if !c.exited() {
+	if !c.Exited() {
 		_ = c.cmd.Process.Signal(syscall.SIGSTOP)
-		kids = childrenOf(c.pid())
+		kids = childrenOf(c.PID())
 		for _, k := range kids {
 			_ = syscall.Kill(k, syscall.SIGKILL)
 		}
 	}
-	c.kill()
+	c.Kill()
 	if p.isEnded() {
 		return // SIGKILLed, they go; no restart waits for them
 	}
@@ -171,7 +171,7 @@ func (p *Postgres) initdb(ctx context.Context, useCache bool) error {
 	uid, gid := -1, -1
 	if p.cred != nil {
 		uid, gid = int(p.cred.Uid), int(p.cred.Gid)
-		if err := chownTree(p.Dir, uid, gid); err != nil {
+		if err := ChownTree(p.Dir, uid, gid); err != nil {
 			return fmt.Errorf("hand %s to the postgres user: %w", p.Dir, err)
 		}
 	}
@@ -187,9 +187,9 @@ func (p *Postgres) initdb(ctx context.Context, useCache bool) error {
 	if err != nil {
 		return fmt.Errorf("postgres log: %w", err)
 	}
-	offset := logSize(p.logPath)
+	offset := LogSize(p.logPath)
 	args := append([]string{"-D", p.dataDir}, initdbArgs...)
-	cmd := newCmd(filepath.Join(p.binDir, "initdb"), args, p.Dir, out, p.cred)
+	cmd := NewCmd(filepath.Join(p.binDir, "initdb"), args, p.Dir, out, p.cred)
 	c, err := startChild("initdb", cmd, f)
 	if err != nil {
 		return err
@@ -197,7 +197,7 @@ func (p *Postgres) initdb(ctx context.Context, useCache bool) error {
 	select {
 	case <-c.done:
 	case <-ctx.Done():
-		c.kill()
+		c.Kill()
 		return fmt.Errorf("initdb: %w", ctx.Err())
 	}
 	if c.err != nil {
@@ -209,21 +209,21 @@ func (p *Postgres) initdb(ctx context.Context, useCache bool) error {
 
 // launch starts the postmaster on port and waits until it accepts
 // connections.
-func (p *Postgres) launch(ctx context.Context, port int) (*child, error) {
+func (p *Postgres) launch(ctx context.Context, port int) (*Child, error) {
 	args := []string{"-D", p.dataDir, "-p", strconv.Itoa(port), "-k", p.sockDir, "-c", "cluster_name=" + p.cluster}
 	for _, s := range append(slices.Clone(serverSettings), p.extra...) {
 		args = append(args, "-c", s)
 	}
-	return launchSpec{
-		name: "postgres", logPath: p.logPath, echo: p.echo,
-		command: func(out io.Writer) *exec.Cmd {
-			return newCmd(filepath.Join(p.binDir, "postgres"), args, p.Dir, out, p.cred)
+	return Launch{
+		Name: "postgres", LogPath: p.logPath, Echo: p.echo,
+		Command: func(out io.Writer) *exec.Cmd {
+			return NewCmd(filepath.Join(p.binDir, "postgres"), args, p.Dir, out, p.cred)
 		},
 		// No probe: the pid file is the postmaster's own word, and a
 		// connection to check it would cost a backend start (16–35 ms
 		// here) the run's first connection pays anyway.
-		ready: func(c *child) error { return p.pidFileReady(c, port) },
-	}.run(ctx, p.kill)
+		Ready: func(c *Child) error { return p.pidFileReady(c, port) },
+	}.Run(ctx, p.kill)
 }
 
 // pidFileReady passes once the postmaster c says in postmaster.pid that it
@@ -232,7 +232,7 @@ func (p *Postgres) launch(ctx context.Context, port int) (*child, error) {
 // file behind, saying "ready", until the new postmaster replaces it. A ready
 // postmaster listens on the port of the 4th line, ours: it exits when it
 // cannot bind it (a stranger holding it), so no other server answers there.
-func (p *Postgres) pidFileReady(c *child, port int) error {
+func (p *Postgres) pidFileReady(c *Child, port int) error {
 	b, err := os.ReadFile(filepath.Join(p.dataDir, "postmaster.pid"))
 	if err != nil {
 		return err // not yet written, or removed by a postmaster giving up
@@ -240,7 +240,7 @@ func (p *Postgres) pidFileReady(c *child, port int) error {
 	lines := strings.Split(string(b), "\n")
 	const portLine, statusLine = 4, 8 // LOCK_FILE_LINE_PORT, LOCK_FILE_LINE_PM_STATUS
 	switch {
-	case len(lines) < statusLine || lines[0] != strconv.Itoa(c.pid()) || strings.TrimSpace(lines[statusLine-1]) != "ready":
+	case len(lines) < statusLine || lines[0] != strconv.Itoa(c.PID()) || strings.TrimSpace(lines[statusLine-1]) != "ready":
 		return errors.New("postmaster.pid does not say ready yet")
 	case strings.TrimSpace(lines[portLine-1]) != strconv.Itoa(port):
 		return fmt.Errorf("postmaster.pid says port %s, not %d", strings.TrimSpace(lines[portLine-1]), port)
@@ -279,7 +279,7 @@ func findPostgresBin(binDir string) (string, error) {
 }
 
 func hasPostgresBins(dir string) bool {
-	return isExecutable(filepath.Join(dir, "initdb")) && isExecutable(filepath.Join(dir, "postgres"))
+	return IsExecutable(filepath.Join(dir, "initdb")) && IsExecutable(filepath.Join(dir, "postgres"))
 }
 
 func missingPostgres(searched ...string) *MissingBinaryError {
@@ -287,7 +287,7 @@ func missingPostgres(searched ...string) *MissingBinaryError {
 		Binary:   "initdb, postgres",
 		Searched: searched,
 		Hint:     `install the Debian package "postgresql" (apt-get install postgresql), or pass --pg URL (RUNNER_PG_URL) to use a running server`,
-		what:     "PostgreSQL server binaries (initdb, postgres)",
+		What:     "PostgreSQL server binaries (initdb, postgres)",
 	}
 }
 
@@ -315,7 +315,7 @@ func postgresCredential() (*syscall.Credential, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
-	cred, err := systemUser("postgres")
+	cred, err := SystemUser("postgres")
 	if err != nil {
 		return nil, fmt.Errorf("PostgreSQL refuses to run as root and there is no postgres user to run it as (%v): create it (useradd --system postgres) or run as a non-root user", err)
 	}

@@ -1,6 +1,9 @@
-// Package servers starts throwaway PostgreSQL and Redis servers for one test
-// run. Each server lives in its own temp dir, listens on a free loopback port,
-// runs as a child of this process, and is stopped and removed again by Stop.
+// Package servers starts throwaway PostgreSQL servers for one run, and is
+// what every managed server shares: the lifecycle (Lifecycle, Launch), the
+// process tree, leases and clean, a team's services. A broker's own server
+// starts beside its adapter (broker/X/Xserver) on these. Each server lives
+// in its own temp dir, listens on a free loopback port, runs as a child of
+// this process, and is stopped and removed again by Stop.
 //
 // Children are put in their own process group, so a Ctrl-C typed in the
 // terminal reaches only the runner, which then stops them in order; and they
@@ -28,10 +31,10 @@ import (
 )
 
 const (
-	readyTimeout = 30 * time.Second      // longest a server may take to accept connections
-	readyPoll    = 10 * time.Millisecond // pause between readiness probes (2 ms: no gain measured)
-	readyPeek    = time.Millisecond      // pause between cheap readiness checks (launchSpec.ready)
-	probeTimeout = time.Second           // bound on one readiness probe
+	ReadyTimeout = 30 * time.Second      // longest a server may take to accept connections
+	ReadyPoll    = 10 * time.Millisecond // pause between readiness probes (2 ms: no gain measured)
+	readyPeek    = time.Millisecond      // pause between cheap readiness checks (Launch.Ready)
+	ProbeTimeout = time.Second           // bound on one readiness probe
 	stopGrace    = 10 * time.Second      // time a server gets to shut down cleanly
 	waitDelay    = 2 * time.Second       // bound on waiting for a killed child's output pipe
 	bindAttempts = 3                     // fresh ports tried when another process wins the port
@@ -44,12 +47,11 @@ type MissingBinaryError struct {
 	Binary   string   // the missing program(s), e.g. "redis-server"
 	Searched []string // where it was looked for: "PATH", directories, globs or file paths
 	Hint     string   // how to fix it
-
-	what string // human description of Binary, used by Error when set
+	What     string   // what Binary is, for Error ("Redis server binary (redis-server)"); "": Binary
 }
 
 func (e *MissingBinaryError) Error() string {
-	what := e.what
+	what := e.What
 	if what == "" {
 		what = e.Binary
 	}
@@ -67,9 +69,9 @@ func (e *MissingBinaryError) Error() string {
 	return fmt.Sprintf("%s not found %s: %s", what, strings.Join(places, " or "), e.Hint)
 }
 
-// findProgram resolves binary (empty: def) on PATH, or as the path it is.
+// FindProgram resolves binary (empty: def) on PATH, or as the path it is.
 // Missing, the error names what it is (what) and how to get it (hint).
-func findProgram(binary, def, what, hint string) (string, error) {
+func FindProgram(binary, def, what, hint string) (string, error) {
 	if binary == "" {
 		binary = def
 	}
@@ -83,13 +85,13 @@ func findProgram(binary, def, what, hint string) (string, error) {
 	}
 	return "", &MissingBinaryError{
 		Binary: binary, Searched: searched, Hint: hint,
-		what: what + " (" + filepath.Base(binary) + ")",
+		What: what + " (" + filepath.Base(binary) + ")",
 	}
 }
 
-// systemUser is the credential of the first of names that exists, to run
+// SystemUser is the credential of the first of names that exists, to run
 // a server as when we are root; err lists why none did.
-func systemUser(names ...string) (*syscall.Credential, error) {
+func SystemUser(names ...string) (*syscall.Credential, error) {
 	var errs []error
 	for _, name := range names {
 		u, err := user.Lookup(name)
@@ -108,8 +110,8 @@ func systemUser(names ...string) (*syscall.Credential, error) {
 	return nil, errors.Join(errs...)
 }
 
-// chownTree gives dir and everything in it to uid:gid.
-func chownTree(dir string, uid, gid int) error {
+// ChownTree gives dir and everything in it to uid:gid.
+func ChownTree(dir string, uid, gid int) error {
 	return filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -118,11 +120,11 @@ func chownTree(dir string, uid, gid int) error {
 	})
 }
 
-// dialProbe connects to addr for a readiness probe. The connection closes
+// DialProbe connects to addr for a readiness probe. The connection closes
 // when ctx is done: a stranger that won the port may accept and never
 // answer, and the clients the probes use honour deadlines at most. stop
 // closes it and releases the watch.
-func dialProbe(ctx context.Context, addr string) (conn net.Conn, stop func(), err error) {
+func DialProbe(ctx context.Context, addr string) (conn net.Conn, stop func(), err error) {
 	var d net.Dialer
 	conn, err = d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -135,15 +137,15 @@ func dialProbe(ctx context.Context, addr string) (conn net.Conn, stop func(), er
 	return conn, func() { unwatch(); conn.Close() }, nil
 }
 
-// isExecutable reports whether path is a regular file someone may execute.
-func isExecutable(path string) bool {
+// IsExecutable reports whether path is a regular file someone may execute.
+func IsExecutable(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
 
-// freePort asks the kernel for a free loopback port. Another process may take
+// FreePort asks the kernel for a free loopback port. Another process may take
 // it before the server binds it; callers retry on "Address already in use".
-func freePort() (int, error) {
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
@@ -181,18 +183,18 @@ func TempRoot() string {
 	return os.TempDir()
 }
 
-// child is one started process and the goroutine that reaps it.
-type child struct {
+// Child is one started process and the goroutine that reaps it.
+type Child struct {
 	name string
 	cmd  *exec.Cmd
 	done chan struct{} // closed once the process has exited and been reaped
 	err  error         // result of Wait; read only after done is closed
 }
 
-// newCmd builds the command for a server process (or its helper, initdb).
+// NewCmd builds the command for a server process (or its helper, initdb).
 // It is the one place child process attributes are set, so a later restart
 // or fault injection starts processes exactly like the first start did.
-func newCmd(bin string, args []string, dir string, out io.Writer, cred *syscall.Credential) *exec.Cmd {
+func NewCmd(bin string, args []string, dir string, out io.Writer, cred *syscall.Credential) *exec.Cmd {
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir // the server user may not be allowed into our working directory
 	cmd.Stdout, cmd.Stderr = out, out
@@ -216,7 +218,7 @@ func newCmd(bin string, args []string, dir string, out io.Writer, cred *syscall.
 // startChild starts cmd and reaps it in the background. logFile, if not nil,
 // is closed once the process is gone. A server's process carries a token of
 // its dir's lease in its environment (OwnerEnv), passed on to all it starts.
-func startChild(name string, cmd *exec.Cmd, logFile *os.File) (*child, error) {
+func startChild(name string, cmd *exec.Cmd, logFile *os.File) (*Child, error) {
 	if tok := dirToken(cmd.Dir); tok != "" {
 		cmd.Env = withOwner(cmd.Env, tok)
 	}
@@ -229,7 +231,7 @@ func startChild(name string, cmd *exec.Cmd, logFile *os.File) (*child, error) {
 	direct.Lock() // Wait reaps it: the subreaper must not (it waits orphanGrace first)
 	direct.pids[cmd.Process.Pid] = true
 	direct.Unlock()
-	c := &child{name: name, cmd: cmd, done: make(chan struct{})}
+	c := &Child{name: name, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		c.err = cmd.Wait()
 		direct.Lock()
@@ -243,13 +245,14 @@ func startChild(name string, cmd *exec.Cmd, logFile *os.File) (*child, error) {
 	return c, nil
 }
 
-func (c *child) pid() int { return c.cmd.Process.Pid }
+// PID is the process id.
+func (c *Child) PID() int { return c.cmd.Process.Pid }
 
 // await sends sig and waits up to grace, or until ctx is done, for the
 // process to exit; it reports whether it did. With grace 0 it sends nothing.
-func (c *child) await(ctx context.Context, sig syscall.Signal, grace time.Duration) bool {
+func (c *Child) await(ctx context.Context, sig syscall.Signal, grace time.Duration) bool {
 	if grace <= 0 {
-		return c.exited()
+		return c.Exited()
 	}
 	_ = c.cmd.Process.Signal(sig)
 	t := time.NewTimer(grace)
@@ -260,18 +263,18 @@ func (c *child) await(ctx context.Context, sig syscall.Signal, grace time.Durati
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	return c.exited()
+	return c.Exited()
 }
 
-// kill SIGKILLs the process and its whole group and returns with it reaped.
+// Kill SIGKILLs the process and its whole group and returns with it reaped.
 // The group also holds helpers the server forked (e.g. Redis's AOF rewrite
 // child, initdb's standalone backend), which must not outlive it.
-func (c *child) kill() {
-	members := groupMembers(c.pid())
-	_ = syscall.Kill(-c.pid(), syscall.SIGKILL)
+func (c *Child) Kill() {
+	members := groupMembers(c.PID())
+	_ = syscall.Kill(-c.PID(), syscall.SIGKILL)
 	_ = c.cmd.Process.Kill()
 	<-c.done
-	maps.Copy(members, killGroup(c.pid(), stopGrace))
+	maps.Copy(members, killGroup(c.PID(), stopGrace))
 	removeSysvShm(c.uid(), members)
 }
 
@@ -306,6 +309,17 @@ func childrenOf(pid int) []int {
 		}
 	})
 	return out
+}
+
+// StartTime is the start time of process pid (with the pid, it names one
+// process: a pid reused later has another), and whether it runs (exists
+// and is not a zombie); "" when there is no such process.
+func StartTime(pid int) (start string, alive bool) {
+	st, ok := readStat(strconv.Itoa(pid))
+	if !ok {
+		return "", false
+	}
+	return st.start, st.alive()
 }
 
 // running reports whether pid runs (exists and is not a zombie).
@@ -351,8 +365,8 @@ func eachProcess(fn func(pid int, st procStat)) {
 	}
 }
 
-// exited reports whether the child has exited and been reaped.
-func (c *child) exited() bool {
+// Exited reports whether the child has exited and been reaped.
+func (c *Child) Exited() bool {
 	select {
 	case <-c.done:
 		return true
@@ -362,7 +376,7 @@ func (c *child) exited() bool {
 }
 
 // uid is the user the child runs as.
-func (c *child) uid() int {
+func (c *Child) uid() int {
 	if cred := c.cmd.SysProcAttr.Credential; cred != nil {
 		return int(cred.Uid)
 	}
@@ -419,8 +433,8 @@ func openLog(path string, echo io.Writer) (*os.File, io.Writer, error) {
 	return f, io.MultiWriter(f, echo), nil
 }
 
-// logSize is where the next start attempt's output will begin in path.
-func logSize(path string) int64 {
+// LogSize is where the next start attempt's output will begin in path.
+func LogSize(path string) int64 {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return 0
@@ -482,9 +496,9 @@ func (e *startError) Error() string {
 // Erlang's eaddrinuse, and its epmd a sentence of its own.
 var portTaken = []string{"address already in use", "eaddrinuse", "there is already a epmd running"}
 
-// lostPortRace reports whether err is a server that could not bind a port
+// LostPortRace reports whether err is a server that could not bind a port
 // we picked for it, so new ports are worth a try.
-func lostPortRace(err error) bool {
+func LostPortRace(err error) bool {
 	var se *startError
 	if !errors.As(err, &se) {
 		return false

@@ -1,7 +1,6 @@
 package servers
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -12,13 +11,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/outboxdrill/runner/internal/testutil"
 )
@@ -27,7 +24,6 @@ import (
 // RabbitMQ node's boot, a ready timeout), and the serial ones before them
 // are short.
 func TestMain(m *testing.M) {
-	ServeKfakeChild() // this binary re-executed as kfake (TestKfakePanicIsACrash)
 	testutil.DefaultParallel(4)
 	os.Exit(m.Run())
 }
@@ -141,52 +137,6 @@ func TestPostgresStopWithOpenConnection(t *testing.T) {
 	assertGone(t, pid, dir)
 }
 
-func TestRedis(t *testing.T) {
-	ctx := testCtx(t)
-	start := time.Now()
-	r, err := StartRedis(ctx, RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("started in %v at %s (pid %d, dir %s)", time.Since(start), r.URL, r.PID(), r.Dir)
-	pid, dir := r.PID(), r.Dir
-	t.Cleanup(func() { r.Stop(context.Background()) })
-	assertOwnGroup(t, pid)
-
-	opt, err := redis.ParseURL(r.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
-	if err := rdb.Set(ctx, "k", "v", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := rdb.Get(ctx, "k").Result(); err != nil || got != "v" {
-		t.Errorf("GET k = %q, %v; want v", got, err)
-	}
-	for name, want := range map[string]string{"appendonly": "yes", "appendfsync": "always", "save": ""} {
-		if got, err := rdb.ConfigGet(ctx, name).Result(); err != nil || got[name] != want {
-			t.Errorf("CONFIG GET %s = %q, %v; want %q", name, got[name], err, want)
-		}
-	}
-
-	// Concurrent Stops: both return once the server is gone.
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for i := range errs {
-		wg.Go(func() { errs[i] = r.Stop(ctx) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	assertGone(t, pid, dir)
-	if err := r.Stop(ctx); err != nil {
-		t.Errorf("third Stop: %v", err)
-	}
-}
-
 func TestMissingBinary(t *testing.T) {
 	ctx := testCtx(t)
 	cases := []struct {
@@ -199,10 +149,6 @@ func TestMissingBinary(t *testing.T) {
 			_, err := StartPostgres(ctx, PostgresOptions{BinDir: t.TempDir()})
 			return err
 		}, `"postgresql"`, "RUNNER_PG_URL"},
-		{"redis", func() error {
-			_, err := StartRedis(ctx, RedisOptions{Binary: "/nonexistent/redis-server"})
-			return err
-		}, `"redis-server"`, "RUNNER_REDIS_URL"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -324,67 +270,9 @@ func BenchmarkStartPostgres(b *testing.B) {
 	}
 	for name, opts := range map[string]PostgresOptions{"warm-cache": {}, "no-cache": {NoCache: true}} {
 		b.Run(name, func(b *testing.B) {
-			benchStartDiscard(b, func() (discarder, error) { return StartPostgres(ctx, opts) })
+			testutil.BenchStartDiscard(b, func() (testutil.Discarder, error) { return StartPostgres(ctx, opts) })
 		})
 	}
-}
-
-func BenchmarkStartRedis(b *testing.B) {
-	ctx := testCtx(b)
-	benchStartDiscard(b, func() (discarder, error) { return StartRedis(ctx, RedisOptions{}) })
-}
-
-// BenchmarkManaged starts PostgreSQL (warm cache) and Redis concurrently
-// and discards them, as the runner does around a run on managed servers.
-func BenchmarkManaged(b *testing.B) {
-	ctx := testCtx(b)
-	benchStartDiscard(b, func() (discarder, error) {
-		var pg *Postgres
-		var pgErr error
-		var wg sync.WaitGroup
-		wg.Go(func() { pg, pgErr = StartPostgres(ctx, PostgresOptions{}) })
-		r, err := StartRedis(ctx, RedisOptions{})
-		wg.Wait()
-		if err = errors.Join(err, pgErr); err != nil {
-			return nil, err
-		}
-		return both{pg, r}, nil
-	})
-}
-
-type discarder interface {
-	Discard(context.Context) error
-}
-
-type both [2]discarder
-
-func (s both) Discard(ctx context.Context) error {
-	var wg sync.WaitGroup
-	var errs [2]error
-	for i, d := range s {
-		wg.Go(func() { errs[i] = d.Discard(ctx) })
-	}
-	wg.Wait()
-	return errors.Join(errs[:]...)
-}
-
-// benchStartDiscard reports how long start and Discard take apiece.
-func benchStartDiscard(b *testing.B, start func() (discarder, error)) {
-	var up, down time.Duration
-	for b.Loop() {
-		t0 := time.Now()
-		s, err := start()
-		if err != nil {
-			b.Fatal(err)
-		}
-		t1 := time.Now()
-		if err := s.Discard(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		up, down = up+t1.Sub(t0), down+time.Since(t1)
-	}
-	b.ReportMetric(float64(up.Microseconds())/1000/float64(b.N), "start-ms/op")
-	b.ReportMetric(float64(down.Microseconds())/1000/float64(b.N), "discard-ms/op")
 }
 
 // occupy holds a loopback port, standing in for a process that wins the race
@@ -399,20 +287,11 @@ func occupy(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// TestLostPortRaceDetected checks the real servers' bind failure is
-// recognised, so start retries it on a new port.
+// TestLostPortRaceDetected checks the real server's bind failure is
+// recognised, so start retries it on a new port (the brokers' servers
+// check theirs beside them: broker/X/Xserver).
 func TestLostPortRaceDetected(t *testing.T) {
 	ctx := testCtx(t)
-	t.Run("redis", func(t *testing.T) {
-		bin, err := findRedis("")
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir := t.TempDir()
-		if _, err := newRedis(bin, dir).launch(ctx, occupy(t)); !lostPortRace(err) {
-			t.Fatalf("launch on a busy port: %v; want a lost port race", err)
-		}
-	})
 	t.Run("postgres", func(t *testing.T) {
 		var echo testutil.SyncBuffer
 		pg, err := StartPostgres(ctx, PostgresOptions{Log: &echo})
@@ -425,101 +304,13 @@ func TestLostPortRaceDetected(t *testing.T) {
 		if err := pg.Halt(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := pg.launch(ctx, occupy(t)); !lostPortRace(err) {
+		if _, err := pg.launch(ctx, occupy(t)); !LostPortRace(err) {
 			t.Fatalf("launch on a busy port: %v; want a lost port race", err)
 		}
 		if !strings.Contains(echo.String(), "Address already in use") {
 			t.Errorf("PostgresOptions.Log did not get the server output: %q", echo.String())
 		}
 	})
-}
-
-func TestStopWithCancelledContextKills(t *testing.T) {
-	r, err := StartRedis(testCtx(t), RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, dir := r.PID(), r.Dir
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := r.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	assertGone(t, pid, dir)
-}
-
-// TestChildrenDieWithRunner SIGKILLs a runner (this test binary, re-executed)
-// holding both servers and checks the kernel kills the servers too.
-func TestChildrenDieWithRunner(t *testing.T) {
-	if os.Getenv("SERVERS_TEST_RUNNER") == "1" {
-		runAsRunner()
-		return
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestChildrenDieWithRunner$")
-	cmd.Env = append(os.Environ(), "SERVERS_TEST_RUNNER=1")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	sc := bufio.NewScanner(out)
-	for len(pids) < 2 && sc.Scan() {
-		var pid int
-		var dir string
-		if n, _ := fmt.Sscanf(sc.Text(), "server %d %s", &pid, &dir); n == 2 {
-			pids = append(pids, pid)
-			t.Cleanup(func() { // a SIGKILLed runner cannot clean up
-				os.RemoveAll(dir)
-				if m := leasedDirName.FindStringSubmatch(filepath.Base(dir)); m != nil {
-					os.Remove(filepath.Join(filepath.Dir(dir), "drill-run-"+m[2]+".lease"))
-					os.Remove(filepath.Join(filepath.Dir(dir), leaseDirName(), "drill-run-"+m[2]+".lease"))
-				}
-			})
-		}
-	}
-	cmd.Process.Kill()
-	cmd.Wait()
-	if len(pids) != 2 {
-		t.Fatalf("runner reported servers %v", pids)
-	}
-	for _, pid := range pids {
-		deadline := time.Now().Add(5 * time.Second)
-		for alive(pid) && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if alive(pid) {
-			t.Errorf("server %d survived its runner", pid)
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-	// Nobody removes the segment of a postmaster killed with its runner.
-	pgUID := os.Geteuid()
-	if cred, _ := postgresCredential(); cred != nil {
-		pgUID = int(cred.Uid)
-	}
-	removeSysvShm(pgUID, map[int]bool{pids[0]: true})
-}
-
-// runAsRunner starts both servers, reports them and waits to be killed.
-func runAsRunner() {
-	ctx := context.Background()
-	pg, err := StartPostgres(ctx, PostgresOptions{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fmt.Printf("server %d %s\n", pg.PID(), pg.Dir)
-	r, err := StartRedis(ctx, RedisOptions{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fmt.Printf("server %d %s\n", r.PID(), r.Dir)
-	time.Sleep(time.Minute)
 }
 
 // alive reports whether pid exists and is not a zombie (a container's init
@@ -626,33 +417,6 @@ func TestKilledPostmasterLeavesNoSharedMemory(t *testing.T) {
 	}
 }
 
-func TestDiscardKillsAndRemoves(t *testing.T) {
-	ctx := context.Background()
-	pg, err := StartPostgres(ctx, PostgresOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rd, err := StartRedis(ctx, RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []struct {
-		discard func(context.Context) error
-		pid     int
-		dir     string
-	}{{pg.Discard, pg.PID(), pg.Dir}, {rd.Discard, rd.PID(), rd.Dir}} {
-		if err := s.discard(ctx); err != nil {
-			t.Errorf("discard: %v", err)
-		}
-		if syscall.Kill(s.pid, 0) == nil {
-			t.Errorf("pid %d still runs", s.pid)
-		}
-		if _, err := os.Stat(s.dir); !os.IsNotExist(err) {
-			t.Errorf("%s still exists", s.dir)
-		}
-	}
-}
-
 func TestPostgresFromCachedDataDir(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	ctx := context.Background()
@@ -727,22 +491,6 @@ func TestPostgresKillKeepsCommits(t *testing.T) {
 	}
 }
 
-// TestStartAfterStop checks a stopped server stays stopped: Start refuses
-// instead of launching a process nobody would stop.
-func TestStartAfterStop(t *testing.T) {
-	ctx := testCtx(t)
-	r, err := StartRedis(ctx, RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Discard(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Start(ctx); err == nil || r.PID() != 0 {
-		t.Errorf("Start after Discard: %v, pid %d; want an error and nothing running", err, r.PID())
-	}
-}
-
 func TestTempRoot(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("TMPDIR", dir)
@@ -765,7 +513,7 @@ func TestTempRoot(t *testing.T) {
 func TestPidFileReady(t *testing.T) {
 	dir := t.TempDir()
 	p := &Postgres{dataDir: dir}
-	c := &child{cmd: exec.Command("true")}
+	c := &Child{cmd: exec.Command("true")}
 	c.cmd.Process = &os.Process{Pid: 4242}
 	for _, tc := range []struct {
 		pid, port, status string
@@ -810,5 +558,30 @@ func TestAStopDuringARelaunchEndsIt(t *testing.T) {
 	}
 	if pid := pg.PID(); pid != 0 {
 		t.Errorf("the relaunched server runs (pid %d) after the Stop", pid)
+	}
+}
+
+func TestNATSLostPortDetected(t *testing.T) {
+	// The real log line of nats-server 2.9 when the port is taken.
+	se := &startError{what: "nats-server exited while starting", output: `[FTL] Error listening on port: 127.0.0.1:4222, "listen tcp 127.0.0.1:4222: bind: address already in use"`}
+	if !LostPortRace(se) {
+		t.Error("bind failure not recognised")
+	}
+	if LostPortRace(&startError{output: "[FTL] bad flag"}) || LostPortRace(errors.New("address already in use")) {
+		t.Error("other failures taken for a lost port")
+	}
+}
+
+func TestRabbitMQLostPortDetected(t *testing.T) {
+	for _, out := range []string{
+		"epmd: there is already a epmd running at port 4369 on ipaddr 127.0.0.1",
+		"{error,{listen_error,eaddrinuse}}",
+	} {
+		if !LostPortRace(&startError{output: out}) {
+			t.Errorf("%q not recognised", out)
+		}
+	}
+	if LostPortRace(&startError{output: "BOOT FAILED"}) || LostPortRace(errors.New("eaddrinuse")) {
+		t.Error("other failures taken for a lost port")
 	}
 }

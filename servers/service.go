@@ -40,7 +40,7 @@ type ServiceSpec struct {
 // SIGKILLed.
 type Service struct {
 	spec    ServiceSpec
-	child   *child
+	child   *Child
 	out     *serviceOutput
 	tree    tree   // the process and all it started
 	lease   *lease // recorded in; held until the service is ended
@@ -76,7 +76,7 @@ func StartService(ctx context.Context, spec ServiceSpec) (*Service, error) {
 		return nil, fmt.Errorf("service %s: %w", spec.Name, err)
 	}
 	token := l.token()
-	cmd := newCmd(spec.Argv[0], spec.Argv[1:], spec.Dir, out, nil)
+	cmd := NewCmd(spec.Argv[0], spec.Argv[1:], spec.Dir, out, nil)
 	cmd.Env = withOwner(append(os.Environ(), spec.Env...), token)
 	// A session of its own (and so a process group): a descendant that
 	// moves to another process group stays in the session.
@@ -86,11 +86,11 @@ func StartService(ctx context.Context, spec ServiceSpec) (*Service, error) {
 		l.release()
 		return nil, err
 	}
-	s := &Service{spec: spec, child: c, out: out, lease: l, tree: tree{leader: c.pid(), token: token}}
-	if p, ok := readProc(c.pid()); ok {
+	s := &Service{spec: spec, child: c, out: out, lease: l, tree: tree{leader: c.PID(), token: token}}
+	if p, ok := readProc(c.PID()); ok {
 		s.tree.start = p.start
 	}
-	l.record(serviceRecord{Service: spec.Name, Token: token, PID: c.pid(), PGID: c.pid(), Session: c.pid(), Start: s.tree.start})
+	l.record(serviceRecord{Service: spec.Name, Token: token, PID: c.PID(), PGID: c.PID(), Session: c.PID(), Start: s.tree.start})
 	if spec.Started != nil {
 		spec.Started(s)
 	}
@@ -109,8 +109,8 @@ func (s *Service) killAll() {
 	s.seenMu.Lock()
 	killTrees([]tree{s.tree}, stopGrace, s.seen)
 	s.seenMu.Unlock()
-	if !s.child.exited() {
-		s.child.kill() // and reaped
+	if !s.child.Exited() {
+		s.child.Kill() // and reaped
 	}
 	// Its group's and session's orphans that died before: zombies now.
 	reapOrphansIn(s.tree.leader)
@@ -120,7 +120,7 @@ func (s *Service) killAll() {
 func (s *Service) awaitReady(ctx context.Context) error {
 	timeout := s.spec.ReadyTimeout
 	if timeout <= 0 {
-		timeout = readyTimeout
+		timeout = ReadyTimeout
 	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
@@ -140,7 +140,7 @@ func (s *Service) awaitReady(ctx context.Context) error {
 func (s *Service) Name() string { return s.spec.Name }
 
 // PID is the process id (also its process group and session id).
-func (s *Service) PID() int { return s.child.pid() }
+func (s *Service) PID() int { return s.child.PID() }
 
 // Kill SIGKILLs the service's process and every descendant (whatever
 // process group or session it moved to), as a crash would, and returns once
@@ -193,7 +193,7 @@ func (s *Service) Stop(ctx context.Context, grace time.Duration) error {
 // exitedNow reports whether the service's own process has exited (its
 // descendants may still hold its output open).
 func (s *Service) exitedNow() bool {
-	if s.child.exited() {
+	if s.child.Exited() {
 		return true
 	}
 	p, ok := readProc(s.tree.leader)
@@ -212,7 +212,7 @@ func (s *Service) live() map[int]procInfo {
 
 // Exited reports whether the service has exited, and how.
 func (s *Service) Exited() (bool, error) {
-	if !s.child.exited() {
+	if !s.child.Exited() {
 		return false, nil
 	}
 	return true, s.child.err

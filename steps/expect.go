@@ -14,9 +14,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/outboxdrill/runner/broker"
-	// Per-broker override keys are the registered kinds: the list must be
-	// complete wherever an expect map is read.
-	_ "github.com/outboxdrill/runner/broker/kinds"
 	"github.com/outboxdrill/runner/diag"
 )
 
@@ -72,17 +69,19 @@ func (e Expect) Empty() bool { return len(e.Outcomes)+len(e.Checks) == 0 && e.Er
 
 // CompileExpect decodes an expect map of step d. For the expect step it holds
 // state checks only; for any other step also d's outcome keys and `error`.
-func CompileExpect(d *Def, file string, pairs []Arg) (Expect, diag.Errors) {
-	e, errs := compileExpect(d, file, pairs, "")
+// brokers are the keys of per-broker overrides (the loader's kinds).
+func CompileExpect(d *Def, file string, pairs []Arg, brokers []string) (Expect, diag.Errors) {
+	e, errs := compileExpect(d, file, pairs, brokers, "")
 	if e.Within > 0 && e.Every == 0 {
 		e.Every = defaultEvery
 	}
 	return e, errs
 }
 
-// compileExpect compiles pairs; inside a broker's override map, broker names
-// it and only outcomes and checks are allowed.
-func compileExpect(d *Def, file string, pairs []Arg, broker string) (Expect, diag.Errors) {
+// compileExpect compiles pairs, brokers being the override keys; inside a
+// broker's override map, broker names it and only outcomes and checks are
+// allowed.
+func compileExpect(d *Def, file string, pairs []Arg, brokers []string, broker string) (Expect, diag.Errors) {
 	var e Expect
 	var errs diag.Errors
 	seen := map[string]bool{}
@@ -92,7 +91,7 @@ func compileExpect(d *Def, file string, pairs []Arg, broker string) (Expect, dia
 			continue
 		}
 		seen[a.Key] = true
-		errs = append(errs, compileExpectKey(d, file, a, broker, &e)...)
+		errs = append(errs, compileExpectKey(d, file, a, broker, brokers, &e)...)
 	}
 	if seen[EveryKey] && !seen[WithinKey] {
 		errs = append(errs, diag.Errorf(pairs[0].KeyPos, "every: polls only together with within, e.g. {within: 2s, every: 50ms}"))
@@ -102,15 +101,15 @@ func compileExpect(d *Def, file string, pairs []Arg, broker string) (Expect, dia
 
 // compileExpectKey compiles one key of an expect map into e: a broker's
 // override, within/every, an outcome, a check or error.
-func compileExpectKey(d *Def, file string, a Arg, broker string, e *Expect) diag.Errors {
+func compileExpectKey(d *Def, file string, a Arg, broker string, brokers []string, e *Expect) diag.Errors {
 	var errs diag.Errors
 	pos := diag.NodePos(file, a.Value)
 	switch {
-	case slices.Contains(brokerNames(), a.Key):
+	case slices.Contains(brokers, a.Key):
 		if broker != "" {
 			return diag.Errors{diag.Errorf(a.KeyPos, "%s: broker overrides do not nest (inside %s)", a.Key, broker)}
 		}
-		o, oerrs := compileOverride(d, file, a)
+		o, oerrs := compileOverride(d, file, a, brokers)
 		e.Outcomes = append(e.Outcomes, o.Outcomes...)
 		e.Checks = append(e.Checks, o.Checks...)
 		return oerrs
@@ -151,19 +150,19 @@ func compileExpectKey(d *Def, file string, a Arg, broker string, e *Expect) diag
 		e.Error = &ErrorWant{Substr: a.Value.Value, Pos: a.KeyPos}
 		return errs
 	}
-	return diag.Errors{unknownExpectKey(d, a, broker)}
+	return diag.Errors{unknownExpectKey(d, a, broker, brokers)}
 }
 
 // unknownExpectKey says what is wrong with a key no expect map knows.
-func unknownExpectKey(d *Def, a Arg, broker string) *diag.Error {
+func unknownExpectKey(d *Def, a Arg, broker string, brokers []string) *diag.Error {
 	if by := reportedBy(a.Key); d.IsExpect() && len(by) > 0 {
 		return diag.Errorf(a.KeyPos, "%s is what %s reports: put it in that step's own expect (- %s:, then expect: {%s: ...} under it); a separate expect step checks state",
 			a.Key, strings.Join(by, " or "), by[0], a.Key)
 	}
 	known, overrides := expectKeys(d), ""
 	if broker == "" { // a broker's override is a key here too (rabitmq:)
-		known = append(known, brokerNames()...)
-		overrides = "; or a broker's override: " + strings.Join(brokerNames(), ", ")
+		known = append(known, brokers...)
+		overrides = "; or a broker's override: " + strings.Join(brokers, ", ")
 	}
 	hint := diag.Suggest(a.Key, known)
 	if hint == "" && d.IsExpect() {
@@ -201,13 +200,9 @@ func allOutcomes() []string {
 	return out
 }
 
-// brokerNames are the keys of per-broker overrides in an expect map: the
-// registered kinds, read at call time (a test may register one).
-func brokerNames() []string { return broker.Names() }
-
 // compileOverride compiles `nats: {stream.entries: 1}`: wants that apply on
 // that broker only, in place of the common ones with the same key.
-func compileOverride(d *Def, file string, a Arg) (Expect, diag.Errors) {
+func compileOverride(d *Def, file string, a Arg, brokers []string) (Expect, diag.Errors) {
 	if a.Value.Kind != yaml.MappingNode || len(a.Value.Content) == 0 {
 		return Expect{}, diag.Errors{diag.Errorf(diag.NodePos(file, a.Value), "%s: want a map of what differs on %s, e.g. %s: {stream.entries: 1}", a.Key, a.Key, a.Key)}
 	}
@@ -216,7 +211,7 @@ func compileOverride(d *Def, file string, a Arg) (Expect, diag.Errors) {
 		k := a.Value.Content[i]
 		pairs = append(pairs, Arg{Key: k.Value, KeyPos: diag.NodePos(file, k), Value: a.Value.Content[i+1]})
 	}
-	return compileExpect(d, file, pairs, a.Key)
+	return compileExpect(d, file, pairs, brokers, a.Key)
 }
 
 // For narrows the wants to one broker: its overrides replace the common

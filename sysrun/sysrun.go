@@ -317,15 +317,23 @@ func address(brokerURL string) (string, error) {
 		}
 		host := u.Host
 		if u.Port() == "" {
-			host = net.JoinHostPort(u.Hostname(), defaultPorts[u.Scheme])
+			host = net.JoinHostPort(u.Hostname(), defaultPort(u.Scheme))
 		}
 		out = append(out, host)
 	}
 	return strings.Join(out, ","), nil
 }
 
-// defaultPorts are the ports a broker URL without one means.
-var defaultPorts = map[string]string{"redis": "6379", "rediss": "6379", "nats": "4222", "tls": "4222", "amqp": "5672", "amqps": "5671", "kafka": "9092"}
+// defaultPort is the port a broker URL of scheme means without one, as
+// the kind of that scheme says (broker.Kind.Ports); "" when none does.
+func defaultPort(scheme string) string {
+	for _, k := range broker.Kinds() {
+		if p, ok := k.Ports[scheme]; ok {
+			return p
+		}
+	}
+	return ""
+}
 
 // told reports which of s's proxies the words (env and argv) name.
 func told(s *service, words []string) [3]bool {

@@ -15,6 +15,7 @@ import (
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/history"
 	"github.com/outboxdrill/runner/internal/redact"
+	"github.com/outboxdrill/runner/internal/scenariotest"
 	"github.com/outboxdrill/runner/internal/testutil"
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/steps"
@@ -23,7 +24,7 @@ import (
 
 func loadSystem(t *testing.T) *system.System {
 	t.Helper()
-	sys, errs, err := system.Load(context.Background(), "../examples/node/system.yaml")
+	sys, errs, err := system.Load(context.Background(), "../examples/node/system.yaml", scenariotest.Kinds())
 	if err != nil || len(errs) > 0 {
 		t.Fatal(err, errs)
 	}

@@ -12,9 +12,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/outboxdrill/runner/broker"
-	// The brokers: field names registered broker kinds; the list must be
-	// complete wherever a system file is read.
-	_ "github.com/outboxdrill/runner/broker/kinds"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/internal/guardfile"
 )
@@ -24,18 +21,20 @@ import (
 // cap) is err, for the caller to report where the file is named (a
 // scenario's system: key, --system). Every problem of the file is in errs,
 // at its file:line:col, with the closest known key when one is misspelt.
-func Load(ctx context.Context, path string) (sys *System, errs diag.Errors, err error) {
+// kinds are the brokers it may name (cmd/runner: kinds.All()); the System
+// keeps them (System.Kinds).
+func Load(ctx context.Context, path string, kinds []*broker.Kind) (sys *System, errs diag.Errors, err error) {
 	src, err := guardfile.Read(ctx, path, guardfile.System)
 	if err != nil {
 		return nil, nil, err
 	}
-	sys, errs = Parse(path, src)
+	sys, errs = Parse(path, src, kinds)
 	return sys, errs, nil
 }
 
 // Parse reads a system file's text; file names it in errors and anchors
-// relative paths.
-func Parse(file string, src []byte) (*System, diag.Errors) {
+// relative paths. kinds are the brokers it may name.
+func Parse(file string, src []byte, kinds []*broker.Kind) (*System, diag.Errors) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(src, &doc); err != nil {
 		p := diag.Locate(src, err)
@@ -48,7 +47,7 @@ func Parse(file string, src []byte) (*System, diag.Errors) {
 	if root.Kind != yaml.MappingNode {
 		return nil, diag.Errors{diag.Errorf(diag.NodePos(file, root), "a system file is a map with %s, got a %s", strings.Join(required, ", "), diag.KindName(root))}
 	}
-	s := &System{File: file, Dir: filepath.Dir(file), Services: map[string]*Service{}, Pos: map[string]diag.Pos{}}
+	s := &System{File: file, Dir: filepath.Dir(file), Services: map[string]*Service{}, Pos: map[string]diag.Pos{}, Kinds: kinds}
 	var errs diag.Errors
 	seen := map[string]bool{}
 	for _, kv := range diag.Pairs(file, root, &errs) {
@@ -75,21 +74,26 @@ func Parse(file string, src []byte) (*System, diag.Errors) {
 }
 
 // required are the keys every system file has; stream too where the
-// services talk to Redis (checkStream).
+// services talk to a broker whose entries carry fields (checkStream).
 var required = []string{"services", "produce", "outbox", "inbox"}
 
-// checkStream: stream: names the fields of a Redis stream entry. A file
-// whose services may run on Redis needs it; one whose brokers exclude
-// Redis may leave it out (a Kafka record's key is the event id, its value
-// the payload), and there it is not read.
+// checkStream: stream: names the fields of a Redis stream entry, on a
+// broker whose Kind has EntryFields. A file whose services may run on one
+// needs it; one whose brokers exclude them may leave it out (a Kafka
+// record's key is the event id, its value the payload), and there it is
+// not read.
 func (s *System) checkStream(file string, root *yaml.Node, given bool, errs *diag.Errors) {
+	fielded := slices.IndexFunc(s.Brokers, func(b string) bool {
+		i := slices.IndexFunc(s.Kinds, func(k *broker.Kind) bool { return k.Name == b })
+		return i >= 0 && s.Kinds[i].EntryFields
+	})
 	switch {
 	case given:
 	case s.Brokers == nil:
 		*errs = append(*errs, diag.Errorf(diag.NodePos(file, root), "missing stream: the fields of a Redis stream entry that carry the event id and the payload (stream: {event_id: …, payload: …}); "+
 			"a system whose services do not talk to Redis lists its brokers instead (brokers: [kafka]) and leaves stream: out"))
-	case slices.Contains(s.Brokers, broker.Redis):
-		*errs = append(*errs, diag.Errorf(s.At("brokers"), "missing stream: brokers lists redis, whose entries carry the event id and the payload in fields the file names (stream: {event_id: …, payload: …})"))
+	case fielded >= 0:
+		*errs = append(*errs, diag.Errorf(s.At("brokers"), "missing stream: brokers lists %s, whose entries carry the event id and the payload in fields the file names (stream: {event_id: …, payload: …})", s.Brokers[fielded]))
 	}
 }
 
@@ -169,8 +173,9 @@ func keyNames() []string {
 // another one skips the scenario rather than hand a service a URL scheme it
 // cannot parse.
 func readBrokers(s *System, file string, kv diag.Pair, errs *diag.Errors) {
+	names := s.kindNames()
 	if kv.Value.Kind != yaml.SequenceNode || len(kv.Value.Content) == 0 {
-		*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "brokers: want a non-empty list of %s, e.g. [redis], got %s", strings.Join(broker.Names(), ", "), diag.Describe(kv.Value)))
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, kv.Value), "brokers: want a non-empty list of %s, e.g. [redis], got %s", strings.Join(names, ", "), diag.Describe(kv.Value)))
 		return
 	}
 	s.Pos["brokers"] = diag.NodePos(file, kv.Value)
@@ -178,8 +183,8 @@ func readBrokers(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 		b := scalar(file, "brokers", n, errs)
 		switch {
 		case b == "":
-		case !slices.Contains(broker.Names(), b):
-			*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "brokers: unknown broker %q%s; brokers: %s", b, diag.Suggest(b, broker.Names()), strings.Join(broker.Names(), ", ")))
+		case !slices.Contains(names, b):
+			*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "brokers: unknown broker %q%s; brokers: %s", b, diag.Suggest(b, names), strings.Join(names, ", ")))
 		case slices.Contains(s.Brokers, b):
 			*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "brokers: %s given twice", b))
 		default:
@@ -198,25 +203,26 @@ func readServices(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 			*errs = append(*errs, diag.Errorf(svc.KeyPos, "service name %q: want letters, digits, _ and -", svc.Key))
 			continue
 		}
-		s.Services[svc.Key] = readService(file, svc, errs)
+		s.Services[svc.Key] = readService(file, svc, s.kindNames(), errs)
 	}
 }
 
 var serviceName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,62}$`)
 
-func readService(file string, kv diag.Pair, errs *diag.Errors) *Service {
+func readService(file string, kv diag.Pair, brokers []string, errs *diag.Errors) *Service {
 	svc := &Service{Name: kv.Key, Pos: kv.KeyPos, Env: map[string]string{}, EnvPos: map[string]diag.Pos{}}
 	required := []string{"run"}
 	if hasKey(kv.Value, "variants") {
 		required = nil // checkVariants: a variant may give it
 	}
-	readServiceFields(file, kv, svc, required, errs)
+	readServiceFields(file, kv, svc, required, brokers, errs)
 	return svc
 }
 
 // readServiceFields reads run, env and ready into svc, and a service's
-// variants (a variant has none: required is nil there).
-func readServiceFields(file string, kv diag.Pair, svc *Service, required []string, errs *diag.Errors) {
+// variants, one per broker of brokers (a variant has none: required is nil
+// there).
+func readServiceFields(file string, kv diag.Pair, svc *Service, required, brokers []string, errs *diag.Errors) {
 	known := []string{"run", "env", "ready", "variants"}
 	variant := strings.Contains(kv.Key, ": variants: ")
 	if variant {
@@ -240,7 +246,7 @@ func readServiceFields(file string, kv diag.Pair, svc *Service, required []strin
 		svc.ReadyTimeout = duration(file, "ready: timeout", r["timeout"], errs)
 	}
 	if n := f["variants"]; n != nil {
-		readVariants(file, n, svc, errs)
+		readVariants(file, n, svc, brokers, errs)
 	}
 }
 

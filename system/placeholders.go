@@ -21,28 +21,28 @@ import (
 // scenario's vars.
 type Placeholder struct {
 	Name string
-	// Brokers are the brokers it names something on; nil: every broker.
-	Brokers []string
 	// Form is exactly what a service gets, for the docs and the errors.
 	Form string
 }
 
 // PlaceholderList is every placeholder, in the order the docs show them.
+// One that a broker's Kind lists (broker.Kind.Placeholders) names
+// something on the brokers that list it only; any other, on every broker.
 var PlaceholderList = []Placeholder{
-	{"producer_db.url", nil, "postgres://USER@HOST:PORT/DB?sslmode=disable: the producer's database through the service's own PostgreSQL proxy"},
-	{"consumer_db.url", nil, "the same for the consumer's database"},
-	{"broker.url", nil, "the broker's URL: redis://HOST:PORT (the service's own Redis proxy), nats://HOST:PORT, amqp://USER:PASSWORD@HOST:PORT/VHOST, kafka://HOST:PORT[,HOST:PORT]"},
-	{"broker.address", nil, "HOST:PORT[,HOST:PORT]: the broker's address(es), no scheme, no credentials (on redis the proxy's); what kafkajs's brokers (split at the commas), franz-go's SeedBrokers and librdkafka's bootstrap.servers take"},
-	{"destination", nil, "where the relay publishes: the stream key on redis, the topic on kafka, the subject on nats, the exchange on rabbitmq"},
-	{"stream", []string{broker.Redis}, "the scenario's stream key, drill:RUNID:N"},
-	{"topic", []string{broker.Kafka}, "the scenario's topic, drill_RUNID_N (the stream key with every character outside [A-Za-z0-9._-] made _); the record key is the event id, the value the payload"},
-	{"subject", []string{broker.NATS}, "the subject of the scenario's JetStream stream, drill_RUNID_N.events; header event-id carries the event id, the data the payload"},
-	{"stream_name", []string{broker.NATS}, "the scenario's JetStream stream, drill_RUNID_N"},
-	{"exchange", []string{broker.RabbitMQ}, "the scenario's fanout exchange, drill:RUNID:N; the message_id property carries the event id, the body the payload"},
-	{"queue", []string{broker.RabbitMQ}, "the consumer id's quorum queue, bound to the exchange: drill:RUNID:N.CONSUMER"},
-	{"group", []string{broker.Redis, broker.Kafka, broker.NATS}, "the consumer group of ${consumer} that the runner reads: on redis the consumer id; on kafka TOPIC.CONSUMER (drill_RUNID_N.accounting); on nats the durable consumer's name, the consumer id"},
-	{"consumer", nil, "the consumer id: the scenario's consumer variable, default accounting; what the inbox's consumer column holds"},
-	{"runner", nil, "this runner's own executable"},
+	{"producer_db.url", "postgres://USER@HOST:PORT/DB?sslmode=disable: the producer's database through the service's own PostgreSQL proxy"},
+	{"consumer_db.url", "the same for the consumer's database"},
+	{"broker.url", "the broker's URL: redis://HOST:PORT (the service's own Redis proxy), nats://HOST:PORT, amqp://USER:PASSWORD@HOST:PORT/VHOST, kafka://HOST:PORT[,HOST:PORT]"},
+	{"broker.address", "HOST:PORT[,HOST:PORT]: the broker's address(es), no scheme, no credentials (on redis the proxy's); what kafkajs's brokers (split at the commas), franz-go's SeedBrokers and librdkafka's bootstrap.servers take"},
+	{"destination", "where the relay publishes: the stream key on redis, the topic on kafka, the subject on nats, the exchange on rabbitmq"},
+	{"stream", "the scenario's stream key, drill:RUNID:N"},
+	{"topic", "the scenario's topic, drill_RUNID_N (the stream key with every character outside [A-Za-z0-9._-] made _); the record key is the event id, the value the payload"},
+	{"subject", "the subject of the scenario's JetStream stream, drill_RUNID_N.events; header event-id carries the event id, the data the payload"},
+	{"stream_name", "the scenario's JetStream stream, drill_RUNID_N"},
+	{"exchange", "the scenario's fanout exchange, drill:RUNID:N; the message_id property carries the event id, the body the payload"},
+	{"queue", "the consumer id's quorum queue, bound to the exchange: drill:RUNID:N.CONSUMER"},
+	{"group", "the consumer group of ${consumer} that the runner reads: on redis the consumer id; on kafka TOPIC.CONSUMER (drill_RUNID_N.accounting); on nats the durable consumer's name, the consumer id"},
+	{"consumer", "the consumer id: the scenario's consumer variable, default accounting; what the inbox's consumer column holds"},
+	{"runner", "this runner's own executable"},
 }
 
 // Placeholders are the names of every placeholder, sorted.
@@ -68,17 +68,42 @@ func lookup(name string) (Placeholder, bool) {
 // IsPlaceholder reports whether name is a placeholder on some broker.
 func IsPlaceholder(name string) bool { _, ok := lookup(name); return ok }
 
-// Means reports whether placeholder name names something on broker b.
-func Means(name, b string) bool {
-	p, ok := lookup(name)
-	return ok && (p.Brokers == nil || slices.Contains(p.Brokers, b))
+// BrokersOf are the brokers among kinds that placeholder name names
+// something on, when it is a broker's own (nil: every broker, or none of
+// kinds lists it). They come in the order the list first names one of
+// each broker's own placeholders (stream: redis, topic: kafka, subject:
+// nats, exchange: rabbitmq), the order the docs and the messages use.
+func BrokersOf(kinds []*broker.Kind, name string) []string {
+	first := func(k *broker.Kind) int {
+		return slices.IndexFunc(PlaceholderList, func(p Placeholder) bool { return slices.Contains(k.Placeholders, p.Name) })
+	}
+	var own []*broker.Kind
+	for _, k := range kinds {
+		if slices.Contains(k.Placeholders, name) {
+			own = append(own, k)
+		}
+	}
+	slices.SortStableFunc(own, func(a, b *broker.Kind) int { return first(a) - first(b) })
+	var out []string
+	for _, k := range own {
+		out = append(out, k.Name)
+	}
+	return out
 }
 
-// PlaceholdersOn are the placeholders that mean something on broker b, sorted.
-func PlaceholdersOn(b string) []string {
+// Means reports whether placeholder name names something on broker b, one
+// of kinds.
+func Means(kinds []*broker.Kind, name, b string) bool {
+	on := BrokersOf(kinds, name)
+	return IsPlaceholder(name) && (on == nil || slices.Contains(on, b))
+}
+
+// PlaceholdersOn are the placeholders that mean something on broker b, one
+// of kinds, sorted.
+func PlaceholdersOn(kinds []*broker.Kind, b string) []string {
 	var out []string
 	for _, p := range PlaceholderList {
-		if Means(p.Name, b) {
+		if Means(kinds, p.Name, b) {
 			out = append(out, p.Name)
 		}
 	}
@@ -86,19 +111,18 @@ func PlaceholdersOn(b string) []string {
 	return out
 }
 
-// Meaningless is the error text of placeholder name used on broker b,
-// where it names nothing: what it is, and what b's services are told
-// instead.
-func Meaningless(name, b string) string {
-	p, _ := lookup(name)
+// Meaningless is the error text of placeholder name used on broker b, one
+// of kinds, where it names nothing: what it is, and what b's services are
+// told instead.
+func Meaningless(kinds []*broker.Kind, name, b string) string {
 	var own []string
 	for _, q := range PlaceholderList {
-		if q.Brokers != nil && slices.Contains(q.Brokers, b) {
+		if on := BrokersOf(kinds, q.Name); on != nil && slices.Contains(on, b) {
 			own = append(own, "${"+q.Name+"}")
 		}
 	}
 	return fmt.Sprintf("${%s} means nothing on %s, only on %s; a service on %s is told %s, and on every broker ${destination} (where the relay publishes) and ${broker.address}",
-		name, b, and(p.Brokers), b, and(own))
+		name, b, and(BrokersOf(kinds, name)), b, and(own))
 }
 
 // and joins words as a sentence does: "a, b and c".
@@ -157,9 +181,9 @@ func (s *System) checkPlaceholders(errs *diag.Errors) {
 	for _, name := range s.Names() {
 		for _, b := range s.Brokers {
 			for _, r := range s.On(b).Services[name].Refs() {
-				if IsPlaceholder(r.Name) && !Means(r.Name, b) && !said[r.Pos] {
+				if IsPlaceholder(r.Name) && !Means(s.Kinds, r.Name, b) && !said[r.Pos] {
 					said[r.Pos] = true
-					*errs = append(*errs, diag.Errorf(r.Pos, "services: %s: %s: %s (the file's brokers: %s)", r.Service, r.Where, Meaningless(r.Name, b), strings.Join(s.Brokers, ", ")))
+					*errs = append(*errs, diag.Errorf(r.Pos, "services: %s: %s: %s (the file's brokers: %s)", r.Service, r.Where, Meaningless(s.Kinds, r.Name, b), strings.Join(s.Brokers, ", ")))
 				}
 			}
 		}

@@ -22,7 +22,7 @@ brokers: [kafka]
 // stream: where Redis may run are errors at their line:col, naming the
 // broker.
 func TestPlaceholdersAndStreamByBroker(t *testing.T) {
-	s, errs := Parse("f.yaml", []byte(kafkaOnly))
+	s, errs := Parse("f.yaml", []byte(kafkaOnly), testKinds)
 	if len(errs) > 0 {
 		t.Fatalf("a Kafka-only file: %v", errs)
 	}
@@ -42,7 +42,7 @@ func TestPlaceholdersAndStreamByBroker(t *testing.T) {
 		{"no stream, redis listed", strings.Replace(kafkaOnly, "[kafka]", "[redis, kafka]", 1), "f.yaml:6:10: missing stream: brokers lists redis"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, errs := Parse("f.yaml", []byte(c.src))
+			_, errs := Parse("f.yaml", []byte(c.src), testKinds)
 			if !strings.Contains(errs.Error(), c.want) {
 				t.Errorf("errors:\n%v\nwant one containing %q", errs, c.want)
 			}
@@ -55,7 +55,7 @@ func TestPlaceholdersAndStreamByBroker(t *testing.T) {
 // be written against ${destination} and ${broker.address}.
 func TestEveryBrokerHasItsNames(t *testing.T) {
 	for _, b := range broker.Names() {
-		on := PlaceholdersOn(b)
+		on := PlaceholdersOn(testKinds, b)
 		for _, must := range []string{"destination", "broker.address", "broker.url", "consumer"} {
 			if !strings.Contains(" "+strings.Join(on, " ")+" ", " "+must+" ") {
 				t.Errorf("%s lacks ${%s}: %v", b, must, on)
@@ -63,8 +63,15 @@ func TestEveryBrokerHasItsNames(t *testing.T) {
 		}
 	}
 	for _, p := range PlaceholderList {
-		if p.Form == "" || !knownBrokers(p.Brokers) {
-			t.Errorf("${%s}: no form, or an unknown broker in %v", p.Name, p.Brokers)
+		if on := BrokersOf(testKinds, p.Name); p.Form == "" || !knownBrokers(on) {
+			t.Errorf("${%s}: no form, or an unknown broker in %v", p.Name, on)
+		}
+	}
+	for _, k := range testKinds { // a kind's own placeholder is one the docs show
+		for _, name := range k.Placeholders {
+			if !IsPlaceholder(name) {
+				t.Errorf("%s lists ${%s}, which PlaceholderList lacks", k.Name, name)
+			}
 		}
 	}
 }

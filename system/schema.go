@@ -56,17 +56,32 @@ func JSONSchema() []byte {
 		"event": event,
 	}, required...)
 	// stream: names a Redis entry's fields: required where the services may
-	// talk to Redis (no brokers: list, or one with redis), optional elsewhere.
-	redis := map[string]any{"contains": map[string]any{"const": broker.Redis}}
+	// talk to a broker whose entries carry fields (no brokers: list, or one
+	// with such a broker: Kind.EntryFields), optional elsewhere.
 	doc["allOf"] = []any{
 		map[string]any{"if": map[string]any{"not": map[string]any{"required": []string{"brokers"}}}, "then": map[string]any{"required": []string{"stream"}}},
-		map[string]any{"if": map[string]any{"required": []string{"brokers"}, "properties": map[string]any{"brokers": redis}},
+		map[string]any{"if": map[string]any{"required": []string{"brokers"}, "properties": map[string]any{"brokers": map[string]any{"contains": fielded()}}},
 			"then": map[string]any{"required": []string{"stream"}}},
 	}
 	doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
 	doc["title"] = "outbox drill runner: a team's system file"
 	b, _ := json.MarshalIndent(doc, "", "  ")
 	return append(b, '\n')
+}
+
+// fielded is the schema of a broker whose entries carry fields (Redis):
+// its name, or one of theirs when there are several.
+func fielded() map[string]any {
+	var names []string
+	for _, k := range broker.Kinds() {
+		if k.EntryFields {
+			names = append(names, k.Name)
+		}
+	}
+	if len(names) == 1 {
+		return map[string]any{"const": names[0]}
+	}
+	return map[string]any{"enum": names}
 }
 
 func joinParams() string {

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 )
 
@@ -46,6 +47,10 @@ type System struct {
 	// "" when the file names none. An event the consumer published there,
 	// payload kept, is dead-lettered: not lost, not stuck.
 	DeadLetter string
+	// Kinds are the brokers the file was read against (Load's kinds): its
+	// brokers: and variants: name them, and the checks of its
+	// placeholders judge against them.
+	Kinds []*broker.Kind
 	// Pos holds where each value of the file is, by key path: "produce",
 	// "projection", "brokers", "outbox", "outbox.table", "inbox.event_id",
 	// "stream.payload", "schema.producer", "event.payload", "event.amount",

@@ -17,7 +17,7 @@ import (
 // ready text, schema paths from the file's directory, produce with bound
 // parameters, and every mapping.
 func TestLoadTheContractExample(t *testing.T) {
-	s, errs, err := Load(context.Background(), "testdata/system.yaml")
+	s, errs, err := Load(context.Background(), "testdata/system.yaml", testKinds)
 	if err != nil || len(errs) > 0 {
 		t.Fatalf("load: %v %v", err, errs)
 	}
@@ -69,13 +69,13 @@ func TestLoadErrors(t *testing.T) {
 		{"not a map", "- a\n", "f.yaml:1:1: a system file is a map"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, errs := Parse("f.yaml", []byte(c.src))
+			_, errs := Parse("f.yaml", []byte(c.src), testKinds)
 			if len(errs) == 0 || !strings.Contains(errs.Error(), c.want) {
 				t.Errorf("errors:\n%v\nwant one containing %q", errs, c.want)
 			}
 		})
 	}
-	if _, errs := Parse("f.yaml", []byte(ok)); len(errs) > 0 {
+	if _, errs := Parse("f.yaml", []byte(ok), testKinds); len(errs) > 0 {
 		t.Errorf("the control file has errors: %v", errs)
 	}
 }
@@ -94,7 +94,7 @@ func TestExpand(t *testing.T) {
 // the runner's default holds (0).
 func TestReadyTimeout(t *testing.T) {
 	src := "services: {relay: {run: [x], ready: {log: up, timeout: 90s}}, consumer: {run: [y], ready: {log: up}}}\nproduce: \"SELECT ${event}\"\noutbox: {table: o, event_id: e, payload: p, unpublished: \"true\"}\nstream: {event_id: e, payload: p}\ninbox: {table: i, consumer: c, event_id: e, payload: p}\n"
-	s, errs := Parse("f.yaml", []byte(src))
+	s, errs := Parse("f.yaml", []byte(src), testKinds)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -110,7 +110,7 @@ func TestReadyTimeout(t *testing.T) {
 // skipped with the reason, and a file without the key supports them all.
 func TestBrokers(t *testing.T) {
 	const base = "services: {relay: {run: [x]}}\nproduce: \"SELECT ${event}\"\noutbox: {table: o, event_id: e, payload: p, unpublished: \"true\"}\nstream: {event_id: e, payload: p}\ninbox: {table: i, consumer: c, event_id: e, payload: p}\n"
-	s, errs := Parse("f.yaml", []byte(base+"brokers: [redis, kafka]\n"))
+	s, errs := Parse("f.yaml", []byte(base+"brokers: [redis, kafka]\n"), testKinds)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -120,7 +120,7 @@ func TestBrokers(t *testing.T) {
 	if why := s.Unsupported("nats"); why != "the system file f.yaml supports brokers redis, kafka; this run is nats" {
 		t.Errorf("nats: %q", why)
 	}
-	all, errs := Parse("f.yaml", []byte(base))
+	all, errs := Parse("f.yaml", []byte(base), testKinds)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -141,7 +141,7 @@ const teamEvent = `event:
 // amount a JSON number, every other ${…} as text; the paths kept.
 func TestEventPayload(t *testing.T) {
 	const base = "services: {relay: {run: [x]}}\nproduce: \"SELECT ${event}, ${payload}\"\noutbox: {table: o, event_id: e, payload: p, unpublished: \"true\"}\nstream: {event_id: e, payload: p}\ninbox: {table: i, consumer: c, event_id: e, payload: p}\n"
-	s, errs := Parse("f.yaml", []byte(base+teamEvent))
+	s, errs := Parse("f.yaml", []byte(base+teamEvent), testKinds)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -161,7 +161,7 @@ func TestEventPayload(t *testing.T) {
 	}
 	// Without amount: and currency: the paths are where the template puts
 	// ${amount} and ${currency}.
-	derived, errs := Parse("f.yaml", []byte(base+"event: {payload: {m: {a: \"${amount}\", c: \"${currency}\"}}}\n"))
+	derived, errs := Parse("f.yaml", []byte(base+"event: {payload: {m: {a: \"${amount}\", c: \"${currency}\"}}}\n"), testKinds)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -171,7 +171,7 @@ func TestEventPayload(t *testing.T) {
 	if _, err := derived.Payload(map[string]string{"amount": "12.5"}); err == nil || !strings.Contains(err.Error(), `${amount} is "12.5", not a whole number`) {
 		t.Errorf("a fractional amount: %v", err)
 	}
-	plain, errs := Parse("f.yaml", []byte(base))
+	plain, errs := Parse("f.yaml", []byte(base), testKinds)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -195,7 +195,7 @@ func TestEventErrors(t *testing.T) {
 		{"unknown event key", "event: {amout: a}\n", `f.yaml:6:9: event: unknown key "amout" (did you mean "amount"?)`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, errs := Parse("f.yaml", []byte(base+c.src))
+			_, errs := Parse("f.yaml", []byte(base+c.src), testKinds)
 			if len(errs) == 0 || !strings.Contains(errs.Error(), c.want) {
 				t.Errorf("errors:\n%v\nwant one containing %q", errs, c.want)
 			}
@@ -240,7 +240,7 @@ func TestVariants(t *testing.T) {
       kafka: {run: [node, kafka-relay.js], env: {URL: "${broker.address}", TOPIC: "${topic}"}, ready: {log: "kafka ready", timeout: 20s}}
       nats: {env: {SUBJECT: "${subject}"}}
 `
-	s, errs := Parse("f.yaml", []byte(src+rest))
+	s, errs := Parse("f.yaml", []byte(src+rest), testKinds)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -264,7 +264,7 @@ func TestVariants(t *testing.T) {
 		{strings.Replace(src, "nats: {env", "nats: {rn: [x], env", 1), `f.yaml:8:14: relay: variants: nats: unknown key "rn" (did you mean "run"?)`},
 		{strings.Replace(src, "${subject}", "${topic}", 1) + "brokers: [kafka, nats]\n", "f.yaml:8:29: services: relay: env SUBJECT: ${topic} means nothing on nats"},
 	} {
-		_, errs := Parse("f.yaml", []byte(c.src+rest))
+		_, errs := Parse("f.yaml", []byte(c.src+rest), testKinds)
 		if !strings.Contains(errs.Error(), c.want) {
 			t.Errorf("want %q in:\n%v", c.want, errs)
 		}

@@ -7,7 +7,6 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 )
 
@@ -25,20 +24,21 @@ import (
 // added over the service's (a key of both takes the variant's value) and
 // its ready replaces the service's; elsewhere the service runs as written.
 
-// readVariants reads a service's variants: into svc.
-func readVariants(file string, n *yaml.Node, svc *Service, errs *diag.Errors) {
+// readVariants reads a service's variants: into svc, one per broker of
+// brokers.
+func readVariants(file string, n *yaml.Node, svc *Service, brokers []string, errs *diag.Errors) {
 	if n.Kind != yaml.MappingNode || len(n.Content) == 0 {
 		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "services: %s: variants: want a map broker → {run: [...], env: {...}, ready: {log: ...}}, e.g. {kafka: {run: [node, kafka-relay.js]}}, got %s", svc.Name, diag.Describe(n)))
 		return
 	}
 	svc.Variants = map[string]*Service{}
 	for _, kv := range diag.Pairs(file, n, errs) {
-		if !slices.Contains(broker.Names(), kv.Key) {
-			*errs = append(*errs, diag.Errorf(kv.KeyPos, "services: %s: variants: unknown broker %q%s; brokers: %s", svc.Name, kv.Key, diag.Suggest(kv.Key, broker.Names()), strings.Join(broker.Names(), ", ")))
+		if !slices.Contains(brokers, kv.Key) {
+			*errs = append(*errs, diag.Errorf(kv.KeyPos, "services: %s: variants: unknown broker %q%s; brokers: %s", svc.Name, kv.Key, diag.Suggest(kv.Key, brokers), strings.Join(brokers, ", ")))
 			continue
 		}
 		v := &Service{Name: svc.Name, Pos: kv.KeyPos, Env: map[string]string{}, EnvPos: map[string]diag.Pos{}}
-		readServiceFields(file, diag.Pair{Key: svc.Name + ": variants: " + kv.Key, KeyPos: kv.KeyPos, Value: kv.Value}, v, nil, errs)
+		readServiceFields(file, diag.Pair{Key: svc.Name + ": variants: " + kv.Key, KeyPos: kv.KeyPos, Value: kv.Value}, v, nil, brokers, errs)
 		svc.Variants[kv.Key] = v
 	}
 }
@@ -73,7 +73,16 @@ func (s *System) brokersOrAll() []string {
 	if s.Brokers != nil {
 		return s.Brokers
 	}
-	return broker.Names()
+	return s.kindNames()
+}
+
+// kindNames are the names of the kinds the file was read against.
+func (s *System) kindNames() []string {
+	out := make([]string, len(s.Kinds))
+	for i, k := range s.Kinds {
+		out[i] = k.Name
+	}
+	return out
 }
 
 // On is the system as it runs on broker b: each service with its

@@ -12,15 +12,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/jetstream/natsserver"
 	"github.com/outboxdrill/runner/internal/redact"
-	"github.com/outboxdrill/runner/servers"
 )
 
 // conn is a run's NATS connection, and its server when the runner's own.
 type conn struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
-	srv *servers.NATS
+	srv *natsserver.Server
 }
 
 // open connects for drills: a server a step killed is the answer, not a
@@ -28,7 +28,7 @@ type conn struct {
 // reconnects are quick.
 func open(_ context.Context, h broker.Host, url string, own broker.Process) (broker.Conn, error) {
 	var c conn
-	c.srv, _ = own.(*servers.NATS)
+	c.srv, _ = own.(*natsserver.Server)
 	nc, err := nats.Connect(url, nats.Name("outboxdrill"), nats.MaxReconnects(-1),
 		nats.ReconnectWait(20*time.Millisecond), nats.ReconnectBufSize(-1), nats.Timeout(2*time.Second))
 	if err != nil {

@@ -180,6 +180,14 @@ func (s *Stream) Name() string { return s.name }
 // Subject is the one subject the stream takes: what a relay publishes to.
 func (s *Stream) Subject() string { return subject(s.name) }
 
+// Placeholders tell a team's services the stream, its subject and, for
+// consumer, its durable consumer's name.
+func (s *Stream) Placeholders(_ context.Context, consumer string) (map[string]string, error) {
+	return map[string]string{"stream_name": s.Name(), "subject": s.Subject(), "destination": s.Subject(), "group": Durable(consumer)}, nil
+}
+
+var _ broker.Named = (*Stream)(nil)
+
 // Durable is the name of group g's durable consumer, as the Stream creates
 // it and as a team's consumer should name its own.
 func Durable(g string) string { return sanitize(g) }

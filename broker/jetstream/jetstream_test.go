@@ -18,8 +18,8 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/broker/brokertest"
+	"github.com/outboxdrill/runner/broker/jetstream/natsserver"
 	"github.com/outboxdrill/runner/internal/testservers"
-	"github.com/outboxdrill/runner/servers"
 )
 
 func TestMain(m *testing.M) { testservers.Main(m) }
@@ -632,7 +632,7 @@ func TestANackIsInPlaceBeforeTheNextPull(t *testing.T) {
 func TestAPublishAfterDownFailsAtOnce(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	srv, err := servers.StartNATS(ctx, servers.NATSOptions{})
+	srv, err := natsserver.Start(ctx, natsserver.Options{})
 	if err != nil {
 		testservers.Absent(t, err)
 	}

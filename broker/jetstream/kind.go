@@ -12,8 +12,8 @@ import (
 	"unicode"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/jetstream/natsserver"
 	"github.com/outboxdrill/runner/internal/redact"
-	"github.com/outboxdrill/runner/servers"
 )
 
 // Kind is NATS JetStream as the runner knows it (broker/kinds registers it).
@@ -21,6 +21,8 @@ var Kind = &broker.Kind{
 	Name: broker.NATS, Title: "NATS", Product: "NATS JetStream",
 	Flag: "nats", Env: "RUNNER_NATS_URL",
 	FlagUsage: "the NATS server (JetStream on) at `URL`", Own: "one", Want: "a NATS URL",
+	Ports:        map[string]string{"nats": "4222", "tls": "4222"},
+	Placeholders: []string{"subject", "stream_name", "group"},
 	Probe: broker.Probe{
 		Protocol: "NATS", Need: 5, // the server speaks first: INFO {...}
 		OK:    func(a []byte) bool { return string(a[:5]) == "INFO " },
@@ -34,7 +36,7 @@ var Kind = &broker.Kind{
 	},
 	Start:      start,
 	Open:       open,
-	Dir:        servers.NATSDir,
+	Dir:        natsserver.Dir,
 	Limits:     limits,
 	ConsumerID: consumerID,
 	Verbs:      broker.Verbs{Publish: "PUB (PubAck)", Read: "pull (CONSUMER.MSG.NEXT)", Ack: "+ACK", Claim: "pull (after AckWait)"},
@@ -95,7 +97,7 @@ func probeAddrs(url string) ([]broker.Addr, bool, error) {
 
 // start starts the runner's own nats-server.
 func start(ctx context.Context, h broker.Host) (string, broker.Process, error) {
-	srv, err := servers.StartNATS(ctx, servers.NATSOptions{})
+	srv, err := natsserver.Start(ctx, natsserver.Options{})
 	if err != nil {
 		return "", nil, err
 	}

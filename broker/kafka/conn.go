@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outboxdrill/runner/broker"
-	"github.com/outboxdrill/runner/servers"
+	"github.com/outboxdrill/runner/broker/kafka/kafkaserver"
 )
 
 // conn is a run's admin client, and its server when the runner's own.
@@ -23,7 +23,7 @@ type conn struct {
 	seeds   []string
 	cl      *kgo.Client
 	adm     *kadm.Client
-	srv     *servers.Kafka
+	srv     *kafkaserver.Server
 	session time.Duration
 	label   string
 }
@@ -37,7 +37,7 @@ const (
 
 func open(ctx context.Context, h broker.Host, url string, own broker.Process) (broker.Conn, error) {
 	c := conn{session: kafkaSession, label: broker.Kafka}
-	if c.srv, _ = own.(*servers.Kafka); c.srv != nil {
+	if c.srv, _ = own.(*kafkaserver.Server); c.srv != nil {
 		c.session, c.label = kfakeSession, KfakeLabel
 	}
 	h.SetLabel(c.label)
@@ -65,10 +65,10 @@ func open(ctx context.Context, h broker.Host, url string, own broker.Process) (b
 	return c, nil
 }
 
-// isKfake tells kfake by its cluster id: a runner's own (KfakeClusterPrefix)
+// isKfake tells kfake by its cluster id: a runner's own (kafkaserver.ClusterPrefix)
 // or kfake's default, "kfake" (kfake.ClusterID).
 func isKfake(clusterID string) bool {
-	return strings.HasPrefix(clusterID, servers.KfakeClusterPrefix) || clusterID == "kfake"
+	return strings.HasPrefix(clusterID, kafkaserver.ClusterPrefix) || clusterID == "kfake"
 }
 
 func (c conn) New(ctx context.Context, key string, sc broker.Scenario) (broker.Broker, error) {

@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/outboxdrill/runner/broker"
-	"github.com/outboxdrill/runner/servers"
+	"github.com/outboxdrill/runner/broker/kafka/kafkaserver"
 )
 
 // KfakeLabel names the runner's own Kafka-protocol server in every report:
@@ -19,6 +19,8 @@ var Kind = &broker.Kind{
 	Name: broker.Kafka, Title: "Kafka", Product: "Kafka",
 	Flag: "kafka", Env: "RUNNER_KAFKA_URL",
 	FlagUsage: "the Kafka cluster at `HOST:PORT`[,HOST:PORT...]", Own: "kfake", Want: "HOST:PORT[,HOST:PORT...]",
+	Ports:        map[string]string{"kafka": "9092"},
+	Placeholders: []string{"topic", "group"},
 	Probe: broker.Probe{
 		// ApiVersions v0, correlation id 1, no client id: the answer's
 		// header (after the 4-byte size) carries the correlation id back.
@@ -28,7 +30,7 @@ var Kind = &broker.Kind{
 	},
 	Start:  start,
 	Open:   open,
-	Dir:    servers.KafkaDir,
+	Dir:    kafkaserver.Dir,
 	Limits: limits,
 	Verbs:  broker.Verbs{Publish: "Produce", Read: "Fetch", Ack: "OffsetCommit", Claim: "Fetch (after the rebalance)"},
 	Mechanisms: map[broker.Mechanism]string{
@@ -69,7 +71,7 @@ func probeAddrs(url string) ([]broker.Addr, bool, error) {
 
 // start starts the runner's own kfake.
 func start(ctx context.Context, h broker.Host) (string, broker.Process, error) {
-	srv, err := servers.StartKafka(ctx)
+	srv, err := kafkaserver.Start(ctx)
 	if err != nil {
 		return "", nil, err
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outboxdrill/runner/broker"
 )
 
 // GroupID is the Kafka group of consumer group g on this topic: the name
@@ -72,6 +74,16 @@ func (t *Topic) Adopt(gs ...string) {
 		t.adopted = append(t.adopted, t.groupID(g))
 	}
 }
+
+// Placeholders tell a team's services the topic and, for consumer, its
+// group TOPIC.CONSUMER. The team's consumer joins that group itself: the
+// Topic adopts it, to delete it with the scenario's topic.
+func (t *Topic) Placeholders(_ context.Context, consumer string) (map[string]string, error) {
+	t.Adopt(consumer)
+	return map[string]string{"topic": t.Name(), "destination": t.Name(), "group": t.GroupID(consumer)}, nil
+}
+
+var _ broker.Named = (*Topic)(nil)
 
 // evict removes every member of group id from it (LeaveGroup by member
 // id, KIP-345): a team's consumer killed by the drill leaves its member

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
-	"github.com/outboxdrill/runner/servers"
+	"github.com/outboxdrill/runner/broker/kafka/kafkaserver"
 )
 
 // A publish while the broker is down fails with the refusal as its cause
@@ -15,7 +15,7 @@ import (
 func TestPublishWhileEveryBrokerRefuses(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	srv, err := servers.StartKafka(ctx)
+	srv, err := kafkaserver.Start(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

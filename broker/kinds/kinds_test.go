@@ -48,7 +48,7 @@ func TestCheckNamesWhatAKindLacks(t *testing.T) {
 		reflect.ValueOf(&k).Elem().Field(i).SetZero()
 		err := k.Check()
 		switch f.Name {
-		case "Local", "LabelNote", "Options", "OptionsDoc", "Proxy", "ConsumerID":
+		case "Local", "LabelNote", "Options", "OptionsDoc", "Proxy", "ConsumerID", "DirOwner", "Ports", "Placeholders", "EntryFields", "Pipelined":
 			if err != nil {
 				t.Errorf("without %s (optional): %v", f.Name, err)
 			}

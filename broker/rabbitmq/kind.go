@@ -10,8 +10,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/rabbitmq/rabbitmqserver"
 	"github.com/outboxdrill/runner/internal/redact"
-	"github.com/outboxdrill/runner/servers"
 )
 
 // Kind is RabbitMQ (quorum queues) as the runner knows it (broker/kinds
@@ -20,7 +20,9 @@ var Kind = &broker.Kind{
 	Name: broker.RabbitMQ, Title: "RabbitMQ", Product: "RabbitMQ",
 	Flag: "rabbitmq", Env: "RUNNER_RABBITMQ_URL",
 	FlagUsage: "the RabbitMQ server at `URL` (e.g. amqp://guest:guest@127.0.0.1:5672/)", Own: "one", Want: "a RabbitMQ URL",
-	Local: "amqp://guest:guest@127.0.0.1:5672/",
+	Ports:        map[string]string{"amqp": "5672", "amqps": "5671"},
+	Placeholders: []string{"exchange", "queue"},
+	Local:        "amqp://guest:guest@127.0.0.1:5672/",
 	Probe: broker.Probe{
 		// The AMQP 0-9-1 header: the answer is a method frame
 		// (Connection.Start) on channel 0.
@@ -36,7 +38,8 @@ var Kind = &broker.Kind{
 	},
 	Start:      start,
 	Open:       open,
-	Dir:        servers.RabbitMQDir,
+	Dir:        rabbitmqserver.Dir,
+	DirOwner:   rabbitmqserver.Credential,
 	Limits:     limits,
 	ConsumerID: consumerID,
 	Verbs:      broker.Verbs{Publish: "basic.publish (confirm)", Read: "basic.get", Ack: "basic.ack", Claim: "basic.get (requeued)"},
@@ -61,7 +64,7 @@ func probeAddrs(url string) ([]broker.Addr, bool, error) {
 // start starts the runner's own node: it boots in 6–13 s here, which
 // --rabbitmq saves.
 func start(ctx context.Context, h broker.Host) (string, broker.Process, error) {
-	srv, err := servers.StartRabbitMQ(ctx, servers.RabbitMQOptions{})
+	srv, err := rabbitmqserver.Start(ctx, rabbitmqserver.Options{})
 	if err != nil {
 		return "", nil, err
 	}

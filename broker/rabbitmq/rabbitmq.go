@@ -154,6 +154,19 @@ func (b *Broker) abandon(err error) error {
 // Name is the exchange's name, the prefix of every queue's.
 func (b *Broker) Name() string { return b.name }
 
+// Placeholders tell a team's services the exchange and consumer's quorum
+// queue, declared and bound now.
+func (b *Broker) Placeholders(ctx context.Context, consumer string) (map[string]string, error) {
+	q, err := b.GroupQueue(ctx, consumer)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"exchange": b.Name(), "destination": b.Name(), "queue": q}, nil
+}
+
+// A scenario's broker on its own connection (ownConnBroker) is one too.
+var _ broker.Named = (*Broker)(nil)
+
 // Queues lists every queue this Broker has declared.
 func (b *Broker) Queues() []string {
 	b.mu.Lock()

@@ -10,20 +10,20 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/redisstream/redisserver"
 	"github.com/outboxdrill/runner/internal/redact"
-	"github.com/outboxdrill/runner/servers"
 )
 
 // conn is a run's Redis client, and its server when the runner's own.
 type conn struct {
 	rdb *redis.Client
-	srv *servers.Redis
+	srv *redisserver.Server
 }
 
 // open connects to the Redis at url (the runner's own when own is not nil).
 func open(ctx context.Context, h broker.Host, url string, own broker.Process) (broker.Conn, error) {
 	var c conn
-	c.srv, _ = own.(*servers.Redis)
+	c.srv, _ = own.(*redisserver.Server)
 	opt, err := redis.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("--%s %s: %w", flagName, redact.URL(url), redact.Err(url, err))

@@ -3,38 +3,22 @@ package redisstream
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/outboxdrill/runner/broker"
 )
 
-// Group is one consumer group of the stream as XINFO GROUPS reports it.
-type Group struct {
-	Name    string
-	Pending int64
-	// Undelivered is how many entries the group has not been handed yet:
-	// Redis's lag, or, where Redis cannot tell it (-1 after a deletion),
-	// whether the last entry is past the group's last-delivered id (0 or 1).
-	Undelivered int64
-	// LastDelivered is the id of the last entry handed to the group: a
-	// later entry is still to come, an earlier one only if pending.
-	LastDelivered string
-}
-
-// Entry is one entry the stream holds.
-type Entry struct{ ID, EventID string }
-
-// PendingEntry is one entry of a group's pending list (XPENDING, extended form).
-type PendingEntry struct {
-	ID         string
-	Consumer   string // the worker that holds it
-	Idle       time.Duration
-	Deliveries int64
-	EventID    string // the entry's event id field; "" when the entry was deleted
-}
+// The stream is a broker.Inspector (settling reads its groups and
+// pending entries one by one) and a broker.Lister (lost is judged on the
+// entries it holds).
+var (
+	_ broker.Inspector = (*Stream)(nil)
+	_ broker.Lister    = (*Stream)(nil)
+)
 
 // Groups reads XINFO GROUPS. A stream that does not exist has none.
-func (s *Stream) Groups(ctx context.Context) ([]Group, error) {
+func (s *Stream) Groups(ctx context.Context) ([]broker.Group, error) {
 	n, err := s.rdb.Exists(ctx, s.key).Result()
 	if err != nil || n == 0 {
 		return nil, err
@@ -44,7 +28,7 @@ func (s *Stream) Groups(ctx context.Context) ([]Group, error) {
 		return nil, fmt.Errorf("XINFO GROUPS %s: %w", s.key, err)
 	}
 	var last string
-	out := make([]Group, 0, len(infos))
+	out := make([]broker.Group, 0, len(infos))
 	for _, g := range infos {
 		lag := g.Lag
 		if lag < 0 {
@@ -58,7 +42,7 @@ func (s *Stream) Groups(ctx context.Context) ([]Group, error) {
 				lag = 1
 			}
 		}
-		out = append(out, Group{Name: g.Name, Pending: g.Pending, Undelivered: lag, LastDelivered: g.LastDeliveredID})
+		out = append(out, broker.Group{Name: g.Name, Pending: g.Pending, Undelivered: lag, LastDelivered: g.LastDeliveredID})
 	}
 	return out, nil
 }
@@ -104,14 +88,14 @@ func (s *Stream) lastID(ctx context.Context) (string, error) {
 
 // EntryList lists the entries the stream holds (XRANGE - +), with the
 // event id each carries.
-func (s *Stream) EntryList(ctx context.Context) ([]Entry, error) {
+func (s *Stream) EntryList(ctx context.Context) ([]broker.Entry, error) {
 	msgs, err := s.rdb.XRange(ctx, s.key, "-", "+").Result()
 	if err != nil {
 		return nil, fmt.Errorf("XRANGE %s: %w", s.key, err)
 	}
-	out := make([]Entry, len(msgs))
+	out := make([]broker.Entry, len(msgs))
 	for i, m := range msgs {
-		out[i] = Entry{ID: m.ID, EventID: s.delivery(m).EventID}
+		out[i] = broker.Entry{ID: m.ID, EventID: s.delivery(m).EventID}
 	}
 	return out, nil
 }
@@ -119,7 +103,7 @@ func (s *Stream) EntryList(ctx context.Context) ([]Entry, error) {
 // PendingEntries lists group's pending entries (up to 10,000) with the
 // event id each carries, read from the stream itself in one pipelined
 // round trip.
-func (s *Stream) PendingEntries(ctx context.Context, group string) ([]PendingEntry, error) {
+func (s *Stream) PendingEntries(ctx context.Context, group string) ([]broker.PendingEntry, error) {
 	pend, err := s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: s.key, Group: group, Start: "-", End: "+", Count: 10000}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("XPENDING %s %s: %w", s.key, group, err)
@@ -135,9 +119,9 @@ func (s *Stream) PendingEntries(ctx context.Context, group string) ([]PendingEnt
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("XRANGE %s: %w", s.key, err)
 	}
-	out := make([]PendingEntry, len(pend))
+	out := make([]broker.PendingEntry, len(pend))
 	for i, p := range pend {
-		out[i] = PendingEntry{ID: p.ID, Consumer: p.Consumer, Idle: p.Idle, Deliveries: p.RetryCount}
+		out[i] = broker.PendingEntry{ID: p.ID, Consumer: p.Consumer, Idle: p.Idle, Deliveries: p.RetryCount}
 		if msgs := ranges[i].Val(); len(msgs) == 1 {
 			out[i].EventID = s.delivery(msgs[0]).EventID
 		}
@@ -148,7 +132,7 @@ func (s *Stream) PendingEntries(ctx context.Context, group string) ([]PendingEnt
 // Deliverable lists, per group, the entries the group may still be handed:
 // those it holds pending and those past its last-delivered id. A group
 // that does not exist is left out: whoever creates it decides.
-func (s *Stream) Deliverable(ctx context.Context, entries []Entry) (map[string]map[string]bool, error) {
+func (s *Stream) Deliverable(ctx context.Context, entries []broker.Entry) (map[string]map[string]bool, error) {
 	groups, err := s.Groups(ctx)
 	if err != nil {
 		return nil, err

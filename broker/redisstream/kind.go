@@ -7,7 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outboxdrill/runner/broker"
-	"github.com/outboxdrill/runner/servers"
+	"github.com/outboxdrill/runner/broker/redisstream/redisserver"
 )
 
 // flagName is the CLI flag of a Redis URL (--redis), also named in errors.
@@ -18,6 +18,10 @@ var Kind = &broker.Kind{
 	Name: broker.Redis, Title: "Redis", Product: "Redis Streams",
 	Flag: flagName, Env: "RUNNER_REDIS_URL",
 	FlagUsage: "the Redis server at `URL`", Own: "one", Want: "a Redis URL",
+	Ports:        map[string]string{"redis": "6379", "rediss": "6379"},
+	Placeholders: []string{"stream", "group"},
+	EntryFields:  true,
+	Pipelined:    "XADD",
 	Probe: broker.Probe{
 		// PING: +PONG, or an error such as -NOAUTH: a Redis either way.
 		Protocol: "Redis", Hello: []byte("PING\r\n"), Need: 1,
@@ -32,7 +36,7 @@ var Kind = &broker.Kind{
 	},
 	Start:  start,
 	Open:   open,
-	Dir:    servers.RedisDir,
+	Dir:    redisserver.Dir,
 	Limits: limits,
 	Verbs:  broker.Verbs{Publish: "XADD", Read: "XREADGROUP", Ack: "XACK", Claim: "XCLAIM"},
 	Mechanisms: map[broker.Mechanism]string{
@@ -55,7 +59,7 @@ func probeAddrs(url string) ([]broker.Addr, bool, error) {
 
 // start starts the runner's own Redis.
 func start(ctx context.Context, h broker.Host) (string, broker.Process, error) {
-	srv, err := servers.StartRedis(ctx, servers.RedisOptions{})
+	srv, err := redisserver.Start(ctx, redisserver.Options{})
 	if err != nil {
 		return "", nil, err
 	}

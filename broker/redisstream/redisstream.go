@@ -52,6 +52,20 @@ func (s *Stream) WithFields(ev, pay string) *Stream {
 	return s
 }
 
+// UseFields is WithFields for the runner (broker.Fielded).
+func (s *Stream) UseFields(ev, pay string) { s.WithFields(ev, pay) }
+
+// Placeholders tell a team's services the stream key and, for consumer,
+// its group: the consumer id itself.
+func (s *Stream) Placeholders(_ context.Context, consumer string) (map[string]string, error) {
+	return map[string]string{"stream": s.key, "destination": s.key, "group": consumer}, nil
+}
+
+var (
+	_ broker.Fielded = (*Stream)(nil)
+	_ broker.Named   = (*Stream)(nil)
+)
+
 // Capabilities: Redis Streams has all but broker-side dedupe.
 func (s *Stream) Capabilities() broker.Capabilities {
 	return broker.Capabilities{

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/redisstream/redisserver"
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/internal/testutil"
 	"github.com/outboxdrill/runner/servers"
@@ -174,7 +175,7 @@ func ownServers(t *testing.T) (pgURL, redisURL string) {
 	var pgErr error
 	done := make(chan struct{})
 	go func() { defer close(done); pg, pgErr = servers.StartPostgres(ctx, servers.PostgresOptions{}) }()
-	rd, rdErr := servers.StartRedis(ctx, servers.RedisOptions{})
+	rd, rdErr := redisserver.Start(ctx, redisserver.Options{})
 	<-done
 	if pg != nil {
 		t.Cleanup(func() { _ = pg.Discard(context.Background()) })

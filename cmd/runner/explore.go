@@ -110,7 +110,7 @@ func defineExploreFlags(fs *flag.FlagSet) *exploreFlags {
 	check(fs, "faults", "a number from 0 to 1 such as 0.1", func() bool { return f.rnd.Faults >= 0 && f.rnd.Faults <= 1 })
 	countFlag(fs, &f.rnd.Events, "events", 100, 1, "with --random, drive `N` events")
 	countFlag(fs, &p.Runner.Parallel, "parallel", runtime.NumCPU(), 1, "run `N` points at once")
-	fs.StringVar(&f.broker, "broker", broker.Redis, "the `broker` the services talk to (its proxy maps the broker boundaries: Redis commands; publish, deliver, ack on NATS, RabbitMQ, Kafka)")
+	fs.StringVar(&f.broker, "broker", broker.Default(), "the `broker` the services talk to (its proxy maps the broker boundaries: Redis commands; publish, deliver, ack on NATS, RabbitMQ, Kafka)")
 	fs.BoolVar(&p.Verbose, "v", false, "print every point's verdict, held ones too")
 	f.servers = exploreServerFlags(fs, &p.Runner)
 	fs.StringVar(&f.reports[0], "junit", "", "write a JUnit XML report (one testcase per point) to `FILE`")

@@ -52,6 +52,7 @@ import (
 
 	"github.com/outboxdrill/runner/bench"
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/kinds"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/internal/safe"
@@ -59,7 +60,6 @@ import (
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
-	"github.com/outboxdrill/runner/servers"
 	"github.com/outboxdrill/runner/system"
 )
 
@@ -86,7 +86,7 @@ type quietRedis struct{}
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
 func main() {
-	servers.ServeKfakeChild() // this program re-executed as the runner's own Kafka-protocol server
+	kinds.ServeChild() // this program re-executed as the runner's own Kafka-protocol server
 	redis.SetLogger(quietRedis{})
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 1)
@@ -468,7 +468,7 @@ func load(ctx context.Context, paths []string, stderr io.Writer) ([]*scenario.Sc
 	if !ok {
 		return nil, false
 	}
-	scs, errs := scenario.LoadFilesContext(ctx, files)
+	scs, errs := scenario.LoadFilesContext(ctx, files, kinds.All())
 	if ctx.Err() != nil {
 		return nil, false
 	}
@@ -530,7 +530,7 @@ func loadSystem(ctx context.Context, scs []*scenario.Scenario, file string, stde
 func systemProblems(ctx context.Context, scs []*scenario.Scenario, file string, stderr io.Writer) (sys *system.System, errs diag.Errors, ok bool) {
 	if file != "" {
 		var err error
-		sys, errs, err = system.Load(ctx, file)
+		sys, errs, err = system.Load(ctx, file, kinds.All())
 		switch {
 		case ctx.Err() != nil:
 			return nil, nil, false
@@ -580,7 +580,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("run")
 	p := runner.Params{Out: stdout, Log: stderr, Warn: stderr}
 	servers := append([]runner.ServerFlag{runner.PGFlag(fs, &p.PGURL, false)}, runner.BrokerFlags(fs, false)...)
-	brokers := &listFlag{v: broker.Redis}
+	brokers := &listFlag{v: broker.Default()}
 	fs.Var(brokers, "broker", "run every scenario on `"+runner.BrokerChoices()+"` (or a list: "+runner.BrokerExample()+"; given twice, both): one result per scenario and broker")
 	sel := selectionFlags(fs, &p)
 	durationFlag(fs, &p.Timeout, "timeout", time.Minute, maxTimeout, "cancel a scenario that runs longer than `DURATION` (at most 24h)")
@@ -666,10 +666,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// pipelineBroker is the broker soak and bench drive the reference pipeline
+// on: Redis only (its raw baseline is XADD and XREADGROUP).
+const pipelineBroker = broker.Redis
+
 // redisFlags are --pg and --redis, the servers of soak and bench: they
 // drive the pipeline on Redis only.
 func redisFlags(fs *flag.FlagSet, pg, redis *string) []runner.ServerFlag {
-	k, _ := broker.Lookup(broker.Redis)
+	k, _ := broker.Lookup(pipelineBroker)
 	return []runner.ServerFlag{runner.PGFlag(fs, pg, false), runner.BrokerFlag(fs, k, redis, false)}
 }
 
@@ -803,7 +807,7 @@ func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	connectTimeoutFlag(fs, &p.ConnectTimeout, pg)
 	systemFile := fs.String("system", "", "the system `FILE` applies to every scenario, as with run; alone, validate checks that file")
 	offline := fs.Bool("offline", false, "load and check the files only: no mapping is checked against a database")
-	brokers := &listFlag{v: broker.Redis}
+	brokers := &listFlag{v: broker.Default()}
 	fs.Var(brokers, "broker", "check what the services are given on `"+runner.BrokerChoices()+"` (or a list), as run with that --broker would: a ${…} that means nothing there is an error, as is a broker fault one of them does not take (without --broker, faults are checked on the system file's brokers:)")
 	paths, code, done := parseArgs(fs, args, stdout, stderr)
 	if done {
@@ -849,7 +853,7 @@ func validateFiles(ctx context.Context, paths []string, systemFile string, runOn
 		if !ok {
 			return nil, nil, false
 		}
-		scs, errs = scenario.LoadFilesContext(ctx, files)
+		scs, errs = scenario.LoadFilesContext(ctx, files, kinds.All())
 	}
 	if ctx.Err() != nil {
 		return nil, nil, false
@@ -1023,7 +1027,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	only := fs.String("only", "", "measure only these `SECTIONS`, comma-separated: "+strings.Join(bench.Sections, ", ")+" (default all)")
 	servers := redisFlags(fs, &p.PGURL, &p.Redis)
 	for _, k := range broker.Kinds() { // the other brokers: the proxy figures only
-		if k.Name != broker.Redis {
+		if k.Name != pipelineBroker {
 			servers = append(servers, runner.BrokerFlag(fs, k, new(string), false))
 		}
 	}

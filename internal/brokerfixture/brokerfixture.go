@@ -18,9 +18,10 @@ import (
 	"strings"
 
 	"github.com/outboxdrill/runner/broker"
-	// The built-in kinds register first, so they keep their order (and
-	// Redis stays the default) with this one after them.
-	_ "github.com/outboxdrill/runner/broker/kinds"
+	// The built-in kinds register first (this package imports them), so
+	// they keep their order (and Redis stays the default) with this one
+	// after them.
+	"github.com/outboxdrill/runner/broker/kinds"
 )
 
 // Name is the fixture broker's name.
@@ -71,6 +72,10 @@ type Options struct {
 }
 
 func init() { broker.Register(Kind) }
+
+// Kinds are the brokers a test with the fixture loads against: the
+// built-in ones, then the fixture, as registered.
+func Kinds() []*broker.Kind { return append(kinds.All(), Kind) }
 
 // addrs reads fixture://HOST:PORT.
 func addrs(url string) ([]broker.Addr, bool, error) {

@@ -149,7 +149,7 @@ func TestScenarioLanguage(t *testing.T) {
 	if p := schema.Properties[name].Properties; p["depth"] == nil || p["loud"] == nil {
 		t.Errorf("the schema's fixture key: %v", p)
 	}
-	scs, errs := scenario.Parse("f.yaml", []byte("name: f\nfixture: {depth: 3}\nsteps:\n  - expect: {stream.entries: 1, fixture: {stream.entries: 2}}\n"))
+	scs, errs := scenario.Parse("f.yaml", []byte("name: f\nfixture: {depth: 3}\nsteps:\n  - expect: {stream.entries: 1, fixture: {stream.entries: 2}}\n"), brokerfixture.Kinds())
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -160,7 +160,7 @@ func TestScenarioLanguage(t *testing.T) {
 		"fixture: {depth: 0}": "f.yaml:2:18: fixture: depth: must be at least 1, got 0",
 		"fixture: {dept: 3}":  `f.yaml:2:11: fixture: unknown key "dept" (did you mean "depth"?); known: depth, loud`,
 	} {
-		if _, errs := scenario.Parse("f.yaml", []byte("name: f\n"+src+"\nsteps: [produce]\n")); len(errs) != 1 || errs[0].Error() != want {
+		if _, errs := scenario.Parse("f.yaml", []byte("name: f\n"+src+"\nsteps: [produce]\n"), brokerfixture.Kinds()); len(errs) != 1 || errs[0].Error() != want {
 			t.Errorf("%s: %v, want %s", src, errs, want)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/scenariotest"
 	"github.com/outboxdrill/runner/internal/stepfixture"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/scenario"
@@ -30,7 +31,7 @@ func TestMain(m *testing.M) {
 
 func load(t *testing.T, src string) *scenario.Scenario {
 	t.Helper()
-	scs, errs := scenario.Parse("fixture.yaml", []byte(src))
+	scs, errs := scenario.Parse("fixture.yaml", []byte(src), scenariotest.Kinds())
 	if len(errs) > 0 {
 		t.Fatalf("parse: %v", errs)
 	}
@@ -62,7 +63,7 @@ func TestStepIsValidated(t *testing.T) {
 		"name: x\nsteps:\n  - fixture_poll(idle=1s, halt)\n": "fixture.yaml:3:5: halt polls nothing: drop idle",
 		"name: x\nsteps:\n  - fixture_pol\n":                 `(did you mean "fixture_poll"?)`,
 	} {
-		_, errs := scenario.Parse("fixture.yaml", []byte(src))
+		_, errs := scenario.Parse("fixture.yaml", []byte(src), scenariotest.Kinds())
 		if len(errs) == 0 || !strings.Contains(errs.Error(), want) {
 			t.Errorf("%q: got %v, want an error containing %q", src, errs, want)
 		}

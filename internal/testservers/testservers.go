@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/broker/kafka/kafkaserver"
+	"github.com/outboxdrill/runner/broker/redisstream/redisserver"
 	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/internal/testutil"
 	"github.com/outboxdrill/runner/servers"
@@ -41,7 +43,7 @@ var (
 // (killed and removed: a clean shutdown would only write data about to be
 // deleted). Use it as the body of TestMain.
 func Main(m *testing.M) {
-	servers.ServeKfakeChild() // this binary re-executed as the Kafka server
+	kafkaserver.ServeChild() // this binary re-executed as the Kafka server
 	inMain = true
 	if parallel > 0 {
 		testutil.DefaultParallel(parallel)
@@ -93,13 +95,13 @@ func start() {
 	pgURL, redisURL = os.Getenv("RUNNER_PG_URL"), os.Getenv("RUNNER_REDIS_URL")
 	var wg sync.WaitGroup
 	var pg *servers.Postgres
-	var rd *servers.Redis
+	var rd *redisserver.Server
 	var pgErr, rdErr error
 	if pgURL == "" {
 		wg.Go(func() { pg, pgErr = servers.StartPostgres(ctx, servers.PostgresOptions{}) })
 	}
 	if redisURL == "" {
-		rd, rdErr = servers.StartRedis(ctx, servers.RedisOptions{})
+		rd, rdErr = redisserver.Start(ctx, redisserver.Options{})
 	}
 	wg.Wait()
 	if pg != nil {
@@ -138,11 +140,12 @@ var (
 
 // Broker is the URL of a server of kind k for the tests: k.Env when set,
 // else k.Local when it answers, else k's own server started as the runner
-// starts it (k.Start). Redis is the server URLs starts beside PostgreSQL.
-// A broker package's tests pass their own Kind: they do not register it.
+// starts it (k.Start). Redis, the kind whose own server is redisserver's,
+// is the server URLs starts beside PostgreSQL. A broker package's tests
+// pass their own Kind: they do not register it.
 func Broker(t testing.TB, k *broker.Kind) string {
 	t.Helper()
-	if k.Name == broker.Redis {
+	if k.Dir == redisserver.Dir {
 		return Redis(t)
 	}
 	requireMain(t)

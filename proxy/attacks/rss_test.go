@@ -21,11 +21,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/outboxdrill/runner/broker/kafka/kafkaserver"
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/proxy/kafka"
 	"github.com/outboxdrill/runner/proxy/pgwire"
 	"github.com/outboxdrill/runner/proxy/resp"
-	"github.com/outboxdrill/runner/servers"
 )
 
 func TestMain(m *testing.M) { testservers.Main(m) }
@@ -290,10 +290,10 @@ func attacks(pgUser string) []attack {
 
 // kfake is the Kafka attacks' upstream: the runner's own kfake, in a
 // process of its own (the figures are the proxy's process).
-var kfake *servers.Kafka
+var kfake *kafkaserver.Server
 
 func ownKfake(t *testing.T) string {
-	k, err := servers.StartKafka(context.Background())
+	k, err := kafkaserver.Start(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

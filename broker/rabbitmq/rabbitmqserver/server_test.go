@@ -1,4 +1,4 @@
-package servers
+package rabbitmqserver
 
 import (
 	"bytes"
@@ -12,6 +12,9 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/outboxdrill/runner/internal/testutil"
+	"github.com/outboxdrill/runner/servers"
 )
 
 // rabbitmqCtx bounds one RabbitMQ test: a node takes several seconds to
@@ -27,16 +30,22 @@ func rabbitmqCtx(t *testing.T) context.Context {
 }
 
 // startRabbitMQ starts a node for one test and discards it at the end.
-func startRabbitMQ(t *testing.T, ctx context.Context) *RabbitMQ {
+func startRabbitMQ(t *testing.T, ctx context.Context) *Server {
 	t.Helper()
 	start := time.Now()
-	r, err := StartRabbitMQ(ctx, RabbitMQOptions{})
+	r, err := Start(ctx, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Discard(context.Background()) })
 	t.Logf("started in %v at %s (pid %d, dir %s)", time.Since(start).Round(time.Millisecond), r.URL(), r.PID(), r.Dir)
 	return r
+}
+
+// running reports whether pid exists and is not a zombie.
+func running(pid int) bool {
+	_, alive := servers.StartTime(pid)
+	return alive
 }
 
 // procsMentioning lists the live processes whose command line or
@@ -46,7 +55,7 @@ func procsMentioning(s string) []string {
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() || !alive(pid) {
+		if err != nil || pid == os.Getpid() || !running(pid) {
 			continue
 		}
 		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
@@ -63,7 +72,7 @@ func procsMentioning(s string) []string {
 func assertNoneMentions(t *testing.T, dir string) {
 	t.Helper()
 	var left []string
-	if !eventually(func() bool { left = procsMentioning(dir); return len(left) == 0 }) {
+	if !testutil.Eventually(func() bool { left = procsMentioning(dir); return len(left) == 0 }) {
 		t.Errorf("processes left behind:\n%s", strings.Join(left, "\n"))
 	}
 }
@@ -133,7 +142,7 @@ func TestRabbitMQ(t *testing.T) {
 	if !strings.HasPrefix(url, "amqp://guest:guest@127.0.0.1:") || strings.HasSuffix(url, ":5672/") {
 		t.Errorf("URL() = %s", url)
 	}
-	assertOwnGroup(t, pid)
+	testutil.AssertOwnGroup(t, pid)
 
 	ch := amqpChannel(t, ctx, url)
 	if _, err := ch.QueueDeclare("drill", true, false, false, false, nil); err != nil {
@@ -165,10 +174,10 @@ func TestRabbitMQ(t *testing.T) {
 	if err := r.Kill(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if alive(pid) || r.PID() != 0 {
+	if running(pid) || r.PID() != 0 {
 		t.Fatalf("pid %d runs after Kill (PID() = %d)", pid, r.PID())
 	}
-	epmd := r.epmd.Load().pid()
+	epmd := r.epmd.Load().PID()
 	for _, p := range procsMentioning(dir) {
 		if !strings.HasPrefix(p, strconv.Itoa(epmd)+" ") {
 			t.Errorf("after Kill, only epmd (%d) should be left; found %s", epmd, p)
@@ -206,7 +215,7 @@ func TestRabbitMQ(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("stopped in %v", time.Since(start).Round(time.Millisecond))
-	assertGone(t, pid, dir)
+	testutil.AssertGone(t, pid, dir)
 	assertNoneMentions(t, dir)
 	if err := r.Discard(ctx); err != nil {
 		t.Errorf("Discard after Stop: %v", err)
@@ -214,13 +223,13 @@ func TestRabbitMQ(t *testing.T) {
 }
 
 // unstartedRabbitMQ is a RabbitMQ with its dir prepared, ready for launch.
-func unstartedRabbitMQ(t *testing.T) *RabbitMQ {
+func unstartedRabbitMQ(t *testing.T) *Server {
 	t.Helper()
 	bin, epmd, err := findRabbitMQ("")
 	if err != nil {
 		t.Skip(err)
 	}
-	cred, err := rabbitmqCredential()
+	cred, err := Credential()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +238,7 @@ func unstartedRabbitMQ(t *testing.T) *RabbitMQ {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newRabbitMQ(bin, epmd, dir, cred)
+	r := newServer(bin, epmd, dir, cred)
 	t.Cleanup(func() {
 		if err := r.Discard(context.Background()); err != nil {
 			t.Error(err)
@@ -259,9 +268,9 @@ func TestRabbitMQLostPort(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ports.epmd = occupy(t) // a stranger that accepts and never answers
+		ports.epmd = testutil.Occupy(t) // a stranger that accepts and never answers
 		_, err = r.launch(ctx, ports)
-		if !lostPortRace(err) {
+		if !servers.LostPortRace(err) {
 			t.Fatalf("launch with a busy epmd port: %v; want a lost port race", err)
 		}
 		t.Logf("%.300s", err)
@@ -272,15 +281,13 @@ func TestRabbitMQLostPort(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ports.amqp = occupy(t)
+		ports.amqp = testutil.Occupy(t)
 		start := time.Now()
 		_, err = r.launch(ctx, ports)
-		if !lostPortRace(err) {
+		if !servers.LostPortRace(err) {
 			t.Fatalf("launch with a busy AMQP port: %v; want a lost port race", err)
 		}
-		var se *startError
-		errors.As(err, &se)
-		for _, line := range strings.Split(se.output, "\n") {
+		for _, line := range strings.Split(err.Error(), "\n") {
 			if strings.Contains(line, "eaddrinuse") {
 				t.Logf("failed in %v: %.200s", time.Since(start).Round(time.Millisecond), line)
 				break
@@ -290,29 +297,15 @@ func TestRabbitMQLostPort(t *testing.T) {
 }
 
 func TestRabbitMQMissingBinary(t *testing.T) {
-	_, err := StartRabbitMQ(testCtx(t), RabbitMQOptions{Binary: "/nonexistent/rabbitmq-server"})
-	var mb *MissingBinaryError
+	_, err := Start(testutil.ServerCtx(t), Options{Binary: "/nonexistent/rabbitmq-server"})
+	var mb *servers.MissingBinaryError
 	if !errors.As(err, &mb) {
-		t.Fatalf("got %v (%T), want *MissingBinaryError", err, err)
+		t.Fatalf("got %v (%T), want *servers.MissingBinaryError", err, err)
 	}
 	for _, want := range []string{`"rabbitmq-server"`, "apt-get install", "/nonexistent/rabbitmq-server"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("message lacks %s: %s", want, err)
 		}
-	}
-}
-
-func TestRabbitMQLostPortDetected(t *testing.T) {
-	for _, out := range []string{
-		"epmd: there is already a epmd running at port 4369 on ipaddr 127.0.0.1",
-		"{error,{listen_error,eaddrinuse}}",
-	} {
-		if !lostPortRace(&startError{output: out}) {
-			t.Errorf("%q not recognised", out)
-		}
-	}
-	if lostPortRace(&startError{output: "BOOT FAILED"}) || lostPortRace(errors.New("eaddrinuse")) {
-		t.Error("other failures taken for a lost port")
 	}
 }
 

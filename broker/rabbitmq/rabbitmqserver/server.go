@@ -1,4 +1,7 @@
-package servers
+// Package rabbitmqserver starts the runner's own throwaway RabbitMQ node:
+// its own epmd, node name, config and data dir on free loopback ports,
+// under the servers package's lifecycle (kill, halt, start again, stop).
+package rabbitmqserver
 
 import (
 	"bytes"
@@ -17,7 +20,13 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/outboxdrill/runner/servers"
 )
+
+// Dir is the KIND of the node's dir, drill-rabbitmq-* (broker.Kind.Dir):
+// `runner clean` looks for it.
+const Dir = "rabbitmq"
 
 // rabbitmqServer is where Debian's rabbitmq-server package keeps the script
 // that runs the node in the foreground. /usr/sbin/rabbitmq-server is a
@@ -31,19 +40,19 @@ const rabbitmqServer = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 const rabbitmqMarker = "OUTBOXDRILL_RABBITMQ_NODE"
 
 // rabbitmqReadyTimeout is the longest a node may take to boot.
-const rabbitmqReadyTimeout = 2 * readyTimeout
+const rabbitmqReadyTimeout = 2 * servers.ReadyTimeout
 
 // rabbitmqSweepTimeout bounds the wait for the node's leftover processes to go.
 const rabbitmqSweepTimeout = 5 * time.Second
 
-// RabbitMQ is a throwaway RabbitMQ node owned by this process. It has its
+// Server is a throwaway RabbitMQ node owned by this process. It has its
 // own epmd on a port of its own, its own node name, config and data dir,
 // so it shares nothing with a system RabbitMQ on the same host. Stop and
 // Halt shut the node down cleanly (SIGTERM). Kill SIGKILLs the node and
 // every process it started, as a crash would; Dir and epmd stay, so Start
 // brings back what the node had written: durable queues and their
 // persistent messages. Stop and Discard also stop its epmd.
-type RabbitMQ struct {
+type Server struct {
 	Dir string // temp dir: config files, mnesia/ (all node data), rabbitmq.log, epmd.log
 
 	binary  string // the rabbitmq-server script
@@ -53,76 +62,74 @@ type RabbitMQ struct {
 	node    string // node name, also the cluster_name a probe checks
 	cred    *syscall.Credential
 
-	lifecycle[rabbitmqPorts]                       // the node: the script execs erl, which execs beam.smp
-	epmd                     atomic.Pointer[child] // the node's epmd, run in the foreground
+	*servers.Lifecycle[rabbitmqPorts]                               // the node: the script execs erl, which execs beam.smp
+	epmd                              atomic.Pointer[servers.Child] // the node's epmd, run in the foreground
 }
 
 type rabbitmqPorts struct{ amqp, dist, epmd int }
 
-// RabbitMQOptions configure StartRabbitMQ.
-type RabbitMQOptions struct {
+// Options configure Start.
+type Options struct {
 	// Binary is the rabbitmq-server script that runs the node in the
 	// foreground. Empty: /usr/lib/rabbitmq/bin/rabbitmq-server.
 	Binary string
 }
 
-// StartRabbitMQ starts a RabbitMQ node with no plugins in a temp dir, with
+// Start starts a RabbitMQ node with no plugins in a temp dir, with
 // AMQP, distribution and epmd on free loopback ports, and returns once the
 // node lets a client declare a queue.
-func StartRabbitMQ(ctx context.Context, opts RabbitMQOptions) (*RabbitMQ, error) {
+func Start(ctx context.Context, opts Options) (*Server, error) {
 	bin, epmd, err := findRabbitMQ(opts.Binary)
 	if err != nil {
 		return nil, err
 	}
-	cred, err := rabbitmqCredential()
+	cred, err := Credential()
 	if err != nil {
 		return nil, err
 	}
-	dir, err := makeDir(RabbitMQDir)
+	dir, err := servers.MakeDir(Dir)
 	if err != nil {
 		return nil, err
 	}
-	r := newRabbitMQ(bin, epmd, dir, cred)
-	if err := r.start(ctx, r.prepare); err != nil {
+	r := newServer(bin, epmd, dir, cred)
+	if err := r.First(ctx, r.prepare); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-func newRabbitMQ(bin, epmd, dir string, cred *syscall.Credential) *RabbitMQ {
-	r := &RabbitMQ{
+func newServer(bin, epmd, dir string, cred *syscall.Credential) *Server {
+	r := &Server{
 		Dir: dir, binary: bin, epmdBin: epmd, cred: cred,
 		logPath: filepath.Join(dir, "rabbitmq.log"),
 		epmdLog: filepath.Join(dir, "epmd.log"),
 		node:    filepath.Base(dir) + "@localhost",
 	}
-	r.lifecycle = lifecycle[rabbitmqPorts]{
-		name: "rabbitmq", dir: dir, stopSignal: syscall.SIGTERM,
-		freePorts: rabbitmqFreePorts, launch: r.launch,
-		afterStop: r.sweep, release: r.stopEPMD,
-	}
+	r.Lifecycle = servers.NewLifecycle(servers.LifeSpec[rabbitmqPorts]{
+		Name: "rabbitmq", Dir: dir, StopSignal: syscall.SIGTERM,
+		FreePorts: rabbitmqFreePorts, Launch: r.launch,
+		AfterStop: r.sweep, Release: r.stopEPMD,
+	})
 	return r
 }
 
 // URL is amqp://guest:guest@127.0.0.1:PORT/; it stays the same across Kill
 // and Start. The guest user may log in because the node listens on loopback
 // only.
-func (r *RabbitMQ) URL() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return "amqp://guest:guest@" + net.JoinHostPort("127.0.0.1", strconv.Itoa(r.ports.amqp)) + "/"
+func (r *Server) URL() string {
+	return "amqp://guest:guest@" + net.JoinHostPort("127.0.0.1", strconv.Itoa(r.Ports().amqp)) + "/"
 }
 
 // stopEPMD stops the node's epmd, which outlives the node's restarts.
-func (r *RabbitMQ) stopEPMD() {
+func (r *Server) stopEPMD() {
 	if e := r.epmd.Swap(nil); e != nil {
-		e.kill()
+		e.Kill()
 	}
 }
 
 // sweep SIGKILLs every process that carries this node's marker in its
 // environment, until none is left or rabbitmqSweepTimeout passes.
-func (r *RabbitMQ) sweep() {
+func (r *Server) sweep() {
 	marker := []byte(rabbitmqMarker + "=" + r.Dir + "\x00")
 	deadline := time.Now().Add(rabbitmqSweepTimeout)
 	for {
@@ -133,7 +140,7 @@ func (r *RabbitMQ) sweep() {
 		for _, p := range procs {
 			p.kill()
 		}
-		time.Sleep(readyPoll)
+		time.Sleep(servers.ReadyPoll)
 	}
 }
 
@@ -145,7 +152,7 @@ type rabbitmqProc struct {
 }
 
 func (p rabbitmqProc) kill() {
-	if st, ok := readStat(strconv.Itoa(p.pid)); ok && st.start == p.start {
+	if start, _ := servers.StartTime(p.pid); start == p.start {
 		_ = syscall.Kill(p.pid, syscall.SIGKILL)
 	}
 }
@@ -164,8 +171,8 @@ func rabbitmqMarked(marker []byte) []rabbitmqProc {
 		if err != nil || !bytes.Contains(append([]byte{0}, env...), append([]byte{0}, marker...)) {
 			continue
 		}
-		if st, ok := readStat(e.Name()); ok && st.alive() {
-			out = append(out, rabbitmqProc{pid, st.start})
+		if start, alive := servers.StartTime(pid); alive {
+			out = append(out, rabbitmqProc{pid, start})
 		}
 	}
 	return out
@@ -173,12 +180,12 @@ func rabbitmqMarked(marker []byte) []rabbitmqProc {
 
 // prepare writes the files the node reads at every start and hands Dir to
 // the node's user.
-func (r *RabbitMQ) prepare() error {
+func (r *Server) prepare() error {
 	if err := os.WriteFile(filepath.Join(r.Dir, "enabled_plugins"), []byte("[].\n"), 0o644); err != nil {
 		return fmt.Errorf("rabbitmq enabled_plugins: %w", err)
 	}
 	if r.cred != nil {
-		if err := chownTree(r.Dir, int(r.cred.Uid), int(r.cred.Gid)); err != nil {
+		if err := servers.ChownTree(r.Dir, int(r.cred.Uid), int(r.cred.Gid)); err != nil {
 			return fmt.Errorf("hand %s to the rabbitmq user: %w", r.Dir, err)
 		}
 	}
@@ -189,7 +196,7 @@ func (r *RabbitMQ) prepare() error {
 func rabbitmqFreePorts() (rabbitmqPorts, error) {
 	var got []int
 	for len(got) < 3 {
-		port, err := freePort()
+		port, err := servers.FreePort()
 		if err != nil {
 			return rabbitmqPorts{}, err
 		}
@@ -203,9 +210,9 @@ func rabbitmqFreePorts() (rabbitmqPorts, error) {
 // launch starts epmd (unless it runs) and the node on ports and waits until
 // the node answers. On failure the processes launch started are gone when
 // it returns.
-func (r *RabbitMQ) launch(ctx context.Context, ports rabbitmqPorts) (*child, error) {
+func (r *Server) launch(ctx context.Context, ports rabbitmqPorts) (*servers.Child, error) {
 	e := r.epmd.Load()
-	startedEPMD := e == nil || e.exited()
+	startedEPMD := e == nil || e.Exited()
 	if startedEPMD {
 		var err error
 		if e, err = r.launchEPMD(ctx, ports.epmd); err != nil {
@@ -215,7 +222,7 @@ func (r *RabbitMQ) launch(ctx context.Context, ports rabbitmqPorts) (*child, err
 	c, err := r.launchNode(ctx, ports)
 	if err != nil {
 		if startedEPMD {
-			e.kill()
+			e.Kill()
 		}
 		return nil, err
 	}
@@ -225,21 +232,21 @@ func (r *RabbitMQ) launch(ctx context.Context, ports rabbitmqPorts) (*child, err
 
 // launchEPMD runs epmd in the foreground as our child: a node that starts
 // epmd itself starts it as a daemon, which outlives the node.
-func (r *RabbitMQ) launchEPMD(ctx context.Context, port int) (*child, error) {
+func (r *Server) launchEPMD(ctx context.Context, port int) (*servers.Child, error) {
 	// -d logs why epmd gives up (it exits 0 if the port is taken), plus a
 	// line per request: a few per node start.
 	args := []string{"-d", "-port", strconv.Itoa(port), "-address", "127.0.0.1"}
-	return launchSpec{
-		name: "epmd", logPath: r.epmdLog,
-		command: func(out io.Writer) *exec.Cmd {
-			cmd := newCmd(r.epmdBin, args, r.Dir, out, r.cred)
+	return servers.Launch{
+		Name: "epmd", LogPath: r.epmdLog,
+		Command: func(out io.Writer) *exec.Cmd {
+			cmd := servers.NewCmd(r.epmdBin, args, r.Dir, out, r.cred)
 			cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + r.Dir}
 			return cmd
 		},
 		// epmd first connects to the port to see whether another epmd is
 		// there, so a probe must check that ours holds the listening socket.
-		probe: func(_ context.Context, c *child) error { return rabbitmqListens(c.pid(), port) },
-	}.run(ctx, (*child).kill)
+		Probe: func(_ context.Context, c *servers.Child) error { return rabbitmqListens(c.PID(), port) },
+	}.Run(ctx, (*servers.Child).Kill)
 }
 
 // rabbitmqListens succeeds if process pid holds a socket listening on
@@ -279,7 +286,7 @@ func rabbitmqListens(pid, port int) error {
 
 // nodeEnv is the node's whole environment: nothing of ours, and none of
 // the system node's files (/etc/rabbitmq, /var/lib/rabbitmq), leaks in.
-func (r *RabbitMQ) nodeEnv(ports rabbitmqPorts) []string {
+func (r *Server) nodeEnv(ports rabbitmqPorts) []string {
 	d := r.Dir
 	return []string{
 		"PATH=/usr/bin:/bin:/usr/sbin:/sbin",
@@ -311,7 +318,7 @@ func (r *RabbitMQ) nodeEnv(ports rabbitmqPorts) []string {
 
 // launchNode writes the config for ports and starts the node, returning
 // once it answers.
-func (r *RabbitMQ) launchNode(ctx context.Context, ports rabbitmqPorts) (*child, error) {
+func (r *Server) launchNode(ctx context.Context, ports rabbitmqPorts) (*servers.Child, error) {
 	conf := filepath.Join(r.Dir, "rabbitmq.conf")
 	text := fmt.Sprintf("listeners.tcp.1 = 127.0.0.1:%d\ncluster_name = %s\n", ports.amqp, r.node)
 	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
@@ -323,24 +330,24 @@ func (r *RabbitMQ) launchNode(ctx context.Context, ports rabbitmqPorts) (*child,
 		}
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports.amqp))
-	return launchSpec{
-		name: "rabbitmq-server", logPath: r.logPath,
-		command: func(out io.Writer) *exec.Cmd {
-			cmd := newCmd(r.binary, nil, r.Dir, out, r.cred)
+	return servers.Launch{
+		Name: "rabbitmq-server", LogPath: r.logPath,
+		Command: func(out io.Writer) *exec.Cmd {
+			cmd := servers.NewCmd(r.binary, nil, r.Dir, out, r.cred)
 			cmd.Env = r.nodeEnv(ports)
 			return cmd
 		},
-		probe: func(ctx context.Context, _ *child) error { return probeRabbitMQ(ctx, addr, r.node) },
+		Probe: func(ctx context.Context, _ *servers.Child) error { return probeRabbitMQ(ctx, addr, r.node) },
 		// A node boots in 6-11s on two idle CPUs, more than the other
 		// servers' readyTimeout allows on a busy machine.
-		timeout: rabbitmqReadyTimeout,
-	}.run(ctx, func(c *child) { c.kill(); r.sweep() })
+		Timeout: rabbitmqReadyTimeout,
+	}.Run(ctx, func(c *servers.Child) { c.Kill(); r.sweep() })
 }
 
 // probeRabbitMQ succeeds once the node at addr is ours (its cluster_name is
 // node) and lets a client declare and delete a queue.
 func probeRabbitMQ(ctx context.Context, addr, node string) error {
-	conn, stop, err := dialProbe(ctx, addr)
+	conn, stop, err := servers.DialProbe(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -374,15 +381,15 @@ func findRabbitMQ(binary string) (server, epmd string, err error) {
 	if binary == "" {
 		binary = rabbitmqServer
 	}
-	if !isExecutable(binary) {
-		return "", "", &MissingBinaryError{
+	if !servers.IsExecutable(binary) {
+		return "", "", &servers.MissingBinaryError{
 			Binary:   binary,
 			Searched: []string{binary},
 			Hint:     `install the Debian package "rabbitmq-server" (apt-get install rabbitmq-server)`,
-			what:     "RabbitMQ server script (" + filepath.Base(binary) + ")",
+			What:     "RabbitMQ server script (" + filepath.Base(binary) + ")",
 		}
 	}
-	epmd, err = findProgram("", "epmd", "Erlang port mapper daemon",
+	epmd, err = servers.FindProgram("", "epmd", "Erlang port mapper daemon",
 		`install the Debian package "erlang-base" (apt-get install erlang-base), which rabbitmq-server depends on`)
 	if err != nil {
 		return "", "", err
@@ -390,13 +397,14 @@ func findRabbitMQ(binary string) (server, epmd string, err error) {
 	return binary, epmd, nil
 }
 
-// rabbitmqCredential is who the node and its epmd run as: as root, the
-// rabbitmq system user (nobody if there is none); otherwise ourselves.
-func rabbitmqCredential() (*syscall.Credential, error) {
+// Credential is who the node and its epmd run as: as root, the rabbitmq
+// system user (nobody if there is none); otherwise ourselves (nil). A root
+// runner hands the node's dir to that user (broker.Kind.DirOwner).
+func Credential() (*syscall.Credential, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
-	cred, err := systemUser("rabbitmq", "nobody")
+	cred, err := servers.SystemUser("rabbitmq", "nobody")
 	if err != nil {
 		return nil, fmt.Errorf("no unprivileged user to run RabbitMQ as (%v): create one (useradd --system rabbitmq) or run as a non-root user", err)
 	}

@@ -1,4 +1,7 @@
-package servers
+// Package natsserver starts the runner's own throwaway nats-server with
+// JetStream: in a temp dir on a free loopback port, under the servers
+// package's lifecycle (kill, halt, start again, stop).
+package natsserver
 
 import (
 	"bufio"
@@ -15,82 +18,86 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/outboxdrill/runner/servers"
 )
 
-// NATS is a throwaway nats-server with JetStream, owned by this process.
+// Dir is the KIND of the server's dir, drill-nats-* (broker.Kind.Dir):
+// `runner clean` looks for it.
+const Dir = "nats"
+
+// Server is a throwaway nats-server with JetStream, owned by this process.
 // Stop and Halt send SIGTERM: it shuts JetStream down cleanly (flushing the
 // store) and exits. Kill keeps Dir and its store, so Start brings back what
 // the server had written to its files.
-type NATS struct {
+type Server struct {
 	Dir string // temp dir holding the JetStream store (Dir/jetstream) and nats.log
 
 	binary     string
 	logPath    string
 	serverName string // so a probe knows the server on the port is ours
 
-	lifecycle[int]
+	*servers.Lifecycle[int]
 }
 
-// NATSOptions configure StartNATS.
-type NATSOptions struct {
+// Options configure Start.
+type Options struct {
 	Binary string // path to nats-server; empty: "nats-server" from PATH
 }
 
-// StartNATS starts nats-server with JetStream in a temp dir on a free
+// Start starts nats-server with JetStream in a temp dir on a free
 // loopback port and returns once JetStream answers.
-func StartNATS(ctx context.Context, opts NATSOptions) (*NATS, error) {
+func Start(ctx context.Context, opts Options) (*Server, error) {
 	bin, err := findNATS(opts.Binary)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := makeDir(NATSDir)
+	dir, err := servers.MakeDir(Dir)
 	if err != nil {
 		return nil, err
 	}
-	n := newNATS(bin, dir, "outboxdrill-"+filepath.Base(dir))
-	if err := n.start(ctx, nil); err != nil {
+	n := newServer(bin, dir, "outboxdrill-"+filepath.Base(dir))
+	if err := n.First(ctx, nil); err != nil {
 		return nil, err
 	}
 	return n, nil
 }
 
-func newNATS(bin, dir, serverName string) *NATS {
-	n := &NATS{Dir: dir, binary: bin, logPath: filepath.Join(dir, "nats.log"), serverName: serverName}
-	n.lifecycle = lifecycle[int]{
-		name: "nats-server", dir: dir, stopSignal: syscall.SIGTERM,
-		freePorts: freePort, launch: n.launch,
-	}
+func newServer(bin, dir, serverName string) *Server {
+	n := &Server{Dir: dir, binary: bin, logPath: filepath.Join(dir, "nats.log"), serverName: serverName}
+	n.Lifecycle = servers.NewLifecycle(servers.LifeSpec[int]{
+		Name: "nats-server", Dir: dir, StopSignal: syscall.SIGTERM,
+		FreePorts: servers.FreePort, Launch: n.launch,
+	})
 	return n
 }
 
 // URL is nats://127.0.0.1:PORT; it stays the same across Kill and Start.
-func (n *NATS) URL() string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return "nats://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(n.ports))
+func (n *Server) URL() string {
+	return "nats://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(n.Ports()))
 }
 
 // launch starts nats-server on port, JetStream on and its store in Dir, and
 // waits until JetStream answers. Its log goes to stderr, which goes to
 // nats.log.
-func (n *NATS) launch(ctx context.Context, port int) (*child, error) {
+func (n *Server) launch(ctx context.Context, port int) (*servers.Child, error) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	args := []string{"-js", "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-sd", n.Dir, "-n", n.serverName}
-	return launchSpec{
-		name: "nats-server", logPath: n.logPath,
-		command: func(out io.Writer) *exec.Cmd { return newCmd(n.binary, args, n.Dir, out, nil) },
-		probe:   func(ctx context.Context, _ *child) error { return probeNATS(ctx, addr, n.serverName) },
-	}.run(ctx, (*child).kill)
+	return servers.Launch{
+		Name: "nats-server", LogPath: n.logPath,
+		Command: func(out io.Writer) *exec.Cmd { return servers.NewCmd(n.binary, args, n.Dir, out, nil) },
+		Probe:   func(ctx context.Context, _ *servers.Child) error { return probe(ctx, addr, n.serverName) },
+	}.Run(ctx, (*servers.Child).Kill)
 }
 
-// probeNATS succeeds once the server at addr is ours (its INFO carries
+// probe succeeds once the server at addr is ours (its INFO carries
 // name) and JetStream answers an account info request: after a restart the
 // server recovers its streams before that.
-func probeNATS(ctx context.Context, addr, name string) error {
-	if err := checkNATSInfo(ctx, addr, name); err != nil {
+func probe(ctx context.Context, addr, name string) error {
+	if err := checkInfo(ctx, addr, name); err != nil {
 		return err
 	}
-	nc, err := nats.Connect("nats://"+addr, nats.Timeout(probeTimeout), nats.NoReconnect(), nats.Name("outboxdrill-probe"))
+	nc, err := nats.Connect("nats://"+addr, nats.Timeout(servers.ProbeTimeout), nats.NoReconnect(), nats.Name("outboxdrill-probe"))
 	if err != nil {
 		return err
 	}
@@ -103,10 +110,10 @@ func probeNATS(ctx context.Context, addr, name string) error {
 	return err
 }
 
-// checkNATSInfo reads the INFO line a NATS server greets with and checks the
+// checkInfo reads the INFO line a NATS server greets with and checks the
 // server's name and that JetStream is on.
-func checkNATSInfo(ctx context.Context, addr, name string) error {
-	conn, stop, err := dialProbe(ctx, addr)
+func checkInfo(ctx context.Context, addr, name string) error {
+	conn, stop, err := servers.DialProbe(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -134,6 +141,6 @@ func checkNATSInfo(ctx context.Context, addr, name string) error {
 
 // findNATS resolves the nats-server binary.
 func findNATS(binary string) (string, error) {
-	return findProgram(binary, "nats-server", "NATS server binary",
+	return servers.FindProgram(binary, "nats-server", "NATS server binary",
 		`install the Debian package "nats-server" (apt-get install nats-server), or use a running server with JetStream enabled`)
 }

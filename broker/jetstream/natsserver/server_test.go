@@ -1,4 +1,4 @@
-package servers
+package natsserver
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/outboxdrill/runner/internal/testutil"
+	"github.com/outboxdrill/runner/servers"
 )
 
 // natsJS connects to url, for one test.
@@ -31,7 +34,7 @@ func natsJS(t *testing.T, url string) jetstream.JetStream {
 // storedMsgs lists the payloads in stream name.
 func storedMsgs(t *testing.T, js jetstream.JetStream, name string) []string {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := testutil.ServerCtx(t)
 	st, err := js.Stream(ctx, name)
 	if err != nil {
 		t.Fatal(err)
@@ -48,17 +51,17 @@ func storedMsgs(t *testing.T, js jetstream.JetStream, name string) []string {
 	return out
 }
 
-func TestNATS(t *testing.T) {
-	ctx := testCtx(t)
+func TestServer(t *testing.T) {
+	ctx := testutil.ServerCtx(t)
 	start := time.Now()
-	n, err := StartNATS(ctx, NATSOptions{})
+	n, err := Start(ctx, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Stop(context.Background()) })
 	t.Logf("started in %v at %s (pid %d, dir %s)", time.Since(start), n.URL(), n.PID(), n.Dir)
 	url, pid, dir := n.URL(), n.PID(), n.Dir
-	assertOwnGroup(t, pid)
+	testutil.AssertOwnGroup(t, pid)
 
 	js := natsJS(t, url)
 	cfg := jetstream.StreamConfig{Name: "drill", Subjects: []string{"drill.>"}, Storage: jetstream.FileStorage}
@@ -105,17 +108,17 @@ func TestNATS(t *testing.T) {
 	if err := n.Discard(ctx); err != nil {
 		t.Fatal(err)
 	}
-	assertGone(t, pid, dir)
+	testutil.AssertGone(t, pid, dir)
 	if err := n.Stop(ctx); err != nil {
 		t.Errorf("Stop after Discard: %v", err)
 	}
 }
 
-func TestNATSMissingBinary(t *testing.T) {
-	_, err := StartNATS(testCtx(t), NATSOptions{Binary: "/nonexistent/nats-server"})
-	var mb *MissingBinaryError
+func TestMissingBinary(t *testing.T) {
+	_, err := Start(testutil.ServerCtx(t), Options{Binary: "/nonexistent/nats-server"})
+	var mb *servers.MissingBinaryError
 	if !errors.As(err, &mb) {
-		t.Fatalf("got %v (%T), want *MissingBinaryError", err, err)
+		t.Fatalf("got %v (%T), want *servers.MissingBinaryError", err, err)
 	}
 	for _, want := range []string{`"nats-server"`, "apt-get install", "/nonexistent/nats-server"} {
 		if !strings.Contains(err.Error(), want) {
@@ -124,33 +127,22 @@ func TestNATSMissingBinary(t *testing.T) {
 	}
 }
 
-func TestNATSLostPortDetected(t *testing.T) {
-	// The real log line of nats-server 2.9 when the port is taken.
-	se := &startError{what: "nats-server exited while starting", output: `[FTL] Error listening on port: 127.0.0.1:4222, "listen tcp 127.0.0.1:4222: bind: address already in use"`}
-	if !lostPortRace(se) {
-		t.Error("bind failure not recognised")
-	}
-	if lostPortRace(&startError{output: "[FTL] bad flag"}) || lostPortRace(errors.New("address already in use")) {
-		t.Error("other failures taken for a lost port")
-	}
-}
-
-func TestNATSStartOnTakenPortFails(t *testing.T) {
-	ctx := testCtx(t)
-	n, err := StartNATS(ctx, NATSOptions{})
+func TestStartOnTakenPortFails(t *testing.T) {
+	ctx := testutil.ServerCtx(t)
+	n, err := Start(ctx, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Stop(context.Background()) })
 	// Another server on the same port: the probe must not take it for ours.
 	dir := t.TempDir()
-	other := newNATS(n.binary, dir, "other")
-	c, err := other.launch(ctx, n.ports)
+	other := newServer(n.binary, dir, "other")
+	c, err := other.launch(ctx, n.Ports())
 	if err == nil {
-		c.kill()
+		c.Kill()
 		t.Fatal("second server on a taken port started")
 	}
-	if !lostPortRace(err) {
+	if !servers.LostPortRace(err) {
 		t.Errorf("error %v not recognised as a lost port", err)
 	}
 	if _, serr := os.Stat(n.Dir); serr != nil || n.PID() == 0 {

@@ -1,4 +1,10 @@
-package servers
+// Package redisserver starts the runner's own throwaway Redis: a
+// redis-server in a temp dir on a free loopback port, its AOF fsynced on
+// every write, under the servers package's lifecycle (kill, halt, start
+// again, stop). It is its own package, beside the Redis Streams adapter,
+// so that internal/testservers, which the adapter's tests import, can
+// start the tests' Redis without a cycle.
+package redisserver
 
 import (
 	"context"
@@ -12,12 +18,18 @@ import (
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/outboxdrill/runner/servers"
 )
 
-// Redis is a throwaway Redis server owned by this process. Stop and Halt
+// Dir is the KIND of the server's dir, drill-redis-* (broker.Kind.Dir):
+// `runner clean` looks for it.
+const Dir = "redis"
+
+// Server is a throwaway Redis server owned by this process. Stop and Halt
 // send SIGTERM: Redis fsyncs the AOF and exits. Kill keeps Dir and its AOF,
 // so Start brings the same data back.
-type Redis struct {
+type Server struct {
 	URL  string // redis://127.0.0.1:PORT/0; the same after Kill and Start
 	Port int
 	Dir  string // temp dir holding the AOF and redis.log
@@ -25,40 +37,40 @@ type Redis struct {
 	binary  string
 	logPath string
 
-	lifecycle[int]
+	*servers.Lifecycle[int]
 }
 
-// RedisOptions configure StartRedis.
-type RedisOptions struct {
+// Options configure Start.
+type Options struct {
 	Binary string // path to redis-server; empty: "redis-server" from PATH
 }
 
-// StartRedis starts redis-server in a temp dir on a free loopback port and
+// Start starts redis-server in a temp dir on a free loopback port and
 // returns once it answers PING.
-func StartRedis(ctx context.Context, opts RedisOptions) (*Redis, error) {
+func Start(ctx context.Context, opts Options) (*Server, error) {
 	bin, err := findRedis(opts.Binary)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := makeDir(RedisDir)
+	dir, err := servers.MakeDir(Dir)
 	if err != nil {
 		return nil, err
 	}
-	r := newRedis(bin, dir)
-	if err := r.start(ctx, nil); err != nil {
+	r := newServer(bin, dir)
+	if err := r.First(ctx, nil); err != nil {
 		return nil, err
 	}
-	r.Port = r.ports
+	r.Port = r.Ports()
 	r.URL = fmt.Sprintf("redis://%s/0", net.JoinHostPort("127.0.0.1", strconv.Itoa(r.Port)))
 	return r, nil
 }
 
-func newRedis(bin, dir string) *Redis {
-	r := &Redis{Dir: dir, binary: bin, logPath: filepath.Join(dir, "redis.log")}
-	r.lifecycle = lifecycle[int]{
-		name: "redis-server", dir: dir, stopSignal: syscall.SIGTERM,
-		freePorts: freePort, launch: r.launch,
-	}
+func newServer(bin, dir string) *Server {
+	r := &Server{Dir: dir, binary: bin, logPath: filepath.Join(dir, "redis.log")}
+	r.Lifecycle = servers.NewLifecycle(servers.LifeSpec[int]{
+		Name: "redis-server", Dir: dir, StopSignal: syscall.SIGTERM,
+		FreePorts: servers.FreePort, Launch: r.launch,
+	})
 	return r
 }
 
@@ -67,7 +79,7 @@ func newRedis(bin, dir string) *Redis {
 // product requirement); RDB snapshots are off so the AOF is the only
 // persistence. stdout and stderr go to the log too: errors found before
 // Redis opens --logfile (bad arguments) are printed there.
-func (r *Redis) launch(ctx context.Context, port int) (*child, error) {
+func (r *Server) launch(ctx context.Context, port int) (*servers.Child, error) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	args := []string{
 		"--port", strconv.Itoa(port),
@@ -79,18 +91,18 @@ func (r *Redis) launch(ctx context.Context, port int) (*child, error) {
 		"--daemonize", "no",
 		"--logfile", r.logPath,
 	}
-	return launchSpec{
-		name: "redis-server", logPath: r.logPath,
-		command: func(out io.Writer) *exec.Cmd { return newCmd(r.binary, args, r.Dir, out, nil) },
-		probe:   func(ctx context.Context, c *child) error { return probeRedis(ctx, addr, c.pid()) },
-	}.run(ctx, (*child).kill)
+	return servers.Launch{
+		Name: "redis-server", LogPath: r.logPath,
+		Command: func(out io.Writer) *exec.Cmd { return servers.NewCmd(r.binary, args, r.Dir, out, nil) },
+		Probe:   func(ctx context.Context, c *servers.Child) error { return probe(ctx, addr, c.PID()) },
+	}.Run(ctx, (*servers.Child).Kill)
 }
 
-// probeRedis succeeds once the server at addr is ours (its INFO names pid)
+// probe succeeds once the server at addr is ours (its INFO names pid)
 // and answers PING (not LOADING). It dials itself so go-redis neither retries
 // nor logs the refused connections expected while the server starts.
-func probeRedis(ctx context.Context, addr string, pid int) error {
-	conn, stop, err := dialProbe(ctx, addr)
+func probe(ctx context.Context, addr string, pid int) error {
+	conn, stop, err := servers.DialProbe(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -118,6 +130,6 @@ func probeRedis(ctx context.Context, addr string, pid int) error {
 
 // findRedis resolves the redis-server binary.
 func findRedis(binary string) (string, error) {
-	return findProgram(binary, "redis-server", "Redis server binary",
+	return servers.FindProgram(binary, "redis-server", "Redis server binary",
 		`install the Debian package "redis-server" (apt-get install redis-server), or pass --redis URL (RUNNER_REDIS_URL) to use a running server`)
 }
