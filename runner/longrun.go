@@ -21,14 +21,26 @@ func (s *Session) RunLong(ctx context.Context, scs []*scenario.Scenario, judged 
 	return (&Session{p: p, w: s.w}).Run(ctx, scs)
 }
 
-// Warm has the session's pool hold n database pairs, created now, so that
-// the next batch's first n scenarios start without a CREATE DATABASE: what
-// a throughput figure should not count.
-func (s *Session) Warm(ctx context.Context, n int) error {
+// OpenSessionFor is OpenSession for the scenarios scs to come: when one of
+// them crashes a PostgreSQL (producer_db, consumer_db), the runner's own
+// servers are split as Run splits them, a server per side for those
+// scenarios, so that a crash is one side's.
+func OpenSessionFor(ctx context.Context, p Params, scs []*scenario.Scenario) (*Session, error) {
+	sh := shape{brokers: p.brokers()}
+	for _, sc := range scs {
+		sh.splitDBs = sh.splitDBs || sc.DBFaults
+	}
+	return openSession(ctx, p, sh)
+}
+
+// Warm has the session's pools hold a database pair for each of scs (on
+// the servers it will run on), created now, so that those scenarios start
+// without a CREATE DATABASE: what a throughput figure should not count.
+func (s *Session) Warm(ctx context.Context, scs []*scenario.Scenario) error {
 	var isos []*isolation
 	var err error
-	for range n {
-		iso, aerr := s.w.acquire(ctx, s.p.brokers()[0], nil)
+	for _, sc := range scs {
+		iso, aerr := s.w.acquire(ctx, s.p.brokers()[0], sc)
 		if aerr != nil {
 			err = aerr
 			break

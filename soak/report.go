@@ -134,6 +134,8 @@ func struck(fault string, out map[string]int64) bool {
 		return out["published"] > 0
 	case consumeAck, claimAck:
 		return out["delivered"] > 0
+	case producerCrash, brokerCrash, consumerCrash:
+		return true // a step that ran did restart its server
 	}
 	return out["failed"] > 0
 }

@@ -42,6 +42,10 @@ const (
 	consumeAck  = "consume(skip_ack)"
 	claimFail   = "claim(fail=divzero)"
 	claimAck    = "claim(skip_ack)"
+	// Crashes (Params.Crash): a server killed and started again.
+	producerCrash = "producer_db(restart)"
+	brokerCrash   = "broker(restart)"
+	consumerCrash = "consumer_db(restart)"
 )
 
 // generator writes a schedule, drawing each fault from a generator seeded
@@ -50,6 +54,7 @@ const (
 type generator struct {
 	rnd     *rand.Rand
 	rate    float64
+	crash   bool // draw crashes too
 	with    map[string][]param
 	steps   []step
 	pending bool // a consume or claim fault left entries pending
@@ -64,15 +69,18 @@ type generator struct {
 // claim without faults, which leave nothing unpublished or pending.
 func generate(p Params, with map[string][]param, k int) schedule {
 	lo, hi := k*p.Events/p.Workers, (k+1)*p.Events/p.Workers
-	g := &generator{rnd: rand.New(rand.NewPCG(p.Seed, uint64(k))), rate: p.Faults, with: with}
+	g := &generator{rnd: rand.New(rand.NewPCG(p.Seed, uint64(k))), rate: p.Faults, crash: p.Crash, with: with}
 	for b := lo; b < hi; b += p.Batch {
 		end := min(b+p.Batch, hi)
 		for i := b; i < end; i++ {
 			g.produce(i)
 		}
+		g.restart("producer_db", producerCrash)
 		g.relay()
 		g.replay(end - 1)
+		g.restart("broker", brokerCrash)
 		g.consume()
+		g.restart("consumer_db", consumerCrash)
 	}
 	g.add("relay", "", nil)
 	g.add("consume", "", nil)
@@ -134,6 +142,15 @@ func (g *generator) relay() {
 		g.add("relay", skipMark, []param{{"skip_mark", "true"}})
 	}
 	g.add("relay", "", nil)
+}
+
+// restart kills a server and starts it again, when crashes are drawn:
+// what was committed (or, on the broker, written: the runner's Redis
+// fsyncs every write) must be there after.
+func (g *generator) restart(server, fault string) {
+	if g.crash && g.draw() {
+		g.add(server, fault, []param{{"restart", "true"}})
+	}
 }
 
 // replay publishes the batch's last event again, as the outbox holds it: a

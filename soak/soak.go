@@ -45,6 +45,12 @@ type Params struct {
 	// ViaProxies runs every connection through an unarmed protocol proxy
 	// (Redis only): what the proxies cost a team's service.
 	ViaProxies bool
+	// Crash also draws server crashes, each a reference step: the
+	// producer's PostgreSQL restarted (killed, started: crash recovery)
+	// once a batch is produced, the broker's once it is relayed, the
+	// consumer's once it is consumed. They need the runner's own servers
+	// (not PGURL, Redis or ViaProxies).
+	Crash bool
 	// With are steps in the scenario language's shorthand, e.g.
 	// consume(dedupe=entry_id): every step of that name the schedules
 	// write gets their parameters (a soak of an anti-pattern).
@@ -75,6 +81,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("batch: want 1 or more (0: 100), got %d", p.Batch)
 	case p.Budget < 0:
 		return fmt.Errorf("budget: want a duration of 0 or more (0: 5m), got %s", p.Budget)
+	case p.Crash && (p.PGURL != "" || p.Redis != "" || p.ViaProxies):
+		return errors.New("crash: the crashes kill the runner's own servers: not with a PostgreSQL or Redis server given, nor through the proxies")
 	}
 	return nil
 }
@@ -101,7 +109,7 @@ func Soak(ctx context.Context, p Params) (*Report, error) {
 	}
 	rp := runner.Params{PGURL: p.PGURL, URLs: map[string]string{broker.Redis: p.Redis}, Parallel: p.Workers,
 		ConnectTimeout: p.ConnectTimeout, Timeout: timeout(scheds)}
-	sess, err := runner.OpenSession(ctx, rp)
+	sess, err := runner.OpenSessionFor(ctx, rp, scs)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +186,7 @@ func parse(file, name, comment string, steps []step) (*scenario.Scenario, error)
 // run runs the schedules at once on pairs created before the clock
 // starts, and sums up their results as soon as the last one is judged.
 func run(ctx context.Context, sess *runner.Session, p Params, scheds []schedule, scs []*scenario.Scenario, raw float64) (*Report, []*report.Result, error) {
-	if err := sess.Warm(ctx, min(len(scs), sess.Parallel())); err != nil {
+	if err := sess.Warm(ctx, scs[:min(len(scs), sess.Parallel())]); err != nil {
 		return nil, nil, err
 	}
 	rep := &Report{Params: p, RunID: sess.World().RunID, RawPerSec: raw}

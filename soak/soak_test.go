@@ -74,6 +74,25 @@ func TestSoakHoldsItsInvariants(t *testing.T) {
 	}
 }
 
+// TestSoakCrashes: with Crash the schedules also restart the producer's
+// and the consumer's PostgreSQL and the broker (the runner's own servers,
+// a PostgreSQL per side), and the reference pipeline still holds.
+func TestSoakCrashes(t *testing.T) {
+	t.Parallel()
+	rep, err := Soak(t.Context(), Params{Events: 200, Faults: 0.3, Seed: 1, Workers: 2, Batch: 20, Crash: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Violations) > 0 || rep.History.Committed != 200 || rep.History.Applied != 200 || rep.History.Pending != 0 {
+		t.Fatalf("%s", rep.Format())
+	}
+	for _, kind := range append([]string{producerCrash, brokerCrash, consumerCrash}, oldKinds...) {
+		if rep.Faults[kind] == 0 {
+			t.Errorf("no %s in:\n%s", kind, rep.Format())
+		}
+	}
+}
+
 // The verdict is handed over as soon as the history is judged, while the
 // soak's database pair still exists; the pairs (the baseline's and the
 // soak's) are dropped after, none left behind.
@@ -308,6 +327,7 @@ func TestParamsValidate(t *testing.T) {
 		{Params{Events: 1, Workers: -1}, "workers: want 1 or more"},
 		{Params{Events: 1, Batch: -1}, "batch: want 1 or more (0: 100), got -1"},
 		{Params{Events: 1, Budget: -1}, "budget: want a duration of 0 or more"},
+		{Params{Events: 1, Crash: true, PGURL: "postgres://localhost/x"}, "crash: the crashes kill the runner's own servers"},
 		{Params{Events: 1, With: []string{"consume(dedup=entry_id)", "sleep(1s)"}},
 			`--with "consume(dedup=entry_id)": unknown parameter "dedup" (did you mean "dedupe"?)` + "; known: consumer, projection, fail, fail_event, skip_ack, nack, max_deliveries, mode, dedupe, ordering, worker, count, block, broker_txn\n" +
 				`--with "sleep(1s)": a schedule has no sleep step`},

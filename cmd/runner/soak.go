@@ -19,7 +19,7 @@ import (
 	"github.com/outboxdrill/runner/sql"
 )
 
-const soakUsage = "runner soak [--system FILE] [--events N] [--faults RATE] [--seed S] [--out DIR] [explore's flags] | runner soak --in-process --events N --faults RATE --seed S [--parallel W] [--batch N] [--baseline] [--with STEP] [--out DIR] [--budget D]"
+const soakUsage = "runner soak [--system FILE] [--events N] [--faults RATE] [--seed S] [--out DIR] [explore's flags] | runner soak --in-process --events N --faults RATE --seed S [--parallel W] [--batch N] [--baseline] [--crash] [--with STEP] [--out DIR] [--budget D]"
 
 // soakEvents is runner soak's default number of events: the soak is the
 // long run.
@@ -44,10 +44,11 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Lookup("random").Usage = "always on: runner soak is explore's random mode"
 	fs.Lookup("out").Usage = "write each violation's minimal scenario to `DIR` (default: a new directory, kept only when it holds one)"
 	fs.Lookup("system").Usage = "the team's system `FILE` (default: the reference system, the runner's own relay and consumer as processes)"
-	fs.Bool("in-process", false, "the in-process engine instead: a random schedule of the reference steps (faults drawn from their own parameters) run by the runner in this process, a violation shrunk and written to --out (flags: --events, --faults, --seed, --parallel W schedules at once, --batch N, --baseline, --with STEP, --out, --budget, --pg, --redis)")
+	fs.Bool("in-process", false, "the in-process engine instead: a random schedule of the reference steps (faults drawn from their own parameters) run by the runner in this process, a violation shrunk and written to --out (flags: --events, --faults, --seed, --parallel W schedules at once, --batch N, --baseline, --crash, --with STEP, --out, --budget, --pg, --redis)")
 	var batch int
 	countFlag(fs, &batch, "batch", 100, 1, "with --in-process: `N` events a schedule produces before each relay and consume pass")
 	fs.Bool("baseline", false, "with --in-process: first measure the raw baseline on the same servers")
+	fs.Bool("crash", false, "with --in-process: also draw server crashes (producer_db, broker and consumer_db restarts)")
 	fs.Var(new(stepsFlag), "with", "with --in-process: give every `STEP` of its name the schedule writes these parameters, e.g. 'consume(dedupe=entry_id)' (repeatable)")
 	paths, code, done := parseArgs(fs, args, stdout, stderr)
 	if done {
@@ -55,7 +56,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var onlyInProcess []string
 	fs.Visit(func(fl *flag.Flag) {
-		if fl.Name == "batch" || fl.Name == "baseline" || fl.Name == "with" {
+		if fl.Name == "batch" || fl.Name == "baseline" || fl.Name == "with" || fl.Name == "crash" {
 			onlyInProcess = append(onlyInProcess, "--"+fl.Name)
 		}
 	})
@@ -176,6 +177,7 @@ func cmdSoakInProcess(ctx context.Context, args []string, stdout, stderr io.Writ
 	servers := redisFlags(fs, &p.PGURL, &p.Redis)
 	connectTimeoutFlag(fs, &p.ConnectTimeout, servers)
 	fs.BoolVar(&p.Baseline, "baseline", false, "first measure the raw baseline (bare transactions and XADD/XACK) on the same servers")
+	fs.BoolVar(&p.Crash, "crash", false, "also draw server crashes: producer_db(restart) once a batch is produced, broker(restart) once it is relayed, consumer_db(restart) once it is consumed, each at RATE (the runner's own servers only: not with --pg or --redis)")
 	fs.Var((*stepsFlag)(&p.With), "with", "give every `STEP` of its name the schedule writes these parameters, in the scenario language's shorthand, e.g. 'consume(dedupe=entry_id)': soak an anti-pattern (repeatable)")
 	fs.StringVar(&p.Out, "out", "", "write each violation's shrunk schedule, a scenario, to `DIR` (default: a new directory, kept only when it holds one)")
 	durationFlag(fs, &p.Budget, "budget", 5*time.Minute, maxTimeout, "stop shrinking the violations after `DURATION`")
@@ -216,7 +218,7 @@ func cmdSoakInProcess(ctx context.Context, args []string, stdout, stderr io.Writ
 	return exitOK
 }
 
-const inProcessUsage = "runner soak --in-process --events N --faults RATE (0..1) --seed S [--parallel W] [--batch N] [--baseline] [--with STEP] [--out DIR] [--budget D]"
+const inProcessUsage = "runner soak --in-process --events N --faults RATE (0..1) --seed S [--parallel W] [--batch N] [--baseline] [--crash] [--with STEP] [--out DIR] [--budget D]"
 
 // soakOut gives an in-process soak without --out a directory of its own;
 // cleanup removes it unless it holds a finding.

@@ -128,8 +128,14 @@ func TestSoakInProcessWritesWhatRunReproduces(t *testing.T) {
 	if code != exitInvalid || !strings.Contains(stderr, `--with "consume(dedup=entry_id)": unknown parameter "dedup" (did you mean "dedupe"?)`) {
 		t.Errorf("a misspelt --with: exit %d, %s", code, stderr)
 	}
-	code, _, stderr = cli(t, "soak", "--events", "1", "--with", "consume(dedupe=entry_id)")
-	if code != exitInvalid || !strings.Contains(stderr, "runner soak: --with: only with --in-process") {
-		t.Errorf("--with without --in-process: exit %d, %s", code, stderr)
+	code, _, stderr = cli(t, "soak", "--events", "1", "--with", "consume(dedupe=entry_id)", "--crash")
+	if code != exitInvalid || !strings.Contains(stderr, "runner soak: --crash, --with: only with --in-process") {
+		t.Errorf("--with and --crash without --in-process: exit %d, %s", code, stderr)
+	}
+	// Crashes kill the runner's own servers: the tests' are given
+	// (RUNNER_PG_URL, RUNNER_REDIS_URL).
+	code, _, stderr = cli(t, "soak", "--in-process", "--events", "1", "--crash")
+	if code != exitInvalid || !strings.Contains(stderr, "runner soak: crash: the crashes kill the runner's own servers") {
+		t.Errorf("--crash on given servers: exit %d, %s", code, stderr)
 	}
 }
