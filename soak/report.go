@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/history"
+	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/report"
 )
 
@@ -209,9 +210,9 @@ func (r *Report) Format() string {
 			fmt.Fprintf(&b, "    ... and %d more\n", len(r.Violations)-20)
 			break
 		}
-		fmt.Fprintf(&b, "    %s\n", v)
+		fmt.Fprintf(&b, "    %s\n", safe.Text(v.String())) // event ids a --with may have named
 	}
-	fmt.Fprintf(&b, "  replay with  %s\n", p.command())
+	fmt.Fprintf(&b, "  replay with  %s\n", safe.LongLine(p.command()))
 	return b.String() + r.FormatFindings()
 }
 
