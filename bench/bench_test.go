@@ -185,3 +185,27 @@ func testParams(t testing.TB) runner.Params {
 }
 
 func TestMain(m *testing.M) { testservers.Main(m) }
+
+// TestBenchSoakRows: the soak section keeps its seven rows, each with a
+// figure, the engine's runs judged (no violation).
+func TestBenchSoakRows(t *testing.T) {
+	t.Parallel()
+	p := Params{PGURL: testservers.PG(t), Redis: testservers.Redis(t), SoakEvents: 60, Repeat: 1}
+	var rows [][3]string
+	if err := benchSoak(t.Context(), p, func(what, figure, note string) { rows = append(rows, [3]string{what, figure, note}) }); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"soak 60 events, faults 0.1, --parallel 2", "raw baseline, same servers", "soak/raw", "work the faults added",
+		"the same soak without faults / raw", "same soak through the protocol proxies", "proxied/direct"}
+	if len(rows) != len(want) {
+		t.Fatalf("%d rows, want %d: %q", len(rows), len(want), rows)
+	}
+	for i, r := range rows {
+		if r[0] != want[i] || r[1] == "" || strings.Contains(r[1], "NaN") || strings.Contains(r[1], "Inf") {
+			t.Errorf("row %d: %q, want %q with a figure", i, r, want[i])
+		}
+	}
+	if !strings.Contains(rows[0][2], "no violation") || !strings.Contains(rows[5][2], "no violation") {
+		t.Errorf("a soak found a violation: %q", rows)
+	}
+}

@@ -8,9 +8,11 @@ import (
 	"github.com/outboxdrill/runner/soak"
 )
 
-// soakFigures are p.Repeat soak runs, each next to its raw baseline and to
-// the same soak through the proxies, measured back to back so that each
-// ratio compares runs that saw the same machine load.
+// soakFigures are p.Repeat soak runs (the one engine: generated schedules
+// of steps through the runner, judged by the history checker), each next
+// to its raw baseline and to the same soak through the proxies, measured
+// back to back so that each ratio compares runs that saw the same machine
+// load.
 type soakFigures struct {
 	soak, raw, proxied []float64 // events/s per run
 	// clean is the same soak without faults (events/s), work what the
@@ -82,7 +84,7 @@ func benchSoak(ctx context.Context, p Params, row func(what, figure, note string
 	row("raw baseline, same servers", spread(f.raw, "%.0f")+" events/s", runs+"; each run just before its soak")
 	row("soak/raw", spread(ratios(f.soak, f.raw), "%.0f%%"), runs+": each soak against its own baseline")
 	row("work the faults added", spread(f.work, "+%.0f%%"), runs+": produces done again, entries published again, deliveries again, over the raw baseline's work for as many events")
-	row("the same soak without faults / raw", spread(ratios(f.clean, f.raw), "%.0f%%"), runs+": what the soak's own engine costs (recording, decisions), each against the baseline of its run")
+	row("the same soak without faults / raw", spread(ratios(f.clean, f.raw), "%.0f%%"), runs+": what the engine costs (the runner's steps, their records, the history judgement), each against the baseline of its run")
 	row("same soak through the protocol proxies", spread(f.proxied, "%.0f")+" events/s", runs+"; "+verdict)
 	row("proxied/direct", spread(ratios(f.proxied, f.soak), "%.0f%%"), runs+": each against the direct soak just before it")
 	return nil

@@ -22,16 +22,11 @@ func SamePayload(a, b string) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-// LoadState reads the end of a scenario: the producer's outbox and books,
-// each consumer's inbox and projection, and what the broker still holds.
-// What the broker cannot tell (see its capabilities) is left unknown, never
-// guessed.
-func LoadState(ctx context.Context, producer, consumer state.DB, b broker.Broker, consumers, models []string) (State, error) {
-	return LoadStateOf(ctx, producer, consumer, b, consumers, models, state.Reference)
-}
-
-// LoadStateOf reads the state where m says the tables are. A team's books
-// (its journal, its ledger) are not mapped: unbalanced is not judged there.
+// LoadStateOf reads the end of a scenario where m says the tables are:
+// the producer's outbox and books, each consumer's inbox and projection,
+// and what the broker still holds. What the broker cannot tell (see its
+// capabilities) is left unknown, never guessed. A team's books (its
+// journal, its ledger) are not mapped: unbalanced is not judged there.
 func LoadStateOf(ctx context.Context, producer, consumer state.DB, b broker.Broker, consumers, models []string, m state.Map) (State, error) {
 	st := State{Outbox: map[string]string{}, Unpublished: map[string]bool{}, Stream: map[string]int{},
 		DeadLetters: map[string]bool{}, Consumers: map[string]*Consumer{}, Projections: map[string]map[string]Sum{}, NotJudged: map[string]string{}, Inapplicable: map[string]string{}}

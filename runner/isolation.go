@@ -303,11 +303,4 @@ func (w *World) RedisClient() *redis.Client { return w.redisClient() }
 // left to go with the server), without the row-by-row reset ReturnPair pays
 // for the next user (~95 s after a 20,000-event soak). The pool may create a
 // new pair in its place.
-func (w *World) DiscardPair(ctx context.Context, p *Pair) error {
-	pp := &w.pairs[p.iso.set]
-	pp.mu.Lock()
-	pp.pairs--
-	pp.mu.Unlock()
-	err := p.iso.env.Broker.Delete(context.WithoutCancel(ctx))
-	return errors.Join(err, p.iso.release(false))
-}
+func (w *World) DiscardPair(ctx context.Context, p *Pair) error { return w.discard(ctx, p.iso) }

@@ -222,6 +222,9 @@ func (r *scenarioRun) judge(ctx context.Context) error {
 	if r.judged != nil {
 		r.judged(res)
 	}
+	if r.p.judged != nil {
+		r.p.judged(res)
+	}
 	return restoreErr
 }
 
@@ -237,7 +240,12 @@ func (r *scenarioRun) recycle(ctx context.Context) error {
 	if keep {
 		r.res.Kept = r.w.inspect(r.iso, r.j.broker, r.j.sc.Consumers()...)
 	}
-	rerr := r.w.recycle(ctx, r.iso, keep)
+	var rerr error
+	if r.p.discard && !keep {
+		rerr = r.w.discard(ctx, r.iso)
+	} else {
+		rerr = r.w.recycle(ctx, r.iso, keep)
+	}
 	r.res.Duration = time.Since(r.start)
 	if rerr != nil {
 		rerr = fmt.Errorf("cleanup of %s: %w", r.j.sc.File, rerr)

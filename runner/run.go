@@ -76,6 +76,11 @@ type Params struct {
 	// function it returns, if not nil, gets the scenario's result once it
 	// is judged, while the run's record is still whole.
 	SystemRun func(sc *scenario.Scenario, run *sysrun.Run) func(*report.Result)
+	// judged and discard serve Session.RunLong (longrun.go): judged gets
+	// each result once judged, before its pair is recycled; discard drops
+	// the pair rather than reset it.
+	judged  func(*report.Result)
+	discard bool
 	// Out receives the console report; Log, if set, progress messages;
 	// Warn, if set, what the user must see even without Log (parallelism
 	// capped by the PostgreSQL connection budget).

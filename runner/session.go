@@ -22,11 +22,15 @@ type Session struct {
 // of a team's system (no server process faults: each side shares one
 // PostgreSQL). Close undoes it, also when OpenSession fails half-way.
 func OpenSession(ctx context.Context, p Params) (*Session, error) {
+	return openSession(ctx, p, shape{brokers: p.brokers()})
+}
+
+func openSession(ctx context.Context, p Params, sh shape) (*Session, error) {
 	if p.Timeout <= 0 {
 		p.Timeout = time.Minute
 	}
 	p.Parallel = max(1, p.Parallel)
-	w, err := openWorld(ctx, &p, shape{brokers: p.brokers()})
+	w, err := openWorld(ctx, &p, sh)
 	if err != nil {
 		return nil, err
 	}

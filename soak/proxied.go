@@ -3,69 +3,89 @@ package soak
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/outboxdrill/runner/broker/redisstream"
-	"github.com/outboxdrill/runner/pipeline"
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/proxy/pgwire"
 	"github.com/outboxdrill/runner/proxy/resp"
 	"github.com/outboxdrill/runner/runner"
 )
 
-// viaProxies is the soak's pipeline with every connection through an
-// unarmed protocol proxy (PostgreSQL wire for both databases, RESP for
-// Redis): what drilling a team's service costs when no fault is armed.
-func viaProxies(ctx context.Context, w *runner.World, pair *runner.Pair) (pipelineEnv, func(), error) {
+// viaProxies opens a second session on sess's servers that reaches them
+// through unarmed protocol proxies only (PostgreSQL wire for every
+// database connection, RESP for Redis): the same schedules run on it cost
+// what drilling a team's service costs when no fault is armed.
+func viaProxies(ctx context.Context, sess *runner.Session, rp runner.Params) (*runner.Session, func(), error) {
 	var closers []func()
 	undo := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
 	}
-	pools := [2]*pgxpool.Pool{}
-	for i, direct := range []*pgxpool.Pool{pair.Env.Producer, pair.Env.Consumer} {
-		cfg := direct.Config().Copy()
-		cc := cfg.ConnConfig
-		p, err := pgwire.Listen(net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
-		if err != nil {
-			undo()
-			return pipelineEnv{}, nil, err
-		}
-		closers = append(closers, func() { p.Close() })
-		host, port, _ := net.SplitHostPort(p.Addr())
-		n, _ := strconv.Atoi(port)
-		cc.Host, cc.Port, cc.TLSConfig, cc.Fallbacks = host, uint16(n), nil, nil
-		if pools[i], err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
-			undo()
-			return pipelineEnv{}, nil, err
-		}
-		pool := pools[i]
-		closers = append(closers, pool.Close)
+	w := sess.World()
+	pgURL, closePG, err := proxiedPG(w.PGURL)
+	if err != nil {
+		return nil, nil, err
 	}
-	rdb := w.RedisClient()
-	if rdb == nil {
-		undo()
-		return pipelineEnv{}, nil, errors.New("the proxied soak needs Redis")
-	}
-	opt := *rdb.Options()
-	rp, err := resp.Listen(opt.Addr)
+	closers = append(closers, closePG)
+	redisURL, closeRedis, err := proxiedRedis(w.BrokerURL(broker.Redis))
 	if err != nil {
 		undo()
-		return pipelineEnv{}, nil, err
+		return nil, nil, err
 	}
-	closers = append(closers, func() { rp.Close() })
-	opt.Addr = rp.Addr()
-	prdb := redis.NewClient(&opt)
-	closers = append(closers, func() { prdb.Close() })
-	b := redisstream.New(prdb, pair.Stream)
-	return pipelineEnv{
-		prod:  &pipeline.Producer{DB: pools[0]},
-		relay: &pipeline.Relay{DB: pools[0], Broker: b},
-		cons:  &pipeline.Consumer{DB: pools[1], Broker: b},
-		b:     b,
-	}, undo, nil
+	closers = append(closers, closeRedis)
+	rp.PGURL, rp.URLs = pgURL, map[string]string{broker.Redis: redisURL}
+	proxied, err := runner.OpenSession(ctx, rp)
+	if err != nil {
+		undo()
+		return nil, nil, err
+	}
+	closers = append(closers, func() { _ = proxied.Close() })
+	return proxied, undo, nil
+}
+
+// proxiedPG is the admin URL of the PostgreSQL server at u through a
+// proxy of its own (no TLS: the proxy speaks the plain protocol).
+func proxiedPG(u string) (string, func(), error) {
+	cfg, err := pgx.ParseConfig(u)
+	if err != nil {
+		return "", nil, fmt.Errorf("PostgreSQL %s: %w", redact.URL(u), redact.Err(u, err))
+	}
+	p, err := pgwire.Listen(net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))))
+	if err != nil {
+		return "", nil, err
+	}
+	via := url.URL{Scheme: "postgres", User: url.User(cfg.User), Host: p.Addr(), Path: "/" + cfg.Database, RawQuery: "sslmode=disable"}
+	if cfg.Password != "" {
+		via.User = url.UserPassword(cfg.User, cfg.Password)
+	}
+	return via.String(), func() { p.Close() }, nil
+}
+
+// proxiedRedis is the URL of the Redis server at u through a proxy of its
+// own.
+func proxiedRedis(u string) (string, func(), error) {
+	if u == "" {
+		return "", nil, errors.New("the proxied soak needs Redis")
+	}
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		return "", nil, fmt.Errorf("Redis %s: %w", redact.URL(u), redact.Err(u, err))
+	}
+	p, err := resp.Listen(opt.Addr)
+	if err != nil {
+		return "", nil, err
+	}
+	via := url.URL{Scheme: "redis", Host: p.Addr(), Path: "/" + strconv.Itoa(opt.DB)}
+	if opt.Username != "" || opt.Password != "" {
+		via.User = url.UserPassword(opt.Username, opt.Password)
+	}
+	return via.String(), func() { p.Close() }, nil
 }

@@ -2,7 +2,11 @@ package soak
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -12,52 +16,51 @@ import (
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/history"
 	"github.com/outboxdrill/runner/internal/testservers"
-	"github.com/outboxdrill/runner/pipeline"
+	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/runner"
+	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/steps"
 )
 
+// oldKinds are the fault windows the soak has always struck: a produce
+// rolled back, a relay that did not mark, a replay, a consume that failed
+// or did not ack.
+var oldKinds = []string{produceFail, skipMark, replay, consumeFail, consumeAck}
+
 func TestSoakHoldsItsInvariants(t *testing.T) {
+	t.Parallel()
 	tp := testParams(t)
 	rep, err := Soak(t.Context(), Params{Events: 300, Faults: 0.2, Seed: 1, Workers: 2, Batch: 20,
 		PGURL: tp.PGURL, Redis: tp.URLs[broker.Redis], Baseline: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Violations) > 0 || rep.History.Committed != 300 || rep.History.Applied != 300 {
+	if len(rep.Violations) > 0 || rep.History.Committed != 300 || rep.History.Applied != 300 || rep.History.Pending != 0 {
 		t.Fatalf("%s", rep.Format())
 	}
-	// Faults really struck, in every window the soak knows: in lock-step,
-	// where the seed alone decides each. With two workers a consumer's
-	// drawn fault strikes its next pass that meets work, and how many
-	// passes meet work varies with the machine's load (under load, fewer
-	// and fuller): a run can draw no divzero before its last such pass.
+	// The reference pipeline is judged on what it always was.
+	if !slices.Equal(rep.Judged, history.ReferenceInvariants()) || len(rep.NotJudged) > 0 {
+		t.Errorf("judged %v (not judged %v), want %v", rep.Judged, rep.NotJudged, history.ReferenceInvariants())
+	}
+	// Faults really struck, in every window the soak knows, with one
+	// schedule and with two: the seed alone decides each.
 	step, err := Soak(t.Context(), Params{Events: 300, Faults: 0.2, Seed: 1, Workers: 1, Batch: 20, PGURL: tp.PGURL, Redis: tp.URLs[broker.Redis]})
 	if err != nil || len(step.Violations) > 0 {
-		t.Fatalf("lock-step: %v\n%s", err, step.Format())
+		t.Fatalf("one schedule: %v\n%s", err, step.Format())
 	}
-	for _, kind := range []string{"produce.divzero", "relay.skip_mark", "publish.replay", "consume.divzero", "consume.skip_ack"} {
-		if step.Faults[kind] == 0 {
-			t.Errorf("no %s fault in:\n%s", kind, step.Format())
-		}
-	}
-	// The two-worker run met faults in each of its stages: the producer's
-	// are drawn per event (the seed fixes them), the relay's and the
-	// consumers' per pass, so only their sum per stage is certain.
-	for _, kinds := range [][]string{{"produce.divzero"}, {"relay.skip_mark", "publish.replay"}, {"consume.divzero", "consume.skip_ack"}} {
-		n := int64(0)
-		for _, k := range kinds {
-			n += rep.Faults[k]
-		}
-		if n == 0 {
-			t.Errorf("two workers: no %s fault in:\n%s", strings.Join(kinds, " or "), rep.Format())
+	for _, r := range []*Report{rep, step} {
+		for _, kind := range oldKinds {
+			if r.Faults[kind] == 0 {
+				t.Errorf("no %s fault in:\n%s", kind, r.Format())
+			}
 		}
 	}
 	// A fault is counted where it met work: each divzero pass failed a
 	// delivery at least (a pass that read nothing struck nothing).
-	if f, failed := rep.Faults["consume.divzero"], rep.Outcomes[pipeline.Failed]; f > int64(failed) {
-		t.Errorf("%d consume.divzero faults, but %d deliveries failed:\n%s", f, failed, rep.Format())
+	if f, failed := rep.Faults[consumeFail]+rep.Faults[claimFail], rep.Outcomes["failed"]; f == 0 || f > failed {
+		t.Errorf("%d consume and claim divzero faults, but %d deliveries failed:\n%s", f, failed, rep.Format())
 	}
-	if rep.Outcomes[pipeline.Duplicate] == 0 || rep.RawPerSec <= 0 {
+	if rep.Outcomes["duplicate"] == 0 || rep.RawPerSec <= 0 {
 		t.Errorf("no duplicates delivered or no baseline:\n%s", rep.Format())
 	}
 	// The faults' recovery is work beyond the baseline's; without faults
@@ -71,10 +74,30 @@ func TestSoakHoldsItsInvariants(t *testing.T) {
 	}
 }
 
+// TestSoakCrashes: with Crash the schedules also restart the producer's
+// and the consumer's PostgreSQL and the broker (the runner's own servers,
+// a PostgreSQL per side), and the reference pipeline still holds.
+func TestSoakCrashes(t *testing.T) {
+	t.Parallel()
+	rep, err := Soak(t.Context(), Params{Events: 200, Faults: 0.3, Seed: 1, Workers: 2, Batch: 20, Crash: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Violations) > 0 || rep.History.Committed != 200 || rep.History.Applied != 200 || rep.History.Pending != 0 {
+		t.Fatalf("%s", rep.Format())
+	}
+	for _, kind := range append([]string{producerCrash, brokerCrash, consumerCrash}, oldKinds...) {
+		if rep.Faults[kind] == 0 {
+			t.Errorf("no %s in:\n%s", kind, rep.Format())
+		}
+	}
+}
+
 // The verdict is handed over as soon as the history is judged, while the
 // soak's database pair still exists; the pairs (the baseline's and the
 // soak's) are dropped after, none left behind.
 func TestSoakVerdictBeforeCleanup(t *testing.T) {
+	t.Parallel()
 	tp := testParams(t)
 	ctx := t.Context()
 	admin, err := pgx.Connect(ctx, tp.PGURL)
@@ -107,188 +130,178 @@ func TestSoakVerdictBeforeCleanup(t *testing.T) {
 	}
 }
 
-// TestCheckHistoryCatchesEachViolation drains a clean soak history, breaks
-// it one way per invariant (through the soak's own recorded passes where
-// the damage is something the pipeline does, in the databases or the broker
-// where it is something done behind its back), and checks that the soak's
-// judge finds exactly the invariants broken.
-func TestCheckHistoryCatchesEachViolation(t *testing.T) {
-	newEvent := func(ctx context.Context, s *soak) error { // e-2, committed and relayed, not consumed
-		if err := s.produce(ctx, 2); err != nil {
-			return err
+// tamperParams are the parameters of tamper, a step of this test only:
+// damage done behind the pipeline's back, in a database, as a step of
+// the schedule (the runner judges a scenario once its steps ran).
+type tamperParams struct {
+	Side string `param:"side" required:"yes" enum:"producer|consumer" doc:"the database"`
+	SQL  string `param:"sql" required:"yes" doc:"the statement"`
+}
+
+// tamperStep is registered by TestMain, as a program registers a step of
+// its own.
+var tamperStep = steps.Define("tamper", "Test only: run a statement on one side's database.", nil,
+	func(ctx context.Context, env *steps.Env, p *tamperParams) (steps.Result, error) {
+		db := env.Producer
+		if p.Side == "consumer" {
+			db = env.Consumer
 		}
-		_, err := s.relayPass(ctx, 0)
-		return err
+		_, err := db.Exec(ctx, p.SQL)
+		return steps.Result{}, err
+	})
+
+// TestCheckHistoryCatchesEachViolation runs a clean schedule, broken one
+// way per invariant (through the steps' own parameters where the damage is
+// something the pipeline does, in the databases where it is something done
+// behind its back), on the soak's path, and checks that the verdict names
+// exactly the invariants broken.
+func TestCheckHistoryCatchesEachViolation(t *testing.T) {
+	t.Parallel()
+	g := &generator{rnd: rand.New(rand.NewPCG(1, 1))} // rate 0: no fault drawn
+	s := func(name string, kv ...string) step {
+		var ps []param
+		for i := 0; i < len(kv); i += 2 {
+			ps = append(ps, param{kv[i], kv[i+1]})
+		}
+		return step{name: name, params: ps}
 	}
-	opt := pipeline.ConsumeOptions{Consumer: soakConsumer, Worker: "w"}
-	cases := map[string]func(ctx context.Context, s *soak, iso *runner.Pair) error{
-		"": func(context.Context, *soak, *runner.Pair) error { return nil },
-		history.Lost: func(ctx context.Context, s *soak, iso *runner.Pair) error {
-			if err := s.produce(ctx, 2); err != nil {
-				return err
-			}
-			_, err := iso.Env.Producer.Exec(ctx, `UPDATE outbox SET published = true WHERE event_id = 'e-2'`) // marked, never published
-			return err
-		},
-		history.DoubleApplied: func(ctx context.Context, s *soak, _ *runner.Pair) error {
-			if err := s.replay(ctx, "e-1"); err != nil {
-				return err
-			}
-			o := opt
-			o.DedupeByEntry = true // the new entry id gets past the inbox
-			_, err := s.consume(ctx, o)
-			return err
-		},
-		history.Phantom: func(ctx context.Context, s *soak, iso *runner.Pair) error {
-			forged := broker.Message{EventID: "forged", Payload: `{"event_id":"forged","amount":1,"currency":"USD"}`}
-			if _, err := iso.Env.Broker.Publish(ctx, []broker.Message{forged}); err != nil {
-				return err
-			}
-			_, err := s.consume(ctx, opt)
-			return err
-		},
-		history.AckedWithoutEffect: func(ctx context.Context, s *soak, _ *runner.Pair) error {
-			if err := newEvent(ctx, s); err != nil {
-				return err
-			}
-			o := opt
-			o.AckFirst, o.Fault = true, pipeline.DivZero
-			if _, err := s.consume(ctx, o); err != nil {
-				return err
-			}
-			return s.replay(ctx, "e-2") // an entry waits: not lost, only acked without effect
-		},
-		history.ProjectionMismatch: func(ctx context.Context, _ *soak, iso *runner.Pair) error {
-			_, err := iso.Env.Consumer.Exec(ctx, `UPDATE projection SET amount = amount * 2`)
-			return err
-		},
-		history.Stranded: func(ctx context.Context, s *soak, _ *runner.Pair) error {
-			if err := newEvent(ctx, s); err != nil {
-				return err
-			}
-			o := opt
-			o.Fault = pipeline.DivZero // left pending ...
-			if _, err := s.consume(ctx, o); err != nil {
-				return err
-			}
-			_, err := s.consume(ctx, opt) // ... and the consumer reads on, never claims
-			return err
-		},
-		history.DoublePublished: func(ctx context.Context, s *soak, _ *runner.Pair) error {
-			if err := s.produce(ctx, 2); err != nil {
-				return err
-			}
-			res, err := s.env.relay.RelayConcurrently(ctx, 2, pipeline.Flag, 0)
-			var pubs []pipeline.Published
-			for _, r := range res {
-				pubs = append(pubs, r.Published...)
-			}
-			s.hist.published("relay", false, pubs...) // one relay step of two relays
-			if err != nil {
-				return err
-			}
-			_, err = s.consume(ctx, opt)
-			return err
-		},
-		history.Unbalanced: func(ctx context.Context, _ *soak, iso *runner.Pair) error {
-			_, err := iso.Env.Producer.Exec(ctx, `UPDATE accounts SET balance = balance + 1 WHERE account = 'acct-3'`)
-			return err
-		},
+	produce := func(i int) step { g.steps = nil; g.produce(i); return g.steps[0] }
+	tamper := func(side, sql string) step { return s("tamper", "side", side, "sql", scalar(sql)) }
+	newEvent := []step{produce(2), s("relay")} // e-2, committed and relayed, not consumed
+	cases := map[string][]step{
+		"":                    nil,
+		history.Lost:          {produce(2), tamper("producer", `UPDATE outbox SET published = true WHERE event_id = 'e-2'`)}, // marked, never published
+		history.DoubleApplied: {s("publish", "event", "e-1"), s("consume", "dedupe", "entry_id")},                            // the new entry id gets past the inbox
+		history.Phantom:       {s("publish", "event", "forged"), s("consume")},
+		history.AckedWithoutEffect: append(slices.Clone(newEvent), s("consume", "mode", "ack_first", "fail", "divzero"),
+			s("publish", "event", "e-2")), // an entry waits: not lost, only acked without effect
+		history.ProjectionMismatch: {tamper("consumer", `UPDATE projection SET amount = amount * 2`)},
+		history.Stranded:           append(slices.Clone(newEvent), s("consume", "fail", "divzero"), s("consume")), // left pending, never claimed
+		history.DoublePublished:    {produce(2), s("relay", "workers", "2", "lease", "flag"), s("consume")},
+		history.Unbalanced:         {tamper("producer", `UPDATE accounts SET balance = balance + 1 WHERE account = 'acct-3'`)},
 	}
 	for _, inv := range history.ReferenceInvariants() { // stuck: a team's running system only
 		if _, ok := cases[inv]; !ok {
 			t.Errorf("invariant %s has no case that breaks it", inv)
 		}
 	}
-	for inv, tamper := range cases {
-		name := inv
-		if name == "" {
-			name = "clean"
-		}
-		t.Run(name, func(t *testing.T) {
-			s, iso := cleanSoak(t)
-			ctx := t.Context()
-			if err := tamper(ctx, s, iso); err != nil {
-				t.Fatal(err)
+	clean := []step{produce(0), produce(1), s("relay"), s("consume")} // e-0 and e-1 through the pipeline
+	var scheds []schedule
+	invs := slices.Sorted(maps.Keys(cases))
+	for _, inv := range invs {
+		scheds = append(scheds, schedule{name: "breaks " + inv, file: inv + ".yaml", steps: append(slices.Clone(clean), cases[inv]...)})
+	}
+	_, results := runSchedules(t, scheds)
+	for i, inv := range invs {
+		var got []string
+		for _, v := range results[i].Violations {
+			if !slices.Contains(got, v.Invariant) {
+				got = append(got, v.Invariant)
 			}
-			_, vs, err := s.hist.judge(ctx, s.env)
+		}
+		want := []string{inv}
+		if inv == "" {
+			want = nil
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%q: want %v, got %v", inv, want, results[i].Violations)
+		}
+	}
+}
+
+// runSchedules runs hand-made schedules on the soak's path: loaded as the
+// generated ones, run and summed up by run.
+func runSchedules(t *testing.T, scheds []schedule) (*Report, []*report.Result) {
+	t.Helper()
+	tp := testParams(t)
+	p := Params{Events: 1, Workers: len(scheds), Batch: 100}
+	scs, err := load(p, scheds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := runner.OpenSession(t.Context(), runner.Params{PGURL: tp.PGURL, URLs: tp.URLs, Parallel: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sess.Close() })
+	rep, results, err := run(t.Context(), sess, p, scheds, scs, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep, results
+}
+
+// TestSoakReplaysExactly: the same seed writes the same schedules, which
+// take the same course, with one schedule or several.
+func TestSoakReplaysExactly(t *testing.T) {
+	t.Parallel()
+	tp := testParams(t)
+	for _, workers := range []int{1, 2} {
+		p := Params{Events: 200, Faults: 0.3, Seed: 5, Workers: workers, Batch: 10, PGURL: tp.PGURL, Redis: tp.URLs[broker.Redis]}
+		run := func() *Report {
+			rep, err := Soak(t.Context(), p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []string
-			for _, v := range vs {
-				if !slices.Contains(got, v.Invariant) {
-					got = append(got, v.Invariant)
-				}
+			if len(rep.Violations) > 0 {
+				t.Fatalf("%s", rep.Format())
 			}
-			want := []string{inv}
-			if inv == "" {
-				want = nil
+			return rep
+		}
+		a, b := run(), run()
+		if fmt.Sprint(a.Faults) != fmt.Sprint(b.Faults) || fmt.Sprint(a.Outcomes) != fmt.Sprint(b.Outcomes) || a.History != b.History || a.Steps != b.Steps {
+			t.Fatalf("the same seed took two courses:\n%s\n%s", a.Format(), b.Format())
+		}
+		for _, kind := range oldKinds {
+			if a.Faults[kind] == 0 {
+				t.Errorf("no %s fault in:\n%s", kind, a.Format())
 			}
-			if !slices.Equal(got, want) {
-				t.Fatalf("want %v, got %v", want, vs)
+		}
+		q := p
+		q.Workers, q.Batch = workers, 10
+		for k := range workers {
+			if x, y := render("s", "", generate(q, nil, k).steps), render("s", "", generate(q, nil, k).steps); string(x) != string(y) {
+				t.Errorf("schedule %d: the seed wrote two schedules", k)
 			}
-		})
-	}
-}
-
-// cleanSoak is a soak without faults that produced, relayed and consumed
-// e-0 and e-1, on a pair of its own.
-func cleanSoak(t *testing.T) (*soak, *runner.Pair) {
-	ctx := t.Context()
-	p := testParams(t)
-	w, err := runner.OpenWorld(ctx, &p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.Close() })
-	iso, err := w.TakePair(ctx, broker.Redis)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.ReturnPair(context.WithoutCancel(ctx), iso) })
-	s := &soak{p: Params{Batch: 100}, outs: map[pipeline.Outcome]int64{}, env: pipelineEnv{
-		prod:  &pipeline.Producer{DB: iso.Env.Producer},
-		relay: &pipeline.Relay{DB: iso.Env.Producer, Broker: iso.Env.Broker},
-		cons:  &pipeline.Consumer{DB: iso.Env.Consumer, Broker: iso.Env.Broker},
-		b:     iso.Env.Broker,
-	}}
-	for i := range 2 {
-		if err := s.produce(ctx, i); err != nil {
-			t.Fatal(err)
 		}
 	}
-	if _, err := s.relayPass(ctx, 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.consume(ctx, pipeline.ConsumeOptions{Consumer: soakConsumer, Worker: "w"}); err != nil {
-		t.Fatal(err)
-	}
-	return s, iso
 }
 
-// TestSoakReplaysExactlyWithOneWorker: the same seed injects the same faults
-// and the run takes the same course.
-func TestSoakReplaysExactlyWithOneWorker(t *testing.T) {
+// TestSoakShrinksAndWritesAViolation: a soak of an anti-pattern (dedupe
+// by entry id, with replays and relays that do not mark) finds
+// double_applied, shrinks each schedule that broke it to a few steps and
+// writes it where runner run reproduces it.
+func TestSoakShrinksAndWritesAViolation(t *testing.T) {
+	t.Parallel()
 	tp := testParams(t)
-	run := func() *Report {
-		rep, err := Soak(t.Context(), Params{Events: 200, Faults: 0.3, Seed: 5, Workers: 1, Batch: 10, PGURL: tp.PGURL, Redis: tp.URLs[broker.Redis]})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(rep.Violations) > 0 {
-			t.Fatalf("%s", rep.Format())
-		}
-		return rep
+	out := t.TempDir()
+	rep, err := Soak(t.Context(), Params{Events: 100, Faults: 0.3, Seed: 2, Workers: 2, Batch: 10, PGURL: tp.PGURL, Redis: tp.URLs[broker.Redis],
+		With: []string{"consume(dedupe=entry_id)"}, Out: out})
+	if err != nil {
+		t.Fatal(err)
 	}
-	a, b := run(), run()
-	if fmt.Sprint(a.Faults) != fmt.Sprint(b.Faults) || fmt.Sprint(a.Outcomes) != fmt.Sprint(b.Outcomes) || a.History != b.History {
-		t.Fatalf("the same seed took two courses:\n%s\n%s", a.Format(), b.Format())
+	if len(rep.Violations) == 0 || len(rep.Findings) == 0 {
+		t.Fatalf("no violation found or written:\n%s", rep.Format())
 	}
-	for _, kind := range []string{"produce.divzero", "relay.skip_mark", "publish.replay", "consume.divzero", "consume.skip_ack"} {
-		if a.Faults[kind] == 0 {
-			t.Errorf("no %s fault in:\n%s", kind, a.Format())
+	for _, f := range rep.Findings {
+		if !slices.Equal(f.Broken, []string{history.DoubleApplied}) || !f.Reproduced || f.Kept > 6 || f.Kept >= f.Steps {
+			t.Errorf("finding %+v, want double_applied, reproduced, a few steps kept:\n%s", f, rep.Format())
 		}
+		text, err := os.ReadFile(f.File)
+		if err != nil || !strings.Contains(string(text), "dedupe: entry_id") || !strings.Contains(string(text), "runner run "+f.File) {
+			t.Errorf("%s: %v\n%s", f.File, err, text)
+		}
+		scs, errs := scenario.LoadFiles([]string{f.File})
+		if len(errs) > 0 {
+			t.Fatalf("%s does not load: %v", f.File, errs)
+		}
+		res, err := runner.Run(t.Context(), runner.Params{PGURL: tp.PGURL, URLs: tp.URLs}, scs)
+		if err != nil || res.Failed() != 1 || len(res.Results[0].Violations) == 0 {
+			t.Errorf("runner run %s: want it to fail with double_applied (%v)", f.File, err)
+		}
+	}
+	if !strings.Contains(rep.Format(), "replay with  runner soak --in-process --events 100 --faults 0.3 --seed 2 --parallel 2 --batch 10 --with 'consume(dedupe=entry_id)'\n") {
+		t.Errorf("no replay command in:\n%s", rep.Format())
 	}
 }
 
@@ -297,7 +310,8 @@ func testParams(t testing.TB) runner.Params {
 }
 
 // TestParamsValidate: a library caller's bad counts are an error, not a
-// soak of nothing or a negative batch.
+// soak of nothing or a negative batch; a --with the language refuses is
+// a usage error naming every problem.
 func TestParamsValidate(t *testing.T) {
 	ok := Params{Events: 1, Faults: 0.1}
 	if err := ok.Validate(); err != nil {
@@ -312,17 +326,29 @@ func TestParamsValidate(t *testing.T) {
 		{Params{Events: 1, Faults: -0.1}, "faults: want a rate from 0 to 1"},
 		{Params{Events: 1, Workers: -1}, "workers: want 1 or more"},
 		{Params{Events: 1, Batch: -1}, "batch: want 1 or more (0: 100), got -1"},
+		{Params{Events: 1, Budget: -1}, "budget: want a duration of 0 or more"},
+		{Params{Events: 1, Crash: true, PGURL: "postgres://localhost/x"}, "crash: the crashes kill the runner's own servers"},
+		{Params{Events: 1, With: []string{"consume(dedup=entry_id)", "sleep(1s)"}},
+			`--with "consume(dedup=entry_id)": unknown parameter "dedup" (did you mean "dedupe"?)` + "; known: consumer, projection, fail, fail_event, skip_ack, nack, max_deliveries, mode, dedupe, ordering, worker, count, block, broker_txn\n" +
+				`--with "sleep(1s)": a schedule has no sleep step`},
 	} {
-		if err := tc.p.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if err := tc.p.Validate(); len(tc.p.With) == 0 && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%+v: err %v, want %q", tc.p, err, tc.want)
 		}
-		if _, err := Soak(context.Background(), tc.p); err == nil || !strings.Contains(err.Error(), tc.want) {
+		_, err := Soak(context.Background(), tc.p)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Soak(%+v): err %v, want %q before any server", tc.p, err, tc.want)
+		}
+		if len(tc.p.With) > 0 && !errors.As(err, new(*WithError)) {
+			t.Errorf("Soak(%+v): %T, want a *WithError", tc.p, err)
 		}
 	}
 }
 
-func TestMain(m *testing.M) { testservers.Main(m) }
+func TestMain(m *testing.M) {
+	steps.Register(tamperStep)
+	testservers.Main(m)
+}
 
 // TestTheReplayCommandRunsThisEngine: the command a violation prints is
 // the in-process engine's (without --in-process, --batch is refused and

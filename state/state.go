@@ -1,5 +1,5 @@
 // Package state reads the final state of a scenario's databases: the reads
-// that both the history checker (history.LoadState) and the scenarios'
+// that both the history checker (history.LoadStateOf) and the scenarios'
 // state checks and metrics (steps) need, written once so that the two never
 // disagree about what a table holds.
 package state

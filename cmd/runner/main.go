@@ -117,7 +117,7 @@ var help = map[string]struct{ args, summary string }{
 	"reference": {"[flags] relay|consumer", "run the reference relay or consumer as a long-lived process (env DATABASE_URL, REDIS_URL, STREAM, GROUP), to drill it through a system file"},
 	"run":       {"[flags] [files or dirs...]", "run scenarios against real PostgreSQL and " + runner.BrokerList() + " (--broker)"},
 	"schema":    {"[--system]", "print the JSON Schema of scenario files, or of system files (draft 2020-12)"},
-	"soak":      {"[flags]", "explore's random mode: N events with faults at random crossings, on the reference system (or --system); --in-process: the in-process engine"},
+	"soak":      {"[flags]", "explore's random mode: N events with faults at random crossings, on the reference system (or --system); --in-process: a random schedule of the reference steps, run in this process"},
 	"version":   {"", "print which build of the runner this is: its commit, whether it was modified, the Go version (also: runner --version)"},
 	"validate":  {"[--system FILE] [files or dirs...]", "check scenarios and system files without running anything; a system file's mappings are checked against its schema on a throwaway database pair"},
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,7 +19,7 @@ import (
 	"github.com/outboxdrill/runner/sql"
 )
 
-const soakUsage = "runner soak [--system FILE] [--events N] [--faults RATE] [--seed S] [--out DIR] [explore's flags] | runner soak --in-process --events N --faults RATE --seed S [--parallel W] [--batch N] [--baseline]"
+const soakUsage = "runner soak [--system FILE] [--events N] [--faults RATE] [--seed S] [--out DIR] [explore's flags] | runner soak --in-process --events N --faults RATE --seed S [--parallel W] [--batch N] [--baseline] [--crash] [--with STEP] [--out DIR] [--budget D]"
 
 // soakEvents is runner soak's default number of events: the soak is the
 // long run.
@@ -29,8 +30,9 @@ const soakEvents = 2000
 // system (--system) or, by default, on the reference system — the
 // runner's own relay and consumer as processes behind the proxies. A
 // violation is shrunk and written as a scenario to --out (default: a
-// directory of its own, kept only when it holds one). --in-process keeps
-// the in-process engine the throughput figures of runner bench measure.
+// directory of its own, kept only when it holds one). --in-process is a
+// random schedule of the reference steps run by the runner in this
+// process: the engine runner bench measures.
 func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if slices.ContainsFunc(args, isInProcess) {
 		return cmdSoakInProcess(ctx, slices.DeleteFunc(slices.Clone(args), isInProcess), stdout, stderr)
@@ -42,17 +44,19 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Lookup("random").Usage = "always on: runner soak is explore's random mode"
 	fs.Lookup("out").Usage = "write each violation's minimal scenario to `DIR` (default: a new directory, kept only when it holds one)"
 	fs.Lookup("system").Usage = "the team's system `FILE` (default: the reference system, the runner's own relay and consumer as processes)"
-	fs.Bool("in-process", false, "the in-process engine instead: the reference pipeline's steps in this process, faults at the windows the steps know (flags: --events, --faults, --seed, --parallel W workers, --batch N, --baseline, --pg, --redis)")
+	fs.Bool("in-process", false, "the in-process engine instead: a random schedule of the reference steps (faults drawn from their own parameters) run by the runner in this process, a violation shrunk and written to --out (flags: --events, --faults, --seed, --parallel W schedules at once, --batch N, --baseline, --crash, --with STEP, --out, --budget, --pg, --redis)")
 	var batch int
-	countFlag(fs, &batch, "batch", 100, 1, "with --in-process: relay and consume batch size (`N` events)")
+	countFlag(fs, &batch, "batch", 100, 1, "with --in-process: `N` events a schedule produces before each relay and consume pass")
 	fs.Bool("baseline", false, "with --in-process: first measure the raw baseline on the same servers")
+	fs.Bool("crash", false, "with --in-process: also draw server crashes (producer_db, broker and consumer_db restarts)")
+	fs.Var(new(stepsFlag), "with", "with --in-process: give every `STEP` of its name the schedule writes these parameters, e.g. 'consume(dedupe=entry_id)' (repeatable)")
 	paths, code, done := parseArgs(fs, args, stdout, stderr)
 	if done {
 		return code
 	}
 	var onlyInProcess []string
 	fs.Visit(func(fl *flag.Flag) {
-		if fl.Name == "batch" || fl.Name == "baseline" {
+		if fl.Name == "batch" || fl.Name == "baseline" || fl.Name == "with" || fl.Name == "crash" {
 			onlyInProcess = append(onlyInProcess, "--"+fl.Name)
 		}
 	})
@@ -156,45 +160,103 @@ func writeReferenceSystem(dir string) (string, error) {
 	return filepath.Join(dir, "system.yaml"), nil
 }
 
-// cmdSoakInProcess is runner soak --in-process: the reference pipeline's
-// steps in this process, faults at the windows the steps know (no service
-// processes, no proxies), judged by the same history checker.
+// cmdSoakInProcess is runner soak --in-process: a random schedule of the
+// reference steps (faults drawn from their own parameters) run by the
+// runner in this process, judged by the scenarios' history checker; a
+// violation is shrunk and written to --out (default: a directory of its
+// own, kept only when it holds one).
 func cmdSoakInProcess(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("soak")
 	var p soak.Params
 	countFlag(fs, &p.Events, "events", 10000, 1, "drive `N` events through the pipeline")
 	fs.Float64Var(&p.Faults, "faults", 0.1, "probability of a fault at each decision point (`RATE`, 0..1)")
 	check(fs, "faults", "a number from 0 to 1 such as 0.1", func() bool { return p.Faults >= 0 && p.Faults <= 1 })
-	fs.Uint64Var(&p.Seed, "seed", uint64(time.Now().UnixNano()%1_000_000), "seed of the fault choices: the same seed injects the same faults")
-	countFlag(fs, &p.Workers, "parallel", 2, 1, "`N` concurrent producers and consumers")
-	countFlag(fs, &p.Batch, "batch", 100, 1, "relay and consume batch size (`N` events)")
+	fs.Uint64Var(&p.Seed, "seed", uint64(time.Now().UnixNano()%1_000_000), "seed of the schedule: the same seed writes the same schedule, and the run replays exactly")
+	countFlag(fs, &p.Workers, "parallel", 2, 1, "`N` schedules at once, each a scenario with a database pair and a stream of its own, the events shared out between them")
+	countFlag(fs, &p.Batch, "batch", 100, 1, "`N` events a schedule produces before each relay and consume pass")
 	servers := redisFlags(fs, &p.PGURL, &p.Redis)
 	connectTimeoutFlag(fs, &p.ConnectTimeout, servers)
 	fs.BoolVar(&p.Baseline, "baseline", false, "first measure the raw baseline (bare transactions and XADD/XACK) on the same servers")
+	fs.BoolVar(&p.Crash, "crash", false, "also draw server crashes: producer_db(restart) once a batch is produced, broker(restart) once it is relayed, consumer_db(restart) once it is consumed, each at RATE (the runner's own servers only: not with --pg or --redis)")
+	fs.Var((*stepsFlag)(&p.With), "with", "give every `STEP` of its name the schedule writes these parameters, in the scenario language's shorthand, e.g. 'consume(dedupe=entry_id)': soak an anti-pattern (repeatable)")
+	fs.StringVar(&p.Out, "out", "", "write each violation's shrunk schedule, a scenario, to `DIR` (default: a new directory, kept only when it holds one)")
+	durationFlag(fs, &p.Budget, "budget", 5*time.Minute, maxTimeout, "stop shrinking the violations after `DURATION`")
 	fs.Bool("in-process", true, "the in-process engine (this one)")
-	const soakUsage = "runner soak --in-process --events N --faults RATE (0..1) --seed S [--parallel W] [--batch N] [--baseline]"
-	if code, done := noArgs(fs, args, stdout, stderr, soakUsage); done {
+	if code, done := noArgs(fs, args, stdout, stderr, inProcessUsage); done {
 		return code
 	}
 	if err := p.Validate(); err != nil { // the flags checked each value already
-		fmt.Fprintf(stderr, "runner soak: %v\nusage: %s\n", err, soakUsage)
+		fmt.Fprintf(stderr, "runner soak: %v\nusage: %s\n", err, inProcessUsage)
 		return exitInvalid
 	}
 	if !checkURLs(fs, stderr, servers) {
 		return exitInvalid
 	}
-	// The verdict is printed once known, before the cleanup.
+	cleanup, code := soakOut(&p, stderr)
+	if code != 0 {
+		return code
+	}
+	// The verdict is printed once known, before the cleanup and shrinking.
 	p.Judged = func(rep *soak.Report) { fmt.Fprint(stdout, rep.Format()) }
 	rep, err := soak.Soak(ctx, p)
+	found := err == nil && len(rep.Findings) > 0
+	cleanup(found)
 	switch {
 	case ctx.Err() != nil:
 		return interrupted(stderr, false)
+	case errors.As(err, new(*soak.WithError)):
+		fmt.Fprintf(stderr, "runner soak: %v\nusage: %s\n", err, inProcessUsage)
+		return exitInvalid
 	case err != nil:
 		fmt.Fprintf(stderr, "runner: soak: %v (seed %d)\n", err, p.Seed)
 		return exitEnvironment
 	}
+	fmt.Fprint(stdout, rep.FormatFindings())
 	if len(rep.Violations) > 0 {
 		return exitFailed
 	}
 	return exitOK
+}
+
+const inProcessUsage = "runner soak --in-process --events N --faults RATE (0..1) --seed S [--parallel W] [--batch N] [--baseline] [--crash] [--with STEP] [--out DIR] [--budget D]"
+
+// soakOut gives an in-process soak without --out a directory of its own;
+// cleanup removes it unless it holds a finding.
+func soakOut(p *soak.Params, stderr io.Writer) (cleanup func(found bool), code int) {
+	if p.Out != "" {
+		if err := outfile.Dir(p.Out, 0o755); err != nil {
+			fmt.Fprintf(stderr, "runner soak: --out: %v\nusage: %s\n", err, inProcessUsage)
+			return nil, exitInvalid
+		}
+		return func(bool) {}, 0
+	}
+	dir, err := os.MkdirTemp("", "runner-soak-"+time.Now().Format("20060102-150405")+"-")
+	if err != nil {
+		fmt.Fprintf(stderr, "runner soak: %v\n", err)
+		return nil, exitEnvironment
+	}
+	p.Out = dir
+	return func(found bool) {
+		if found {
+			fmt.Fprintf(stderr, "runner soak: the findings are in %s\n", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	}, 0
+}
+
+// stepsFlag is a flag each use of which adds one value, commas and all
+// (a step's shorthand has them).
+type stepsFlag []string
+
+func (s *stepsFlag) String() string {
+	if s == nil {
+		return ""
+	}
+	return strings.Join(*s, " ")
+}
+
+func (s *stepsFlag) Set(v string) error {
+	*s = append(*s, v)
+	return nil
 }

@@ -67,3 +67,75 @@ func TestSoakIsExploreRandomOnTheReferenceSystem(t *testing.T) {
 		t.Errorf("--in-process: exit %d:\n%s\n%s", code, out, errOut)
 	}
 }
+
+// runner soak --in-process is a random schedule of the reference steps
+// run by the runner: a soak of an anti-pattern (--with) breaks an
+// invariant, its schedule is shrunk and written to --out, and runner run
+// of the written file fails the same way. Without --out a violation's
+// directory is kept and named; a --with the language refuses is a usage
+// error.
+func TestSoakInProcessWritesWhatRunReproduces(t *testing.T) {
+	t.Parallel()
+	out := t.TempDir()
+	code, stdout, stderr := cli(t, "soak", "--in-process", "--events", "40", "--faults", "0.3", "--seed", "4", "--parallel", "1", "--batch", "10",
+		"--with", "consume(dedupe=entry_id)", "--out", out)
+	if code != exitFailed || !strings.Contains(stdout, "VIOLATION") || !strings.Contains(stdout, "finding      soak --in-process --seed 4 breaks double_applied") {
+		t.Fatalf("exit %d, want 1 with a finding:\n%s\n%s", code, stdout, stderr)
+	}
+	file := filepath.Join(out, "soak-seed-4.yaml")
+	if !strings.Contains(stdout, "runner run "+file+"\n") {
+		t.Errorf("the output does not name %s:\n%s", file, stdout)
+	}
+	code, stdout, stderr = cli(t, "run", file)
+	if code != exitFailed || !strings.Contains(stdout, "double_applied: event e-") {
+		t.Errorf("runner run %s: exit %d, want 1 with double_applied:\n%s\n%s", file, code, stdout, stderr)
+	}
+	code, _, stderr = cli(t, "soak", "--in-process", "--events", "20", "--faults", "0.3", "--seed", "4", "--parallel", "1", "--batch", "10",
+		"--with", "consume(dedupe=entry_id)")
+	dir := regexp.MustCompile(`the findings are in (\S+)`).FindStringSubmatch(stderr)
+	if code != exitFailed || dir == nil {
+		t.Fatalf("without --out: exit %d, no findings directory named:\n%s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir[1], "soak-seed-4.yaml")); err != nil {
+		t.Error(err)
+	}
+	os.RemoveAll(dir[1])
+	// --out is never written through a symlink: the directory (a usage
+	// error) or the finding's name in it (the run ends with the error
+	// after its verdict).
+	dirLink := filepath.Join(t.TempDir(), "out")
+	if err := os.Symlink(t.TempDir(), dirLink); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = cli(t, "soak", "--in-process", "--events", "1", "--out", dirLink)
+	if code != exitInvalid || !strings.Contains(stderr, "--out: "+dirLink+" is a symbolic link") {
+		t.Errorf("--in-process --out a symlink: exit %d, %q", code, stderr)
+	}
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out2 := t.TempDir()
+	if err := os.Symlink(victim, filepath.Join(out2, "soak-seed-4.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = cli(t, "soak", "--in-process", "--events", "20", "--faults", "0.3", "--seed", "4", "--parallel", "1", "--batch", "10",
+		"--with", "consume(dedupe=entry_id)", "--out", out2)
+	if b, _ := os.ReadFile(victim); string(b) != "precious" || code != exitEnvironment || !strings.Contains(stderr, "is a symbolic link") || !strings.Contains(stdout, "VIOLATION") {
+		t.Errorf("a symlink where the finding goes: exit %d, target %q:\n%s\n%s", code, b, stdout, stderr)
+	}
+	code, _, stderr = cli(t, "soak", "--in-process", "--events", "1", "--with", "consume(dedup=entry_id)")
+	if code != exitInvalid || !strings.Contains(stderr, `--with "consume(dedup=entry_id)": unknown parameter "dedup" (did you mean "dedupe"?)`) {
+		t.Errorf("a misspelt --with: exit %d, %s", code, stderr)
+	}
+	code, _, stderr = cli(t, "soak", "--events", "1", "--with", "consume(dedupe=entry_id)", "--crash")
+	if code != exitInvalid || !strings.Contains(stderr, "runner soak: --crash, --with: only with --in-process") {
+		t.Errorf("--with and --crash without --in-process: exit %d, %s", code, stderr)
+	}
+	// Crashes kill the runner's own servers: the tests' are given
+	// (RUNNER_PG_URL, RUNNER_REDIS_URL).
+	code, _, stderr = cli(t, "soak", "--in-process", "--events", "1", "--crash")
+	if code != exitInvalid || !strings.Contains(stderr, "runner soak: crash: the crashes kill the runner's own servers") {
+		t.Errorf("--crash on given servers: exit %d, %s", code, stderr)
+	}
+}
