@@ -3,6 +3,7 @@ package soak
 import (
 	"context"
 	"fmt"
+	"github.com/outboxdrill/runner/broker"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -157,7 +158,7 @@ func (f *Finding) write(p Params, kept []step) error {
 
 // confirm runs the written file, loaded as runner run loads it, once.
 func (f *Finding) confirm(ctx context.Context, sess *runner.Session) error {
-	scs, errs := scenario.LoadFilesContext(ctx, []string{f.File})
+	scs, errs := scenario.LoadFilesContext(ctx, []string{f.File}, broker.Kinds())
 	if len(errs) > 0 {
 		return fmt.Errorf("the written %s does not load: %w", f.File, errs)
 	}

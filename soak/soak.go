@@ -176,7 +176,7 @@ func load(p Params, scheds []schedule) ([]*scenario.Scenario, error) {
 }
 
 func parse(file, name, comment string, steps []step) (*scenario.Scenario, error) {
-	scs, errs := scenario.Parse(file, render(name, comment, steps))
+	scs, errs := scenario.Parse(file, render(name, comment, steps), broker.Kinds())
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("the generated schedule does not load (a --with that does not go with a drawn fault, or a bug in the soak):\n%w", errs)
 	}

@@ -291,7 +291,7 @@ func TestSoakShrinksAndWritesAViolation(t *testing.T) {
 		if err != nil || !strings.Contains(string(text), "dedupe: entry_id") || !strings.Contains(string(text), "runner run "+f.File) {
 			t.Errorf("%s: %v\n%s", f.File, err, text)
 		}
-		scs, errs := scenario.LoadFiles([]string{f.File})
+		scs, errs := scenario.LoadFiles([]string{f.File}, broker.Kinds())
 		if len(errs) > 0 {
 			t.Fatalf("%s does not load: %v", f.File, errs)
 		}

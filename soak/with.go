@@ -2,6 +2,7 @@ package soak
 
 import (
 	"fmt"
+	"github.com/outboxdrill/runner/broker"
 	"slices"
 	"strings"
 
@@ -22,7 +23,7 @@ func parseWith(specs []string) (map[string][]param, error) {
 	var problems []string
 	for _, spec := range specs {
 		src := "name: with\nsteps:\n  - " + scalar(spec) + "\n"
-		scs, errs := scenario.Parse("--with", []byte(src))
+		scs, errs := scenario.Parse("--with", []byte(src), broker.Kinds())
 		if len(errs) > 0 {
 			for _, e := range errs {
 				problems = append(problems, fmt.Sprintf("--with %s: %s", scalar(spec), e.Msg))
