@@ -1,7 +1,9 @@
-// Package sql embeds the producer and consumer database schemas, so the
+// Package schema embeds the producer and consumer database schemas, so the
 // runner binary carries them and a scenario never depends on the working
-// directory.
-package sql
+// directory. It lives in sql/ beside the two .sql files it embeds (go:embed
+// reaches no parent directory); its name says what it holds, and is not
+// database/sql's.
+package schema
 
 import _ "embed"
 

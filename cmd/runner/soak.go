@@ -16,7 +16,7 @@ import (
 	"github.com/outboxdrill/runner/internal/outfile"
 	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/soak"
-	"github.com/outboxdrill/runner/sql"
+	schema "github.com/outboxdrill/runner/sql"
 )
 
 const soakUsage = "runner soak [--system FILE] [--events N] [--faults RATE] [--seed S] [--out DIR] [explore's flags] | runner soak --in-process --events N --faults RATE --seed S [--parallel W] [--batch N] [--baseline] [--crash] [--with STEP] [--out DIR] [--budget D]"
@@ -152,7 +152,7 @@ brokers:    [redis]
 // writeReferenceSystem writes the reference system and its schema (the
 // runner's own, embedded) to dir, and returns the system file.
 func writeReferenceSystem(dir string) (string, error) {
-	for name, text := range map[string]string{"system.yaml": referenceSystem, "producer.sql": sql.Producer, "consumer.sql": sql.Consumer} {
+	for name, text := range map[string]string{"system.yaml": referenceSystem, "producer.sql": schema.Producer, "consumer.sql": schema.Consumer} {
 		if err := outfile.Write(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
 			return "", err
 		}
