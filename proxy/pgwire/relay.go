@@ -54,55 +54,11 @@ func (c *conn) fromClient() {
 		if err != nil {
 			return
 		}
-		ok := true
-		switch msg := msg.(type) {
-		case *pgproto3.Query:
-			ok = c.dispatch(statements(msg.String), true, b)
-		case *pgproto3.FunctionCall:
-			ok = c.send(&reply{}, b)
-		case *pgproto3.Parse:
-			c.track(c.stmts, msg.Name, msg.Query)
-			c.batch = append(c.batch, b...)
-		case *pgproto3.Bind:
-			c.track(c.portals, msg.DestinationPortal, c.stmts[msg.PreparedStatement])
-			c.batch = append(c.batch, b...)
-		case *pgproto3.Execute:
-			c.execs = append(c.execs, c.portals[msg.Portal])
-			c.batch = append(c.batch, b...)
-		case *pgproto3.Close:
-			if msg.ObjectType == 'S' {
-				c.untrack(c.stmts, msg.Name)
-			} else {
-				c.untrack(c.portals, msg.Name)
-			}
-			c.batch = append(c.batch, b...)
-		case *pgproto3.Sync:
-			batch, execs := append(c.batch, b...), c.execs
-			c.batch, c.execs = nil, nil
-			switch {
-			case c.unsync: // its reply is queued already
-				ok = c.send(nil, batch)
-			case c.forgot && len(execs) > 0:
-				c.p.failWaiting(&fault.Unclassifiable{Reason: "a connection prepared more than " + size(c.p.lim.MaxPrepared) + " of statements and portals: the proxy no longer knows what its Executes run"}, fault.Commit, fault.Statement)
-				ok = c.send(&reply{}, batch)
-			default:
-				ok = c.dispatch(execs, false, batch)
-			}
-			c.unsync = false
-		case *pgproto3.Terminate:
+		if _, bye := msg.(*pgproto3.Terminate); bye {
 			c.send(nil, b)
 			return
-		case *pgproto3.Flush:
-			// The client wants output before its Sync: send what there
-			// is; the batch can no longer be held whole.
-			ok = c.flushed(append(c.batch, b...), "flushed before its Sync")
-		case *pgproto3.CopyData, *pgproto3.CopyDone, *pgproto3.CopyFail:
-			// COPY FROM STDIN: the reply was queued with its query.
-			ok = c.send(nil, append(c.batch, b...))
-			c.batch = nil
-		default: // Describe
-			c.batch = append(c.batch, b...)
 		}
+		ok := c.handle(msg, b)
 		if ok && len(c.batch) > c.p.lim.MaxBatch {
 			ok = c.flushed(c.batch, "of more than "+size(c.p.lim.MaxBatch)+" before its Sync")
 		}
@@ -114,6 +70,62 @@ func (c *conn) fromClient() {
 			return
 		}
 	}
+}
+
+// handle takes one message of the client's (b, encoded): a simple query
+// goes at once; the extended protocol's messages join the batch its Sync
+// sends. !ok: the connection is over.
+func (c *conn) handle(msg pgproto3.FrontendMessage, b []byte) (ok bool) {
+	switch msg := msg.(type) {
+	case *pgproto3.Query:
+		return c.dispatch(statements(msg.String), true, b)
+	case *pgproto3.FunctionCall:
+		return c.send(&reply{}, b)
+	case *pgproto3.Parse:
+		c.track(c.stmts, msg.Name, msg.Query)
+	case *pgproto3.Bind:
+		c.track(c.portals, msg.DestinationPortal, c.stmts[msg.PreparedStatement])
+	case *pgproto3.Execute:
+		c.execs = append(c.execs, c.portals[msg.Portal])
+	case *pgproto3.Close:
+		if msg.ObjectType == 'S' {
+			c.untrack(c.stmts, msg.Name)
+		} else {
+			c.untrack(c.portals, msg.Name)
+		}
+	case *pgproto3.Sync:
+		return c.sync(b)
+	case *pgproto3.Flush:
+		// The client wants output before its Sync: send what there
+		// is; the batch can no longer be held whole.
+		return c.flushed(append(c.batch, b...), "flushed before its Sync")
+	case *pgproto3.CopyData, *pgproto3.CopyDone, *pgproto3.CopyFail:
+		// COPY FROM STDIN: the reply was queued with its query.
+		ok = c.send(nil, append(c.batch, b...))
+		c.batch = nil
+		return ok
+	}
+	// Parse, Bind, Execute, Close, Describe: held until the Sync.
+	c.batch = append(c.batch, b...)
+	return true
+}
+
+// sync sends an extended batch with its Sync (b), the reply queued for it
+// to strike a trigger on, unless it is queued already or cannot be known.
+func (c *conn) sync(b []byte) (ok bool) {
+	batch, execs := append(c.batch, b...), c.execs
+	c.batch, c.execs = nil, nil
+	switch {
+	case c.unsync: // its reply is queued already
+		ok = c.send(nil, batch)
+	case c.forgot && len(execs) > 0:
+		c.p.failWaiting(&fault.Unclassifiable{Reason: "a connection prepared more than " + size(c.p.lim.MaxPrepared) + " of statements and portals: the proxy no longer knows what its Executes run"}, fault.Commit, fault.Statement)
+		ok = c.send(&reply{}, batch)
+	default:
+		ok = c.dispatch(execs, false, batch)
+	}
+	c.unsync = false
+	return ok
 }
 
 // flushed sends the part of an extended batch before a Flush (or past
