@@ -612,15 +612,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 	p.URLs = runner.URLs(servers)
-	switch runner.Keep(*keep) {
-	case runner.KeepNone, runner.KeepFailed, runner.KeepAll:
-		p.Keep = runner.Keep(*keep)
-	default:
-		fmt.Fprintf(stderr, "runner: --keep wants failed or all, got %q\n", *keep)
-		return exitInvalid
-	}
-	if p.Keep != runner.KeepNone && !runner.AllGiven(&p) {
-		fmt.Fprintf(stderr, "runner: --keep needs --pg and the URL of each broker run (%s): the runner's own servers stop when it exits\n", runner.FlagNames(servers[1:]))
+	if !keepFlag(&p, *keep, servers, stderr) {
 		return exitInvalid
 	}
 	scs, ok := loadSelected(ctx, paths, sel, &p, stderr)
@@ -646,14 +638,20 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, rep.Summary())
 	}
 	// Reports are written whatever the result: failures are what they are for.
-	err = errors.Join(err, writeReports(files, rep))
+	return runExit(ctx, errors.Join(err, writeReports(files, rep)), rep, p.Keep != runner.KeepNone, stderr)
+}
+
+// runExit is run's exit code for what the run returned, saying why on
+// stderr: a panic (4), an interrupt, invalid scenarios (2), a setup
+// problem (3), a failed scenario (1).
+func runExit(ctx context.Context, err error, rep *report.Report, kept bool, stderr io.Writer) int {
 	var invalid *runner.InvalidError
 	var internal *runner.InternalError
 	switch {
 	case errors.As(err, &internal):
 		return internalError(stderr, []string{"run"}, internal.Value, internal.Stack)
 	case ctx.Err() != nil:
-		return interrupted(stderr, p.Keep != runner.KeepNone)
+		return interrupted(stderr, kept)
 	case errors.As(err, &invalid):
 		printErrors(invalid.Errs, stderr)
 		return exitInvalid
@@ -664,6 +662,23 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// keepFlag sets p.Keep from --keep, which needs every server of the run
+// given by URL: the runner's own servers stop when it exits.
+func keepFlag(p *runner.Params, keep string, servers []runner.ServerFlag, stderr io.Writer) bool {
+	switch runner.Keep(keep) {
+	case runner.KeepNone, runner.KeepFailed, runner.KeepAll:
+		p.Keep = runner.Keep(keep)
+	default:
+		fmt.Fprintf(stderr, "runner: --keep wants failed or all, got %q\n", keep)
+		return false
+	}
+	if p.Keep != runner.KeepNone && !runner.AllGiven(p) {
+		fmt.Fprintf(stderr, "runner: --keep needs --pg and the URL of each broker run (%s): the runner's own servers stop when it exits\n", runner.FlagNames(servers[1:]))
+		return false
+	}
+	return true
 }
 
 // pipelineBroker is the broker soak and bench drive the reference pipeline
