@@ -219,27 +219,21 @@ func loadWorkload(ctx context.Context, f *exploreFlags, paths []string, stderr i
 	return w, true
 }
 
-var delayAction = regexp.MustCompile(`^delay\((.+)\)$`)
-
-// parseActions reads --actions: kill, cut, error, delay (500ms) or
-// delay(D), duplicate, drop.
+// parseActions reads --actions: any action of the scenario language's
+// do: (fault.ParseAction), a bare delay meaning delay(500ms).
 func parseActions(list string) ([]string, error) {
 	var out []string
 	for _, a := range runner.SplitList(list) {
-		switch {
-		case a == "delay":
-			out = append(out, "delay(500ms)")
-		case a == "kill" || a == "cut" || a == "error" || a == "duplicate" || a == "drop" || delayAction.MatchString(a):
-			if _, err := fault.ParseAction(a); err != nil {
-				return nil, err
-			}
-			out = append(out, a)
-		default:
-			return nil, fmt.Errorf("unknown action %q%s; each of kill, cut, error, delay or delay(D), duplicate, drop", a, diag.Suggest(a, []string{"kill", "cut", "error", "delay", "duplicate", "drop"}))
+		if a == "delay" {
+			a = "delay(500ms)"
 		}
+		if _, err := fault.ParseAction(a); err != nil {
+			return nil, err
+		}
+		out = append(out, a)
 	}
 	if len(out) == 0 {
-		return nil, errors.New("no action: give some of kill, cut, error, delay, duplicate, drop")
+		return nil, errors.New("no action: give some of " + strings.Join(fault.ActionNames(), ", "))
 	}
 	return out, nil
 }

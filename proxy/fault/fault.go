@@ -46,20 +46,29 @@ const (
 // it must refuse it when it is armed.
 func (d Do) Neutral() bool { return d == Duplicate || d == Drop }
 
+// doNames are the actions' names as the scenario language writes them
+// (do:), in the order messages list them: the one table the parser, the
+// messages, explore's --actions and the reference read.
+var doNames = []struct {
+	do   Do
+	name string
+}{{Kill, "kill"}, {Cut, "cut"}, {Error, "error"}, {Delay, "delay"}, {Duplicate, "duplicate"}, {Drop, "drop"}}
+
+// ActionNames are the actions' names: kill, cut, error, delay, duplicate,
+// drop.
+func ActionNames() []string {
+	out := make([]string, len(doNames))
+	for i, n := range doNames {
+		out[i] = n.name
+	}
+	return out
+}
+
 func (d Do) String() string {
-	switch d {
-	case Kill:
-		return "kill"
-	case Cut:
-		return "cut"
-	case Error:
-		return "error"
-	case Delay:
-		return "delay"
-	case Duplicate:
-		return "duplicate"
-	case Drop:
-		return "drop"
+	for _, n := range doNames {
+		if n.do == d {
+			return n.name
+		}
 	}
 	return fmt.Sprintf("Do(%d)", int(d))
 }

@@ -193,9 +193,9 @@ func filterNames() []string {
 // the client; broker boundaries only, where each proxy's dialect says).
 func ParseAction(do string) (Action, error) {
 	do = strings.TrimSpace(do)
-	for _, d := range []Do{Duplicate, Drop, Kill, Cut, Error} {
-		if do == d.String() {
-			return Action{Do: d}, nil
+	for _, n := range doNames {
+		if do == n.name && n.do != Delay {
+			return Action{Do: n.do}, nil
 		}
 	}
 	if m := delayShape.FindStringSubmatch(do); m != nil {
@@ -205,8 +205,7 @@ func ParseAction(do string) (Action, error) {
 		}
 		return Action{Do: Delay, Delay: d}, nil
 	}
-	names := []string{"kill", "cut", "error", "delay", "duplicate", "drop"}
-	return Action{}, fmt.Errorf("unknown action %q%s; one of: %s", do, diag.Suggest(do, names), strings.Join(Actions, ", "))
+	return Action{}, fmt.Errorf("unknown action %q%s; one of: %s", do, diag.Suggest(do, ActionNames()), strings.Join(Actions, ", "))
 }
 
 // NeutralOp reports whether op is one every broker's proxy knows:
