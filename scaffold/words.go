@@ -1,0 +1,5 @@
+package scaffold
+
+import "regexp"
+
+var placeholder = regexp.MustCompile(`\$\{([^}]*)\}`)
