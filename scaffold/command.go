@@ -19,6 +19,11 @@ import (
 type Command struct {
 	Argv []string
 	Env  map[string]string
+	// Dir is where its relative paths start ("": where init runs); a
+	// compose service's is its build context.
+	Dir string
+	// Comments say where it came from (a compose file's rewrites).
+	Comments []string
 }
 
 var envWord = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
@@ -89,7 +94,14 @@ func splitWords(line string) ([]string, error) {
 // ran): the program when it names a path, and each later word that names
 // a file or directory that exists. notes say what was rewritten.
 func (c Command) Relocated(cwd, dir string) (Command, []string) {
-	out := Command{Argv: slices.Clone(c.Argv), Env: maps.Clone(c.Env)}
+	from := "where init ran"
+	switch {
+	case filepath.IsAbs(c.Dir):
+		cwd, from = c.Dir, c.Dir
+	case c.Dir != "":
+		cwd, from = filepath.Join(cwd, c.Dir), c.Dir
+	}
+	out := Command{Argv: slices.Clone(c.Argv), Env: maps.Clone(c.Env), Comments: c.Comments}
 	var notes []string
 	for i, w := range out.Argv {
 		if filepath.IsAbs(w) || strings.Contains(w, "${") || strings.HasPrefix(w, "-") {
@@ -109,7 +121,7 @@ func (c Command) Relocated(cwd, dir string) (Command, []string) {
 			rel = "./" + rel
 		}
 		out.Argv[i] = rel
-		notes = append(notes, fmt.Sprintf("%s (given as %s, relative to where init ran)", rel, w))
+		notes = append(notes, fmt.Sprintf("%s (given as %s, relative to %s)", rel, w, from))
 	}
 	return out, notes
 }

@@ -20,7 +20,7 @@ func (in *Init) basePlan() *Plan {
 		cmd  Command
 	}{{"relay", in.p.Relay}, {"consumer", in.p.Consumer}} {
 		cmd, moved := s.cmd.Relocated(in.cwd, in.out)
-		sp := &ServicePlan{Name: s.name, Cmd: cmd}
+		sp := &ServicePlan{Name: s.name, Cmd: cmd, Comments: slices.Clone(cmd.Comments)}
 		if prog := cmd.Program(); prog != "" {
 			sp.Comments = append(sp.Comments, prog+" (on the PATH init ran with: a service inherits the runner's environment)")
 		}

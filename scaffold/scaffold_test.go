@@ -1,6 +1,7 @@
 package scaffold
 
 import (
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -149,5 +150,59 @@ func TestInitRenderLoads(t *testing.T) {
 	}
 	if !strings.Contains(text, "# note: with\n# a newline\n") || !strings.Contains(text, "# or: outbox: {table: x}\n") || strings.Index(text, "outbox:") > strings.Index(text, "brokers:") {
 		t.Errorf("comments or order:\n%s", text)
+	}
+}
+
+// A docker-compose service's command and environment: its server URLs
+// the proxies' placeholders (a password never shown), the names it knows
+// the scenario's, its paths from its build context; what init cannot
+// read is an error naming what to give instead.
+func TestInitFromCompose(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "docker-compose.yml")
+	writeFile(t, file, `services:
+  relay:
+    build: {context: svc}
+    entrypoint: [python3, "-u"]
+    command: relay.py --fast
+    environment: {DATABASE_URL: "postgres://app:s3cret@db:5432/orders", REDIS_URL: "redis://redis:6379/0", STREAM: payments, LOG: debug}
+  consumer:
+    command: ["node", "c.js"]
+    environment: [DATABASE_URL=postgres://db/ledger, GROUP=ledger, TOPIC=payments]
+  bare: {image: x}
+  interp: {command: x, environment: {URL: "${DB_URL}"}}
+`)
+	c, err := FromCompose(t.Context(), file, "relay", "relay", "redis")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"python3", "-u", "relay.py", "--fast"}; !reflect.DeepEqual(c.Argv, want) || c.Dir != filepath.Join(dir, "svc") {
+		t.Errorf("argv %q in %s", c.Argv, c.Dir)
+	}
+	if want := map[string]string{"DATABASE_URL": "${producer_db.url}", "REDIS_URL": "${broker.url}", "STREAM": "${stream}", "LOG": "debug"}; !reflect.DeepEqual(c.Env, want) {
+		t.Errorf("env %q", c.Env)
+	}
+	if all := strings.Join(c.Comments, "\n"); strings.Contains(all, "s3cret") || !strings.Contains(all, "env DATABASE_URL: postgres://app:***@db:5432/orders in docker-compose.yml → ${producer_db.url}") || len(c.Comments) != 3 {
+		t.Errorf("comments:\n%s", all)
+	}
+	c, err = FromCompose(t.Context(), file, "consumer", "consumer", "kafka")
+	if want := map[string]string{"DATABASE_URL": "${consumer_db.url}", "GROUP": "${group}", "TOPIC": "${topic}"}; err != nil || !reflect.DeepEqual(c.Env, want) {
+		t.Errorf("consumer on kafka: env %q, %v", c.Env, err)
+	}
+	for name, want := range map[string]string{
+		"bare":   `service bare has no command: (its image's own is not known here): give its command line with --relay`,
+		"interp": `environment URL: ${DB_URL} is compose's interpolation, which init does not resolve`,
+		"relya":  `no service "relya"; services: bare, consumer, interp, relay`,
+	} {
+		if _, err := FromCompose(t.Context(), file, name, "relay", "redis"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", name, err, want)
+		}
+	}
+}
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

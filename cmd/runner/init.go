@@ -16,11 +16,14 @@ import (
 	"github.com/outboxdrill/runner/scaffold"
 )
 
-const initUsage = "runner init --relay 'CMD…' --consumer 'CMD…' --schema-producer FILE --schema-consumer FILE [--broker KIND] [--out DIR] [--force]"
+const initUsage = "runner init --relay 'CMD…' --consumer 'CMD…' --schema-producer FILE --schema-consumer FILE [--broker KIND] [--out DIR] [--force] (or --compose FILE [--relay-service NAME] [--consumer-service NAME] for the command lines)"
 
 // initFlags are init's flags, parsed.
 type initFlags struct {
 	relay, consumer string
+	// compose names a docker-compose file whose services give the
+	// command lines instead (--relay-service, --consumer-service).
+	compose, relayService, consumerService string
 	p               scaffold.Params
 	servers         []runner.ServerFlag
 }
@@ -33,7 +36,7 @@ func cmdInit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if done {
 		return code
 	}
-	if !initInput(fs, f, paths, stderr) {
+	if !initInput(ctx, fs, f, paths, stderr) {
 		return exitInvalid
 	}
 	f.p.Log, f.p.Runner.Out = stdout, stdout
@@ -114,6 +117,9 @@ func defineInitFlags(fs *flag.FlagSet) *initFlags {
 	f := &initFlags{}
 	fs.StringVar(&f.relay, "relay", "", "the relay's command line (`CMD`), its environment first as sh takes it: 'DATABASE_URL=${producer_db.url} REDIS_URL=${broker.url} STREAM=${stream} python3 relay.py' (the placeholders of a system file's services; run where init runs)")
 	fs.StringVar(&f.consumer, "consumer", "", "the consumer's command line (`CMD`), as --relay: 'DATABASE_URL=${consumer_db.url} REDIS_URL=${broker.url} STREAM=${stream} GROUP=${group} python3 consumer.py'")
+	fs.StringVar(&f.compose, "compose", "", "take the command lines from the docker-compose `FILE`'s services (--relay-service, --consumer-service) instead: their entrypoint and command run here, from their build context, their environment's server URLs made the proxies' placeholders")
+	fs.StringVar(&f.relayService, "relay-service", "relay", "with --compose: the relay's `SERVICE`")
+	fs.StringVar(&f.consumerService, "consumer-service", "consumer", "with --compose: the consumer's `SERVICE`")
 	fs.StringVar(&f.p.Schemas[0], "schema-producer", "", "the producer's schema (`FILE`: the DDL of its outbox)")
 	fs.StringVar(&f.p.Schemas[1], "schema-consumer", "", "the consumer's schema (`FILE`: the DDL of its inbox and read model)")
 	fs.StringVar(&f.p.Broker, "broker", broker.Redis, "the `broker` the services talk to: "+strings.Join(broker.Names(), ", "))
@@ -126,9 +132,31 @@ func defineInitFlags(fs *flag.FlagSet) *initFlags {
 	return f
 }
 
+// initCommands reads the two command lines: --relay and --consumer, or
+// the --compose file's services.
+func initCommands(ctx context.Context, f *initFlags) error {
+	var err error
+	if f.compose != "" {
+		if f.p.Relay, err = scaffold.FromCompose(ctx, f.compose, f.relayService, "relay", f.p.Broker); err != nil {
+			return fmt.Errorf("--compose: %w", err)
+		}
+		if f.p.Consumer, err = scaffold.FromCompose(ctx, f.compose, f.consumerService, "consumer", f.p.Broker); err != nil {
+			return fmt.Errorf("--compose: %w", err)
+		}
+		return nil
+	}
+	if f.p.Relay, err = scaffold.ParseCommand(f.relay); err != nil {
+		return fmt.Errorf("--relay: %w", err)
+	}
+	if f.p.Consumer, err = scaffold.ParseCommand(f.consumer); err != nil {
+		return fmt.Errorf("--consumer: %w", err)
+	}
+	return nil
+}
+
 // initInput checks init's flags and reads the commands; a problem is
 // said on stderr.
-func initInput(fs *flag.FlagSet, f *initFlags, paths []string, stderr io.Writer) bool {
+func initInput(ctx context.Context, fs *flag.FlagSet, f *initFlags, paths []string, stderr io.Writer) bool {
 	usage := func(format string, args ...any) bool {
 		fmt.Fprintf(stderr, "runner init: "+format+"\nusage: %s\n", append(args, initUsage)...)
 		return false
@@ -136,20 +164,18 @@ func initInput(fs *flag.FlagSet, f *initFlags, paths []string, stderr io.Writer)
 	switch {
 	case len(paths) > 0:
 		return usage("no file arguments, got %s", safe.Line(strings.Join(paths, " ")))
-	case f.relay == "" || f.consumer == "":
-		return usage("--relay and --consumer are required: the command lines of your two services")
+	case f.compose != "" && (f.relay != "" || f.consumer != ""):
+		return usage("--compose gives the command lines: no --relay or --consumer with it")
+	case f.compose == "" && (f.relay == "" || f.consumer == ""):
+		return usage("--relay and --consumer are required: the command lines of your two services (or --compose FILE)")
 	case f.p.Schemas[0] == "" || f.p.Schemas[1] == "":
 		return usage("--schema-producer and --schema-consumer are required: the DDL files of the two databases")
 	}
-	var err error
-	if f.p.Relay, err = scaffold.ParseCommand(f.relay); err != nil {
-		return usage("--relay: %v", err)
-	}
-	if f.p.Consumer, err = scaffold.ParseCommand(f.consumer); err != nil {
-		return usage("--consumer: %v", err)
-	}
 	if bs, err := runner.ParseBrokers(f.p.Broker); err != nil || len(bs) != 1 {
 		return usage("--broker %q: want one broker, %s", safe.Line(f.p.Broker), strings.Join(broker.Names(), ", "))
+	}
+	if err := initCommands(ctx, f); err != nil {
+		return usage("%s", safe.LongLine(err.Error()))
 	}
 	if !checkURLs(fs, stderr, f.servers) {
 		return false

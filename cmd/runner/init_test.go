@@ -152,6 +152,10 @@ func TestInitSaysWhatIsMissing(t *testing.T) {
 	if code != exitInvalid || !strings.Contains(stderr, "--relay: unterminated ' quote") {
 		t.Errorf("a bad command line: exit %d, want 2 saying so:\n%s", code, stderr)
 	}
+	code, _, stderr = cli(t, "init", "--compose", "docker-compose.yml", "--relay", "x", "--schema-producer", "a", "--schema-consumer", "b")
+	if code != exitInvalid || !strings.Contains(stderr, "--compose gives the command lines: no --relay or --consumer with it") {
+		t.Errorf("--compose and --relay: exit %d, want 2 saying so:\n%s", code, stderr)
+	}
 }
 
 // The reference processes (runner reference relay|consumer, told
