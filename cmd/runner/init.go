@@ -24,8 +24,8 @@ type initFlags struct {
 	// compose names a docker-compose file whose services give the
 	// command lines instead (--relay-service, --consumer-service).
 	compose, relayService, consumerService string
-	p               scaffold.Params
-	servers         []runner.ServerFlag
+	p                                      scaffold.Params
+	servers                                []runner.ServerFlag
 }
 
 func cmdInit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
