@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -75,15 +74,6 @@ func (c *Catalog) Table(name string) *Table {
 	return nil
 }
 
-// Names are the tables' names, as SQL names them.
-func (c *Catalog) Names() []string {
-	var out []string
-	for _, t := range c.Tables {
-		out = append(out, t.Ref())
-	}
-	return out
-}
-
 const tablesSQL = `SELECT c.oid, n.nspname, c.relname, pg_catalog.pg_table_is_visible(c.oid)
 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'
@@ -142,17 +132,4 @@ func ReadCatalog(ctx context.Context, conn *pgx.Conn) (*Catalog, error) {
 		return nil, fmt.Errorf("read the unique indexes: %w", err)
 	}
 	return cat, nil
-}
-
-// Describe says what the catalog holds, one table a line part:
-// "events_outbox (seq bigint, event_key text, …)".
-func (c *Catalog) Describe() string {
-	var parts []string
-	for _, t := range c.Tables {
-		parts = append(parts, t.Ref())
-	}
-	if len(parts) == 0 {
-		return "no table"
-	}
-	return strings.Join(parts, ", ")
 }

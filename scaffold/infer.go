@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/sysrun"
 )
 
@@ -58,8 +57,8 @@ func (x *inference) said(service string) string {
 	for _, s := range x.obs.res.Services {
 		if s.Service == service {
 			text := strings.TrimSpace(s.Output)
-			if len(text) > 600 {
-				text = "…" + text[len(text)-600:]
+			if r := []rune(text); len(r) > 600 {
+				text = "…" + string(r[len(r)-600:]) // its last words say why it ended
 			}
 			out = append(out, fmt.Sprintf("%s (%s) said:\n%s", service, s.Ended, indent(text)))
 		}
@@ -169,9 +168,12 @@ func describeMsgs(ms []*wireMsg) string {
 	return strings.Join(out, "; ")
 }
 
-func cut(s string) string {
-	if len(s) > 60 {
-		return s[:57] + "…"
+func cut(s string) string { return shorten(s, 60) }
+
+// shorten is s cut to at most n runes, marked where cut.
+func shorten(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
 	}
 	return s
 }
@@ -197,5 +199,3 @@ func since(a, b time.Time) string {
 	}
 	return b.Sub(a).Round(time.Millisecond).String()
 }
-
-var _ = broker.Redis

@@ -3,7 +3,6 @@ package scaffold
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/sysrun"
@@ -118,5 +117,3 @@ func (x *inference) service(name string) *ServicePlan {
 	}
 	panic("scaffold: no service " + name)
 }
-
-var _ = time.Now

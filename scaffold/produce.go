@@ -2,8 +2,11 @@ package scaffold
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 )
+
+var placeholder = regexp.MustCompile(`\$\{([^}]*)\}`)
 
 // Produce is the producer transaction init writes: an INSERT into the
 // outbox of its NOT NULL columns without a default, the event id and the

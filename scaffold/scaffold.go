@@ -17,7 +17,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
 
 	"github.com/outboxdrill/runner/internal/outfile"
 	"github.com/outboxdrill/runner/report"
@@ -57,13 +56,12 @@ type Init struct {
 	console    *console
 	mu         sync.Mutex
 	hooks      map[*scenario.Scenario]func(*sysrun.Run) func(*report.Result)
-	began      time.Time
 }
 
 // Open starts (or connects to) the servers: PostgreSQL first, since both
 // the catalog and the session use it, then the session and its broker.
 func Open(ctx context.Context, p Params) (in *Init, err error) {
-	in = &Init{p: p, console: &console{w: p.Runner.Out}, hooks: map[*scenario.Scenario]func(*sysrun.Run) func(*report.Result){}, began: time.Now()}
+	in = &Init{p: p, console: &console{w: p.Runner.Out}, hooks: map[*scenario.Scenario]func(*sysrun.Run) func(*report.Result){}}
 	if in.cwd, err = os.Getwd(); err != nil {
 		return nil, err
 	}

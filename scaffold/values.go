@@ -145,12 +145,10 @@ func gained(before, after rows) rows {
 // show is a value for a comment: short, quoted when text.
 func show(v any) string {
 	s, null := text(v)
-	switch {
-	case null:
+	if null {
 		return "NULL"
-	case len(s) > 40:
-		s = s[:37] + "…"
 	}
+	s = shorten(s, 40)
 	if _, ok := v.(string); ok {
 		return "'" + s + "'"
 	}

@@ -1,5 +1,0 @@
-package scaffold
-
-import "regexp"
-
-var placeholder = regexp.MustCompile(`\$\{([^}]*)\}`)
