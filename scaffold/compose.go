@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -13,6 +14,8 @@ import (
 
 	"github.com/outboxdrill/runner/internal/guardfile"
 	"github.com/outboxdrill/runner/internal/redact"
+	"github.com/outboxdrill/runner/runner"
+	"github.com/outboxdrill/runner/system"
 )
 
 // composeService is what init reads of a docker-compose service.
@@ -132,40 +135,42 @@ func buildContext(v any) string {
 	return ""
 }
 
-// destinations are the placeholder naming where the relay publishes (and
-// the consumer reads) on each broker, by the variable names teams use.
-var destinations = map[string]map[string]string{
-	"redis":    {"STREAM": "stream", "STREAM_KEY": "stream", "DESTINATION": "stream"},
-	"kafka":    {"TOPIC": "topic", "KAFKA_TOPIC": "topic", "DESTINATION": "topic"},
-	"nats":     {"SUBJECT": "subject", "STREAM": "stream_name", "DESTINATION": "subject", "DURABLE": "group"},
-	"rabbitmq": {"EXCHANGE": "exchange", "QUEUE": "queue", "DESTINATION": "exchange"},
+// envNames are the variable names teams give the scenario's objects, each
+// with the placeholders it may stand for: the first that means something
+// on the run's broker is taken (STREAM is the stream key on one broker,
+// the stream's name on another).
+var envNames = map[string][]string{
+	"STREAM": {"stream", "stream_name"}, "STREAM_KEY": {"stream"}, "STREAM_NAME": {"stream_name"},
+	"TOPIC": {"topic"}, "KAFKA_TOPIC": {"topic"}, "SUBJECT": {"subject"}, "EXCHANGE": {"exchange"}, "QUEUE": {"queue"},
+	"DESTINATION": {"destination"},
+	"GROUP":       {"group"}, "GROUP_ID": {"group"}, "CONSUMER_GROUP": {"group"}, "DURABLE": {"group"},
+	"CONSUMER": {"consumer"}, "CONSUMER_ID": {"consumer"},
+	"BROKERS": {"broker.address"}, "BOOTSTRAP_SERVERS": {"broker.address"}, "KAFKA_BROKERS": {"broker.address"}, "KAFKA_BOOTSTRAP_SERVERS": {"broker.address"},
 }
 
+var hostPorts = regexp.MustCompile(`^[A-Za-z0-9._-]+:[0-9]+(,[A-Za-z0-9._-]+:[0-9]+)*$`)
+
 // placeholderFor is value of env key as the runner's placeholder, with
-// why; value itself and "" where init knows none.
+// why; value itself and "" where init knows none. A server's URL is told
+// by the runner's own check of the flag that names such a server.
 func placeholderFor(key, value, role, brokerName string) (string, string) {
-	k := strings.ToUpper(key)
-	if u, err := url.Parse(value); err == nil && u.Host != "" {
-		switch u.Scheme {
-		case "postgres", "postgresql":
-			db := "producer_db"
-			if role == "consumer" {
-				db = "consumer_db"
-			}
+	if strings.Contains(value, "://") || strings.Contains(value, "=") {
+		if runner.CheckURL(runner.Postgres, value) == nil {
+			db := map[string]string{"relay": "producer_db", "consumer": "consumer_db"}[role]
 			return "${" + db + ".url}", "the " + role + "'s database, through its proxy"
-		case "redis", "rediss", "nats", "amqp", "amqps":
-			return "${broker.url}", "the broker, through its proxy"
 		}
 	}
+	u, err := url.Parse(value)
 	switch {
-	case destinations[brokerName][k] != "":
-		return "${" + destinations[brokerName][k] + "}", "the scenario's own, by its name"
-	case brokerName == "kafka" && slices.Contains([]string{"BROKERS", "KAFKA_BROKERS", "BOOTSTRAP_SERVERS", "KAFKA_BOOTSTRAP_SERVERS"}, k):
+	case err == nil && u.Host != "" && u.Scheme != "http" && u.Scheme != "https" && runner.CheckURL(brokerName, value) == nil:
+		return "${broker.url}", "the broker, through its proxy"
+	case hostPorts.MatchString(value) && runner.CheckURL(brokerName, value) == nil && !slices.Contains(envNames[strings.ToUpper(key)], "group"):
 		return "${broker.address}", "the broker, through its proxy"
-	case brokerName != "rabbitmq" && slices.Contains([]string{"GROUP", "GROUP_ID", "CONSUMER_GROUP"}, k):
-		return "${group}", "the scenario's consumer group"
-	case slices.Contains([]string{"CONSUMER", "CONSUMER_ID"}, k):
-		return "${consumer}", "the scenario's consumer id"
+	}
+	for _, name := range envNames[strings.ToUpper(key)] {
+		if system.Means(name, brokerName) {
+			return "${" + name + "}", "the scenario's, by the variable's name"
+		}
 	}
 	return value, ""
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/sysrun"
 )
 
@@ -15,7 +14,7 @@ func (x *inference) stream() bool {
 	if dest := x.obs.told["destination"]; dest != "" && p.Dest != dest {
 		return x.problemf("the relay published the probe to %q, not to the scenario's own %q: hand it ${destination} (or ${stream}, ${topic}, ${subject}, ${exchange}: its broker's name for it) where it reads where to publish, e.g. STREAM=${stream}", p.Dest, dest)
 	}
-	if x.broker != broker.Redis {
+	if p.Fields == nil { // the wire's own place (a record key, a header, a property): no fields to name
 		if x.idField != "" {
 			return x.problemf("the relay's %s carried the probe's id in its header %q, not where the runner looks on %s (its own place): write stream: {event_id: %s, payload: HEADER} naming the header that carries the payload", p.Op, x.idField, x.broker, x.idField)
 		}
@@ -56,10 +55,7 @@ func (x *inference) delivery() bool {
 		}
 	}
 	if x.del == nil {
-		hint := ""
-		if x.broker == broker.Redis {
-			hint = " (a consumer that creates its group at $ after the relay published reads nothing older: create it at 0)"
-		}
+		hint := " (a consumer that creates its group at the stream's end, $, after the relay published reads nothing older: create it at its start, 0)"
 		return x.problemf("the consumer was never handed the probe%s: is it told ${broker.url} and where to read (${stream}, ${group}, ${subject}, ${queue} …)? %s", hint, x.said("consumer"))
 	}
 	svc := x.service("consumer")

@@ -152,14 +152,14 @@ func wireOf(run *sysrun.Run) (pubs, dels []*wireMsg) {
 			}
 		}
 	}
-	redis := len(names) > 0
-	if !redis {
+	fielded := len(names) > 0 // a wire that lists its fields (a Redis entry's)
+	if !fielded {
 		names = headerNames
 	}
 	for _, f := range names {
 		for i, sw := range run.Wires(broker.WireMap{EventID: f}) {
 			for j, m := range append(slices.Clone(sw.Wire.Publishes), sw.Wire.Deliveries...) {
-				if j < len(idx[i]) && carries(redis, m, f, idx[i][j].EventID) {
+				if j < len(idx[i]) && carries(fielded, m, f, idx[i][j].EventID) {
 					idx[i][j].fields[f] = m.EventID
 				}
 			}
@@ -177,11 +177,11 @@ func failures(res *report.Result) string {
 }
 
 // carries reports whether m, read with field (or header) f as its event
-// id, carried f: on Redis a publish lists its fields, a delivery's is
-// there when not empty; elsewhere the header gave another value than the
-// broker's own place (base).
-func carries(redis bool, m broker.WireMsg, f, base string) bool {
-	if redis {
+// id, carried f: where a publish lists its fields (Redis), a delivery's
+// is there when not empty; elsewhere the header gave another value than
+// the broker's own place (base).
+func carries(fielded bool, m broker.WireMsg, f, base string) bool {
+	if fielded {
 		return slices.Contains(m.Fields, f) || m.Fields == nil && m.EventID != ""
 	}
 	return m.EventID != base

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-
-	"github.com/outboxdrill/runner/broker"
 )
 
 // keyOrder is the order of the keys in the file.
@@ -89,9 +87,6 @@ func (in *Init) header(p *Plan, notes []string) {
 		fmt.Sprintf("(%s, %d %s) behind the runner's proxies on %s, fault-free. Each key says what", probeName, probeAmount, probeCurrency, in.p.Broker),
 		"it was seen doing (seen:), or what init made up (check:); \"or:\" lines are the other",
 		"readings the evidence allowed. Check them, then drill: runner run scenarios/",
-	}
-	if in.p.Broker != broker.Redis {
-		p.Header[3] = fmt.Sprintf("readings the evidence allowed. Check them, then drill: runner run --broker %s scenarios/", in.p.Broker)
 	}
 	for _, n := range notes {
 		p.Header = append(p.Header, "note: "+n)

@@ -3,8 +3,6 @@ package scaffold
 import (
 	"fmt"
 	"strings"
-
-	"github.com/outboxdrill/runner/broker"
 )
 
 // Starter is one scenario file init writes.
@@ -45,10 +43,9 @@ func scenarioText(p *Plan, name, description, steps string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "name: %s\n", yq(name))
 	fmt.Fprintf(&b, "description: >\n  %s\n  (Written by runner init.)\n", wrap(description))
-	b.WriteString("tags: [init, system]\nsystem: ../system.yaml\n")
-	if p.Broker != broker.Redis {
-		fmt.Fprintf(&b, "broker: %s\n", p.Broker)
-	}
+	// Pinned: `runner run` without --broker runs it where init saw the
+	// services run.
+	fmt.Fprintf(&b, "tags: [init, system]\nsystem: ../system.yaml\nbroker: %s\n", p.Broker)
 	b.WriteString("steps:\n" + steps)
 	return b.String()
 }
