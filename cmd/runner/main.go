@@ -10,6 +10,7 @@
 //	runner docs                                 print the scenario-language reference
 //	runner schema [--system]                    print the JSON Schema of scenario (or system) files
 //	runner explore [flags] [WORKLOAD.yaml]      find a team's fault windows, write each as a minimal scenario
+//	runner init --relay CMD --consumer CMD …    write a team's first system file from its schemas and services
 //	runner soak [flags]                         explore's random mode, on the reference system by default
 //	runner bench [flags] [files or dirs...]     measure start, isolation, growth and throughput
 //	runner clean [--pg URL] [--redis URL] [--nats URL] [--rabbitmq URL] [--kafka HOST:PORT]  remove what earlier runs left behind
@@ -113,6 +114,7 @@ var help = map[string]struct{ args, summary string }{
 	"docs":      {"", "print the scenario-language reference (Markdown)"},
 	"explore":   {"[--system FILE] [WORKLOAD.yaml] --out DIR [flags]", "find a team's fault windows: observe the boundaries its services cross, try a fault at each, write each violation as a minimal scenario"},
 	"help":      {"[command]", "print the usage of runner, or of one command"},
+	"init":      {"--relay CMD --consumer CMD --schema-producer FILE --schema-consumer FILE [flags]", "write a team's first system file and starter scenarios from its schemas and what its relay and consumer do with a probe event; validate them and run the fault-free drill"},
 	"list":      {"[flags] [files or dirs...]", "list scenarios: file, name, tags"},
 	"reference": {"[flags] relay|consumer", "run the reference relay or consumer as a long-lived process (env DATABASE_URL, REDIS_URL, STREAM, GROUP), to drill it through a system file"},
 	"run":       {"[flags] [files or dirs...]", "run scenarios against real PostgreSQL and " + runner.BrokerList() + " (--broker)"},
@@ -131,6 +133,7 @@ var commands = map[string]command{
 	"clean":     cmdClean,
 	"docs":      cmdDocs,
 	"explore":   cmdExplore,
+	"init":      cmdInit,
 	"list":      cmdList,
 	"reference": cmdReference,
 	"run":       cmdRun,
