@@ -15,8 +15,18 @@ import (
 // trigger's text (grammar_test.go holds it so). Everything downstream
 // passes the Trigger, and prints it with On or String.
 
-// Actions are what a fault does at its boundary.
-var Actions = []string{"cut", "delay(DURATION)", "drop", "duplicate", "error", "kill"}
+// Actions are what a fault does at its boundary, as do: writes them,
+// sorted: cut, delay(DURATION), drop, … (from doNames).
+func Actions() []string {
+	out := ActionNames()
+	for i, n := range out {
+		if n == Delay.String() {
+			out[i] = n + "(DURATION)"
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 
 var (
 	// triggerShape is a trigger's text: <link>.<boundary>(<filter>).
@@ -205,7 +215,7 @@ func ParseAction(do string) (Action, error) {
 		}
 		return Action{Do: Delay, Delay: d}, nil
 	}
-	return Action{}, fmt.Errorf("unknown action %q%s; one of: %s", do, diag.Suggest(do, ActionNames()), strings.Join(Actions, ", "))
+	return Action{}, fmt.Errorf("unknown action %q%s; one of: %s", do, diag.Suggest(do, ActionNames()), strings.Join(Actions(), ", "))
 }
 
 // NeutralOp reports whether op is one every broker's proxy knows:
