@@ -2,6 +2,7 @@ package scaffold
 
 import (
 	"fmt"
+	"github.com/outboxdrill/runner/proxy/fault"
 	"slices"
 	"strings"
 )
@@ -42,7 +43,8 @@ func (x *inference) projection(t *Table, row map[string]any, amounts []*Column) 
 	where := "in the consumer's commit that wrote the inbox"
 	if !same {
 		where = "in another transaction than the inbox row"
-		x.notes = append(x.notes, fmt.Sprintf("the consumer writes %s and %s in different transactions: a crash between them leaves the event applied without its effect (drill it: consumer_db.commit(table=%s) do=kill)", x.plan.InboxTable, t.Ref(), t.Name))
+		x.notes = append(x.notes, fmt.Sprintf("the consumer writes %s and %s in different transactions: a crash between them leaves the event applied without its effect (drill it: %s do=kill)", x.plan.InboxTable, t.Ref(),
+			fault.Trigger{Link: fault.ConsumerDB, Boundary: fault.Commit, Filter: fault.Filter{Table: t.Name}}.On()))
 	}
 	k.Comments = append(k.Comments, fmt.Sprintf("seen: %s gained %s %s", t.Ref(), rowText(t, row, cons, curs, amounts[:1], counts[:1]), where))
 	if len(cons) == 0 || len(curs) == 0 {

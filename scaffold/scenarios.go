@@ -2,6 +2,7 @@ package scaffold
 
 import (
 	"fmt"
+	"github.com/outboxdrill/runner/proxy/fault"
 	"strings"
 )
 
@@ -22,7 +23,7 @@ func Starters(p *Plan) []Starter {
 	if p.Projection {
 		applied += ", projection: {accounting: {USD: {amount: 100, events: 1}}}"
 	}
-	commit := fmt.Sprintf(`consumer_db.commit(table=%s)`, p.InboxTable)
+	commit := fault.Trigger{Link: fault.ConsumerDB, Boundary: fault.Commit, Filter: fault.Filter{Table: p.InboxTable}}.On()
 	return []Starter{
 		{FaultFree, scenarioText(p, "your relay and consumer, fault-free: the event is published once and applied once",
 			"The first drill: nothing is faulted. It passes when the system file maps your services right.",
