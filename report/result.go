@@ -54,7 +54,7 @@ type Result struct {
 	SettleStart, SettleEnd time.Time
 	// Wire is what the team's processes did on the wire, for the
 	// timeline; nil on the reference pipeline.
-	Wire *Wire
+	Wire    *Wire
 	Kept    []string // with --keep: commands to inspect what was left in place
 	Skipped string   // why the scenario could not run to its end here (not a pass)
 	// CutOff: the run was interrupted (SIGINT, SIGTERM) before the
