@@ -94,10 +94,12 @@ func (t *Timeline) wireRows(w *Wire) []Row {
 		if op.Class == ClassDeliver {
 			row.From, row.To = row.To, row.From
 		}
-		if op.Fault != "" {
-			row.Fault = op.Fault + ": " + struck(op.Fault)
-		}
 		rows = append(rows, row)
+		if op.Fault != "" { // the fault's own mark, where it struck
+			rows[len(rows)-1].Fault = op.Fault + ": " + struck(op.Fault)
+			rows = append(rows, Row{Kind: RowMark, Timed: timed, At: at, Step: -1, From: row.To, To: row.To, lane: p, key: op.At,
+				Text: "⚡ FAULT " + op.Fault + ": " + struck(op.Fault), Fault: op.Fault + ": " + struck(op.Fault)})
+		}
 	}
 	return append(rows, t.endRows(w)...)
 }
@@ -201,12 +203,16 @@ func (t *Timeline) settleRows(r *Result) []Row {
 
 // collapse merges each idle operation (one that carried nothing: a poll
 // that found nothing) into the last like one of its process since that
-// process did anything else, counting them.
+// process did anything else, or a step or the settle window began,
+// counting them.
 func collapse(rows []Row) []Row {
 	out := make([]Row, 0, len(rows))
 	open := map[int]map[string]int{} // process lane → text → its idle row in out
 	for _, r := range rows {
 		r.Count = 1
+		if r.Kind == RowBand { // a step, the settle window: polls after it are drawn after it
+			clear(open)
+		}
 		if r.Kind != RowArrow || r.Step >= 0 {
 			out = append(out, r)
 			continue

@@ -43,9 +43,6 @@ func wireDiagram(r *Result) string {
 				arrow = "-->>"
 			}
 			d.line("  %s%s%s: %s", t.Lanes[row.From].ID, arrow, t.Lanes[row.To].ID, mermaidText(text))
-			if row.Fault != "" {
-				d.line("  Note over %s: %s", t.Lanes[row.To].ID, mermaidText("FAULT "+row.Fault))
-			}
 		}
 	}
 	return d.String()
