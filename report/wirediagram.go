@@ -20,7 +20,11 @@ func wireDiagram(r *Result) string {
 	var d diagram
 	d.line("sequenceDiagram")
 	for _, l := range t.Lanes {
-		d.line("  participant %s as %s", l.ID, mermaidText(strings.ReplaceAll(l.Title, "#", "")))
+		title := l.Title
+		if i := strings.LastIndex(title, " #"); i >= 0 && l.Kind == LaneProcess { // "relay #1": "#" starts an entity
+			title = title[:i] + " " + title[i+2:]
+		}
+		d.line("  participant %s as %s", l.ID, mermaidText(title))
 	}
 	first, last := t.Lanes[0].ID, t.Lanes[len(t.Lanes)-1].ID
 	for i, row := range t.Rows {

@@ -19,7 +19,8 @@ const (
 	charW     = 6.7
 	minLabel  = 44 // an arrow's label may run past its ends up to this many characters
 	markSize  = 5
-	arrowTail = 7 // the arrowhead's room before a lane's line
+	arrowTail = 7   // the arrowhead's room before a lane's line
+	rightRoom = 120 // past the last lane: a mark's label there
 )
 
 // svgView is one timeline laid out.
@@ -55,7 +56,7 @@ type svgRow struct {
 
 // layout places t's lanes and rows; every string is cleaned here.
 func layout(c cleaner, t *report.Timeline, id string) *svgView {
-	v := &svgView{ID: id, Width: timeCol + len(t.Lanes)*laneW + 10, Height: headH + len(t.Rows)*rowH + rowH, Cut: t.Cut}
+	v := &svgView{ID: id, Width: timeCol + len(t.Lanes)*laneW + rightRoom, Height: headH + len(t.Rows)*rowH + rowH, Cut: t.Cut}
 	for i, l := range t.Lanes {
 		x := laneX(i)
 		sl := svgLane{X: x, TopX: x - laneW/2 + 6, Title: c.name(l.Title), Detail: c.line(l.Detail), Kind: l.Kind, Killed: l.Killed,
