@@ -197,8 +197,12 @@ func mdFence(text string) string {
 }
 
 // SequenceDiagram draws a scenario's steps as a Mermaid sequenceDiagram:
-// each step draws itself (steps.Drawn); failures are noted after it.
+// each step draws itself (steps.Drawn); failures are noted after it. A
+// team's system is drawn from its wire history instead (wireDiagram).
 func SequenceDiagram(r *Result) string {
+	if r.Wire != nil {
+		return wireDiagram(r)
+	}
 	var d diagram
 	d.line("sequenceDiagram")
 	for _, p := range steps.Participants {

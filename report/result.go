@@ -49,6 +49,12 @@ type Result struct {
 	// Settled says how a team's system settled before it was judged
 	// ("settled in 420ms"); "" for the reference pipeline.
 	Settled string
+	// SettleStart and SettleEnd bound the settle window of a team's
+	// system (zero when it did not settle): drawn on the timeline.
+	SettleStart, SettleEnd time.Time
+	// Wire is what the team's processes did on the wire, for the
+	// timeline; nil on the reference pipeline.
+	Wire    *Wire
 	Kept    []string // with --keep: commands to inspect what was left in place
 	Skipped string   // why the scenario could not run to its end here (not a pass)
 	// CutOff: the run was interrupted (SIGINT, SIGTERM) before the
@@ -202,6 +208,7 @@ type StepRecord struct {
 	Call     *steps.Call
 	Result   steps.Result
 	Failures []steps.Failure
+	At       time.Time // when it began: its place on the timeline
 	Duration time.Duration
 }
 

@@ -158,7 +158,7 @@ func (r *scenarioRun) steps(ctx context.Context) {
 		}
 		stepStart := time.Now()
 		out, fails := call.Exec(ctx, r.env)
-		res.Steps = append(res.Steps, report.StepRecord{Call: call, Result: out, Failures: fails, Duration: time.Since(stepStart)})
+		res.Steps = append(res.Steps, report.StepRecord{Call: call, Result: out, Failures: fails, At: stepStart, Duration: time.Since(stepStart)})
 		if out.Skipped != "" {
 			res.Skipped = fmt.Sprintf("%s: %s", call.Pos, out.Skipped)
 			return
@@ -181,7 +181,9 @@ func (r *scenarioRun) steps(ctx context.Context) {
 // settled (a fault may still strike meanwhile), then stops it.
 func (r *scenarioRun) settle(ctx context.Context) {
 	if r.sys != nil && r.res.Skipped == "" {
+		r.res.SettleStart = time.Now()
 		r.calm = settleSystem(ctx, r.env, r.sys, r.res, cmp.Or(r.j.sc.Settle, r.p.Settle, DefaultSettle))
+		r.res.SettleEnd = time.Now()
 	}
 	finishSystem(r.sys, r.res)
 	if r.res.Skipped == "" && r.res.Passed() {
@@ -219,6 +221,7 @@ func (r *scenarioRun) judge(ctx context.Context) error {
 	res.CutOff = r.cutOff
 	// What the team's services said, up to the verdict.
 	res.Services = servicesSaid(sys)
+	res.Wire = wireOf(sys, r.j.broker)
 	if r.judged != nil {
 		r.judged(res)
 	}

@@ -32,6 +32,7 @@ type exploreFlags struct {
 	random                  bool
 	rnd                     explore.Random
 	reports                 [3]string // junit, json, markdown
+	htmlDir                 string    // --html-dir: the coverage as a picture
 	servers                 []runner.ServerFlag
 	// cmd and usage name the command in usage errors: explore, or soak
 	// (explore's random mode on the reference system by default).
@@ -76,6 +77,9 @@ func runExplore(ctx context.Context, fs *flag.FlagSet, f *exploreFlags, paths []
 	if res != nil {
 		res.Summary(stdout)
 		err = errors.Join(err, writeExploreReports(files, res))
+		if f.htmlDir != "" {
+			err = errors.Join(err, writeExploreHTML(ctx, f.htmlDir, res, f, stderr))
+		}
 	}
 	var invalid *runner.InvalidError
 	switch {
@@ -116,6 +120,7 @@ func defineExploreFlags(fs *flag.FlagSet) *exploreFlags {
 	fs.StringVar(&f.reports[0], "junit", "", "write a JUnit XML report (one testcase per point) to `FILE`")
 	fs.StringVar(&f.reports[1], "json", "", "write a JSON report (the boundary map, every point, the findings) to `FILE`")
 	fs.StringVar(&f.reports[2], "markdown", "", "write a Markdown coverage report (a boundary × action table) to `FILE`")
+	fs.StringVar(&f.htmlDir, "html-dir", "", "write the coverage as a picture to `DIR` (index.html: the service × boundary × action grid, coloured; a violation's cell links to its minimal scenario and to finding-N.html, the HTML report of one more run of it, with its timeline)")
 	return f
 }
 
@@ -190,6 +195,11 @@ func exploreInput(ctx context.Context, fs *flag.FlagSet, f *exploreFlags, paths 
 	}
 	if err := outfile.Dir(f.p.Out, 0o755); err != nil { // never through a planted symlink
 		return usage("--out: %v", err)
+	}
+	if f.htmlDir != "" {
+		if err := outfile.Dir(f.htmlDir, 0o755); err != nil {
+			return usage("--html-dir: %v", err)
+		}
 	}
 	return loadWorkload(ctx, f, paths, stderr)
 }

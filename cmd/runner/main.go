@@ -599,6 +599,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&reports[1], "json", "", "write a JSON report (every step, params, outcome, observed state) to `FILE`")
 	fs.StringVar(&reports[2], "markdown", "", "write a Markdown report with sequence diagrams of failures to `FILE`")
 	fs.StringVar(&reports[3], "guarantees", "", "write what each broker guaranteed, per fault window, to `FILE` (use with --broker all: docs/broker-guarantees.md)")
+	htmlFile := htmlFlag(fs)
 	keep := fs.String("keep", "", "leave the databases and stream of `failed|all` scenarios for inspection (needs the URL of PostgreSQL and of every broker of the run: "+runner.FlagNames(servers)+")")
 	systemFile := fs.String("system", "", "drill a team's own services: the system `FILE` applies to every scenario (over a scenario's own system: key, which it says)")
 	paths, code, done := parseArgs(fs, args, stdout, stderr)
@@ -631,6 +632,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	p.Progress = isTerminal(stdout) && os.Getenv("CI") == ""
 	// Report files are opened before anything runs: a wrong path costs no run.
+	if err := checkHTMLPath(*htmlFile); err != nil {
+		fmt.Fprintf(stderr, "runner: %v\n", err)
+		return exitInvalid
+	}
 	files, err := openReports(reports[:])
 	if err != nil {
 		fmt.Fprintf(stderr, "runner: %v\n", err)
@@ -641,7 +646,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, rep.Summary())
 	}
 	// Reports are written whatever the result: failures are what they are for.
-	return runExit(ctx, errors.Join(err, writeReports(files, rep)), rep, p.Keep != runner.KeepNone, stderr)
+	return runExit(ctx, errors.Join(err, writeReports(files, rep), writeHTML(*htmlFile, rep, fs, &p)), rep, p.Keep != runner.KeepNone, stderr)
 }
 
 // runExit is run's exit code for what the run returned, saying why on
