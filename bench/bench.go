@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/outboxdrill/runner/pipeline"
 	"io"
 	"runtime"
 	"slices"
@@ -177,7 +178,7 @@ func managedStart(ctx context.Context, empty bool) (time.Duration, error) {
 
 // isolationCost times acquire and recycle on a warm pool.
 func isolationCost(ctx context.Context, p Params) (setup, teardown, first time.Duration, err error) {
-	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, URLs: map[string]string{broker.Redis: p.Redis}, ConnectTimeout: p.ConnectTimeout, Parallel: 1})
+	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, URLs: map[string]string{pipeline.Broker: p.Redis}, ConnectTimeout: p.ConnectTimeout, Parallel: 1})
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -185,7 +186,7 @@ func isolationCost(ctx context.Context, p Params) (setup, teardown, first time.D
 	var ups, downs []time.Duration
 	for i := range 51 {
 		t0 := time.Now()
-		iso, err := w.TakePair(ctx, broker.Redis)
+		iso, err := w.TakePair(ctx, pipeline.Broker)
 		if err != nil {
 			return 0, 0, 0, err
 		}
@@ -253,7 +254,7 @@ steps:
 			}
 		}
 	})
-	d, err := wallTime(ctx, runner.Params{PGURL: p.PGURL, URLs: map[string]string{broker.Redis: p.Redis}, ConnectTimeout: p.ConnectTimeout, Parallel: 2}, scs)
+	d, err := wallTime(ctx, runner.Params{PGURL: p.PGURL, URLs: map[string]string{pipeline.Broker: p.Redis}, ConnectTimeout: p.ConnectTimeout, Parallel: 2}, scs)
 	close(stop)
 	wg.Wait()
 	return d, peak, err
@@ -275,7 +276,7 @@ steps:
 	if len(errs) > 0 {
 		return 0, errs
 	}
-	return wallTime(ctx, runner.Params{PGURL: p.PGURL, URLs: map[string]string{broker.Redis: p.Redis}, ConnectTimeout: p.ConnectTimeout, Parallel: par}, scs)
+	return wallTime(ctx, runner.Params{PGURL: p.PGURL, URLs: map[string]string{pipeline.Broker: p.Redis}, ConnectTimeout: p.ConnectTimeout, Parallel: par}, scs)
 }
 
 // median is the middle of ds (upper middle for an even count).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/outboxdrill/runner/pipeline"
 	"net"
 	neturl "net/url"
 	"os"
@@ -122,7 +123,7 @@ func proxyLatency(ctx context.Context, p Params, n int) ([]roundTrips, error) {
 			s.close()
 		}
 	}()
-	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, URLs: map[string]string{broker.Redis: p.Redis}, Parallel: 1, ConnectTimeout: p.ConnectTimeout})
+	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, URLs: map[string]string{pipeline.Broker: p.Redis}, Parallel: 1, ConnectTimeout: p.ConnectTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +162,7 @@ func proxyLatency(ctx context.Context, p Params, n int) ([]roundTrips, error) {
 
 func pgLatency(ctx context.Context, w *runner.World, n int) (roundTrips, error) {
 	rt := roundTrips{proto: "PostgreSQL", what: "PostgreSQL SELECT 1"}
-	pair, err := w.TakePair(ctx, broker.Redis)
+	pair, err := w.TakePair(ctx, pipeline.Broker)
 	if err != nil {
 		return rt, err
 	}

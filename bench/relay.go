@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/cdc"
 	"github.com/outboxdrill/runner/pipeline"
 	"github.com/outboxdrill/runner/runner"
@@ -62,12 +61,12 @@ type relayer struct {
 // also re-reads that WAL.
 func relays(ctx context.Context, p Params, n, single int) (relayFigures, error) {
 	f := relayFigures{n: n}
-	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, URLs: map[string]string{broker.Redis: p.Redis}, ConnectTimeout: p.ConnectTimeout, Parallel: 1})
+	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, URLs: map[string]string{pipeline.Broker: p.Redis}, ConnectTimeout: p.ConnectTimeout, Parallel: 1})
 	if err != nil {
 		return f, err
 	}
 	defer w.Close()
-	pair, err := w.TakePair(ctx, broker.Redis)
+	pair, err := w.TakePair(ctx, pipeline.Broker)
 	if err != nil {
 		return f, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/outboxdrill/runner/pipeline"
 	"net"
 	"net/url"
 	"strconv"
@@ -11,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/proxy/pgwire"
 	"github.com/outboxdrill/runner/proxy/resp"
@@ -35,13 +35,13 @@ func viaProxies(ctx context.Context, sess *runner.Session, rp runner.Params) (*r
 		return nil, nil, err
 	}
 	closers = append(closers, closePG)
-	redisURL, closeRedis, err := proxiedRedis(w.BrokerURL(broker.Redis))
+	redisURL, closeRedis, err := proxiedRedis(w.BrokerURL(pipeline.Broker))
 	if err != nil {
 		undo()
 		return nil, nil, err
 	}
 	closers = append(closers, closeRedis)
-	rp.PGURL, rp.URLs = pgURL, map[string]string{broker.Redis: redisURL}
+	rp.PGURL, rp.URLs = pgURL, map[string]string{pipeline.Broker: redisURL}
 	proxied, err := runner.OpenSession(ctx, rp)
 	if err != nil {
 		undo()

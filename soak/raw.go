@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/outboxdrill/runner/pipeline"
 	"sync"
 	"time"
 
-	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/runner"
 
 	"github.com/jackc/pgx/v5"
@@ -23,7 +23,7 @@ import (
 // batch. No faults, no dedupe decisions, no reclaim: the yardstick the soak's
 // throughput is compared with.
 func rawBaseline(ctx context.Context, w *runner.World, events, workers, batch int) (float64, error) {
-	iso, err := w.TakePair(ctx, broker.Redis)
+	iso, err := w.TakePair(ctx, pipeline.Broker)
 	if err != nil {
 		return 0, err
 	}

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/outboxdrill/runner/pipeline"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -107,7 +108,7 @@ func Soak(ctx context.Context, p Params) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rp := runner.Params{PGURL: p.PGURL, URLs: map[string]string{broker.Redis: p.Redis}, Parallel: p.Workers,
+	rp := runner.Params{PGURL: p.PGURL, URLs: map[string]string{pipeline.Broker: p.Redis}, Parallel: p.Workers,
 		ConnectTimeout: p.ConnectTimeout, Timeout: timeout(scheds)}
 	sess, err := runner.OpenSessionFor(ctx, rp, scs)
 	if err != nil {

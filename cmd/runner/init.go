@@ -122,7 +122,7 @@ func defineInitFlags(fs *flag.FlagSet) *initFlags {
 	fs.StringVar(&f.consumerService, "consumer-service", "consumer", "with --compose: the consumer's `SERVICE`")
 	fs.StringVar(&f.p.Schemas[0], "schema-producer", "", "the producer's schema (`FILE`: the DDL of its outbox)")
 	fs.StringVar(&f.p.Schemas[1], "schema-consumer", "", "the consumer's schema (`FILE`: the DDL of its inbox and read model)")
-	fs.StringVar(&f.p.Broker, "broker", broker.Redis, "the `broker` the services talk to: "+strings.Join(broker.Names(), ", "))
+	fs.StringVar(&f.p.Broker, "broker", broker.Default(), "the `broker` the services talk to: "+strings.Join(broker.Names(), ", "))
 	fs.StringVar(&f.p.Outbox, "outbox", "", "the outbox `TABLE`, where several are shaped like one (init probes one: else the first)")
 	fs.StringVar(&f.p.Inbox, "inbox", "", "the inbox `TABLE`, where several are shaped like one (else the one the consumer writes the probe to)")
 	fs.StringVar(&f.p.Out, "out", ".", "write system.yaml and scenarios/ to `DIR` (created)")

@@ -34,6 +34,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/outboxdrill/runner/pipeline"
 	"io"
 	"maps"
 	"os"
@@ -691,7 +692,7 @@ func keepFlag(p *runner.Params, keep string, servers []runner.ServerFlag, stderr
 
 // pipelineBroker is the broker soak and bench drive the reference pipeline
 // on: Redis only (its raw baseline is XADD and XREADGROUP).
-const pipelineBroker = broker.Redis
+const pipelineBroker = pipeline.Broker
 
 // redisFlags are --pg and --redis, the servers of soak and bench: they
 // drive the pipeline on Redis only.

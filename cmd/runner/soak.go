@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/outboxdrill/runner/pipeline"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/internal/outfile"
 	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/soak"
@@ -109,7 +109,7 @@ func soakDefaults(f *exploreFlags, paths []string, stderr io.Writer) (cleanup fu
 		}
 		f.p.Out, dirs = dir, append(dirs, dir)
 	}
-	if f.system == "" && len(paths) == 0 && !strings.EqualFold(strings.TrimSpace(f.broker), broker.Redis) {
+	if f.system == "" && len(paths) == 0 && !strings.EqualFold(strings.TrimSpace(f.broker), pipeline.Broker) {
 		// The reference relay and consumer speak Redis only: a skip (as
 		// for a team's system on another broker) would explore nothing.
 		fmt.Fprintf(stderr, "runner soak: --broker %s: the reference system (the runner's own relay and consumer as processes) speaks Redis only; drill another broker with --system FILE (a team's services on it)\nusage: %s\n", safe.Line(f.broker), soakUsage)
