@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
@@ -37,6 +38,10 @@ type Wire struct {
 	// service struck, sorted (the broker's are counted in the proxy's
 	// record: broker.WireMsg's Pass).
 	strikes [][]time.Time
+
+	once sync.Once // the history, made of the records once
+	ops  []history.Op
+	kind broker.Wire
 }
 
 // Wire decodes what every broker proxy of the run relayed so far, once.
@@ -79,6 +84,11 @@ func (w *Wire) Copies() bool {
 // history is the history and what the broker's wire says of itself (its
 // NotJudged and Copies; no messages).
 func (w *Wire) history() ([]history.Op, broker.Wire) {
+	w.once.Do(func() { w.ops, w.kind = w.build() })
+	return slices.Clone(w.ops), w.kind
+}
+
+func (w *Wire) build() ([]history.Op, broker.Wire) {
 	r := w.r
 	type timed struct {
 		at time.Time

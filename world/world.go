@@ -141,7 +141,7 @@ type World struct {
 	// team's services; written only while opening, under connsMu.
 	brokerURLs   map[string]string
 	brokerLabels map[string]string // report labels where the server is not the broker itself
-	// up holds, per broker OpenWorld started, a channel closed once its
+	// up holds, per broker Open started, a channel closed once its
 	// server is open and leased (or failed: upErr): a scenario on one
 	// broker need not wait for another's server to boot (a RabbitMQ node
 	// takes seconds). nil in a world whose brokers were opened before it
@@ -500,7 +500,7 @@ func (w *World) Close() error {
 }
 
 // startBrokers opens each broker's server (given, or the runner's own) in
-// the background; brokerUp waits for one.
+// the background; BrokerUp waits for one.
 func (w *World) startBrokers(ctx context.Context, p *Config, brokers []string) {
 	w.up, w.upErr = map[string]chan struct{}{}, map[string]error{}
 	for _, b := range brokers {
@@ -522,7 +522,7 @@ func (w *World) startBrokers(ctx context.Context, p *Config, brokers []string) {
 	}
 }
 
-// brokerUp waits until broker b's server is open and leased, and says
+// BrokerUp waits until broker b's server is open and leased, and says
 // why not when it could not be.
 func (w *World) BrokerUp(ctx context.Context, b string) error {
 	ch, ok := w.up[b]
@@ -539,7 +539,7 @@ func (w *World) BrokerUp(ctx context.Context, b string) error {
 	return w.upErr[b]
 }
 
-// setupErr is why a broker's server could not be had, nil when all were
+// SetupErr is why a broker's server could not be had, nil when all were
 // (or are still coming up).
 func (w *World) SetupErr() error {
 	w.connsMu.Lock()
@@ -551,7 +551,7 @@ func (w *World) SetupErr() error {
 	return errors.Join(errs...)
 }
 
-// isUp reports whether broker b's server is open (or will never be).
+// IsUp reports whether broker b's server is open (or will never be).
 func (w *World) IsUp(b string) bool {
 	ch, ok := w.up[b]
 	if !ok {
@@ -627,7 +627,7 @@ func (w *World) pool(ctx context.Context, srv int, db string) (*pgxpool.Pool, er
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
-// inspect tells how to look at a kept scenario's databases and stream: a
+// Inspect tells how to look at a kept scenario's databases and stream: a
 // broker's hint for one consumer group (<consumer-id>) once per consumer
 // id of the scenario, the exact command.
 func (w *World) Inspect(iso *Isolation, b string, consumers ...string) []string {
