@@ -20,6 +20,7 @@ import (
 	"github.com/outboxdrill/runner/broker/redisstream/redisserver"
 	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/world"
 
 	"github.com/outboxdrill/runner/servers"
 )
@@ -178,7 +179,7 @@ func managedStart(ctx context.Context, empty bool) (time.Duration, error) {
 
 // isolationCost times acquire and recycle on a warm pool.
 func isolationCost(ctx context.Context, p Params) (setup, teardown, first time.Duration, err error) {
-	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, URLs: map[string]string{pipeline.Broker: p.Redis}, ConnectTimeout: p.ConnectTimeout, Parallel: 1})
+	w, err := world.Open(ctx, &world.Config{PGURL: p.PGURL, URLs: map[string]string{pipeline.Broker: p.Redis}, ConnectTimeout: p.ConnectTimeout, Parallel: 1}, world.Shape{Brokers: []string{pipeline.Broker}})
 	if err != nil {
 		return 0, 0, 0, err
 	}

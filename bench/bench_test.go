@@ -14,16 +14,17 @@ import (
 	"github.com/outboxdrill/runner/broker/rabbitmq"
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/runner"
+	"github.com/outboxdrill/runner/world"
 
 	"github.com/outboxdrill/runner/pipeline"
 )
 
 // openBenchWorld opens a World on the test servers for the whole benchmark.
-func openBenchWorld(b *testing.B) (*runner.World, *runner.Params) {
+func openBenchWorld(b *testing.B) (*world.World, *runner.Params) {
 	b.Helper()
 	p := testParams(b)
 	p.Timeout = time.Minute
-	w, err := runner.OpenWorld(context.Background(), &p)
+	w, err := world.Open(context.Background(), &world.Config{PGURL: p.PGURL, URLs: p.URLs, Parallel: p.Parallel}, world.Shape{Brokers: []string{broker.Redis}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -32,7 +32,7 @@ import (
 	nproxy "github.com/outboxdrill/runner/proxy/nats"
 	"github.com/outboxdrill/runner/proxy/pgwire"
 	"github.com/outboxdrill/runner/proxy/resp"
-	"github.com/outboxdrill/runner/runner"
+	"github.com/outboxdrill/runner/world"
 )
 
 // roundTrips are one protocol's round-trip times, direct and through an
@@ -123,7 +123,7 @@ func proxyLatency(ctx context.Context, p Params, n int) ([]roundTrips, error) {
 			s.close()
 		}
 	}()
-	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, URLs: map[string]string{pipeline.Broker: p.Redis}, Parallel: 1, ConnectTimeout: p.ConnectTimeout})
+	w, err := world.Open(ctx, &world.Config{PGURL: p.PGURL, URLs: map[string]string{pipeline.Broker: p.Redis}, Parallel: 1, ConnectTimeout: p.ConnectTimeout}, world.Shape{Brokers: []string{pipeline.Broker}})
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +160,7 @@ func proxyLatency(ctx context.Context, p Params, n int) ([]roundTrips, error) {
 	return out, nil
 }
 
-func pgLatency(ctx context.Context, w *runner.World, n int) (roundTrips, error) {
+func pgLatency(ctx context.Context, w *world.World, n int) (roundTrips, error) {
 	rt := roundTrips{proto: "PostgreSQL", what: "PostgreSQL SELECT 1"}
 	pair, err := w.TakePair(ctx, pipeline.Broker)
 	if err != nil {
@@ -193,7 +193,7 @@ func pgLatency(ctx context.Context, w *runner.World, n int) (roundTrips, error) 
 	return rt, rt.interleave(ctx, n, selectOne(direct), selectOne(proxied))
 }
 
-func redisLatency(ctx context.Context, w *runner.World, n int) (roundTrips, error) {
+func redisLatency(ctx context.Context, w *world.World, n int) (roundTrips, error) {
 	rt := roundTrips{proto: "Redis", what: "Redis PING"}
 	opt := *w.RedisClient().Options()
 	rp, err := resp.Listen(opt.Addr)
@@ -224,7 +224,7 @@ var brokerRTs = []struct {
 }
 
 // brokerServer is one broker's server for the bench: given by URL, else
-// the runner's own, started and opened as runner.OpenWorld does it (the
+// the runner's own, started and opened as world.Open does it (the
 // kind's Start and Open); err says why there is none.
 type brokerServer struct {
 	kind  *broker.Kind
@@ -239,7 +239,7 @@ func openBrokerServer(ctx context.Context, p Params, k *broker.Kind) *brokerServ
 	url := p.URLs[k.Name]
 	var own broker.Process
 	if url != "" {
-		s.err = runner.Probe(ctx, k.Name, url, p.ConnectTimeout)
+		s.err = world.Probe(ctx, k.Name, url, p.ConnectTimeout)
 	} else if url, own, s.err = k.Start(ctx, s); s.err != nil {
 		s.err = fmt.Errorf("no --%s given and the runner's own %s did not start: %w", k.Flag, k.Title, s.err)
 	}

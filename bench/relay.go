@@ -11,7 +11,7 @@ import (
 
 	"github.com/outboxdrill/runner/cdc"
 	"github.com/outboxdrill/runner/pipeline"
-	"github.com/outboxdrill/runner/runner"
+	"github.com/outboxdrill/runner/world"
 )
 
 func benchRelay(ctx context.Context, p Params, row func(what, figure, note string)) error {
@@ -61,7 +61,7 @@ type relayer struct {
 // also re-reads that WAL.
 func relays(ctx context.Context, p Params, n, single int) (relayFigures, error) {
 	f := relayFigures{n: n}
-	w, err := runner.OpenWorld(ctx, &runner.Params{PGURL: p.PGURL, URLs: map[string]string{pipeline.Broker: p.Redis}, ConnectTimeout: p.ConnectTimeout, Parallel: 1})
+	w, err := world.Open(ctx, &world.Config{PGURL: p.PGURL, URLs: map[string]string{pipeline.Broker: p.Redis}, ConnectTimeout: p.ConnectTimeout, Parallel: 1}, world.Shape{Brokers: []string{pipeline.Broker}})
 	if err != nil {
 		return f, err
 	}

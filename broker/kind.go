@@ -75,6 +75,12 @@ type Kind struct {
 	// stays the runner's.
 	DirOwner func() (*syscall.Credential, error)
 
+	// Capabilities is what the broker can do for a scenario that asks sc
+	// of it (its options may add one: JetStream's msg_id, Kafka's share),
+	// known before any of its objects exist: the runner skips a scenario
+	// that needs more before it acquires anything. The Broker Conn.New
+	// makes for sc answers the same (its Capabilities).
+	Capabilities func(sc Scenario) Capabilities
 	// Limits say why the broker lacks each capability it lacks, each
 	// citing the broker's own documentation (a URL).
 	Limits map[Capability]string

@@ -9,6 +9,7 @@ import (
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/world"
 )
 
 // Check validates the workload on broker b exactly as `runner run` does a
@@ -23,7 +24,7 @@ func (w *Workload) Check(ctx context.Context, out, b string) diag.Errors {
 		return errs
 	}
 	err := runner.PlaceholderProblems(scs, []string{b})
-	var invalid *runner.InvalidError
+	var invalid *world.InvalidError
 	if errors.As(err, &invalid) {
 		return invalid.Errs
 	}

@@ -10,7 +10,7 @@ import (
 // that a consumer of its group, running for the whole settle, never
 // finishes is a failure (stuck), however safe the state it stopped in. The
 // runner settles a team's system until nothing is owed or its limit struck
-// (runner/settle.go); this judges what was still owed then.
+// (judge/settle.go); this judges what was still owed then.
 
 // Progress is what settling saw of the services that owe the run work.
 type Progress struct {

@@ -19,13 +19,14 @@ func BenchmarkScenario(b *testing.B) {
 	if len(errs) > 0 {
 		b.Fatal(errs)
 	}
-	p := testParams(b)
-	p.Timeout = time.Minute
-	w, err := OpenWorld(context.Background(), &p)
+	tp := testParams(b)
+	tp.Timeout = time.Minute
+	s, err := OpenSession(context.Background(), tp)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = w.Close() })
+	b.Cleanup(func() { _ = s.Close() })
+	p, w := s.p, s.w
 	var setup, total time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -109,10 +109,10 @@ func TestConnectionBudgetTooSmallForOnePair(t *testing.T) {
 		t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	}
 	p := Params{PGURL: url, URLs: map[string]string{broker.Redis: testservers.Redis(t)}, Parallel: 1}
-	w, err := OpenWorld(t.Context(), &p)
+	s, err := OpenSession(t.Context(), p)
 	if err == nil {
-		_ = w.Close()
-		t.Fatal("OpenWorld: want an error, got a world")
+		_ = s.Close()
+		t.Fatal("OpenSession: want an error, got a world")
 	}
 	want := "not enough PostgreSQL connections for even one scenario: PostgreSQL 127.0.0.1:"
 	if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "16 in use") || !strings.Contains(err.Error(), "+ 8 per parallel scenario") {

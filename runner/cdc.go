@@ -1,13 +1,11 @@
 package runner
 
 import (
-	"context"
 	"fmt"
 
-	"github.com/outboxdrill/runner/cdc"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/scenario"
-	"github.com/outboxdrill/runner/steps"
+	"github.com/outboxdrill/runner/world"
 )
 
 // usesCDC reports whether a step of sc reads or acts on the replication
@@ -30,25 +28,13 @@ func cdcStep(sc *scenario.Scenario) (diag.Pos, bool) {
 // walLevelDoc is where PostgreSQL documents the setting a slot needs.
 const walLevelDoc = "https://www.postgresql.org/docs/15/runtime-config-wal.html#GUC-WAL-LEVEL"
 
-// openSlot creates the scenario's logical replication slot on its producer
-// database, before any step ran (as a connector is set up before the
-// application writes), named after the database. On a server whose
-// wal_level is not logical it returns the skip reason instead.
-func openSlot(ctx context.Context, env *steps.Env, producerDB string) (skip string, err error) {
-	level, err := cdc.WalLevel(ctx, env.Producer)
-	if err != nil {
-		return "", err
+// slotSkip is why scenario sc's CDC relay can have no slot on its
+// producer's server, whose wal_level was read when the world opened (at
+// sc's first step that needs the relay), or "".
+func slotSkip(w *world.World, sc *scenario.Scenario) (diag.Pos, string) {
+	at, ok := cdcStep(sc)
+	if level := w.WalLevel(sc); ok && level != "logical" {
+		return at, fmt.Sprintf("the CDC relay needs wal_level=logical on the producer's PostgreSQL, which runs with wal_level=%s (%s); the runner's own server runs with logical", level, walLevelDoc)
 	}
-	if level != "logical" {
-		return fmt.Sprintf("the CDC relay needs wal_level=logical on the producer's PostgreSQL, which runs with wal_level=%s (%s); the runner's own server runs with logical", level, walLevelDoc), nil
-	}
-	slot := &cdc.Slot{Name: producerDB, DB: env.Producer}
-	if err := slot.Drop(ctx); err != nil { // a slot of a killed run on this pair's name
-		return "", err
-	}
-	if err := slot.Create(ctx); err != nil {
-		return "", err
-	}
-	env.CDC = slot
-	return "", nil
+	return diag.Pos{}, ""
 }

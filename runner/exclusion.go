@@ -3,6 +3,8 @@ package runner
 import (
 	"slices"
 	"sync"
+
+	"github.com/outboxdrill/runner/world"
 )
 
 // exclusion says which jobs may run at the same time. A job whose scenario
@@ -73,6 +75,17 @@ func (e *exclusion) leave(j job) {
 	}
 }
 
+// serverState is what the picker asks of the world (world.World): whose
+// servers are up, whether the scenarios that fault a PostgreSQL have
+// servers of their own, and to wait for the database pairs being made.
+type serverState interface {
+	IsUp(b string) bool
+	FaultSet() bool
+	AwaitPairs(faultsOnly bool)
+}
+
+var _ serverState = (*world.World)(nil)
+
 // picker hands the workers the jobs in its order (newPicker), each once
 // exclusion admits it, and first those whose broker's server is up: the
 // others wait for theirs (a RabbitMQ node booting) without holding up the
@@ -80,7 +93,7 @@ func (e *exclusion) leave(j job) {
 type picker struct {
 	mu    sync.Mutex
 	freed *sync.Cond // a job ended
-	w     *World
+	w     serverState
 	jobs  []job
 	todo  []int // job indexes not taken yet, in order
 	ex    exclusion
@@ -94,8 +107,8 @@ type picker struct {
 // their own, their chain, one at a time, starts first. A broker's
 // BrokerExclusive jobs go before its other jobs, which wait for them
 // (take), while the other brokers' jobs fill the workers.
-func newPicker(w *World, jobs []job) *picker {
-	pk := &picker{w: w, jobs: jobs, ex: exclusion{split: w.faultSet}}
+func newPicker(w serverState, jobs []job) *picker {
+	pk := &picker{w: w, jobs: jobs, ex: exclusion{split: w.FaultSet()}}
 	pk.freed = sync.NewCond(&pk.mu)
 	rank := func(j job) int {
 		switch {
@@ -148,7 +161,7 @@ func (pk *picker) next() int {
 	first := -1
 	for at, i := range pk.todo {
 		j := pk.jobs[i]
-		up := pk.w.isUp(j.broker)
+		up := pk.w.IsUp(j.broker)
 		held := (exclusive && !pk.ex.runsAlone(j)) || (!j.sc.BrokerExclusive && waiting[j.broker])
 		exclusive = exclusive || (pk.ex.runsAlone(j) && up)
 		if j.sc.BrokerExclusive {
@@ -173,11 +186,9 @@ func (pk *picker) settle(i int) {
 	j := pk.jobs[i]
 	switch {
 	case pk.ex.runsAlone(j):
-		for set := range pk.w.pairs {
-			pk.w.pairs[set].pending.Wait()
-		}
+		pk.w.AwaitPairs(false)
 	case pk.ex.ownServers(j):
-		pk.w.pairs[faultsSet].pending.Wait()
+		pk.w.AwaitPairs(true)
 	}
 }
 

@@ -6,10 +6,11 @@ import (
 	"strings"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/world"
 )
 
 // ServerFlag is a command's flag for one server's URL: its name, the
-// environment variable it defaults to, Probe's kind, and the value.
+// environment variable it defaults to, world.Probe's kind, and the value.
 type ServerFlag struct {
 	Name, Env, Kind string
 	URL             *string
@@ -26,7 +27,7 @@ func PGFlag(fs *flag.FlagSet, url *string, clean bool) ServerFlag {
 		usage = "clean the PostgreSQL server at admin `URL` (env " + pgEnv + ")"
 	}
 	fs.StringVar(url, "pg", os.Getenv(pgEnv), usage)
-	return ServerFlag{Name: "pg", Env: pgEnv, Kind: Postgres, URL: url}
+	return ServerFlag{Name: "pg", Env: pgEnv, Kind: world.Postgres, URL: url}
 }
 
 // BrokerFlag adds kind k's URL flag (--redis, …), defaulting to k.Env;
@@ -54,7 +55,7 @@ func BrokerFlags(fs *flag.FlagSet, clean bool) []ServerFlag {
 func URLs(flags []ServerFlag) map[string]string {
 	out := map[string]string{}
 	for _, f := range flags {
-		if f.Kind != Postgres && *f.URL != "" {
+		if f.Kind != world.Postgres && *f.URL != "" {
 			out[f.Kind] = *f.URL
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/outboxdrill/runner/internal/testutil"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/world"
 )
 
 // TestLibraryAndGuarantees runs every scenario of scenarios/ on every broker,
@@ -50,20 +51,16 @@ func TestLibraryAndGuarantees(t *testing.T) {
 	// The runner's own PostgreSQL, Redis and NATS, so that the process-fault
 	// scenarios run too; RabbitMQ as the tests find it.
 	rabbit := testservers.URL(t, broker.RabbitMQ)
-	p := &Params{Parallel: testParallel(), Brokers: broker.Names(), URLs: map[string]string{broker.RabbitMQ: rabbit}, Timeout: time.Minute}
-	sh := shape{brokers: p.brokers()}
-	for _, sc := range scs {
-		sh.splitDBs = sh.splitDBs || sc.DBFaults
-	}
-	w, err := openWorld(t.Context(), p, sh)
+	s, err := OpenSessionFor(t.Context(), Params{Parallel: testParallel(), Brokers: broker.Names(), URLs: map[string]string{broker.RabbitMQ: rabbit}, Timeout: time.Minute}, scs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := w.Close(); err != nil {
+		if err := s.Close(); err != nil {
 			t.Errorf("close the servers: %v", err)
 		}
 	})
+	p, w := &s.p, s.w
 
 	rep := &report.Report{RunID: w.RunID, Brokers: p.Brokers, Labels: w.Labels()}
 	results := make([]*report.Result, len(scs)*len(p.Brokers)) // in Run's order
@@ -95,7 +92,7 @@ func TestLibraryAndGuarantees(t *testing.T) {
 	// (the runner's: faultSet) beside the others, else while the parallel
 	// subtests wait for this function to return: the servers drain once,
 	// not once per process fault.
-	g := gate{ex: exclusion{split: w.faultSet}}
+	g := gate{ex: exclusion{split: w.FaultSet()}}
 	serial := func(sc *scenario.Scenario) bool { return g.ex.runsAlone(job{sc: sc}) }
 	for _, exclusive := range []bool{true, false} {
 		for i, sc := range scs {
@@ -148,7 +145,7 @@ type gate struct {
 
 // run runs one job on w through the runner's own scheduler, and fails t when
 // the job leaves no result.
-func (g *gate) run(t *testing.T, p *Params, w *World, j job) *report.Result {
+func (g *gate) run(t *testing.T, p *Params, w *world.World, j job) *report.Result {
 	t.Helper()
 	g.mu.Lock()
 	if g.freed == nil {

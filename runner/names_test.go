@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"fmt"
-	"math"
 	"strings"
 	"testing"
 
@@ -10,18 +8,6 @@ import (
 	"github.com/outboxdrill/runner/internal/scenariotest"
 	"github.com/outboxdrill/runner/scenario"
 )
-
-// broker.MaxQueueConsumerID leaves room for the scenario key that prefixes a
-// RabbitMQ queue name: the longest key acquire can make fits it.
-func TestScenarioKeyFitsConsumerIDBudget(t *testing.T) {
-	key := fmt.Sprintf("%s:%s:%d", namePrefix, newRunID(), math.MaxInt)
-	if len(key) > broker.ScenarioKeyMaxLen {
-		t.Fatalf("scenario key %q is %d bytes; broker.ScenarioKeyMaxLen is %d", key, len(key), broker.ScenarioKeyMaxLen)
-	}
-	if q := key + "." + string(make([]byte, broker.MaxQueueConsumerID)); len(q) > 255 {
-		t.Fatalf("longest RabbitMQ queue name is %d bytes, over AMQP's 255", len(q))
-	}
-}
 
 // A consumer id one broker cannot name (a '.' for a NATS durable, "log"
 // for a RabbitMQ queue, 300 bytes for an AMQP short string) skips the

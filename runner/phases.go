@@ -7,30 +7,33 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/judge"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/sysrun"
+	"github.com/outboxdrill/runner/world"
 )
 
 // runScenario runs one job through its phases, in order:
 //
 //	gate     decide, before anything is made, whether the job runs at all
 //	acquire  its databases, broker objects and (a team's) processes
-//	steps    the scenario's steps, until one fails or skips
-//	settle   a team's system running on until it settled
-//	judge    the history, from the settled state
+//	steps    the scenario's steps, until one fails
+//	settle   a team's system running on until it settled (judge.Settle)
+//	judge    the history, from the settled state (package judge)
 //	recycle  keep or remove what acquire made
 //
 // Each phase is a method of scenarioRun, which carries what the earlier
-// ones found.
-func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Result, error) {
-	if err := w.brokerUp(ctx, j.broker); err != nil {
+// ones found. The world (package world) holds the servers the jobs share.
+func runScenario(ctx context.Context, p *Params, w *world.World, j job) (*report.Result, error) {
+	if err := w.BrokerUp(ctx, j.broker); err != nil {
 		return nil, err
 	}
 	r := &scenarioRun{p: p, w: w, j: j, start: time.Now(), run: ctx}
 	if skip := r.gate(); skip != "" {
 		res := r.newResult()
-		res.Skipped = skip
+		res.Skipped, res.Caps, res.NA = skip, r.caps, r.na
 		return res, nil
 	}
 	res, err := r.acquire(ctx)
@@ -54,46 +57,29 @@ func runScenario(ctx context.Context, p *Params, w *World, j job) (*report.Resul
 // scenarioRun is one job between its phases.
 type scenarioRun struct {
 	p     *Params
-	w     *World
+	w     *world.World
 	j     job
 	start time.Time
 	run   context.Context // the run's: its interrupt may cut the scenario off
 
-	iso    *isolation
+	caps broker.Capabilities // the gate's: what the broker can do for the scenario
+	na   []steps.NA          // the gate's: every check n/a
+
+	iso    *world.Isolation
 	sys    *sysrun.Run // a team's system; nil on the reference pipeline
 	env    *steps.Env
 	judged func(*report.Result) // Params.SystemRun's, told the verdict
 	res    *report.Result
 
-	decided, cutOff bool     // a step failed (cutOff: after an interrupt)
-	calm            *settled // how the team's system settled
+	decided, cutOff bool           // a step failed (cutOff: after an interrupt)
+	calm            *judge.Settled // how the team's system settled
+	wire            *sysrun.Wire   // what its broker proxies relayed, once it settled
 }
 
 // newResult is the job's result before any phase filled it in.
 func (r *scenarioRun) newResult() *report.Result {
 	return &report.Result{Scenario: r.j.sc, Broker: r.j.broker, Label: r.w.Labels()[r.j.broker],
 		Matrix: r.p.matrix(r.j.broker)}
-}
-
-// gate is the skip reason of a job that must not start on its broker, or
-// "": decided from the scenario and the broker's kind alone.
-func (r *scenarioRun) gate() string {
-	sc, b := r.j.sc, r.j.broker
-	if sc.System != nil {
-		// Never run: the services would get a URL scheme they cannot parse.
-		if why := sc.System.Unsupported(b); why != "" {
-			return fmt.Sprintf("%s: %s", sc.SystemPos, why)
-		}
-	}
-	if why := sc.PinnedSkip(b); why != "" {
-		return why
-	}
-	// Never sent to a broker that cannot name it (on RabbitMQ a refused
-	// queue name closes the run's shared connection).
-	if at, why := consumerIDSkip(sc, b); why != "" {
-		return fmt.Sprintf("%s: %s", at, why)
-	}
-	return ""
 }
 
 // acquire makes the job's isolation (and starts a team's system). A broker
@@ -103,14 +89,14 @@ func (r *scenarioRun) acquire(ctx context.Context) (*report.Result, error) {
 	sc, b := r.j.sc, r.j.broker
 	var err error
 	if sc.System != nil {
-		r.iso, r.sys, err = r.w.acquireSystem(ctx, b, sc)
+		r.iso, r.sys, err = r.w.AcquireSystem(ctx, b, sc)
 		if err == nil && r.p.SystemRun != nil {
 			r.judged = r.p.SystemRun(sc, r.sys)
 		}
 	} else {
-		r.iso, err = r.w.acquire(ctx, b, sc)
+		r.iso, err = r.w.Acquire(ctx, b, sc)
 	}
-	var be *brokerError
+	var be *world.BrokerError
 	if errors.As(err, &be) {
 		res := r.newResult()
 		res.Duration = time.Since(r.start)
@@ -120,36 +106,27 @@ func (r *scenarioRun) acquire(ctx context.Context) (*report.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.env = r.iso.env
+	r.env = r.iso.Env
 	r.res = r.newResult()
-	r.res.Setup, r.res.Where = time.Since(r.start), [3]string{r.iso.producer, r.iso.consumer, r.iso.streamKey}
+	r.res.Setup, r.res.Where = time.Since(r.start), [3]string{r.iso.Producer, r.iso.Consumer, r.iso.StreamKey}
+	r.res.Caps = r.caps
 	return r.res, nil
 }
 
-// prepare decides the skips that need the acquired broker objects (what
-// the scenario's broker options can do) and opens a CDC relay's slot.
+// prepare opens a CDC relay's slot, which the gate saw the server can give.
 func (r *scenarioRun) prepare(ctx context.Context) error {
-	sc, res := r.j.sc, r.res
-	res.Caps = r.env.Broker.Capabilities()
-	// A scenario is never passed on a broker that cannot do what it asks.
-	if why := lacking(sc, r.j.broker, res.Caps); why != "" {
-		res.Skipped = fmt.Sprintf("%s: %s", sc.Pos, why)
-	}
-	if res.Skipped != "" || !usesCDC(sc) {
+	if !usesCDC(r.j.sc) {
 		return nil
 	}
-	skip, err := openSlot(ctx, r.env, r.iso.producer)
-	if err != nil {
-		return fmt.Errorf("%s: %w", sc.File, err)
-	}
-	if skip != "" {
-		at, _ := cdcStep(sc)
-		res.Skipped = fmt.Sprintf("%s: %s", at, skip)
+	if err := r.iso.OpenSlot(ctx); err != nil {
+		return fmt.Errorf("%s: %w", r.j.sc.File, err)
 	}
 	return nil
 }
 
-// steps runs the scenario's steps until one fails or skips.
+// steps runs the scenario's steps until one fails. No step skips: every
+// skip a step could meet is known before the scenario starts (gate); a
+// step's SkipError, should one come, still ends the scenario skipped.
 func (r *scenarioRun) steps(ctx context.Context) {
 	res := r.res
 	for _, call := range r.j.sc.Steps {
@@ -178,17 +155,15 @@ func (r *scenarioRun) steps(ctx context.Context) {
 }
 
 // settle lets a team's system run on after the last step until it
-// settled (a fault may still strike meanwhile), then stops it.
+// settled (a fault may still strike meanwhile), then judges its faults and
+// reads what its broker proxies relayed, once, for the verdict.
 func (r *scenarioRun) settle(ctx context.Context) {
 	if r.sys != nil && r.res.Skipped == "" {
 		r.res.SettleStart = time.Now()
-		r.calm = settleSystem(ctx, r.env, r.sys, r.res, cmp.Or(r.j.sc.Settle, r.p.Settle, DefaultSettle))
+		r.calm = judge.Settle(ctx, r.env, r.sys, r.res, cmp.Or(r.j.sc.Settle, r.p.Settle, DefaultSettle))
 		r.res.SettleEnd = time.Now()
 	}
-	finishSystem(r.sys, r.res)
-	if r.res.Skipped == "" && r.res.Passed() {
-		r.res.Skipped = allNA(r.res)
-	}
+	r.wire = judge.Finish(r.sys, r.res)
 }
 
 // judge brings back servers a process fault left down, then judges the
@@ -197,20 +172,20 @@ func (r *scenarioRun) judge(ctx context.Context) error {
 	sc, res, sys := r.j.sc, r.res, r.sys
 	var restoreErr error
 	if sc.Exclusive || sc.BrokerExclusive {
-		if err := r.w.restore(context.WithoutCancel(ctx), r.iso, r.j.broker, sc.BrokerExclusive, sc.Exclusive); err != nil {
+		if err := r.w.Restore(context.WithoutCancel(ctx), r.iso, r.j.broker, sc.BrokerExclusive, sc.Exclusive); err != nil {
 			restoreErr = fmt.Errorf("restart the servers after %s: %w", sc.File, err)
 		}
 	}
 	var err error
 	switch {
-	case sys != nil && res.Skipped == "" && restoreErr == nil && !fieldsMismatch(res):
+	case sys != nil && res.Skipped == "" && restoreErr == nil && !judge.FieldsMismatch(res):
 		// A team's system is judged even when a check failed: the
 		// violation names what the check only shows.
-		err = judgeSystem(ctx, r.env, sys, res, r.calm)
-	case sys != nil && fieldsMismatch(res):
-		res.NotJudged = notJudged("the broker entries lack the system file's stream fields, so the history cannot name their events")
+		err = judge.System(ctx, r.env, sys, r.wire, res, r.calm)
+	case sys != nil && judge.FieldsMismatch(res):
+		res.NotJudged = judge.NotJudged("the broker entries lack the system file's stream fields, so the history cannot name their events")
 	case res.Skipped == "" && res.Passed() && restoreErr == nil:
-		err = judgeHistory(ctx, r.env, res)
+		err = judge.History(ctx, r.env, res)
 	}
 	if err != nil {
 		res.Failures = append(res.Failures, steps.Failure{Pos: sc.Pos, Key: "history", Msg: err.Error()})
@@ -220,8 +195,8 @@ func (r *scenarioRun) judge(ctx context.Context) error {
 	}
 	res.CutOff = r.cutOff
 	// What the team's services said, up to the verdict.
-	res.Services = servicesSaid(sys)
-	res.Wire = wireOf(sys, r.j.broker)
+	res.Services = judge.ServicesSaid(sys)
+	res.Wire = wireOf(r.wire, r.j.broker)
 	if r.judged != nil {
 		r.judged(res)
 	}
@@ -241,13 +216,13 @@ func (r *scenarioRun) recycle(ctx context.Context) error {
 	}
 	keep := r.p.Keep == KeepAll || r.p.Keep == KeepFailed && !r.res.Passed()
 	if keep {
-		r.res.Kept = r.w.inspect(r.iso, r.j.broker, r.j.sc.Consumers()...)
+		r.res.Kept = r.w.Inspect(r.iso, r.j.broker, r.j.sc.Consumers()...)
 	}
 	var rerr error
 	if r.p.discard && !keep {
-		rerr = r.w.discard(ctx, r.iso)
+		rerr = r.w.Discard(ctx, r.iso)
 	} else {
-		rerr = r.w.recycle(ctx, r.iso, keep)
+		rerr = r.w.Recycle(ctx, r.iso, keep)
 	}
 	r.res.Duration = time.Since(r.start)
 	if rerr != nil {

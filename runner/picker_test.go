@@ -14,7 +14,7 @@ import (
 func TestPickerHandsOutTheLoneScenariosFirst(t *testing.T) {
 	plain, alone := &scenario.Scenario{Name: "plain"}, &scenario.Scenario{Name: "alone", Exclusive: true}
 	jobs := []job{{plain, "redis"}, {alone, "redis"}, {plain, "kafka"}, {alone, "kafka"}, {plain, "nats"}}
-	w := &World{up: map[string]chan struct{}{"kafka": make(chan struct{})}} // kafka still starting
+	w := &fakeServers{up: map[string]chan struct{}{"kafka": make(chan struct{})}} // kafka still starting
 	pk := newPicker(w, jobs)
 	var got []int
 	for {
@@ -32,6 +32,24 @@ func TestPickerHandsOutTheLoneScenariosFirst(t *testing.T) {
 		t.Errorf("handed out %v, want %v (the lone ones first, kafka's once it is up)", got, want)
 	}
 }
+
+// fakeServers are a world's servers as the picker asks of them: a broker
+// is up once its channel is closed (none: up).
+type fakeServers struct {
+	up       map[string]chan struct{}
+	faultSet bool
+}
+
+func (f *fakeServers) IsUp(b string) bool {
+	select {
+	case <-f.up[b]:
+		return true
+	default:
+		return f.up[b] == nil
+	}
+}
+func (f *fakeServers) FaultSet() bool  { return f.faultSet }
+func (f *fakeServers) AwaitPairs(bool) {}
 
 // handable is the job take would hand out now without waiting, or -1.
 func handable(pk *picker) int {
@@ -52,7 +70,7 @@ func TestABrokerFaultHoldsOnlyItsBroker(t *testing.T) {
 	brokerKill := &scenario.Scenario{Name: "broker kill", BrokerExclusive: true}
 	dbKill := &scenario.Scenario{Name: "db kill", Exclusive: true, DBFaults: true}
 	jobs := []job{{plain, "kafka"}, {brokerKill, "kafka"}, {plain, "redis"}, {brokerKill, "redis"}, {plain, "redis"}}
-	pk := newPicker(&World{}, jobs)
+	pk := newPicker(&fakeServers{}, jobs)
 	take := func(want int) {
 		t.Helper()
 		if got := handable(pk); got != want {
@@ -78,7 +96,7 @@ func TestABrokerFaultHoldsOnlyItsBroker(t *testing.T) {
 
 	// A PostgreSQL fault waits for every running job, and holds back the rest.
 	jobs = []job{{plain, "redis"}, {dbKill, "kafka"}, {brokerKill, "redis"}}
-	pk = newPicker(&World{}, jobs)
+	pk = newPicker(&fakeServers{}, jobs)
 	take(1)
 	if got := handable(pk); got != -1 {
 		t.Fatalf("hands out job %d beside a PostgreSQL kill", got)
@@ -98,7 +116,7 @@ func TestABrokerFaultHoldsOnlyItsBroker(t *testing.T) {
 	// On the run's own servers the PostgreSQL faults have a set of their
 	// own: they run one at a time, beside the others.
 	jobs = []job{{plain, "redis"}, {dbKill, "kafka"}, {dbKill, "redis"}, {plain, "kafka"}}
-	pk = newPicker(&World{faultSet: true}, jobs)
+	pk = newPicker(&fakeServers{faultSet: true}, jobs)
 	take(1)
 	take(0) // beside the first PostgreSQL kill
 	take(3)
@@ -112,7 +130,7 @@ func TestABrokerFaultHoldsOnlyItsBroker(t *testing.T) {
 	// PostgreSQL faults' own, still runs alone.
 	haltAll := &scenario.Scenario{Name: "halt all", Exclusive: true}
 	jobs = []job{{plain, "redis"}, {haltAll, "kafka"}}
-	pk = newPicker(&World{faultSet: true}, jobs)
+	pk = newPicker(&fakeServers{faultSet: true}, jobs)
 	take(1)
 	if got := handable(pk); got != -1 {
 		t.Fatalf("hands out job %d beside a scenario that runs alone", got)

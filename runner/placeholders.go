@@ -1,27 +1,12 @@
 package runner
 
 import (
-	"context"
-	"fmt"
-
-	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/system"
+	"github.com/outboxdrill/runner/world"
 )
-
-// brokerNames are the placeholders that name the scenario's objects on the
-// broker in use (its Kind.Placeholders), as the broker tells them
-// (broker.Named): the very names the runner's own checks read, so that a
-// service told them is the one the checks see. consumer is ${consumer},
-// whose group ${group} (or queue) names.
-func brokerNames(ctx context.Context, br broker.Broker, consumer string) (map[string]string, error) {
-	if n, ok := br.(broker.Named); ok {
-		return n.Placeholders(ctx, consumer)
-	}
-	return nil, fmt.Errorf("no placeholders known for a %T", br)
-}
 
 // CheckPlaceholders is what validate checks of run's placeholderProblems:
 // those of the scenarios on brokers, and, for a system file alone (sys,
@@ -64,7 +49,7 @@ func placeholderProblems(scs []*scenario.Scenario, brokers []string) error {
 		return nil
 	}
 	errs.Sort()
-	return &InvalidError{errs}
+	return &world.InvalidError{Errs: errs}
 }
 
 // CheckTriggers is validate's check of every broker fault against each

@@ -1,8 +1,9 @@
 // Package runner runs scenarios: selection and sharding, the parallel run
-// loop and its isolation, the world of servers and brokers the scenarios
-// share (opened, probed, leased and cleaned through each registered
-// broker.Kind), the server flags of the CLI, process control, the history
-// judgement, and clean.
+// loop that takes each scenario on each broker through its phases (gate,
+// acquire, steps, settle, judge, recycle), the session that keeps a world
+// open for several batches, and the server flags of the CLI. The servers
+// and each scenario's isolation are package world's; the verdict is
+// package judge's.
 package runner
 
 import (
@@ -12,17 +13,20 @@ import (
 	"io"
 	"regexp"
 	"runtime/debug"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
-	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/sysrun"
+	"github.com/outboxdrill/runner/world"
 )
+
+// DefaultSettle is how long a team's system may take to settle after the
+// last step before it is judged (--settle, a scenario's settle:).
+const DefaultSettle = 5 * time.Second
 
 // Params configures a run. The zero value starts managed servers, runs every
 // scenario given and prints one block per scenario to Out.
@@ -109,10 +113,9 @@ func (p *Params) brokersOf(sc *scenario.Scenario) []string {
 	return p.brokers()
 }
 
-func (p *Params) logf(format string, args ...any) {
-	if p.Log != nil {
-		fmt.Fprintf(p.Log, format+"\n", args...)
-	}
+// worldConfig is what p says of the servers.
+func (p *Params) worldConfig() world.Config {
+	return world.Config{PGURL: p.PGURL, URLs: p.URLs, ConnectTimeout: p.ConnectTimeout, Parallel: p.Parallel, Log: p.Log, Warn: p.Warn}
 }
 
 // Keep says which scenarios' databases and stream outlive the run.
@@ -128,40 +131,19 @@ const (
 // each result as one block as it completes. Report.Results keep the order of
 // scs. The error is for the run itself (servers, setup); failed scenarios are
 // in the report. Everything created is removed before Run returns, also when
-// ctx is cancelled.
+// ctx is cancelled. It is a session for scs, opened, run once and closed.
 func Run(ctx context.Context, p Params, scs []*scenario.Scenario) (rep *report.Report, err error) {
 	start := time.Now()
-	if p.Timeout <= 0 {
-		p.Timeout = time.Minute
-	}
-	p.Parallel = max(1, p.Parallel)
-	sh := shape{}
-	var jobs []job
-	for _, sc := range scs {
-		sh.splitDBs = sh.splitDBs || sc.DBFaults
-		for _, b := range p.brokersOf(sc) {
-			jobs = append(jobs, job{sc, b})
-			if !slices.Contains(sh.brokers, b) {
-				sh.brokers = append(sh.brokers, b)
-			}
-		}
-	}
-	if err := placeholderProblems(scs, sh.brokers); err != nil {
-		return nil, err // a service could not be told what it asks for: nothing starts
-	}
-	w, err := openWorld(ctx, &p, sh)
+	s, err := OpenSessionFor(ctx, p, scs)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, w.Close()) }()
-	if err := w.checkSystems(ctx, scs); err != nil {
-		return nil, err
+	defer func() { err = errors.Join(err, s.Close()) }()
+	rep, err = s.Run(ctx, scs)
+	if rep != nil {
+		rep.Duration = time.Since(start) // the run's: its servers' start too
 	}
-	results, err := schedule(ctx, &p, w, jobs)
-	if serr := w.setupErr(); serr != nil {
-		return nil, serr // a broker's server could not be had: a setup error, as before any scenario
-	}
-	return newReport(ctx, w, sh.brokers, start, jobs, results), errors.Join(err, context.Cause(ctx))
+	return rep, err
 }
 
 // job is one scenario on one broker: one result.
@@ -172,7 +154,7 @@ type job struct {
 
 // schedule runs jobs on p.Parallel workers. With FailFast, a failure stops
 // new jobs from starting; the ones running finish.
-func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*report.Result, error) {
+func schedule(ctx context.Context, p *Params, w *world.World, jobs []job) ([]*report.Result, error) {
 	results := make([]*report.Result, len(jobs))
 	next := newPicker(w, jobs)
 	var stop atomic.Bool
@@ -194,8 +176,11 @@ func schedule(ctx context.Context, p *Params, w *World, jobs []job) ([]*report.R
 				}
 				next.settle(i)
 				res, err := guarded(func() (*report.Result, error) { return runScenario(ctx, p, w, jobs[i]) })
-				if crash := w.brokerCrash(jobs[i].broker); crash != nil {
-					err = crash // what the scenario saw of it (a broker gone) is its consequence
+				if what, stack := w.BrokerCrash(jobs[i].broker); what != "" {
+					// What the scenario saw of it (a broker gone) is its
+					// consequence: the run names the crash as a panic of
+					// its own (the CLI writes its stack, exit 4).
+					err = &InternalError{Value: what, Stack: stack}
 				}
 				next.done(i)
 				if res != nil && res.CutOff && !res.Passed() {
@@ -243,34 +228,6 @@ func guarded(f func() (*report.Result, error)) (res *report.Result, err error) {
 		}
 	}()
 	return f()
-}
-
-// allNA is the skip reason of a scenario that judged nothing because
-// every check it has is n/a on its broker: never a pass by omission.
-func allNA(res *report.Result) string {
-	if len(res.NA) == 0 {
-		return ""
-	}
-	for _, st := range res.Steps {
-		want := st.Call.Expect.For(res.Broker)
-		if len(want.Outcomes) > 0 || want.Error != nil || len(st.Result.Observed) > 0 {
-			return ""
-		}
-	}
-	return fmt.Sprintf("%s: every check is n/a on %s: %s", res.Scenario.Pos, res.Broker, res.NA[0].Reason)
-}
-
-// consumerIDSkip is why broker b cannot name one of sc's consumer ids, at
-// the first step that names it ("" when it can).
-func consumerIDSkip(sc *scenario.Scenario, b string) (diag.Pos, string) {
-	for _, c := range sc.Steps {
-		if cons, ok := c.Consumes(); ok {
-			if why := broker.ConsumerIDSkip(b, []string{cons.Consumer}); why != "" {
-				return c.Pos, why
-			}
-		}
-	}
-	return sc.Pos, broker.ConsumerIDSkip(b, sc.Consumers())
 }
 
 // interruptedWhileRunning makes a scenario whose verdict the run's

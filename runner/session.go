@@ -3,73 +3,107 @@ package runner
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/world"
 )
 
 // Session is one set of servers (a World) kept open for several batches
 // of scenarios: runner explore runs a fault-free observation, then
 // hundreds of one-fault variants, their shrinking and their confirmation
-// on the same servers, where Run would start and stop them per batch.
+// on the same servers; Run is a session of one batch.
 type Session struct {
 	p Params
-	w *World
+	w *world.World
+	// brokers are the brokers the world opened: a batch's report names
+	// them.
+	brokers []string
 }
 
 // OpenSession connects to (or starts) the servers p names for scenarios
 // of a team's system (no server process faults: each side shares one
 // PostgreSQL). Close undoes it, also when OpenSession fails half-way.
 func OpenSession(ctx context.Context, p Params) (*Session, error) {
-	return openSession(ctx, p, shape{brokers: p.brokers()})
+	return openSession(ctx, p, world.Shape{Brokers: p.brokers()})
 }
 
-func openSession(ctx context.Context, p Params, sh shape) (*Session, error) {
+// OpenSessionFor is OpenSession for the scenarios scs to come, as Run
+// opens one: on the brokers they run on (p's, or a pinned scenario's own
+// when p names none), with the runner's own PostgreSQL split as Run splits
+// it when one of them crashes a PostgreSQL (producer_db, consumer_db), a
+// server per side for those scenarios, so that a crash is one side's.
+// Every ${…} a service of scs is given must mean something on each of
+// those brokers: checked before anything starts (an *world.InvalidError).
+func OpenSessionFor(ctx context.Context, p Params, scs []*scenario.Scenario) (*Session, error) {
+	var sh world.Shape
+	for _, sc := range scs {
+		sh.SplitDBs = sh.SplitDBs || sc.DBFaults
+		for _, b := range p.brokersOf(sc) {
+			if !slices.Contains(sh.Brokers, b) {
+				sh.Brokers = append(sh.Brokers, b)
+			}
+		}
+	}
+	if err := placeholderProblems(scs, sh.Brokers); err != nil {
+		return nil, err // a service could not be told what it asks for: nothing starts
+	}
+	return openSession(ctx, p, sh)
+}
+
+func openSession(ctx context.Context, p Params, sh world.Shape) (*Session, error) {
 	if p.Timeout <= 0 {
 		p.Timeout = time.Minute
 	}
 	p.Parallel = max(1, p.Parallel)
-	w, err := openWorld(ctx, &p, sh)
+	cfg := p.worldConfig()
+	w, err := world.Open(ctx, &cfg, sh)
 	if err != nil {
 		return nil, err
 	}
-	return &Session{p: p, w: w}, nil
+	p.Parallel = cfg.Parallel // capped by the connection budget
+	return &Session{p: p, w: w, brokers: sh.Brokers}, nil
 }
 
 // Parallel is how many scenarios a batch runs at once: p.Parallel, capped
 // by what the PostgreSQL servers' connections allow.
 func (s *Session) Parallel() int { return s.p.Parallel }
 
-// Run runs one batch as Run does, on the session's servers: each scenario
-// isolated, Parallel at a time; the report keeps the order of scs. A
-// system file is checked against its schema on its first batch only.
+// Run runs one batch on the session's servers: each scenario on each of
+// its brokers, isolated, Parallel at a time; the report keeps the order
+// of scs. A system file is checked against its schema on its first batch
+// only.
 func (s *Session) Run(ctx context.Context, scs []*scenario.Scenario) (*report.Report, error) {
 	start := time.Now()
 	var fresh []*scenario.Scenario
 	for _, sc := range scs {
-		if sc.System != nil && s.w.catalogs[systemKey(sc.System)] == nil {
+		if sc.System != nil && !s.w.Checked(sc.System) {
 			fresh = append(fresh, sc)
 		}
 	}
 	if len(fresh) > 0 {
-		if err := s.w.checkSystems(ctx, fresh); err != nil {
+		if err := s.w.CheckSystems(ctx, fresh); err != nil {
 			return nil, err
 		}
 	}
 	var jobs []job
 	for _, sc := range scs {
-		for _, b := range s.p.brokers() {
+		for _, b := range s.p.brokersOf(sc) {
 			jobs = append(jobs, job{sc, b})
 		}
 	}
 	results, err := schedule(ctx, &s.p, s.w, jobs)
-	return newReport(ctx, s.w, s.p.brokers(), start, jobs, results), errors.Join(err, context.Cause(ctx))
+	if serr := s.w.SetupErr(); serr != nil {
+		return nil, serr // a broker's server could not be had: a setup error, as before any scenario
+	}
+	return newReport(ctx, s.w, s.brokers, start, jobs, results), errors.Join(err, context.Cause(ctx))
 }
 
 // newReport is a batch's report: its results in the jobs' order, the jobs
 // that never ran as NotRun.
-func newReport(ctx context.Context, w *World, brokers []string, start time.Time, jobs []job, results []*report.Result) *report.Report {
+func newReport(ctx context.Context, w *world.World, brokers []string, start time.Time, jobs []job, results []*report.Result) *report.Report {
 	rep := &report.Report{RunID: w.RunID, Duration: time.Since(start), Brokers: brokers, Labels: w.Labels(), Interrupted: ctx.Err() != nil}
 	for i, r := range results {
 		if r != nil {

@@ -11,9 +11,10 @@ import (
 )
 
 // wireOf is what the team's processes did on the wire, per process, for
-// the report's timeline; nil on the reference pipeline.
-func wireOf(run *sysrun.Run, brokerName string) *report.Wire {
-	if run == nil {
+// the report's timeline, from the records the verdict read; nil on the
+// reference pipeline.
+func wireOf(wire *sysrun.Wire, brokerName string) *report.Wire {
+	if wire == nil {
 		return nil
 	}
 	ack := ""
@@ -21,7 +22,7 @@ func wireOf(run *sysrun.Run, brokerName string) *report.Wire {
 		ack = k.Verbs.Ack
 	}
 	w := &report.Wire{}
-	for _, l := range run.Lanes() {
+	for _, l := range wire.Lanes() {
 		p := report.Process{N: l.Process, Service: l.Service, Start: l.Start.String(), Restart: l.Restart, Fault: l.Fault, Ended: l.Ended}
 		if l.Started {
 			p.PID = l.PID

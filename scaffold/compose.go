@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/world"
 	"maps"
 	"net/url"
 	"path/filepath"
@@ -15,7 +16,6 @@ import (
 
 	"github.com/outboxdrill/runner/internal/guardfile"
 	"github.com/outboxdrill/runner/internal/redact"
-	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/system"
 )
 
@@ -156,16 +156,16 @@ var hostPorts = regexp.MustCompile(`^[A-Za-z0-9._-]+:[0-9]+(,[A-Za-z0-9._-]+:[0-
 // by the runner's own check of the flag that names such a server.
 func placeholderFor(key, value, role, brokerName string) (string, string) {
 	if strings.Contains(value, "://") || strings.Contains(value, "=") {
-		if runner.CheckURL(runner.Postgres, value) == nil {
+		if world.CheckURL(world.Postgres, value) == nil {
 			db := map[string]string{"relay": "producer_db", "consumer": "consumer_db"}[role]
 			return "${" + db + ".url}", "the " + role + "'s database, through its proxy"
 		}
 	}
 	u, err := url.Parse(value)
 	switch {
-	case err == nil && u.Host != "" && u.Scheme != "http" && u.Scheme != "https" && runner.CheckURL(brokerName, value) == nil:
+	case err == nil && u.Host != "" && u.Scheme != "http" && u.Scheme != "https" && world.CheckURL(brokerName, value) == nil:
 		return "${broker.url}", "the broker, through its proxy"
-	case hostPorts.MatchString(value) && runner.CheckURL(brokerName, value) == nil && !slices.Contains(envNames[strings.ToUpper(key)], "group"):
+	case hostPorts.MatchString(value) && world.CheckURL(brokerName, value) == nil && !slices.Contains(envNames[strings.ToUpper(key)], "group"):
 		return "${broker.address}", "the broker, through its proxy"
 	}
 	for _, name := range envNames[strings.ToUpper(key)] {

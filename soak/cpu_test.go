@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/outboxdrill/runner/broker"
-	"github.com/outboxdrill/runner/runner"
+	"github.com/outboxdrill/runner/world"
 )
 
 // BenchmarkSoakAgainstRaw runs the raw baseline and the soak (2,000 events,
@@ -23,7 +23,7 @@ func BenchmarkSoakAgainstRaw(b *testing.B) {
 	const events = 2000
 	var rawCPU, soakCPU, rawRate, soakRate float64
 	for b.Loop() {
-		w, err := runner.OpenWorld(b.Context(), &runner.Params{PGURL: tp.PGURL, URLs: tp.URLs, Parallel: 1})
+		w, err := world.Open(b.Context(), &world.Config{PGURL: tp.PGURL, URLs: tp.URLs, Parallel: 1}, world.Shape{Brokers: []string{broker.Redis}})
 		if err != nil {
 			b.Fatal(err)
 		}

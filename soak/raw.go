@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/outboxdrill/runner/runner"
+	"github.com/outboxdrill/runner/world"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -22,7 +22,7 @@ import (
 // consumer statement per entry (inbox and projection) and one XACK of the
 // batch. No faults, no dedupe decisions, no reclaim: the yardstick the soak's
 // throughput is compared with.
-func rawBaseline(ctx context.Context, w *runner.World, events, workers, batch int) (float64, error) {
+func rawBaseline(ctx context.Context, w *world.World, events, workers, batch int) (float64, error) {
 	iso, err := w.TakePair(ctx, pipeline.Broker)
 	if err != nil {
 		return 0, err

@@ -478,6 +478,30 @@ func applicableOutcomes(os []OutcomeWant, env *Env) ([]OutcomeWant, []NA) {
 	return keep, na
 }
 
+// AllNA are the checks calls would report n/a on broker b, whose
+// capabilities are caps, when that is all they would judge there: no step
+// expects an outcome or an error, and no state check is one b can read.
+// nil when anything is judged (or no step checks anything). Exec reports
+// the same n/a for each step it runs; the runner's gate skips such a
+// scenario before it starts, never passing it by omission.
+func AllNA(calls []*Call, b string, caps broker.Capabilities) []NA {
+	var na []NA
+	for _, c := range calls {
+		want := c.Expect.For(b)
+		if len(want.Outcomes) > 0 || want.Error != nil {
+			return nil
+		}
+		for _, cw := range want.Checks {
+			need := cw.Check.Needs
+			if need == "" || caps.Has(need) {
+				return nil // read and judged
+			}
+			na = append(na, NA{Pos: cw.Pos, Key: cw.Check.Name, Reason: NotApplicable(b, need)})
+		}
+	}
+	return na
+}
+
 // NotApplicable is the n/a reason of something that needs c on broker b.
 func NotApplicable(b string, c broker.Capability) string {
 	why := broker.WhyNot(b, c)

@@ -144,16 +144,55 @@ var processDefs = []*Def{
 		nil, runPostgres[consumerSide]),
 }
 
-// cannot is the skip of a process fault the runner cannot apply here.
+// ProcessSkip is why step c's process action (kill, stop, start or
+// restart of a server) cannot run through ctl, as the scenario's skip
+// reason ("broker(kill): …"), or "" when it can or c has none. Whose
+// server it is is known once the servers are open: the runner's gate asks
+// every step before it acquires anything for the scenario.
+func ProcessSkip(ctl ProcessControl, c *Call) string {
+	ps, ok := c.Params.(processStep)
+	if !ok {
+		return ""
+	}
+	s, step, action := ps.process()
+	if action == "" {
+		return ""
+	}
+	if why := cannotWhy(ctl, s); why != "" {
+		return fmt.Sprintf("%s(%s): %s", step, action, why)
+	}
+	return ""
+}
+
+// processStep is a step that acts on a server process: which server, the
+// step's name and the action asked for ("" none).
+type processStep interface {
+	process() (s Server, step, action string)
+}
+
+func (p *DBParams[S]) process() (Server, string, string) {
+	var s S
+	return Server(s.side()), s.side() + "_db", p.Action()
+}
+
+func (p *BrokerParams) process() (Server, string, string) { return BrokerServer, "broker", p.Action() }
+
+// cannotWhy is why ctl cannot fault server s, "" when it can.
+func cannotWhy(ctl ProcessControl, s Server) string {
+	if ctl == nil {
+		return "the runner controls no server process here"
+	}
+	return ctl.Cannot(s)
+}
+
+// cannot: the runner's gate skipped a scenario whose process fault cannot
+// run here (ProcessSkip) before anything was acquired for it; a step that
+// meets one anyway ran on an Env outside that gate, and fails saying so.
 func cannot(env *Env, s Server, step, action string) error {
-	why := "the runner controls no server process here"
-	if env.Control != nil {
-		why = env.Control.Cannot(s)
+	if why := cannotWhy(env.Control, s); why != "" {
+		return fmt.Errorf("%s(%s): %s", step, action, why)
 	}
-	if why == "" {
-		return nil
-	}
-	return &SkipError{Reason: fmt.Sprintf("%s(%s): %s", step, action, why)}
+	return nil
 }
 
 func runBroker(ctx context.Context, env *Env, p *BrokerParams) (Result, error) {

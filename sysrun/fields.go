@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 )
 
@@ -18,10 +17,8 @@ import (
 // would be meaningless (an event id "" acked without an effect), so the
 // mismatch is reported for what it is, once per service and field set (or
 // operation), in start order.
-func (r *Run) FieldProblems() []error {
-	r.mu.Lock()
-	logs := slices.Clone(r.logs)
-	r.mu.Unlock()
+func (w *Wire) FieldProblems() []error {
+	r := w.r
 	stream := r.cfg.Vars["stream"]
 	want := []struct {
 		key, field string
@@ -36,9 +33,8 @@ func (r *Run) FieldProblems() []error {
 	}
 	var problems []*problem
 	seen := map[string]*problem{}
-	m := broker.WireMap{EventID: r.cfg.System.Stream.EventID, Payload: r.cfg.System.Stream.Payload}
-	for _, l := range logs {
-		w := l.proxy.Wire(m)
+	for i, l := range w.logs {
+		w := w.wires[i]
 		for _, p := range append(w.Publishes, w.Deliveries...) {
 			if !r.ours(p) {
 				continue // elsewhere: not the scenario's events

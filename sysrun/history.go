@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
@@ -22,35 +23,73 @@ type brokerLog struct {
 	svc     *service
 }
 
+// Wire is what the run's broker proxies relayed up to one moment, each
+// proxy's record decoded once: broker.Proxy.Wire decodes all of it anew
+// on every call, and the history (Ops), what the wire says of itself
+// (NotJudged, Copies), MovedAside, ReadAs, Consumers and FieldProblems
+// all read the same records. A reader that needs several of them takes
+// one Wire (settling one per look at what is owed, the verdict one once
+// the system settled), and they agree with each other.
+type Wire struct {
+	r     *Run
+	logs  []brokerLog
+	wires []broker.Wire // per log
+	// strikes are the times the database faults armed for each log's
+	// service struck, sorted (the broker's are counted in the proxy's
+	// record: broker.WireMsg's Pass).
+	strikes [][]time.Time
+
+	once sync.Once // the history, made of the records once
+	ops  []history.Op
+	kind broker.Wire
+}
+
+// Wire decodes what every broker proxy of the run relayed so far, once.
+func (r *Run) Wire() *Wire {
+	r.mu.Lock()
+	logs := slices.Clone(r.logs)
+	r.mu.Unlock()
+	w := &Wire{r: r, logs: logs, wires: make([]broker.Wire, len(logs)), strikes: make([][]time.Time, len(logs))}
+	m := broker.WireMap{EventID: r.cfg.System.Stream.EventID, Payload: r.cfg.System.Stream.Payload}
+	for i, l := range logs {
+		w.strikes[i] = r.strikes(l.svc)
+		w.wires[i] = l.proxy.Wire(m)
+	}
+	return w
+}
+
 // Ops is the history the services' broker proxies saw, in wire order: each
 // publish, each delivery (its outcome is the consumer's own business:
 // history.Delivered) and whether the consumer acked it. The system file's
 // stream mapping says where the event id and payload are.
-func (r *Run) Ops() []history.Op {
-	ops, _ := r.wire()
+func (w *Wire) Ops() []history.Op {
+	ops, _ := w.history()
 	return ops
 }
 
-// WireNotJudged are the invariants the broker's wire cannot support, with
+// NotJudged are the invariants the broker's wire cannot support, with
 // why ("" keys none); nil when the broker has no proxy.
-func (r *Run) WireNotJudged() map[string]string {
-	_, w := r.wire()
-	return w.NotJudged
+func (w *Wire) NotJudged() map[string]string {
+	_, kind := w.history()
+	return kind.NotJudged
 }
 
-// WireCopies reports whether the broker's entries are counted, not
-// followed (broker.Wire's Copies).
-func (r *Run) WireCopies() bool {
-	_, w := r.wire()
-	return w.Copies
+// Copies reports whether the broker's entries are counted, not followed
+// (broker.Wire's Copies).
+func (w *Wire) Copies() bool {
+	_, kind := w.history()
+	return kind.Copies
 }
 
-// wire is the history and what the broker's wire says of itself (its
+// history is the history and what the broker's wire says of itself (its
 // NotJudged and Copies; no messages).
-func (r *Run) wire() ([]history.Op, broker.Wire) {
-	r.mu.Lock()
-	logs := slices.Clone(r.logs)
-	r.mu.Unlock()
+func (w *Wire) history() ([]history.Op, broker.Wire) {
+	w.once.Do(func() { w.ops, w.kind = w.build() })
+	return slices.Clone(w.ops), w.kind
+}
+
+func (w *Wire) build() ([]history.Op, broker.Wire) {
+	r := w.r
 	type timed struct {
 		at time.Time
 		op history.Op
@@ -58,21 +97,20 @@ func (r *Run) wire() ([]history.Op, broker.Wire) {
 	var all []timed
 	var kind broker.Wire
 	var full []string // the services whose broker proxy's record was full
-	m := broker.WireMap{EventID: r.cfg.System.Stream.EventID, Payload: r.cfg.System.Stream.Payload}
-	for _, l := range logs {
+	for i, l := range w.logs {
 		where := fmt.Sprintf("%s (service %s, start %d, via its broker proxy)", r.cfg.System.File, l.service, l.start)
 		// One service process is one "step" up to a fault that struck it:
 		// a duplicate within one pass is a double publish; what it
 		// publishes again after a fault is an at-least-once retry.
 		// A broker fault's pass is the proxy's to count (WireMsg.Pass); a
 		// database fault's is told by the time it struck.
-		dbStrikes := r.strikes(l.svc)
-		w := l.proxy.Wire(m)
-		kind.NotJudged, kind.Copies = w.NotJudged, w.Copies
-		if w.Dropped > 0 {
-			full = append(full, fmt.Sprintf("%s (start %d): %d events left out", l.service, l.start, w.Dropped))
+		dbStrikes := w.strikes[i]
+		lw := w.wires[i]
+		kind.NotJudged, kind.Copies = lw.NotJudged, lw.Copies
+		if lw.Dropped > 0 {
+			full = append(full, fmt.Sprintf("%s (start %d): %d events left out", l.service, l.start, lw.Dropped))
 		}
-		for _, p := range w.Publishes {
+		for _, p := range lw.Publishes {
 			if !r.ours(p) {
 				continue
 			}
@@ -80,7 +118,7 @@ func (r *Run) wire() ([]history.Op, broker.Wire) {
 			all = append(all, timed{p.At, history.Op{Step: where + " " + p.Op, StepN: step, Kind: history.Publish,
 				EventID: p.EventID, EntryID: p.EntryID, Payload: p.Payload}})
 		}
-		for _, d := range w.Deliveries {
+		for _, d := range lw.Deliveries {
 			if !r.ours(d) {
 				continue
 			}
@@ -107,15 +145,12 @@ func (r *Run) wire() ([]history.Op, broker.Wire) {
 // says so): the checker counts it dead-lettered when it kept the committed
 // payload. Any other (a retry topic, an output) is only a hint for a
 // witness: a consumer that forwards an event elsewhere has not finished it.
-func (r *Run) MovedAside() map[string]broker.WireMsg {
-	r.mu.Lock()
-	logs := slices.Clone(r.logs)
-	r.mu.Unlock()
-	m := broker.WireMap{EventID: r.cfg.System.Stream.EventID, Payload: r.cfg.System.Stream.Payload}
+func (w *Wire) MovedAside() map[string]broker.WireMsg {
+	r := w.r
 	dl, _ := system.Expand(r.cfg.System.DeadLetter, r.cfg.Vars) // checked at load
 	out := map[string]broker.WireMsg{}
-	for _, l := range logs {
-		w := l.proxy.Wire(m)
+	for i, l := range w.logs {
+		w := w.wires[i]
 		handed := map[string]time.Time{}
 		for _, d := range w.Deliveries {
 			if _, ok := handed[d.EventID]; !ok && r.ours(d) {
@@ -143,14 +178,11 @@ func (r *Run) MovedAside() map[string]broker.WireMsg {
 // durable, a RabbitMQ queue, each the consumer id it stands for): where a
 // proxy does not tell the groups a live service reads (Live.Groups), this
 // says which consumer owes what.
-func (r *Run) ReadAs() map[string][]string {
-	r.mu.Lock()
-	logs := slices.Clone(r.logs)
-	r.mu.Unlock()
-	m := broker.WireMap{EventID: r.cfg.System.Stream.EventID, Payload: r.cfg.System.Stream.Payload}
+func (w *Wire) ReadAs() map[string][]string {
+	r := w.r
 	out := map[string][]string{}
-	for _, l := range logs {
-		for _, d := range l.proxy.Wire(m).Deliveries {
+	for i, l := range w.logs {
+		for _, d := range w.wires[i].Deliveries {
 			if c := r.consumerOf(d.Group); c != "" && r.ours(d) && !slices.Contains(out[l.service], c) {
 				out[l.service] = append(out[l.service], c)
 			}
@@ -211,9 +243,9 @@ func passOf(strikes []time.Time, t time.Time) int {
 }
 
 // Consumers are the consumer ids (groups) the services read as, sorted.
-func (r *Run) Consumers() []string {
+func (w *Wire) Consumers() []string {
 	var ids []string
-	for _, op := range r.Ops() {
+	for _, op := range w.Ops() {
 		if op.Kind == history.Delivered && op.Consumer != "" && !slices.Contains(ids, op.Consumer) {
 			ids = append(ids, op.Consumer)
 		}

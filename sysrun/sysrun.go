@@ -415,7 +415,9 @@ func (r *Run) arm(name string, s *service, f *fault.Fault) error {
 	case t.Link == fault.ConsumerDB:
 		x, err = s.pg[1].Arm(t)
 	case s.broker == nil:
-		return &steps.SkipError{Reason: fmt.Sprintf("%s needs a %s protocol proxy; the runner has none for it", t.On(), r.cfg.BrokerName)}
+		// The runner's gate skips such a scenario before it starts
+		// (runner.faultSkip): here, a Run driven without it.
+		return fmt.Errorf("%s needs a %s protocol proxy; the runner has none for it", t.On(), r.cfg.BrokerName)
 	default:
 		x, err = r.armBroker(s, f, kill)
 	}
@@ -430,14 +432,16 @@ func (r *Run) arm(name string, s *service, f *fault.Fault) error {
 
 // armBroker arms f as the run's broker's dialect compiled it. A fault its
 // proxy does not take (XADD on Kafka: written for another broker) skips
-// the scenario on this broker, with the compiled reason.
+// the scenario on this broker, with the compiled reason: the runner's gate
+// decides that before the scenario starts (runner.faultSkip), so here it
+// is an error, of a Run driven without that gate.
 func (r *Run) armBroker(s *service, f *fault.Fault, kill func() error) (strike, error) {
 	c, ok := f.For(r.cfg.BrokerName)
 	if !ok {
 		return nil, fmt.Errorf("%s was not compiled for %s's proxy", f.On(), r.cfg.BrokerName)
 	}
 	if c.Skip != nil {
-		return nil, &steps.SkipError{Reason: fmt.Sprintf("%s does not apply on %s: %v", f.On(), r.cfg.BrokerName, c.Skip)}
+		return nil, fmt.Errorf("%s does not apply on %s: %v", f.On(), r.cfg.BrokerName, c.Skip)
 	}
 	c.Action.Kill = kill
 	return s.broker.Arm(c)

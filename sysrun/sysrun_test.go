@@ -2,7 +2,6 @@ package sysrun
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -18,7 +17,6 @@ import (
 	"github.com/outboxdrill/runner/internal/scenariotest"
 	"github.com/outboxdrill/runner/internal/testutil"
 	"github.com/outboxdrill/runner/proxy/fault"
-	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/system"
 )
 
@@ -29,26 +27,6 @@ func loadSystem(t *testing.T) *system.System {
 		t.Fatal(err, errs)
 	}
 	return sys
-}
-
-// A broker fault that names another broker's own operation (XADD on
-// NATS) skips the scenario with the reason, before any process starts.
-func TestBrokerFaultOfAnotherBrokerSkips(t *testing.T) {
-	r := New(Config{System: loadSystem(t), BrokerName: "nats", BrokerURL: "nats://127.0.0.1:4222",
-		ProducerURL: "postgres://u@127.0.0.1:5432/p", ConsumerURL: "postgres://u@127.0.0.1:5432/c", Vars: map[string]string{"stream": "s", "consumer": "c"}})
-	defer r.Close(context.Background())
-	f, err := fault.New(fault.Trigger{Link: fault.Broker, Boundary: fault.Reply, Filter: fault.Filter{Command: "XADD"}, Action: fault.Action{Do: fault.Kill}, Nth: 1}, broker.Dialects(broker.Kinds()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = r.Start(context.Background(), "relay", nil, f)
-	var skip *steps.SkipError
-	if !errors.As(err, &skip) || !strings.Contains(skip.Reason, `broker.reply(XADD) does not apply on nats: unknown operation "XADD"`) {
-		t.Fatalf("err %v, want a skip saying XADD is not a NATS operation", err)
-	}
-	if len(r.Outputs()) != 0 {
-		t.Error("a process started although the fault could not be armed")
-	}
 }
 
 // The services' URLs are the proxies', never the servers' own, and a
@@ -275,16 +253,16 @@ func TestWireKeepsTheScenariosDestination(t *testing.T) {
 		Publishes:  []broker.WireMsg{{At: t0, Op: "Produce", EntryID: "0/0", EventID: "e1", Dest: "orders"}, {At: t0.Add(time.Millisecond), Op: "Produce", EntryID: "0/0", Dest: "orders-out"}},
 		Deliveries: []broker.WireMsg{{At: t0.Add(2 * time.Millisecond), Op: "Fetch", EntryID: "0/0", EventID: "e1", Dest: "orders", Group: "g"}, {At: t0.Add(3 * time.Millisecond), Op: "Fetch", Dest: "other", Group: "g"}}}
 	r.logs = append(r.logs, brokerLog{service: "svc", start: 1, proxy: fakeProxy{w}, svc: &service{name: "svc"}})
-	ops := r.Ops()
+	ops := r.Wire().Ops()
 	if len(ops) != 2 || ops[0].EventID != "e1" || ops[1].Consumer != "c" {
 		t.Errorf("ops %+v, want e1's publish and its delivery to c only", ops)
 	}
-	if errs := r.FieldProblems(); len(errs) != 0 {
+	if errs := r.Wire().FieldProblems(); len(errs) != 0 {
 		t.Errorf("a message elsewhere without an event id was reported: %v", errs)
 	}
 	w.Publishes[0].EventID = ""
 	r.logs[0].proxy = fakeProxy{w}
-	if errs := r.FieldProblems(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "service svc: Produce carried no event id where the runner looks for it: the record key") {
+	if errs := r.Wire().FieldProblems(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "service svc: Produce carried no event id where the runner looks for it: the record key") {
 		t.Errorf("the scenario's own message without an event id: %v", errs)
 	}
 }
@@ -345,7 +323,7 @@ func TestMovedAside(t *testing.T) {
 			{At: t0.Add(time.Millisecond), Op: "XADD", EventID: "e1", Dest: "orders"},
 			{At: t0.Add(time.Millisecond), Op: "XADD", EventID: "e3", Dest: "orders.retry"}}}
 	r.logs = append(r.logs, brokerLog{service: "consumer", start: 2, proxy: fakeProxy{w}, svc: &service{name: "consumer"}})
-	got := r.MovedAside()
+	got := r.Wire().MovedAside()
 	if len(got) != 2 || got["e1"].Payload != "p" || got["e1"].Op != "service consumer (start 2) published it to orders:dead"+DeadLetterOp {
 		t.Errorf("MovedAside() = %v, want e1 dead-lettered to orders:dead", got)
 	}

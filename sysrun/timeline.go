@@ -27,9 +27,10 @@ type Lane struct {
 // Lanes are every process of the run so far, in start order, each with
 // what crossed its proxies: the history's wire, per process, for a report
 // to draw (the history itself is Ops).
-func (r *Run) Lanes() []Lane {
+func (w *Wire) Lanes() []Lane {
+	r := w.r
 	r.mu.Lock()
-	obs, logs, insts := slices.Clone(r.observed), slices.Clone(r.logs), slices.Clone(r.insts)
+	obs, insts := slices.Clone(r.observed), slices.Clone(r.insts)
 	r.mu.Unlock()
 	// Outputs follows r.insts, which only grows: zip the two over what
 	// both hold.
@@ -41,7 +42,6 @@ func (r *Run) Lanes() []Lane {
 		}
 	}
 	crossings := r.Crossings()
-	m := broker.WireMap{EventID: r.cfg.System.Stream.EventID, Payload: r.cfg.System.Stream.Payload}
 	out := make([]Lane, 0, len(obs))
 	for _, o := range obs {
 		l := Lane{Process: o.process, Restart: o.restart}
@@ -57,9 +57,9 @@ func (r *Run) Lanes() []Lane {
 				l.Crossings = append(l.Crossings, c)
 			}
 		}
-		for _, b := range logs {
+		for i, b := range w.logs { // decoded once, with the history
 			if b.svc == o.svc {
-				l.Wire = b.proxy.Wire(m)
+				l.Wire = w.wires[i]
 			}
 		}
 		out = append(out, l)

@@ -195,13 +195,19 @@ func Durable(g string) string { return sanitize(g) }
 // Capabilities: an entry log with retention and history, pending counts, and
 // broker dedupe when Nats-Msg-Id is set. No idle-based claim, no pending list
 // with idle times, no side store.
-func (s *Stream) Capabilities() broker.Capabilities {
+func (s *Stream) Capabilities() broker.Capabilities { return capsOf(s.opt) }
+
+// capabilities are those of the stream a scenario's options make
+// (Kind.Capabilities).
+func capabilities(sc broker.Scenario) broker.Capabilities { return capsOf(options(sc)) }
+
+func capsOf(opt Options) broker.Capabilities {
 	cs := broker.Capabilities{
 		broker.EntryLog: true, broker.PendingCount: true, broker.DeliveryCount: true,
 		broker.Retention: true, broker.ReplayHistory: true, broker.Purge: true,
 		broker.NativeDeadLetter: true, broker.GroupLag: true,
 	}
-	if s.opt.Dedupe {
+	if opt.Dedupe {
 		cs[broker.BrokerDedupe] = true
 	}
 	return cs

@@ -192,9 +192,18 @@ func (t *Topic) Name() string { return t.name }
 // count (a group has offsets, not acknowledgements), no claim by idle time,
 // no dedupe by event id, no dead-letter queue of the broker's own; share
 // groups add a delivery count.
-func (t *Topic) Capabilities() broker.Capabilities {
+func (t *Topic) Capabilities() broker.Capabilities { return capsOf(t.opt.Share) }
+
+// capabilities are those of the topic a scenario's options make
+// (Kind.Capabilities): its groups are share groups or classic ones.
+func capabilities(sc broker.Scenario) broker.Capabilities {
+	o, ok := sc.Options.(*ScenarioOptions)
+	return capsOf(ok && o.Share)
+}
+
+func capsOf(share bool) broker.Capabilities {
 	cs := broker.Capabilities{broker.EntryLog: true, broker.Retention: true, broker.Purge: true, broker.ReplayHistory: true, broker.BrokerTxn: true}
-	if t.opt.Share {
+	if share {
 		cs[broker.DeliveryCount] = true
 	} else {
 		cs[broker.GroupLag] = true // a share group has no committed offset (KIP-932)

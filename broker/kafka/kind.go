@@ -28,6 +28,8 @@ var Kind = &broker.Kind{
 		OK:    func(a []byte) bool { return a[4] == 0 && a[5] == 0 && a[6] == 0 && a[7] == 1 },
 		Addrs: probeAddrs,
 	},
+	Capabilities: capabilities,
+
 	Start:  start,
 	Open:   open,
 	Dir:    kafkaserver.Dir,

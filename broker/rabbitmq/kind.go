@@ -36,6 +36,8 @@ var Kind = &broker.Kind{
 			return ""
 		},
 	},
+	Capabilities: capabilities,
+
 	Start:      start,
 	Open:       open,
 	Dir:        rabbitmqserver.Dir,

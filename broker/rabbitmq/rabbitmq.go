@@ -343,7 +343,11 @@ func (b *Broker) awaitReady(ctx context.Context, queue string, want int) error {
 // queue hands out (a nacked or crashed worker's deliveries first), not a
 // takeover by idle entry; there is no pending list or count; a late group
 // gets no history; queues cannot drop old entries honestly.
-func (b *Broker) Capabilities() broker.Capabilities {
+func (b *Broker) Capabilities() broker.Capabilities { return capabilities(broker.Scenario{}) }
+
+// capabilities are a queue set's, whatever the scenario
+// (Kind.Capabilities): it has no options that change them.
+func capabilities(broker.Scenario) broker.Capabilities {
 	return broker.Capabilities{broker.EntryLog: true, broker.Purge: true, broker.NativeDeadLetter: true, broker.DeliveryCount: true}
 }
 

@@ -34,6 +34,8 @@ var Kind = &broker.Kind{
 			return ""
 		},
 	},
+	Capabilities: capabilities,
+
 	Start:  start,
 	Open:   open,
 	Dir:    redisserver.Dir,

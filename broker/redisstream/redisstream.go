@@ -67,7 +67,11 @@ var (
 )
 
 // Capabilities: Redis Streams has all but broker-side dedupe.
-func (s *Stream) Capabilities() broker.Capabilities {
+func (s *Stream) Capabilities() broker.Capabilities { return capabilities(broker.Scenario{}) }
+
+// capabilities are a stream's, whatever the scenario (Kind.Capabilities):
+// it has no options that change them.
+func capabilities(broker.Scenario) broker.Capabilities {
 	return broker.Capabilities{
 		broker.EntryLog: true, broker.ClaimByIdle: true, broker.PendingList: true,
 		broker.PendingCount: true, broker.DeliveryCount: true, broker.Retention: true,

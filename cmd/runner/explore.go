@@ -20,6 +20,7 @@ import (
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/world"
 )
 
 const exploreUsage = "runner explore [--system FILE] [WORKLOAD.yaml] --out DIR [--budget 10m] [--actions kill,cut,error,delay,duplicate] [--depth 1|2] [--random --seed S --faults RATE --events N] [--parallel N] [--broker redis]"
@@ -81,7 +82,7 @@ func runExplore(ctx context.Context, fs *flag.FlagSet, f *exploreFlags, paths []
 			err = errors.Join(err, writeExploreHTML(ctx, f.htmlDir, res, f, stderr))
 		}
 	}
-	var invalid *runner.InvalidError
+	var invalid *world.InvalidError
 	switch {
 	case ctx.Err() != nil:
 		return interrupted(stderr, false)

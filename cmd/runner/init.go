@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/outboxdrill/runner/world"
 	"io"
 	"path/filepath"
 	"strings"
@@ -95,7 +96,7 @@ func initDrill(ctx context.Context, in *scaffold.Init, f *initFlags, files []str
 // or the servers (exit 3).
 func initFailed(ctx context.Context, err error, stderr io.Writer) int {
 	var input *scaffold.InputError
-	var invalid *runner.InvalidError
+	var invalid *world.InvalidError
 	switch {
 	case ctx.Err() != nil:
 		return interrupted(stderr, false)

@@ -63,6 +63,7 @@ import (
 	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/system"
+	"github.com/outboxdrill/runner/world"
 )
 
 // Exit codes.
@@ -461,7 +462,7 @@ func countFlag(fs *flag.FlagSet, p *int, name string, value, least int, usage st
 // connectTimeoutFlag is --connect-timeout of every command that connects
 // to the servers its flags name.
 func connectTimeoutFlag(fs *flag.FlagSet, p *time.Duration, servers []runner.ServerFlag) {
-	durationFlag(fs, p, "connect-timeout", runner.DefaultConnectTimeout, maxConnectTimeout, "give up on a server that does not answer within `DURATION` (each of "+runner.FlagNames(servers)+")")
+	durationFlag(fs, p, "connect-timeout", world.DefaultConnectTimeout, maxConnectTimeout, "give up on a server that does not answer within `DURATION` (each of "+runner.FlagNames(servers)+")")
 }
 
 // load expands paths and loads every scenario, printing every problem. The
@@ -654,7 +655,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // stderr: a panic (4), an interrupt, invalid scenarios (2), a setup
 // problem (3), a failed scenario (1).
 func runExit(ctx context.Context, err error, rep *report.Report, kept bool, stderr io.Writer) int {
-	var invalid *runner.InvalidError
+	var invalid *world.InvalidError
 	var internal *runner.InternalError
 	switch {
 	case errors.As(err, &internal):
@@ -709,7 +710,7 @@ func checkURLs(fs *flag.FlagSet, stderr io.Writer, servers []runner.ServerFlag) 
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for _, u := range servers {
-		err := runner.CheckURL(u.Kind, *u.URL)
+		err := world.CheckURL(u.Kind, *u.URL)
 		if err == nil {
 			continue
 		}
@@ -825,9 +826,9 @@ func closeAll(files []*os.File) {
 
 func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("validate")
-	p := runner.Params{Parallel: 1}
+	p := world.Config{Parallel: 1}
 	fs.StringVar(&p.PGURL, "pg", os.Getenv("RUNNER_PG_URL"), "check the system files' mappings on the PostgreSQL server at admin `URL` (env RUNNER_PG_URL); without it, on a server the runner starts")
-	pg := []runner.ServerFlag{{Name: "pg", Env: "RUNNER_PG_URL", Kind: runner.Postgres, URL: &p.PGURL}}
+	pg := []runner.ServerFlag{{Name: "pg", Env: "RUNNER_PG_URL", Kind: world.Postgres, URL: &p.PGURL}}
 	connectTimeoutFlag(fs, &p.ConnectTimeout, pg)
 	systemFile := fs.String("system", "", "the system `FILE` applies to every scenario, as with run; alone, validate checks that file")
 	offline := fs.Bool("offline", false, "load and check the files only: no mapping is checked against a database")
@@ -894,7 +895,7 @@ func validateFiles(ctx context.Context, paths []string, systemFile string, runOn
 		// What run would refuse before running anything: a ${…} a service
 		// is given that names nothing on a broker of the run, a broker
 		// fault a broker of the run does not take.
-		var invalid *runner.InvalidError
+		var invalid *world.InvalidError
 		if err := runner.CheckPlaceholders(scs, sys, runOn); errors.As(err, &invalid) {
 			errs = append(errs, invalid.Errs...)
 		}
@@ -925,9 +926,9 @@ func uniqueErrors(errs diag.Errors) diag.Errors {
 // a PostgreSQL, for validate. Without --pg and without a server of its own
 // (no PostgreSQL installed), the files are still valid as far as loading
 // tells: said on stderr, not an error.
-func checkMappings(ctx context.Context, p runner.Params, scs []*scenario.Scenario, sys *system.System, note *string, stderr io.Writer) (code int, done bool) {
-	checked, err := runner.CheckSystems(ctx, p, scs, sys)
-	var invalid *runner.InvalidError
+func checkMappings(ctx context.Context, p world.Config, scs []*scenario.Scenario, sys *system.System, note *string, stderr io.Writer) (code int, done bool) {
+	checked, err := world.CheckSystems(ctx, p, scs, sys)
+	var invalid *world.InvalidError
 	switch {
 	case ctx.Err() != nil:
 		return interrupted(stderr, false), true
@@ -995,12 +996,12 @@ func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if *s.URL == "" {
 			continue
 		}
-		if err := runner.Probe(ctx, s.Kind, *s.URL, connectTimeout); err != nil {
+		if err := world.Probe(ctx, s.Kind, *s.URL, connectTimeout); err != nil {
 			fmt.Fprintf(stderr, "runner: %v\n", err)
 			return exitEnvironment
 		}
 	}
-	local, err := runner.CleanTempDirs()
+	local, err := world.CleanTempDirs()
 	for _, p := range local.Killed {
 		fmt.Fprintln(stdout, "killed", p)
 	}
@@ -1015,7 +1016,7 @@ func cmdClean(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return exitEnvironment
 	}
-	c, err := runner.Clean(ctx, pg, runner.URLs(servers))
+	c, err := world.Clean(ctx, pg, runner.URLs(servers))
 	c.Dropped = append(dirs, c.Dropped...)
 	c.Live = append(local.Live, c.Live...)
 	for _, d := range c.Dropped[len(dirs):] {

@@ -46,6 +46,8 @@ var Kind = &broker.Kind{
 			return ""
 		},
 	},
+	Capabilities: capabilities,
+
 	Start: start,
 	Open:  open,
 	Dir:   "fixture",
@@ -63,6 +65,15 @@ var Kind = &broker.Kind{
 	},
 	Options:    Options{},
 	OptionsDoc: "this scenario's fixture stream",
+}
+
+// capabilities are every capability but the one its Limits say it lacks.
+func capabilities(broker.Scenario) broker.Capabilities {
+	cs := broker.Capabilities{}
+	for _, c := range broker.AllCapabilities {
+		cs[c] = c != broker.ClaimByIdle
+	}
+	return cs
 }
 
 // Options tune a scenario's fixture stream (its fixture: key).

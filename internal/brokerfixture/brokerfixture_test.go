@@ -21,6 +21,7 @@ import (
 	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/system"
+	"github.com/outboxdrill/runner/world"
 )
 
 func TestMain(m *testing.M) { testservers.Main(m) }
@@ -68,7 +69,7 @@ func TestURLFlagAndVariable(t *testing.T) {
 	if args := runner.ServerArgs(); !strings.HasSuffix(args, "[--kafka HOST:PORT] [--fixture ADDR]") {
 		t.Errorf("clean's usage: %s", args)
 	}
-	if err := runner.CheckURL(name, "u:s3cr3t@h"); err == nil || err.Error() != "not fixture://HOST:PORT: want fixture://HOST:PORT" {
+	if err := world.CheckURL(name, "u:s3cr3t@h"); err == nil || err.Error() != "not fixture://HOST:PORT: want fixture://HOST:PORT" {
 		t.Errorf("CheckURL: %v", err)
 	}
 }
@@ -77,16 +78,16 @@ func TestURLFlagAndVariable(t *testing.T) {
 func TestProbe(t *testing.T) {
 	ctx := context.Background()
 	ok := testutil.Listener(t, brokerfixture.Serve)
-	if err := runner.Probe(ctx, name, "fixture://"+ok, time.Second); err != nil {
+	if err := world.Probe(ctx, name, "fixture://"+ok, time.Second); err != nil {
 		t.Errorf("the fixture server: %v", err)
 	}
 	redisLike := testutil.Listener(t, func(c net.Conn) { _, _ = c.Write([]byte("+PONG\r\n")) })
-	err := runner.Probe(ctx, name, "fixture://"+redisLike, time.Second)
+	err := world.Probe(ctx, name, "fixture://"+redisLike, time.Second)
 	if err == nil || !strings.Contains(err.Error(), `does not speak the Fixture protocol: it answered "+PONG\r\n" (a Redis server?)`) {
 		t.Errorf("a Redis-like server: %v", err)
 	}
 	shouts := testutil.Listener(t, func(c net.Conn) { _, _ = c.Write([]byte("FIX!")) })
-	err = runner.Probe(ctx, broker.Redis, "redis://"+shouts, time.Second)
+	err = world.Probe(ctx, broker.Redis, "redis://"+shouts, time.Second)
 	if err == nil || !strings.Contains(err.Error(), `(a fixture server?)`) {
 		t.Errorf("--redis at a fixture server: %v", err)
 	}
@@ -95,7 +96,7 @@ func TestProbe(t *testing.T) {
 // A run starts its own fixture server (Start, Open, Lease) and stops it.
 func TestOpenOrStart(t *testing.T) {
 	var log bytes.Buffer
-	w, err := runner.OpenWorld(context.Background(), &runner.Params{PGURL: testservers.PG(t), Brokers: []string{name}, Parallel: 1, Log: &log})
+	w, err := world.Open(context.Background(), &world.Config{PGURL: testservers.PG(t), Parallel: 1, Log: &log}, world.Shape{Brokers: []string{name}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestOpenOrStart(t *testing.T) {
 
 // clean cleans its server, and takes a killed run's drill-fixture-* dir.
 func TestClean(t *testing.T) {
-	c, err := runner.Clean(context.Background(), "", map[string]string{name: "fixture://127.0.0.1:1"})
+	c, err := world.Clean(context.Background(), "", map[string]string{name: "fixture://127.0.0.1:1"})
 	if err != nil || !slices.Contains(c.Dropped, brokerfixture.Leftover) {
 		t.Errorf("Clean: %v %v", c.Dropped, err)
 	}
@@ -122,7 +123,7 @@ func TestClean(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(tmp, "drill-run-deadbeef.lease"), []byte(`{"lease":"deadbeef","pid":1}`+"\n"), 0o600); err != nil { // as a runner writes it
 		t.Fatal(err)
 	}
-	tc, err := runner.CleanTempDirs()
+	tc, err := world.CleanTempDirs()
 	if err != nil || !slices.Contains(tc.Removed, dead) {
 		t.Errorf("CleanTempDirs: removed %v, %v", tc.Removed, err)
 	}

@@ -1,4 +1,4 @@
-package runner
+package world
 
 import (
 	"context"
@@ -19,12 +19,12 @@ import (
 // group, the subject, the exchange and the consumer's queue.
 func TestBrokerNamesAreThePromisedOnes(t *testing.T) {
 	ctx := context.Background()
-	p := testParams(t)
+	p := testConfig(t)
 	for _, b := range broker.Names() {
 		p.URLs[b] = testservers.URL(t, b)
 	}
-	p.Brokers = broker.Names()
-	w, err := OpenWorld(ctx, &p)
+	sh := Shape{Brokers: broker.Names()}
+	w, err := Open(ctx, &p, sh)
 	if err != nil {
 		t.Fatal(err)
 	}

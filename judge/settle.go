@@ -1,4 +1,4 @@
-package runner
+package judge
 
 import (
 	"context"
@@ -15,10 +15,6 @@ import (
 	"github.com/outboxdrill/runner/sysrun"
 )
 
-// DefaultSettle is how long a team's system may take to settle after the
-// last step before it is judged (--settle, a scenario's settle:).
-const DefaultSettle = 5 * time.Second
-
 // Settling watches the durable state every settlePoll; it counts as quiet
 // once nothing in it changed for settleQuiet.
 const (
@@ -26,8 +22,8 @@ const (
 	settleQuiet = 300 * time.Millisecond
 )
 
-// settled is what settling a team's system found.
-type settled struct {
+// Settled is what settling a team's system found.
+type Settled struct {
 	OK   bool
 	Took time.Duration
 	// Why: not settled, what still moved or waited when the limit struck.
@@ -91,113 +87,156 @@ type fingerprint struct {
 // a session timeout ran out, the broker has not acted for a dead member
 // yet. A state that still moved, or a service being restarted, is not
 // settled, and is not judged.
-func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Duration, consumer string) (settled, error) {
-	start := time.Now()
+func settle(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Duration, consumer string) (Settled, error) {
+	s := newSettling(ctx, env, run, limit, consumer)
+	// A read that hangs must not hold settling past its limit.
+	rctx, cancel := context.WithDeadline(ctx, s.start.Add(s.cap+2*time.Second))
+	defer cancel()
+	for polls := 0; ; polls++ {
+		out, done, err := s.poll(rctx, polls)
+		if err != nil {
+			return Settled{}, err // its failure is said under the key settle
+		}
+		if done {
+			return out, nil
+		}
+		select {
+		case <-ctx.Done():
+			return Settled{}, context.Cause(ctx)
+		case <-time.After(settlePoll):
+		}
+	}
+}
+
+// settling is one settle under way: what it watches, and what it saw of
+// the durable state so far.
+type settling struct {
+	env      *steps.Env
+	run      *sysrun.Run
+	consumer string
+	// ins: a broker whose pending entries are read one by one (Redis) is
+	// settled entry by entry; nil: another, on what its groups have not
+	// finished with (broker.Lagging).
+	ins        broker.Inspector
+	w          *watch
+	start      time.Time
+	limit, cap time.Duration
+	last       fingerprint
+	lastChange time.Time
+	moved      []string // what changed last
+}
+
+func newSettling(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Duration, consumer string) *settling {
 	cap := limit + maxRaise
 	if dl, ok := ctx.Deadline(); ok {
 		cap = min(cap, max(time.Until(dl)-time.Second, 0)) // leave the scenario's timeout time to judge
 		limit = min(limit, cap)
 	}
-	// A read that hangs must not hold settling past its limit.
-	rctx, cancel := context.WithDeadline(ctx, start.Add(cap+2*time.Second))
-	defer cancel()
-	// A broker whose pending entries are read one by one (Redis) is
-	// settled entry by entry, another on what its groups have not
-	// finished with (broker.Lagging).
 	ins, _ := env.Broker.(broker.Inspector)
-	w := &watch{first: map[string]int64{}, retaken: map[string]bool{}, inTx: map[string]int{}, owed: map[string]time.Time{}, limit: limit}
-	var last fingerprint
-	var lastChange time.Time
-	var moved []string // what changed last
-	for polls := 0; ; polls++ {
-		fp, groups, err := readFingerprint(rctx, env, ins)
-		var lag map[string]int64
-		if err == nil && ins == nil {
-			lag, err = readLag(rctx, env, &fp)
+	return &settling{env: env, run: run, consumer: consumer, ins: ins, start: time.Now(), limit: limit, cap: cap,
+		w: &watch{first: map[string]int64{}, retaken: map[string]bool{}, inTx: map[string]int{}, owed: map[string]time.Time{}, limit: limit}}
+}
+
+// poll looks at the state once; done, with the outcome, when settling
+// ends here.
+func (s *settling) poll(ctx context.Context, polls int) (out Settled, done bool, err error) {
+	fp, groups, err := readFingerprint(ctx, s.env, s.ins)
+	var lag map[string]int64
+	if err == nil && s.ins == nil {
+		lag, err = readLag(ctx, s.env, &fp)
+	}
+	if err != nil {
+		return Settled{}, false, err
+	}
+	now := time.Now()
+	if polls == 0 || fp != s.last {
+		if polls > 0 {
+			s.moved = s.last.changed(fp)
 		}
-		if err != nil {
-			return settled{}, err // its failure is said under the key settle
-		}
-		now := time.Now()
-		if polls == 0 || fp != last {
-			if polls > 0 {
-				moved = last.changed(fp)
-			}
-			last, lastChange = fp, now
-		}
-		live := run.Live()
-		v, err := w.look(rctx, ins, fp, groups, live)
-		if ins == nil {
-			v.soft = append(v.soft, lagging(lag, live)...)
-		}
-		if err != nil {
-			return settled{}, err // its failure is said under the key settle
-		}
-		if run.Holding() {
-			// A delay fault holds a reply: the service is mid-call. Waited
-			// for up to the limit; one that outlasts it is the fault's to
-			// report (still holding when the scenario ended).
-			v.soft = append(v.soft, "a delay fault holds a reply")
-		}
-		if v.retaken {
-			// A claim leaves the counts as they were, but the consumer now
-			// works on the entry: give it the quiet time to finish.
-			lastChange, moved = now, []string{"a pending entry (taken again)"}
-		}
-		quiet := now.Sub(lastChange) >= settleQuiet || len(live) == 0
-		if len(v.hard) == 0 && len(v.owed) == 0 && (quiet || polls%10 == 0) {
-			// What the tables and the wire say is still owed: read once
-			// all else is done, and every half second meanwhile (when an
-			// event was first owed decides how long it gets); a still
-			// state's answer is reused for 250 ms (it decodes every
-			// proxy's record).
-			if fp != w.owedFP || now.Sub(w.owedAt) >= 250*time.Millisecond {
-				owed, keys, err := owedWork(rctx, env, run, live, consumer)
-				if err != nil {
-					return settled{}, err
-				}
-				w.owedFP, w.owedAt, w.owedLast = fp, now, owed
-				w.owing(keys, now)
-			}
-			v.owed = w.owedLast
-		}
-		end, raised := deadline(start, now, limit, cap, lastChange, run, live)
-		if at := w.lastOwed.Add(limit); at.After(end) && !at.After(start.Add(cap)) {
-			// An event first owed late in settling (a relay back from its
-			// backoff) gets the whole limit too, as stuck claims of it.
-			end, raised = at, fmt.Sprintf("raised from %s to %s: an event first owed %s into settling gets the whole %s", limit, at.Sub(start).Round(time.Millisecond), w.lastOwed.Sub(start).Round(time.Millisecond), limit)
-		}
-		out := settled{Took: now.Sub(start), Untaken: v.untaken, Readers: readers(live), Live: live, Limit: end.Sub(start), Raised: raised}
-		switch {
-		case quiet && len(v.hard) == 0 && len(v.soft) == 0 && len(v.owed) == 0:
-			// What stays pending in a retry loop of an applied event (an
-			// identity conflict left pending) is not judged stranded: the
-			// consumer keeps taking it.
-			out.OK, out.Undecided = true, v.undecided
-			return out, nil
-		case !now.Before(end) && quiet && len(v.hard) == 0:
-			// Nothing moves: what is still owed or pending stays; judge it.
-			// A delay fault still holding a reply is the drill's doing,
-			// reported as such: nothing owed is judged stuck behind it.
-			out.OK, out.Full, out.Undecided = true, len(v.owed) > 0 && !run.Holding(), v.undecided
-			if out.Full {
-				out.Owed = append(v.owed, v.soft...)
-			}
-			return out, nil
-		case !now.Before(end):
-			waits := append(append(v.hard, v.owed...), v.soft...)
-			if !quiet {
-				waits = append(waits, fmt.Sprintf("%s changed %s before the limit", strings.Join(moved, " and "), now.Sub(lastChange).Round(time.Millisecond)))
-			}
-			out.Why = strings.Join(waits, "; ")
-			return out, nil
-		}
-		select {
-		case <-ctx.Done():
-			return settled{}, context.Cause(ctx)
-		case <-time.After(settlePoll):
+		s.last, s.lastChange = fp, now
+	}
+	live := s.run.Live()
+	v, err := s.w.look(ctx, s.ins, fp, groups, live)
+	if s.ins == nil {
+		v.soft = append(v.soft, lagging(lag, live)...)
+	}
+	if err != nil {
+		return Settled{}, false, err
+	}
+	if s.run.Holding() {
+		// A delay fault holds a reply: the service is mid-call. Waited
+		// for up to the limit; one that outlasts it is the fault's to
+		// report (still holding when the scenario ended).
+		v.soft = append(v.soft, "a delay fault holds a reply")
+	}
+	if v.retaken {
+		// A claim leaves the counts as they were, but the consumer now
+		// works on the entry: give it the quiet time to finish.
+		s.lastChange, s.moved = now, []string{"a pending entry (taken again)"}
+	}
+	quiet := now.Sub(s.lastChange) >= settleQuiet || len(live) == 0
+	if len(v.hard) == 0 && len(v.owed) == 0 && (quiet || polls%10 == 0) {
+		if err := s.readOwed(ctx, fp, now, live, &v); err != nil {
+			return Settled{}, false, err
 		}
 	}
+	out, done = s.outcome(now, quiet, live, v)
+	return out, done, nil
+}
+
+// readOwed sets what the tables and the wire say is still owed: read once
+// all else is done, and every half second meanwhile (when an event was
+// first owed decides how long it gets); a still state's answer is reused
+// for 250 ms (it decodes every proxy's record).
+func (s *settling) readOwed(ctx context.Context, fp fingerprint, now time.Time, live []sysrun.Live, v *view) error {
+	w := s.w
+	if fp != w.owedFP || now.Sub(w.owedAt) >= 250*time.Millisecond {
+		owed, keys, err := owedWork(ctx, s.env, s.run, live, s.consumer)
+		if err != nil {
+			return err
+		}
+		w.owedFP, w.owedAt, w.owedLast = fp, now, owed
+		w.owing(keys, now)
+	}
+	v.owed = w.owedLast
+	return nil
+}
+
+// outcome is how settling ends at this look, done false while it goes on.
+func (s *settling) outcome(now time.Time, quiet bool, live []sysrun.Live, v view) (Settled, bool) {
+	start, limit := s.start, s.limit
+	end, raised := deadline(start, now, limit, s.cap, s.lastChange, s.run, live)
+	if at := s.w.lastOwed.Add(limit); at.After(end) && !at.After(start.Add(s.cap)) {
+		// An event first owed late in settling (a relay back from its
+		// backoff) gets the whole limit too, as stuck claims of it.
+		end, raised = at, fmt.Sprintf("raised from %s to %s: an event first owed %s into settling gets the whole %s", limit, at.Sub(start).Round(time.Millisecond), s.w.lastOwed.Sub(start).Round(time.Millisecond), limit)
+	}
+	out := Settled{Took: now.Sub(start), Untaken: v.untaken, Readers: readers(live), Live: live, Limit: end.Sub(start), Raised: raised}
+	switch {
+	case quiet && len(v.hard) == 0 && len(v.soft) == 0 && len(v.owed) == 0:
+		// What stays pending in a retry loop of an applied event (an
+		// identity conflict left pending) is not judged stranded: the
+		// consumer keeps taking it.
+		out.OK, out.Undecided = true, v.undecided
+		return out, true
+	case !now.Before(end) && quiet && len(v.hard) == 0:
+		// Nothing moves: what is still owed or pending stays; judge it.
+		// A delay fault still holding a reply is the drill's doing,
+		// reported as such: nothing owed is judged stuck behind it.
+		out.OK, out.Full, out.Undecided = true, len(v.owed) > 0 && !s.run.Holding(), v.undecided
+		if out.Full {
+			out.Owed = append(v.owed, v.soft...)
+		}
+		return out, true
+	case !now.Before(end):
+		waits := append(append(v.hard, v.owed...), v.soft...)
+		if !quiet {
+			waits = append(waits, fmt.Sprintf("%s changed %s before the limit", strings.Join(s.moved, " and "), now.Sub(s.lastChange).Round(time.Millisecond)))
+		}
+		out.Why = strings.Join(waits, "; ")
+		return out, true
+	}
+	return out, false
 }
 
 // maxRaise bounds how far the timers the services announced may raise
@@ -526,11 +565,11 @@ func neverClaimWatch(limit time.Duration) time.Duration {
 // groupsOf lists the groups of untaken entries, sorted.
 func groupsOf(m map[string][]history.Pending) []string { return slices.Sorted(maps.Keys(m)) }
 
-// settleSystem settles a team's system after the last step; one that does
-// not settle within limit fails the scenario naming what still moved, and
-// is not judged.
-func settleSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *report.Result, limit time.Duration) *settled {
-	s, err := settle(ctx, env, run, limit, defaultConsumerOf(res.Scenario))
+// Settle settles a team's system after the last step (a fault may still
+// strike meanwhile); one that does not settle within limit fails the
+// scenario naming what still moved, and is not judged.
+func Settle(ctx context.Context, env *steps.Env, run *sysrun.Run, res *report.Result, limit time.Duration) *Settled {
+	s, err := settle(ctx, env, run, limit, consumerOf(res.Scenario))
 	if err != nil {
 		res.Failures = append(res.Failures, steps.Failure{Pos: res.Scenario.Pos, Key: "settle", Msg: err.Error()})
 		return nil

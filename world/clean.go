@@ -1,4 +1,4 @@
-package runner
+package world
 
 import (
 	"context"
@@ -132,7 +132,7 @@ func Clean(ctx context.Context, pgURL string, brokerURLs map[string]string) (Cle
 // its connection to clean.
 func cleanBroker(ctx context.Context, k *broker.Kind, url string) (Cleaned, error) {
 	w := &World{conns: map[string]broker.Conn{}}
-	h := worldHost{w, &Params{}, k.Name}
+	h := worldHost{w, &Config{}, k.Name}
 	conn, err := k.Open(ctx, h, url, nil)
 	if err == nil {
 		var c Cleaned

@@ -1,4 +1,4 @@
-package runner
+package world
 
 import (
 	"context"
@@ -56,7 +56,7 @@ func budgetMargin(maxConns int) int { return max(2, maxConns/10) }
 // max_connections=100 server, and other clients were refused), and fails
 // when not even one scenario's databases fit. Called once the admin pools
 // are open, before any pair is created.
-func (w *World) fitBudget(ctx context.Context, p *Params) error {
+func (w *World) fitBudget(ctx context.Context, p *Config) error {
 	parallel := max(1, p.Parallel)
 	capped := parallel
 	var why []string

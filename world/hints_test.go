@@ -1,4 +1,4 @@
-package runner
+package world
 
 import (
 	"cmp"
@@ -19,10 +19,10 @@ import (
 func TestKeepHintsPerBroker(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	p := testParams(t)
+	p := testConfig(t)
 	p.URLs[broker.NATS], p.URLs[broker.RabbitMQ] = testservers.URL(t, broker.NATS), testservers.URL(t, broker.RabbitMQ)
-	p.Brokers = []string{broker.Redis, broker.NATS, broker.RabbitMQ}
-	w, err := OpenWorld(ctx, &p)
+	sh := Shape{Brokers: []string{broker.Redis, broker.NATS, broker.RabbitMQ}}
+	w, err := Open(ctx, &p, sh)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestKeepHintsPerBroker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hints := strings.Join(w.inspect(pair.iso, b, "accounting", "billing v2"), "\n")
+		hints := strings.Join(w.Inspect(pair.iso, b, "accounting", "billing v2"), "\n")
 		name := pair.Stream // as the broker names it
 		if b == broker.NATS {
 			name = natsStreamExists(t, p.URLs[broker.NATS], hints)

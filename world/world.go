@@ -1,4 +1,10 @@
-package runner
+// Package world is the servers and brokers a run's scenarios share and
+// each scenario's isolation in them: opened (given by URL, probed, or the
+// runner's own, started through each registered broker.Kind), leased and
+// budgeted once per run; a database pair and broker objects acquired per
+// scenario and recycled after it; process control of its servers; the
+// system files checked against their schema; and clean.
+package world
 
 import (
 	"cmp"
@@ -7,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"slices"
@@ -21,13 +28,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/cdc"
 	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/proxy/listen"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/servers"
 	"github.com/outboxdrill/runner/state"
 	"github.com/outboxdrill/runner/steps"
-	"github.com/outboxdrill/runner/system"
 )
 
 // namePrefix starts every database name and stream key the runner creates;
@@ -134,7 +141,7 @@ type World struct {
 	// team's services; written only while opening, under connsMu.
 	brokerURLs   map[string]string
 	brokerLabels map[string]string // report labels where the server is not the broker itself
-	// up holds, per broker OpenWorld started, a channel closed once its
+	// up holds, per broker Open started, a channel closed once its
 	// server is open and leased (or failed: upErr): a scenario on one
 	// broker need not wait for another's server to boot (a RabbitMQ node
 	// takes seconds). nil in a world whose brokers were opened before it
@@ -143,9 +150,15 @@ type World struct {
 	upErr    map[string]error // under connsMu
 	starting sync.WaitGroup   // broker starts still running: Close waits
 
-	// catalogs are the system files' catalogs by file (systemKey), from
-	// the check before the run; written only then.
-	catalogs map[string]*system.Catalog
+	// systems are the system files CheckSystems checked, by file
+	// (systemKey): their catalogs and schema files.
+	systems map[string]*checkedSystem
+	sysMu   sync.Mutex
+
+	// walLevel is each set's producer server's wal_level, read when the
+	// world opens: whether a scenario's CDC relay can have its slot there
+	// is known before the scenario is acquired.
+	walLevel [2]string
 }
 
 // setBrokerLabel names broker b's server in reports where it is not the
@@ -170,26 +183,25 @@ func (w *World) Labels() map[string]string {
 	return out
 }
 
-// brokerCrash is an *InternalError when broker b's server is the runner's
-// own and died of a panic (kfake, in a process of its own, panicked on a
-// request it could not parse): the run names it, "kafka (kfake) crashed:
-// panic: …", and the CLI writes its stack to the panic file and exits 4,
-// as for a panic of the runner's own. nil otherwise.
-func (w *World) brokerCrash(b string) error {
+// BrokerCrash says how broker b's server died, "kafka (kfake) crashed:
+// panic: …", with its stack, when it is the runner's own and died of a
+// panic (kfake, in a process of its own, panicked on a request it could
+// not parse); "" otherwise. The run names it as a panic of its own.
+func (w *World) BrokerCrash(b string) (what string, stack []byte) {
 	conn, ok := w.brokerConns()[b]
 	if !ok {
-		return nil
+		return "", nil
 	}
 	srv, _ := conn.Server()
 	c, ok := srv.(interface{ Crashed() *servers.Crash })
 	if !ok {
-		return nil
+		return "", nil
 	}
 	cr := c.Crashed()
 	if cr == nil {
-		return nil
+		return "", nil
 	}
-	return &InternalError{Value: fmt.Sprintf("%s crashed: %s", cmp.Or(w.Labels()[b], b), cr.What), Stack: []byte(cr.Stack)}
+	return fmt.Sprintf("%s crashed: %s", cmp.Or(w.Labels()[b], b), cr.What), []byte(cr.Stack)
 }
 
 // brokerURL is broker b's URL, given or the runner's own server's.
@@ -244,30 +256,53 @@ func (w *World) startPG(ctx context.Context, i int) error {
 	return nil
 }
 
-// OpenWorld connects to (or starts) the servers p names, with one server
-// for both database sides and the brokers of p (default Redis). Close undoes
-// all of it, also when OpenWorld fails half-way.
-func OpenWorld(ctx context.Context, p *Params) (*World, error) {
-	return openWorld(ctx, p, shape{brokers: p.brokers()})
+// Config says which servers a world uses: those given by URL, else the
+// runner's own. Open caps Parallel to what the PostgreSQL servers'
+// connections allow, saying so on Warn (and Log).
+type Config struct {
+	// PGURL is an existing PostgreSQL server's admin URL; "" starts a
+	// throwaway server.
+	PGURL string
+	// URLs name existing broker servers by broker name; a broker without
+	// one gets the runner's own server.
+	URLs map[string]string
+	// ConnectTimeout bounds how long a server given by URL may take to
+	// answer (default DefaultConnectTimeout).
+	ConnectTimeout time.Duration
+	// Parallel is how many scenarios will hold a database pair at once.
+	Parallel int
+	// Log, if set, gets what the world started; Warn what the user must
+	// see even without Log (parallelism capped by the connection budget).
+	Log, Warn io.Writer
 }
 
-// shape is what a run's scenarios ask of its world: never a user setting.
-type shape struct {
-	brokers []string
-	// splitDBs: a scenario crashes one side's PostgreSQL, so each side gets
-	// a server of its own (else one serves both: faster).
-	splitDBs bool
+func (p *Config) logf(format string, args ...any) {
+	if p.Log != nil {
+		fmt.Fprintf(p.Log, format+"\n", args...)
+	}
 }
 
-func openWorld(ctx context.Context, p *Params, sh shape) (*World, error) {
+// Shape is what a run's scenarios ask of its world: never a user setting.
+type Shape struct {
+	// Brokers are the brokers whose servers the world opens.
+	Brokers []string
+	// SplitDBs: a scenario crashes one side's PostgreSQL, so each side gets
+	// a server of its own for such scenarios (else one serves both: faster).
+	SplitDBs bool
+}
+
+// Open connects to (or starts) the servers cfg names, with one server for
+// both database sides (two more when sh.SplitDBs) and the brokers of sh.
+// Close undoes all of it, also when Open fails half-way.
+func Open(ctx context.Context, cfg *Config, sh Shape) (*World, error) {
 	w := &World{RunID: newRunID(), conns: map[string]broker.Conn{}}
-	if err := w.open(ctx, p, sh); err != nil {
+	if err := w.open(ctx, cfg, sh); err != nil {
 		return nil, errors.Join(err, w.Close())
 	}
 	return w, nil
 }
 
-func (w *World) open(ctx context.Context, p *Params, sh shape) (err error) {
+func (w *World) open(ctx context.Context, p *Config, sh Shape) (err error) {
 	if err := w.startServers(ctx, p, sh); err != nil {
 		return err
 	}
@@ -299,12 +334,62 @@ func (w *World) open(ctx context.Context, p *Params, sh shape) (err error) {
 	if err := w.lease(ctx); err != nil { // before anything is created
 		return err
 	}
+	if err := w.readWalLevels(ctx); err != nil {
+		return err
+	}
 	for i := range w.pairs {
 		w.pairs[i].set = i
 		w.pairs[i].init(p.Parallel, &w.seq)
 		w.undo.add(w.pairs[i].shutdown)
 	}
 	return nil
+}
+
+// readWalLevels reads each set's producer server's wal_level: a CDC
+// relay's slot needs logical, and a scenario that would get none is
+// skipped before anything is made for it (WalLevel).
+func (w *World) readWalLevels(ctx context.Context) error {
+	for set := range w.walLevel {
+		i := set*2 + producerSide
+		if i >= len(w.servers()) {
+			w.walLevel[set] = w.walLevel[mainSet] // no set of its own: the same server
+			continue
+		}
+		level, err := cdc.WalLevel(ctx, w.admins[i])
+		if err != nil {
+			return fmt.Errorf("PostgreSQL %s: read wal_level: %w", redact.URL(w.pgURLs[i]), redact.Err(w.pgURLs[i], err))
+		}
+		w.walLevel[set] = level
+	}
+	return nil
+}
+
+// WalLevel is the wal_level of the producer's PostgreSQL scenario sc runs
+// on, as it was when the world opened.
+func (w *World) WalLevel(sc *scenario.Scenario) string { return w.walLevel[w.setOf(sc)] }
+
+// FaultSet reports whether the scenarios that fault a PostgreSQL run on
+// servers of their own (the runner's, split: Shape.SplitDBs), one at a
+// time beside the others.
+func (w *World) FaultSet() bool { return w.faultSet }
+
+// AwaitPairs waits for the database pairs still being created: on the
+// servers of the scenarios that fault a PostgreSQL (faultsOnly), or on
+// every server. A scenario that kills or stops a server must not meet a
+// creation there.
+func (w *World) AwaitPairs(faultsOnly bool) {
+	for set := range w.pairs {
+		if !faultsOnly || set == faultsSet {
+			w.pairs[set].pending.Wait()
+		}
+	}
+}
+
+// Control is the process control of scenario sc on broker b: b's server
+// and the PostgreSQL servers of sc's set. Its Cannot says, before
+// anything is acquired, which of them the runner may not fault.
+func (w *World) Control(b string, sc *scenario.Scenario) steps.ProcessControl {
+	return control{w, b, w.setOf(sc)}
 }
 
 // servers are the run's PostgreSQL URLs by index (set*2+side): set 1's
@@ -334,11 +419,11 @@ func (w *World) setOf(sc *scenario.Scenario) int {
 
 // startServers uses the given URLs, or starts managed servers, all at once:
 // each PostgreSQL side and each broker in a goroutine of its own.
-func (w *World) startServers(ctx context.Context, p *Params, sh shape) error {
+func (w *World) startServers(ctx context.Context, p *Config, sh Shape) error {
 	if err := probeGiven(ctx, p, sh); err != nil {
 		return err
 	}
-	w.startBrokers(ctx, p, sh.brokers)
+	w.startBrokers(ctx, p, sh.Brokers)
 	w.pgURLs = [4]string{p.PGURL, p.PGURL, p.PGURL, p.PGURL}
 	if p.PGURL != "" {
 		w.PGURL = p.PGURL
@@ -351,7 +436,7 @@ func (w *World) startServers(ctx context.Context, p *Params, sh shape) error {
 		side string
 	}
 	starts := []start{{[]int{0, 1}, "producer and consumer"}}
-	if sh.splitDBs {
+	if sh.SplitDBs {
 		starts = append(starts, start{[]int{2}, "producer, for the scenarios that fault it"},
 			start{[]int{3}, "consumer, for the scenarios that fault it"})
 	}
@@ -374,7 +459,7 @@ func (w *World) startServers(ctx context.Context, p *Params, sh shape) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	w.managed, w.faultSet = true, sh.splitDBs
+	w.managed, w.faultSet = true, sh.SplitDBs
 	if !w.faultSet {
 		w.pgURLs[2], w.pgURLs[3] = w.pgURLs[0], w.pgURLs[1]
 	}
@@ -385,9 +470,9 @@ func (w *World) startServers(ctx context.Context, p *Params, sh shape) error {
 // probeGiven checks every server given by URL at once, within
 // p.ConnectTimeout: a wrong port (a Redis at --pg, a silent listener) is an
 // error naming it and what answered, not a client hanging for minutes.
-func probeGiven(ctx context.Context, p *Params, sh shape) error {
+func probeGiven(ctx context.Context, p *Config, sh Shape) error {
 	kinds, urls := []string{Postgres}, []string{p.PGURL}
-	for _, b := range sh.brokers {
+	for _, b := range sh.Brokers {
 		kinds, urls = append(kinds, b), append(urls, p.URLs[b])
 	}
 	errs := make([]error, len(urls))
@@ -401,7 +486,7 @@ func probeGiven(ctx context.Context, p *Params, sh shape) error {
 	return errors.Join(errs...)
 }
 
-func (p *Params) connectTimeout() time.Duration {
+func (p *Config) connectTimeout() time.Duration {
 	if p.ConnectTimeout <= 0 {
 		return DefaultConnectTimeout
 	}
@@ -415,8 +500,8 @@ func (w *World) Close() error {
 }
 
 // startBrokers opens each broker's server (given, or the runner's own) in
-// the background; brokerUp waits for one.
-func (w *World) startBrokers(ctx context.Context, p *Params, brokers []string) {
+// the background; BrokerUp waits for one.
+func (w *World) startBrokers(ctx context.Context, p *Config, brokers []string) {
 	w.up, w.upErr = map[string]chan struct{}{}, map[string]error{}
 	for _, b := range brokers {
 		w.up[b] = make(chan struct{})
@@ -437,9 +522,9 @@ func (w *World) startBrokers(ctx context.Context, p *Params, brokers []string) {
 	}
 }
 
-// brokerUp waits until broker b's server is open and leased, and says
+// BrokerUp waits until broker b's server is open and leased, and says
 // why not when it could not be.
-func (w *World) brokerUp(ctx context.Context, b string) error {
+func (w *World) BrokerUp(ctx context.Context, b string) error {
 	ch, ok := w.up[b]
 	if !ok {
 		return nil // opened with the world, or not this run's
@@ -454,9 +539,9 @@ func (w *World) brokerUp(ctx context.Context, b string) error {
 	return w.upErr[b]
 }
 
-// setupErr is why a broker's server could not be had, nil when all were
+// SetupErr is why a broker's server could not be had, nil when all were
 // (or are still coming up).
-func (w *World) setupErr() error {
+func (w *World) SetupErr() error {
 	w.connsMu.Lock()
 	defer w.connsMu.Unlock()
 	var errs []error
@@ -466,8 +551,8 @@ func (w *World) setupErr() error {
 	return errors.Join(errs...)
 }
 
-// isUp reports whether broker b's server is open (or will never be).
-func (w *World) isUp(b string) bool {
+// IsUp reports whether broker b's server is open (or will never be).
+func (w *World) IsUp(b string) bool {
 	ch, ok := w.up[b]
 	if !ok {
 		return true
@@ -542,20 +627,20 @@ func (w *World) pool(ctx context.Context, srv int, db string) (*pgxpool.Pool, er
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
-// inspect tells how to look at a kept scenario's databases and stream: a
+// Inspect tells how to look at a kept scenario's databases and stream: a
 // broker's hint for one consumer group (<consumer-id>) once per consumer
 // id of the scenario, the exact command.
-func (w *World) inspect(iso *isolation, b string, consumers ...string) []string {
+func (w *World) Inspect(iso *Isolation, b string, consumers ...string) []string {
 	psql := func(side int, db string) string { return psqlHint(w.pgURLs[iso.srv(side)], db) }
 	m := state.Reference
-	if iso.env != nil {
-		m = iso.env.Mapping() // a team's tables, from its system file
+	if iso.Env != nil {
+		m = iso.Env.Mapping() // a team's tables, from its system file
 	}
 	out, in, proj := tableHints(m)
-	hints := []string{"producer DB: " + psql(producerSide, iso.producer) + out,
-		"consumer DB: " + psql(consumerSide, iso.consumer) + in + proj}
+	hints := []string{"producer DB: " + psql(producerSide, iso.Producer) + out,
+		"consumer DB: " + psql(consumerSide, iso.Consumer) + in + proj}
 	if conn, ok := w.brokerConns()[b]; ok {
-		for _, h := range conn.Hints(iso.streamKey) {
+		for _, h := range conn.Hints(iso.StreamKey) {
 			if !strings.Contains(h, consumerHole) || len(consumers) == 0 {
 				hints = append(hints, h)
 				continue
@@ -618,7 +703,7 @@ const consumerHole = "<consumer-id>"
 // hands out a Redis client.
 func (w *World) redisClient() *redis.Client {
 	for _, k := range broker.Kinds() {
-		if w.brokerUp(context.Background(), k.Name) != nil {
+		if w.BrokerUp(context.Background(), k.Name) != nil {
 			continue
 		}
 		if c, ok := w.brokerConns()[k.Name].(interface{ Client() *redis.Client }); ok {

@@ -1,4 +1,4 @@
-package runner
+package world
 
 import (
 	"context"
@@ -143,5 +143,43 @@ func privateTemp(t *testing.T, dir string) {
 	t.Helper()
 	if err := os.Chmod(dir, 0o700); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Dirs of a runner before leases (no run id in their name) are judged as
+// they were: older than two minutes, and no process works in them.
+func TestCleanTempDirsTakesOnlyDeadOnes(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	dead := filepath.Join(tmp, "drill-pg-123")
+	live := filepath.Join(tmp, "drill-redis-456")
+	other := filepath.Join(tmp, "someone-else")
+	for _, d := range []string{dead, live, other} {
+		if err := os.MkdirAll(filepath.Join(d, "data"), 0o700); err != nil { // as os.MkdirTemp made them
+			t.Fatal(err)
+		}
+	}
+	young := filepath.Join(tmp, "drill-pg-789") // being set up right now
+	if err := os.Mkdir(young, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	for _, d := range []string{dead, live, other} {
+		_ = os.Chtimes(d, old, old)
+	}
+	cmd := exec.Command("sleep", "30") // a "server" working in the live dir
+	cmd.Dir = live
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	c, err := CleanTempDirs()
+	if err != nil || len(c.Removed) != 1 || c.Removed[0] != dead {
+		t.Fatalf("removed %v, %v; want only %s", c.Removed, err, dead)
+	}
+	for _, d := range []string{live, other, young} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s was removed", d)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package runner
+package world
 
 import (
 	"context"
@@ -17,8 +17,8 @@ import (
 func TestDiscardPairDropsWithoutReset(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	p := testParams(t)
-	w, err := OpenWorld(ctx, &p)
+	p := testConfig(t)
+	w, err := Open(ctx, &p, redisOnly)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestDiscardPairDropsWithoutReset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Database = pair.iso.producer
+	cfg.Database = pair.iso.Producer
 	blocker, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -51,15 +51,15 @@ func TestDiscardPairDropsWithoutReset(t *testing.T) {
 		t.Fatal("DiscardPair waited on the outbox lock: it reset the rows before the drop")
 	}
 	var left int
-	if err := w.admins[producerSide].QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname IN ($1, $2)", pair.iso.producer, pair.iso.consumer).Scan(&left); err != nil || left != 0 {
+	if err := w.admins[producerSide].QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname IN ($1, $2)", pair.iso.Producer, pair.iso.Consumer).Scan(&left); err != nil || left != 0 {
 		t.Fatalf("after DiscardPair: %d of the pair's databases left (%v)", left, err)
 	}
 	next, err := w.TakePair(ctx, broker.Redis)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if next.iso.producer == pair.iso.producer {
-		t.Fatalf("the discarded pair %s came back", next.iso.producer)
+	if next.iso.Producer == pair.iso.Producer {
+		t.Fatalf("the discarded pair %s came back", next.iso.Producer)
 	}
 	if err := w.ReturnPair(ctx, next); err != nil {
 		t.Fatal(err)
@@ -73,8 +73,8 @@ func TestDiscardPairDropsWithoutReset(t *testing.T) {
 // on template0) while its context is cancelled.
 func TestAnInterruptedCreateDatabaseIsDropped(t *testing.T) {
 	ctx := t.Context()
-	p := testParams(t)
-	w, err := OpenWorld(ctx, &p)
+	p := testConfig(t)
+	w, err := Open(ctx, &p, redisOnly)
 	if err != nil {
 		t.Fatal(err)
 	}

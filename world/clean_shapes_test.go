@@ -1,4 +1,4 @@
-package runner
+package world
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 func TestCleanTakesOnlyTheRunnersShapesAndTypes(t *testing.T) {
 	testservers.CleanAlone(t)
 	ctx := context.Background()
-	p := testParams(t)
+	p := testConfig(t)
 	pg, err := pgx.Connect(ctx, p.PGURL)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package runner
+package world
 
 import (
 	"context"
@@ -20,8 +20,9 @@ func TestCleanKafka(t *testing.T) {
 	testservers.CleanAlone(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p := testParams(t)
-	p.URLs[broker.Kafka], p.Brokers = testservers.URL(t, broker.Kafka), []string{broker.Kafka}
+	p := testConfig(t)
+	p.URLs[broker.Kafka] = testservers.URL(t, broker.Kafka)
+	sh := Shape{Brokers: []string{broker.Kafka}}
 	seeds, err := kafka.Seeds(p.URLs[broker.Kafka])
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +45,7 @@ func TestCleanKafka(t *testing.T) {
 		return out
 	}
 
-	w, err := OpenWorld(ctx, &p)
+	w, err := Open(ctx, &p, sh)
 	if err != nil {
 		t.Fatal(err)
 	}

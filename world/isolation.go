@@ -1,4 +1,4 @@
-package runner
+package world
 
 import (
 	"context"
@@ -11,34 +11,55 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/outboxdrill/runner/cdc"
 	"github.com/outboxdrill/runner/scenario"
 	schema "github.com/outboxdrill/runner/sql"
 	"github.com/outboxdrill/runner/steps"
 )
 
-// isolation is one scenario's own world: a producer and a consumer database
+// Isolation is one scenario's own world: a producer and a consumer database
 // and a stream key. Database pairs are reused: after a scenario its rows are
 // deleted and the pair serves the next one, which costs two short
 // transactions instead of two CREATE DATABASE (~80–400 ms each here). The
 // stream key is new for every scenario, so no entry, group or PEL carries over.
-type isolation struct {
-	env       *steps.Env
-	producer  string // database names
-	consumer  string
-	pools     [2]*pgxpool.Pool
-	streamKey string
-	set       int      // its servers' set (World.setOf)
-	pgGen     int64    // the set's pgGen its pools' connections belong to
-	close     cleanups // pools: always
-	drop      cleanups // databases: unless kept
-	own       bool     // a system scenario's pair: never pooled
+type Isolation struct {
+	// Env is what the scenario's steps get: its pools, its broker, its
+	// process control (and a team's services).
+	Env *steps.Env
+	// Producer and Consumer are its databases' names, StreamKey the name
+	// of its broker objects.
+	Producer, Consumer string
+	StreamKey          string
+	pools              [2]*pgxpool.Pool
+	set                int      // its servers' set (World.setOf)
+	pgGen              int64    // the set's pgGen its pools' connections belong to
+	close              cleanups // pools: always
+	drop               cleanups // databases: unless kept
+	own                bool     // a system scenario's pair: never pooled
+}
+
+// OpenSlot creates the scenario's logical replication slot on its
+// producer database, before any step ran (as a connector is set up before
+// the application writes), named after the database: its CDC relay reads
+// from it (Env.CDC). The runner's gate made sure the server can give one
+// (World.WalLevel).
+func (iso *Isolation) OpenSlot(ctx context.Context) error {
+	slot := &cdc.Slot{Name: iso.Producer, DB: iso.Env.Producer}
+	if err := slot.Drop(ctx); err != nil { // a slot of a killed run on this pair's name
+		return err
+	}
+	if err := slot.Create(ctx); err != nil {
+		return err
+	}
+	iso.Env.CDC = slot
+	return nil
 }
 
 // srv is the index of side's server (World.pgURLs).
-func (iso *isolation) srv(side int) int { return iso.set*2 + side }
+func (iso *Isolation) srv(side int) int { return iso.set*2 + side }
 
 // release closes the pools and, unless keep, drops the databases.
-func (iso *isolation) release(keep bool) error {
+func (iso *Isolation) release(keep bool) error {
 	err := iso.close.run()
 	if !keep {
 		err = errors.Join(err, iso.drop.run())
@@ -58,7 +79,7 @@ type pairPool struct {
 	seq     *atomic.Int64 // the World's: names databases and streams
 	pairs   int           // created or being created, not kept
 	max     int
-	free    chan *isolation
+	free    chan *Isolation
 	failed  chan error
 	bg      context.Context // creations; cancelled at shutdown
 	cancel  context.CancelFunc
@@ -72,7 +93,7 @@ type pairPool struct {
 func (pp *pairPool) init(parallel int, seq *atomic.Int64) {
 	pp.seq = seq
 	pp.max = max(1, parallel)
-	pp.free = make(chan *isolation, pp.max)
+	pp.free = make(chan *Isolation, pp.max)
 	pp.failed = make(chan error, pp.max)
 	pp.bg, pp.cancel = context.WithCancel(context.Background())
 }
@@ -81,8 +102,8 @@ func (pp *pairPool) next() int { return int(pp.seq.Add(1)) }
 
 // acquire hands out a reset database pair with a new stream (or queues) on
 // broker b for scenario sc.
-func (w *World) acquire(ctx context.Context, b string, sc *scenario.Scenario) (*isolation, error) {
-	if err := w.brokerUp(ctx, b); err != nil {
+func (w *World) Acquire(ctx context.Context, b string, sc *scenario.Scenario) (*Isolation, error) {
+	if err := w.BrokerUp(ctx, b); err != nil {
 		return nil, err
 	}
 	pp := &w.pairs[w.setOf(sc)]
@@ -103,7 +124,7 @@ func (w *World) acquire(ctx context.Context, b string, sc *scenario.Scenario) (*
 		return nil, err
 	}
 	n := pp.next()
-	iso.streamKey = fmt.Sprintf("%s:%s:%d", namePrefix, w.RunID, n)
+	iso.StreamKey = fmt.Sprintf("%s:%s:%d", namePrefix, w.RunID, n)
 	if g := w.pgGen[iso.set].Load(); iso.pgGen != g {
 		// A PostgreSQL server was restarted since this pair last ran: its
 		// pooled connections are to the dead process.
@@ -111,15 +132,15 @@ func (w *World) acquire(ctx context.Context, b string, sc *scenario.Scenario) (*
 		iso.pools[1].Reset()
 		iso.pgGen = g
 	}
-	br, err := w.newBroker(ctx, b, iso.streamKey, sc)
+	br, err := w.newBroker(ctx, b, iso.StreamKey, sc)
 	if err != nil {
 		pp.free <- iso // the pair is untouched
-		return nil, &brokerError{fmt.Errorf("%s: %w", b, err)}
+		return nil, &BrokerError{fmt.Errorf("%s: %w", b, err)}
 	}
-	iso.env = steps.NewEnv(iso.pools[0], iso.pools[1], br)
-	iso.env.BrokerName, iso.env.Control = b, control{w, b, iso.set}
+	iso.Env = steps.NewEnv(iso.pools[0], iso.pools[1], br)
+	iso.Env.BrokerName, iso.Env.Control = b, control{w, b, iso.set}
 	if sc != nil { // soak and bench acquire a pair without a scenario
-		iso.env.Consumers = sc.Consumers()
+		iso.Env.Consumers = sc.Consumers()
 	}
 	return iso, nil
 }
@@ -132,7 +153,7 @@ const growAfter = 50 * time.Millisecond
 
 // take waits up to wait (forever if negative) for a free pair; nil, nil when
 // none came. With no pair at all it does not wait.
-func (pp *pairPool) take(ctx context.Context, wait time.Duration) (*isolation, error) {
+func (pp *pairPool) take(ctx context.Context, wait time.Duration) (*Isolation, error) {
 	select {
 	case iso := <-pp.free:
 		return iso, nil
@@ -167,12 +188,12 @@ func (w *World) createPair(pp *pairPool, n int) {
 	pp.creating.Lock()
 	defer pp.creating.Unlock()
 	base := fmt.Sprintf("%s_%s_%d", namePrefix, w.RunID, n)
-	iso := &isolation{producer: base + "_p", consumer: base + "_c", set: pp.set}
+	iso := &Isolation{Producer: base + "_p", Consumer: base + "_c", set: pp.set}
 	// Both sides at once: a scenario needs the two, and each is mostly
 	// round trips and the server's work on its own files.
 	var errs [2]error
 	var wg sync.WaitGroup
-	for i, db := range []struct{ name, ddl string }{{iso.producer, schema.Producer}, {iso.consumer, schema.Consumer}} {
+	for i, db := range []struct{ name, ddl string }{{iso.Producer, schema.Producer}, {iso.Consumer, schema.Consumer}} {
 		wg.Go(func() { errs[i] = w.createSide(pp.bg, iso, i, db.name, db.ddl) })
 	}
 	wg.Wait()
@@ -194,7 +215,7 @@ func (w *World) createPair(pp *pairPool, n int) {
 
 // createSide creates one side's database of iso with its schema,
 // registering each undo as it goes.
-func (w *World) createSide(ctx context.Context, iso *isolation, side int, name, ddl string) error {
+func (w *World) createSide(ctx context.Context, iso *Isolation, side int, name, ddl string) error {
 	err := w.createDB(ctx, iso.srv(side), name, &iso.drop) // cleanups may be added to at once
 	if err == nil {
 		iso.pools[side], err = w.pool(ctx, iso.srv(side), name)
@@ -213,12 +234,12 @@ func (w *World) createSide(ctx context.Context, iso *isolation, side int, name, 
 // recycle ends a scenario's use of iso. Kept: the databases and stream stay
 // as they are and the pair leaves the pool. Otherwise the stream is deleted,
 // the rows too, and the pair goes back to the pool.
-func (w *World) recycle(ctx context.Context, iso *isolation, keep bool) error {
+func (w *World) Recycle(ctx context.Context, iso *Isolation, keep bool) error {
 	pp := &w.pairs[iso.set]
 	if iso.own { // not the pool's: its stream goes, then the pair
 		err := error(nil)
 		if !keep {
-			err = iso.env.Broker.Delete(context.WithoutCancel(ctx))
+			err = iso.Env.Broker.Delete(context.WithoutCancel(ctx))
 		}
 		return errors.Join(err, iso.release(keep))
 	}
@@ -229,7 +250,7 @@ func (w *World) recycle(ctx context.Context, iso *isolation, keep bool) error {
 		return iso.release(true)
 	}
 	ctx = context.WithoutCancel(ctx)  // cleanup runs after Ctrl-C too
-	err := iso.env.Broker.Delete(ctx) // the stream, its groups, its dead letters
+	err := iso.Env.Broker.Delete(ctx) // the stream, its groups, its dead letters
 	if err == nil {
 		_, err = iso.pools[0].Exec(ctx, schema.ResetProducer)
 	}
@@ -264,12 +285,12 @@ func (pp *pairPool) shutdown(context.Context) error {
 	}
 }
 
-// brokerError is a scenario's broker that could not be set up: that
+// BrokerError is a scenario's broker that could not be set up: that
 // scenario fails on that broker; the run goes on.
-type brokerError struct{ err error }
+type BrokerError struct{ err error }
 
-func (e *brokerError) Error() string { return e.err.Error() }
-func (e *brokerError) Unwrap() error { return e.err }
+func (e *BrokerError) Error() string { return e.err.Error() }
+func (e *BrokerError) Unwrap() error { return e.err }
 
 // Pair is a database pair and a broker stream of the run, taken from the
 // run's pool as a scenario's would be: for tools that drive the pipeline
@@ -279,20 +300,20 @@ type Pair struct {
 	Env *steps.Env
 	// Stream is the broker's stream key (Redis) or the scenario key.
 	Stream string
-	iso    *isolation
+	iso    *Isolation
 }
 
 // TakePair hands out a reset database pair with a new stream on broker b.
 func (w *World) TakePair(ctx context.Context, b string) (*Pair, error) {
-	iso, err := w.acquire(ctx, b, nil)
+	iso, err := w.Acquire(ctx, b, nil)
 	if err != nil {
 		return nil, err
 	}
-	return &Pair{Env: iso.env, Stream: iso.streamKey, iso: iso}, nil
+	return &Pair{Env: iso.Env, Stream: iso.StreamKey, iso: iso}, nil
 }
 
 // ReturnPair resets the pair for the next user.
-func (w *World) ReturnPair(ctx context.Context, p *Pair) error { return w.recycle(ctx, p.iso, false) }
+func (w *World) ReturnPair(ctx context.Context, p *Pair) error { return w.Recycle(ctx, p.iso, false) }
 
 // RedisClient is the run's Redis client, or nil when Redis is not one of
 // its brokers.
@@ -303,4 +324,22 @@ func (w *World) RedisClient() *redis.Client { return w.redisClient() }
 // left to go with the server), without the row-by-row reset ReturnPair pays
 // for the next user (~95 s after a 20,000-event soak). The pool may create a
 // new pair in its place.
-func (w *World) DiscardPair(ctx context.Context, p *Pair) error { return w.discard(ctx, p.iso) }
+func (w *World) DiscardPair(ctx context.Context, p *Pair) error { return w.Discard(ctx, p.iso) }
+
+// BrokerURL is broker b's server URL, given or the runner's own ("" when
+// b is not one of the world's brokers).
+func (w *World) BrokerURL(b string) string { return w.brokerURL(b) }
+
+// Discard ends a scenario's use of a pair nobody takes next: its broker
+// stream is deleted and its databases dropped (on the runner's own server,
+// left to go with the server). The pool may create a new pair in its place.
+func (w *World) Discard(ctx context.Context, iso *Isolation) error {
+	if !iso.own {
+		pp := &w.pairs[iso.set]
+		pp.mu.Lock()
+		pp.pairs--
+		pp.mu.Unlock()
+	}
+	err := iso.Env.Broker.Delete(context.WithoutCancel(ctx))
+	return errors.Join(err, iso.release(false))
+}

@@ -1,4 +1,4 @@
-package runner
+package world
 
 import (
 	"context"
@@ -82,17 +82,17 @@ func TestProbeNamesAWrongServer(t *testing.T) {
 	}
 }
 
-// TestOpenWorldConnectTimeout: a run whose --pg or --redis is a silent
-// port fails within the connect timeout (it hung ~120 s), naming it.
-func TestOpenWorldConnectTimeout(t *testing.T) {
+// TestOpenConnectTimeout: a run whose --pg or --redis is a silent port
+// fails within the connect timeout (it hung ~120 s), naming it.
+func TestOpenConnectTimeout(t *testing.T) {
 	t.Parallel()
 	addr := testutil.Listener(t, silent)
-	for _, p := range []Params{
+	for _, p := range []Config{
 		{PGURL: "postgres://u@" + addr + "/db?sslmode=disable", URLs: map[string]string{broker.Redis: testservers.Redis(t)}, ConnectTimeout: time.Second},
 		{PGURL: testservers.PG(t), URLs: map[string]string{broker.Redis: "redis://" + addr}, ConnectTimeout: time.Second},
 	} {
 		start := time.Now()
-		w, err := OpenWorld(context.Background(), &p)
+		w, err := Open(context.Background(), &p, redisOnly)
 		if err == nil {
 			w.Close()
 			t.Fatalf("%+v: opened", p)

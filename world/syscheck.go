@@ -1,4 +1,4 @@
-package runner
+package world
 
 import (
 	"context"
@@ -27,15 +27,15 @@ func (e *InvalidError) Error() string { return e.Errs.Error() }
 
 // CheckSystems checks every system file the scenarios use, and sys when
 // not nil (a file no scenario uses yet), against the team's schema, as run
-// does before anything runs (see checkSystems), on the PostgreSQL p names
-// or, without one, on a server of the runner's own. It reports the files
-// it checked; a problem of the files is an *InvalidError.
-func CheckSystems(ctx context.Context, p Params, scs []*scenario.Scenario, sys *system.System) (checked []string, err error) {
+// does before anything runs (see World.CheckSystems), on the PostgreSQL cfg
+// names or, without one, on a server of the runner's own. It reports the
+// files it checked; a problem of the files is an *InvalidError.
+func CheckSystems(ctx context.Context, cfg Config, scs []*scenario.Scenario, sys *system.System) (checked []string, err error) {
 	systems := systemsOf(scs, sys)
 	if len(systems) == 0 {
 		return nil, nil
 	}
-	w, err := openWorld(ctx, &p, shape{}) // no broker: only PostgreSQL knows the catalog
+	w, err := Open(ctx, &cfg, Shape{}) // no broker: only PostgreSQL knows the catalog
 	if err != nil {
 		return nil, err
 	}
@@ -43,29 +43,33 @@ func CheckSystems(ctx context.Context, p Params, scs []*scenario.Scenario, sys *
 	for _, s := range systems {
 		checked = append(checked, s.File)
 	}
-	return checked, w.checkSystems(ctx, scs, sys)
+	return checked, w.CheckSystems(ctx, scs, sys)
 }
 
-// checkSystems applies each system file's schema to a throwaway database
+// CheckSystems applies each system file's schema to a throwaway database
 // pair, checks the file's mappings and the faults of the scenarios that use
 // it against the catalog, and drops the pair: once per file and run, before
-// any scenario starts, so that a wrong name fails nothing half-way. The
-// catalogs stay for acquireSystem (the event ids the outbox takes).
-func (w *World) checkSystems(ctx context.Context, scs []*scenario.Scenario, extra ...*system.System) error {
+// any scenario starts, so that a wrong name fails nothing half-way. What
+// it found stays for AcquireSystem: the catalog (the event ids the outbox
+// takes) and the schema files' DDL, read here once for the whole run.
+func (w *World) CheckSystems(ctx context.Context, scs []*scenario.Scenario, extra ...*system.System) error {
 	var errs diag.Errors
 	for _, sys := range systemsOf(scs, extra...) {
-		cat, serrs, err := w.checkSystem(ctx, sys)
+		ck, serrs, err := w.checkSystem(ctx, sys)
 		if err != nil {
 			return fmt.Errorf("check %s against its schema: %w", sys.File, err)
 		}
 		errs = append(errs, serrs...)
-		if cat == nil {
+		if ck == nil {
 			continue
 		}
-		if w.catalogs == nil {
-			w.catalogs = map[string]*system.Catalog{}
+		w.sysMu.Lock()
+		if w.systems == nil {
+			w.systems = map[string]*checkedSystem{}
 		}
-		w.catalogs[systemKey(sys)] = cat
+		w.systems[systemKey(sys)] = ck
+		w.sysMu.Unlock()
+		cat := ck.cat
 		for _, sc := range scs {
 			if sc.System != nil && systemKey(sc.System) == systemKey(sys) {
 				errs = append(errs, faultTables(sc, cat)...)
@@ -93,34 +97,67 @@ func faultTables(sc *scenario.Scenario, cat *system.Catalog) diag.Errors {
 	return errs
 }
 
+// checkedSystem is a system file as CheckSystems found it.
+type checkedSystem struct {
+	cat *system.Catalog
+	// ddl are its schema files' text (schema.producer, schema.consumer;
+	// "" where it names none), read once: every scenario's pair gets it.
+	ddl [2]string
+}
+
+// checked is what CheckSystems found of sys, nil when it did not check it.
+func (w *World) checked(sys *system.System) *checkedSystem {
+	w.sysMu.Lock()
+	defer w.sysMu.Unlock()
+	return w.systems[systemKey(sys)]
+}
+
+// Checked reports whether CheckSystems checked sys in this world.
+func (w *World) Checked(sys *system.System) bool { return w.checked(sys) != nil }
+
+// schemaKeys are the system file's keys of its two schema files, by side.
+var schemaKeys = [2]string{"schema.producer", "schema.consumer"}
+
+// schemaFiles are sys's two schema files, by side ("" none).
+func schemaFiles(sys *system.System) [2]string {
+	return [2]string{sys.Schema.Producer, sys.Schema.Consumer}
+}
+
 // checkSystem checks one system file on a pair of its own. serrs are the
 // file's problems; err is the servers'.
-func (w *World) checkSystem(ctx context.Context, sys *system.System) (cat *system.Catalog, serrs diag.Errors, err error) {
+func (w *World) checkSystem(ctx context.Context, sys *system.System) (ck *checkedSystem, serrs diag.Errors, err error) {
 	var undo cleanups
 	defer func() { err = errors.Join(err, undo.run()) }()
 	base := fmt.Sprintf("%s_%s_%d", namePrefix, w.RunID, w.seq.Add(1))
+	ck = &checkedSystem{}
 	var conns [2]*pgx.Conn
-	for side, s := range []struct{ suffix, ddl, key string }{{"_p", sys.Schema.Producer, "schema.producer"}, {"_c", sys.Schema.Consumer, "schema.consumer"}} {
-		conn, err := w.throwawayDB(ctx, side, base+s.suffix, &undo)
+	for side, suffix := range []string{"_p", "_c"} {
+		conn, err := w.throwawayDB(ctx, side, base+suffix, &undo)
 		if err != nil {
 			return nil, nil, err
 		}
 		conns[side] = conn
-		if s.ddl == "" {
+		file, key := schemaFiles(sys)[side], schemaKeys[side]
+		if file == "" {
 			continue
 		}
-		ddl, err := readSchema(ctx, sys, s.key, s.ddl)
+		ddl, err := readSchema(ctx, sys, key, file)
 		var invalid *InvalidError
 		if errors.As(err, &invalid) {
 			return nil, invalid.Errs, nil
 		} else if err != nil {
 			return nil, nil, err
 		}
+		ck.ddl[side] = ddl
 		if _, err := conn.Exec(ctx, ddl); err != nil {
-			return nil, diag.Errors{diag.Errorf(sys.At(s.key), "schema: %s does not apply to a fresh database: %v", s.ddl, err)}, nil
+			return nil, diag.Errors{diag.Errorf(sys.At(key), "schema: %s does not apply to a fresh database: %v", file, err)}, nil
 		}
 	}
-	return sys.Check(ctx, conns[0], conns[1])
+	ck.cat, serrs, err = sys.Check(ctx, conns[0], conns[1])
+	if ck.cat == nil {
+		ck = nil
+	}
+	return ck, serrs, err
 }
 
 // readSchema reads a system file's schema file (key schema.producer or

@@ -1,4 +1,4 @@
-package runner
+package judge
 
 import (
 	"context"
@@ -65,7 +65,8 @@ func producersOf(live []sysrun.Live) (names []string, proxied bool) {
 // says) or by carrying the event's payload: a consumer keyed by another
 // identity still applied it; the checker sorts that out.
 func owedWork(ctx context.Context, env *steps.Env, run *sysrun.Run, live []sysrun.Live, consumer string) (owed, keys []string, err error) {
-	readers := consumersOf(live, consumer, run.ReadAs())
+	wire := run.Wire() // this look's: who read as what, the publishes, what was moved aside
+	readers := consumersOf(live, consumer, wire.ReadAs())
 	relays, proxied := producersOf(live)
 	if len(readers) == 0 && len(relays) == 0 {
 		return nil, nil, nil
@@ -76,7 +77,7 @@ func owedWork(ctx context.Context, env *steps.Env, run *sysrun.Run, live []sysru
 		return nil, nil, fmt.Errorf("read the outbox: %w", err)
 	}
 	if len(relays) > 0 && proxied {
-		owed = append(owed, unflushed(outbox, run.Ops(), relays)...)
+		owed = append(owed, unflushed(outbox, wire.Ops(), relays)...)
 	}
 	if len(readers) == 0 {
 		return owed, nil, nil
@@ -85,7 +86,7 @@ func owedWork(ctx context.Context, env *steps.Env, run *sysrun.Run, live []sysru
 	if err != nil {
 		return nil, nil, err
 	}
-	dead, err := deadLettered(ctx, env, run)
+	dead, err := deadLettered(ctx, env, wire)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -108,9 +109,9 @@ func owedWork(ctx context.Context, env *steps.Env, run *sysrun.Run, live []sysru
 // deadLettered are the events nobody owes any more: in the broker's own
 // dead letters (a delivery limit), or published by a consumer to the
 // system file's dead_letter: destination.
-func deadLettered(ctx context.Context, env *steps.Env, run *sysrun.Run) (map[string]bool, error) {
+func deadLettered(ctx context.Context, env *steps.Env, wire *sysrun.Wire) (map[string]bool, error) {
 	out := map[string]bool{}
-	for ev, p := range run.MovedAside() {
+	for ev, p := range wire.MovedAside() {
 		if strings.HasSuffix(p.Op, sysrun.DeadLetterOp) {
 			out[ev] = true
 		}
@@ -169,7 +170,7 @@ func firstFew(ids []string) string {
 // progressOf is what the checker needs to judge stuck: who ran at the
 // end, each described by its process and its last lines, and whether
 // settling gave them the whole limit.
-func progressOf(run *sysrun.Run, s *settled, consumer string) *history.Progress {
+func progressOf(run *sysrun.Run, wire *sysrun.Wire, s *Settled, consumer string) *history.Progress {
 	p := &history.Progress{Consumers: map[string][]string{}, Full: s.Full, Limit: s.Limit.Round(time.Millisecond), Aside: map[string]string{}}
 	if !s.Full {
 		p.EarlyWhy = fmt.Sprintf("settling ended after %s, before its limit, because it found nothing owed: it counts an event applied by its id or by an inbox row carrying its payload, and the checker, tracing each inbox row to its event, does not agree for this one", s.Took.Round(time.Millisecond))
@@ -203,7 +204,7 @@ func progressOf(run *sysrun.Run, s *settled, consumer string) *history.Progress 
 		parts := append([]string{fmt.Sprintf("pid %d, started at %s, %s", o.PID, o.Start, o.Ended)}, db...)
 		return fmt.Sprintf("service %s (%s; its last lines: %s)", name, strings.Join(parts, "; "), lastLines(o.Text, 3))
 	}
-	for c, names := range consumersOf(s.Live, consumer, run.ReadAs()) {
+	for c, names := range consumersOf(s.Live, consumer, wire.ReadAs()) {
 		for _, n := range names {
 			p.Consumers[c] = append(p.Consumers[c], describe(n))
 		}

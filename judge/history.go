@@ -1,16 +1,20 @@
-package runner
+// Package judge is the verdict on one scenario's run: a team's system
+// settled (Settle: the durable state stood still and no running service
+// owes work) and its faults judged (Finish), then the history of what the
+// steps and the services' broker proxies did checked against the final
+// state, read in one snapshot per database (History, System).
+package judge
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5"
-
 	"fmt"
-	"github.com/outboxdrill/runner/broker"
 	"maps"
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/history"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/steps"
@@ -34,26 +38,27 @@ func ops(recs []report.StepRecord) []history.Op {
 	return out
 }
 
-// judgeHistory checks a scenario that ran to its end as a whole. A violation
-// fails it unless declared in expect_violations; a declared one that did not
-// occur fails it too, so an anti-pattern scenario must show its damage.
-func judgeHistory(ctx context.Context, env *steps.Env, res *report.Result) error {
+// History checks a scenario of the reference pipeline that ran to its end
+// as a whole. A violation fails it unless declared in expect_violations; a
+// declared one that did not occur fails it too, so an anti-pattern
+// scenario must show its damage.
+func History(ctx context.Context, env *steps.Env, res *report.Result) error {
 	return judge(ctx, env, res, ops(res.Steps), res.Scenario.Consumers(), res.Scenario.ReadModels())
 }
 
-// judgeSystem judges a team's system once it settled: the producer's
-// commits as the produce steps made them, the publishes, deliveries and
-// acks as the services' broker proxies saw them, and the state read through
-// the system file's mappings in one snapshot per database. Each consumer id
-// is its own read model.
-func judgeSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *report.Result, s *settled) error {
+// System judges a team's system once it settled: the producer's commits
+// as the produce steps made them, the publishes, deliveries and acks as
+// the services' broker proxies saw them (wire, Finish's), and the state
+// read through the system file's mappings in one snapshot per database.
+// Each consumer id is its own read model.
+func System(ctx context.Context, env *steps.Env, run *sysrun.Run, wire *sysrun.Wire, res *report.Result, s *Settled) error {
 	if s == nil || !s.OK {
-		res.NotJudged = notJudged("the system never settled")
+		res.NotJudged = NotJudged("the system never settled")
 		return nil
 	}
-	hist := append(ops(res.Steps), run.Ops()...)
-	consumers := run.Consumers()
-	for _, c := range append(append(groupsOf(s.Untaken), groupsOf(s.Undecided)...), defaultConsumerOf(res.Scenario)) {
+	hist := append(ops(res.Steps), wire.Ops()...)
+	consumers := wire.Consumers()
+	for _, c := range append(append(groupsOf(s.Untaken), groupsOf(s.Undecided)...), consumerOf(res.Scenario)) {
 		if !slices.Contains(consumers, c) {
 			consumers = append(consumers, c)
 		}
@@ -65,7 +70,7 @@ func judgeSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *repo
 	}
 	m := env.Mapping()
 	team := &history.Team{EntryEvents: entryEvents(hist), Readers: s.Readers, Amount: m.AmountOf, EventOf: m.EventIDOf,
-		Progress: progressOf(run, s, defaultConsumerOf(res.Scenario))}
+		Progress: progressOf(run, wire, s, consumerOf(res.Scenario))}
 	return judgeWith(ctx, env, res, hist, consumers, models, func(st *history.State) {
 		st.Team = team
 		for g, ps := range s.Untaken {
@@ -92,7 +97,7 @@ func judgeSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *repo
 				st.NotJudged[inv] = why
 			}
 		}
-		for ev, p := range run.MovedAside() {
+		for ev, p := range wire.MovedAside() {
 			committed, ok := st.Outbox[ev]
 			switch {
 			case ok && strings.HasSuffix(p.Op, sysrun.DeadLetterOp) && history.SamePayload(p.Payload, committed):
@@ -101,8 +106,8 @@ func judgeSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *repo
 				team.Progress.Aside[ev] = p.Op + " (not the system file's dead_letter: destination, so not taken for a dead letter: name it there if it is one)"
 			}
 		}
-		wireNotJudged(st, res.Broker, run)
-		if run.WireCopies() {
+		wireNotJudged(st, res.Broker, wire)
+		if wire.Copies() {
 			team.Copies = st.Stream // the broker's own log, by event
 		}
 	})
@@ -110,20 +115,20 @@ func judgeSystem(ctx context.Context, env *steps.Env, run *sysrun.Run, res *repo
 
 // wireNotJudged marks what the run's broker wire cannot support: all the
 // wire invariants without a protocol proxy, else what its proxy says.
-func wireNotJudged(st *history.State, name string, run *sysrun.Run) {
+func wireNotJudged(st *history.State, name string, wire *sysrun.Wire) {
 	if k, ok := broker.Lookup(name); !ok || k.Proxy == nil {
 		for _, inv := range wireInvariants {
 			st.NotJudged[inv] = fmt.Sprintf("on %s there is no publish/ack history without a broker proxy: the services reach %s directly (the runner has no protocol proxy wired for it), so what they published, were handed and acknowledged is not seen", name, name)
 		}
 		return
 	}
-	for inv, why := range run.WireNotJudged() {
+	for inv, why := range wire.NotJudged() {
 		st.NotJudged[inv] = fmt.Sprintf("on %s: %s", name, why)
 	}
 }
 
-// notJudged marks every invariant not judged, for why.
-func notJudged(why string) map[string]string {
+// NotJudged marks every invariant not judged, for why.
+func NotJudged(why string) map[string]string {
 	out := map[string]string{}
 	for _, inv := range history.InvariantNames() {
 		out[inv] = why

@@ -1,4 +1,4 @@
-package runner
+package world
 
 import (
 	"context"
@@ -26,9 +26,9 @@ import (
 func TestCleanSparesLiveRunTakesKilledOnes(t *testing.T) {
 	testservers.CleanAlone(t)
 	ctx := context.Background()
-	p := testParams(t)
+	p := testConfig(t)
 	p.URLs[broker.NATS], p.URLs[broker.RabbitMQ] = testservers.URL(t, broker.NATS), testservers.URL(t, broker.RabbitMQ)
-	p.Brokers = []string{broker.Redis, broker.NATS, broker.RabbitMQ}
+	sh := Shape{Brokers: []string{broker.Redis, broker.NATS, broker.RabbitMQ}}
 	urls := p.URLs
 
 	pg, err := pgx.Connect(ctx, p.PGURL)
@@ -63,7 +63,7 @@ func TestCleanSparesLiveRunTakesKilledOnes(t *testing.T) {
 	}
 
 	// The live run: a World with a pair on each broker.
-	w, err := OpenWorld(ctx, &p)
+	w, err := Open(ctx, &p, sh)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,13 +75,13 @@ func TestCleanSparesLiveRunTakesKilledOnes(t *testing.T) {
 	}()
 	var live [][2]string
 	var pairs []*Pair
-	for _, b := range p.Brokers {
+	for _, b := range sh.Brokers {
 		pr, err := w.TakePair(ctx, b)
 		if err != nil {
 			t.Fatalf("%s: %v", b, err)
 		}
 		pairs = append(pairs, pr)
-		live = append(live, [2]string{"db", pr.iso.producer}, [2]string{"db", pr.iso.consumer})
+		live = append(live, [2]string{"db", pr.iso.Producer}, [2]string{"db", pr.iso.Consumer})
 		switch b {
 		case broker.Redis:
 			if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: pr.Stream, Values: []string{"a", "b"}}).Err(); err != nil {
