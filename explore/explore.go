@@ -37,6 +37,13 @@ type Params struct {
 	Log    io.Writer // progress, one line per point that did not hold (nil: none)
 	// Verbose logs every point, held ones too.
 	Verbose bool
+	// Shard, when Shard.Of > 0, runs only the Index-th of Of parts of the
+	// points (shard.go); Map, when given, numbers the points as an earlier
+	// run's record does instead of this run's fault-free run; MapOnly
+	// stops once the points are numbered (the map a CI's shards share).
+	Shard   runner.Shard
+	Map     *Record
+	MapOnly bool
 }
 
 // Result is what an exploration found.
@@ -50,6 +57,7 @@ type Result struct {
 	Explore  time.Duration // the points' share of Took
 	Parallel int
 	Random   *RandomResult
+	Shard    *ShardInfo // which shard it is, and what a merge checks (nil: not sharded)
 }
 
 // Explore observes the workload fault-free, then runs its points, then
@@ -268,7 +276,11 @@ func (e *explorer) systematic(ctx context.Context, res *Result, xs []fault.Cross
 	PruneInapplicable(res.Points, e.broker())
 	res.Points = append(res.Points, unclassifiedPoints(res.Workload, xs, res.Map.unclassified, len(res.Points))...)
 	e.only(res.Points)
+	e.shard(res)
 	e.logf("points: %s; parallel %d", pointCounts(res.Points), res.Parallel)
+	if e.mapOnly(res) {
+		return nil
+	}
 	began := time.Now()
 	defer func() { res.Explore = time.Since(began) }()
 	runs, err := e.runPoints(ctx, res, runnable(res.Points), start)

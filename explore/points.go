@@ -29,6 +29,8 @@ type Point struct {
 	// Listed: never run, its outcome known before (an unclassifiable
 	// boundary: unclassifiedPoints).
 	Listed bool
+	// Shard is the shard that runs it (Partition), 0 when none does.
+	Shard int
 	Verdict
 }
 

@@ -125,6 +125,9 @@ const unbalancedNote = history.Unbalanced + " is never judged here (a team's jou
 func (r *Result) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Explore: %s\n\nWorkload: %s. ", r.Workload.System.File, r.Workload.Name)
+	if r.Shard != nil {
+		fmt.Fprintf(&b, "%s. ", r.Shard)
+	}
 	if r.Observed.Outcome != Held {
 		fmt.Fprintf(&b, "The workload fails without any fault: %s\n", r.Observed)
 		_, err := io.WriteString(w, b.String())
@@ -221,6 +224,9 @@ func (r *Result) WriteJUnit(w io.Writer) error {
 		Cases    []testcase `xml:"testcase"`
 	}
 	s := suite{Name: "explore " + r.Workload.System.File}
+	if r.Shard != nil {
+		s.Name += fmt.Sprintf(" (shard %d/%d)", r.Shard.Index, r.Shard.Of)
+	}
 	for _, p := range r.Points {
 		tc := testcase{Name: p.String(), Classname: "explore." + p.Service, Time: p.Took.Seconds()}
 		switch {
@@ -275,13 +281,14 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	out := struct {
 		System   string        `json:"system"`
 		Workload string        `json:"workload"`
+		Shard    *ShardInfo    `json:"shard,omitempty"`
 		Observed string        `json:"observed"`
 		Map      Map           `json:"boundary_map"`
 		Points   []point       `json:"points"`
 		Findings []finding     `json:"findings"`
 		Seconds  float64       `json:"seconds"`
 		Random   *RandomResult `json:"random,omitempty"`
-	}{System: r.Workload.System.File, Workload: r.Workload.Name, Observed: r.Observed.String(), Map: r.Map, Seconds: r.Took.Seconds(), Random: r.Random}
+	}{System: r.Workload.System.File, Workload: r.Workload.Name, Observed: r.Observed.String(), Map: r.Map, Seconds: r.Took.Seconds(), Random: r.Random, Shard: r.Shard}
 	for _, p := range r.Points {
 		out.Points = append(out.Points, point{p.ID, p.Service, p.where(), p.Nth, p.Do, p.Crossing, p.Pruned, p.Outcome, p.Broken, safe.Text(p.Why), p.Unjudged, p.Took.Seconds()})
 	}

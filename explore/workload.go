@@ -48,7 +48,7 @@ func (w *Workload) Service(step int) string {
 
 // serviceOf is the service a fault strikes.
 func (w *Workload) serviceOf(f Fault) string {
-	if f.Where == "step" {
+	if f.Where == "step" || f.Service != "" { // a merged result's faults say it: its workload is a name only
 		return f.Service
 	}
 	return w.Service(f.Step)

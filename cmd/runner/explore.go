@@ -23,7 +23,7 @@ import (
 	"github.com/outboxdrill/runner/world"
 )
 
-const exploreUsage = "runner explore [--system FILE] [WORKLOAD.yaml] --out DIR [--budget 10m] [--actions kill,cut,error,delay,duplicate] [--depth 1|2] [--random --seed S --faults RATE --events N] [--parallel N] [--broker redis]"
+const exploreUsage = "runner explore [--system FILE] [WORKLOAD.yaml] --out DIR [--budget 10m] [--actions kill,cut,error,delay,duplicate] [--depth 1|2] [--random --seed S --faults RATE --events N] [--parallel N] [--broker redis] [--shard K/N [--map FILE] | --map-only]"
 
 // exploreFlags are explore's own flags, parsed.
 type exploreFlags struct {
@@ -34,6 +34,7 @@ type exploreFlags struct {
 	rnd                     explore.Random
 	reports                 [3]string // junit, json, markdown
 	htmlDir                 string    // --html-dir: the coverage as a picture
+	shard, mapFile          string    // --shard K/N, --map FILE (exploreshard.go)
 	servers                 []runner.ServerFlag
 	// cmd and usage name the command in usage errors: explore, or soak
 	// (explore's random mode on the reference system by default).
@@ -41,6 +42,9 @@ type exploreFlags struct {
 }
 
 func cmdExplore(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if isMerge(args) {
+		return cmdExploreMerge(ctx, args[1:], stdout, stderr)
+	}
 	fs := newFlags("explore")
 	f := defineExploreFlags(fs)
 	paths, code, done := parseArgs(fs, args, stdout, stderr)
@@ -76,6 +80,7 @@ func runExplore(ctx context.Context, fs *flag.FlagSet, f *exploreFlags, paths []
 	fmt.Fprintf(stdout, "%s %s: workload %q, actions %s, %s, budget %s\n", f.cmd, safe.Line(w.System.File), safe.Line(w.Name), strings.Join(f.p.Actions, ","), mode, f.p.Budget)
 	res, err := explore.Explore(ctx, f.p, w)
 	if res != nil {
+		err = errors.Join(err, shardOutputs(ctx, res, f, err))
 		res.Summary(stdout)
 		err = errors.Join(err, writeExploreReports(files, res))
 		if f.htmlDir != "" {
@@ -121,6 +126,7 @@ func defineExploreFlags(fs *flag.FlagSet) *exploreFlags {
 	fs.StringVar(&f.reports[0], "junit", "", "write a JUnit XML report (one testcase per point) to `FILE`")
 	fs.StringVar(&f.reports[1], "json", "", "write a JSON report (the boundary map, every point, the findings) to `FILE`")
 	fs.StringVar(&f.reports[2], "markdown", "", "write a Markdown coverage report (a boundary × action table) to `FILE`")
+	shardFlags(fs, f)
 	fs.StringVar(&f.htmlDir, "html-dir", "", "write the coverage as a picture to `DIR` (index.html: the service × boundary × action grid, coloured; a violation's cell links to its minimal scenario and to finding-N.html, the HTML report of one more run of it, with its timeline)")
 	return f
 }
@@ -194,6 +200,9 @@ func exploreInput(ctx context.Context, fs *flag.FlagSet, f *exploreFlags, paths 
 			f.p.Runner.Timeout = 2*time.Minute + time.Duration(f.rnd.Events)*(100*time.Millisecond+time.Duration(f.rnd.Faults*3*float64(time.Second)))
 		}
 	}
+	if msg := checkShardFlags(f); msg != "" {
+		return usage("%s", msg)
+	}
 	if err := outfile.Dir(f.p.Out, 0o755); err != nil { // never through a planted symlink
 		return usage("--out: %v", err)
 	}
@@ -217,6 +226,9 @@ func loadWorkload(ctx context.Context, f *exploreFlags, paths []string, stderr i
 		w, errs = explore.Default(ctx, sys, f.p.Out)
 	} else {
 		w, errs = explore.LoadWorkload(ctx, paths[0], sys)
+	}
+	if len(errs) == 0 && !pinMap(ctx, f, w, stderr) {
+		return nil, false
 	}
 	if len(errs) == 0 {
 		// As `runner run` checks a scenario before it starts anything:

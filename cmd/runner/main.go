@@ -10,6 +10,7 @@
 //	runner docs                                 print the scenario-language reference
 //	runner schema [--system]                    print the JSON Schema of scenario (or system) files
 //	runner explore [flags] [WORKLOAD.yaml]      find a team's fault windows, write each as a minimal scenario
+//	runner explore merge --out DIR SHARD-DIR... put explore --shard K/N's outputs together into one report
 //	runner init --relay CMD --consumer CMD …    write a team's first system file from its schemas and services
 //	runner soak [flags]                         explore's random mode, on the reference system by default
 //	runner bench [flags] [files or dirs...]     measure start, isolation, growth and throughput
@@ -114,7 +115,7 @@ var help = map[string]struct{ args, summary string }{
 	"bench":     {"[flags] [files or dirs...]", "measure start, isolation, library wall time, growth and soak throughput; print a table"},
 	"clean":     {runner.ServerArgs(), "remove what earlier runs left: databases, streams, queues and exchanges (--keep, killed runs; never a live run's), killed runs' server dirs and service processes"},
 	"docs":      {"", "print the scenario-language reference (Markdown)"},
-	"explore":   {"[--system FILE] [WORKLOAD.yaml] --out DIR [flags]", "find a team's fault windows: observe the boundaries its services cross, try a fault at each, write each violation as a minimal scenario"},
+	"explore":   {"[--system FILE] [WORKLOAD.yaml] --out DIR [flags]", "find a team's fault windows: observe the boundaries its services cross, try a fault at each, write each violation as a minimal scenario (explore merge: put --shard K/N's outputs together)"},
 	"help":      {"[command]", "print the usage of runner, or of one command"},
 	"init":      {"--relay CMD --consumer CMD --schema-producer FILE --schema-consumer FILE [flags]", "write a team's first system file and starter scenarios from its schemas and what its relay and consumer do with a probe event; validate them and run the fault-free drill"},
 	"list":      {"[flags] [files or dirs...]", "list scenarios: file, name, tags"},
@@ -275,7 +276,7 @@ func newFlags(name string) *flag.FlagSet {
 // commandUsage prints "usage: runner NAME ARGS", what the command does, and
 // its flags.
 func commandUsage(w io.Writer, fs *flag.FlagSet) {
-	h := help[fs.Name()]
+	h := usageOf(fs.Name())
 	fmt.Fprintf(w, "usage: runner %s %s\n\n%s\n", fs.Name(), h.args, h.summary)
 	n := 0
 	fs.VisitAll(func(*flag.Flag) { n++ })
@@ -301,7 +302,7 @@ func parseArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (paths
 				return nil, exitOK, true
 			}
 			fmt.Fprintf(stderr, "runner %s: %s\n", fs.Name(), flagError(fs, err))
-			fmt.Fprintf(stderr, "usage: runner %s %s (runner help %s: every flag)\n", fs.Name(), help[fs.Name()].args, fs.Name())
+			fmt.Fprintf(stderr, "usage: runner %s %s (runner help %s: every flag)\n", fs.Name(), usageOf(fs.Name()).args, fs.Name())
 			return nil, exitInvalid, true
 		}
 		args = fs.Args()
