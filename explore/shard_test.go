@@ -221,6 +221,15 @@ func TestMergeRefusesWhatIsNotOneExploration(t *testing.T) {
 		}
 		return dir
 	}
+	// A shard whose workload did not hold without a fault numbered no
+	// point: the merge is that violation, as one run would be.
+	broke := edited(func(r *Record) {
+		r.Observed, r.Points, r.ID.Points = Verdict{Outcome: Violated, Broken: []string{"lost"}, Why: "lost: ev-1"}, nil, "sha256:none"
+		r.Findings = []recFinding{{Point: -1, Broken: []string{"lost"}, Why: "lost: ev-1"}}
+	})
+	if res, err := MergeDirs(context.Background(), []string{dirs[0], broke}, t.TempDir()); err != nil || res.Observed.Outcome != Violated || len(res.Findings) != 1 {
+		t.Errorf("a shard whose workload broke: %v, %+v", err, res)
+	}
 	for _, tc := range []struct {
 		dirs []string
 		want string
