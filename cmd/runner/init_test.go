@@ -127,6 +127,31 @@ func TestInitNodeNATS(t *testing.T) {
 		consumer: "DATABASE_URL=${consumer_db.url} NATS_URL=${broker.url} STREAM=${stream_name} DURABLE=${group} CONSUMER=${consumer} node " + d + "nats-consumer.js"})
 }
 
+// The Node team on RabbitMQ: the relay publishes to ${exchange} with
+// publisher confirms, the consumer reads ${queue}.
+func TestInitNodeRabbitMQ(t *testing.T) {
+	needNode(t, "amqplib", "pg")
+	t.Parallel()
+	d := "../../examples/node/"
+	runInit(t, initExample{dir: "node", broker: "rabbitmq", handWritten: "system-rabbitmq.yaml", bug: "ack-first",
+		extra:    []string{"--rabbitmq", testservers.URL(t, "rabbitmq")},
+		relay:    "DATABASE_URL=${producer_db.url} AMQP_URL=${broker.url} EXCHANGE=${exchange} node " + d + "amqp-relay.js",
+		consumer: "DATABASE_URL=${consumer_db.url} AMQP_URL=${broker.url} QUEUE=${queue} CONSUMER=${consumer} node " + d + "amqp-consumer.js"})
+}
+
+// The Node team on Kafka (the runner's kfake): the relay writes ${topic},
+// the consumer's group is ${group}; its classic mistake commits the offset
+// first.
+func TestInitNodeKafka(t *testing.T) {
+	needNode(t, "kafkajs", "pg")
+	t.Parallel()
+	d := "../../examples/node/"
+	runInit(t, initExample{dir: "node", broker: "kafka", handWritten: "system-kafka.yaml", bug: "commit-first",
+		extra:    []string{"--kafka", testservers.URL(t, "kafka")},
+		relay:    "DATABASE_URL=${producer_db.url} BROKERS=${broker.address} TOPIC=${topic} node " + d + "kafka-relay.js",
+		consumer: "DATABASE_URL=${consumer_db.url} BROKERS=${broker.address} TOPIC=${topic} GROUP=${group} CONSUMER=${consumer} node " + d + "kafka-consumer.js"})
+}
+
 // What init cannot infer is an error naming what to add, exit 2, nothing
 // written; a file it would write that is there is refused without --force.
 func TestInitSaysWhatIsMissing(t *testing.T) {
