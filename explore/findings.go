@@ -310,6 +310,7 @@ func variantOf(w *Workload, c []element, keep map[int]bool) Variant {
 			delete(v.Drop, el.event)
 		}
 	}
+	w.tie(v.Drop)
 	return v
 }
 
@@ -324,6 +325,13 @@ func (e *explorer) write(w *Workload, f *Finding) error {
 	}
 	name = strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(name+" "+strings.Join(f.Broken, " ")), "-"), "-")
 	f.File = filepath.Join(e.p.Out, name+".yaml")
+	if e.wrote == nil {
+		e.wrote = map[string]*Finding{}
+	}
+	for k := 2; e.wrote[f.File] != nil && e.wrote[f.File] != f; k++ { // two findings shrunk alike: each its own file
+		f.File = filepath.Join(e.p.Out, fmt.Sprintf("%s-%d.yaml", name, k))
+	}
+	e.wrote[f.File] = f
 	title := fmt.Sprintf("explore: %s breaks %s", faultList(w, f.Minimal.Faults), strings.Join(f.Broken, ", "))
 	comment := fmt.Sprintf("Found by runner explore on %s (workload: %s).\n%s\n%sIt fails until the bug is fixed: runner run %s\nFirst seen: %s",
 		w.System.File, w.Name, faultWords(w, f.Minimal.Faults), flakyLine(f), f.File, f.Why)

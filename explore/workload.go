@@ -39,6 +39,11 @@ type Workload struct {
 	// Starts are the indexes of its start steps, Events those of its
 	// produce steps (what shrinking may leave out).
 	Starts, Events []int
+	// resends maps a publish step that re-sends an event the workload
+	// produces to the step that produced it: without that step, the
+	// re-send is a copy of nothing, which every consumer applies as a
+	// phantom (tie).
+	resends map[int]int
 }
 
 // Service is the service a start step starts.
@@ -122,10 +127,46 @@ func (w *Workload) index() diag.Errors {
 			errs = append(errs, diag.Errorf(c.Pos, "%s: the workload injects no fault (%s); explore arms one per point", c.Def.Name, strings.Join(c.Faults(), ", ")))
 		}
 	}
+	w.indexResends()
 	if len(w.Starts) == 0 && len(errs) == 0 {
 		errs = append(errs, diag.Errorf(diag.NodePos(w.File, w.root), "the workload starts no service: nothing to explore (add start: steps)"))
 	}
 	return errs
+}
+
+// indexResends ties each publish of an event to the step that produced
+// it (produce, produce_overlapping), where the workload names both.
+func (w *Workload) indexResends() {
+	produced := map[string]int{}
+	w.resends = map[int]int{}
+	for i, c := range w.calls {
+		switch p := c.Params.(type) {
+		case *steps.ProduceParams:
+			produced[p.Event] = i
+		case *steps.OverlapParams:
+			produced[p.First], produced[p.Second] = i, i
+		case *steps.PublishParams:
+			if at, ok := produced[deref(p.Event)]; ok && p.Event != nil {
+				w.resends[i] = at
+			}
+		}
+	}
+}
+
+// tie leaves out, with drop, the re-sends of the events drop leaves out.
+func (w *Workload) tie(drop map[int]bool) {
+	for resend, produce := range w.resends {
+		if drop[produce] {
+			drop[resend] = true
+		}
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // Default is the built-in workload on sys: three events, two of them one
