@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxdrill/runner/internal/scenariotest"
 	"github.com/outboxdrill/runner/proxy/fault"
+	"github.com/outboxdrill/runner/scenario"
 )
 
 // runOf builds a first point's run: the consumer's crossings, each with
@@ -104,5 +106,28 @@ func TestPairsWithNothingToRecoverFromArePruned(t *testing.T) {
 	r.cmd(1, "", "XGROUP", "ok")
 	if run, _ = pairsOf(t, &Point{On: on("broker.request(XREADGROUP)"), Nth: 1, Do: "kill"}, r); len(run) == 0 {
 		t.Errorf("a kill after the process's XGROUP: no pair run")
+	}
+}
+
+// Shrinking a pair's schedule may leave its first fault out: its also:
+// alone is that fault from the process's start, its then: alone nothing
+// (a start step takes neither without fault:, and the variant did not
+// load: "a bug in explore").
+func TestAShrunkPairLoadsWithoutItsFirstFault(t *testing.T) {
+	w := defaultWorkload(t, t.TempDir())
+	c := w.Starts[len(w.Starts)-1]
+	also := Fault{Step: c, On: on("broker.reply(XACK)"), Nth: 2, Do: "kill", Where: "also"}
+	then := Fault{Step: c, On: on("broker.reply(XACK)"), Nth: 1, Do: "kill", Where: "then"}
+	for _, second := range []Fault{also, then} {
+		v := variantOf(w, []element{{fault: &second}}, nil)
+		if second.Where == "also" && (len(v.Faults) != 1 || v.Faults[0].Where != "" || v.Faults[0].Nth != 2) {
+			t.Errorf("also: alone became %v, want the step's fault, nth 2", v.Faults)
+		}
+		if second.Where == "then" && len(v.Faults) != 0 {
+			t.Errorf("then: alone became %v, want nothing", v.Faults)
+		}
+		if _, errs := scenario.Parse("v.yaml", w.Render(t.TempDir(), "v", "", v), scenariotest.Kinds()); len(errs) > 0 {
+			t.Errorf("%s alone does not load: %v", second.Where, errs)
+		}
 	}
 }

@@ -311,7 +311,28 @@ func variantOf(w *Workload, c []element, keep map[int]bool) Variant {
 		}
 	}
 	w.tie(v.Drop)
+	v.Faults = unpaired(v.Faults)
 	return v
+}
+
+// unpaired is fs with the second faults whose first shrinking left out
+// made whole: an also: alone is that fault from the process's start (it
+// counted from there), a then: alone is nothing (no first fault restarts
+// the process it waits for). A start step takes neither without fault:.
+func unpaired(fs []Fault) []Fault {
+	var out []Fault
+	for _, f := range fs {
+		first := slices.ContainsFunc(fs, func(g Fault) bool { return g.Where == "" && g.Step == f.Step })
+		switch {
+		case first || f.Where == "" || f.Where == "step":
+		case f.Where == "also":
+			f.Where = ""
+		default:
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 var unsafeName = regexp.MustCompile(`[^a-z0-9]+`)
