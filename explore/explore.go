@@ -107,7 +107,8 @@ type explorer struct {
 	session *runner.Session
 	mu      sync.Mutex
 	records map[*scenario.Scenario]*record
-	seq     int // names runs apart
+	seq     int                 // names runs apart
+	wrote   map[string]*Finding // the files written, each a finding's own
 }
 
 // record is what a run's services crossed.
@@ -294,7 +295,7 @@ func (e *explorer) systematic(ctx context.Context, res *Result, xs []fault.Cross
 	for i, p := range res.Points {
 		p.ID = i + 1
 	}
-	e.logf("depth 2: %d pair(s) to run, %d pruned (duplicates, idle polls, past the nth cap)", len(runnable(pairs)), pruned)
+	e.logf("depth 2: pairs: %s", pointCounts(append(pairs, pruned...)))
 	_, err = e.runPoints(ctx, res, runnable(pairs), start)
 	return err
 }
@@ -400,6 +401,8 @@ func pointCounts(ps []*Point) string {
 			k = "past the nth cap"
 		case strings.HasPrefix(k, "not selected"):
 			k = "not selected by --only"
+		case strings.HasPrefix(k, "a depth-1 point again"):
+			k = "depth-1 points again (the first fault struck before its process did anything)"
 		}
 		why[k]++
 	}

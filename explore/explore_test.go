@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/history"
 	"github.com/outboxdrill/runner/internal/scenariotest"
 	"github.com/outboxdrill/runner/proxy/fault"
@@ -38,7 +39,7 @@ func loadSystem(t *testing.T) *system.System {
 
 func defaultWorkload(t *testing.T, out string) *Workload {
 	t.Helper()
-	w, errs := Default(context.Background(), loadSystem(t), out)
+	w, errs := Default(context.Background(), loadSystem(t), out, broker.Default())
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}

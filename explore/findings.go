@@ -310,7 +310,29 @@ func variantOf(w *Workload, c []element, keep map[int]bool) Variant {
 			delete(v.Drop, el.event)
 		}
 	}
+	w.tie(v.Drop)
+	v.Faults = unpaired(v.Faults)
 	return v
+}
+
+// unpaired is fs with the second faults whose first shrinking left out
+// made whole: an also: alone is that fault from the process's start (it
+// counted from there), a then: alone is nothing (no first fault restarts
+// the process it waits for). A start step takes neither without fault:.
+func unpaired(fs []Fault) []Fault {
+	var out []Fault
+	for _, f := range fs {
+		first := slices.ContainsFunc(fs, func(g Fault) bool { return g.Where == "" && g.Step == f.Step })
+		switch {
+		case first || f.Where == "" || f.Where == "step":
+		case f.Where == "also":
+			f.Where = ""
+		default:
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 var unsafeName = regexp.MustCompile(`[^a-z0-9]+`)
@@ -324,6 +346,13 @@ func (e *explorer) write(w *Workload, f *Finding) error {
 	}
 	name = strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(name+" "+strings.Join(f.Broken, " ")), "-"), "-")
 	f.File = filepath.Join(e.p.Out, name+".yaml")
+	if e.wrote == nil {
+		e.wrote = map[string]*Finding{}
+	}
+	for k := 2; e.wrote[f.File] != nil && e.wrote[f.File] != f; k++ { // two findings shrunk alike: each its own file
+		f.File = filepath.Join(e.p.Out, fmt.Sprintf("%s-%d.yaml", name, k))
+	}
+	e.wrote[f.File] = f
 	title := fmt.Sprintf("explore: %s breaks %s", faultList(w, f.Minimal.Faults), strings.Join(f.Broken, ", "))
 	comment := fmt.Sprintf("Found by runner explore on %s (workload: %s).\n%s\n%sIt fails until the bug is fixed: runner run %s\nFirst seen: %s",
 		w.System.File, w.Name, faultWords(w, f.Minimal.Faults), flakyLine(f), f.File, f.Why)

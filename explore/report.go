@@ -261,6 +261,7 @@ func (r *Result) WriteJSON(w io.Writer) error {
 		Nth       int               `json:"nth"`
 		Do        string            `json:"do"`
 		Crossing  string            `json:"crossing"`
+		Second    string            `json:"second,omitempty"` // depth 2: "then: TRIGGER nth=N do=A" or "also: …"
 		Pruned    string            `json:"pruned,omitempty"`
 		Outcome   Outcome           `json:"outcome,omitempty"`
 		Broken    []string          `json:"broken,omitempty"`
@@ -290,7 +291,11 @@ func (r *Result) WriteJSON(w io.Writer) error {
 		Random   *RandomResult `json:"random,omitempty"`
 	}{System: r.Workload.System.File, Workload: r.Workload.Name, Observed: r.Observed.String(), Map: r.Map, Seconds: r.Took.Seconds(), Random: r.Random, Shard: r.Shard}
 	for _, p := range r.Points {
-		out.Points = append(out.Points, point{p.ID, p.Service, p.where(), p.Nth, p.Do, p.Crossing, p.Pruned, p.Outcome, p.Broken, safe.Text(p.Why), p.Unjudged, p.Took.Seconds()})
+		second := ""
+		if f := p.Second; f != nil {
+			second = fmt.Sprintf("%s: %s nth=%d do=%s", f.Where, f.On.On(), f.Nth, f.Do)
+		}
+		out.Points = append(out.Points, point{p.ID, p.Service, p.where(), p.Nth, p.Do, p.Crossing, second, p.Pruned, p.Outcome, p.Broken, safe.Text(p.Why), p.Unjudged, p.Took.Seconds()})
 	}
 	for _, f := range r.Findings {
 		var fs []string

@@ -39,6 +39,11 @@ type Workload struct {
 	// Starts are the indexes of its start steps, Events those of its
 	// produce steps (what shrinking may leave out).
 	Starts, Events []int
+	// resends maps a publish step that re-sends an event the workload
+	// produces to the step that produced it: without that step, the
+	// re-send is a copy of nothing, which every consumer applies as a
+	// phantom (tie).
+	resends map[int]int
 }
 
 // Service is the service a start step starts.
@@ -122,20 +127,57 @@ func (w *Workload) index() diag.Errors {
 			errs = append(errs, diag.Errorf(c.Pos, "%s: the workload injects no fault (%s); explore arms one per point", c.Def.Name, strings.Join(c.Faults(), ", ")))
 		}
 	}
+	w.indexResends()
 	if len(w.Starts) == 0 && len(errs) == 0 {
 		errs = append(errs, diag.Errorf(diag.NodePos(w.File, w.root), "the workload starts no service: nothing to explore (add start: steps)"))
 	}
 	return errs
 }
 
+// indexResends ties each publish of an event to the step that produced
+// it (produce, produce_overlapping), where the workload names both.
+func (w *Workload) indexResends() {
+	produced := map[string]int{}
+	w.resends = map[int]int{}
+	for i, c := range w.calls {
+		switch p := c.Params.(type) {
+		case *steps.ProduceParams:
+			produced[p.Event] = i
+		case *steps.OverlapParams:
+			produced[p.First], produced[p.Second] = i, i
+		case *steps.PublishParams:
+			if at, ok := produced[deref(p.Event)]; ok && p.Event != nil {
+				w.resends[i] = at
+			}
+		}
+	}
+}
+
+// tie leaves out, with drop, the re-sends of the events drop leaves out.
+func (w *Workload) tie(drop map[int]bool) {
+	for resend, produce := range w.resends {
+		if drop[produce] {
+			drop[resend] = true
+		}
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
 // Default is the built-in workload on sys: three events, two of them one
 // aggregate's sequence; every service that uses the producer's database
 // started first and the outbox drained; then the others; then the classic
-// windows a relay and a consumer meet in production (builtinWindows).
-func Default(ctx context.Context, sys *system.System, out string) (*Workload, diag.Errors) {
+// windows a relay and a consumer meet in production (builtinWindows), on
+// broker brokerName (the re-sends' wait: caughtUp).
+func Default(ctx context.Context, sys *system.System, out, brokerName string) (*Workload, diag.Errors) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "name: \"explore: the built-in workload on %s\"\n", filepath.Base(sys.File))
-	b.WriteString("description: three events (two of them one aggregate's sequence), the producer-side services started and the outbox drained, then the consumer-side services; then two events committed in the reverse order of their ids, a re-send of one event with the same payload and one with another payload\n")
+	b.WriteString("description: three events (two of them one aggregate's sequence), the producer-side services started and the outbox drained, then the consumer-side services; then two events committed in the reverse order of their ids and, once the consumers caught up, a re-send of one event with the same payload and one with another payload\n")
 	fmt.Fprintf(&b, "system: %q\nsteps:\n", relSystem(out, sys.File))
 	b.WriteString("  - produce: {event: ev-1, amount: 100}\n  - produce: {event: ev-2, amount: 250, aggregate: acct-1}\n  - produce: {event: ev-3, amount: 40, aggregate: acct-1}\n")
 	first, then := sides(sys)
@@ -149,6 +191,8 @@ func Default(ctx context.Context, sys *system.System, out string) (*Workload, di
 		fmt.Fprintf(&b, "  - start: %s\n", n)
 	}
 	b.WriteString(builtinWindows)
+	b.WriteString(caughtUp(sys, brokerName))
+	b.WriteString(builtinResends)
 	// Written out, so that what the report says of it ("started at
 	// workload.builtin:8:5") points into a file the user can read. Not a
 	// .yaml: `runner run DIR` on the findings leaves it alone.
@@ -162,15 +206,36 @@ func Default(ctx context.Context, sys *system.System, out string) (*Workload, di
 // builtinWindows run once every service is up. Overlapping producer
 // transactions commit ev-4 (the lower id) after ev-5 was published: a
 // relay that keeps a cursor past the last id it published never publishes
-// ev-4 (watermill#311). A relay's retry re-sends ev-1 as it was, a forged
-// copy re-sends ev-2 with another amount: a correct consumer applies
-// neither (it may leave the copy pending or refuse it; the history checker
-// reports the identity conflict, it is no violation).
+// ev-4 (watermill#311).
 const builtinWindows = `  - produce_overlapping: {first: ev-4, second: ev-5, amount: 70}
   - expect: {outbox.unpublished: 0, within: 10s}
-  - publish: {event: ev-1}
+`
+
+// builtinResends: a relay's retry re-sends ev-1 as it was, a forged copy
+// re-sends ev-2 with another amount: a correct consumer applies neither
+// (it may leave the copy pending or refuse it; the history checker
+// reports the identity conflict, it is no violation).
+const builtinResends = `  - publish: {event: ev-1}
   - publish: {event: ev-2, amount: 999}
 `
+
+// caughtUp is the wait before the re-sends: they are re-sends only once
+// the genuine events went through. A consumer a fault killed gets its
+// pending ev-2 back only after its claim's idle time or its AckWait, and
+// the forged copy, delivered first, was applied by the correct consumer
+// too (phantom, on every build). The wait is for the group to have
+// nothing left to hand out or take back (stream.lag: a consumer that
+// acked an event it lost does not hold it up), where the broker counts
+// it (Redis, NATS). None elsewhere: RabbitMQ requeues a dead consumer's
+// messages in their place and a Kafka group resumes from its committed
+// offset, ahead of a later publish. A system that maps no inbox has no
+// consumer to wait for.
+func caughtUp(sys *system.System, brokerName string) string {
+	if sys.Inbox.Table == "" || broker.WhyNot(brokerName, broker.GroupLag) != "" {
+		return ""
+	}
+	return "  - expect: {stream.lag: 0, within: 30s}\n"
+}
 
 // sides splits the services: the producer-side ones (their env or argv
 // names ${producer_db.url}) first, the rest after, each sorted.

@@ -223,7 +223,7 @@ func loadWorkload(ctx context.Context, f *exploreFlags, paths []string, stderr i
 	var w *explore.Workload
 	var errs diag.Errors
 	if len(paths) == 0 {
-		w, errs = explore.Default(ctx, sys, f.p.Out)
+		w, errs = explore.Default(ctx, sys, f.p.Out, f.p.Runner.Brokers[0])
 	} else {
 		w, errs = explore.LoadWorkload(ctx, paths[0], sys)
 	}
