@@ -166,12 +166,13 @@ func metricChecks() (cs []*Check) {
 	metric("inbox_conflicts", "identity conflicts consume and claim reported in this scenario", kindCountMetric, func(_ context.Context, env *Env) (any, error) {
 		return env.conflicts, nil
 	})
-	metric("projection_lag", "committed events the most-behind consumer id has not applied yet (its inbox lacks them); 0 when every projection is caught up. Consumer ids are those the scenario's consume and claim steps name, and any with an inbox row", kindCountMetric, func(ctx context.Context, env *Env) (any, error) {
-		lag, _, err := projectionLag(ctx, env)
+	metric("projection_lag", "committed events the most-behind consumer id has not applied yet (its inbox lacks them; with a system file, its outbox and inbox as the file maps them); 0 when every projection is caught up. Consumer ids are those the scenario's consume and claim steps name, and any with an inbox row", kindCountMetric, func(ctx context.Context, env *Env) (any, error) {
+		// A team's system's outbox and inbox, where its file maps them.
+		lag, _, err := projectionLag(ctx, env, env.Mapping())
 		return lag, err
 	})
 	metric("projection_watermark_age", "the projection's staleness: age of the oldest committed event some consumer id has not applied (0 when caught up), on the producer PostgreSQL's clock: now() minus its outbox row's created_at. Consumer ids as for projection_lag", KindDurationMetric, func(ctx context.Context, env *Env) (any, error) {
-		_, age, err := projectionLag(ctx, env)
+		_, age, err := projectionLag(ctx, env, state.Reference) // created_at: the reference outbox's
 		return age, err
 	})
 	metric("dlq", "entries in the dead-letter stream", kindCountMetric, func(ctx context.Context, env *Env) (any, error) {
@@ -185,13 +186,14 @@ func metricChecks() (cs []*Check) {
 // id's inbox (two databases: no join). Consumer ids are those the scenario
 // names (env.Consumers) and those with an inbox row; with neither, the
 // default one. A named id with no row yet is the most behind of all, which
-// counting only ids with rows would hide.
-func projectionLag(ctx context.Context, env *Env) (int64, time.Duration, error) {
-	outbox, err := state.Outbox(ctx, env.Producer)
+// counting only ids with rows would hide. m says where the outbox and the
+// inbox are (a team's outbox gives no age: it has no created_at).
+func projectionLag(ctx context.Context, env *Env, m state.Map) (int64, time.Duration, error) {
+	outbox, err := state.OutboxOf(ctx, env.Producer, m)
 	if err != nil {
 		return 0, 0, err
 	}
-	applied, err := state.Inboxes(ctx, env.Consumer)
+	applied, err := state.InboxesOf(ctx, env.Consumer, m)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -85,16 +85,17 @@ func exploreFigure(t *testing.T, r figureRow, env []string) figure {
 	began := time.Now()
 	f := figure{row: r}
 	sys := mustAbs(t, filepath.Join("../../examples", r.system))
-	explore := func(bug string) []string {
+	explore := func(bug string) ([]string, string) {
 		out := t.TempDir()
 		code, stdout, stderr := cliEnv(t, append(env, "BUG="+bug), "explore", "--system", sys, "--broker", r.broker, "--out", out,
 			"--only", r.only, "--actions", r.actions, "--confirm", "1", "--parallel", "2", "--budget", "5m")
 		if code != exitOK && code != exitFailed {
 			t.Errorf("explore BUG=%s: exit %d\n%s\n%s", bug, code, stdout, stderr)
 		}
-		return yamlFiles(t, out)
+		return yamlFiles(t, out), stdout
 	}
-	for _, file := range explore(r.bug) {
+	files, _ := explore(r.bug)
+	for _, file := range files {
 		f.written++
 		failsBuggy, why := runsAs(t, env, r.bug, file, exitFailed)
 		passesCorrect, whyNot := runsAs(t, env, "", file, exitOK)
@@ -105,9 +106,9 @@ func exploreFigure(t *testing.T, r figureRow, env []string) figure {
 		f.notes = append(f.notes, filepath.Base(file)+": "+why+whyNot)
 		t.Errorf("%s is not a CI test as written: %s%s", file, why, whyNot)
 	}
-	f.wrong = len(explore(""))
-	if f.wrong > 0 {
-		t.Errorf("explore wrote %d file(s) on the correct build", f.wrong)
+	wrong, stdout := explore("")
+	if f.wrong = len(wrong); f.wrong > 0 {
+		t.Errorf("explore wrote %d file(s) on the correct build:\n%s", f.wrong, stdout)
 	}
 	f.took = time.Since(began).Round(time.Second)
 	return f
