@@ -27,7 +27,7 @@ steps:
 	out := t.TempDir()
 	buggy, correct := []string{"BUG=commit-first"}, []string{"BUG="}
 	code, stdout, stderr := cliEnv(t, buggy, "explore", wl, "--broker", "kafka", "--out", out, "--actions", "error",
-		"--only", `^consumer consumer_db\.commit\(table=inbox\) nth=1 `, "--confirm", "1", "--settle", "15s")
+		"--only", `^consumer consumer_db\.commit\(table=inbox\) nth=1 `, "--confirm", "1", "--settle", "6s")
 	if code != exitFailed || !strings.Contains(stdout, "lost") {
 		t.Fatalf("explore on the commit-first consumer: exit %d, want 1 naming lost\n%s\n%s", code, stdout, stderr)
 	}
@@ -39,7 +39,7 @@ steps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"broker: kafka", "settle: 15s", "# It fails until the bug is fixed: runner run "} {
+	for _, want := range []string{"broker: kafka", "settle: 6s", "# It fails until the bug is fixed: runner run "} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("the file lacks %q:\n%s", want, body)
 		}
