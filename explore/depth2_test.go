@@ -1,6 +1,7 @@
 package explore
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -126,7 +127,10 @@ func TestAShrunkPairLoadsWithoutItsFirstFault(t *testing.T) {
 		if second.Where == "then" && len(v.Faults) != 0 {
 			t.Errorf("then: alone became %v, want nothing", v.Faults)
 		}
-		if _, errs := scenario.Parse("v.yaml", w.Render(t.TempDir(), "v", "", v), scenariotest.Kinds()); len(errs) > 0 {
+		// The file is parsed where it was rendered: its system: path is
+		// relative to that directory, not to the test's.
+		dir := t.TempDir()
+		if _, errs := scenario.Parse(filepath.Join(dir, "v.yaml"), w.Render(dir, "v", "", v), scenariotest.Kinds()); len(errs) > 0 {
 			t.Errorf("%s alone does not load: %v", second.Where, errs)
 		}
 	}
