@@ -69,10 +69,27 @@ func (r *Result) Summary(w io.Writer) {
 		r.listOutcome(w, NotRun, "not explored")
 	}
 	if len(r.Findings) == 0 {
+		if n := r.unwritten(); n > 0 {
+			// An interrupted run violated before it shrank: never "no violation".
+			fmt.Fprintf(w, "%d point(s) violated an invariant, but the run ended before they were shrunk and written as scenarios: the JSON report lists them\n", n)
+			return
+		}
 		fmt.Fprintf(w, "no violation at the points that ran; %s\n", unbalancedNote)
 		return
 	}
 	r.findingLines(w)
+}
+
+// unwritten counts the runs that violated an invariant (the points, or the
+// random schedule) when no finding was written of them.
+func (r *Result) unwritten() int {
+	if r.Random != nil {
+		if r.Random.Verdict.Outcome == Violated {
+			return 1
+		}
+		return 0
+	}
+	return r.Counts()[Violated]
 }
 
 // findingLines lists the findings with their written files.
