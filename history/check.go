@@ -68,6 +68,7 @@ func Check(ops []Op, st State, consumers []string, models map[string][]string) [
 		vs = append(vs, ackedWithoutEffect(c, mine, cs, st.DeadLetters)...)
 		vs = append(vs, lost(c, ops, cs, st)...)
 		vs = append(vs, stranded(c, mine, cs, st)...)
+		vs = append(vs, orderVerdicts(c, cs, st, ops)...)
 	}
 	if st.Team != nil {
 		vs = append(vs, stuckConsumers(ops, st, consumers, vs)...)

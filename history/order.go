@@ -1,0 +1,213 @@
+package history
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/outboxdrill/runner/state"
+)
+
+// Per-aggregate order is judged from the final state alone, the same on
+// every broker: the consumer's inbox rows in its apply order (the column
+// inbox.applied_order names), each traced to its committed event, whose
+// payload gives the aggregate and the version (event.aggregate,
+// event.version). What the broker did in between does not enter: a
+// consumer that parks an early arrival and applies it later, in order,
+// leaves an inbox in order; one that dead-letters it leaves no row for it.
+
+// loadOrder reads the inbox in apply order where m says how, or says why
+// per-aggregate order cannot be judged on this run.
+func (st *State) loadOrder(ctx context.Context, db state.DB, m state.Map) error {
+	if len(m.AggregatePath) == 0 || len(m.VersionPath) == 0 {
+		why := "the system file maps no event.aggregate and event.version (the paths in the payload to the aggregate key and its version; by default the event.payload fields that are exactly \"${aggregate}\" and \"${version}\"), so no event has an aggregate to be ordered in"
+		st.Inapplicable[OutOfOrder], st.Inapplicable[Gap] = why, why
+		return nil
+	}
+	st.OrderOf = m.OrderOf
+	if m.AppliedOrder == "" {
+		st.Inapplicable[OutOfOrder] = "the system file maps no inbox.applied_order (a column of the inbox whose order is the consumer's apply order: a serial, bigserial or identity, or a clock_timestamp() default), so the order the consumer applied its events in cannot be read; the consumer database proxy sees which tables a commit wrote, not which inbox rows, so it cannot tell it either"
+		return nil
+	}
+	rows, err := state.AppliedRowsOf(ctx, db, m)
+	if err != nil {
+		return err
+	}
+	st.Applied = map[string][]state.AppliedRow{}
+	for _, r := range rows {
+		st.Applied[r.Consumer] = append(st.Applied[r.Consumer], r)
+	}
+	return nil
+}
+
+// versioned is one applied event of an aggregate, as the witness names it.
+type versioned struct {
+	event   string
+	version int64
+	rank    int64
+}
+
+func (v versioned) String() string { return fmt.Sprintf("version %d (%s)", v.version, v.event) }
+
+func joinVersions(vs []versioned) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = v.String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+// orderVerdicts judges out_of_order and gap for consumer c, once cs.Inbox
+// names the events c applied.
+func orderVerdicts(c string, cs *Consumer, st State, ops []Op) []Violation {
+	if st.OrderOf == nil {
+		if _, said := st.Inapplicable[Gap]; !said {
+			why := "the aggregate and the version of an event were not read"
+			st.Inapplicable[OutOfOrder], st.Inapplicable[Gap] = why, why
+		}
+		return nil
+	}
+	if purged := slices.ContainsFunc(ops, func(op Op) bool { return op.Kind == Purge && op.Consumer == c }); purged {
+		why := fmt.Sprintf("the inbox of %s was purged: its final rows no longer say every event it applied", c)
+		st.NotJudged[fmt.Sprintf("%s (consumer %s)", OutOfOrder, c)], st.NotJudged[fmt.Sprintf("%s (consumer %s)", Gap, c)] = why, why
+		return nil
+	}
+	var vs []Violation
+	if st.Applied != nil {
+		vs = append(vs, outOfOrder(c, st, ops)...)
+	} else if _, said := st.Inapplicable[OutOfOrder]; !said {
+		st.Inapplicable[OutOfOrder] = "the consumer's apply order was not read"
+	}
+	return append(vs, gaps(c, cs, st, ops)...)
+}
+
+// appliedByAggregate groups c's inbox rows, in apply order, by the
+// aggregate of the committed event each records (first row per event).
+func appliedByAggregate(c string, st State) (map[string][]versioned, []string) {
+	by := map[string][]versioned{}
+	var aggs []string
+	seen := map[string]bool{}
+	for _, row := range st.Applied[c] {
+		ev := row.Key
+		if st.Team != nil {
+			ev = st.Team.resolve(st, state.InboxRow{Consumer: row.Consumer, Key: row.Key, Payload: row.Payload}).event
+		}
+		payload, committed := st.Outbox[ev]
+		if !committed || seen[ev] {
+			continue // phantom or double_applied say it
+		}
+		seen[ev] = true
+		agg, version, ok := st.OrderOf(payload)
+		if !ok {
+			continue
+		}
+		if len(by[agg]) == 0 {
+			aggs = append(aggs, agg)
+		}
+		by[agg] = append(by[agg], versioned{ev, version, row.Rank})
+	}
+	slices.Sort(aggs)
+	return by, aggs
+}
+
+// outOfOrder: per aggregate, a version applied after a later one. Rows
+// whose apply order ties cannot be ordered: that aggregate is not judged.
+func outOfOrder(c string, st State, ops []Op) []Violation {
+	by, aggs := appliedByAggregate(c, st)
+	var vs []Violation
+	for _, agg := range aggs {
+		applied := by[agg]
+		var inversions []string
+		events := map[string]bool{}
+		tied := ""
+		for i, v := range applied {
+			events[v.event] = true
+			if i > 0 && applied[i-1].rank == v.rank {
+				tied = fmt.Sprintf("%s and %s hold the same inbox.applied_order value", applied[i-1], v)
+			}
+			for _, before := range applied[:i] {
+				if before.version > v.version && before.rank < v.rank {
+					inversions = append(inversions, fmt.Sprintf("%s before %s", before, v))
+				}
+			}
+		}
+		if tied != "" {
+			st.NotJudged[fmt.Sprintf("%s (aggregate %s of %s)", OutOfOrder, agg, c)] = tied + ": their apply order cannot be told (a serial column, or a clock_timestamp() default, tells it; now() is the transaction's start, the same for every row it writes)"
+			continue
+		}
+		if len(inversions) == 0 {
+			continue
+		}
+		shown := strings.Join(inversions[:min(len(inversions), 3)], "; ")
+		if len(inversions) > 3 {
+			shown += fmt.Sprintf("; … (%d pairs in all)", len(inversions))
+		}
+		vs = append(vs, Violation{OutOfOrder, c, applied[len(applied)-1].event, fmt.Sprintf("aggregate %s: applied in the order %s: %s",
+			agg, joinVersions(applied), shown), ofEvents(relevant(ops, c), events)})
+	}
+	return vs
+}
+
+// gaps: per aggregate, the versions c applied while an earlier version
+// the producer committed is not applied at the end (dead-lettered or
+// not): one violation per aggregate, naming both.
+func gaps(c string, cs *Consumer, st State, ops []Op) []Violation {
+	committed := map[string][]versioned{}
+	for ev, payload := range st.Outbox {
+		if agg, version, ok := st.OrderOf(payload); ok {
+			committed[agg] = append(committed[agg], versioned{event: ev, version: version})
+		}
+	}
+	var vs []Violation
+	for _, agg := range sortedKeys(committed) {
+		evs := committed[agg]
+		slices.SortFunc(evs, func(a, b versioned) int { return cmp.Or(cmp.Compare(a.version, b.version), strings.Compare(a.event, b.event)) })
+		var missing, over []versioned
+		for _, v := range evs {
+			_, applied := cs.Inbox[v.event]
+			switch {
+			case !applied:
+				missing = append(missing, v)
+			case len(missing) > 0:
+				over = append(over, v) // applied, over a version missing below it
+			}
+		}
+		if len(over) == 0 {
+			continue
+		}
+		events := map[string]bool{}
+		var never []string
+		for _, m := range missing {
+			if m.version < over[len(over)-1].version {
+				events[m.event] = true
+				never = append(never, m.String()+deadLettered(st, m.event))
+			}
+		}
+		for _, v := range over {
+			events[v.event] = true
+		}
+		vs = append(vs, Violation{Gap, c, over[0].event, fmt.Sprintf("aggregate %s: %s applied, but %s, committed before, never was",
+			agg, joinVersions(over), strings.Join(never, ", ")), ofEvents(relevant(ops, c), events)})
+	}
+	return vs
+}
+
+func deadLettered(st State, ev string) string {
+	if st.DeadLetters[ev] {
+		return " (dead-lettered)"
+	}
+	return ""
+}
+
+// ofEvents keeps the ops about the given events, in order.
+func ofEvents(ops []Op, events map[string]bool) []Op {
+	var out []Op
+	for _, op := range ops {
+		if events[op.EventID] {
+			out = append(out, op)
+		}
+	}
+	return out
+}
