@@ -66,9 +66,14 @@ func TestForeignServicesVerdicts(t *testing.T) {
 	payments := "PAYMENTS_BIN=" + paymentsService(t)
 	const (
 		goSys = "../../examples/go-payments/system.yaml"
-		goSc  = "../../examples/go-payments/scenarios/"
-		pySys = "../../examples/python/system.yaml"
-		pySc  = "../../examples/python/scenarios/"
+		// system.yaml plus the order's mapping, which the scenarios about
+		// order name (system:); their own directory, so that scenarios/
+		// passes with --system system.yaml.
+		goOrd   = "../../examples/go-payments/system-ordered.yaml"
+		goOrdSc = "../../examples/go-payments/order-scenarios/"
+		goSc    = "../../examples/go-payments/scenarios/"
+		pySys   = "../../examples/python/system.yaml"
+		pySc    = "../../examples/python/scenarios/"
 	)
 	rows := []struct {
 		system, scenario, bug string
@@ -98,8 +103,8 @@ func TestForeignServicesVerdicts(t *testing.T) {
 		// batch applied last entry first, and a version never applied
 		// under one applied (the correct twin declares its out_of_order:
 		// it applies a retried version after the next).
-		{goSys, goSc + "versions-applied-in-order.yaml", "out-of-order", []string{"out_of_order"}},
-		{goSys, goSc + "version-2-commit-fails.yaml", "no-retry", []string{"gap", "stranded"}},
+		{goOrd, goOrdSc + "versions-applied-in-order.yaml", "out-of-order", []string{"out_of_order"}},
+		{goOrd, goOrdSc + "version-2-commit-fails.yaml", "no-retry", []string{"gap", "stranded"}},
 		{pySys, pySc + "commit-fails.yaml", "no-retry", []string{"stranded"}},
 		{pySys, pySc + "commit-fails.yaml", "ack-first", []string{"lost", "acked_without_effect"}},
 		// Progress: a consumer that stops making it fails, whatever the
