@@ -163,7 +163,9 @@ func gaps(c string, cs *Consumer, st State, ops []Op) []Violation {
 	var vs []Violation
 	for _, agg := range sortedKeys(committed) {
 		evs := committed[agg]
-		slices.SortFunc(evs, func(a, b versioned) int { return cmp.Or(cmp.Compare(a.version, b.version), strings.Compare(a.event, b.event)) })
+		slices.SortFunc(evs, func(a, b versioned) int {
+			return cmp.Or(cmp.Compare(a.version, b.version), strings.Compare(a.event, b.event))
+		})
 		var missing, over []versioned
 		for _, v := range evs {
 			_, applied := cs.Inbox[v.event]
