@@ -112,8 +112,10 @@ func appliedByAggregate(c string, st State) (map[string][]versioned, []string) {
 	return by, aggs
 }
 
-// outOfOrder: per aggregate, a version applied after a later one. Rows
-// whose apply order ties cannot be ordered: that aggregate is not judged.
+// outOfOrder: per aggregate, a version applied after a later one (each
+// named against the highest version applied before it: one pass). Rows
+// whose apply order ties cannot be ordered: an aggregate with no
+// inversion but a tie is not judged.
 func outOfOrder(c string, st State, ops []Op) []Violation {
 	by, aggs := appliedByAggregate(c, st)
 	var vs []Violation
@@ -121,28 +123,28 @@ func outOfOrder(c string, st State, ops []Op) []Violation {
 		applied := by[agg]
 		var inversions []string
 		events := map[string]bool{}
-		tied := ""
+		tied, highest := "", applied[0]
 		for i, v := range applied {
 			events[v.event] = true
-			if i > 0 && applied[i-1].rank == v.rank {
+			switch {
+			case i > 0 && applied[i-1].rank == v.rank:
 				tied = fmt.Sprintf("%s and %s hold the same inbox.applied_order value", applied[i-1], v)
+			case highest.version > v.version:
+				inversions = append(inversions, fmt.Sprintf("%s before %s", highest, v))
 			}
-			for _, before := range applied[:i] {
-				if before.version > v.version && before.rank < v.rank {
-					inversions = append(inversions, fmt.Sprintf("%s before %s", before, v))
-				}
+			if v.version > highest.version {
+				highest = v
 			}
-		}
-		if tied != "" {
-			st.NotJudged[fmt.Sprintf("%s (aggregate %s of %s)", OutOfOrder, agg, c)] = tied + ": their apply order cannot be told (a serial column, or a clock_timestamp() default, tells it; now() is the transaction's start, the same for every row it writes)"
-			continue
 		}
 		if len(inversions) == 0 {
+			if tied != "" {
+				st.NotJudged[fmt.Sprintf("%s (aggregate %s of %s)", OutOfOrder, agg, c)] = tied + ": their apply order cannot be told (a serial column, or a clock_timestamp() default, tells it; now() is the transaction's start, the same for every row it writes)"
+			}
 			continue
 		}
 		shown := strings.Join(inversions[:min(len(inversions), 3)], "; ")
 		if len(inversions) > 3 {
-			shown += fmt.Sprintf("; … (%d pairs in all)", len(inversions))
+			shown += fmt.Sprintf("; … (%d versions applied after a later one)", len(inversions))
 		}
 		vs = append(vs, Violation{OutOfOrder, c, applied[len(applied)-1].event, fmt.Sprintf("aggregate %s: applied in the order %s: %s",
 			agg, joinVersions(applied), shown), ofEvents(relevant(ops, c), events)})

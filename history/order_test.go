@@ -73,7 +73,7 @@ func TestOrderViolations(t *testing.T) {
 		want    []string
 	}{
 		{"a later version applied before an earlier one", 3, []int{3, 2, 1}, nil,
-			[]string{"out_of_order: consumer c, event e1: aggregate acct-1: applied in the order version 3 (e3), version 2 (e2), version 1 (e1): version 3 (e3) before version 2 (e2); version 3 (e3) before version 1 (e1); version 2 (e2) before version 1 (e1)"}},
+			[]string{"out_of_order: consumer c, event e1: aggregate acct-1: applied in the order version 3 (e3), version 2 (e2), version 1 (e1): version 3 (e3) before version 2 (e2); version 3 (e3) before version 1 (e1)"}},
 		{"a version applied while an earlier one never was", 3, []int{1, 3}, nil,
 			[]string{"gap: consumer c, event e3: aggregate acct-1: version 3 (e3) applied, but version 2 (e2), committed before, never was"}},
 		{"a dead-lettered version counts as never applied", 3, []int{1, 3}, func(st *State) { st.DeadLetters["e2"] = true },
@@ -129,6 +129,12 @@ func TestOrderNotJudged(t *testing.T) {
 	}
 	if why := st.NotJudged["out_of_order (aggregate acct-1 of c)"]; !strings.Contains(why, "hold the same inbox.applied_order value") {
 		t.Errorf("tied rows: not judged %v", st.NotJudged)
+	}
+	// A tie does not hide an inversion between rows that do not tie.
+	ops, st = ordered(3, 3, 2, 1)
+	st.Applied["c"][1].Rank, st.Applied["c"][2].Rank = 1, 2
+	if vs := orderViolations(ops, st); len(vs) != 1 || !strings.Contains(vs[0], "version 3 (e3) before version 1 (e1)") || strings.Contains(vs[0], "before version 2") {
+		t.Errorf("3 and 2 tied, then 1: %q", vs)
 	}
 	ops, st = ordered(3, 1, 3)
 	ops = append(ops, Op{Step: "purge", Kind: Purge, Consumer: "c"})
