@@ -59,9 +59,31 @@ func joinVersions(vs []versioned) string {
 	return strings.Join(parts, ", ")
 }
 
+// versionOf is an event's place in its aggregate, from its committed
+// payload.
+type versionOf struct {
+	aggregate string
+	version   int64
+}
+
+// outboxOrder reads the aggregate and the version of every committed event
+// that has them, once for all consumers.
+func outboxOrder(st State) map[string]versionOf {
+	if st.OrderOf == nil {
+		return nil
+	}
+	out := map[string]versionOf{}
+	for ev, payload := range st.Outbox {
+		if agg, version, ok := st.OrderOf(payload); ok {
+			out[ev] = versionOf{agg, version}
+		}
+	}
+	return out
+}
+
 // orderVerdicts judges out_of_order and gap for consumer c, once cs.Inbox
-// names the events c applied.
-func orderVerdicts(c string, cs *Consumer, st State, ops []Op) []Violation {
+// names the events c applied; ord is outboxOrder's.
+func orderVerdicts(c string, cs *Consumer, st State, ops []Op, ord map[string]versionOf) []Violation {
 	if st.OrderOf == nil {
 		if _, said := st.Inapplicable[Gap]; !said {
 			why := "the aggregate and the version of an event were not read"
@@ -76,16 +98,16 @@ func orderVerdicts(c string, cs *Consumer, st State, ops []Op) []Violation {
 	}
 	var vs []Violation
 	if st.Applied != nil {
-		vs = append(vs, outOfOrder(c, st, ops)...)
+		vs = append(vs, outOfOrder(c, st, ops, ord)...)
 	} else if _, said := st.Inapplicable[OutOfOrder]; !said {
 		st.Inapplicable[OutOfOrder] = "the consumer's apply order was not read"
 	}
-	return append(vs, gaps(c, cs, st, ops)...)
+	return append(vs, gaps(c, cs, st, ops, ord)...)
 }
 
 // appliedByAggregate groups c's inbox rows, in apply order, by the
 // aggregate of the committed event each records (first row per event).
-func appliedByAggregate(c string, st State) (map[string][]versioned, []string) {
+func appliedByAggregate(c string, st State, ord map[string]versionOf) (map[string][]versioned, []string) {
 	by := map[string][]versioned{}
 	var aggs []string
 	seen := map[string]bool{}
@@ -94,19 +116,15 @@ func appliedByAggregate(c string, st State) (map[string][]versioned, []string) {
 		if st.Team != nil {
 			ev = st.Team.resolve(st, state.InboxRow{Consumer: row.Consumer, Key: row.Key, Payload: row.Payload}).event
 		}
-		payload, committed := st.Outbox[ev]
-		if !committed || seen[ev] {
-			continue // phantom or double_applied say it
+		o, ordered := ord[ev] // not committed: phantom says it
+		if !ordered || seen[ev] {
+			continue // a second row: double_applied says it
 		}
 		seen[ev] = true
-		agg, version, ok := st.OrderOf(payload)
-		if !ok {
-			continue
+		if len(by[o.aggregate]) == 0 {
+			aggs = append(aggs, o.aggregate)
 		}
-		if len(by[agg]) == 0 {
-			aggs = append(aggs, agg)
-		}
-		by[agg] = append(by[agg], versioned{ev, version, row.Rank})
+		by[o.aggregate] = append(by[o.aggregate], versioned{ev, o.version, row.Rank})
 	}
 	slices.Sort(aggs)
 	return by, aggs
@@ -116,8 +134,8 @@ func appliedByAggregate(c string, st State) (map[string][]versioned, []string) {
 // named against the highest version applied before it: one pass). Rows
 // whose apply order ties cannot be ordered: an aggregate with no
 // inversion but a tie is not judged.
-func outOfOrder(c string, st State, ops []Op) []Violation {
-	by, aggs := appliedByAggregate(c, st)
+func outOfOrder(c string, st State, ops []Op, ord map[string]versionOf) []Violation {
+	by, aggs := appliedByAggregate(c, st, ord)
 	var vs []Violation
 	for _, agg := range aggs {
 		applied := by[agg]
@@ -155,12 +173,10 @@ func outOfOrder(c string, st State, ops []Op) []Violation {
 // gaps: per aggregate, the versions c applied while an earlier version
 // the producer committed is not applied at the end (dead-lettered or
 // not): one violation per aggregate, naming both.
-func gaps(c string, cs *Consumer, st State, ops []Op) []Violation {
+func gaps(c string, cs *Consumer, st State, ops []Op, ord map[string]versionOf) []Violation {
 	committed := map[string][]versioned{}
-	for ev, payload := range st.Outbox {
-		if agg, version, ok := st.OrderOf(payload); ok {
-			committed[agg] = append(committed[agg], versioned{event: ev, version: version})
-		}
+	for ev, o := range ord {
+		committed[o.aggregate] = append(committed[o.aggregate], versioned{event: ev, version: o.version})
 	}
 	var vs []Violation
 	for _, agg := range sortedKeys(committed) {

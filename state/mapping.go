@@ -105,7 +105,7 @@ func (m Map) EventIDOf(payload string) (string, bool) {
 // is not mapped or the payload carries none (an event outside any
 // aggregate), or the version is no whole number.
 func (m Map) OrderOf(payload string) (aggregate string, version int64, ok bool) {
-	if len(m.AggregatePath) == 0 || len(m.VersionPath) == 0 {
+	if len(m.AggregatePath) == 0 || len(m.VersionPath) == 0 || !mayHave(payload, m.AggregatePath) {
 		return "", 0, false
 	}
 	dec := json.NewDecoder(strings.NewReader(payload))
@@ -121,6 +121,19 @@ func (m Map) OrderOf(payload string) (aggregate string, version int64, ok bool) 
 	}
 	version, err := strconv.ParseInt(v, 10, 64)
 	return a, version, err == nil
+}
+
+// mayHave is false when payload cannot hold path: its last key (not an
+// array index) is nowhere in it, as a JSON string. Most events belong to
+// no aggregate: this spares decoding each of them (payloads are read from
+// jsonb, which never escapes a plain key).
+func mayHave(payload string, path []string) bool {
+	last := path[len(path)-1]
+	if _, err := strconv.Atoi(last); err == nil {
+		return true
+	}
+	key, _ := json.Marshal(last)
+	return strings.Contains(payload, string(key))
 }
 
 // scalarAt is the string or number at path in a decoded JSON document, as

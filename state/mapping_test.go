@@ -150,3 +150,31 @@ func TestAppliedRowsInApplyOrder(t *testing.T) {
 		t.Error("OrderOf with no paths mapped: ok")
 	}
 }
+
+// OrderOf finds the aggregate and the version where the paths say, an
+// array index too; an event outside any aggregate, or a version that is
+// no whole number, has none.
+func TestOrderOf(t *testing.T) {
+	ref := Reference
+	idx := Map{AggregatePath: []string{"keys", "0"}, VersionPath: []string{"seq"}}
+	for _, c := range []struct {
+		m       Map
+		payload string
+		agg     string
+		version int64
+		ok      bool
+	}{
+		{ref, `{"event_id":"bus-1","aggregate":"acct-1","version":2}`, "acct-1", 2, true},
+		{ref, `{"event_id":"bus-1","amount":100}`, "", 0, false},
+		{ref, `{"aggregate":"acct-1","version":"2"}`, "acct-1", 2, true},
+		{ref, `{"aggregate":"acct-1","version":2.5}`, "", 0, false},
+		{ref, `{"aggregate":"","version":1}`, "", 0, false},
+		{idx, `{"keys":["a7","x"],"seq":3}`, "a7", 3, true},
+		{Map{}, `{"aggregate":"acct-1","version":1}`, "", 0, false},
+	} {
+		agg, v, ok := c.m.OrderOf(c.payload)
+		if agg != c.agg || v != c.version || ok != c.ok {
+			t.Errorf("%v %v on %s: (%q, %d, %t), want (%q, %d, %t)", c.m.AggregatePath, c.m.VersionPath, c.payload, agg, v, ok, c.agg, c.version, c.ok)
+		}
+	}
+}
