@@ -120,7 +120,10 @@ func (m Map) OrderOf(payload string) (aggregate string, version int64, ok bool) 
 		return "", 0, false
 	}
 	version, err := strconv.ParseInt(v, 10, 64)
-	return a, version, err == nil
+	if err != nil {
+		return "", 0, false
+	}
+	return a, version, true
 }
 
 // mayHave is false when payload cannot hold path: its last key (not an
