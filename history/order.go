@@ -112,10 +112,7 @@ func appliedByAggregate(c string, st State, ord map[string]versionOf) (map[strin
 	var aggs []string
 	seen := map[string]bool{}
 	for _, row := range st.Applied[c] {
-		ev := row.Key
-		if st.Team != nil {
-			ev = st.Team.resolve(st, state.InboxRow{Consumer: row.Consumer, Key: row.Key, Payload: row.Payload}).event
-		}
+		ev := eventOfRow(st, row)
 		o, ordered := ord[ev] // not committed: phantom says it
 		if !ordered || seen[ev] {
 			continue // a second row: double_applied says it
@@ -128,6 +125,15 @@ func appliedByAggregate(c string, st State, ord map[string]versionOf) (map[strin
 	}
 	slices.Sort(aggs)
 	return by, aggs
+}
+
+// eventOfRow is the business event an inbox row records: its key on the
+// reference pipeline, traced on a team's system (Team.resolve).
+func eventOfRow(st State, row state.AppliedRow) string {
+	if st.Team == nil {
+		return row.Key
+	}
+	return st.Team.resolve(st, state.InboxRow{Consumer: row.Consumer, Key: row.Key, Payload: row.Payload}).event
 }
 
 // outOfOrder: per aggregate, a version applied after a later one (each
@@ -208,10 +214,23 @@ func gaps(c string, cs *Consumer, st State, ops []Op, ord map[string]versionOf) 
 		for _, v := range over {
 			events[v.event] = true
 		}
+		inApplyOrder(over, st, st.Applied[c])
 		vs = append(vs, Violation{Gap, c, over[0].event, fmt.Sprintf("aggregate %s: %s applied, but %s, committed before, never was",
 			agg, joinVersions(over), strings.Join(never, ", ")), ofEvents(relevant(ops, c), events)})
 	}
 	return vs
+}
+
+// inApplyOrder sorts vs as rows (the consumer's inbox in apply order, if
+// read) has them; stable, so version order stands where it was not read.
+func inApplyOrder(vs []versioned, st State, rows []state.AppliedRow) {
+	rank := map[string]int64{}
+	for _, r := range rows {
+		if ev := eventOfRow(st, r); rank[ev] == 0 {
+			rank[ev] = r.Rank
+		}
+	}
+	slices.SortStableFunc(vs, func(a, b versioned) int { return cmp.Compare(rank[a.event], rank[b.event]) })
 }
 
 func deadLettered(st State, ev string) string {
