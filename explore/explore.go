@@ -190,7 +190,7 @@ type outcome struct {
 func open(ctx context.Context, p Params) (*explorer, error) {
 	e := &explorer{p: p, records: map[*scenario.Scenario]*record{}}
 	rp := p.Runner
-	rp.Out, rp.Log, rp.Progress, rp.Verbose = io.Discard, nil, false, false
+	rp.Out, rp.Log, rp.Progress, rp.Verbose = io.Discard, nil, nil, false
 	rp.SystemRun = func(sc *scenario.Scenario, run *sysrun.Run) func(*report.Result) {
 		e.mu.Lock()
 		observe := e.records[sc] != nil && e.records[sc].observe

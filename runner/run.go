@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/progress"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/sysrun"
@@ -73,8 +74,10 @@ type Params struct {
 	// Keep leaves the databases and stream of some scenarios in place and
 	// prints how to inspect them (external servers only).
 	Keep Keep
-	// Progress draws a live progress line on Out (a terminal, not CI).
-	Progress bool
+	// Progress, if not nil, is told of the run's scenarios and of each
+	// result (internal/progress: a line on the terminal, or one a minute);
+	// its owner closes it.
+	Progress *progress.Reporter
 	// SystemRun, when set, is told of each team system's run before its
 	// first step (runner explore turns on sysrun's Observe there); the
 	// function it returns, if not nil, gets the scenario's result once it
@@ -161,7 +164,6 @@ func schedule(ctx context.Context, p *Params, w *world.World, jobs []job) ([]*re
 	var mu sync.Mutex // errs, results
 	var errs []error
 	out := report.NewConsole(p.Out, p.Verbose, p.Progress, len(jobs))
-	defer out.Close()
 	var wg sync.WaitGroup
 	for range min(p.Parallel, len(jobs)) {
 		wg.Go(func() {
