@@ -21,6 +21,7 @@ import (
 	"github.com/outboxdrill/runner/internal/progress"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/sysrun"
 	"github.com/outboxdrill/runner/world"
 )
@@ -83,6 +84,9 @@ type Params struct {
 	// function it returns, if not nil, gets the scenario's result once it
 	// is judged, while the run's record is still whole.
 	SystemRun func(sc *scenario.Scenario, run *sysrun.Run) func(*report.Result)
+	// StepDone, when set, is told of each step of sc once it ran (explore's
+	// random mode counts its events done, for its progress line).
+	StepDone func(sc *scenario.Scenario, call *steps.Call)
 	// judged and discard serve Session.RunLong (longrun.go): judged gets
 	// each result once judged, before its pair is recycled; discard drops
 	// the pair rather than reset it.

@@ -53,7 +53,7 @@ func New(w io.Writer, c Config) *Reporter {
 	r := newReporter(w, c, time.Now)
 	tick := liveTick
 	if !c.Live {
-		tick = min(time.Second, r.c.Every)
+		tick = min(time.Second, r.c.Every/4)
 	}
 	go r.run(tick)
 	return r
