@@ -43,8 +43,9 @@ func (e *explorer) count(r *record, res *report.Result) {
 	e.prog.Done(1, bad)
 }
 
-// stepDone counts the random run's events as their produce steps end.
-func (e *explorer) stepDone(sc *scenario.Scenario, call *steps.Call) {
+// stepDone counts the random run's events as their produce steps end
+// (each is one event, committed or not: a fault may strike it).
+func (e *explorer) stepDone(sc *scenario.Scenario, call *steps.Call, _ steps.Result) {
 	if e.p.Random == nil || call.Def.Name != "produce" {
 		return
 	}

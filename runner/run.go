@@ -84,9 +84,10 @@ type Params struct {
 	// function it returns, if not nil, gets the scenario's result once it
 	// is judged, while the run's record is still whole.
 	SystemRun func(sc *scenario.Scenario, run *sysrun.Run) func(*report.Result)
-	// StepDone, when set, is told of each step of sc once it ran (explore's
-	// random mode counts its events done, for its progress line).
-	StepDone func(sc *scenario.Scenario, call *steps.Call)
+	// StepDone, when set, is told of each step of sc once it ran, with
+	// what it did (the random and soak runs count the events committed,
+	// for their progress line).
+	StepDone func(sc *scenario.Scenario, call *steps.Call, out steps.Result)
 	// judged and discard serve Session.RunLong (longrun.go): judged gets
 	// each result once judged, before its pair is recycled; discard drops
 	// the pair rather than reset it.
