@@ -405,36 +405,50 @@ func pointCounts(ps []*Point) string {
 			run++
 			continue
 		}
-		k, _, _ := strings.Cut(p.Pruned, " (")
-		switch {
-		case strings.HasPrefix(k, "duplicate of"):
-			k = "duplicates"
-		case strings.HasPrefix(k, "an idle poll"):
-			k = "idle polls"
-		case strings.HasPrefix(k, "the same as request error"):
-			k = "reply errors (= request errors)"
-		case strings.HasPrefix(k, "past the nth cap"):
-			k = "past the nth cap"
-		case strings.HasPrefix(k, "not selected"):
-			k = "not selected by --only"
-		case strings.HasPrefix(k, "a depth-1 point again"):
-			k = "depth-1 points again (the first fault struck before its process did anything)"
-		}
-		why[k]++
+		why[pruneKind(p.Pruned)]++
 	}
+	s := fmt.Sprintf("%d to run", run)
+	if uncl > 0 {
+		s += fmt.Sprintf(", %d unclassifiable (never run: the proxy cannot strike it exactly)", uncl)
+	}
+	if len(why) > 0 {
+		s += fmt.Sprintf(", %d pruned (%s)", len(ps)-run-uncl, kindCounts(why))
+	}
+	return s
+}
+
+// pruneKind is why a point was pruned, as counts name it ("duplicates").
+func pruneKind(pruned string) string {
+	k, _, _ := strings.Cut(pruned, " (")
+	switch {
+	case strings.HasPrefix(k, "duplicate of"):
+		k = "duplicates"
+	case strings.HasPrefix(k, "an idle poll"):
+		k = "idle polls"
+	case strings.HasPrefix(k, "the same as request error"):
+		k = "reply errors (= request errors)"
+	case strings.HasPrefix(k, "past the nth cap"):
+		k = "past the nth cap"
+	case strings.HasPrefix(k, "not selected"):
+		k = notSelected
+	case strings.HasPrefix(k, "a depth-1 point again"):
+		k = "depth-1 points again (the first fault struck before its process did anything)"
+	}
+	return k
+}
+
+// notSelected is the kind of the points --only left out (the JSON's
+// "not selected (--only)").
+const notSelected = "not selected by --only"
+
+// kindCounts is "3 duplicates, 2 idle polls", sorted.
+func kindCounts(why map[string]int) string {
 	var parts []string
 	for k, n := range why {
 		parts = append(parts, fmt.Sprintf("%d %s", n, k))
 	}
 	sortStrings(parts)
-	s := fmt.Sprintf("%d to run", run)
-	if uncl > 0 {
-		s += fmt.Sprintf(", %d unclassifiable (never run: the proxy cannot strike it exactly)", uncl)
-	}
-	if len(parts) > 0 {
-		s += fmt.Sprintf(", %d pruned (%s)", len(ps)-run-uncl, strings.Join(parts, ", "))
-	}
-	return s
+	return strings.Join(parts, ", ")
 }
 
 func (e *explorer) logf(format string, args ...any) {
