@@ -186,7 +186,7 @@ func (r *Result) mapMarkdown(b *strings.Builder) {
 	for _, s := range r.Map.Services {
 		fmt.Fprintf(b, "**%s** (started at %s)\n\n| boundary | crossed |\n|---|---|\n", safe.Line(s.Service), s.Pos)
 		for _, bd := range s.Boundaries {
-			label := "`" + bd.Label + "`"
+			label := "`" + safe.Line(bd.Label) + "`"
 			if bd.Skip != "" {
 				label += " (no point: " + safe.Line(bd.Skip) + ")"
 			}
