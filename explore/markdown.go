@@ -80,11 +80,19 @@ func (r *Result) notJudgedMarkdown(b *strings.Builder) {
 		return
 	}
 	b.WriteString("## Not judged\n\n| point | outcome | why |\n|---|---|---|\n")
-	for _, row := range rows {
+	for i, row := range rows {
+		if i == maxNotJudged {
+			fmt.Fprintf(b, "\n… and %d more (the JSON report has them all)\n", len(rows)-i)
+			break
+		}
 		b.WriteString(row)
 	}
 	b.WriteString("\n")
 }
+
+// maxNotJudged bounds the list of points not judged: a budget that ran out
+// leaves many, and a CI summary shows the first and how many.
+const maxNotJudged = 30
 
 // coverageTables: per service, a row per trigger and nth (and second
 // fault, depth 2), a column per action, each cell the point's outcome; the

@@ -3,6 +3,7 @@ package explore
 import (
 	"bytes"
 	"encoding/xml"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -125,5 +126,24 @@ func TestJUnitOneCasePerPointThatRan(t *testing.T) {
 	}
 	if props["points.pruned"] == "" || props["points.pruned"] == "0" || props["points.not_selected"] == "0" || props["points.run"] == "" {
 		t.Errorf("the suite's properties: %v", props)
+	}
+}
+
+// A long list of points not judged (a budget that ran out) shows the first
+// ones and how many more.
+func TestMarkdownNotJudgedIsBounded(t *testing.T) {
+	res := ciRun(t)
+	ran := res.runPoints()
+	for _, p := range ran {
+		p.Verdict = Verdict{Outcome: NotRun, Why: "the budget (1m0s) ran out"}
+	}
+	var b bytes.Buffer
+	if err := res.WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	want := fmt.Sprintf("… and %d more (the JSON report has them all)", len(ran)-maxNotJudged)
+	if n := strings.Count(md, "| ⚠️ not explored | the budget"); len(ran) <= maxNotJudged || n != maxNotJudged || !strings.Contains(md, want) {
+		t.Errorf("%d of %d points not explored listed, want %d and %q:\n%s", n, len(ran), maxNotJudged, want, md)
 	}
 }
