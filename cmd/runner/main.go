@@ -234,7 +234,7 @@ func cmdHelp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: runner help [command]")
 		return exitInvalid
 	case args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help":
-		fmt.Fprintf(stdout, "usage: runner help %s\n\n%s\n", help["help"].args, help["help"].summary)
+		fmt.Fprintf(stdout, "usage: runner help %s\n\n%s\n\nExamples:\n  %s\n", help["help"].args, help["help"].summary, strings.Join(examples["help"], "\n  "))
 		return exitOK
 	}
 	cmd, ok := commands[args[0]]
@@ -261,7 +261,11 @@ func usage(w io.Writer) {
 	for _, n := range commandNames() {
 		fmt.Fprintf(w, "  %-9s %s\n", n, help[n].summary)
 	}
-	fmt.Fprintln(w, "run 'runner help <command>' (or 'runner <command> --help') for a command's flags")
+	fmt.Fprintln(w, "run 'runner help <command>' (or 'runner <command> --help') for a command's flags, grouped, and examples")
+	fmt.Fprintln(w, "examples:")
+	for _, e := range []string{examples["run"][0], examples["run"][1], examples["validate"][0], examples["explore"][0]} {
+		fmt.Fprintf(w, "  %s\n", e)
+	}
 	fmt.Fprintln(w, "exit status: 0 passed, 1 a scenario failed, 2 invalid scenario or usage, 3 servers unavailable, 4 internal error (a bug: its stack in a file), 130 interrupted (SIGINT), 143 terminated (SIGTERM)")
 }
 
@@ -271,23 +275,6 @@ func newFlags(name string) *flag.FlagSet {
 	fs.SetOutput(io.Discard) // parseArgs reports errors itself
 	fs.Usage = func() {}
 	return fs
-}
-
-// commandUsage prints "usage: runner NAME ARGS", what the command does, and
-// its flags.
-func commandUsage(w io.Writer, fs *flag.FlagSet) {
-	h := usageOf(fs.Name())
-	fmt.Fprintf(w, "usage: runner %s %s\n\n%s\n", fs.Name(), h.args, h.summary)
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	if n > 0 {
-		fmt.Fprintln(w, "\nflags:")
-		// A default from RUNNER_PG_URL and friends may hold a password.
-		fs.VisitAll(func(f *flag.Flag) { f.DefValue = redact.URL(f.DefValue) })
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-	}
 }
 
 // parseArgs parses a command's flags, which may follow the paths (`runner
@@ -316,6 +303,7 @@ func parseArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (paths
 
 var (
 	undefinedFlag = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`)
+	needsValue    = regexp.MustCompile(`^flag needs an argument: -+(.*)$`)
 	badFlagValue  = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-+([^:]*): `)
 )
 
@@ -326,7 +314,14 @@ func flagError(fs *flag.FlagSet, err error) string {
 	if m := undefinedFlag.FindStringSubmatch(msg); m != nil {
 		var names []string
 		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-		return msg + diag.Suggest(m[1], names)
+		sug := diag.Suggest(m[1], names)
+		if best, ok := strings.CutPrefix(sug, ` (did you mean "`); ok {
+			sug = " (did you mean " + dashed(strings.TrimSuffix(best, `"?)`)) + "?)"
+		}
+		return "unknown flag " + dashed(m[1]) + sug
+	}
+	if m := needsValue.FindStringSubmatch(msg); m != nil {
+		return dashed(m[1]) + " needs a value"
 	}
 	m := badFlagValue.FindStringSubmatch(msg)
 	if m == nil {
@@ -347,17 +342,13 @@ func flagError(fs *flag.FlagSet, err error) string {
 	if c, ok := f.Value.(*checked); ok {
 		want = c.want
 	}
-	dash := "--"
-	if len(m[2]) == 1 {
-		dash = "-"
-	}
 	if why := msg[len(m[0]):]; strings.HasPrefix(why, errTooLong) {
-		return fmt.Sprintf("%s%s %q: %s", dash, m[2], m[1], why)
+		return fmt.Sprintf("%s %q: %s", dashed(m[2]), m[1], why)
 	}
 	if want == "" {
-		return msg
+		return fmt.Sprintf("%s %q: %s", dashed(m[2]), m[1], msg[len(m[0]):])
 	}
-	return fmt.Sprintf("%s%s %q: want %s", dash, m[2], m[1], want)
+	return fmt.Sprintf("%s %q: want %s", dashed(m[2]), m[1], want)
 }
 
 // checked is a flag whose value must also meet a condition (a count of at
@@ -951,11 +942,16 @@ func cmdList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("list")
 	var p runner.Params
 	sel := selectionFlags(fs, &p)
+	systemFile := fs.String("system", "", "list what run --system `FILE` would run: the system file applied to every scenario, checked as run checks it, and its services")
 	paths, code, done := parseArgs(fs, args, stdout, stderr)
 	if done {
 		return code
 	}
 	scs, ok := loadSelected(ctx, paths, sel, &p, stderr)
+	if !ok {
+		return loadFailed(ctx, stderr)
+	}
+	sys, ok := loadSystem(ctx, scs, *systemFile, stderr)
 	if !ok {
 		return loadFailed(ctx, stderr)
 	}
@@ -969,7 +965,35 @@ func cmdList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", safe.Line(sc.File), safe.Line(sc.Name), strings.Join(tags, ","))
 	}
 	_ = tw.Flush()
+	if sys != nil {
+		listServices(stdout, sys)
+	}
 	return exitOK
+}
+
+// listServices prints the services of the system file list --system
+// applies: what each scenario's start steps start, and on which brokers.
+func listServices(w io.Writer, sys *system.System) {
+	brokers := "every broker"
+	if sys.Brokers != nil {
+		brokers = strings.Join(sys.Brokers, ", ")
+	}
+	fmt.Fprintf(w, "\nsystem %s (brokers: %s)\n", safe.Line(sys.File), brokers)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVICE\tRUN\tREADY\tVARIANTS")
+	for _, name := range sys.Names() {
+		s := sys.Services[name]
+		ready := "once started"
+		if s.Ready != "" {
+			ready = fmt.Sprintf("log %q", s.Ready)
+		}
+		variants := slices.Sorted(maps.Keys(s.Variants))
+		if len(variants) == 0 {
+			variants = []string{"-"}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", safe.Line(name), safe.Line(redact.NewSet().Text(strings.Join(s.Run, " "))), safe.Line(ready), strings.Join(variants, ","))
+	}
+	_ = tw.Flush()
 }
 
 func cmdDocs(_ context.Context, args []string, stdout, stderr io.Writer) int {
