@@ -588,6 +588,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	countFlag(fs, &p.Parallel, "parallel", runtime.NumCPU(), 1, "run `N` scenarios at once (default: the number of CPUs; scenarios mostly wait on their windows, so twice that is often faster for the library alone)")
 	connectTimeoutFlag(fs, &p.ConnectTimeout, servers)
 	fs.BoolVar(&p.FailFast, "fail-fast", false, "start no new scenario after one failed")
+	countFlag(fs, &p.Repeat, "repeat", 1, 1, "run each selected scenario `N` times on each broker, each run its own result, and name the scenarios whose verdicts differed (flaky: 2/3 passed); exit 1 if any run failed")
 	var reports [4]string
 	fs.StringVar(&reports[0], "junit", "", "write a JUnit XML report to `FILE`")
 	fs.StringVar(&reports[1], "json", "", "write a JSON report (every step, params, outcome, observed state) to `FILE`")
@@ -611,6 +612,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	p.URLs = runner.URLs(servers)
 	if !keepFlag(&p, *keep, servers, stderr) {
+		return exitInvalid
+	}
+	if p.Repeat > 1 && reports[3] != "" {
+		fmt.Fprintln(stderr, "runner: --guarantees reads one verdict per scenario and broker: not with --repeat")
 		return exitInvalid
 	}
 	scs, ok := loadSelected(ctx, paths, sel, &p, stderr)
