@@ -249,12 +249,14 @@ type JSONService struct {
 
 // JSONViolation is one violation the history checker found.
 type JSONViolation struct {
-	Invariant string   `json:"invariant"`
-	Declared  bool     `json:"declared"`
-	Consumer  string   `json:"consumer,omitempty"`
-	EventID   string   `json:"event_id,omitempty"`
-	Detail    string   `json:"detail"`
-	Witness   []string `json:"witness,omitempty"`
+	Invariant string `json:"invariant"`
+	Declared  bool   `json:"declared"`
+	Consumer  string `json:"consumer,omitempty"`
+	EventID   string `json:"event_id,omitempty"`
+	Detail    string `json:"detail"`
+	// Witness are the operations it rests on, in order, each a record
+	// with its prose line (text) beside it.
+	Witness []JSONWitness `json:"witness,omitempty"`
 }
 
 // JSONFailure is one failed expectation, at its position.
@@ -344,10 +346,7 @@ func WriteJSON(w io.Writer, rep *Report) error {
 		}
 		for _, v := range r.Violations {
 			jv := JSONViolation{Invariant: v.Invariant, Declared: slices.Contains(r.Scenario.Violations(r.Broker), v.Invariant),
-				Consumer: safe.Cut(v.Consumer), EventID: safe.Cut(v.EventID), Detail: safe.CutLines(v.Detail)}
-			for _, op := range v.Witness {
-				jv.Witness = append(jv.Witness, safe.CutLines(op.String()))
-			}
+				Consumer: safe.Cut(v.Consumer), EventID: safe.Cut(v.EventID), Detail: safe.CutLines(v.Detail), Witness: witnessRecords(r, v)}
 			js.Violations = append(js.Violations, jv)
 		}
 		for _, st := range r.Steps {

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // flakySystem writes go-payments' system file with a consumer that is
@@ -81,6 +86,7 @@ func TestRunRepeatFlaky(t *testing.T) {
 	if strings.Join(got, ",") != "1 3 passed,2 3 failed,3 3 passed" {
 		t.Errorf("json scenarios' run, runs, status: %v", got)
 	}
+	checkTeamJSON(t, b)
 	x, _ := os.ReadFile(ju)
 	for k := 1; k <= 3; k++ {
 		if !strings.Contains(string(x), "(run "+string(rune('0'+k))+"/3)") {
@@ -111,4 +117,91 @@ func TestRunRepeatStable(t *testing.T) {
 	if code, _, errs := run0("run", "--repeat", "0", pass); code != 2 || !strings.Contains(errs, `--repeat "0": want a whole number, 1 or more`) {
 		t.Errorf("--repeat 0: exit %d, %s", code, errs)
 	}
+}
+
+// checkTeamJSON holds the JSON report of the flaky run (run 2 acked before
+// its COMMIT) to its schema, docs/report.schema.json: snake_case keys
+// (start's fault: {on, do, nth}, not Go's On, Do, Nth) and the witness as
+// records naming the service, its start, the wire operation and when.
+func checkTeamJSON(t *testing.T, b []byte) {
+	t.Helper()
+	if err := validateReportJSON(t, b); err != nil {
+		t.Errorf("the report does not match docs/report.schema.json: %v", err)
+	}
+	if m := regexp.MustCompile(`"(On|Nth|Do|Optional)":`).Find(b); m != nil {
+		t.Errorf("a Go field name in the JSON: %s", m)
+	}
+	var rep struct {
+		Scenarios []struct {
+			Steps []struct {
+				Step   string         `json:"step"`
+				Params map[string]any `json:"params"`
+			} `json:"steps"`
+			Violations []struct {
+				Invariant string `json:"invariant"`
+				Witness   []struct {
+					Text, Kind, Step, Service, Start, Wire string
+					Acked                                  bool
+					TimeMS                                 *float64 `json:"time_ms"`
+					StepIndex                              *int     `json:"step_index"`
+				} `json:"witness"`
+			} `json:"violations"`
+		} `json:"scenarios"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil || len(rep.Scenarios) != 3 {
+		t.Fatalf("json: %v", err)
+	}
+	fault := ""
+	for _, st := range rep.Scenarios[1].Steps {
+		if f, ok := st.Params["fault"].(map[string]any); ok && st.Step == "start" {
+			fault = fmt.Sprint(f)
+		}
+	}
+	if fault != "map[do:error nth:1 on:consumer_db.commit(table=processed_messages)]" {
+		t.Errorf("start's fault in the JSON: %s", fault)
+	}
+	var got []string
+	for _, v := range rep.Scenarios[1].Violations {
+		for _, w := range v.Witness {
+			switch {
+			case w.Service != "":
+				if w.TimeMS == nil || w.StepIndex != nil || !strings.Contains(w.Start, "commit-fails-after-ack.yaml:") || w.Text == "" {
+					t.Errorf("%s: a wire record without its time, start or text: %+v", v.Invariant, w)
+				}
+				got = append(got, fmt.Sprintf("%s: %s %s %s acked=%v", v.Invariant, w.Service, w.Wire, w.Kind, w.Acked))
+			case w.StepIndex == nil || w.TimeMS == nil:
+				t.Errorf("%s: a step record without its index or time: %+v", v.Invariant, w)
+			}
+		}
+	}
+	want := "acked_without_effect: consumer XREADGROUP delivered acked=true"
+	if !slices.Contains(got, want) || !slices.Contains(got, "lost: relay XADD published acked=false") {
+		t.Errorf("witness records: %q, want %q and the relay's XADD", got, want)
+	}
+}
+
+// validateReportJSON validates a --json report against docs/report.schema.json.
+func validateReportJSON(t *testing.T, b []byte) error {
+	t.Helper()
+	schema, err := os.ReadFile("../../docs/report.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("report.schema.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile("report.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	return s.Validate(inst)
 }
