@@ -153,6 +153,10 @@ func commandUsage(w io.Writer, fs *flag.FlagSet) {
 // it does, wrapped, and its default.
 func printFlag(w io.Writer, f *flag.Flag) {
 	arg, usage := flag.UnquoteUsage(f)
+	// Go's names for a value whose usage gives no `NAME`, as the docs write one.
+	if a, ok := map[string]string{"int": "N", "uint": "N", "duration": "DURATION", "float": "NUMBER", "string": "VALUE", "value": "VALUE"}[arg]; ok {
+		arg = a
+	}
 	line := "  " + dashed(f.Name)
 	if arg != "" {
 		line += " " + arg

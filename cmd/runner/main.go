@@ -6,7 +6,7 @@
 //
 //	runner run [flags] [files or dirs...]       run scenarios (default dir: scenarios)
 //	runner validate [--system FILE] [files or dirs...]  check scenarios and system files (mappings against their schema) without running them
-//	runner list [flags] [files or dirs...]      list scenarios: file, name, tags
+//	runner list [flags] [files or dirs...]      list scenarios: file, name, tags (--system FILE: and its services)
 //	runner docs                                 print the scenario-language reference
 //	runner schema [--system]                    print the JSON Schema of scenario (or system) files
 //	runner explore [flags] [WORKLOAD.yaml]      find a team's fault windows, write each as a minimal scenario
@@ -19,7 +19,8 @@
 //	runner help [command]                       print the usage of runner or of one command
 //	runner version (or --version)               print the build: commit, modified, Go version
 //
-// Every command takes -h or --help.
+// Every command takes -h or --help: its flags grouped under headings, as
+// the docs write them (--flag), and examples (help.go).
 //
 // Exit status: 0 all passed, 1 a scenario failed, 2 invalid scenario or usage,
 // 3 the run itself could not proceed (servers), 4 an internal error (a panic:
@@ -118,7 +119,7 @@ var help = map[string]struct{ args, summary string }{
 	"explore":   {"[--system FILE] [WORKLOAD.yaml] --out DIR [flags]", "find a team's fault windows: observe the boundaries its services cross, try a fault at each, write each violation as a minimal scenario (explore merge: put --shard K/N's outputs together)"},
 	"help":      {"[command]", "print the usage of runner, or of one command"},
 	"init":      {"--relay CMD --consumer CMD --schema-producer FILE --schema-consumer FILE [flags]", "write a team's first system file and starter scenarios from its schemas and what its relay and consumer do with a probe event; validate them and run the fault-free drill"},
-	"list":      {"[flags] [files or dirs...]", "list scenarios: file, name, tags"},
+	"list":      {"[flags] [--system FILE] [files or dirs...]", "list scenarios: file, name, tags; with --system, what run --system would run and the system's services"},
 	"reference": {"[flags] relay|consumer", "run the reference relay or consumer as a long-lived process (env DATABASE_URL, REDIS_URL, STREAM, GROUP), to drill it through a system file"},
 	"run":       {"[flags] [files or dirs...]", "run scenarios against real PostgreSQL and " + runner.BrokerList() + " (--broker)"},
 	"schema":    {"[--system]", "print the JSON Schema of scenario files, or of system files (draft 2020-12)"},
@@ -1077,7 +1078,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := newFlags("bench")
 	var p bench.Params
 	countFlag(fs, &p.SoakEvents, "soak-events", 2000, 0, "`N` events for the soak and raw baseline figures (0: skip)")
-	growth := fs.String("growth", "10,100,1000", "generated scenario counts for the growth figures")
+	growth := fs.String("growth", "10,100,1000", "generated scenario `COUNTS` for the growth figures (comma-separated, each 1 to 1000)")
 	countFlag(fs, &p.Repeat, "repeat", 3, 1, "`N` runs per start, library and soak figure; the median is printed (the soak's ratios: min / median / max)")
 	only := fs.String("only", "", "measure only these `SECTIONS`, comma-separated: "+strings.Join(bench.Sections, ", ")+" (default all)")
 	servers := redisFlags(fs, &p.PGURL, &p.Redis)
