@@ -137,6 +137,7 @@ func (r *Result) verdict() string {
 // Repeated is the runs of one scenario on one broker under run --repeat:
 // how many ended each way.
 type Repeated struct {
+	Scenario                 *scenario.Scenario
 	Name                     string // the scenario's, with its broker in a matrix
 	File                     string
 	Broker                   string
@@ -188,7 +189,7 @@ func (r *Report) Repeats() []Repeated {
 			if res.Matrix {
 				name += " [" + cmp.Or(res.Label, res.Broker) + "]"
 			}
-			out = append(out, Repeated{Name: name, File: res.Scenario.File, Broker: res.Broker})
+			out = append(out, Repeated{Scenario: res.Scenario, Name: name, File: res.Scenario.File, Broker: res.Broker})
 		}
 		f := &out[i]
 		f.Runs++
