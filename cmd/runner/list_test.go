@@ -19,7 +19,7 @@ func TestListSystem(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
 	for _, want := range []string{
-		`relay-publishes-once.yaml +payments: the relay publishes each payment once `,
+		`relay-publishes-once.yaml +payments: the relay publishes each payment once +system,payments +redis\n`,
 		`(?m)^system .*go-payments/system.yaml \(brokers: redis\)$`,
 		`(?m)^SERVICE +RUN +READY +VARIANTS$`,
 		`(?m)^consumer +\./run\.sh consumer +log "ready" +-$`,
@@ -31,6 +31,18 @@ func TestListSystem(t *testing.T) {
 	}
 	if strings.Contains(out, "commit-fails") {
 		t.Errorf("--run did not select:\n%s", out)
+	}
+	// A system file of other brokers: run would skip the scenarios on
+	// Redis before they start, and says so; on its broker it runs them.
+	kafka := filepath.Join("..", "..", "examples", "python", "system-kafka.yaml")
+	kdir := filepath.Join("..", "..", "examples", "python", "kafka-scenarios")
+	_, out, _ = run0("list", "--system", kafka, kdir)
+	if !regexp.MustCompile(`(?m) redis \(skipped: 1\)$`).MatchString(out) ||
+		!strings.Contains(out, "skipped 1: the system file "+kafka+" supports brokers kafka; this run is redis\n") {
+		t.Errorf("list --system of a Kafka system on Redis:\n%s", out)
+	}
+	if _, out, _ = run0("list", "--system", kafka, "--broker", "kafka", kdir); !regexp.MustCompile(`(?m) kafka$`).MatchString(out) || strings.Contains(out, "skipped") {
+		t.Errorf("list --system --broker kafka:\n%s", out)
 	}
 	// A start of a service the file does not have: refused, as by run.
 	bad := scenarioFile(t, "ghost.yaml", "name: ghost\nsteps:\n  - produce\n  - start: ghost\n")

@@ -949,10 +949,18 @@ func cmdList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var p runner.Params
 	sel := selectionFlags(fs, &p)
 	systemFile := fs.String("system", "", "list what run --system `FILE` would run: the system file applied to every scenario, checked as run checks it, and its services")
+	brokers := &listFlag{v: broker.Default()}
+	fs.Var(brokers, "broker", "the brokers run would run on (`"+runner.BrokerChoices()+"`, or a list), as run's --broker: the BROKERS column says where a scenario would be skipped before it starts")
 	paths, code, done := parseArgs(fs, args, stdout, stderr)
 	if done {
 		return code
 	}
+	var err error
+	if p.Brokers, err = runner.ParseBrokers(brokers.v); err != nil {
+		fmt.Fprintf(stderr, "runner list: %v\n", err)
+		return exitInvalid
+	}
+	p.BrokerGiven = brokers.set
 	scs, ok := loadSelected(ctx, paths, sel, &p, stderr)
 	if !ok {
 		return loadFailed(ctx, stderr)
@@ -961,20 +969,42 @@ func cmdList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return loadFailed(ctx, stderr)
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "FILE\tNAME\tTAGS")
+	listScenarios(stdout, &p, scs)
+	if sys != nil {
+		listServices(stdout, sys)
+	}
+	return exitOK
+}
+
+// listScenarios prints each scenario's file, name and tags, and the
+// brokers run would run it on (each it would skip before it starts
+// marked, the reasons said once below).
+func listScenarios(w io.Writer, p *runner.Params, scs []*scenario.Scenario) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FILE\tNAME\tTAGS\tBROKERS")
+	var why []string
 	for _, sc := range scs {
 		tags := make([]string, len(sc.Tags))
 		for i, t := range sc.Tags {
 			tags[i] = safe.Line(t)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", safe.Line(sc.File), safe.Line(sc.Name), strings.Join(tags, ","))
+		var on []string
+		for _, pl := range p.Plan(sc) {
+			if pl.Skip == "" {
+				on = append(on, pl.Broker)
+				continue
+			}
+			if !slices.Contains(why, pl.Skip) {
+				why = append(why, pl.Skip)
+			}
+			on = append(on, fmt.Sprintf("%s (skipped: %d)", pl.Broker, slices.Index(why, pl.Skip)+1))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", safe.Line(sc.File), safe.Line(sc.Name), strings.Join(tags, ","), strings.Join(on, ", "))
 	}
 	_ = tw.Flush()
-	if sys != nil {
-		listServices(stdout, sys)
+	for i, s := range why {
+		fmt.Fprintf(w, "skipped %d: %s\n", i+1, safe.LongLine(s))
 	}
-	return exitOK
 }
 
 // listServices prints the services of the system file list --system
