@@ -12,8 +12,9 @@ import (
 
 // Pos is a place in a scenario file, kept from the YAML node at load time.
 type Pos struct {
-	File      string
-	Line, Col int
+	File string `json:"file"`
+	Line int    `json:"line"`
+	Col  int    `json:"col"`
 }
 
 func (p Pos) String() string {

@@ -15,32 +15,32 @@ import (
 // Boundary is one kind of crossing by one service process: a commit that
 // wrote these tables, a broker command with this kind of reply.
 type Boundary struct {
-	Label string // producer_db.commit(table=outbox), broker.XREADGROUP→entries
-	Count int
+	Label string `json:"label"` // producer_db.commit(table=outbox), broker.XREADGROUP→entries
+	Count int    `json:"count"`
 	// Skip says why no fault is tried here ("" when points are): a
 	// transaction that wrote nothing, a connection's setup, a boundary the
 	// proxy could not attribute.
-	Skip string
+	Skip string `json:"skip,omitempty"`
 }
 
 // ServiceMap is what one service process of the fault-free run crossed.
 type ServiceMap struct {
-	Service    string
-	Step       int      // the workload's start step that started it
-	Pos        diag.Pos // where that step is
-	Boundaries []Boundary
+	Service    string     `json:"service"`
+	Step       int        `json:"step"` // the workload's start step that started it
+	Pos        diag.Pos   `json:"pos"`  // where that step is
+	Boundaries []Boundary `json:"boundaries"`
 	// Pass is the first unit of work: each kind of crossing once, in the
 	// order first crossed (idle polls left out): "consumer_db.commit(…) → broker.XACK".
-	Pass []string
+	Pass []string `json:"pass"`
 }
 
 // Map is the boundary map: each start step's process, in workload order.
 type Map struct {
-	Services []ServiceMap
+	Services []ServiceMap `json:"services"`
 	// Unclassified are the links whose commits or statements the proxy
 	// could not attribute, with why ("consumer consumer_db.commit: …"), as
 	// unclassified holds them.
-	Unclassified []string
+	Unclassified []string `json:"unclassified"`
 	unclassified []sysrun.Unclassified
 }
 

@@ -3,6 +3,7 @@ package explore
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -412,5 +413,29 @@ func TestRandomWorkloadOf15000Events(t *testing.T) {
 	body := long.Render(out, "r", "", Variant{Faults: Schedule(long, cands, []string{"kill"}, 0.1, 1)})
 	if _, errs := parseWorkload(context.Background(), filepath.Join(out, "r.schedule"), body, nil); len(errs) > 0 {
 		t.Errorf("the rendered schedule does not load: %v", errs)
+	}
+}
+
+// What shrinking did is a record beside its prose: the counts, the produce
+// steps it left out (each at its place) and the faults it dropped.
+func TestShrinkingIsStructured(t *testing.T) {
+	src := "name: two events\nsteps:\n  - produce(event=a-1)\n  - produce(event=a-2)\n  - start: relay\n  - start: consumer\n  - expect: {inbox.rows: 2, within: 10s}\n"
+	w, errs := parseWorkload(context.Background(), "wl.yaml", []byte(src), loadSystem(t))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	kill := Fault{Step: 3, On: on("consumer_db.commit(table=processed_messages)"), Nth: 1, Do: "kill"}
+	cut := Fault{Step: 2, On: on("broker.reply(XADD)"), Nth: 1, Do: "cut"}
+	s := shrinkingOf(w, Variant{Faults: []Fault{kill, cut}}, Variant{Drop: map[int]bool{w.Events[1]: true}, Faults: []Fault{kill}}, 5, false)
+	b, _ := json.Marshal(s)
+	want := `{"events_before":2,"events_after":1,"faults_before":2,"faults_after":1,"runs":5,` +
+		`"removed_events":["wl.yaml:4:5"],"removed_faults":["relay broker.reply(XADD) nth=1 do=cut"]}`
+	if string(b) != want {
+		t.Errorf("shrinking:\n got %s\nwant %s", b, want)
+	}
+	// Nothing removed: nothing listed, and the counts stay.
+	if s := shrinkingOf(w, Variant{Faults: []Fault{kill}}, Variant{Faults: []Fault{kill}}, 1, true); len(s.RemovedEvents)+len(s.RemovedFaults) != 0 ||
+		s.EventsAfter != 2 || !s.StoppedByBudget {
+		t.Errorf("nothing shrunk: %+v", s)
 	}
 }

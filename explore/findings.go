@@ -28,9 +28,48 @@ type Finding struct {
 	// Minimal is the smallest schedule and workload that still breaks it.
 	Minimal Variant
 	Shrunk  string // what shrinking did: "3 → 1 event(s), 1 fault(s), 6 runs"
-	File    string
+	// Shrink is the same as a record a program reads (the JSON report's
+	// shrinking, beside shrunk's prose).
+	Shrink Shrinking
+	File   string
 	// Reproduced of Tries runs of the written file broke it again.
 	Reproduced, Tries int
+}
+
+// Shrinking is what shrinking a finding did: the counts before and after,
+// and what it removed (explore's JSON report: shrinking).
+type Shrinking struct {
+	// NotShrunk says why it was not shrunk at all ("" when it was).
+	NotShrunk    string `json:"not_shrunk,omitempty"`
+	EventsBefore int    `json:"events_before"`
+	EventsAfter  int    `json:"events_after"`
+	FaultsBefore int    `json:"faults_before"`
+	FaultsAfter  int    `json:"faults_after"`
+	Runs         int    `json:"runs"`
+	// StoppedByBudget: the budget ended shrinking before it was done.
+	StoppedByBudget bool `json:"stopped_by_budget,omitempty"`
+	// RemovedEvents are the workload's produce steps shrinking left out,
+	// each at its file:line:col; RemovedFaults the faults it left out, as
+	// SERVICE TRIGGER nth=N do=ACTION.
+	RemovedEvents []string `json:"removed_events,omitempty"`
+	RemovedFaults []string `json:"removed_faults,omitempty"`
+}
+
+// shrinkingOf is what shrinking from before to after in runs did on w.
+func shrinkingOf(w *Workload, before, after Variant, runs int, stopped bool) Shrinking {
+	s := Shrinking{EventsBefore: len(w.Events) - len(before.Drop), EventsAfter: len(w.Events) - len(after.Drop),
+		FaultsBefore: len(before.Faults), FaultsAfter: len(after.Faults), Runs: runs, StoppedByBudget: stopped}
+	for _, i := range w.Events {
+		if after.Drop[i] && !before.Drop[i] && i < len(w.calls) {
+			s.RemovedEvents = append(s.RemovedEvents, w.calls[i].Pos.String())
+		}
+	}
+	for _, f := range before.Faults {
+		if !slices.ContainsFunc(after.Faults, func(g Fault) bool { return g.String() == f.String() && g.Step == f.Step }) {
+			s.RemovedFaults = append(s.RemovedFaults, w.serviceOf(f)+" "+f.String())
+		}
+	}
+	return s
 }
 
 // findings groups the violations (one per service, boundary and
@@ -90,12 +129,15 @@ func (e *explorer) finish(ctx context.Context, w *Workload, f *Finding, start ti
 			return err
 		}
 		f.Minimal = v
+		f.Shrink = shrinkingOf(w, before, v, runs, time.Now().After(deadline))
 		f.Shrunk = fmt.Sprintf("%d → %d event(s), %d → %d fault(s), %d run(s)", len(w.Events)-len(before.Drop), len(w.Events)-len(v.Drop), len(before.Faults), len(v.Faults), runs)
-		if time.Now().After(deadline) {
+		if f.Shrink.StoppedByBudget {
 			f.Shrunk += "; stopped by the budget"
 		}
 	} else {
 		f.Shrunk = "not shrunk: the budget ran out"
+		f.Shrink = Shrinking{NotShrunk: "the budget ran out", EventsBefore: len(w.Events) - len(before.Drop), FaultsBefore: len(before.Faults)}
+		f.Shrink.EventsAfter, f.Shrink.FaultsAfter = f.Shrink.EventsBefore, f.Shrink.FaultsBefore
 	}
 	var err error
 	if f.Minimal, err = e.uncheck(ctx, w, f.Minimal, f.Broken); err != nil {

@@ -16,7 +16,7 @@ import (
 )
 
 // recordFormat changes whenever Record does: a merge reads its own only.
-const recordFormat = 1
+const recordFormat = 2
 
 // MapFile is the name of a --map-only run's record in its --out.
 const MapFile = "explore-map.json"
@@ -94,6 +94,7 @@ type recFinding struct {
 	Drop       []int
 	Unchecked  []string
 	Shrunk     string
+	Shrink     Shrinking
 	File       string
 	Reproduced int
 	Tries      int
@@ -117,7 +118,7 @@ func RecordOf(res *Result, out string) *Record {
 	}
 	for _, f := range res.Findings {
 		rf := recFinding{Point: -1, Also: f.Also, Broken: f.Broken, Why: f.Why, Unchecked: f.Minimal.Unchecked,
-			Shrunk: f.Shrunk, File: f.File, Reproduced: f.Reproduced, Tries: f.Tries}
+			Shrunk: f.Shrunk, Shrink: f.Shrink, File: f.File, Reproduced: f.Reproduced, Tries: f.Tries}
 		if i, ok := at[f.Point]; ok && f.Point != nil {
 			rf.Point = i
 		}
@@ -273,7 +274,7 @@ func (r *Record) result() *Result {
 }
 
 func (rf recFinding) finding(ps []*Point) *Finding {
-	f := &Finding{Also: rf.Also, Broken: rf.Broken, Why: rf.Why, Shrunk: rf.Shrunk, File: rf.File, Reproduced: rf.Reproduced, Tries: rf.Tries}
+	f := &Finding{Also: rf.Also, Broken: rf.Broken, Why: rf.Why, Shrunk: rf.Shrunk, Shrink: rf.Shrink, File: rf.File, Reproduced: rf.Reproduced, Tries: rf.Tries}
 	if rf.Point >= 0 && rf.Point < len(ps) {
 		f.Point = ps[rf.Point]
 	}

@@ -234,14 +234,15 @@ func (r *Result) WriteJSON(w io.Writer) error {
 		Seconds   float64           `json:"seconds,omitempty"`
 	}
 	type finding struct {
-		Broken     []string `json:"broken"`
-		Faults     []string `json:"faults"`
-		Why        string   `json:"why"`
-		Also       []string `json:"also,omitempty"`
-		Shrunk     string   `json:"shrunk"`
-		File       string   `json:"file"`
-		Reproduced int      `json:"reproduced"`
-		Tries      int      `json:"tries"`
+		Broken     []string  `json:"broken"`
+		Faults     []string  `json:"faults"`
+		Why        string    `json:"why"`
+		Also       []string  `json:"also,omitempty"`
+		Shrunk     string    `json:"shrunk"`
+		Shrinking  Shrinking `json:"shrinking"`
+		File       string    `json:"file"`
+		Reproduced int       `json:"reproduced"`
+		Tries      int       `json:"tries"`
 	}
 	out := struct {
 		System   string        `json:"system"`
@@ -266,7 +267,7 @@ func (r *Result) WriteJSON(w io.Writer) error {
 		for _, ft := range f.Minimal.Faults {
 			fs = append(fs, r.Workload.serviceOf(ft)+" "+ft.String())
 		}
-		out.Findings = append(out.Findings, finding{f.Broken, fs, safe.Text(f.Why), f.Also, f.Shrunk, f.File, f.Reproduced, f.Tries})
+		out.Findings = append(out.Findings, finding{f.Broken, fs, safe.Text(f.Why), f.Also, f.Shrunk, f.Shrink, f.File, f.Reproduced, f.Tries})
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

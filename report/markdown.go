@@ -87,6 +87,11 @@ func writeMatrix(b *strings.Builder, rep *Report) {
 		}
 		rw.cells[r.Broker] = matrixCell(r)
 	}
+	// Under --repeat a cell stands for all its runs: a flaky one must not
+	// show as its last run's pass.
+	for _, f := range rep.Repeats() {
+		byScenario[f.Scenario].cells[f.Broker] = repeatCell(f)
+	}
 	b.WriteString("| scenario |")
 	for _, br := range rep.Brokers {
 		b.WriteString(" " + rep.Label(br) + " |")
@@ -104,6 +109,19 @@ func writeMatrix(b *strings.Builder, rep *Report) {
 		b.WriteString("\n")
 	}
 	b.WriteString("\n† broker-specific expectations applied (see the scenario file)\n\n")
+}
+
+// repeatCell is the matrix cell of a scenario's runs under --repeat.
+func repeatCell(f Repeated) string {
+	switch {
+	case f.Flaky():
+		return "⚠️ **flaky**: " + f.String()
+	case f.Failed > 0:
+		return fmt.Sprintf("❌ **FAIL** (%d/%d runs)", f.Failed, f.Runs)
+	case f.Skipped > 0:
+		return fmt.Sprintf("⏭ skip (%d/%d runs)", f.Skipped, f.Runs)
+	}
+	return fmt.Sprintf("✅ pass (%d/%d runs)", f.Passed, f.Runs)
 }
 
 func matrixCell(r *Result) string {

@@ -163,14 +163,30 @@ func status(r *Result) string {
 
 // JSONReport is the document WriteJSON writes (--json): the run and every scenario.
 type JSONReport struct {
-	Version    string         `json:"version,omitempty"`
-	RunID      string         `json:"run_id"`
-	DurationMS int64          `json:"duration_ms"`
-	Passed     int            `json:"passed"`
-	Failed     int            `json:"failed"`
-	Skipped    int            `json:"skipped"`
-	NotRun     []string       `json:"not_run"`
-	Scenarios  []JSONScenario `json:"scenarios"`
+	Version    string   `json:"version,omitempty"`
+	RunID      string   `json:"run_id"`
+	DurationMS int64    `json:"duration_ms"`
+	Passed     int      `json:"passed"`
+	Failed     int      `json:"failed"`
+	Skipped    int      `json:"skipped"`
+	NotRun     []string `json:"not_run"`
+	// Repeats are, under run --repeat N, each scenario's runs on each
+	// broker counted by verdict; flaky when they differ.
+	Repeats   []JSONRepeat   `json:"repeats,omitempty"`
+	Scenarios []JSONScenario `json:"scenarios"`
+}
+
+// JSONRepeat is the N runs of one scenario on one broker (run --repeat).
+type JSONRepeat struct {
+	Name    string `json:"name"`
+	File    string `json:"file"`
+	Broker  string `json:"broker"`
+	Runs    int    `json:"runs"`
+	Passed  int    `json:"passed"`
+	Failed  int    `json:"failed"`
+	Skipped int    `json:"skipped"`
+	// Flaky: the runs did not all end the same way.
+	Flaky bool `json:"flaky"`
 }
 
 // JSONScenario is one scenario on one broker.
@@ -179,11 +195,14 @@ type JSONScenario struct {
 	Broker string `json:"broker"`
 	// Server names the broker's server where it is not the broker itself:
 	// "kafka (kfake)" for the runner's own Kafka-protocol server.
-	Server  string   `json:"server,omitempty"`
-	File    string   `json:"file"`
-	Line    int      `json:"line"`
-	Variant string   `json:"variant,omitempty"`
-	Tags    []string `json:"tags"`
+	Server  string `json:"server,omitempty"`
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Variant string `json:"variant,omitempty"`
+	// Run is which of Runs runs this is (run --repeat N), from 1.
+	Run  int      `json:"run,omitempty"`
+	Runs int      `json:"runs,omitempty"`
+	Tags []string `json:"tags"`
 	// Passed: it ran to its end and held; a skipped scenario did not pass.
 	Passed bool `json:"passed"`
 	// Status is passed, failed or skipped.
@@ -230,12 +249,14 @@ type JSONService struct {
 
 // JSONViolation is one violation the history checker found.
 type JSONViolation struct {
-	Invariant string   `json:"invariant"`
-	Declared  bool     `json:"declared"`
-	Consumer  string   `json:"consumer,omitempty"`
-	EventID   string   `json:"event_id,omitempty"`
-	Detail    string   `json:"detail"`
-	Witness   []string `json:"witness,omitempty"`
+	Invariant string `json:"invariant"`
+	Declared  bool   `json:"declared"`
+	Consumer  string `json:"consumer,omitempty"`
+	EventID   string `json:"event_id,omitempty"`
+	Detail    string `json:"detail"`
+	// Witness are the operations it rests on, in order, each a record
+	// with its prose line (text) beside it.
+	Witness []JSONWitness `json:"witness,omitempty"`
 }
 
 // JSONFailure is one failed expectation, at its position.
@@ -310,8 +331,12 @@ func WriteJSON(w io.Writer, rep *Report) error {
 	for _, sc := range rep.NotRun {
 		out.NotRun = append(out.NotRun, safe.Cut(sc.Name))
 	}
+	for _, f := range rep.Repeats() {
+		out.Repeats = append(out.Repeats, JSONRepeat{Name: safe.Cut(f.Name), File: safe.Cut(f.File), Broker: f.Broker, Runs: f.Runs,
+			Passed: f.Passed, Failed: f.Failed, Skipped: f.Skipped, Flaky: f.Flaky()})
+	}
 	for _, r := range rep.Results {
-		js := JSONScenario{Name: safe.Cut(r.Scenario.Name), Broker: r.Broker, Server: r.Label, File: safe.Cut(r.Scenario.File), Line: r.Scenario.Pos.Line, Variant: safe.Cut(r.Scenario.Variant),
+		js := JSONScenario{Name: safe.Cut(r.Scenario.Name), Broker: r.Broker, Server: r.Label, File: safe.Cut(r.Scenario.File), Line: r.Scenario.Pos.Line, Variant: safe.Cut(r.Scenario.Variant), Run: r.Run, Runs: r.Runs,
 			Tags: cutAll(r.Scenario.Tags), Passed: r.Passed() && r.Skipped == "", Status: status(r), Skipped: safe.CutLines(r.Skipped), DurationMS: r.Duration.Milliseconds(),
 			SetupMS: r.Setup.Milliseconds(), Databases: [2]string{r.Where[0], r.Where[1]}, Stream: r.Where[2],
 			Failures: jsonFailures(r.Failures), Alerts: cutAll(r.Alerts), Violations: []JSONViolation{}, NA: []JSONNA{},
@@ -321,10 +346,7 @@ func WriteJSON(w io.Writer, rep *Report) error {
 		}
 		for _, v := range r.Violations {
 			jv := JSONViolation{Invariant: v.Invariant, Declared: slices.Contains(r.Scenario.Violations(r.Broker), v.Invariant),
-				Consumer: safe.Cut(v.Consumer), EventID: safe.Cut(v.EventID), Detail: safe.CutLines(v.Detail)}
-			for _, op := range v.Witness {
-				jv.Witness = append(jv.Witness, safe.CutLines(op.String()))
-			}
+				Consumer: safe.Cut(v.Consumer), EventID: safe.Cut(v.EventID), Detail: safe.CutLines(v.Detail), Witness: witnessRecords(r, v)}
 			js.Violations = append(js.Violations, jv)
 		}
 		for _, st := range r.Steps {

@@ -63,10 +63,13 @@ type Result struct {
 	CutOff bool
 	// NA are the state checks this broker could not read: reported, not
 	// judged; the rest of the scenario ran.
-	NA       []steps.NA
-	Where    [3]string     // producer and consumer database, stream key
-	Setup    time.Duration // isolation: creating databases and the stream
-	Duration time.Duration // all of it, setup and cleanup included
+	NA    []steps.NA
+	Where [3]string // producer and consumer database, stream key
+	// Run is which of Runs runs of the scenario on this broker this is
+	// (run --repeat N), from 1; 0 and 0 when it ran once.
+	Run, Runs int
+	Setup     time.Duration // isolation: creating databases and the stream
+	Duration  time.Duration // all of it, setup and cleanup included
 }
 
 // ServiceOutput is what one process of a team's service wrote, with the
@@ -111,10 +114,98 @@ func serviceLines(svcs []ServiceOutput) []string {
 
 // Name is the scenario's name, with " [broker]" in a broker matrix.
 func (r *Result) Name() string {
+	name := r.Scenario.Name
 	if r.Matrix {
-		return r.Scenario.Name + " [" + cmp.Or(r.Label, r.Broker) + "]"
+		name += " [" + cmp.Or(r.Label, r.Broker) + "]"
 	}
-	return r.Scenario.Name
+	if r.Runs > 0 {
+		name += fmt.Sprintf(" (run %d/%d)", r.Run, r.Runs)
+	}
+	return name
+}
+
+// verdict is the result's in one word: passed, failed or skipped.
+func (r *Result) verdict() string {
+	switch {
+	case !r.Passed():
+		return "failed"
+	case r.Skipped != "":
+		return "skipped"
+	}
+	return "passed"
+}
+
+// Repeated is the runs of one scenario on one broker under run --repeat:
+// how many ended each way.
+type Repeated struct {
+	Scenario                 *scenario.Scenario
+	Name                     string // the scenario's, with its broker in a matrix
+	File                     string
+	Broker                   string
+	Runs                     int
+	Passed, Failed, Skipped  int
+	FirstFailed, FirstPassed int // the run index of the first of each, 0 for none
+}
+
+// Flaky: its runs did not all end the same way.
+func (f Repeated) Flaky() bool {
+	n := 0
+	for _, c := range []int{f.Passed, f.Failed, f.Skipped} {
+		if c > 0 {
+			n++
+		}
+	}
+	return n > 1
+}
+
+// String is "2/3 passed" with the other verdicts counted after.
+func (f Repeated) String() string {
+	s := fmt.Sprintf("%d/%d passed", f.Passed, f.Runs)
+	if f.Failed > 0 {
+		s += fmt.Sprintf(", %d failed (first: run %d)", f.Failed, f.FirstFailed)
+	}
+	if f.Skipped > 0 {
+		s += fmt.Sprintf(", %d skipped", f.Skipped)
+	}
+	return s
+}
+
+// Repeats groups the results of a run --repeat by scenario and broker, in
+// the order each first appears; nil for a run without --repeat.
+func (r *Report) Repeats() []Repeated {
+	var out []Repeated
+	at := map[*scenario.Scenario]map[string]int{}
+	for _, res := range r.Results {
+		if res.Runs == 0 {
+			continue
+		}
+		if at[res.Scenario] == nil {
+			at[res.Scenario] = map[string]int{}
+		}
+		i, ok := at[res.Scenario][res.Broker]
+		if !ok {
+			i = len(out)
+			at[res.Scenario][res.Broker] = i
+			name := res.Scenario.Name
+			if res.Matrix {
+				name += " [" + cmp.Or(res.Label, res.Broker) + "]"
+			}
+			out = append(out, Repeated{Scenario: res.Scenario, Name: name, File: res.Scenario.File, Broker: res.Broker})
+		}
+		f := &out[i]
+		f.Runs++
+		switch res.verdict() {
+		case "failed":
+			f.Failed++
+			f.FirstFailed = cmp.Or(f.FirstFailed, res.Run)
+		case "skipped":
+			f.Skipped++
+		default:
+			f.Passed++
+			f.FirstPassed = cmp.Or(f.FirstPassed, res.Run)
+		}
+	}
+	return out
 }
 
 // Judged are the invariants the history checker decided, sorted: all but
@@ -348,8 +439,38 @@ func (r *Report) Summary() string {
 	if n := r.NA(); n > 0 {
 		extra += fmt.Sprintf(" (n/a checks: %d)", n)
 	}
-	return fmt.Sprintf("%s: %d passed, %d failed%s, %d scenarios in %s",
+	return r.repeatLines() + fmt.Sprintf("%s: %d passed, %d failed%s, %d scenarios in %s",
 		word, len(r.Results)-failed-r.Skipped(), failed, extra, len(r.Results)+len(r.NotRun), r.Duration.Round(time.Millisecond))
+}
+
+// repeatLines are the summary's lines of a run --repeat: each scenario
+// whose runs did not all end the same way (flaky), with its counts, then
+// how many were stable; "" without --repeat.
+func (r *Report) repeatLines() string {
+	reps := r.Repeats()
+	if len(reps) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	stable := map[string]int{}
+	for _, f := range reps {
+		if f.Flaky() {
+			fmt.Fprintf(&b, "flaky: %s (%s): %s\n", safe.Line(f.Name), safe.Line(f.File), f)
+			continue
+		}
+		switch {
+		case f.Failed > 0:
+			stable["failed"]++
+			fmt.Fprintf(&b, "failed every run: %s (%s): %s\n", safe.Line(f.Name), safe.Line(f.File), f)
+		case f.Skipped > 0:
+			stable["skipped"]++
+		default:
+			stable["passed"]++
+		}
+	}
+	fmt.Fprintf(&b, "repeat: %d scenario(s) × %d runs: %d flaky, %d passed every run, %d failed every run, %d skipped every run\n",
+		len(reps), reps[0].Runs, len(reps)-stable["failed"]-stable["skipped"]-stable["passed"], stable["passed"], stable["failed"], stable["skipped"])
+	return b.String()
 }
 
 // NA counts the state checks that were n/a, over the scenarios that ran

@@ -30,7 +30,7 @@ func BenchmarkScenario(b *testing.B) {
 	var setup, total time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		res, err := runScenario(context.Background(), &p, w, job{scs[i%len(scs)], broker.Redis})
+		res, err := runScenario(context.Background(), &p, w, job{sc: scs[i%len(scs)], broker: broker.Redis})
 		if err != nil || !res.Passed() {
 			b.Fatalf("%v %v", err, res.Failures)
 		}

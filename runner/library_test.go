@@ -114,7 +114,7 @@ func TestLibraryAndGuarantees(t *testing.T) {
 						mu.Lock()
 						ran++
 						mu.Unlock()
-						r := g.run(t, p, w, job{sc, b})
+						r := g.run(t, p, w, job{sc: sc, broker: b})
 						results[i*len(p.Brokers)+j] = r
 						switch {
 						case !r.Passed():

@@ -13,7 +13,7 @@ import (
 // does not hold up the jobs of those that are up.
 func TestPickerHandsOutTheLoneScenariosFirst(t *testing.T) {
 	plain, alone := &scenario.Scenario{Name: "plain"}, &scenario.Scenario{Name: "alone", Exclusive: true}
-	jobs := []job{{plain, "redis"}, {alone, "redis"}, {plain, "kafka"}, {alone, "kafka"}, {plain, "nats"}}
+	jobs := []job{{sc: plain, broker: "redis"}, {sc: alone, broker: "redis"}, {sc: plain, broker: "kafka"}, {sc: alone, broker: "kafka"}, {sc: plain, broker: "nats"}}
 	w := &fakeServers{up: map[string]chan struct{}{"kafka": make(chan struct{})}} // kafka still starting
 	pk := newPicker(w, jobs)
 	var got []int
@@ -69,7 +69,7 @@ func TestABrokerFaultHoldsOnlyItsBroker(t *testing.T) {
 	plain := &scenario.Scenario{Name: "plain"}
 	brokerKill := &scenario.Scenario{Name: "broker kill", BrokerExclusive: true}
 	dbKill := &scenario.Scenario{Name: "db kill", Exclusive: true, DBFaults: true}
-	jobs := []job{{plain, "kafka"}, {brokerKill, "kafka"}, {plain, "redis"}, {brokerKill, "redis"}, {plain, "redis"}}
+	jobs := []job{{sc: plain, broker: "kafka"}, {sc: brokerKill, broker: "kafka"}, {sc: plain, broker: "redis"}, {sc: brokerKill, broker: "redis"}, {sc: plain, broker: "redis"}}
 	pk := newPicker(&fakeServers{}, jobs)
 	take := func(want int) {
 		t.Helper()
@@ -95,7 +95,7 @@ func TestABrokerFaultHoldsOnlyItsBroker(t *testing.T) {
 	take(0)
 
 	// A PostgreSQL fault waits for every running job, and holds back the rest.
-	jobs = []job{{plain, "redis"}, {dbKill, "kafka"}, {brokerKill, "redis"}}
+	jobs = []job{{sc: plain, broker: "redis"}, {sc: dbKill, broker: "kafka"}, {sc: brokerKill, broker: "redis"}}
 	pk = newPicker(&fakeServers{}, jobs)
 	take(1)
 	if got := handable(pk); got != -1 {
@@ -115,7 +115,7 @@ func TestABrokerFaultHoldsOnlyItsBroker(t *testing.T) {
 
 	// On the run's own servers the PostgreSQL faults have a set of their
 	// own: they run one at a time, beside the others.
-	jobs = []job{{plain, "redis"}, {dbKill, "kafka"}, {dbKill, "redis"}, {plain, "kafka"}}
+	jobs = []job{{sc: plain, broker: "redis"}, {sc: dbKill, broker: "kafka"}, {sc: dbKill, broker: "redis"}, {sc: plain, broker: "kafka"}}
 	pk = newPicker(&fakeServers{faultSet: true}, jobs)
 	take(1)
 	take(0) // beside the first PostgreSQL kill
@@ -129,7 +129,7 @@ func TestABrokerFaultHoldsOnlyItsBroker(t *testing.T) {
 	// A scenario that stops a server every job shares, and not one of the
 	// PostgreSQL faults' own, still runs alone.
 	haltAll := &scenario.Scenario{Name: "halt all", Exclusive: true}
-	jobs = []job{{plain, "redis"}, {haltAll, "kafka"}}
+	jobs = []job{{sc: plain, broker: "redis"}, {sc: haltAll, broker: "kafka"}}
 	pk = newPicker(&fakeServers{faultSet: true}, jobs)
 	take(1)
 	if got := handable(pk); got != -1 {

@@ -67,6 +67,10 @@ type Params struct {
 	Parallel int
 	// FailFast starts no new scenario after one failed.
 	FailFast bool
+	// Repeat runs each scenario on each broker this many times, each run
+	// its own result (Result.Run of Result.Runs), to find the verdicts that
+	// differ between runs (flaky ones); 0 or 1: once.
+	Repeat int
 	// Tags keeps scenarios with at least one of these tags; SkipTags drops
 	// scenarios with any of these.
 	Tags, SkipTags []string
@@ -158,6 +162,7 @@ func Run(ctx context.Context, p Params, scs []*scenario.Scenario) (rep *report.R
 type job struct {
 	sc     *scenario.Scenario
 	broker string
+	run    int // which run of Params.Repeat, from 1; 0 without --repeat
 }
 
 // schedule runs jobs on p.Parallel workers. With FailFast, a failure stops
@@ -190,6 +195,9 @@ func schedule(ctx context.Context, p *Params, w *world.World, jobs []job) ([]*re
 					err = &InternalError{Value: what, Stack: stack}
 				}
 				next.done(i)
+				if res != nil && jobs[i].run > 0 {
+					res.Run, res.Runs = jobs[i].run, p.Repeat
+				}
 				if res != nil && res.CutOff && !res.Passed() {
 					interruptedWhileRunning(res, jobs[i].sc)
 				}

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -80,6 +81,29 @@ func SplitList(s string) []string {
 		if f = strings.TrimSpace(f); f != "" {
 			out = append(out, f)
 		}
+	}
+	return out
+}
+
+// Planned is one broker a run would run a scenario on, and why the run
+// would skip it there before anything starts ("" when it would run it):
+// the system file's brokers: or the scenario's pin exclude that broker.
+// What only the servers can tell (a broker that cannot do what it asks)
+// is decided when it runs.
+type Planned struct {
+	Broker, Skip string
+}
+
+// Plan is what runner run with p would do with sc, broker by broker
+// (runner list shows it).
+func (p *Params) Plan(sc *scenario.Scenario) []Planned {
+	var out []Planned
+	for _, b := range p.brokersOf(sc) {
+		skip := sc.PinnedSkip(b)
+		if sc.System != nil {
+			skip = cmp.Or(sc.System.Unsupported(b), skip)
+		}
+		out = append(out, Planned{Broker: b, Skip: skip})
 	}
 	return out
 }

@@ -91,7 +91,13 @@ func (s *Session) Run(ctx context.Context, scs []*scenario.Scenario) (*report.Re
 	var jobs []job
 	for _, sc := range scs {
 		for _, b := range s.p.brokersOf(sc) {
-			jobs = append(jobs, job{sc, b})
+			if s.p.Repeat <= 1 {
+				jobs = append(jobs, job{sc: sc, broker: b})
+				continue
+			}
+			for run := 1; run <= s.p.Repeat; run++ {
+				jobs = append(jobs, job{sc: sc, broker: b, run: run})
+			}
 		}
 	}
 	results, err := schedule(ctx, &s.p, s.w, jobs)

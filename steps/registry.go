@@ -7,6 +7,7 @@ package steps
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -343,9 +344,58 @@ func (c *Call) ParamValues() map[string]any {
 			out[p.Name] = d.String()
 			continue
 		}
+		if m, ok := paramStruct(f); ok {
+			out[p.Name] = m
+			continue
+		}
 		out[p.Name] = hidden(p.Name, f.Interface())
 	}
 	return out
+}
+
+// paramStruct is a parameter whose value is itself a struct of parameters
+// (start's fault: {on, nth, do}) as the scenario writes it, keyed by the
+// fields' param: names: a report must show the language's keys, not the Go
+// field names (On, Nth, Do). False for any other value.
+func paramStruct(v reflect.Value) (map[string]any, bool) {
+	if v.Kind() != reflect.Struct {
+		return nil, false
+	}
+	out := map[string]any{}
+	t := v.Type()
+	for i := range t.NumField() {
+		sf, f := t.Field(i), v.Field(i)
+		if sf.Anonymous && f.Kind() == reflect.Struct {
+			m, _ := paramStruct(f)
+			maps.Copy(out, m)
+			continue
+		}
+		name := sf.Tag.Get("param")
+		if name == "" || !sf.IsExported() || f.IsZero() {
+			continue
+		}
+		if f.Kind() == reflect.Pointer {
+			f = f.Elem()
+		}
+		if d, ok := f.Interface().(time.Duration); ok {
+			out[name] = d.String()
+		} else if m, ok := paramStruct(f); ok {
+			out[name] = m
+		} else {
+			out[name] = hidden(name, f.Interface())
+		}
+	}
+	return out, len(out) > 0 || hasParamTag(t)
+}
+
+// hasParamTag: some field of struct type t is a parameter.
+func hasParamTag(t reflect.Type) bool {
+	for i := range t.NumField() {
+		if t.Field(i).Tag.Get("param") != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // hidden is a parameter's value for a report, its secrets hidden as shown

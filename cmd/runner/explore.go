@@ -123,7 +123,7 @@ func defineExploreFlags(fs *flag.FlagSet) *exploreFlags {
 	countFlag(fs, &p.Confirm, "confirm", 3, 0, "run each written scenario `N` times to confirm it (reproduces N/N, or flaky)")
 	fs.StringVar(&f.only, "only", "", "run only the points whose name matches `REGEX` (e.g. 'consumer consumer_db\\.commit'; a point is named \"SERVICE TRIGGER nth=N do=ACTION\")")
 	fs.BoolVar(&f.random, "random", false, "drive --events with faults at random crossings instead of the systematic points (seeded)")
-	fs.Uint64Var(&f.rnd.Seed, "seed", uint64(time.Now().UnixNano()%1_000_000), "seed of --random: the same seed replays the same schedule")
+	seedFlag(fs, &f.rnd.Seed, uint64(time.Now().UnixNano()%1_000_000), "seed of --random: the same seed replays the same schedule")
 	fs.Float64Var(&f.rnd.Faults, "faults", 0.1, "with --random, the probability of a fault before each event, at a crossing drawn at random (`RATE`, 0..1)")
 	check(fs, "faults", "a number from 0 to 1 such as 0.1", func() bool { return f.rnd.Faults >= 0 && f.rnd.Faults <= 1 })
 	countFlag(fs, &f.rnd.Events, "events", 100, 1, "with --random, drive `N` events")

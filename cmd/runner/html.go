@@ -57,7 +57,7 @@ func writeHTML(path string, rep *report.Report, set *flag.FlagSet, p *runner.Par
 	var replay []string
 	set.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "settle", "timeout", "system":
+		case "settle", "timeout", "system", "repeat": // a flaky failure replays as often as it was hunted
 			replay = append(replay, "--"+f.Name, f.Value.String())
 		}
 	})

@@ -6,7 +6,7 @@
 //
 //	runner run [flags] [files or dirs...]       run scenarios (default dir: scenarios)
 //	runner validate [--system FILE] [files or dirs...]  check scenarios and system files (mappings against their schema) without running them
-//	runner list [flags] [files or dirs...]      list scenarios: file, name, tags
+//	runner list [flags] [files or dirs...]      list scenarios: file, name, tags (--system FILE: and its services)
 //	runner docs                                 print the scenario-language reference
 //	runner schema [--system]                    print the JSON Schema of scenario (or system) files
 //	runner explore [flags] [WORKLOAD.yaml]      find a team's fault windows, write each as a minimal scenario
@@ -19,7 +19,8 @@
 //	runner help [command]                       print the usage of runner or of one command
 //	runner version (or --version)               print the build: commit, modified, Go version
 //
-// Every command takes -h or --help.
+// Every command takes -h or --help: its flags grouped under headings, as
+// the docs write them (--flag), and examples (help.go).
 //
 // Exit status: 0 all passed, 1 a scenario failed, 2 invalid scenario or usage,
 // 3 the run itself could not proceed (servers), 4 an internal error (a panic:
@@ -119,7 +120,7 @@ var help = map[string]struct{ args, summary string }{
 	"explore":   {"[--system FILE] [WORKLOAD.yaml] --out DIR [flags]", "find a team's fault windows: observe the boundaries its services cross, try a fault at each, write each violation as a minimal scenario (explore merge: put --shard K/N's outputs together)"},
 	"help":      {"[command]", "print the usage of runner, or of one command"},
 	"init":      {"--relay CMD --consumer CMD --schema-producer FILE --schema-consumer FILE [flags]", "write a team's first system file and starter scenarios from its schemas and what its relay and consumer do with a probe event; validate them and run the fault-free drill"},
-	"list":      {"[flags] [files or dirs...]", "list scenarios: file, name, tags"},
+	"list":      {"[flags] [--system FILE] [files or dirs...]", "list scenarios: file, name, tags; with --system, what run --system would run and the system's services"},
 	"reference": {"[flags] relay|consumer", "run the reference relay or consumer as a long-lived process (env DATABASE_URL, REDIS_URL, STREAM, GROUP), to drill it through a system file"},
 	"run":       {"[flags] [files or dirs...]", "run scenarios against real PostgreSQL and " + runner.BrokerList() + " (--broker)"},
 	"schema":    {"[--system]", "print the JSON Schema of scenario files, or of system files (draft 2020-12)"},
@@ -235,7 +236,7 @@ func cmdHelp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: runner help [command]")
 		return exitInvalid
 	case args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help":
-		fmt.Fprintf(stdout, "usage: runner help %s\n\n%s\n", help["help"].args, help["help"].summary)
+		fmt.Fprintf(stdout, "usage: runner help %s\n\n%s\n\nExamples:\n  %s\n", help["help"].args, help["help"].summary, strings.Join(examples["help"], "\n  "))
 		return exitOK
 	}
 	cmd, ok := commands[args[0]]
@@ -262,7 +263,11 @@ func usage(w io.Writer) {
 	for _, n := range commandNames() {
 		fmt.Fprintf(w, "  %-9s %s\n", n, help[n].summary)
 	}
-	fmt.Fprintln(w, "run 'runner help <command>' (or 'runner <command> --help') for a command's flags")
+	fmt.Fprintln(w, "run 'runner help <command>' (or 'runner <command> --help') for a command's flags, grouped, and examples")
+	fmt.Fprintln(w, "examples:")
+	for _, e := range []string{examples["run"][0], examples["run"][1], examples["validate"][0], examples["explore"][0]} {
+		fmt.Fprintf(w, "  %s\n", e)
+	}
 	fmt.Fprintln(w, "exit status: 0 passed, 1 a scenario failed, 2 invalid scenario or usage, 3 servers unavailable, 4 internal error (a bug: its stack in a file), 130 interrupted (SIGINT), 143 terminated (SIGTERM)")
 }
 
@@ -272,23 +277,6 @@ func newFlags(name string) *flag.FlagSet {
 	fs.SetOutput(io.Discard) // parseArgs reports errors itself
 	fs.Usage = func() {}
 	return fs
-}
-
-// commandUsage prints "usage: runner NAME ARGS", what the command does, and
-// its flags.
-func commandUsage(w io.Writer, fs *flag.FlagSet) {
-	h := usageOf(fs.Name())
-	fmt.Fprintf(w, "usage: runner %s %s\n\n%s\n", fs.Name(), h.args, h.summary)
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	if n > 0 {
-		fmt.Fprintln(w, "\nflags:")
-		// A default from RUNNER_PG_URL and friends may hold a password.
-		fs.VisitAll(func(f *flag.Flag) { f.DefValue = redact.URL(f.DefValue) })
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-	}
 }
 
 // parseArgs parses a command's flags, which may follow the paths (`runner
@@ -317,6 +305,7 @@ func parseArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (paths
 
 var (
 	undefinedFlag = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`)
+	needsValue    = regexp.MustCompile(`^flag needs an argument: -+(.*)$`)
 	badFlagValue  = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-+([^:]*): `)
 )
 
@@ -327,7 +316,14 @@ func flagError(fs *flag.FlagSet, err error) string {
 	if m := undefinedFlag.FindStringSubmatch(msg); m != nil {
 		var names []string
 		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-		return msg + diag.Suggest(m[1], names)
+		sug := diag.Suggest(m[1], names)
+		if best, ok := strings.CutPrefix(sug, ` (did you mean "`); ok {
+			sug = " (did you mean " + dashed(strings.TrimSuffix(best, `"?)`)) + "?)"
+		}
+		return "unknown flag " + dashed(m[1]) + sug
+	}
+	if m := needsValue.FindStringSubmatch(msg); m != nil {
+		return dashed(m[1]) + " needs a value"
 	}
 	m := badFlagValue.FindStringSubmatch(msg)
 	if m == nil {
@@ -348,17 +344,13 @@ func flagError(fs *flag.FlagSet, err error) string {
 	if c, ok := f.Value.(*checked); ok {
 		want = c.want
 	}
-	dash := "--"
-	if len(m[2]) == 1 {
-		dash = "-"
-	}
 	if why := msg[len(m[0]):]; strings.HasPrefix(why, errTooLong) {
-		return fmt.Sprintf("%s%s %q: %s", dash, m[2], m[1], why)
+		return fmt.Sprintf("%s %q: %s", dashed(m[2]), m[1], why)
 	}
 	if want == "" {
-		return msg
+		return fmt.Sprintf("%s %q: %s", dashed(m[2]), m[1], msg[len(m[0]):])
 	}
-	return fmt.Sprintf("%s%s %q: want %s", dash, m[2], m[1], want)
+	return fmt.Sprintf("%s %q: want %s", dashed(m[2]), m[1], want)
 }
 
 // checked is a flag whose value must also meet a condition (a count of at
@@ -598,6 +590,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	countFlag(fs, &p.Parallel, "parallel", runtime.NumCPU(), 1, "run `N` scenarios at once (default: the number of CPUs; scenarios mostly wait on their windows, so twice that is often faster for the library alone)")
 	connectTimeoutFlag(fs, &p.ConnectTimeout, servers)
 	fs.BoolVar(&p.FailFast, "fail-fast", false, "start no new scenario after one failed")
+	countFlag(fs, &p.Repeat, "repeat", 1, 1, "run each selected scenario `N` times on each broker, each run its own result, and name the scenarios whose verdicts differed (flaky: 2/3 passed); exit 1 if any run failed")
 	var reports [4]string
 	fs.StringVar(&reports[0], "junit", "", "write a JUnit XML report to `FILE`")
 	fs.StringVar(&reports[1], "json", "", "write a JSON report (every step, params, outcome, observed state) to `FILE`")
@@ -621,6 +614,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	p.URLs = runner.URLs(servers)
 	if !keepFlag(&p, *keep, servers, stderr) {
+		return exitInvalid
+	}
+	if p.Repeat > 1 && reports[3] != "" {
+		fmt.Fprintln(stderr, "runner: --guarantees reads one verdict per scenario and broker: not with --repeat")
 		return exitInvalid
 	}
 	scs, ok := loadSelected(ctx, paths, sel, &p, stderr)
@@ -958,25 +955,88 @@ func cmdList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("list")
 	var p runner.Params
 	sel := selectionFlags(fs, &p)
+	systemFile := fs.String("system", "", "list what run --system `FILE` would run: the system file applied to every scenario, checked as run checks it, and its services")
+	brokers := &listFlag{v: broker.Default()}
+	fs.Var(brokers, "broker", "the brokers run would run on (`"+runner.BrokerChoices()+"`, or a list), as run's --broker: the BROKERS column says where a scenario would be skipped before it starts")
 	paths, code, done := parseArgs(fs, args, stdout, stderr)
 	if done {
 		return code
 	}
+	var err error
+	if p.Brokers, err = runner.ParseBrokers(brokers.v); err != nil {
+		fmt.Fprintf(stderr, "runner list: %v\n", err)
+		return exitInvalid
+	}
+	p.BrokerGiven = brokers.set
 	scs, ok := loadSelected(ctx, paths, sel, &p, stderr)
 	if !ok {
 		return loadFailed(ctx, stderr)
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "FILE\tNAME\tTAGS")
+	sys, ok := loadSystem(ctx, scs, *systemFile, stderr)
+	if !ok {
+		return loadFailed(ctx, stderr)
+	}
+	listScenarios(stdout, &p, scs)
+	if sys != nil {
+		listServices(stdout, sys)
+	}
+	return exitOK
+}
+
+// listScenarios prints each scenario's file, name and tags, and the
+// brokers run would run it on (each it would skip before it starts
+// marked, the reasons said once below).
+func listScenarios(w io.Writer, p *runner.Params, scs []*scenario.Scenario) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FILE\tNAME\tTAGS\tBROKERS")
+	var why []string
 	for _, sc := range scs {
 		tags := make([]string, len(sc.Tags))
 		for i, t := range sc.Tags {
 			tags[i] = safe.Line(t)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", safe.Line(sc.File), safe.Line(sc.Name), strings.Join(tags, ","))
+		var on []string
+		for _, pl := range p.Plan(sc) {
+			if pl.Skip == "" {
+				on = append(on, pl.Broker)
+				continue
+			}
+			if !slices.Contains(why, pl.Skip) {
+				why = append(why, pl.Skip)
+			}
+			on = append(on, fmt.Sprintf("%s (skipped: %d)", pl.Broker, slices.Index(why, pl.Skip)+1))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", safe.Line(sc.File), safe.Line(sc.Name), strings.Join(tags, ","), strings.Join(on, ", "))
 	}
 	_ = tw.Flush()
-	return exitOK
+	for i, s := range why {
+		fmt.Fprintf(w, "skipped %d: %s\n", i+1, safe.LongLine(s))
+	}
+}
+
+// listServices prints the services of the system file list --system
+// applies: what each scenario's start steps start, and on which brokers.
+func listServices(w io.Writer, sys *system.System) {
+	brokers := "every broker"
+	if sys.Brokers != nil {
+		brokers = strings.Join(sys.Brokers, ", ")
+	}
+	fmt.Fprintf(w, "\nsystem %s (brokers: %s)\n", safe.Line(sys.File), brokers)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVICE\tRUN\tREADY\tVARIANTS")
+	for _, name := range sys.Names() {
+		s := sys.Services[name]
+		ready := "once started"
+		if s.Ready != "" {
+			ready = fmt.Sprintf("log %q", s.Ready)
+		}
+		variants := slices.Sorted(maps.Keys(s.Variants))
+		if len(variants) == 0 {
+			variants = []string{"-"}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", safe.Line(name), safe.Line(redact.NewSet().Text(strings.Join(s.Run, " "))), safe.Line(ready), strings.Join(variants, ","))
+	}
+	_ = tw.Flush()
 }
 
 func cmdDocs(_ context.Context, args []string, stdout, stderr io.Writer) int {
@@ -1055,7 +1115,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := newFlags("bench")
 	var p bench.Params
 	countFlag(fs, &p.SoakEvents, "soak-events", 2000, 0, "`N` events for the soak and raw baseline figures (0: skip)")
-	growth := fs.String("growth", "10,100,1000", "generated scenario counts for the growth figures")
+	growth := fs.String("growth", "10,100,1000", "generated scenario `COUNTS` for the growth figures (comma-separated, each 1 to 1000)")
 	countFlag(fs, &p.Repeat, "repeat", 3, 1, "`N` runs per start, library and soak figure; the median is printed (the soak's ratios: min / median / max)")
 	only := fs.String("only", "", "measure only these `SECTIONS`, comma-separated: "+strings.Join(bench.Sections, ", ")+" (default all)")
 	servers := redisFlags(fs, &p.PGURL, &p.Redis)

@@ -243,7 +243,7 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"rnu"}, `unknown command "rnu" (did you mean "run"?)`},
-		{[]string{"run", "--nope"}, "flag provided but not defined: -nope"},
+		{[]string{"run", "--nope"}, "runner run: unknown flag --nope"},
 		{[]string{"run", "--run", "(", "."}, "--run: error parsing regexp"},
 		{[]string{"run", "/does/not/exist"}, "no such file or directory"},
 		{nil, "usage: runner <command>"},
@@ -635,8 +635,8 @@ func TestBadFlagValuesAreUsageErrors(t *testing.T) {
 		{[]string{"soak", "--seed", "-1"}, `runner soak: --seed "-1": want a whole number, 0 or more`},
 		{[]string{"soak", "--faults", "lots"}, `runner soak: --faults "lots": want a number from 0 to 1 such as 0.1`},
 		{[]string{"bench", "--repeat", "3x"}, `runner bench: --repeat "3x": want a whole number`},
-		{[]string{"list", "--tgas", "x"}, `runner list: flag provided but not defined: -tgas (did you mean "tags"?)`},
-		{[]string{"run", "--timeout"}, `runner run: flag needs an argument: -timeout`},
+		{[]string{"list", "--tgas", "x"}, `runner list: unknown flag --tgas (did you mean --tags?)`},
+		{[]string{"run", "--timeout"}, `runner run: --timeout needs a value`},
 		{[]string{"docs", "extra"}, `runner docs: unexpected argument "extra"`},
 		{[]string{"clean", "extra"}, `runner clean: unexpected argument "extra"`},
 	} {

@@ -172,7 +172,7 @@ func cmdSoakInProcess(ctx context.Context, args []string, stdout, stderr io.Writ
 	countFlag(fs, &p.Events, "events", 10000, 1, "drive `N` events through the pipeline")
 	fs.Float64Var(&p.Faults, "faults", 0.1, "probability of a fault at each decision point (`RATE`, 0..1)")
 	check(fs, "faults", "a number from 0 to 1 such as 0.1", func() bool { return p.Faults >= 0 && p.Faults <= 1 })
-	fs.Uint64Var(&p.Seed, "seed", uint64(time.Now().UnixNano()%1_000_000), "seed of the schedule: the same seed writes the same schedule, and the run replays exactly")
+	seedFlag(fs, &p.Seed, uint64(time.Now().UnixNano()%1_000_000), "seed of the schedule: the same seed writes the same schedule, and the run replays exactly")
 	countFlag(fs, &p.Workers, "parallel", 2, 1, "`N` schedules at once, each a scenario with a database pair and a stream of its own, the events shared out between them")
 	countFlag(fs, &p.Batch, "batch", 100, 1, "`N` events a schedule produces before each relay and consume pass")
 	servers := redisFlags(fs, &p.PGURL, &p.Redis)

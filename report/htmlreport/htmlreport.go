@@ -231,6 +231,20 @@ func matrix(c cleaner, rep *report.Report, views []resultView) []matrixRow {
 		text := map[string]string{"passed": "pass", "failed": "FAIL", "skipped": "skip", "notjudged": "pass, not all judged"}[rv.Class]
 		cells[r.Scenario][r.Broker] = cell{Class: rv.Class, Text: text, Href: "#" + rv.ID, Title: cmp.Or(rv.Skipped, strings.Join(rv.NotJudged, "; "))}
 	}
+	// Under --repeat a cell stands for all its runs: a flaky one must not
+	// show as its last run's pass.
+	for _, f := range rep.Repeats() {
+		cl := cells[f.Scenario][f.Broker]
+		switch {
+		case f.Flaky():
+			cl.Class, cl.Text = "failed", "flaky: "+f.String()
+		case f.Failed > 0:
+			cl.Class, cl.Text = "failed", fmt.Sprintf("FAIL (%d/%d runs)", f.Failed, f.Runs)
+		default:
+			cl.Text += fmt.Sprintf(" (%d runs)", f.Runs)
+		}
+		cells[f.Scenario][f.Broker] = cl
+	}
 	out := make([]matrixRow, 0, len(order))
 	for _, sc := range order {
 		row := matrixRow{Name: c.name(sc.Name)}
