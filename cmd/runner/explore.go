@@ -131,7 +131,7 @@ func defineExploreFlags(fs *flag.FlagSet) *exploreFlags {
 	fs.StringVar(&f.broker, "broker", broker.Default(), "the `broker` the services talk to (its proxy maps the broker boundaries: Redis commands; publish, deliver, ack on NATS, RabbitMQ, Kafka)")
 	fs.BoolVar(&p.Verbose, "v", false, "print every point's verdict, held ones too")
 	f.servers = exploreServerFlags(fs, &p.Runner)
-	fs.StringVar(&f.reports[0], "junit", "", "write a JUnit XML report (one testcase per point) to `FILE`")
+	fs.StringVar(&f.reports[0], "junit", "", "write a JUnit XML report (one testcase per point that ran, the points not run summed in one skipped case) to `FILE`")
 	fs.StringVar(&f.reports[1], "json", "", "write a JSON report (the boundary map, every point, the findings) to `FILE`")
 	fs.StringVar(&f.reports[2], "markdown", "", "write a Markdown coverage report (a boundary × action table) to `FILE`")
 	shardFlags(fs, f)

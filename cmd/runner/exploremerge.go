@@ -22,7 +22,7 @@ func cmdExploreMerge(ctx context.Context, args []string, stdout, stderr io.Write
 	fs := newFlags("explore merge")
 	out := fs.String("out", "", "gather the shards' finding files into `DIR` (required; created), as one run writes them")
 	var reports [3]string
-	fs.StringVar(&reports[0], "junit", "", "write the merged JUnit XML report (one testcase per point) to `FILE`")
+	fs.StringVar(&reports[0], "junit", "", "write the merged JUnit XML report (one testcase per point that ran, the points not run summed in one skipped case) to `FILE`")
 	fs.StringVar(&reports[1], "json", "", "write the merged JSON report (the boundary map, every point, the findings) to `FILE`")
 	fs.StringVar(&reports[2], "markdown", "", "write the merged Markdown coverage report to `FILE`")
 	htmlDir := fs.String("html-dir", "", "write the merged coverage as a picture to `DIR` (index.html; without the findings' timelines, which need one more run of each)")

@@ -587,7 +587,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Var(&boundedDuration{p: &p.Settle, max: scenario.MaxSettle}, "settle", "give a team's system up to `DURATION` after the last step to settle before it is judged (at most 10m; a scenario's settle: overrides it; raised to outlast the timers its services announced to the broker; what a running system still owes then is stuck)")
 	check(fs, "settle", "a duration of at least 500ms such as 5s or 30s (a system is quiet after 300ms without a change)", func() bool { return p.Settle >= scenario.MinSettle })
 	fs.BoolVar(&p.Verbose, "v", false, "print every scenario's step trace")
-	countFlag(fs, &p.Parallel, "parallel", runtime.NumCPU(), 1, "run `N` scenarios at once (default: the number of CPUs; scenarios mostly wait on their windows, so twice that is often faster for the library alone)")
+	countFlag(fs, &p.Parallel, "parallel", runtime.NumCPU(), 1, "run `N` scenarios at once, by default one per CPU (scenarios mostly wait on their windows: twice that is often faster for the library alone)")
 	connectTimeoutFlag(fs, &p.ConnectTimeout, servers)
 	fs.BoolVar(&p.FailFast, "fail-fast", false, "start no new scenario after one failed")
 	countFlag(fs, &p.Repeat, "repeat", 1, 1, "run each selected scenario `N` times on each broker, each run its own result, and name the scenarios whose verdicts differed (flaky: 2/3 passed); exit 1 if any run failed")
