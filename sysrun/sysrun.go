@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -124,7 +125,15 @@ func New(cfg Config) *Run {
 
 // Start starts a service behind new proxies, arms f on them, and waits for
 // the service to be ready.
+// A replicated service's name starts each of its replicas in turn, each
+// ready before the next (a fault names one replica: see group).
 func (r *Run) Start(ctx context.Context, name string, env map[string]string, f *fault.Fault) (string, error) {
+	if names, ok := r.group(name); ok {
+		if f != nil {
+			return "", r.oneProcess(name)
+		}
+		return each(names, func(n string) (string, error) { return r.start(ctx, n, env, nil) })
+	}
 	return r.start(ctx, name, env, f)
 }
 
@@ -150,6 +159,7 @@ func (r *Run) start(ctx context.Context, name string, env map[string]string, f *
 		s.close()
 		return "", err
 	}
+	vars["replica"] = strconv.Itoa(max(1, spec.Replica))
 	r.watch(s, restartOf(ctx))
 	for _, f := range append([]*fault.Fault{f}, more...) {
 		if f == nil {
@@ -450,6 +460,9 @@ func (r *Run) armBroker(s *service, f *fault.Fault, kill func() error) (strike, 
 // Stop stops a service: SIGTERM, SIGKILL after StopGrace. The SIGKILL is
 // part of stop (a service that drains slowly is stopped so), not an error.
 func (r *Run) Stop(ctx context.Context, name string) (string, error) {
+	if names, ok := r.group(name); ok {
+		return r.stopAll(ctx, names)
+	}
 	s, err := r.take(name)
 	if err != nil {
 		return "", err
@@ -468,6 +481,10 @@ func (r *Run) Stop(ctx context.Context, name string) (string, error) {
 
 // Kill SIGKILLs a service and every process it started.
 func (r *Run) Kill(ctx context.Context, name string) error {
+	if names, ok := r.group(name); ok {
+		_, err := each(r.running(names), func(n string) (string, error) { return "", r.Kill(ctx, n) })
+		return err
+	}
 	s, err := r.take(name)
 	if err != nil {
 		return err
