@@ -94,6 +94,8 @@ type instance struct {
 	mu      sync.Mutex
 	proc    *servers.Service // nil until the process runs
 	ended   string           // how the runner ended it; "" while it runs or when it exited by itself
+	endedAt time.Time        // when the runner began to end it
+	start   int              // the run's service start it is (brokerLog's), 0 without a broker proxy
 }
 
 // end records how the runner ended the instance (the first reason stays).
@@ -101,7 +103,7 @@ func (in *instance) end(how string) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.ended == "" {
-		in.ended = how
+		in.ended, in.endedAt = how, time.Now()
 	}
 }
 
@@ -288,6 +290,7 @@ func (r *Run) proxies(s *service) (map[string]string, []string, error) {
 		}
 		r.mu.Lock()
 		r.starts++
+		s.inst.start = r.starts
 		r.logs = append(r.logs, brokerLog{service: s.name, start: r.starts, proxy: s.broker, svc: s})
 		r.mu.Unlock()
 		vars["broker.url"], vars["broker.address"] = s.broker.URL(), s.broker.Address()
