@@ -47,10 +47,14 @@ func (r *Run) strikeDisruptions(faults []*armed) []history.Disruption {
 		if at.IsZero() {
 			continue
 		}
-		d := history.Disruption{At: at, What: fmt.Sprintf("the fault %s struck %s (start %d)", a.f, a.service, a.svc.inst.start)}
+		start := 0
+		if a.svc.inst != nil {
+			start = a.svc.inst.start
+		}
+		d := history.Disruption{At: at, What: fmt.Sprintf("the fault %s struck %s (start %d)", a.f, a.service, start)}
 		if a.f.Link == fault.Broker {
 			passes[a.svc]++
-			d.Proc, d.PassAfter = a.svc.inst.start, passes[a.svc]
+			d.Proc, d.PassAfter = start, passes[a.svc]
 			if a.f.Action.Do == fault.Duplicate {
 				passes[a.svc]++ // its copy is a pass of its own
 			}

@@ -290,7 +290,9 @@ func (r *Run) proxies(s *service) (map[string]string, []string, error) {
 		}
 		r.mu.Lock()
 		r.starts++
-		s.inst.start = r.starts
+		if s.inst != nil {
+			s.inst.start = r.starts
+		}
 		r.logs = append(r.logs, brokerLog{service: s.name, start: r.starts, proxy: s.broker, svc: s})
 		r.mu.Unlock()
 		vars["broker.url"], vars["broker.address"] = s.broker.URL(), s.broker.Address()

@@ -16,6 +16,7 @@
 //	split-tx         consumer: the processed row and the balance in two transactions
 //	double-publish   relay: publishes each row twice before marking it
 //	mark-first       relay: marks the rows sent and commits, then publishes them
+//	no-skip-locked   relay: reads the unsent rows without FOR UPDATE SKIP LOCKED: replicas race and publish rows twice
 package main
 
 import (
