@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -41,5 +42,28 @@ func TestReplicatedRelaysRace(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A fault strikes one process: armed on a replicated service it is a load
+// error at the fault's on:, naming the replicas; a misspelt service name
+// suggests the service or a replica. Nothing runs (exit 2).
+func TestReplicatedServiceFaultNamesOneReplica(t *testing.T) {
+	t.Parallel()
+	sys := mustAbs(t, "../../examples/go-payments/system-replicas.yaml")
+	dir := t.TempDir()
+	f := dir + "/bad.yaml"
+	if err := os.WriteFile(f, []byte("name: bad\nsystem: "+sys+"\nsteps:\n  - start: {service: relay, fault: {on: \"broker.reply(XADD)\", do: kill}}\n  - stop: relya\n  - start: {service: relay-2, fault: {on: \"broker.reply(XADD)\", do: kill}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cliEnv(t, nil, "validate", "--offline", f)
+	for _, want := range []string{f + ":4:41: start: relay has 2 replicas: arm the fault on one of them: relay-1, relay-2",
+		f + `:5:5: stop: no service "relya" in ` + sys + ` (did you mean "relay"?); services: consumer, relay, relay-1, relay-2`} {
+		if !strings.Contains(out+errOut, want) {
+			t.Errorf("validate lacks %q\n%s\n%s", want, out, errOut)
+		}
+	}
+	if code != exitInvalid || strings.Contains(out+errOut, "relay-2 has") {
+		t.Errorf("exit %d, want %d, relay-2's fault accepted\n%s\n%s", code, exitInvalid, out, errOut)
 	}
 }
