@@ -114,8 +114,14 @@ func (w *Workload) index() diag.Errors {
 	for i, c := range w.calls {
 		switch c.Def.Name {
 		case "start":
-			if c.Params.(*steps.StartParams).Fault != nil {
+			p := c.Params.(*steps.StartParams)
+			if p.Fault != nil {
 				errs = append(errs, diag.Errorf(c.Pos, "start: the workload arms no fault (explore arms one per point); remove fault:"))
+			}
+			if g := w.System.Groups[p.Service]; len(g) > 0 {
+				// A point arms its fault on a start step, and a fault
+				// strikes one process.
+				errs = append(errs, diag.Errorf(c.Pos, "start: %s starts %d replicas: a workload starts each with a step of its own (start: %s), so that a point can fault one", p.Service, len(g), strings.Join(g, ", start: ")))
 			}
 			w.Starts = append(w.Starts, i)
 		case "produce", "publish", "produce_overlapping":

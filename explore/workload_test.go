@@ -114,3 +114,17 @@ func TestBuiltinWorkloadStartsTheReplicas(t *testing.T) {
 		t.Errorf("without replicas: %d event steps, want 6", len(w.Events))
 	}
 }
+
+// A workload's start of a replicated service is refused at its line: a
+// point arms its fault on a start step, and a fault strikes one process.
+func TestWorkloadStartsEachReplica(t *testing.T) {
+	sys, errs, err := system.Load(context.Background(), "../examples/go-payments/system-replicas.yaml", scenariotest.Kinds())
+	if err != nil || len(errs) > 0 {
+		t.Fatal(err, errs)
+	}
+	_, errs = parseWorkload(context.Background(), "w.yaml", []byte("name: w\nsteps:\n  - produce: {event: e1}\n  - start: relay\n  - start: consumer\n"), sys)
+	want := "w.yaml:4:5: start: relay starts 2 replicas: a workload starts each with a step of its own (start: relay-1, start: relay-2), so that a point can fault one"
+	if len(errs) != 1 || errs[0].Error() != want {
+		t.Errorf("errors %v, want %s", errs, want)
+	}
+}
