@@ -13,6 +13,7 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/progress"
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/runner"
@@ -35,6 +36,11 @@ type Params struct {
 	// scenario timeout.
 	Runner runner.Params
 	Log    io.Writer // progress, one line per point that did not hold (nil: none)
+	// Progress, with ProgressOut set, reports the points done (the events,
+	// in the random mode), the violations so far, elapsed and what remains
+	// (internal/progress); its Noun is explore's own.
+	Progress    progress.Config
+	ProgressOut io.Writer
 	// Verbose logs every point, held ones too.
 	Verbose bool
 	// Shard, when Shard.Of > 0, runs only the Index-th of Of parts of the
@@ -108,6 +114,7 @@ type explorer struct {
 	mu      sync.Mutex
 	records map[*scenario.Scenario]*record
 	seq     int                 // names runs apart
+	prog    *progress.Reporter  // the points' or the random run's progress (nil: none)
 	wrote   map[string]*Finding // the files written, each a finding's own
 }
 
@@ -123,6 +130,9 @@ type record struct {
 	// at the variant's file, which is gone once explore ends.
 	steps  map[diag.Pos]diag.Pos
 	faults []Fault // the schedule it ran
+	// counted: the progress counts this run (a point; the random run's
+	// events), not the observing, shrinking and confirming runs.
+	counted bool
 	// observe: the databases' proxies learn what every commit wrote (the
 	// fault-free run, and runs whose crossings a later stage reads); off,
 	// a point's run pays only for its own trigger's round trips.
@@ -190,7 +200,7 @@ type outcome struct {
 func open(ctx context.Context, p Params) (*explorer, error) {
 	e := &explorer{p: p, records: map[*scenario.Scenario]*record{}}
 	rp := p.Runner
-	rp.Out, rp.Log, rp.Progress, rp.Verbose = io.Discard, nil, false, false
+	rp.Out, rp.Log, rp.Progress, rp.Verbose = io.Discard, nil, nil, false
 	rp.SystemRun = func(sc *scenario.Scenario, run *sysrun.Run) func(*report.Result) {
 		e.mu.Lock()
 		observe := e.records[sc] != nil && e.records[sc].observe
@@ -212,9 +222,11 @@ func open(ctx context.Context, p Params) (*explorer, error) {
 				for i, c := range r.crossings {
 					r.crossings[i].Start = r.starts[c.Start]
 				}
+				e.count(r, res)
 			}
 		}
 	}
+	rp.StepDone = e.stepDone
 	s, err := runner.OpenSession(ctx, rp)
 	if err != nil {
 		return nil, err
@@ -237,6 +249,7 @@ func (e *explorer) run(ctx context.Context, w *Workload, vs []Variant, what stri
 		e.mu.Lock()
 		e.records[scs[i]] = newRecord(w, v, scs[i])
 		e.records[scs[i]].observe = what == "observe" || e.p.Depth >= 2 || e.p.Random != nil
+		e.records[scs[i]].counted = what == "point" || what == "random"
 		e.mu.Unlock()
 	}
 	return e.runScenarios(ctx, scs)
@@ -284,6 +297,8 @@ func (e *explorer) systematic(ctx context.Context, res *Result, xs []fault.Cross
 	}
 	began := time.Now()
 	defer func() { res.Explore = time.Since(began) }()
+	e.startProgress("points", len(runnable(res.Points)))
+	defer e.stopProgress()
 	runs, err := e.runPoints(ctx, res, runnable(res.Points), start)
 	if err != nil || e.p.Depth < 2 {
 		return err
@@ -296,6 +311,7 @@ func (e *explorer) systematic(ctx context.Context, res *Result, xs []fault.Cross
 		p.ID = i + 1
 	}
 	e.logf("depth 2: pairs: %s", pointCounts(append(pairs, pruned...)))
+	e.prog.Add(len(runnable(pairs)))
 	_, err = e.runPoints(ctx, res, runnable(pairs), start)
 	return err
 }
@@ -389,40 +405,58 @@ func pointCounts(ps []*Point) string {
 			run++
 			continue
 		}
-		k, _, _ := strings.Cut(p.Pruned, " (")
-		switch {
-		case strings.HasPrefix(k, "duplicate of"):
-			k = "duplicates"
-		case strings.HasPrefix(k, "an idle poll"):
-			k = "idle polls"
-		case strings.HasPrefix(k, "the same as request error"):
-			k = "reply errors (= request errors)"
-		case strings.HasPrefix(k, "past the nth cap"):
-			k = "past the nth cap"
-		case strings.HasPrefix(k, "not selected"):
-			k = "not selected by --only"
-		case strings.HasPrefix(k, "a depth-1 point again"):
-			k = "depth-1 points again (the first fault struck before its process did anything)"
-		}
-		why[k]++
+		why[pruneKind(p.Pruned)]++
 	}
+	s := fmt.Sprintf("%d to run", run)
+	if uncl > 0 {
+		s += fmt.Sprintf(", %d unclassifiable (never run: the proxy cannot strike it exactly)", uncl)
+	}
+	if len(why) > 0 {
+		s += fmt.Sprintf(", %d pruned (%s)", len(ps)-run-uncl, kindCounts(why))
+	}
+	return s
+}
+
+// pruneKind is why a point was pruned, as counts name it ("duplicates").
+func pruneKind(pruned string) string {
+	k, _, _ := strings.Cut(pruned, " (")
+	switch {
+	case strings.HasPrefix(k, "duplicate of"):
+		k = "duplicates"
+	case strings.HasPrefix(k, "an idle poll"):
+		k = "idle polls"
+	case strings.HasPrefix(k, "the same as request error"):
+		k = "reply errors (= request errors)"
+	case strings.HasPrefix(k, "past the nth cap"):
+		k = "past the nth cap"
+	case strings.HasPrefix(k, "not selected"):
+		k = notSelected
+	case strings.HasPrefix(k, "a depth-1 point again"):
+		k = "depth-1 points again (the first fault struck before its process did anything)"
+	}
+	return k
+}
+
+// notSelected is the kind of the points --only left out (the JSON's
+// "not selected (--only)").
+const notSelected = "not selected by --only"
+
+// kindCounts is "3 duplicates, 2 idle polls", sorted.
+func kindCounts(why map[string]int) string {
 	var parts []string
 	for k, n := range why {
 		parts = append(parts, fmt.Sprintf("%d %s", n, k))
 	}
 	sortStrings(parts)
-	s := fmt.Sprintf("%d to run", run)
-	if uncl > 0 {
-		s += fmt.Sprintf(", %d unclassifiable (never run: the proxy cannot strike it exactly)", uncl)
-	}
-	if len(parts) > 0 {
-		s += fmt.Sprintf(", %d pruned (%s)", len(ps)-run-uncl, strings.Join(parts, ", "))
-	}
-	return s
+	return strings.Join(parts, ", ")
 }
 
 func (e *explorer) logf(format string, args ...any) {
 	if e.p.Log != nil {
-		fmt.Fprintf(e.p.Log, format+"\n", args...)
+		// Above the progress line, when both go to one terminal.
+		e.mu.Lock()
+		prog := e.prog
+		e.mu.Unlock()
+		prog.Above(func() { fmt.Fprintf(e.p.Log, format+"\n", args...) })
 	}
 }

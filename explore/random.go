@@ -146,7 +146,12 @@ func (e *explorer) random(ctx context.Context, res *Result, xs []fault.Crossing)
 		return err
 	}
 	e.logf("random: seed %d, %d events, %d fault(s) drawn; the schedule as a scenario: %s", r.Seed, r.Events, len(sched), rr.File)
+	e.startProgress("events", r.Events)
 	outs, err := e.run(ctx, long, []Variant{{Faults: sched}}, "random")
+	if err == nil && outs[0].Outcome == Violated {
+		e.prog.Done(0, 1)
+	}
+	e.stopProgress()
 	if err != nil {
 		return err
 	}

@@ -5,8 +5,6 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -69,10 +67,27 @@ func (r *Result) Summary(w io.Writer) {
 		r.listOutcome(w, NotRun, "not explored")
 	}
 	if len(r.Findings) == 0 {
+		if n := r.unwritten(); n > 0 {
+			// An interrupted run violated before it shrank: never "no violation".
+			fmt.Fprintf(w, "%d point(s) violated an invariant, but the run ended before they were shrunk and written as scenarios: the JSON report lists them\n", n)
+			return
+		}
 		fmt.Fprintf(w, "no violation at the points that ran; %s\n", unbalancedNote)
 		return
 	}
 	r.findingLines(w)
+}
+
+// unwritten counts the runs that violated an invariant (the points, or the
+// random schedule) when no finding was written of them.
+func (r *Result) unwritten() int {
+	if r.Random != nil {
+		if r.Random.Verdict.Outcome == Violated {
+			return 1
+		}
+		return 0
+	}
+	return r.Counts()[Violated]
 }
 
 // findingLines lists the findings with their written files.
@@ -85,7 +100,7 @@ func (r *Result) findingLines(w io.Writer) {
 		fmt.Fprintf(w, "  %s: %s\n", strings.Join(f.Broken, ", "), safe.Line(faultList(r.Workload, f.Minimal.Faults)))
 		fmt.Fprintf(w, "    %s\n", safe.Line(f.Why))
 		if len(f.Also) > 0 {
-			fmt.Fprintf(w, "    also at: %s\n", safe.Line(strings.Join(f.Also, "; ")))
+			fmt.Fprintf(w, "    also at: %s\n", alsoAt(f.Also))
 		}
 		verb := "wrote"
 		if strings.HasSuffix(f.File, unconfirmedExt) {
@@ -120,128 +135,41 @@ func (r *Result) listOutcome(w io.Writer, o Outcome, title string) {
 // out of every point's "not judged", to say it once here.
 const unbalancedNote = history.Unbalanced + " is never judged here (a team's journal, ledger and balances are not mapped)"
 
-// WriteMarkdown writes the coverage report: the boundary map, then a
-// boundary × action table per service.
-func (r *Result) WriteMarkdown(w io.Writer) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# Explore: %s\n\nWorkload: %s. ", r.Workload.System.File, r.Workload.Name)
-	if r.Shard != nil {
-		fmt.Fprintf(&b, "%s. ", r.Shard)
-	}
-	if r.Observed.Outcome != Held {
-		fmt.Fprintf(&b, "The workload fails without any fault: %s\n", r.Observed)
-		_, err := io.WriteString(w, b.String())
-		return err
-	}
-	fmt.Fprintf(&b, "%d point(s) run, %d pruned, %d violation(s), %s; %s.\n\n## Boundary map\n\n", r.Run(), len(r.Points)-len(r.runPoints()), len(r.Findings), r.Took.Round(time.Second), unbalancedNote)
-	for _, s := range r.Map.Services {
-		fmt.Fprintf(&b, "**%s** (started at %s)\n\n| boundary | crossed | fault |\n|---|---|---|\n", s.Service, s.Pos)
-		for _, bd := range s.Boundaries {
-			fmt.Fprintf(&b, "| `%s` | %d | %s |\n", bd.Label, bd.Count, orDash(bd.Skip, "points: see the coverage below"))
-		}
-		b.WriteString("\n")
-	}
-	r.coverageTables(&b)
-	if len(r.Findings) > 0 {
-		b.WriteString("## Violations\n\n")
-		for _, f := range r.Findings {
-			fmt.Fprintf(&b, "- **%s** — %s: %s. Shrunk: %s; %s. Written: `%s`\n", strings.Join(f.Broken, ", "), faultList(r.Workload, f.Minimal.Faults), f.Why, f.Shrunk, f.Reproduces(), f.File)
-		}
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-// coverageTables: per service, a row per trigger and nth, a column per
-// action, each cell the point's outcome.
-func (r *Result) coverageTables(b *strings.Builder) {
-	actions := map[string]bool{}
-	rows := map[string]map[string]*Point{}
-	var order []string
-	for _, p := range r.Points {
-		row := fmt.Sprintf("%s | `%s` nth=%d", p.Service, p.where(), p.Nth)
-		if rows[row] == nil {
-			rows[row] = map[string]*Point{}
-			order = append(order, row)
-		}
-		rows[row][p.Do] = p
-		actions[p.Do] = true
-	}
-	acts := slices.Sorted(maps.Keys(actions))
-	b.WriteString("## Coverage\n\n| service | boundary | " + strings.Join(acts, " | ") + " |\n|---|---|" + strings.Repeat("---|", len(acts)) + "\n")
-	for _, row := range order {
-		cells := make([]string, len(acts))
-		for i, a := range acts {
-			cells[i] = cell(rows[row][a])
-		}
-		fmt.Fprintf(b, "| %s | %s |\n", row, strings.Join(cells, " | "))
-	}
-	b.WriteString("\n")
-}
-
-func cell(p *Point) string {
-	switch {
-	case p == nil:
-		return "—"
-	case p.Pruned != "":
-		return "pruned"
-	case p.Outcome == Violated:
-		return "**violation: " + strings.Join(p.Broken, ", ") + "**"
-	}
-	return string(p.Outcome)
-}
-
-func orDash(s, empty string) string {
-	if s == "" {
-		return empty
-	}
-	return "no: " + s
-}
-
-// WriteJUnit writes one testcase per point that ran (pruned ones are
-// skipped testcases with why).
+// WriteJUnit writes one testcase per point that ran (a violation fails,
+// a point not judged is skipped with why); the points pruned or not
+// selected by --only are one skipped testcase that counts them, and the
+// suite's properties.
 func (r *Result) WriteJUnit(w io.Writer) error {
-	type failure struct {
-		Message string `xml:"message,attr"`
-		Text    string `xml:",chardata"`
-	}
-	type skipped struct {
-		Message string `xml:"message,attr"`
-	}
-	type testcase struct {
-		Name      string   `xml:"name,attr"`
-		Classname string   `xml:"classname,attr"`
-		Time      float64  `xml:"time,attr"`
-		Failure   *failure `xml:"failure,omitempty"`
-		Skipped   *skipped `xml:"skipped,omitempty"`
-	}
-	type suite struct {
-		XMLName  xml.Name   `xml:"testsuite"`
-		Name     string     `xml:"name,attr"`
-		Tests    int        `xml:"tests,attr"`
-		Failures int        `xml:"failures,attr"`
-		Skipped  int        `xml:"skipped,attr"`
-		Cases    []testcase `xml:"testcase"`
-	}
-	s := suite{Name: "explore " + r.Workload.System.File}
+	s := junitSuite{Name: "explore " + r.Workload.System.File}
 	if r.Shard != nil {
 		s.Name += fmt.Sprintf(" (shard %d/%d)", r.Shard.Index, r.Shard.Of)
 	}
+	why := map[string]int{}
 	for _, p := range r.Points {
-		tc := testcase{Name: p.String(), Classname: "explore." + p.Service, Time: p.Took.Seconds()}
+		if p.Pruned != "" {
+			why[pruneKind(p.Pruned)]++
+			continue
+		}
+		tc := junitCase{Name: p.String(), Classname: "explore." + p.Service, Time: p.Took.Seconds()}
 		switch {
-		case p.Pruned != "":
-			tc.Skipped = &skipped{"pruned: " + p.Pruned}
 		case p.Outcome == Violated:
-			tc.Failure = &failure{Message: strings.Join(p.Broken, ", "), Text: safe.Text(p.Why)}
+			tc.Failure = &junitFailure{Message: strings.Join(p.Broken, ", "), Text: safe.Text(p.Why)}
 			s.Failures++
 		case p.Outcome != Held:
-			tc.Skipped = &skipped{string(p.Outcome) + ": " + safe.Line(p.Why)}
+			tc.Skipped = &junitSkipped{string(p.Outcome) + ": " + safe.Line(p.Why)}
 		}
+		s.Cases = append(s.Cases, tc)
+	}
+	pruned, notSel := r.prunedCounts()
+	if pruned+notSel > 0 {
+		s.Cases = append(s.Cases, junitCase{Name: fmt.Sprintf("%d point(s) not run", pruned+notSel), Classname: "explore.pruned",
+			Skipped: &junitSkipped{"not run: " + kindCounts(why)}})
+	}
+	s.Properties = &junitProperties{[]junitProperty{{"points.run", fmt.Sprint(r.Run())}, {"points.pruned", fmt.Sprint(pruned)}, {"points.not_selected", fmt.Sprint(notSel)}}}
+	for _, tc := range s.Cases {
 		if tc.Skipped != nil {
 			s.Skipped++
 		}
-		s.Cases = append(s.Cases, tc)
 	}
 	s.Tests = len(s.Cases)
 	if _, err := io.WriteString(w, xml.Header); err != nil {
@@ -250,6 +178,42 @@ func (r *Result) WriteJUnit(w io.Writer) error {
 	enc := xml.NewEncoder(w)
 	enc.Indent("", "  ")
 	return enc.Encode(s)
+}
+
+type junitFailure struct {
+	Message string `xml:"message,attr"`
+	Text    string `xml:",chardata"`
+}
+
+type junitSkipped struct {
+	Message string `xml:"message,attr"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Time      float64       `xml:"time,attr"`
+	Failure   *junitFailure `xml:"failure,omitempty"`
+	Skipped   *junitSkipped `xml:"skipped,omitempty"`
+}
+
+type junitProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
+}
+
+type junitProperties struct {
+	Property []junitProperty `xml:"property"`
+}
+
+type junitSuite struct {
+	XMLName    xml.Name         `xml:"testsuite"`
+	Name       string           `xml:"name,attr"`
+	Tests      int              `xml:"tests,attr"`
+	Failures   int              `xml:"failures,attr"`
+	Skipped    int              `xml:"skipped,attr"`
+	Properties *junitProperties `xml:"properties"`
+	Cases      []junitCase      `xml:"testcase"`
 }
 
 // WriteJSON writes the whole result: the map, every point, the findings.

@@ -59,6 +59,7 @@ func Check(ops []Op, st State, consumers []string, models map[string][]string) [
 		// reach none (lost with no consumer named nothing before).
 		vs = append(vs, lost("", ops, &Consumer{}, st)...)
 	}
+	ord := outboxOrder(st)
 	for _, c := range consumers {
 		cs := st.Consumers[c]
 		if cs == nil {
@@ -69,6 +70,7 @@ func Check(ops []Op, st State, consumers []string, models map[string][]string) [
 		vs = append(vs, ackedWithoutEffect(c, mine, cs, st.DeadLetters)...)
 		vs = append(vs, lost(c, ops, cs, st)...)
 		vs = append(vs, stranded(c, mine, cs, st)...)
+		vs = append(vs, orderVerdicts(c, cs, st, ops, ord)...)
 	}
 	if st.Team != nil {
 		vs = append(vs, stuckConsumers(ops, st, consumers, vs)...)

@@ -97,6 +97,16 @@ func TestEachInvariantCanFail(t *testing.T) {
 				Progress: &Progress{Consumers: map[string][]string{"c": {"service consumer"}}, Full: true, Limit: time.Second}}
 			return ops
 		},
+		OutOfOrder: func(_ []Op, st *State) []Op {
+			ops, s := ordered(2, 2, 1) // version 2 applied before version 1
+			*st = s
+			return ops
+		},
+		Gap: func(_ []Op, st *State) []Op {
+			ops, s := ordered(3, 1, 3) // version 2 committed, never applied
+			*st = s
+			return ops
+		},
 		DoublePublished: func(ops []Op, st *State) []Op {
 			dup := ops[1]
 			dup.EntryID = "1-1"

@@ -118,6 +118,12 @@ type State struct {
 	// its own): said once in the docs and under -v, not as a gap of one
 	// scenario.
 	Inapplicable map[string]string
+	// Applied are, per consumer id, its inbox rows in the order it applied
+	// them; nil when that order cannot be read (see Order).
+	Applied map[string][]state.AppliedRow
+	// OrderOf reads an event's aggregate key and version from its
+	// committed payload; nil when they are not mapped.
+	OrderOf func(payload string) (aggregate string, version int64, ok bool)
 }
 
 // Books is what the producer's transaction writes besides the outbox row:
@@ -139,6 +145,8 @@ const (
 	DoublePublished    = "double_published"
 	Unbalanced         = "unbalanced"
 	Stuck              = "stuck"
+	OutOfOrder         = "out_of_order"
+	Gap                = "gap"
 )
 
 // Invariants documents every invariant, for validation and the reference.
@@ -151,6 +159,8 @@ var Invariants = map[string]string{
 	DoublePublished:    "the same event published more than once with nothing that could explain a retry: on the reference pipeline, by one relay step (all its concurrent relays together); on a team's system, by one service process within one pass (no fault struck it between), or by two relay processes with no fault struck on any service, no process ended and no step faulted a server between the two publishes (two relays raced for one outbox row); a publish again after one of those is at-least-once",
 	Unbalanced:         "the producer's books do not hold together: a journal row without its event's outbox row or the reverse (a produce committed in part), a currency whose balances do not sum to zero, or a balance that differs from its ledger entries",
 	Stuck:              "a team's running system stopped making progress: a committed event its consumer never applied although a consumer of its group ran, and the broker still offered it, for the whole settle (or still unpublished while a relay ran); re-taken and failed again is not progress, a live process that stopped reading is not either",
+	OutOfOrder:         "per consumer and aggregate, a later version applied before an earlier one: the consumer's inbox, in its apply order (inbox.applied_order), holds the aggregate's versions out of order",
+	Gap:                "per consumer and aggregate, a version applied while an earlier version of the same aggregate, committed by the producer, was never applied by that consumer (not applied at the end; a dead-lettered one counts as never applied)",
 	Stranded:           "an entry left pending at the end whose event the consumer never applied, although the consumer read on afterwards and never claimed: only a claim would deliver it again (where a live worker keeps what it holds, as on RabbitMQ or in a classic Kafka group, only its nack or its end)",
 }
 

@@ -41,7 +41,7 @@ func LoadStateOf(ctx context.Context, producer, consumer state.DB, b broker.Brok
 		return st, err
 	}
 	st.loadReach(ctx, b, consumers)
-	return st, nil
+	return st, st.loadOrder(ctx, consumer, m)
 }
 
 // loadReach reads, for a broker that keeps it (broker.Reacher), which of

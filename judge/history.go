@@ -93,7 +93,7 @@ func System(ctx context.Context, env *steps.Env, run *sysrun.Run, wire *sysrun.W
 				strings.Join(st.Strangers, ", "), strings.Join(consumers, ", "), res.Scenario.System.File)
 			// Every invariant that reads the inbox by consumer id rests on
 			// that column: none of them can be judged.
-			for _, inv := range []string{history.AckedWithoutEffect, history.DoubleApplied, history.Lost, history.Phantom, history.ProjectionMismatch, history.Stranded, history.Stuck} {
+			for _, inv := range []string{history.AckedWithoutEffect, history.DoubleApplied, history.Gap, history.Lost, history.OutOfOrder, history.Phantom, history.ProjectionMismatch, history.Stranded, history.Stuck} {
 				st.NotJudged[inv] = why
 			}
 		}

@@ -1,7 +1,8 @@
 // Package report holds what a run found — one Result per scenario and
 // broker, the Report of a run — and every way of showing it: the console
-// blocks and progress line, JUnit XML, JSON, Markdown with sequence diagrams,
-// and the broker guarantees document.
+// blocks (printed above the run's progress line, internal/progress), JUnit
+// XML, JSON, Markdown with sequence diagrams, and the broker guarantees
+// document.
 package report
 
 import (

@@ -167,11 +167,35 @@ func teamLanes(w *Wire) []Lane {
 			left = append(left, l)
 		}
 	}
-	lanes := []Lane{{ID: "PPG", Title: "Producer PG", Kind: LaneDatabase}}
+	lanes := []Lane{{ID: "PPG", Title: "Producer PG", Kind: LaneDatabase, Detail: dbDetail(w, "producer_db")}}
 	lanes = append(lanes, left...)
 	lanes = append(lanes, Lane{ID: "B", Title: "Broker", Kind: LaneBroker})
 	lanes = append(lanes, right...)
-	return append(lanes, Lane{ID: "CPG", Title: "Consumer PG", Kind: LaneDatabase})
+	return append(lanes, Lane{ID: "CPG", Title: "Consumer PG", Kind: LaneDatabase, Detail: dbDetail(w, "consumer_db")})
+}
+
+// dbDetail says what the services' proxies recorded on a database link,
+// and what they never record, so that a lane with few arrows is not read
+// as a service that did little there.
+func dbDetail(w *Wire, link string) string {
+	commits, learnt, stmts := 0, 0, 0
+	for _, op := range w.Ops {
+		switch {
+		case op.Link != link:
+		case op.Class == ClassCommit:
+			commits++
+			if !op.Unlearnt {
+				learnt++
+			}
+		default:
+			stmts++
+		}
+	}
+	s := fmt.Sprintf("the services' proxies recorded %d COMMIT(s), %d with the tables they wrote", commits, learnt)
+	if learnt < commits {
+		s += " (the proxy asks the server what a transaction wrote only where a commit trigger is armed on this database, or explore observes)"
+	}
+	return s + fmt.Sprintf("; %d statement(s) by command (a statement is recorded only where a statement trigger is armed on this database); never SQL text", stmts)
 }
 
 func processTitle(p Process) string {

@@ -141,3 +141,37 @@ func TestHTMLTeamMermaidDiagram(t *testing.T) {
 	}
 	checkWithMermaid(t, "```mermaid\n"+d+"```\n")
 }
+
+// The database statements the proxies recorded are drawn as arrows to
+// their database, by command, the one a fault struck marked; each
+// database lane says what its proxies recorded and what they never do.
+func TestHTMLTimelineDatabaseStatements(t *testing.T) {
+	r := teamfixture.Result(t, "", "")
+	struck := "consumer_db.statement(table=inbox) nth=1 do=error"
+	w := r.Wire
+	w.Ops = append(w.Ops, report.WireOp{At: w.Ops[len(w.Ops)-1].At, Process: 3, Link: "consumer_db", Op: "INSERT", Tables: []string{"inbox"}, Fault: struck})
+	for i, op := range w.Ops {
+		if op.Link == "producer_db" {
+			w.Ops[i].Unlearnt = true
+		}
+	}
+	tl := report.TimelineOf(r)
+	cpg, ppg := len(tl.Lanes)-1, 0
+	ins := rowsLike(tl, "INSERT (inbox)")
+	if len(ins) != 1 || ins[0].Kind != report.RowArrow || ins[0].To != cpg || tl.Lanes[ins[0].From].ID != "P3" || !strings.HasPrefix(ins[0].Fault, struck+": held, then answered with an error") {
+		t.Errorf("the INSERT the fault struck: %+v, want one arrow from P3 to Consumer PG with its fault", ins)
+	}
+	if marks := rowsLike(tl, "⚡ FAULT "+struck); len(marks) != 1 || marks[0].From != cpg {
+		t.Errorf("the fault's mark: %+v, want one on Consumer PG", marks)
+	}
+	for lane, want := range map[int][]string{
+		cpg: {"recorded 2 COMMIT(s), 2 with the tables they wrote; 1 statement(s) by command", "never SQL text"},
+		ppg: {"recorded 1 COMMIT(s), 0 with the tables they wrote (the proxy asks the server what a transaction wrote only where a commit trigger is armed", "0 statement(s)"},
+	} {
+		for _, s := range want {
+			if !strings.Contains(tl.Lanes[lane].Detail, s) {
+				t.Errorf("lane %s: %q lacks %q", tl.Lanes[lane].Title, tl.Lanes[lane].Detail, s)
+			}
+		}
+	}
+}

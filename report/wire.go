@@ -36,12 +36,16 @@ type WireOp struct {
 	At      time.Time
 	Process int    // Process.N
 	Link    string // producer_db, consumer_db or broker
-	// Op is what crossed: COMMIT or statement on a database; the broker's
-	// own operation (XADD, XREADGROUP, XACK) or the neutral one (publish,
-	// deliver, ack) on the broker.
+	// Op is what crossed: on a database COMMIT, or a statement by its
+	// command (INSERT, UPDATE, …; "statement" where the proxy did not hold
+	// its reply); the broker's own operation (XADD, XREADGROUP, XACK) or the
+	// neutral one (publish, deliver, ack) on the broker.
 	Op     string
 	Class  string   // ClassPublish, ClassDeliver, ClassAck, ClassCommit, or "" for another
 	Tables []string // what a commit or statement wrote, where the proxy learnt it
+	// Unlearnt: a commit whose tables the proxy did not ask the server
+	// (no commit trigger was armed on that link, and nobody observed).
+	Unlearnt bool
 	// Reply is the kind of the broker's answer ("ok", "entries",
 	// "empty", "error", "none": none reached the process), "" where it
 	// answers nothing.

@@ -136,6 +136,9 @@ func (r *scenarioRun) steps(ctx context.Context) {
 		stepStart := time.Now()
 		out, fails := call.Exec(ctx, r.env)
 		res.Steps = append(res.Steps, report.StepRecord{Call: call, Result: out, Failures: fails, At: stepStart, Duration: time.Since(stepStart)})
+		if r.p.StepDone != nil {
+			r.p.StepDone(r.j.sc, call, out)
+		}
 		if out.Skipped != "" {
 			res.Skipped = fmt.Sprintf("%s: %s", call.Pos, out.Skipped)
 			return

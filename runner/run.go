@@ -18,8 +18,10 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/progress"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/sysrun"
 	"github.com/outboxdrill/runner/world"
 )
@@ -73,13 +75,19 @@ type Params struct {
 	// Keep leaves the databases and stream of some scenarios in place and
 	// prints how to inspect them (external servers only).
 	Keep Keep
-	// Progress draws a live progress line on Out (a terminal, not CI).
-	Progress bool
+	// Progress, if not nil, is told of the run's scenarios and of each
+	// result (internal/progress: a line on the terminal, or one a minute);
+	// its owner closes it.
+	Progress *progress.Reporter
 	// SystemRun, when set, is told of each team system's run before its
 	// first step (runner explore turns on sysrun's Observe there); the
 	// function it returns, if not nil, gets the scenario's result once it
 	// is judged, while the run's record is still whole.
 	SystemRun func(sc *scenario.Scenario, run *sysrun.Run) func(*report.Result)
+	// StepDone, when set, is told of each step of sc once it ran, with
+	// what it did (the random and soak runs count the events committed,
+	// for their progress line).
+	StepDone func(sc *scenario.Scenario, call *steps.Call, out steps.Result)
 	// judged and discard serve Session.RunLong (longrun.go): judged gets
 	// each result once judged, before its pair is recycled; discard drops
 	// the pair rather than reset it.
@@ -161,7 +169,6 @@ func schedule(ctx context.Context, p *Params, w *world.World, jobs []job) ([]*re
 	var mu sync.Mutex // errs, results
 	var errs []error
 	out := report.NewConsole(p.Out, p.Verbose, p.Progress, len(jobs))
-	defer out.Close()
 	var wg sync.WaitGroup
 	for range min(p.Parallel, len(jobs)) {
 		wg.Go(func() {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/broker/kafka"
+	"github.com/outboxdrill/runner/internal/progress"
 	"github.com/outboxdrill/runner/internal/scenariotest"
 	"github.com/outboxdrill/runner/internal/testservers"
 	"github.com/outboxdrill/runner/internal/testutil"
@@ -323,15 +324,18 @@ func TestProgressLineIsErasedBeforeEachBlock(t *testing.T) {
 	scs := []*scenario.Scenario{scenariotest.ParseOne(t, "name: one\nsteps: [produce]\n"), scenariotest.ParseOne(t, "name: two\nsteps: [produce]\n")}
 	var out testutil.SyncBuffer
 	p := testParams(t)
-	p.Parallel, p.Out, p.Progress = 1, &out, true
+	// The progress on the same screen as the blocks (stderr and stdout a
+	// terminal): erased before each block, drawn again below it.
+	p.Parallel, p.Out, p.Progress = 1, &out, progress.New(&out, progress.Config{Noun: "scenarios", Bad: "failed", Live: true})
 	runAll(t, p, scs)
+	p.Progress.Close()
 	s := out.String()
-	if !strings.Contains(s, "[1/2] 0 failed, ") || !strings.Contains(s, "\r\x1b[K--- PASS: two") || !strings.HasSuffix(s, "\r\x1b[K") {
+	if !strings.Contains(s, "1/2 scenarios, 0 failed, ") || !strings.Contains(s, "\r\x1b[K--- PASS: two") || !strings.HasSuffix(s, "\r\x1b[K") {
 		t.Fatalf("progress line not drawn and erased around blocks: %q", s)
 	}
 	// Without Progress (pipes, CI): plain lines only.
 	out = testutil.SyncBuffer{}
-	p.Progress = false
+	p.Progress = nil
 	runAll(t, p, scs)
 	if strings.ContainsAny(out.String(), "\r\x1b") {
 		t.Fatalf("control characters without a terminal: %q", out.String())

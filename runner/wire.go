@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"github.com/outboxdrill/runner/proxy/fault"
 	"slices"
 	"time"
@@ -46,9 +47,9 @@ func laneOps(l sysrun.Lane, ackVerb string) []report.WireOp {
 		op := report.WireOp{At: c.At, Process: l.Process, Link: c.Link.String(), Op: c.Op, Tables: c.Tables, Reply: c.Reply, Fault: c.Fault}
 		switch {
 		case c.Link != fault.Broker:
-			op.Op = "statement"
+			op.Op = cmp.Or(c.Command, "statement")
 			if c.Boundary == fault.Commit {
-				op.Op, op.Class = "COMMIT", report.ClassCommit
+				op.Op, op.Class, op.Unlearnt = "COMMIT", report.ClassCommit, c.Unattributed
 			}
 		case len(pubs[c.At]) > 0:
 			op.Class, op.Events = report.ClassPublish, events(pubs[c.At])

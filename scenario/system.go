@@ -20,7 +20,7 @@ func systemKey() *topKey {
 	return &topKey{Name: "system",
 		Doc: "a team's system file (path relative to this file): its services, schema and table mappings; " +
 			"`start`, `stop` and `kill` run its services behind fault proxies (see [Drill your own service](drill-your-own-service.md)). " +
-			"`runner run --system FILE` applies one to every scenario without this key",
+			"`runner run --system FILE` applies one to every scenario, over this key (the run says so for each scenario whose own file it replaced)",
 		parse: func(file string, kv steps.Arg, h *header, errs *diag.Errors) {
 			p := scalarString(file, kv, errs)
 			if p == "" {

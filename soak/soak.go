@@ -19,9 +19,11 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/progress"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/runner"
 	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/steps"
 )
 
 // Params configures a soak run: N events through the reference pipeline
@@ -65,6 +67,9 @@ type Params struct {
 	// before the database pairs and the servers are cleaned up, which
 	// takes a while after a long soak, and before any shrinking.
 	Judged func(*Report)
+	// Progress, if not nil, counts the events committed and the
+	// violations found (internal/progress); its owner closes it.
+	Progress *progress.Reporter
 }
 
 // Validate says what is wrong with p, if anything: a soak needs events, a
@@ -110,6 +115,13 @@ func Soak(ctx context.Context, p Params) (*Report, error) {
 	}
 	rp := runner.Params{PGURL: p.PGURL, URLs: map[string]string{pipeline.Broker: p.Redis}, Parallel: p.Workers,
 		ConnectTimeout: p.ConnectTimeout, Timeout: timeout(scheds)}
+	if p.Progress != nil {
+		rp.StepDone = func(_ *scenario.Scenario, call *steps.Call, out steps.Result) {
+			if call.Def.Name == "produce" {
+				p.Progress.Done(int(out.Outcome["committed"]), 0)
+			}
+		}
+	}
 	sess, err := runner.OpenSessionFor(ctx, rp, scs)
 	if err != nil {
 		return nil, err
@@ -195,7 +207,9 @@ func run(ctx context.Context, sess *runner.Session, p Params, scheds []schedule,
 	var mu sync.Mutex
 	var sumErr error
 	left, start := len(scs), time.Now()
+	p.Progress.Add(p.Events)
 	_, err := sess.RunLong(ctx, scs, func(res *report.Result) {
+		p.Progress.Done(0, len(res.Violations))
 		mu.Lock()
 		defer mu.Unlock()
 		results[slices.Index(scs, res.Scenario)] = res

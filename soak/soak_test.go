@@ -179,6 +179,12 @@ func TestCheckHistoryCatchesEachViolation(t *testing.T) {
 		history.Stranded:           append(slices.Clone(newEvent), s("consume", "fail", "divzero"), s("consume")), // left pending, never claimed
 		history.DoublePublished:    {produce(2), s("relay", "workers", "2", "lease", "flag"), s("consume")},
 		history.Unbalanced:         {tamper("producer", `UPDATE accounts SET balance = balance + 1 WHERE account = 'acct-3'`)},
+		// Version 2 of an aggregate overtakes version 1 (a raw publish),
+		// and a consumer without ordering applies what comes first.
+		history.OutOfOrder: {s("produce", "event", "o-1", "aggregate", "acct-9"), s("produce", "event", "o-2", "aggregate", "acct-9"),
+			s("publish", "event", "o-2"), s("consume"), s("relay"), s("consume")},
+		history.Gap: {s("produce", "event", "o-1", "aggregate", "acct-9"), s("produce", "event", "o-2", "aggregate", "acct-9"),
+			s("publish", "event", "o-2"), s("consume")}, // version 1 still in the outbox
 	}
 	for _, inv := range history.ReferenceInvariants() { // stuck: a team's running system only
 		if _, ok := cases[inv]; !ok {

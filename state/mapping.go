@@ -26,6 +26,14 @@ type Map struct {
 	// the reference payload's top-level amount and currency. EventIDPath
 	// likewise leads to the event id (nil: event_id).
 	AmountPath, CurrencyPath, EventIDPath []string
+	// AggregatePath and VersionPath lead to the aggregate key and its
+	// version in a payload (event.aggregate, event.version); nil: not
+	// mapped, and per-aggregate order is not judged.
+	AggregatePath, VersionPath []string
+	// AppliedOrder is an inbox column whose order is the consumer's apply
+	// order (inbox.applied_order: a serial, an identity or a timestamp);
+	// "": not mapped, the apply order cannot be read.
+	AppliedOrder string
 	// Team: the tables are a team's (a system file), not the reference's.
 	Team bool
 }
@@ -92,6 +100,45 @@ func (m Map) EventIDOf(payload string) (string, bool) {
 	return scalarAt(doc, orDefault(m.EventIDPath, defaultEventID))
 }
 
+// OrderOf reads the aggregate key and the version out of an event's JSON
+// payload where AggregatePath and VersionPath say; ok is false when either
+// is not mapped or the payload carries none (an event outside any
+// aggregate), or the version is no whole number.
+func (m Map) OrderOf(payload string) (aggregate string, version int64, ok bool) {
+	if len(m.AggregatePath) == 0 || len(m.VersionPath) == 0 || !mayHave(payload, m.AggregatePath) {
+		return "", 0, false
+	}
+	dec := json.NewDecoder(strings.NewReader(payload))
+	dec.UseNumber()
+	var doc any
+	if dec.Decode(&doc) != nil {
+		return "", 0, false
+	}
+	a, aok := scalarAt(doc, m.AggregatePath)
+	v, vok := scalarAt(doc, m.VersionPath)
+	if !aok || !vok || a == "" {
+		return "", 0, false
+	}
+	version, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return a, version, true
+}
+
+// mayHave is false when payload cannot hold path: its last key (not an
+// array index) is nowhere in it, as a JSON string. Most events belong to
+// no aggregate: this spares decoding each of them (payloads are read from
+// jsonb, which never escapes a plain key).
+func mayHave(payload string, path []string) bool {
+	last := path[len(path)-1]
+	if _, err := strconv.Atoi(last); err == nil {
+		return true
+	}
+	key, _ := json.Marshal(last)
+	return strings.Contains(payload, string(key))
+}
+
 // scalarAt is the string or number at path in a decoded JSON document, as
 // text (what #>> gives for them).
 func scalarAt(doc any, path []string) (string, bool) {
@@ -126,6 +173,10 @@ var Reference = Map{
 	OutboxTable: "outbox", OutboxEventID: "event_id", OutboxPayload: "payload", Unpublished: "NOT published",
 	InboxTable: "inbox", InboxConsumer: "consumer_id", InboxEventID: "event_id", InboxPayload: "payload",
 	Projection: "SELECT consumer_id, currency, amount, events FROM projection",
+	// The reference consumer inserts each inbox row in a transaction of
+	// its own, one after the other: received_at (now(), the transaction's
+	// start) orders them as they were applied.
+	AggregatePath: []string{"aggregate"}, VersionPath: []string{"version"}, AppliedOrder: "received_at",
 }
 
 func ident(s string) string { return pgx.Identifier(splitDot(s)).Sanitize() }
@@ -190,6 +241,20 @@ func (m Map) InboxSums() string {
 	return fmt.Sprintf(`SELECT coalesce(cur, ''), sum(CASE WHEN amt ~ '^-?[0-9]{1,18}$' THEN amt::bigint ELSE 0 END), count(*)
 FROM (SELECT %s #>> %s AS cur, %s #>> %s AS amt FROM %s WHERE %s::text = $1) t GROUP BY 1`,
 		p, jsonPath(orDefault(m.CurrencyPath, defaultCurrency)), p, jsonPath(orDefault(m.AmountPath, defaultAmount)), ident(m.InboxTable), ident(m.InboxConsumer))
+}
+
+// appliedRows selects consumer, key, payload and the row's rank in its
+// consumer's apply order (dense_rank over AppliedOrder: rows that tie share
+// a rank), in apply order. The key is the event id column as stored (a
+// team's), or the payload's event id (the reference's, as inboxRows).
+func (m Map) appliedRows() string {
+	key := "coalesce(payload->>'event_id', event_id)"
+	if m.Team {
+		key = ident(m.InboxEventID) + "::text"
+	}
+	return fmt.Sprintf(`SELECT c, k, p, dense_rank() OVER (PARTITION BY c ORDER BY o) r FROM
+(SELECT %s::text c, %s k, %s::jsonb::text p, %s o FROM %s) t ORDER BY c, r, k`,
+		ident(m.InboxConsumer), key, ident(m.InboxPayload), ident(m.AppliedOrder), ident(m.InboxTable))
 }
 
 // rawInboxRows selects consumer, the event id column and the payload of

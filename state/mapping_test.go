@@ -2,6 +2,8 @@ package state
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -90,6 +92,89 @@ func TestInboxSumsFollowThePaths(t *testing.T) {
 	for _, id := range []string{"e1", "e2", "e3"} { // the payload's id, not the inbox's entry ids
 		if _, ok := inboxes["accounting"][id]; !ok {
 			t.Errorf("inbox %v: want event %s, read from the payload's id", inboxes, id)
+		}
+	}
+}
+
+// The inbox in apply order, on a real PostgreSQL: rows ranked per
+// consumer by the applied_order column, not by key or insertion into the
+// heap; rows whose column ties share a rank. OrderOf reads the aggregate
+// and the version where the paths say.
+func TestAppliedRowsInApplyOrder(t *testing.T) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testservers.PG(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE TEMP TABLE inbox (consumer_id text, event_id text, payload jsonb, seq bigint, at timestamptz)`); err != nil {
+		t.Fatal(err)
+	}
+	// e3 applied first (seq 1), then e1, then e2; c2's one row on its own.
+	for _, r := range []struct {
+		c, ev string
+		seq   int
+		at    string
+	}{{"c", "e1", 2, "2026-01-01 00:00:01"}, {"c", "e2", 3, "2026-01-01 00:00:01"}, {"c", "e3", 1, "2026-01-01 00:00:00"}, {"c2", "e1", 9, "2026-01-01"}} {
+		p := `{"id":"` + r.ev + `","acct":{"key":"a1"},"v":` + r.ev[1:] + `}`
+		if _, err := conn.Exec(ctx, `INSERT INTO inbox VALUES ($1, $2, $3, $4, $5)`, r.c, r.ev, p, r.seq, r.at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := Map{Team: true, InboxTable: "inbox", InboxConsumer: "consumer_id", InboxEventID: "event_id", InboxPayload: "payload",
+		AggregatePath: []string{"acct", "key"}, VersionPath: []string{"v"}}
+	if rows, err := AppliedRowsOf(ctx, conn, m); rows != nil || err != nil {
+		t.Errorf("no applied_order mapped: %v, %v; want nothing read", rows, err)
+	}
+	show := func(rows []AppliedRow) string {
+		var b strings.Builder
+		for _, r := range rows {
+			fmt.Fprintf(&b, "%s:%s#%d ", r.Consumer, r.Key, r.Rank)
+		}
+		return b.String()
+	}
+	for col, want := range map[string]string{"seq": "c:e3#1 c:e1#2 c:e2#3 c2:e1#1 ", "at": "c:e3#1 c:e1#2 c:e2#2 c2:e1#1 "} {
+		m.AppliedOrder = col
+		rows, err := AppliedRowsOf(ctx, conn, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := show(rows); got != want {
+			t.Errorf("by %s: %s, want %s", col, got, want)
+		}
+		if agg, v, ok := m.OrderOf(rows[0].Payload); agg != "a1" || v != 3 || !ok {
+			t.Errorf("OrderOf(%s) = %q, %d, %t", rows[0].Payload, agg, v, ok)
+		}
+	}
+	if _, _, ok := (Map{}).OrderOf(`{"aggregate":"a","version":1}`); ok {
+		t.Error("OrderOf with no paths mapped: ok")
+	}
+}
+
+// OrderOf finds the aggregate and the version where the paths say, an
+// array index too; an event outside any aggregate, or a version that is
+// no whole number, has none.
+func TestOrderOf(t *testing.T) {
+	ref := Reference
+	idx := Map{AggregatePath: []string{"keys", "0"}, VersionPath: []string{"seq"}}
+	for _, c := range []struct {
+		m       Map
+		payload string
+		agg     string
+		version int64
+		ok      bool
+	}{
+		{ref, `{"event_id":"bus-1","aggregate":"acct-1","version":2}`, "acct-1", 2, true},
+		{ref, `{"event_id":"bus-1","amount":100}`, "", 0, false},
+		{ref, `{"aggregate":"acct-1","version":"2"}`, "acct-1", 2, true},
+		{ref, `{"aggregate":"acct-1","version":2.5}`, "", 0, false},
+		{ref, `{"aggregate":"","version":1}`, "", 0, false},
+		{idx, `{"keys":["a7","x"],"seq":3}`, "a7", 3, true},
+		{Map{}, `{"aggregate":"acct-1","version":1}`, "", 0, false},
+	} {
+		agg, v, ok := c.m.OrderOf(c.payload)
+		if agg != c.agg || v != c.version || ok != c.ok {
+			t.Errorf("%v %v on %s: (%q, %d, %t), want (%q, %d, %t)", c.m.AggregatePath, c.m.VersionPath, c.payload, agg, v, ok, c.agg, c.version, c.ok)
 		}
 	}
 }

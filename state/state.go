@@ -135,3 +135,30 @@ func InboxRowsOf(ctx context.Context, db DB, m Map) ([]InboxRow, error) {
 	}
 	return out, nil
 }
+
+// AppliedRow is one inbox row with its place in its consumer's apply
+// order: Rank counts from 1; rows whose applied order column holds the
+// same value share a rank (their order cannot be told).
+type AppliedRow struct {
+	Consumer, Key, Payload string
+	Rank                   int64
+}
+
+// AppliedRowsOf reads every inbox row in its consumer's apply order, by
+// the column m.AppliedOrder names; nil, nil when m names none.
+func AppliedRowsOf(ctx context.Context, db DB, m Map) ([]AppliedRow, error) {
+	if m.AppliedOrder == "" {
+		return nil, nil
+	}
+	rows, err := db.Query(ctx, m.appliedRows())
+	if err != nil {
+		return nil, fmt.Errorf("read the inbox in apply order: %w", err)
+	}
+	var out []AppliedRow
+	var r AppliedRow
+	_, err = pgx.ForEachRow(rows, []any{&r.Consumer, &r.Key, &r.Payload, &r.Rank}, func() error { out = append(out, r); return nil })
+	if err != nil {
+		return nil, fmt.Errorf("read the inbox in apply order: %w", err)
+	}
+	return out, nil
+}

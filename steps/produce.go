@@ -15,7 +15,7 @@ type ProduceParams struct {
 	From     string `param:"from" default:"alice" doc:"account debited"`
 	To       string `param:"to" default:"bob" doc:"account credited"`
 	Fail     string `param:"fail" fault:"yes" enum:"divzero" doc:"divzero: SELECT 1/0 after the outbox insert, inside the producer transaction"`
-	Agg      string `param:"aggregate" doc:"orders this event within an aggregate: the producer gives it the aggregate's next version (1, 2, …) in the same transaction"`
+	Agg      string `param:"aggregate" doc:"orders this event within an aggregate: the producer gives it the aggregate's next version (1, 2, …) in the same transaction (on a team's system the runner does, one past the highest this scenario committed, bound as ${aggregate} and ${version})"`
 }
 
 func (p *ProduceParams) Validate() error {
@@ -46,6 +46,7 @@ func runProduce(ctx context.Context, env *Env, p *ProduceParams) (Result, error)
 	t := pipeline.Transfer{EventID: id, From: p.From, To: p.To, Amount: p.Amount, Currency: p.Currency, Aggregate: p.Agg}
 	var res pipeline.ProduceResult
 	if env.System != nil {
+		t.Version = env.nextVersion(t.Aggregate)
 		res, err = teamProduce(ctx, env, t, p.Fail)
 	} else {
 		res, err = (&pipeline.Producer{DB: env.Producer}).Produce(ctx, t, pipeline.Fault(p.Fail))
@@ -73,6 +74,24 @@ func runProduce(ctx context.Context, env *Env, p *ProduceParams) (Result, error)
 	}
 	r.Details = append(r.Details, line)
 	return r, nil
+}
+
+// nextVersion is, on a team's system, the next version of aggregate agg
+// (0 for none): one past the highest this scenario committed, as the
+// reference producer counts in its own transaction. The team's produce
+// statement gets it as ${version}, and its payload where the template
+// has "${version}" (the runner's own payload: version).
+func (e *Env) nextVersion(agg string) int64 {
+	if agg == "" {
+		return 0
+	}
+	var last int64
+	for _, t := range e.transfers {
+		if t.Aggregate == agg {
+			last = max(last, t.Version)
+		}
+	}
+	return last + 1
 }
 
 func (*ProduceParams) FaultSite() Participant { return ProducerDB }

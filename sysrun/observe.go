@@ -91,7 +91,7 @@ func dbCrossings(link fault.Link, p *pgwire.Proxy) []fault.Crossing {
 	}
 	var out []fault.Crossing
 	for _, e := range p.Events() {
-		c := fault.Crossing{Link: link, Boundary: e.Boundary, Fault: e.Fault, At: e.At}
+		c := fault.Crossing{Link: link, Boundary: e.Boundary, Command: e.Command, Fault: e.Fault, At: e.At}
 		c.Unattributed = e.Tables == nil && e.Boundary == fault.Commit
 		for _, t := range e.Tables {
 			c.Tables = append(c.Tables, t[strings.LastIndexByte(t, '.')+1:])

@@ -132,7 +132,24 @@ func (k *checker) inbox(conn *pgx.Conn) diag.Errors {
 	}
 	errs = append(errs, k.column(cols, "inbox.consumer", in.Table, in.Consumer)...)
 	errs = append(errs, k.column(cols, "inbox.event_id", in.Table, in.EventID)...)
+	if in.AppliedOrder != "" {
+		errs = append(errs, k.orderColumn(cols, "inbox.applied_order", in.Table, in.AppliedOrder)...)
+	}
 	return append(errs, k.payloadColumn(cols, "inbox.payload", in.Table, in.Payload)...)
+}
+
+// orderTypes are the column types an apply order is read from: a serial
+// or identity is an integer, a clock_timestamp() default a timestamp.
+var orderTypes = []string{"smallint", "integer", "bigint", "numeric", "timestamp without time zone", "timestamp with time zone"}
+
+func (k *checker) orderColumn(cols map[string]string, key, tableName, name string) diag.Errors {
+	if errs := k.column(cols, key, tableName, name); errs != nil {
+		return errs
+	}
+	if typ := cols[name]; !slices.Contains(orderTypes, typ) {
+		return diag.Errors{diag.Errorf(k.s.At(key), "%s: column %s.%s is of type %s: the apply order is read from a serial, bigserial or identity (an integer) or a timestamp", key, tableName, name, typ)}
+	}
+	return nil
 }
 
 // projection prepares the projection query and checks it returns the four

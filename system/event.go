@@ -29,7 +29,12 @@ type Event struct {
 	// EventIDPath leads to the event id: the field of the template that is
 	// exactly "${event}"; nil (the default, event_id) without one.
 	EventIDPath []string
-	template    tmpl // nil: the runner's own payload
+	// AggregatePath and VersionPath lead to the aggregate key and its
+	// version (event.aggregate, event.version; without them, the fields of
+	// the template that are exactly "${aggregate}" and "${version}"); nil:
+	// not mapped, and per-aggregate order is not judged.
+	AggregatePath, VersionPath []string
+	template                   tmpl // nil: the runner's own payload
 }
 
 // Templated reports whether the system file builds its own payload
@@ -144,7 +149,7 @@ func writeJSON(b *bytes.Buffer, s string) {
 
 // readEvent reads the event: key.
 func readEvent(s *System, file string, kv diag.Pair, errs *diag.Errors) {
-	f := fields(file, kv, []string{"payload", "amount", "currency"}, nil, errs)
+	f := fields(file, kv, []string{"payload", "amount", "currency", "aggregate", "version"}, nil, errs)
 	if n := f["payload"]; n != nil {
 		s.Pos["event.payload"] = diag.NodePos(file, n)
 		if n.Kind != yaml.MappingNode {
@@ -157,12 +162,13 @@ func readEvent(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 	for _, p := range []struct {
 		key string
 		dst *[]string
-	}{{"amount", &s.Event.AmountPath}, {"currency", &s.Event.CurrencyPath}} {
+	}{{"amount", &s.Event.AmountPath}, {"currency", &s.Event.CurrencyPath}, {"aggregate", &s.Event.AggregatePath}, {"version", &s.Event.VersionPath}} {
 		if n := f[p.key]; n != nil {
 			s.Pos["event."+p.key] = diag.NodePos(file, n)
 			*p.dst = s.readPath(file, "event: "+p.key, n, errs)
 		} else if s.Event.template != nil {
-			// Where the template puts ${amount} is where the amount is.
+			// Where the template puts ${amount} is where the amount is
+			// (likewise the aggregate and the version).
 			*p.dst = findText(s.Event.template, "${"+p.key+"}", nil)
 		}
 	}

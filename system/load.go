@@ -132,8 +132,11 @@ var topKeys = map[string]func(s *System, file string, kv diag.Pair, errs *diag.E
 		}
 	},
 	"inbox": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
-		f := s.mapping(file, kv, []string{"table", "consumer", "event_id", "payload"}, errs)
-		s.Inbox = Inbox{ident(file, f["table"], errs), ident(file, f["consumer"], errs), ident(file, f["event_id"], errs), ident(file, f["payload"], errs)}
+		f := s.mapping(file, kv, []string{"table", "consumer", "event_id", "payload"}, errs, "applied_order")
+		s.Inbox = Inbox{Table: ident(file, f["table"], errs), Consumer: ident(file, f["consumer"], errs), EventID: ident(file, f["event_id"], errs), Payload: ident(file, f["payload"], errs)}
+		if n := f["applied_order"]; n != nil {
+			s.Inbox.AppliedOrder = ident(file, n, errs)
+		}
 	},
 	"projection": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 		s.Pos["projection"] = diag.NodePos(file, kv.Value)
@@ -154,10 +157,10 @@ var topKeys = map[string]func(s *System, file string, kv diag.Pair, errs *diag.E
 }
 
 // mapping reads a map whose keys are all required (outbox, stream, inbox)
-// and keeps each value's position as "key.field" in s.Pos, for the
-// errors of the catalog check.
-func (s *System) mapping(file string, kv diag.Pair, keys []string, errs *diag.Errors) map[string]*yaml.Node {
-	f := fields(file, kv, keys, keys, errs)
+// but the optional ones and keeps each value's position as "key.field" in
+// s.Pos, for the errors of the catalog check.
+func (s *System) mapping(file string, kv diag.Pair, keys []string, errs *diag.Errors, optional ...string) map[string]*yaml.Node {
+	f := fields(file, kv, append(slices.Clip(keys), optional...), keys, errs)
 	s.Pos[kv.Key] = diag.NodePos(file, kv.Value)
 	for k, n := range f {
 		s.Pos[kv.Key+"."+k] = diag.NodePos(file, n)

@@ -38,9 +38,11 @@ func JSONSchema() []byte {
 	service["anyOf"] = []any{map[string]any{"required": []string{"run"}}, map[string]any{"required": []string{"variants"}}}
 	path := map[string]any{"type": "string", "pattern": `^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$`}
 	event := obj(map[string]any{
-		"payload":  map[string]any{"type": "object", "description": "the event's JSON; a string that is exactly ${amount} or ${version} is a number, other ${" + strings.Join(PayloadVars, "}, ${") + "} are text"},
-		"amount":   withDescription(path, "dotted path to the amount in the payload (default: where the payload has ${amount}, else amount)"),
-		"currency": withDescription(path, "dotted path to the currency in the payload (default: where the payload has ${currency}, else currency)"),
+		"payload":   map[string]any{"type": "object", "description": "the event's JSON; a string that is exactly ${amount} or ${version} is a number, other ${" + strings.Join(PayloadVars, "}, ${") + "} are text"},
+		"amount":    withDescription(path, "dotted path to the amount in the payload (default: where the payload has ${amount}, else amount)"),
+		"currency":  withDescription(path, "dotted path to the currency in the payload (default: where the payload has ${currency}, else currency)"),
+		"aggregate": withDescription(path, "dotted path to the aggregate key in the payload (default: where the payload has ${aggregate}); with version, per-aggregate order is judged (out_of_order, gap)"),
+		"version":   withDescription(path, "dotted path to the event's version within its aggregate (default: where the payload has ${version})"),
 	})
 	doc := obj(map[string]any{
 		"services": map[string]any{"type": "object", "minProperties": 1, "additionalProperties": service,
@@ -50,7 +52,9 @@ func JSONSchema() []byte {
 		"outbox":  obj(map[string]any{"table": ident, "event_id": ident, "payload": ident, "unpublished": str}, "table", "event_id", "payload", "unpublished"),
 		"stream": withDescription(obj(map[string]any{"event_id": str, "payload": str}, "event_id", "payload"),
 			"the fields of a Redis stream entry carrying the event id and the payload; required where the services may talk to Redis; elsewhere the message header of that name, where a message has one"),
-		"inbox":       obj(map[string]any{"table": ident, "consumer": ident, "event_id": ident, "payload": ident}, "table", "consumer", "event_id", "payload"),
+		"inbox": obj(map[string]any{"table": ident, "consumer": ident, "event_id": ident, "payload": ident,
+			"applied_order": withDescription(ident, "a column whose order is the consumer's apply order (a serial, bigserial or identity, or a clock_timestamp() default): out_of_order is judged on it")},
+			"table", "consumer", "event_id", "payload"),
 		"projection":  map[string]any{"type": "string", "minLength": 1, "description": "a query returning consumer id, currency, amount, events"},
 		"dead_letter": map[string]any{"type": "string", "minLength": 1, "description": "the destination (stream, topic, subject, exchange; ${…} allowed) the consumer moves an event it gives up on to: one it published there with its payload is dead-lettered, not lost or stuck"},
 		"brokers": map[string]any{"type": "array", "minItems": 1, "uniqueItems": true, "items": map[string]any{"enum": broker.Names()},

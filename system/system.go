@@ -123,7 +123,13 @@ type Stream struct {
 }
 
 // Inbox maps the reference inbox onto the team's table.
-type Inbox struct{ Table, Consumer, EventID, Payload string }
+type Inbox struct {
+	Table, Consumer, EventID, Payload string
+	// AppliedOrder is a column whose order is the consumer's apply order
+	// (inbox.applied_order: a serial, an identity or a timestamp); "" when
+	// the file names none.
+	AppliedOrder string
+}
 
 // Names are the service names, sorted.
 func (s *System) Names() []string {

@@ -38,7 +38,7 @@ func TestLoadTheContractExample(t *testing.T) {
 		t.Errorf("produce %q %v", s.Produce, s.ProduceArgs)
 	}
 	if s.Outbox != (Outbox{"outbox", "event_id", "payload", "published_at IS NULL"}) || s.Stream.EventID != "event_id" || s.Stream.Payload != "payload" || s.Stream.EventIDPos.Line == 0 ||
-		s.Inbox != (Inbox{"inbox", "consumer_id", "event_id", "payload"}) || !strings.HasPrefix(s.Projection, "SELECT consumer_id") {
+		s.Inbox != (Inbox{Table: "inbox", Consumer: "consumer_id", EventID: "event_id", Payload: "payload"}) || !strings.HasPrefix(s.Projection, "SELECT consumer_id") {
 		t.Errorf("mappings %+v %+v %+v %q", s.Outbox, s.Stream, s.Inbox, s.Projection)
 	}
 }
@@ -156,6 +156,11 @@ func TestEventPayload(t *testing.T) {
 	if !slices.Equal(s.Event.AmountPath, []string{"data", "amountMinor"}) || !slices.Equal(s.Event.CurrencyPath, []string{"data", "currency"}) || !slices.Equal(s.Event.EventIDPath, []string{"id"}) {
 		t.Errorf("paths %v %v %v", s.Event.AmountPath, s.Event.CurrencyPath, s.Event.EventIDPath)
 	}
+	// The version where the template puts "${version}"; no aggregate
+	// mapped: per-aggregate order is not judged.
+	if !slices.Equal(s.Event.VersionPath, []string{"data", "version"}) || s.Event.AggregatePath != nil {
+		t.Errorf("order paths: aggregate %v, version %v", s.Event.AggregatePath, s.Event.VersionPath)
+	}
 	if p := s.At("event.amount"); p.Line != 8 || p.Col != 11 {
 		t.Errorf("event.amount at %s, want f.yaml:8:11", p)
 	}
@@ -164,6 +169,13 @@ func TestEventPayload(t *testing.T) {
 	derived, errs := Parse("f.yaml", []byte(base+"event: {payload: {m: {a: \"${amount}\", c: \"${currency}\"}}}\n"), testKinds)
 	if len(errs) > 0 {
 		t.Fatal(errs)
+	}
+	ordered, errs := Parse("f.yaml", []byte(base+"event: {payload: {acct: {id: \"${aggregate}\"}, v: \"${version}\"}, version: v}\n"), testKinds)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if !slices.Equal(ordered.Event.AggregatePath, []string{"acct", "id"}) || !slices.Equal(ordered.Event.VersionPath, []string{"v"}) {
+		t.Errorf("order paths: aggregate %v, version %v", ordered.Event.AggregatePath, ordered.Event.VersionPath)
 	}
 	if !slices.Equal(derived.Event.AmountPath, []string{"m", "a"}) || !slices.Equal(derived.Event.CurrencyPath, []string{"m", "c"}) {
 		t.Errorf("derived paths %v %v", derived.Event.AmountPath, derived.Event.CurrencyPath)
@@ -192,6 +204,8 @@ func TestEventErrors(t *testing.T) {
 		{"payload placeholder", strings.Replace(teamEvent, `"${event}"`, `"${payload}"`, 1), "event: payload: unknown ${payload}"},
 		{"payload not a map", "event: {payload: \"${event}\"}\n", "f.yaml:6:18: event: payload: want a map"},
 		{"bad path", "event: {amount: \"data['x']\"}\n", `f.yaml:6:17: event: amount: "data['x']" is not a dotted path`},
+		{"misspelt aggregate path", teamEvent + "  aggregate: data.acount\n",
+			`f.yaml:10:14: event: aggregate: event.payload has no field data.acount; its fields: type, id, data.amountMinor`},
 		{"unknown event key", "event: {amout: a}\n", `f.yaml:6:9: event: unknown key "amout" (did you mean "amount"?)`},
 	} {
 		t.Run(c.name, func(t *testing.T) {

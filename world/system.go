@@ -106,7 +106,8 @@ func mapping(sys *system.System) *state.Map {
 		OutboxTable: sys.Outbox.Table, OutboxEventID: sys.Outbox.EventID, OutboxPayload: sys.Outbox.Payload, Unpublished: sys.Outbox.Unpublished,
 		InboxTable: sys.Inbox.Table, InboxConsumer: sys.Inbox.Consumer, InboxEventID: sys.Inbox.EventID, InboxPayload: sys.Inbox.Payload,
 		Projection: sys.Projection,
-		AmountPath: sys.Event.AmountPath, CurrencyPath: sys.Event.CurrencyPath, EventIDPath: sys.Event.EventIDPath}
+		AmountPath: sys.Event.AmountPath, CurrencyPath: sys.Event.CurrencyPath, EventIDPath: sys.Event.EventIDPath,
+		AggregatePath: sys.Event.AggregatePath, VersionPath: sys.Event.VersionPath, AppliedOrder: sys.Inbox.AppliedOrder}
 }
 
 // runnerBinary is ${runner}: this runner's own executable (for `runner

@@ -16,6 +16,7 @@ import (
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/explore"
 	"github.com/outboxdrill/runner/internal/outfile"
+	"github.com/outboxdrill/runner/internal/progress"
 	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/runner"
@@ -66,6 +67,13 @@ func runExplore(ctx context.Context, fs *flag.FlagSet, f *exploreFlags, paths []
 		fmt.Fprintf(stdout, "%s skipped: %s: nothing was explored\n", f.cmd, safe.Line(why))
 		return exitOK
 	}
+	// The points' (events') progress on stderr: explore and soak run long.
+	pc, err := progress.ForStderr(stderr, "", "")
+	if err != nil {
+		fmt.Fprintf(stderr, "runner: %v\n", err)
+		return exitInvalid
+	}
+	f.p.Progress, f.p.ProgressOut = pc, stderr
 	files, err := openReports(f.reports[:])
 	if err != nil {
 		fmt.Fprintf(stderr, "runner: %v\n", err)

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/outboxdrill/runner/internal/progress"
 	"github.com/outboxdrill/runner/internal/testservers"
 )
 
@@ -60,10 +61,13 @@ func TestExploreFindsAPlantedBugAndWritesAScenarioThatFails(t *testing.T) {
 		t.Parallel()
 		env := []string{payments, "BUG=ack-first"}
 		out := t.TempDir()
-		code, stdout, stderr := exploreCommits(t, env, wl, out)
+		// A progress line a second instead of a minute: the points' run
+		// shows its progress on stderr, and its end.
+		code, stdout, stderr := exploreCommits(t, append(env, progress.EnvEvery+"=1s"), wl, out)
 		if code != exitFailed {
 			t.Fatalf("BUG=ack-first: exit %d, want 1\n%s\n%s", code, stdout, stderr)
 		}
+		checkProgress(t, stderr, "points", 1)
 		for _, want := range []string{"consumer_db.commit(table=account_balances,processed_messages)", "acked_without_effect, lost", "reproduces 1/1", "2 → 1 event(s)"} {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("the report lacks %q:\n%s", want, stdout)
@@ -101,6 +105,22 @@ func TestExploreFindsAPlantedBugAndWritesAScenarioThatFails(t *testing.T) {
 			t.Errorf("the correct consumer: wrote %v, want nothing", files)
 		}
 	})
+}
+
+// checkProgress checks that stderr holds progress lines of noun, the last
+// one (done) with every unit done and at least bad violations.
+func checkProgress(t *testing.T, stderr, noun string, bad int) {
+	t.Helper()
+	re := regexp.MustCompile(`(?m)^progress: (\d+)/(\d+) ` + noun + `, (\d+) violation\(s\), \S+ elapsed(, about \S+ left|, estimating what remains)?( \(done\))?$`)
+	lines := re.FindAllStringSubmatch(stderr, -1)
+	if len(lines) < 2 {
+		t.Fatalf("want progress lines of %s on stderr (%s=1s), got:\n%s", noun, progress.EnvEvery, stderr)
+	}
+	last := lines[len(lines)-1]
+	n, _ := strconv.Atoi(last[3])
+	if last[5] == "" || last[1] != last[2] || n < bad {
+		t.Errorf("the last progress line %q: want all %s done, at least %d violation(s), (done)", last[0], noun, bad)
+	}
 }
 
 func TestExploreRefusesBadInput(t *testing.T) {

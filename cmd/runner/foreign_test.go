@@ -66,9 +66,14 @@ func TestForeignServicesVerdicts(t *testing.T) {
 	payments := "PAYMENTS_BIN=" + paymentsService(t)
 	const (
 		goSys = "../../examples/go-payments/system.yaml"
-		goSc  = "../../examples/go-payments/scenarios/"
-		pySys = "../../examples/python/system.yaml"
-		pySc  = "../../examples/python/scenarios/"
+		// system.yaml plus the order's mapping, which the scenarios about
+		// order name (system:); their own directory, so that scenarios/
+		// passes with --system system.yaml.
+		goOrd   = "../../examples/go-payments/system-ordered.yaml"
+		goOrdSc = "../../examples/go-payments/order-scenarios/"
+		goSc    = "../../examples/go-payments/scenarios/"
+		pySys   = "../../examples/python/system.yaml"
+		pySc    = "../../examples/python/scenarios/"
 	)
 	rows := []struct {
 		system, scenario, bug string
@@ -94,6 +99,12 @@ func TestForeignServicesVerdicts(t *testing.T) {
 		// A refused mark makes the correct relay publish again: at least
 		// once, not a double publish; publishing twice in one pass is.
 		{goSys, goSc + "mark-fails-publishes-again.yaml", "double-publish", []string{"double_published"}},
+		// Per-aggregate order, from the inbox in applied_seq order: a
+		// batch applied last entry first, and a version never applied
+		// under one applied (the correct twin declares its out_of_order:
+		// it applies a retried version after the next).
+		{goOrd, goOrdSc + "versions-applied-in-order.yaml", "out-of-order", []string{"out_of_order"}},
+		{goOrd, goOrdSc + "version-2-commit-fails.yaml", "no-retry", []string{"gap", "stranded"}},
 		{pySys, pySc + "commit-fails.yaml", "no-retry", []string{"stranded"}},
 		{pySys, pySc + "commit-fails.yaml", "ack-first", []string{"lost", "acked_without_effect"}},
 		// Progress: a consumer that stops making it fails, whatever the
@@ -140,6 +151,16 @@ func TestForeignServicesVerdicts(t *testing.T) {
 			for _, want := range r.want {
 				if !anyOf(named, strings.Split(want, "|")) {
 					t.Errorf("BUG=%s: the checker named %v, want %s\n%s", r.bug, named, want, out)
+				}
+			}
+			// An order verdict names the aggregate and its versions, with
+			// their events, in the consumer's apply order.
+			for inv, w := range map[string]string{
+				"out_of_order": "aggregate acct-1: applied in the order version 3 (bus-3), version 2 (bus-2), version 1 (bus-1)",
+				"gap":          "aggregate acct-1: version 3 (bus-3) applied, but version 2 (bus-2), committed before, never was",
+			} {
+				if slices.Contains(r.want, inv) && !strings.Contains(out, w) {
+					t.Errorf("BUG=%s: the %s verdict lacks %q\n%s", r.bug, inv, w, out)
 				}
 			}
 			// A stuck verdict carries its witness: how long the consumer

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +102,32 @@ func TestHTMLTeamFailureInChromium(t *testing.T) {
 		}
 		headless(t, bin, out, "--window-size=1300,1750", "--screenshot="+shot)
 		t.Logf("-update: wrote %s", shot)
+	}
+}
+
+// The statement a database fault strikes is drawn on the timeline: an
+// arrow from the consumer's process to its database, named by its command
+// (the proxy keeps the reply's tag, never SQL), with the fault; the
+// database lane says what its proxies recorded and what they never do.
+func TestHTMLDatabaseStatementOnTheTimeline(t *testing.T) {
+	needNode(t, "ioredis", "pg")
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "report.html")
+	code, stdout, stderr := cliEnv(t, nil, "run", "--system", "../../examples/node/system.yaml", "--settle", "1s", "--html", out, "testdata/html/team-statement.yaml")
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0 (the delivery retried)\n%s\n%s", code, stdout, stderr)
+	}
+	body, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := string(body)
+	arrow := regexp.MustCompile(`<g class="row arrow fault"><title>[^<]* INSERT \(inbox\) — fault consumer_db\.statement\(table=inbox\) nth=1 do=error: held, then answered with an error</title>`)
+	if !arrow.MatchString(html) {
+		t.Errorf("no INSERT (inbox) arrow struck by the fault in the report:\n%s", html)
+	}
+	if !strings.Contains(html, "<li><b>Consumer PG</b>: the services&#39; proxies recorded ") || !strings.Contains(html, "1 statement(s) by command") {
+		t.Errorf("the Consumer PG lane does not say what its proxies recorded")
 	}
 }
 

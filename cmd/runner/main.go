@@ -57,6 +57,7 @@ import (
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/broker/kinds"
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/progress"
 	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/internal/version"
@@ -633,7 +634,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !p.Verbose {
 		p.Log = nil
 	}
-	p.Progress = isTerminal(stdout) && os.Getenv("CI") == ""
+	progressed, err := progress.ForStderr(stderr, "scenarios", "failed")
+	if err != nil {
+		fmt.Fprintf(stderr, "runner: %v\n", err)
+		return exitInvalid
+	}
 	// Report files are opened before anything runs: a wrong path costs no run.
 	if err := checkHTMLPath(*htmlFile); err != nil {
 		fmt.Fprintf(stderr, "runner: %v\n", err)
@@ -644,7 +649,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "runner: %v\n", err)
 		return exitInvalid
 	}
+	p.Progress = progress.New(stderr, progressed)
 	rep, err := runner.Run(ctx, p, scs)
+	p.Progress.Close()
 	if rep != nil {
 		fmt.Fprintln(stdout, rep.Summary())
 	}
@@ -1131,17 +1138,6 @@ func noArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, use strin
 		return exitInvalid, true
 	}
 	return code, done
-}
-
-// isTerminal reports whether w is a character device (a terminal), where a
-// live progress line helps; piped or in CI, plain lines are better.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 func countFiles(errs diag.Errors) int {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/internal/outfile"
+	"github.com/outboxdrill/runner/internal/progress"
 	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/soak"
 	schema "github.com/outboxdrill/runner/sql"
@@ -196,9 +197,18 @@ func cmdSoakInProcess(ctx context.Context, args []string, stdout, stderr io.Writ
 	if code != 0 {
 		return code
 	}
-	// The verdict is printed once known, before the cleanup and shrinking.
-	p.Judged = func(rep *soak.Report) { fmt.Fprint(stdout, rep.Format()) }
+	pc, err := progress.ForStderr(stderr, "events", "violation(s)")
+	if err != nil {
+		cleanup(false)
+		fmt.Fprintf(stderr, "runner: %v\n", err)
+		return exitInvalid
+	}
+	p.Progress = progress.New(stderr, pc)
+	// The verdict is printed once known, before the cleanup and shrinking;
+	// the progress ends there.
+	p.Judged = func(rep *soak.Report) { p.Progress.Close(); fmt.Fprint(stdout, rep.Format()) }
 	rep, err := soak.Soak(ctx, p)
+	p.Progress.Close()
 	found := err == nil && len(rep.Findings) > 0
 	cleanup(found)
 	switch {

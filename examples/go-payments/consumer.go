@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,7 +90,13 @@ func consumer(ctx context.Context, bug string) error {
 			continue
 		}
 		for _, s := range res {
-			for _, m := range s.Messages {
+			msgs := s.Messages
+			if bug == "out-of-order" {
+				// As if the batch went to parallel workers and the last
+				// finished first: deterministically, in reverse.
+				slices.Reverse(msgs)
+			}
+			for _, m := range msgs {
 				c.handle(ctx, m, "read")
 			}
 		}

@@ -14,6 +14,7 @@
 //	upsert           consumer: a known message id with another body overwrites the row and is applied again
 //	ack-first        consumer: XACK before the transaction
 //	split-tx         consumer: the processed row and the balance in two transactions
+//	out-of-order     consumer: a read batch applied as parallel workers would, last entry first (in reverse)
 //	double-publish   relay: publishes each row twice before marking it
 //	mark-first       relay: marks the rows sent and commits, then publishes them
 //	no-skip-locked   relay: reads the unsent rows without FOR UPDATE SKIP LOCKED: replicas race and publish rows twice

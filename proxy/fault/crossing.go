@@ -54,6 +54,9 @@ type Crossing struct {
 	// deliver, ack, or a native operation (NATS -NAK, AMQP basic.nack,
 	// Kafka EndTxn).
 	Op string
+	// Command is, on a database, a statement's command as its reply's tag
+	// names it (INSERT, UPDATE, …), where the proxy held it; never SQL.
+	Command string
 	// Reply is the kind of the broker's answer: "entries" (a read that
 	// handed out entries), "empty" (one that handed out nothing), "ok",
 	// "error", "none" (no answer reached it), "" (the broker answers

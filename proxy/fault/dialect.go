@@ -201,3 +201,22 @@ func (f *Fault) compile(ds []Dialect) {
 		f.unsuited = &UnsuitedError{f.Trigger, fmt.Errorf("%s suits no broker's proxy (%s)", f.On(), strings.Join(why, "; "))}
 	}
 }
+
+// ListedOperation is a Vocabulary's Operation for a proxy whose operations
+// are a fixed list spelt as written (NATS, RabbitMQ, Kafka): op when ops
+// holds it, else unknown(op) with the closest of ops.
+func ListedOperation(op string, ops []string, unknown func(string) error) (string, error) {
+	if !slices.Contains(ops, op) {
+		return "", fmt.Errorf("%w%s", unknown(op), diag.Suggest(op, ops))
+	}
+	return op, nil
+}
+
+// Native is a proxy's compiled trigger as a Vocabulary's Compile returns
+// it: nil (not a typed nil in an interface) when err says why not.
+func Native[C any](c C, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}

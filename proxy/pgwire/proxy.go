@@ -51,8 +51,12 @@ type Event struct {
 	Conn     int // the proxy's number for the client connection, from 1
 	Boundary fault.Boundary
 	Tables   []string
-	Fault    string // the trigger that struck here, "" for none
-	At       time.Time
+	// Command is a statement's command as its reply's tag names it
+	// (INSERT, UPDATE, DELETE, …; the last of a batch), never its SQL
+	// text, which may carry values; "" on a commit.
+	Command string
+	Fault   string // the trigger that struck here, "" for none
+	At      time.Time
 }
 
 // Listen starts a proxy to upstream ("host:port") on 127.0.0.1, on a port
@@ -194,7 +198,7 @@ func (p *Proxy) Close() error { return p.ln.Close() }
 
 // RecordSize is what the event keeps beyond its struct (fault.Sized).
 func (e Event) RecordSize() (int, bool) {
-	n := 0
+	n := len(e.Command)
 	for _, t := range e.Tables {
 		n += 16 + len(t)
 	}

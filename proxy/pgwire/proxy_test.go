@@ -271,6 +271,17 @@ func TestStatementBoundary(t *testing.T) {
 	if got := f.rows(f.a) + f.rows(f.b); got != 0 {
 		t.Errorf("%d rows, want 0: the whole transaction rolled back", got)
 	}
+	// The statement that struck is recorded with its command (the reply's
+	// tag, never the SQL text) and its table, for the report's timeline.
+	var struck []Event
+	for _, e := range f.proxy.Events() {
+		if e.Boundary == fault.Statement && e.Fault != "" {
+			struck = append(struck, e)
+		}
+	}
+	if len(struck) != 1 || struck[0].Command != "INSERT" || len(struck[0].Tables) != 1 || !strings.HasSuffix(struck[0].Tables[0], f.a) {
+		t.Errorf("statement events %+v: want the INSERT into %s, struck", struck, f.a)
+	}
 }
 
 func TestUnclassifiableIsNotApproximated(t *testing.T) {

@@ -520,7 +520,7 @@ func (c *conn) resolve(h *reply) bool {
 		}
 	}
 	if len(tables) > 0 {
-		e := Event{Conn: c.id, Boundary: fault.Statement, Tables: tables}
+		e := Event{Conn: c.id, Boundary: fault.Statement, Tables: tables, Command: commandOf(h.held)}
 		if a != nil {
 			e.Fault = a.Trigger.String()
 		}
@@ -544,6 +544,19 @@ func (c *conn) resolve(h *reply) bool {
 // spilledErr is why a trigger on a reply over Limits.MaxHeldReply failed.
 func (c *conn) spilledErr() error {
 	return &fault.Unclassifiable{Reason: "a reply of more than " + size(c.p.lim.MaxHeldReply) + ": the proxy passed it on as it came instead of holding it"}
+}
+
+// commandOf is the command of a held reply's last CommandComplete: its
+// tag's first word ("INSERT 0 1" is INSERT), "" without one.
+func commandOf(held [][]byte) string {
+	cmd := ""
+	for _, b := range held {
+		if len(b) > 5 && b[0] == 'C' {
+			tag, _, _ := strings.Cut(string(b[5:]), "\x00")
+			cmd, _, _ = strings.Cut(tag, " ")
+		}
+	}
+	return cmd
 }
 
 // failStatement rewrites a held reply: its last CommandComplete becomes

@@ -8,13 +8,11 @@ package natsproxy
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
-	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/proxy/fault"
 	nproxy "github.com/outboxdrill/runner/proxy/nats"
 )
@@ -32,21 +30,11 @@ func (Kind) Operations() []string { return nproxy.Operations() }
 // Operation is op when the proxy names it so, else why not, with the
 // closest of its operations.
 func (Kind) Operation(op string) (string, error) {
-	ops := nproxy.Operations()
-	if !slices.Contains(ops, op) {
-		return "", fmt.Errorf("%w%s", nproxy.UnknownOperation(op), diag.Suggest(op, ops))
-	}
-	return op, nil
+	return fault.ListedOperation(op, nproxy.Operations(), nproxy.UnknownOperation)
 }
 
 // Compile is t as the proxy arms it, checked.
-func (Kind) Compile(t fault.Trigger) (any, error) {
-	c, err := native(t).Compile()
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
-}
+func (Kind) Compile(t fault.Trigger) (any, error) { return fault.Native(native(t).Compile()) }
 
 func native(t fault.Trigger) nproxy.Trigger {
 	n := nproxy.Trigger{Boundary: t.Boundary, Op: t.Filter.Command, Subject: t.Filter.Subject, Nth: t.Nth, Action: t.Action}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/broker/kafka"
-	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/proxy/fault"
 	kproxy "github.com/outboxdrill/runner/proxy/kafka"
 )
@@ -37,21 +36,11 @@ func (Kind) Operations() []string { return kproxy.Operations() }
 // Operation is op when the proxy names it so, else why not, with the
 // closest of its operations.
 func (Kind) Operation(op string) (string, error) {
-	ops := kproxy.Operations()
-	if !slices.Contains(ops, op) {
-		return "", fmt.Errorf("%w%s", kproxy.UnknownOperation(op), diag.Suggest(op, ops))
-	}
-	return op, nil
+	return fault.ListedOperation(op, kproxy.Operations(), kproxy.UnknownOperation)
 }
 
 // Compile is t as the proxy arms it, checked.
-func (Kind) Compile(t fault.Trigger) (any, error) {
-	c, err := native(t).Compile()
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
-}
+func (Kind) Compile(t fault.Trigger) (any, error) { return fault.Native(native(t).Compile()) }
 
 func native(t fault.Trigger) kproxy.Trigger {
 	k := kproxy.Trigger{Boundary: t.Boundary, Op: t.Filter.Command, Topic: t.Filter.Topic, Group: t.Filter.Group, Nth: t.Nth, Action: t.Action}

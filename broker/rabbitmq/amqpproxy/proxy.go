@@ -6,11 +6,9 @@ package amqpproxy
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
-	"github.com/outboxdrill/runner/diag"
 	aproxy "github.com/outboxdrill/runner/proxy/amqp"
 	"github.com/outboxdrill/runner/proxy/fault"
 )
@@ -27,21 +25,11 @@ func (Kind) Operations() []string { return aproxy.Operations() }
 // Operation is op when the proxy names it so, else why not, with the
 // closest of its operations.
 func (Kind) Operation(op string) (string, error) {
-	ops := aproxy.Operations()
-	if !slices.Contains(ops, op) {
-		return "", fmt.Errorf("%w%s", aproxy.UnknownOperation(op), diag.Suggest(op, ops))
-	}
-	return op, nil
+	return fault.ListedOperation(op, aproxy.Operations(), aproxy.UnknownOperation)
 }
 
 // Compile is t as the proxy arms it, checked.
-func (Kind) Compile(t fault.Trigger) (any, error) {
-	c, err := native(t).Compile()
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
-}
+func (Kind) Compile(t fault.Trigger) (any, error) { return fault.Native(native(t).Compile()) }
 
 func native(t fault.Trigger) aproxy.Trigger {
 	a := aproxy.Trigger{Boundary: t.Boundary, Op: t.Filter.Command, Exchange: t.Filter.Exchange, RoutingKey: t.Filter.RoutingKey, Queue: t.Filter.Queue, Nth: t.Nth, Action: t.Action}

@@ -57,11 +57,7 @@ func (Kind) Compile(t fault.Trigger) (any, error) {
 	if cmd, ok := neutral[t.Filter.Command]; ok {
 		t.Filter.Command = cmd
 	}
-	c, err := resp.Compile(t)
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
+	return fault.Native(resp.Compile(t))
 }
 
 func (Kind) Listen(url string) (broker.Proxy, error) {
