@@ -114,8 +114,14 @@ func (w *Workload) index() diag.Errors {
 	for i, c := range w.calls {
 		switch c.Def.Name {
 		case "start":
-			if c.Params.(*steps.StartParams).Fault != nil {
+			p := c.Params.(*steps.StartParams)
+			if p.Fault != nil {
 				errs = append(errs, diag.Errorf(c.Pos, "start: the workload arms no fault (explore arms one per point); remove fault:"))
+			}
+			if g := w.System.Groups[p.Service]; len(g) > 0 {
+				// A point arms its fault on a start step, and a fault
+				// strikes one process.
+				errs = append(errs, diag.Errorf(c.Pos, "start: %s starts %d replicas: a workload starts each with a step of its own (start: %s), so that a point can fault one", p.Service, len(g), strings.Join(g, ", start: ")))
 			}
 			w.Starts = append(w.Starts, i)
 		case "produce", "publish", "produce_overlapping":
@@ -177,7 +183,11 @@ func deref(s *string) string {
 func Default(ctx context.Context, sys *system.System, out, brokerName string) (*Workload, diag.Errors) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "name: \"explore: the built-in workload on %s\"\n", filepath.Base(sys.File))
-	b.WriteString("description: three events (two of them one aggregate's sequence), the producer-side services started and the outbox drained, then the consumer-side services; then two events committed in the reverse order of their ids and, once the consumers caught up, a re-send of one event with the same payload and one with another payload\n")
+	desc := "three events (two of them one aggregate's sequence), the producer-side services started and the outbox drained, then the consumer-side services; then two events committed in the reverse order of their ids"
+	if len(sys.Groups) > 0 {
+		desc += ", eight more in two batches while every replica runs"
+	}
+	b.WriteString("description: " + desc + " and, once the consumers caught up, a re-send of one event with the same payload and one with another payload\n")
 	fmt.Fprintf(&b, "system: %q\nsteps:\n", relSystem(out, sys.File))
 	b.WriteString("  - produce: {event: ev-1, amount: 100}\n  - produce: {event: ev-2, amount: 250, aggregate: acct-1}\n  - produce: {event: ev-3, amount: 40, aggregate: acct-1}\n")
 	first, then := sides(sys)
@@ -191,6 +201,9 @@ func Default(ctx context.Context, sys *system.System, out, brokerName string) (*
 		fmt.Fprintf(&b, "  - start: %s\n", n)
 	}
 	b.WriteString(builtinWindows)
+	if len(sys.Groups) > 0 {
+		b.WriteString(replicaBurst)
+	}
 	b.WriteString(caughtUp(sys, brokerName))
 	b.WriteString(builtinResends)
 	// Written out, so that what the report says of it ("started at
@@ -208,6 +221,24 @@ func Default(ctx context.Context, sys *system.System, out, brokerName string) (*
 // relay that keeps a cursor past the last id it published never publishes
 // ev-4 (watermill#311).
 const builtinWindows = `  - produce_overlapping: {first: ev-4, second: ev-5, amount: 70}
+  - expect: {outbox.unpublished: 0, within: 10s}
+`
+
+// replicaBurst: where the system file runs replicas of a service (each
+// started above, NAME-1 … NAME-N, a start step of its own, so a point
+// faults one of them), the outbox fills while they all run, in two
+// batches the relays poll apart: replicas that do not exclude each other
+// publish the same rows, which the fault-free run already shows
+// (double_published with no fault struck).
+const replicaBurst = `  - produce: {event: ev-6, amount: 11}
+  - produce: {event: ev-7, amount: 12}
+  - produce: {event: ev-8, amount: 13}
+  - produce: {event: ev-9, amount: 14}
+  - sleep(for=40ms)
+  - produce: {event: ev-10, amount: 15}
+  - produce: {event: ev-11, amount: 16}
+  - produce: {event: ev-12, amount: 17}
+  - produce: {event: ev-13, amount: 18}
   - expect: {outbox.unpublished: 0, within: 10s}
 `
 

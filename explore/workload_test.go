@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/outboxdrill/runner/internal/scenariotest"
+	"github.com/outboxdrill/runner/system"
 )
 
 // The built-in workload's re-sends wait for the genuine events to go
@@ -81,5 +84,47 @@ func TestTwoFindingsShrunkAlikeAreTwoFiles(t *testing.T) {
 	}
 	if filepath.Base(a.File) != "explore-phantom.yaml" || filepath.Base(b.File) != "explore-phantom-2.yaml" {
 		t.Errorf("files %s and %s, want explore-phantom.yaml and explore-phantom-2.yaml", a.File, b.File)
+	}
+}
+
+// A system file with replicas: the built-in workload starts each replica
+// (a start step of its own: a point faults one), and fills the outbox
+// while they all run; a system without replicas keeps its workload.
+func TestBuiltinWorkloadStartsTheReplicas(t *testing.T) {
+	sys, errs, err := system.Load(context.Background(), "../examples/go-payments/system-replicas.yaml", scenariotest.Kinds())
+	if err != nil || len(errs) > 0 {
+		t.Fatal(err, errs)
+	}
+	w, errs := Default(context.Background(), sys, t.TempDir(), "redis")
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	var started []string
+	for _, i := range w.Starts {
+		started = append(started, w.Service(i))
+	}
+	if strings.Join(started, " ") != "relay-1 relay-2 consumer" {
+		t.Errorf("started %v, want relay-1 relay-2 consumer", started)
+	}
+	// 3 produce, 1 produce_overlapping, 2 re-sends; and the burst of 8.
+	if len(w.Events) != 6+8 {
+		t.Errorf("%d event steps, want 14 (the burst of 8 while the replicas run)", len(w.Events))
+	}
+	if w := defaultWorkload(t, t.TempDir()); len(w.Events) != 6 {
+		t.Errorf("without replicas: %d event steps, want 6", len(w.Events))
+	}
+}
+
+// A workload's start of a replicated service is refused at its line: a
+// point arms its fault on a start step, and a fault strikes one process.
+func TestWorkloadStartsEachReplica(t *testing.T) {
+	sys, errs, err := system.Load(context.Background(), "../examples/go-payments/system-replicas.yaml", scenariotest.Kinds())
+	if err != nil || len(errs) > 0 {
+		t.Fatal(err, errs)
+	}
+	_, errs = parseWorkload(context.Background(), "w.yaml", []byte("name: w\nsteps:\n  - produce: {event: e1}\n  - start: relay\n  - start: consumer\n"), sys)
+	want := "w.yaml:4:5: start: relay starts 2 replicas: a workload starts each with a step of its own (start: relay-1, start: relay-2), so that a point can fault one"
+	if len(errs) != 1 || errs[0].Error() != want {
+		t.Errorf("errors %v, want %s", errs, want)
 	}
 }

@@ -47,6 +47,7 @@ func Check(ops []Op, st State, consumers []string, models map[string][]string) [
 		vs = append(vs, stuckRelay(ops, st)...)
 	}
 	vs = append(vs, doublePublished(ops)...)
+	vs = append(vs, crossPublished(ops, st)...)
 	vs = append(vs, unbalanced(ops, st)...)
 	for _, m := range sortedKeys(models) {
 		vs = append(vs, doubleApplied(m, ops)...)

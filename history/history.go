@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/state"
@@ -48,6 +49,10 @@ type Op struct {
 	// Republish: a publish on purpose (a replay, a reconcile, a raw
 	// publish), not a relay's.
 	Republish bool
+	// At and Proc place an op a team's broker proxy saw: when, and which
+	// service process (zero for an op a step reported).
+	At   time.Time
+	Proc Proc
 }
 
 // Sum is a projection row or the inbox's sum for one currency.
@@ -151,7 +156,7 @@ var Invariants = map[string]string{
 	Phantom:            "a consumer applied an event the producer never committed, or with another payload than the committed one",
 	AckedWithoutEffect: "an entry was acked while the consumer holds no durable effect of its event (no inbox row, not dead-lettered)",
 	ProjectionMismatch: "a read model differs from the sum over the inbox of the consumer(s) writing it",
-	DoublePublished:    "one relay step (all its concurrent relays together) published the same event more than once: two relays raced for one outbox row",
+	DoublePublished:    "the same event published more than once with nothing that could explain a retry: on the reference pipeline, by one relay step (all its concurrent relays together); on a team's system, by one service process within one pass (no fault struck it between), or by two relay processes with no fault struck on any service, no process ended and no step faulted a server between the two publishes (two relays raced for one outbox row); a publish again after one of those is at-least-once",
 	Unbalanced:         "the producer's books do not hold together: a journal row without its event's outbox row or the reverse (a produce committed in part), a currency whose balances do not sum to zero, or a balance that differs from its ledger entries",
 	Stuck:              "a team's running system stopped making progress: a committed event its consumer never applied although a consumer of its group ran, and the broker still offered it, for the whole settle (or still unpublished while a relay ran); re-taken and failed again is not progress, a live process that stopped reading is not either",
 	OutOfOrder:         "per consumer and aggregate, a later version applied before an earlier one: the consumer's inbox, in its apply order (inbox.applied_order), holds the aggregate's versions out of order",

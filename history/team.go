@@ -47,6 +47,10 @@ type Team struct {
 	// Progress is what settling saw of the services still running; nil
 	// when it was not looked at (stuck is then not judged).
 	Progress *Progress
+	// Disruptions are what struck the system while it ran, in time order:
+	// a publish again by another process after one is a retry, not a
+	// double publish (crossPublished).
+	Disruptions []Disruption
 }
 
 // live reports whether the broker holds an entry of ev that group c may

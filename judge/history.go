@@ -70,7 +70,7 @@ func System(ctx context.Context, env *steps.Env, run *sysrun.Run, wire *sysrun.W
 	}
 	m := env.Mapping()
 	team := &history.Team{EntryEvents: entryEvents(hist), Readers: s.Readers, Amount: m.AmountOf, EventOf: m.EventIDOf,
-		Progress: progressOf(run, wire, s, consumerOf(res.Scenario))}
+		Progress: progressOf(run, wire, s, consumerOf(res.Scenario)), Disruptions: disruptions(run, res.Steps)}
 	return judgeWith(ctx, env, res, hist, consumers, models, func(st *history.State) {
 		st.Team = team
 		for g, ps := range s.Untaken {
@@ -111,6 +111,25 @@ func System(ctx context.Context, env *steps.Env, run *sysrun.Run, wire *sysrun.W
 			team.Copies = st.Stream // the broker's own log, by event
 		}
 	})
+}
+
+// disruptions are what struck the team's system while it ran: the
+// services' faults and ended processes (sysrun), and every step that
+// faulted a server or the data under it (broker: restart, producer_db:
+// kill, a produce that failed on purpose, …), from when it began.
+func disruptions(run *sysrun.Run, recs []report.StepRecord) []history.Disruption {
+	out := run.Disruptions()
+	for _, st := range recs {
+		c := st.Call
+		if slices.Contains([]string{"start", "stop", "kill", "fault"}, c.Def.Name) {
+			continue // the services' own: sysrun's, when they struck
+		}
+		if iso := c.Isolation(); len(c.Faults()) > 0 || iso.Alone || iso.AloneOnBroker || iso.SplitDBs {
+			out = append(out, history.Disruption{At: st.At, What: fmt.Sprintf("the step %s at %s", c, c.Pos)})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b history.Disruption) int { return a.At.Compare(b.At) })
+	return out
 }
 
 // wireNotJudged marks what the run's broker wire cannot support: all the

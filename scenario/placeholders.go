@@ -24,28 +24,37 @@ func (sc *Scenario) CheckPlaceholders(brokers []string) diag.Errors {
 	seen := map[string]bool{}
 	for _, c := range sc.Steps {
 		p, ok := c.Params.(*steps.StartParams)
-		if !ok || sc.System.Services[p.Service] == nil {
-			continue // checkServices reports a service the file lacks
+		if !ok {
+			continue
 		}
-		check := func(svc *system.Service, brokers []string) {
-			for _, r := range svc.Refs() {
-				if e := sc.checkRef(r, p.Env, brokers); e != nil && !seen[e.Error()] {
-					seen[e.Error()] = true
-					errs = append(errs, e)
-				}
+		for _, name := range sc.System.Resolve(p.Service) { // none: checkServices reports a service the file lacks
+			errs = append(errs, sc.checkStart(sc.System.Services[name], p, brokers, seen)...)
+		}
+	}
+	return errs
+}
+
+// checkStart checks the ${…} of svc as start step p gives them, on
+// brokers; an error said before (seen) is not said again.
+func (sc *Scenario) checkStart(svc *system.Service, p *steps.StartParams, brokers []string, seen map[string]bool) diag.Errors {
+	var errs diag.Errors
+	check := func(svc *system.Service, brokers []string) {
+		for _, r := range svc.Refs() {
+			if e := sc.checkRef(r, p.Env, brokers); e != nil && !seen[e.Error()] {
+				seen[e.Error()] = true
+				errs = append(errs, e)
 			}
 		}
-		svc := sc.System.Services[p.Service]
-		if brokers == nil {
-			// Every variant's words, on a broker told later.
-			check(svc, nil)
-			for _, b := range slices.Sorted(maps.Keys(svc.Variants)) {
-				check(svc.Variants[b], nil)
-			}
+	}
+	if brokers == nil {
+		// Every variant's words, on a broker told later.
+		check(svc, nil)
+		for _, b := range slices.Sorted(maps.Keys(svc.Variants)) {
+			check(svc.Variants[b], nil)
 		}
-		for _, b := range brokers {
-			check(svc.On(b), []string{b})
-		}
+	}
+	for _, b := range brokers {
+		check(svc.On(b), []string{b})
 	}
 	return errs
 }

@@ -186,9 +186,30 @@ func (sc *Scenario) checkServices() diag.Errors {
 		switch {
 		case sc.System == nil:
 			errs = append(errs, diag.Errorf(c.Pos, "%s runs a service of a team's system: give the scenario a system file (system: path) or run it with --system FILE", c.Def.Name))
-		case sc.System.Services[n] == nil:
+		case sc.System.Resolve(n) == nil:
 			errs = append(errs, diag.Errorf(c.Pos, "%s: no service %q in %s%s; services: %s", c.Def.Name, n, sc.System.File,
-				diag.Suggest(n, sc.System.Names()), strings.Join(sc.System.Names(), ", ")))
+				diag.Suggest(n, sc.System.StepNames()), strings.Join(sc.System.StepNames(), ", ")))
+		}
+	}
+	return append(errs, sc.checkFaultTargets()...)
+}
+
+// checkFaultTargets: a fault strikes one process, so a step that arms one
+// (start's fault, also, then; the fault step) on a service with replicas
+// names one replica (relay-1), not the service (relay).
+func (sc *Scenario) checkFaultTargets() diag.Errors {
+	if sc.System == nil {
+		return nil
+	}
+	var errs diag.Errors
+	for _, c := range sc.Steps {
+		ts := steps.Triggers(c)
+		if len(ts) == 0 {
+			continue
+		}
+		n, _ := c.ParamValues()["service"].(string)
+		if why := sc.System.FaultTarget(n); why != "" {
+			errs = append(errs, diag.Errorf(ts[0].Pos, "%s: %s", c.Def.Name, why))
 		}
 	}
 	return errs

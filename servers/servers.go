@@ -185,10 +185,11 @@ func TempRoot() string {
 
 // Child is one started process and the goroutine that reaps it.
 type Child struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the process has exited and been reaped
-	err  error         // result of Wait; read only after done is closed
+	name   string
+	cmd    *exec.Cmd
+	done   chan struct{} // closed once the process has exited and been reaped
+	err    error         // result of Wait; read only after done is closed
+	exitAt time.Time     // when Wait returned; read only after done is closed
 }
 
 // NewCmd builds the command for a server process (or its helper, initdb).
@@ -240,6 +241,7 @@ func startChild(name string, cmd *exec.Cmd, logFile *os.File) (*Child, error) {
 		if logFile != nil {
 			logFile.Close()
 		}
+		c.exitAt = time.Now()
 		close(c.done)
 	}()
 	return c, nil

@@ -218,6 +218,15 @@ func (s *Service) Exited() (bool, error) {
 	return true, s.child.err
 }
 
+// ExitedAt is when the service's process exited (reaped); zero while it
+// runs.
+func (s *Service) ExitedAt() time.Time {
+	if !s.child.Exited() {
+		return time.Time{}
+	}
+	return s.child.exitAt
+}
+
 // Output is the latest of what the service wrote, secrets hidden
 // (redact.Set: every encoding of spec.Secrets, and any password by its
 // place in a URL, password=… or JSON).

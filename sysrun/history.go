@@ -116,7 +116,7 @@ func (w *Wire) build() ([]history.Op, broker.Wire) {
 			}
 			step := 1<<20 + l.start<<10 + passOf(dbStrikes, p.At) + p.Pass
 			all = append(all, timed{p.At, history.Op{Step: where + " " + p.Op, StepN: step, Kind: history.Publish,
-				EventID: p.EventID, EntryID: p.EntryID, Payload: p.Payload}})
+				EventID: p.EventID, EntryID: p.EntryID, Payload: p.Payload, At: p.At, Proc: history.Proc{N: l.start, Service: l.service, Pass: p.Pass}}})
 		}
 		for _, d := range lw.Deliveries {
 			if !r.ours(d) {
@@ -124,7 +124,7 @@ func (w *Wire) build() ([]history.Op, broker.Wire) {
 			}
 			c := r.consumerOf(d.Group)
 			all = append(all, timed{d.At, history.Op{Step: where + " " + d.Op, StepN: 1<<20 + l.start<<10, Kind: history.Delivered,
-				EventID: d.EventID, EntryID: d.EntryID, Consumer: c, Model: c, Payload: d.Payload, Acked: d.Acked}})
+				EventID: d.EventID, EntryID: d.EntryID, Consumer: c, Model: c, Payload: d.Payload, Acked: d.Acked, At: d.At, Proc: history.Proc{N: l.start, Service: l.service, Pass: d.Pass}}})
 		}
 	}
 	if len(full) > 0 {

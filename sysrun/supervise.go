@@ -63,6 +63,12 @@ func restartOf(ctx context.Context) int {
 // fs.Also is armed with fs.Fault; fs.Then on the first restart. Without
 // restart: true (fs.Also alone) the service is started, not supervised.
 func (r *Run) StartSupervised(ctx context.Context, name string, env map[string]string, fs steps.StartFaults) (string, error) {
+	if names, ok := r.group(name); ok {
+		if fs.Fault != nil || fs.Also != nil || fs.Then != nil {
+			return "", r.oneProcess(name)
+		}
+		return each(names, func(n string) (string, error) { return r.StartSupervised(ctx, n, env, fs) })
+	}
 	detail, err := r.start(ctx, name, env, fs.Fault, fs.Also)
 	if !fs.Restart {
 		return detail, err
@@ -100,6 +106,9 @@ func (r *Run) StartSupervised(ctx context.Context, name string, env map[string]s
 // ends before it struck follows the service: it is armed again on the next
 // process, counting from its start.
 func (r *Run) Arm(ctx context.Context, name string, f *fault.Fault) (string, error) {
+	if err := r.oneProcess(name); err != nil {
+		return "", err
+	}
 	for {
 		r.mu.Lock()
 		s, sup := r.svcs[name], r.supervised[name]

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -93,6 +94,8 @@ type instance struct {
 	mu      sync.Mutex
 	proc    *servers.Service // nil until the process runs
 	ended   string           // how the runner ended it; "" while it runs or when it exited by itself
+	endedAt time.Time        // when the runner began to end it
+	start   int              // the run's service start it is (brokerLog's), 0 without a broker proxy
 }
 
 // end records how the runner ended the instance (the first reason stays).
@@ -100,7 +103,7 @@ func (in *instance) end(how string) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.ended == "" {
-		in.ended = how
+		in.ended, in.endedAt = how, time.Now()
 	}
 }
 
@@ -124,7 +127,15 @@ func New(cfg Config) *Run {
 
 // Start starts a service behind new proxies, arms f on them, and waits for
 // the service to be ready.
+// A replicated service's name starts each of its replicas in turn, each
+// ready before the next (a fault names one replica: see group).
 func (r *Run) Start(ctx context.Context, name string, env map[string]string, f *fault.Fault) (string, error) {
+	if names, ok := r.group(name); ok {
+		if f != nil {
+			return "", r.oneProcess(name)
+		}
+		return each(names, func(n string) (string, error) { return r.start(ctx, n, env, nil) })
+	}
 	return r.start(ctx, name, env, f)
 }
 
@@ -150,6 +161,7 @@ func (r *Run) start(ctx context.Context, name string, env map[string]string, f *
 		s.close()
 		return "", err
 	}
+	vars["replica"] = strconv.Itoa(max(1, spec.Replica))
 	r.watch(s, restartOf(ctx))
 	for _, f := range append([]*fault.Fault{f}, more...) {
 		if f == nil {
@@ -278,6 +290,9 @@ func (r *Run) proxies(s *service) (map[string]string, []string, error) {
 		}
 		r.mu.Lock()
 		r.starts++
+		if s.inst != nil {
+			s.inst.start = r.starts
+		}
 		r.logs = append(r.logs, brokerLog{service: s.name, start: r.starts, proxy: s.broker, svc: s})
 		r.mu.Unlock()
 		vars["broker.url"], vars["broker.address"] = s.broker.URL(), s.broker.Address()
@@ -450,6 +465,9 @@ func (r *Run) armBroker(s *service, f *fault.Fault, kill func() error) (strike, 
 // Stop stops a service: SIGTERM, SIGKILL after StopGrace. The SIGKILL is
 // part of stop (a service that drains slowly is stopped so), not an error.
 func (r *Run) Stop(ctx context.Context, name string) (string, error) {
+	if names, ok := r.group(name); ok {
+		return r.stopAll(ctx, names)
+	}
 	s, err := r.take(name)
 	if err != nil {
 		return "", err
@@ -468,6 +486,10 @@ func (r *Run) Stop(ctx context.Context, name string) (string, error) {
 
 // Kill SIGKILLs a service and every process it started.
 func (r *Run) Kill(ctx context.Context, name string) error {
+	if names, ok := r.group(name); ok {
+		_, err := each(r.running(names), func(n string) (string, error) { return "", r.Kill(ctx, n) })
+		return err
+	}
 	s, err := r.take(name)
 	if err != nil {
 		return err

@@ -208,6 +208,7 @@ func readServices(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 		}
 		s.Services[svc.Key] = readService(file, svc, s.kindNames(), errs)
 	}
+	s.expandReplicas(errs)
 }
 
 var serviceName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,62}$`)
@@ -226,7 +227,7 @@ func readService(file string, kv diag.Pair, brokers []string, errs *diag.Errors)
 // variants, one per broker of brokers (a variant has none: required is nil
 // there).
 func readServiceFields(file string, kv diag.Pair, svc *Service, required, brokers []string, errs *diag.Errors) {
-	known := []string{"run", "env", "ready", "variants"}
+	known := []string{"run", "env", "ready", "variants", "replicas"}
 	variant := strings.Contains(kv.Key, ": variants: ")
 	if variant {
 		known = known[:3]
@@ -251,6 +252,7 @@ func readServiceFields(file string, kv diag.Pair, svc *Service, required, broker
 	if n := f["variants"]; n != nil {
 		readVariants(file, n, svc, brokers, errs)
 	}
+	readReplicas(file, f["replicas"], svc, errs)
 }
 
 // fields reads a map whose keys are among known, each once, the required

@@ -43,6 +43,7 @@ var PlaceholderList = []Placeholder{
 	{"group", "the consumer group of ${consumer} that the runner reads: on redis the consumer id; on kafka TOPIC.CONSUMER (drill_RUNID_N.accounting); on nats the durable consumer's name, the consumer id"},
 	{"consumer", "the consumer id: the scenario's consumer variable, default accounting; what the inbox's consumer column holds"},
 	{"runner", "this runner's own executable"},
+	{"replica", "the replica's number, 1…N, of a service with replicas: N (NAME-1 gets 1); 1 for a service without replicas"},
 }
 
 // Placeholders are the names of every placeholder, sorted.
@@ -144,9 +145,13 @@ type Ref struct {
 // Refs are the ${…} of the service's env and run, in file order.
 func (svc *Service) Refs() []Ref {
 	var out []Ref
+	name := svc.Name
+	if svc.Group != "" {
+		name = svc.Group // a replica's words are its service's, as the file writes them
+	}
 	add := func(where, value string, pos diag.Pos) {
 		for _, m := range placeholder.FindAllStringSubmatch(value, -1) {
-			out = append(out, Ref{Name: m[1], Service: svc.Name, Where: where, Pos: pos})
+			out = append(out, Ref{Name: m[1], Service: name, Where: where, Pos: pos})
 		}
 	}
 	for i, a := range svc.Run {

@@ -32,6 +32,8 @@ func JSONSchema() []byte {
 	props["variants"] = map[string]any{"type": "object", "minProperties": 1, "propertyNames": map[string]any{"enum": broker.Names()},
 		"additionalProperties": obj(serviceProps()),
 		"description":          "per broker, what differs on it: its run replaces the service's, its env goes over the service's, its ready replaces the service's"}
+	props["replicas"] = map[string]any{"type": "integer", "minimum": 1, "maximum": MaxReplicas,
+		"description": "how many processes of the service run side by side (default 1): NAME-1 … NAME-N, each with its own proxies and output label; start/stop/kill NAME acts on all of them, NAME-2 on one; ${replica} is each one's number"}
 	service := obj(props)
 	service["anyOf"] = []any{map[string]any{"required": []string{"run"}}, map[string]any{"required": []string{"variants"}}}
 	path := map[string]any{"type": "string", "pattern": `^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$`}

@@ -56,6 +56,10 @@ type System struct {
 	// "stream.payload", "schema.producer", "event.payload", "event.amount",
 	// … (At reads it).
 	Pos map[string]diag.Pos
+	// Groups are the services the file runs several of (replicas: N > 1),
+	// each with its replicas' names, NAME-1 … NAME-N (Services holds those,
+	// not NAME).
+	Groups map[string][]string
 }
 
 // At is where the value at key path (as in Pos) is written; the file's
@@ -92,6 +96,13 @@ type Service struct {
 	ReadyTimeout time.Duration
 	// Variants are, per broker, what differs on it (variants:; see On).
 	Variants map[string]*Service
+	// Replicas is the file's replicas: (0: not given). A service with
+	// more than one is loaded as its replicas (see replicas.go): each has
+	// Group, the name the file gives them, and Replica, its number from 1.
+	Replicas    int
+	ReplicasPos diag.Pos
+	Group       string
+	Replica     int
 }
 
 // Schema are the DDL files applied to each fresh producer and consumer database.

@@ -49,6 +49,12 @@ func readVariants(file string, n *yaml.Node, svc *Service, brokers []string, err
 func (s *System) checkVariants(errs *diag.Errors) {
 	for _, name := range s.Names() {
 		svc := s.Services[name]
+		if svc.Group != "" {
+			if svc.Replica > 1 {
+				continue // its replicas are one service in the file: said once
+			}
+			name = svc.Group
+		}
 		for _, b := range slices.Sorted(maps.Keys(svc.Variants)) {
 			if s.Brokers != nil && !slices.Contains(s.Brokers, b) {
 				*errs = append(*errs, diag.Errorf(svc.Variants[b].Pos, "services: %s: variants: %s is not among the file's brokers (%s): add it there, or drop the variant", name, b, strings.Join(s.Brokers, ", ")))

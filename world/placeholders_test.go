@@ -29,7 +29,7 @@ func TestBrokerNamesAreThePromisedOnes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	generic := []string{"broker.address", "broker.url", "consumer", "consumer_db.url", "producer_db.url", "runner"}
+	generic := []string{"broker.address", "broker.url", "consumer", "consumer_db.url", "producer_db.url", "replica", "runner"} // replica: each service start's own (sysrun)
 	for _, b := range broker.Names() {
 		pair, err := w.TakePair(ctx, b)
 		if err != nil {

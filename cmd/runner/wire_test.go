@@ -63,7 +63,7 @@ brokers: [nats]
 	if code != exitFailed || !strings.Contains(out, want) {
 		t.Fatalf("exit %d, want 1 and %q in:\n%s\n%s", code, want, out, errOut)
 	}
-	if strings.Contains(out, "double_published:") || strings.Contains(out, "lost:") || !strings.Contains(out, "history: not judged: acked_without_effect, double_applied, double_published, lost,") {
+	if strings.Contains(out, "double_published:") || strings.Contains(out, "lost:") || !strings.Contains(out, "history: not judged: acked_without_effect, double_applied, double_published, gap, lost,") {
 		t.Errorf("a verdict about an event without an id, or no word that none was judged:\n%s", out)
 	}
 }

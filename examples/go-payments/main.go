@@ -17,6 +17,7 @@
 //	out-of-order     consumer: a read batch applied as parallel workers would, last entry first (in reverse)
 //	double-publish   relay: publishes each row twice before marking it
 //	mark-first       relay: marks the rows sent and commits, then publishes them
+//	no-skip-locked   relay: reads the unsent rows without FOR UPDATE SKIP LOCKED: replicas race and publish rows twice
 package main
 
 import (

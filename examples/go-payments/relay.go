@@ -14,11 +14,21 @@ import (
 // relay drains payment_outbox: each unsent row, oldest first, is published
 // with XADD and then marked sent in the same transaction that locked it. A
 // crash between the two publishes the row again after a restart: the
-// consumer's processed_messages must absorb that duplicate.
+// consumer's processed_messages must absorb that duplicate. The lock (FOR
+// UPDATE SKIP LOCKED) lets replicas drain one outbox side by side, each
+// row published by one of them.
 func relay(ctx context.Context, bug string) error {
+	unsent := `SELECT id, message_id, body::text FROM payment_outbox
+	           WHERE sent_at IS NULL ORDER BY id LIMIT 50 FOR UPDATE SKIP LOCKED`
+	if bug == "no-skip-locked" {
+		// The rows are read without a lock: two replicas read the same
+		// unsent rows and both publish them (the second mark waits for
+		// the first, then marks the row again).
+		unsent = `SELECT id, message_id, body::text FROM payment_outbox
+		          WHERE sent_at IS NULL ORDER BY id LIMIT 50`
+	}
 	pool, err := newPool(ctx, map[string]string{
-		"unsent_payments": `SELECT id, message_id, body::text FROM payment_outbox
-		                    WHERE sent_at IS NULL ORDER BY id LIMIT 50 FOR UPDATE SKIP LOCKED`,
+		"unsent_payments":   unsent,
 		"mark_payment_sent": `UPDATE payment_outbox SET sent_at = now() WHERE id = $1`,
 	})
 	if err != nil {
