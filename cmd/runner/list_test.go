@@ -44,6 +44,11 @@ func TestListSystem(t *testing.T) {
 	if _, out, _ = run0("list", "--system", kafka, "--broker", "kafka", kdir); !regexp.MustCompile(`(?m) kafka$`).MatchString(out) || strings.Contains(out, "skipped") {
 		t.Errorf("list --system --broker kafka:\n%s", out)
 	}
+	// A replicated service: each replica its own line, naming its group.
+	reps := filepath.Join("..", "..", "examples", "go-payments", "system-replicas.yaml")
+	if _, out, _ = run0("list", "--system", reps, filepath.Join(dir, "relays-drain-one-outbox.yaml")); !regexp.MustCompile(`(?m)^relay-2 \(replica 2 of 2: relay\) +\./run\.sh relay `).MatchString(out) {
+		t.Errorf("list --system of replicas:\n%s", out)
+	}
 	// A start of a service the file does not have: refused, as by run.
 	bad := scenarioFile(t, "ghost.yaml", "name: ghost\nsteps:\n  - produce\n  - start: ghost\n")
 	code, out, errs = run0("list", "--system", sys, bad)

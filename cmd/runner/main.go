@@ -1034,6 +1034,9 @@ func listServices(w io.Writer, sys *system.System) {
 		if len(variants) == 0 {
 			variants = []string{"-"}
 		}
+		if s.Group != "" { // start/stop/kill: GROUP act on all of its replicas
+			name += fmt.Sprintf(" (replica %d of %d: %s)", s.Replica, len(sys.Groups[s.Group]), s.Group)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", safe.Line(name), safe.Line(redact.NewSet().Text(strings.Join(s.Run, " "))), safe.Line(ready), strings.Join(variants, ","))
 	}
 	_ = tw.Flush()
