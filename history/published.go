@@ -12,9 +12,12 @@ import (
 // rule across processes: an event published again by another process is a
 // retry the at-least-once contract allows only when something struck
 // between the two publishes that could have made the first relay's work
-// look unfinished — a fault on any service, a process that ended (killed,
-// stopped, exited), a step that faulted a server. With nothing between,
-// two relays raced for one outbox row.
+// look unfinished — a fault on either publishing process, either of them
+// ending (killed, stopped, exited), a step that faulted a server while the
+// span lasted. A fault on another service (a consumer's) explains nothing
+// a relay did. With nothing between, two relays raced for one outbox row.
+// A process that had been handed the event before it published it is a
+// consumer forwarding what it read, not a relay: not compared here.
 
 // Proc is the service process an op of a team's wire came from.
 type Proc struct {
@@ -39,6 +42,12 @@ type Disruption struct {
 	// op whose Proc.Pass is below PassAfter, the pass it began.
 	Proc      int
 	PassAfter int
+	// Of is the process (its start number) the disruption struck or that
+	// ended; 0 for a step's, which may touch every process.
+	Of int
+	// Until is when a step's disruption ended (a server restart lasts):
+	// it counts for a span it overlaps. Zero: an instant.
+	Until time.Time
 }
 
 // after reports whether d struck after op.
@@ -49,10 +58,35 @@ func (d Disruption) after(op Op) bool {
 	return d.At.After(op.At)
 }
 
-// between is the first disruption after a and not after b.
+// lastsPast reports whether d was still going on after op (a step's
+// span), or struck after it.
+func (d Disruption) lastsPast(op Op) bool {
+	return d.after(op) || d.Until.After(op.At)
+}
+
+// concerns reports whether d could have touched a or b: a step's, or one
+// on either publishing process.
+func (d Disruption) concerns(a, b Op) bool {
+	return d.Of == 0 || d.Of == a.Proc.N || d.Of == b.Proc.N
+}
+
+// struckOwn reports whether d was a broker fault on op's own publish: the
+// pass the strike ended is op's.
+func (d Disruption) struckOwn(op Op) bool {
+	return d.Proc != 0 && d.Proc == op.Proc.N && op.Proc.Pass == d.PassAfter-1
+}
+
+// between is the first disruption that explains b's publishing an event
+// a published before: one on either process, or a step's, that struck
+// after a and not after b. Or b's own request struck before a published:
+// b is recorded at its reply, which the fault held (a delay, a client
+// that gave up), so its request went out first and a is the retry.
 func (t *Team) between(a, b Op) (Disruption, bool) {
 	for _, d := range t.Disruptions {
-		if d.after(a) && !d.after(b) {
+		if !d.concerns(a, b) {
+			continue
+		}
+		if d.lastsPast(a) && !d.after(b) || d.struckOwn(b) && d.At.Before(a.At) {
 			return d, true
 		}
 	}
@@ -69,8 +103,12 @@ func crossPublished(ops []Op, st State) []Violation {
 	}
 	byEvent := map[string][]Op{}
 	var order []string
+	handed := map[[2]string]bool{} // process start, event: a delivery of it
 	for _, op := range ops {
-		if op.Kind != Publish || op.Republish || op.Proc.N == 0 {
+		if op.Kind == Delivered && op.Proc.N != 0 {
+			handed[[2]string{fmt.Sprint(op.Proc.N), op.EventID}] = true
+		}
+		if op.Kind != Publish || op.Republish || op.Proc.N == 0 || handed[[2]string{fmt.Sprint(op.Proc.N), op.EventID}] {
 			continue
 		}
 		if _, committed := st.Outbox[op.EventID]; !committed {
@@ -92,7 +130,7 @@ func crossPublished(ops []Op, st State) []Violation {
 			if _, ok := st.Team.between(a, b); ok {
 				continue // a retry after a fault: at least once
 			}
-			vs = append(vs, Violation{DoublePublished, "", ev, fmt.Sprintf("published %d times; %s published it at %s and %s again at %s, and no fault struck, no process ended and no step faulted a server between the two: two relays raced for one outbox row",
+			vs = append(vs, Violation{DoublePublished, "", ev, fmt.Sprintf("published %d times; %s published it at %s and %s again at %s, and no fault struck either process, neither ended and no step faulted a server between the two: two relays raced for one outbox row",
 				len(pubs), procName(a), clock(a.At), procName(b), clock(b.At)), []Op{a, b}})
 			break
 		}

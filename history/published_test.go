@@ -1,6 +1,7 @@
 package history
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func TestCrossProcessDoublePublish(t *testing.T) {
 	}
 	got := vs[0].String()
 	for _, want := range []string{"double_published: event e1: published 2 times; relay-1 (start 1) published it at 12:00:00.000000 and relay-2 (start 2) again at 12:00:00.005000",
-		"no fault struck, no process ended and no step faulted a server between the two", "relay: published entry 1-0", "(service relay-2, start 2, via its broker proxy) XADD: published entry 2-0"} {
+		"no fault struck either process, neither ended and no step faulted a server between the two", "relay: published entry 1-0", "(service relay-2, start 2, via its broker proxy) XADD: published entry 2-0"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the violation lacks %q:\n%s", want, got)
 		}
@@ -47,17 +48,28 @@ func TestCrossProcessRepublishAfterADisruption(t *testing.T) {
 		d    Disruption
 		held bool // the second publish is a retry
 	}{
-		{"a fault on any service between", Disruption{At: t0.Add(2 * time.Millisecond), What: "the fault consumer_db.commit(table=inbox) do=error struck consumer (start 3)"}, true},
-		{"the first relay ended between", Disruption{At: t0.Add(time.Millisecond), What: "relay-1 (start 1) ended: killed by the kill step"}, true},
+		{"a fault on the first relay between", Disruption{At: t0.Add(2 * time.Millisecond), What: "the fault producer_db.commit(table=payment_outbox) do=error struck relay-1 (start 1)", Of: 1}, true},
+		// A consumer's fault cannot make a relay publish again.
+		{"a fault on another service between", Disruption{At: t0.Add(2 * time.Millisecond), What: "the fault consumer_db.commit(table=inbox) do=error struck consumer (start 3)", Of: 3}, false},
+		{"the first relay ended between", Disruption{At: t0.Add(time.Millisecond), What: "relay-1 (start 1) ended: killed by the kill step", Of: 1}, true},
+		{"a step's server fault between", Disruption{At: t0.Add(time.Millisecond), What: "the step producer_db: restart"}, true},
+		// A step that began before the first publish and lasted past it
+		// (a server restart the first relay's mark ran into).
+		{"a step's server fault spanning the first publish", Disruption{At: t0.Add(-time.Millisecond), Until: t0.Add(3 * time.Millisecond), What: "the step producer_db: restart"}, true},
+		{"a step's server fault over before the first publish", Disruption{At: t0.Add(-3 * time.Millisecond), Until: t0.Add(-time.Millisecond), What: "the step producer_db: restart"}, false},
 		// The strike's time is its request's: before the struck publish
 		// is recorded, but on that process's wire the pass it began
 		// follows it.
-		{"a broker fault on the first publish itself", Disruption{At: t0.Add(-time.Millisecond), What: "the fault broker.reply(XADD) do=delay(1s) struck relay-1 (start 1)", Proc: 1, PassAfter: 1}, true},
+		{"a broker fault on the first publish itself", Disruption{At: t0.Add(-time.Millisecond), What: "the fault broker.reply(XADD) do=delay(1s) struck relay-1 (start 1)", Proc: 1, PassAfter: 1, Of: 1}, true},
 		{"a fault before the first publish", Disruption{At: t0.Add(-time.Millisecond), What: "the fault consumer_db.commit(table=inbox) do=error struck consumer"}, false},
 		{"a fault after the second", Disruption{At: t0.Add(6 * time.Millisecond), What: "the fault consumer_db.commit(table=inbox) do=error struck consumer"}, false},
 		// The second relay's own request struck: its publish is that
 		// pass's, so the fault came with it, not before it.
-		{"a broker fault on the second publish itself", Disruption{At: t0.Add(4 * time.Millisecond), What: "the fault broker.reply(XADD) do=delay(1s) struck relay-2 (start 2)", Proc: 2, PassAfter: 1}, false},
+		{"a broker fault on the second publish itself", Disruption{At: t0.Add(4 * time.Millisecond), What: "the fault broker.reply(XADD) do=delay(1s) struck relay-2 (start 2)", Proc: 2, PassAfter: 1, Of: 2}, false},
+		// The second publish is recorded at its reply, which the fault
+		// held: its request went out before the first (relay-2's), whose
+		// relay took the row once relay-1 gave up. At least once.
+		{"the later-recorded publish's own request struck before the first", Disruption{At: t0.Add(-time.Millisecond), What: "the fault broker.reply(XADD) do=delay(1s) struck relay-2 (start 2)", Proc: 2, PassAfter: 1, Of: 2}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ops, st := racing()
@@ -98,5 +110,26 @@ func TestCrossProcessNotJudged(t *testing.T) {
 		if v.Invariant == DoublePublished {
 			t.Errorf("an uncommitted event: %v", v)
 		}
+	}
+}
+
+// A process that was handed the event before it published it is a
+// consumer forwarding what it read (a retry by re-publishing, an output),
+// not a relay racing another: not a cross-process double publish.
+func TestCrossProcessConsumerRepublishIsNoRace(t *testing.T) {
+	ops, st := racing()
+	again := ops[len(ops)-1]
+	handed := Op{Step: "consumer's proxy XREADGROUP", Kind: Delivered, EventID: "e1", EntryID: "1-0", Consumer: "c",
+		At: again.At.Add(-time.Millisecond), Proc: again.Proc}
+	ops = append(ops[:len(ops)-1], handed, again)
+	for _, v := range check(ops, st) {
+		if v.Invariant == DoublePublished {
+			t.Errorf("a consumer's re-publish of what it was handed: %v", v)
+		}
+	}
+	// Handed it only after it published: still a relay's race.
+	ops[len(ops)-2], ops[len(ops)-1] = again, handed
+	if vs := check(ops, st); !slices.ContainsFunc(vs, func(v Violation) bool { return v.Invariant == DoublePublished }) {
+		t.Errorf("a publish before the process was handed the event: %v, want double_published", vs)
 	}
 }

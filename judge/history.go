@@ -116,7 +116,8 @@ func System(ctx context.Context, env *steps.Env, run *sysrun.Run, wire *sysrun.W
 // disruptions are what struck the team's system while it ran: the
 // services' faults and ended processes (sysrun), and every step that
 // faulted a server or the data under it (broker: restart, producer_db:
-// kill, a produce that failed on purpose, …), from when it began.
+// kill, a produce that failed on purpose, …), from when it began to when
+// it ended.
 func disruptions(run *sysrun.Run, recs []report.StepRecord) []history.Disruption {
 	out := run.Disruptions()
 	for _, st := range recs {
@@ -125,7 +126,7 @@ func disruptions(run *sysrun.Run, recs []report.StepRecord) []history.Disruption
 			continue // the services' own: sysrun's, when they struck
 		}
 		if iso := c.Isolation(); len(c.Faults()) > 0 || iso.Alone || iso.AloneOnBroker || iso.SplitDBs {
-			out = append(out, history.Disruption{At: st.At, What: fmt.Sprintf("the step %s at %s", c, c.Pos)})
+			out = append(out, history.Disruption{At: st.At, Until: st.At.Add(st.Duration), What: fmt.Sprintf("the step %s at %s", c, c.Pos)})
 		}
 	}
 	slices.SortStableFunc(out, func(a, b history.Disruption) int { return a.At.Compare(b.At) })

@@ -8,9 +8,9 @@ import (
 	"github.com/outboxdrill/runner/proxy/fault"
 )
 
-// Disruptions are what struck the run's services so far, in time order:
-// every fault that struck (on any service, at any link) and every process
-// that ended (killed or stopped by a step, killed by a fault, exited by
+// Disruptions are what struck the run's services so far, in time order,
+// each on the process it struck (Of): every fault that struck (on any
+// service, at any link) and every process that ended (killed or stopped by a step, killed by a fault, exited by
 // itself). After one, a relay process publishing an event another
 // published before is a retry (history's crossPublished).
 func (r *Run) Disruptions() []history.Disruption {
@@ -28,7 +28,7 @@ func (r *Run) Disruptions() []history.Disruption {
 		if at.IsZero() {
 			continue // still running
 		}
-		out = append(out, history.Disruption{At: at, What: fmt.Sprintf("%s (start %d) ended: %s", in.service, start, how)})
+		out = append(out, history.Disruption{At: at, What: fmt.Sprintf("%s (start %d) ended: %s", in.service, start, how), Of: start})
 	}
 	slices.SortStableFunc(out, func(a, b history.Disruption) int { return a.At.Compare(b.At) })
 	return out
@@ -51,7 +51,7 @@ func (r *Run) strikeDisruptions(faults []*armed) []history.Disruption {
 		if a.svc.inst != nil {
 			start = a.svc.inst.start
 		}
-		d := history.Disruption{At: at, What: fmt.Sprintf("the fault %s struck %s (start %d)", a.f, a.service, start)}
+		d := history.Disruption{At: at, What: fmt.Sprintf("the fault %s struck %s (start %d)", a.f, a.service, start), Of: start}
 		if a.f.Link == fault.Broker {
 			passes[a.svc]++
 			d.Proc, d.PassAfter = start, passes[a.svc]

@@ -34,7 +34,7 @@ func TestReplicatedRelaysRace(t *testing.T) {
 				if named := namedInvariants(out); !slices.Contains(named, "double_published") {
 					t.Fatalf("BUG=%s: the checker named %v, want double_published\n%s", bug, named, out)
 				}
-				for _, want := range []string{"no fault struck, no process ended and no step faulted a server between the two",
+				for _, want := range []string{"no fault struck either process, neither ended and no step faulted a server between the two",
 					"(service relay-1, start ", "(service relay-2, start ", "XADD: published entry "} {
 					if !strings.Contains(out, want) {
 						t.Errorf("BUG=%s: the witness lacks %q\n%s", bug, want, out)
