@@ -1092,6 +1092,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "runner: bench: scenario paths are for the library section only; --only %s measures none\n", strings.Join(p.Only, ","))
 		return exitInvalid
 	}
+	p.Explore = benchExplorer(p.PGURL, p.Redis)
 	if err := bench.Run(ctx, p, stdout); err != nil {
 		var internal *runner.InternalError
 		if errors.As(err, &internal) {
