@@ -1,6 +1,7 @@
 // Package bench measures what the README's Speed table reports: managed
 // start, isolation, the library at several --parallel, generated scenario
-// counts, and a soak against a raw baseline (runner bench).
+// counts, a soak against a raw baseline, the proxies beside a bare
+// forwarder and the reference system's exploration (runner bench).
 package bench
 
 import (
