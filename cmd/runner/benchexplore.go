@@ -11,6 +11,7 @@ import (
 
 	"github.com/outboxdrill/runner/bench"
 	"github.com/outboxdrill/runner/explore"
+	"github.com/outboxdrill/runner/internal/outfile"
 )
 
 // benchExplorer is bench's explore section's run: the reference system
@@ -24,7 +25,11 @@ func benchExplorer(pg, redis string) func(ctx context.Context, parallel int) (be
 			return bench.ExploreRun{}, err
 		}
 		defer os.RemoveAll(dir)
-		sys, err := writeReferenceSystem(filepath.Join(dir, "reference-system"))
+		ref := filepath.Join(dir, "reference-system")
+		if err := outfile.Dir(ref, 0o700); err != nil {
+			return bench.ExploreRun{}, err
+		}
+		sys, err := writeReferenceSystem(ref)
 		if err != nil {
 			return bench.ExploreRun{}, err
 		}

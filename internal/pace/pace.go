@@ -102,6 +102,12 @@ type Controller struct {
 	cond    *sync.Cond
 	limit   int
 	running int
+	// waiting are the Acquires waiting for a place now; bound, that one
+	// waited since the last decision: only then does the limit decide
+	// anything (a batch of one, the fault-free run, says nothing of how
+	// many points may run at once).
+	waiting int
+	bound   bool
 	// busyArea integrates running over time since the last decision.
 	busyArea float64
 	mark     time.Time
@@ -115,7 +121,8 @@ type Controller struct {
 }
 
 // New starts a controller at start points (clamped to the rule), sampling
-// with read every every; Stop ends its sampling. A read that fails (no
+// with read every every; it decides only after a window in which the limit
+// held a worker back. A read that fails (no
 // /proc) leaves the limit where it is: the run goes on at start.
 func New(r Rule, start int, read func() (Sample, error), every time.Duration) *Controller {
 	c := &Controller{rule: r, read: read, every: every, limit: clamp(r, start), began: time.Now()}
@@ -157,6 +164,11 @@ func (c *Controller) step() {
 		c.last, c.busyArea = s, 0
 		return
 	}
+	if !c.bound && c.waiting == 0 {
+		c.last, c.busyArea = s, 0
+		return // the limit held nobody back: nothing to decide
+	}
+	c.bound = false
 	w := Window{From: c.last, To: s, Running: c.busyArea / s.At.Sub(c.last.At).Seconds()}
 	next, why := Decide(c.rule, w, c.limit)
 	c.limit, c.lastWhy, c.decisions = next, why, c.decisions+1
@@ -181,7 +193,10 @@ func (c *Controller) Acquire(ctx context.Context) bool {
 		if ctx.Err() != nil {
 			return false
 		}
+		c.bound = true
+		c.waiting++
 		c.cond.Wait()
+		c.waiting--
 	}
 	if ctx.Err() != nil {
 		return false

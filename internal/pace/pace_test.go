@@ -83,12 +83,22 @@ func TestControllerFollowsSamples(t *testing.T) {
 		}
 	}
 	hold(2)
+	bind := func() { // a worker waited for a place since the last decision
+		c.mu.Lock()
+		c.bound = true
+		c.mu.Unlock()
+	}
+	c.step() // nobody waited: held
+	if got := c.Limit(); got != 2 {
+		t.Fatalf("a window in which the limit held nobody back moved it to %d", got)
+	}
 	for range 5 {
 		time.Sleep(5 * time.Millisecond)
 		c.mu.Lock()
 		n := c.limit - c.running
 		c.mu.Unlock()
 		hold(n)
+		bind()
 		c.step()
 	}
 	if got := c.Limit(); got != 6 {
@@ -96,6 +106,7 @@ func TestControllerFollowsSamples(t *testing.T) {
 	}
 	own = 1 // now each point keeps a core busy: 1.6 / 1 → 1
 	time.Sleep(5 * time.Millisecond)
+	bind()
 	c.step()
 	if got := c.Limit(); got != 1 {
 		t.Fatalf("computing points: limit %d, want 1 (%s)", got, c.Summary())
