@@ -103,9 +103,9 @@ type Controller struct {
 	limit   int
 	running int
 	// waiting are the Acquires waiting for a place now; bound, that one
-	// waited since the last decision: only then does the limit decide
-	// anything (a batch of one, the fault-free run, says nothing of how
-	// many points may run at once).
+	// waited since the last decision: only then, or when the places were
+	// full, does the limit decide anything (a batch of one, the fault-free
+	// run, says nothing of how many points may run at once).
 	waiting int
 	bound   bool
 	// busyArea integrates running over time since the last decision.
@@ -122,7 +122,7 @@ type Controller struct {
 
 // New starts a controller at start points (clamped to the rule), sampling
 // with read every every; it decides only after a window in which the limit
-// held a worker back. A read that fails (no
+// held a worker back or was full most of the time. A read that fails (no
 // /proc) leaves the limit where it is: the run goes on at start.
 func New(r Rule, start int, read func() (Sample, error), every time.Duration) *Controller {
 	c := &Controller{rule: r, read: read, every: every, limit: clamp(r, start), began: time.Now()}
@@ -164,12 +164,12 @@ func (c *Controller) step() {
 		c.last, c.busyArea = s, 0
 		return
 	}
-	if !c.bound && c.waiting == 0 {
+	w := Window{From: c.last, To: s, Running: c.busyArea / s.At.Sub(c.last.At).Seconds()}
+	if !c.bound && c.waiting == 0 && w.Running < float64(c.limit)-0.5 {
 		c.last, c.busyArea = s, 0
-		return // the limit held nobody back: nothing to decide
+		return // the limit held nobody back, nor was it full: nothing to decide
 	}
 	c.bound = false
-	w := Window{From: c.last, To: s, Running: c.busyArea / s.At.Sub(c.last.At).Seconds()}
 	next, why := Decide(c.rule, w, c.limit)
 	c.limit, c.lastWhy, c.decisions = next, why, c.decisions+1
 	c.least, c.most = min(c.least, next), max(c.most, next)

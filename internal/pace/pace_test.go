@@ -82,16 +82,18 @@ func TestControllerFollowsSamples(t *testing.T) {
 			}
 		}
 	}
-	hold(2)
+	hold(1)
+	time.Sleep(5 * time.Millisecond)
 	bind := func() { // a worker waited for a place since the last decision
 		c.mu.Lock()
 		c.bound = true
 		c.mu.Unlock()
 	}
-	c.step() // nobody waited: held
-	if got := c.Limit(); got != 2 {
-		t.Fatalf("a window in which the limit held nobody back moved it to %d", got)
+	c.step() // nobody waited, one place of two taken: held
+	if got := c.Limit(); got != 2 || c.Summary().Decisions != 0 {
+		t.Fatalf("a window in which the limit held nobody back moved it to %d (%s)", got, c.Summary())
 	}
+	hold(1)
 	for range 5 {
 		time.Sleep(5 * time.Millisecond)
 		c.mu.Lock()
