@@ -102,12 +102,6 @@ type Controller struct {
 	cond    *sync.Cond
 	limit   int
 	running int
-	// waiting are the Acquires waiting for a place now; bound, that one
-	// waited since the last decision: only then, or when the places were
-	// full, does the limit decide anything (a batch of one, the fault-free
-	// run, says nothing of how many points may run at once).
-	waiting int
-	bound   bool
 	// busyArea integrates running over time since the last decision.
 	busyArea float64
 	mark     time.Time
@@ -122,7 +116,7 @@ type Controller struct {
 
 // New starts a controller at start points (clamped to the rule), sampling
 // with read every every; it decides only after a window in which the limit
-// held a worker back or was full most of the time. A read that fails (no
+// was full most of the time. A read that fails (no
 // /proc) leaves the limit where it is: the run goes on at start.
 func New(r Rule, start int, read func() (Sample, error), every time.Duration) *Controller {
 	c := &Controller{rule: r, read: read, every: every, limit: clamp(r, start), began: time.Now()}
@@ -165,11 +159,14 @@ func (c *Controller) step() {
 		return
 	}
 	w := Window{From: c.last, To: s, Running: c.busyArea / s.At.Sub(c.last.At).Seconds()}
-	if !c.bound && c.waiting == 0 && w.Running < float64(c.limit)-0.5 {
+	if w.Running < float64(c.limit)-0.5 {
+		// The places were not full: a batch of one (the fault-free run),
+		// a batch's tail, or the switch from one to the next, when the
+		// window mixes what came before. It says nothing of how many
+		// points may run at once.
 		c.last, c.busyArea = s, 0
-		return // the limit held nobody back, nor was it full: nothing to decide
+		return
 	}
-	c.bound = false
 	next, why := Decide(c.rule, w, c.limit)
 	c.limit, c.lastWhy, c.decisions = next, why, c.decisions+1
 	c.least, c.most = min(c.least, next), max(c.most, next)
@@ -193,10 +190,7 @@ func (c *Controller) Acquire(ctx context.Context) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		c.bound = true
-		c.waiting++
 		c.cond.Wait()
-		c.waiting--
 	}
 	if ctx.Err() != nil {
 		return false
