@@ -1,6 +1,7 @@
 // Package bench measures what the README's Speed table reports: managed
 // start, isolation, the library at several --parallel, generated scenario
-// counts, and a soak against a raw baseline (runner bench).
+// counts, a soak against a raw baseline, the proxies beside a bare
+// forwarder and the reference system's exploration (runner bench).
 package bench
 
 import (
@@ -42,18 +43,22 @@ type Params struct {
 	// runner's own server.
 	URLs           map[string]string
 	ConnectTimeout time.Duration // for the servers given (runner.Params)
+	// Explore runs explore on the reference system, depth 1, at
+	// --parallel N (0: the default, adaptive): the explore section's
+	// figures (runner bench gives it; nil: that section says n/a).
+	Explore func(ctx context.Context, parallel int) (ExploreRun, error)
 }
 
 // Sections are the parts of the table, in the order Run prints them; Only
 // picks some of them (runner bench --only).
-var Sections = []string{"start", "isolation", "library", "waiting", "growth", "soak", "relay", "proxy"}
+var Sections = []string{"start", "isolation", "library", "waiting", "growth", "soak", "relay", "proxy", "explore"}
 
 // section prints one part of the table through row.
 type section func(ctx context.Context, p Params, row func(what, figure, note string)) error
 
 var sections = map[string]section{
 	"start": benchStart, "isolation": benchIsolation, "library": benchLibrary, "waiting": benchWaiting,
-	"growth": benchGrowth, "soak": benchSoak, "relay": benchRelay, "proxy": benchProxy,
+	"growth": benchGrowth, "soak": benchSoak, "relay": benchRelay, "proxy": benchProxy, "explore": benchExplore,
 }
 
 // Run measures what the speed targets speak of and prints one table.

@@ -147,6 +147,11 @@ func TestProxyLatencyEveryProtocol(t *testing.T) {
 		if len(rt.direct) != n || len(rt.proxied) != n {
 			t.Errorf("%s: %d direct and %d proxied round trips, want %d each", rt.proto, len(rt.direct), len(rt.proxied), n)
 		}
+		// A bare forwarder beside every proxy but Kafka's, whose row says why not.
+		if wantBare := rt.proto != "Kafka"; (len(rt.bare) == n) != wantBare || wantBare != strings.Contains(rt.note(), "bare forwarder ") ||
+			!wantBare && !strings.Contains(rt.note(), "no bare forwarder: ") {
+			t.Errorf("%s: %d round trips through the bare forwarder (want one beside each proxy but Kafka's); note %q", rt.proto, len(rt.bare), rt.note())
+		}
 		for _, d := range append(slices.Clone(rt.direct), rt.proxied...) {
 			if d <= 0 {
 				t.Errorf("%s: a round trip of %v", rt.proto, d)

@@ -41,6 +41,11 @@ type roundTrips struct {
 	proto           string // PostgreSQL, Redis, NATS, RabbitMQ, Kafka
 	what            string
 	direct, proxied []time.Duration
+	// bare: through a bare TCP forwarder (forward.go), interleaved with
+	// the others; empty where none stands in (Kafka: its metadata sends
+	// the client to the broker's own address). bareNA says why.
+	bare   []time.Duration
+	bareNA string
 	// na is why there is no figure: the broker's server could not be had
 	// on this machine, or the round trip failed.
 	na string
@@ -60,7 +65,16 @@ func (r roundTrips) figure() string {
 	}
 	slices.Sort(r.direct)
 	slices.Sort(r.proxied)
-	return fmt.Sprintf("%s p50, %s p99", signedUS(percentile(r.proxied, 50)-percentile(r.direct, 50)), signedUS(percentile(r.proxied, 99)-percentile(r.direct, 99)))
+	slices.Sort(r.bare)
+	s := fmt.Sprintf("%s p50, %s p99", signedUS(percentile(r.proxied, 50)-percentile(r.direct, 50)), signedUS(percentile(r.proxied, 99)-percentile(r.direct, 99)))
+	if len(r.bare) > 0 {
+		bare := percentile(r.bare, 50) - percentile(r.direct, 50)
+		s += fmt.Sprintf("; a bare forwarder %s p50", signedUS(bare))
+		if bare > 0 {
+			s += fmt.Sprintf(" (proxy/bare %.1f×)", float64(percentile(r.proxied, 50)-percentile(r.direct, 50))/float64(bare))
+		}
+	}
+	return s
 }
 
 // signedUS is a difference: "+14 µs", "-466 µs" (a noisy p99 may favour
@@ -78,26 +92,36 @@ func (r roundTrips) note() string {
 	}
 	slices.Sort(r.direct)
 	slices.Sort(r.proxied)
-	return fmt.Sprintf("%s: direct %s / %s, proxied %s / %s (p50 / p99, %d each, interleaved)", r.what,
-		us(percentile(r.direct, 50)), us(percentile(r.direct, 99)), us(percentile(r.proxied, 50)), us(percentile(r.proxied, 99)), len(r.direct))
+	slices.Sort(r.bare)
+	bare := "; " + r.bareNA
+	if len(r.bare) > 0 {
+		bare = fmt.Sprintf(", bare forwarder %s / %s", us(percentile(r.bare, 50)), us(percentile(r.bare, 99)))
+	}
+	return fmt.Sprintf("%s: direct %s / %s, proxied %s / %s%s (p50 / p99, %d each, interleaved)", r.what,
+		us(percentile(r.direct, 50)), us(percentile(r.direct, 99)), us(percentile(r.proxied, 50)), us(percentile(r.proxied, 99)), bare, len(r.direct))
 }
 
 func us(d time.Duration) string { return fmt.Sprintf("%d µs", d.Microseconds()) }
 
-// interleave times n round trips each way, direct and proxied in turn so
-// that both see the same machine load.
-func (r *roundTrips) interleave(ctx context.Context, n int, direct, proxied func(context.Context) error) error {
+// interleave times n round trips each way, direct, through the bare
+// forwarder (bare nil: none) and proxied in turn, so that all see the
+// same machine load.
+func (r *roundTrips) interleave(ctx context.Context, n int, direct, proxied, bare func(context.Context) error) error {
+	ways := []struct {
+		name string
+		f    func(context.Context) error
+		to   *[]time.Duration
+	}{{"direct", direct, &r.direct}, {"bare forwarder", bare, &r.bare}, {"proxied", proxied, &r.proxied}}
 	for range n {
-		for i, f := range []func(context.Context) error{direct, proxied} {
+		for _, w := range ways {
+			if w.f == nil {
+				continue
+			}
 			start := time.Now()
-			if err := f(ctx); err != nil {
-				return fmt.Errorf("%s (%s): %w", r.what, []string{"direct", "proxied"}[i], err)
+			if err := w.f(ctx); err != nil {
+				return fmt.Errorf("%s (%s): %w", r.what, w.name, err)
 			}
-			if d := time.Since(start); i == 0 {
-				r.direct = append(r.direct, d)
-			} else {
-				r.proxied = append(r.proxied, d)
-			}
+			*w.to = append(*w.to, time.Since(start))
 		}
 	}
 	return nil
@@ -187,10 +211,24 @@ func pgLatency(ctx context.Context, w *world.World, n int) (roundTrips, error) {
 		return rt, err
 	}
 	defer proxied.Close(ctx)
+	fw, err := forward(net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))))
+	if err != nil {
+		return rt, err
+	}
+	defer fw.Close()
+	fhost, fport, _ := net.SplitHostPort(fw.Addr())
+	fn, _ := strconv.Atoi(fport)
+	fcc := pcc.Copy()
+	fcc.Host, fcc.Port = fhost, uint16(fn)
+	bare, err := pgx.ConnectConfig(ctx, fcc)
+	if err != nil {
+		return rt, err
+	}
+	defer bare.Close(ctx)
 	selectOne := func(c *pgx.Conn) func(context.Context) error {
 		return func(ctx context.Context) error { _, err := c.Exec(ctx, "SELECT 1"); return err }
 	}
-	return rt, rt.interleave(ctx, n, selectOne(direct), selectOne(proxied))
+	return rt, rt.interleave(ctx, n, selectOne(direct), selectOne(proxied), selectOne(bare))
 }
 
 func redisLatency(ctx context.Context, w *world.World, n int) (roundTrips, error) {
@@ -201,15 +239,21 @@ func redisLatency(ctx context.Context, w *world.World, n int) (roundTrips, error
 		return rt, err
 	}
 	defer rp.Close()
-	popt := opt
-	popt.Addr = rp.Addr()
-	rd, rpx := redis.NewClient(&opt), redis.NewClient(&popt)
+	fw, err := forward(opt.Addr)
+	if err != nil {
+		return rt, err
+	}
+	defer fw.Close()
+	popt, fopt := opt, opt
+	popt.Addr, fopt.Addr = rp.Addr(), fw.Addr()
+	rd, rpx, rfw := redis.NewClient(&opt), redis.NewClient(&popt), redis.NewClient(&fopt)
 	defer rd.Close()
 	defer rpx.Close()
+	defer rfw.Close()
 	ping := func(c *redis.Client) func(context.Context) error {
 		return func(ctx context.Context) error { return c.Ping(ctx).Err() }
 	}
-	return rt, rt.interleave(ctx, n, ping(rd), ping(rpx))
+	return rt, rt.interleave(ctx, n, ping(rd), ping(rpx), ping(rfw))
 }
 
 // brokerRTs are the brokers' rows, in the order of broker/kinds.
@@ -321,8 +365,13 @@ func natsLatency(ctx context.Context, url string, n int, rt *roundTrips) error {
 		return errors.New("not a NATS URL")
 	}
 	u.Host = upstream
-	var js [2]natsjs.JetStream
-	for i, host := range []string{upstream, px.Addr()} {
+	fw, err := forward(upstream)
+	if err != nil {
+		return err
+	}
+	defer fw.Close()
+	var js [3]natsjs.JetStream
+	for i, host := range []string{upstream, px.Addr(), fw.Addr()} {
 		cu := *u
 		cu.Host = host
 		nc, err := nats.Connect(cu.String(), nats.Name("outboxdrill-bench"), nats.Timeout(5*time.Second), nats.NoReconnect())
@@ -349,7 +398,7 @@ func natsLatency(ctx context.Context, url string, n int, rt *roundTrips) error {
 			return err
 		}
 	}
-	return rt.interleave(ctx, n, publish(js[0]), publish(js[1]))
+	return rt.interleave(ctx, n, publish(js[0]), publish(js[1]), publish(js[2]))
 }
 
 // amqpLatency: basic.publish (persistent, mandatory, as the relay
@@ -372,8 +421,13 @@ func amqpLatency(ctx context.Context, url string, n int, rt *roundTrips) error {
 		return err
 	}
 	defer px.Close()
-	var chs [2]*amqp.Channel
-	for i, host := range []string{upstream, px.Addr()} {
+	fw, err := forward(upstream)
+	if err != nil {
+		return err
+	}
+	defer fw.Close()
+	var chs [3]*amqp.Channel
+	for i, host := range []string{upstream, px.Addr(), fw.Addr()} {
 		cu := *u
 		cu.Host = host
 		c, err := amqp.DialConfig(cu.String(), amqp.Config{Dial: amqp.DefaultDial(5 * time.Second), Properties: amqp.Table{"connection_name": "outboxdrill-bench"}})
@@ -409,7 +463,7 @@ func amqpLatency(ctx context.Context, url string, n int, rt *roundTrips) error {
 			return err
 		}
 	}
-	return rt.interleave(ctx, n, publish(chs[0]), publish(chs[1]))
+	return rt.interleave(ctx, n, publish(chs[0]), publish(chs[1]), publish(chs[2]))
 }
 
 // kafkaLatency: a Produce with acks=all and no linger, as the relay's
@@ -458,5 +512,6 @@ func kafkaLatency(ctx context.Context, url string, n int, rt *roundTrips) error 
 			return err
 		}
 	}
-	return rt.interleave(ctx, n, produce(cls[0]), produce(cls[1]))
+	rt.bareNA = "no bare forwarder: Kafka's metadata sends a client to the broker's own address, which only the proxy rewrites"
+	return rt.interleave(ctx, n, produce(cls[0]), produce(cls[1]), nil)
 }

@@ -183,6 +183,16 @@ type CrossingLog interface {
 	Crossings() []fault.Crossing
 }
 
+// Idler is a Proxy that tells when its client last asked the broker for
+// new work and got none (an idle poll; Redis: an XREADGROUP of ">" that
+// handed out nothing), by when the request was sent. A consumer that sent
+// one after the state last changed had finished with what it held before
+// and found nothing new: settling need not wait out its whole quiet
+// window for it (judge/settle.go). A proxy that cannot tell is not one.
+type Idler interface {
+	IdlePoll() time.Time
+}
+
 // Patient is a Proxy that read on the wire how long the services told the
 // broker they may take before the broker acts for them: a Kafka consumer's
 // session and rebalance timeouts (JoinGroup), a JetStream consumer's

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -62,8 +64,11 @@ type Result struct {
 	Took     time.Duration
 	Explore  time.Duration // the points' share of Took
 	Parallel int
-	Random   *RandomResult
-	Shard    *ShardInfo // which shard it is, and what a merge checks (nil: not sharded)
+	// Pace, when the session chose the parallelism (runner.Params.Adaptive):
+	// what it chose, and Parallel the mean at once while the points ran.
+	Pace   string
+	Random *RandomResult
+	Shard  *ShardInfo // which shard it is, and what a merge checks (nil: not sharded)
 }
 
 // Explore observes the workload fault-free, then runs its points, then
@@ -291,12 +296,12 @@ func (e *explorer) systematic(ctx context.Context, res *Result, xs []fault.Cross
 	res.Points = append(res.Points, unclassifiedPoints(res.Workload, xs, res.Map.unclassified, len(res.Points))...)
 	e.only(res.Points)
 	e.shard(res)
-	e.logf("points: %s; parallel %d", pointCounts(res.Points), res.Parallel)
+	e.logf("points: %s; %s", pointCounts(res.Points), e.parallelSays(res))
 	if e.mapOnly(res) {
 		return nil
 	}
 	began := time.Now()
-	defer func() { res.Explore = time.Since(began) }()
+	defer e.paced(res, began)()
 	e.startProgress("points", len(runnable(res.Points)))
 	defer e.stopProgress()
 	runs, err := e.runPoints(ctx, res, runnable(res.Points), start)
@@ -314,6 +319,32 @@ func (e *explorer) systematic(ctx context.Context, res *Result, xs []fault.Cross
 	e.prog.Add(len(runnable(pairs)))
 	_, err = e.runPoints(ctx, res, runnable(pairs), start)
 	return err
+}
+
+// parallelSays says how many points run at once.
+func (e *explorer) parallelSays(res *Result) string {
+	if e.session.Pace() != nil {
+		return fmt.Sprintf("parallel adaptive (from %d, up to %d)", min(runtime.NumCPU(), res.Parallel), res.Parallel)
+	}
+	return fmt.Sprintf("parallel %d", res.Parallel)
+}
+
+// paced returns what sets, once the points ran, how long they took and,
+// when the session chose the parallelism, the mean at once meanwhile.
+func (e *explorer) paced(res *Result, began time.Time) func() {
+	c := e.session.Pace()
+	var area float64
+	if c != nil {
+		area = c.Area()
+	}
+	return func() {
+		res.Explore = time.Since(began)
+		if c == nil || res.Explore <= 0 {
+			return
+		}
+		mean := (c.Area() - area) / res.Explore.Seconds()
+		res.Parallel, res.Pace = max(1, int(math.Round(mean))), c.Summary().String()
+	}
 }
 
 // broker is the run's broker (explore runs on one), the default broker

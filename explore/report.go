@@ -60,6 +60,9 @@ func (r *Result) Summary(w io.Writer) {
 		if n > 0 && r.Explore > 0 {
 			rate = fmt.Sprintf(" (%.2f points/s, %s per point on %d at once)", float64(n)/r.Explore.Seconds(), (r.Explore * time.Duration(r.Parallel) / time.Duration(n)).Round(10*time.Millisecond), r.Parallel)
 		}
+		if r.Pace != "" {
+			fmt.Fprintf(w, "parallel: %s\n", r.Pace)
+		}
 		fmt.Fprintf(w, "explored %d point(s) in %s%s: %d held, %d violation(s), %d unclassifiable, %d never reached, %d not judged, %d not explored; %d pruned\n",
 			n, r.Explore.Round(10*time.Millisecond), rate, c[Held], c[Violated], c[Unclassed], c[NotReached], c[NotJudged], c[NotRun], len(r.Points)-len(r.runPoints()))
 		r.listOutcome(w, Unclassed, "unclassifiable (the proxy could not strike it exactly; never guessed)")

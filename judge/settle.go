@@ -16,7 +16,8 @@ import (
 )
 
 // Settling watches the durable state every settlePoll; it counts as quiet
-// once nothing in it changed for settleQuiet.
+// once nothing in it changed for settleQuiet, or earlier once the services'
+// own activity says they are idle (settling.idle).
 const (
 	settlePoll  = 50 * time.Millisecond
 	settleQuiet = 300 * time.Millisecond
@@ -174,7 +175,7 @@ func (s *settling) poll(ctx context.Context, polls int) (out Settled, done bool,
 		// works on the entry: give it the quiet time to finish.
 		s.lastChange, s.moved = now, []string{"a pending entry (taken again)"}
 	}
-	quiet := now.Sub(s.lastChange) >= settleQuiet || len(live) == 0
+	quiet := now.Sub(s.lastChange) >= settleQuiet || len(live) == 0 || idle(now, s.lastChange, s.run.Holding(), live)
 	if len(v.hard) == 0 && len(v.owed) == 0 && (quiet || polls%10 == 0) {
 		if err := s.readOwed(ctx, fp, now, live, &v); err != nil {
 			return Settled{}, false, err
@@ -182,6 +183,35 @@ func (s *settling) poll(ctx context.Context, polls int) (out Settled, done bool,
 	}
 	out, done = s.outcome(now, quiet, live, v)
 	return out, done, nil
+}
+
+// idle: the quiet window ends before settleQuiet (its upper bound) when
+// what the services did since the state last changed says they are idle:
+// the state stood still for at least one more look, no delay fault holds
+// a reply, no service is being restarted or holds a transaction open, and
+// every live service but a producer-side one (whose work is what the
+// outbox still owes, judged apart) sent the broker a read of new work
+// after the change that handed out nothing (broker.Idler: Redis). A
+// consumer that polled idle had finished with what it held, and found
+// nothing more. Without that evidence from every one (a proxy that cannot
+// tell, a consumer that never polls), the whole window is waited.
+func idle(now, lastChange time.Time, holding bool, live []sysrun.Live) bool {
+	if now.Sub(lastChange) < settlePoll || holding {
+		return false
+	}
+	readers := 0
+	for _, l := range live {
+		switch {
+		case l.Restarting || len(l.InTx) > 0:
+			return false
+		case l.Producer && !l.Consumer:
+			continue
+		case !l.IdlePoll.After(lastChange):
+			return false
+		}
+		readers++
+	}
+	return readers > 0
 }
 
 // readOwed sets what the tables and the wire say is still owed: read once

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/pace"
 	"github.com/outboxdrill/runner/internal/progress"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/scenario"
@@ -63,8 +64,13 @@ type Params struct {
 	Settle time.Duration
 	// Verbose prints every scenario's step trace, not only failing ones.
 	Verbose bool
-	// Parallel is how many scenarios run at once (at least 1).
+	// Parallel is how many scenarios run at once (at least 1); with
+	// Adaptive, the most that may.
 	Parallel int
+	// Adaptive lets a controller (internal/pace) choose how many run at
+	// once, up to Parallel, from the CPU the running ones use and the
+	// memory left; it starts at the CPUs. Session.Pace says what it did.
+	Adaptive bool
 	// FailFast starts no new scenario after one failed.
 	FailFast bool
 	// Repeat runs each scenario on each broker this many times, each run
@@ -97,10 +103,19 @@ type Params struct {
 	// the pair rather than reset it.
 	judged  func(*report.Result)
 	discard bool
+	// pace is Adaptive's controller, the session's.
+	pace *pace.Controller
 	// Out receives the console report; Log, if set, progress messages;
 	// Warn, if set, what the user must see even without Log (parallelism
 	// capped by the PostgreSQL connection budget).
 	Out, Log, Warn io.Writer
+}
+
+// release gives a worker's place back to the adaptive limit.
+func (p *Params) release() {
+	if p.pace != nil {
+		p.pace.Release()
+	}
 }
 
 // brokers are the brokers every scenario runs on: p.Brokers, else the
@@ -174,16 +189,24 @@ func schedule(ctx context.Context, p *Params, w *world.World, jobs []job) ([]*re
 	var mu sync.Mutex // errs, results
 	var errs []error
 	out := report.NewConsole(p.Out, p.Verbose, p.Progress, len(jobs))
+	if p.pace != nil { // a worker waiting for a place sees the interrupt
+		defer context.AfterFunc(ctx, p.pace.Wake)()
+	}
 	var wg sync.WaitGroup
 	for range min(p.Parallel, len(jobs)) {
 		wg.Go(func() {
 			for {
+				if p.pace != nil && !p.pace.Acquire(ctx) {
+					return // interrupted while the limit held it back
+				}
 				i, ok := next.take() // when exclusion admits it
 				if !ok {
+					p.release()
 					return
 				}
 				if stop.Load() || ctx.Err() != nil {
 					next.done(i)
+					p.release()
 					return
 				}
 				next.settle(i)
@@ -195,6 +218,7 @@ func schedule(ctx context.Context, p *Params, w *world.World, jobs []job) ([]*re
 					err = &InternalError{Value: what, Stack: stack}
 				}
 				next.done(i)
+				p.release()
 				if res != nil && jobs[i].run > 0 {
 					res.Run, res.Runs = jobs[i].run, p.Repeat
 				}

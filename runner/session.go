@@ -3,9 +3,12 @@ package runner
 import (
 	"context"
 	"errors"
+	"os"
+	"runtime"
 	"slices"
 	"time"
 
+	"github.com/outboxdrill/runner/internal/pace"
 	"github.com/outboxdrill/runner/report"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/world"
@@ -21,6 +24,8 @@ type Session struct {
 	// brokers are the brokers the world opened: a batch's report names
 	// them.
 	brokers []string
+	// stopPace ends the adaptive controller's sampling (nil: none).
+	stopPace func()
 }
 
 // OpenSession connects to (or starts) the servers p names for scenarios
@@ -64,8 +69,34 @@ func openSession(ctx context.Context, p Params, sh world.Shape) (*Session, error
 		return nil, err
 	}
 	p.Parallel = cfg.Parallel // capped by the connection budget
-	return &Session{p: p, w: w, brokers: sh.Brokers}, nil
+	s := &Session{p: p, w: w, brokers: sh.Brokers}
+	if p.Adaptive {
+		s.startPace()
+	}
+	return s, nil
 }
+
+// paceEvery is how often the adaptive controller decides: a point lasts
+// one to a few seconds, so a decision sees a few of them start and end.
+const paceEvery = time.Second
+
+// startPace starts Adaptive's controller: at the CPUs, up to Parallel.
+func (s *Session) startPace() {
+	root := os.Getpid()
+	read := func() (pace.Sample, error) { return pace.ReadProc(root) }
+	var total int64
+	if sm, err := read(); err == nil {
+		total = sm.Total
+	}
+	c := pace.New(pace.DefaultRule(runtime.NumCPU(), s.p.Parallel, total), runtime.NumCPU(), read, paceEvery)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	s.p.pace, s.stopPace = c, func() { cancel(); <-done }
+}
+
+// Pace is what the adaptive controller did so far (nil: not adaptive).
+func (s *Session) Pace() *pace.Controller { return s.p.pace }
 
 // Parallel is how many scenarios a batch runs at once: p.Parallel, capped
 // by what the PostgreSQL servers' connections allow.
@@ -123,4 +154,9 @@ func newReport(ctx context.Context, w *world.World, brokers []string, start time
 
 // Close removes everything the session created and stops the servers it
 // started.
-func (s *Session) Close() error { return s.w.Close() }
+func (s *Session) Close() error {
+	if s.stopPace != nil {
+		s.stopPace()
+	}
+	return s.w.Close()
+}

@@ -47,6 +47,10 @@ type Live struct {
 	// holds a transaction open now: it is mid-work, whatever the tables
 	// show yet.
 	InTx []string
+	// IdlePoll is when it last sent the broker a read of new work that
+	// handed out nothing (broker.Idler); zero when none, or when its
+	// broker's proxy cannot tell.
+	IdlePoll time.Time
 	// DB is, per database (producer_db, consumer_db; zero where it does
 	// not use it), its connections open now and the errors the server
 	// answered it with: a stuck verdict's witness.
@@ -114,6 +118,9 @@ func (r *Run) Live() []Live {
 			Consumer: (s.given[1] || s.pg[1] != nil && s.pg[1].Connections() > 0) && (s.given[2] || seen && gr.Connections() > 0)}
 		if seen {
 			l.Groups, l.Claims = gr.ReadGroups()
+		}
+		if id, ok := s.broker.(broker.Idler); ok {
+			l.IdlePoll = id.IdlePoll()
 		}
 		for i, p := range s.pg {
 			if p != nil && p.OpenTransactions() > 0 {

@@ -36,6 +36,11 @@ type Isolation struct {
 	close              cleanups // pools: always
 	drop               cleanups // databases: unless kept
 	own                bool     // a system scenario's pair: never pooled
+	// reuse is, per side of a system scenario's pair, its reuseKey when
+	// its database may stand for a new one once reset (reuse.go); given,
+	// that it was given back (its drop is then not run).
+	reuse [2]string
+	given [2]bool
 }
 
 // OpenSlot creates the scenario's logical replication slot on its
@@ -237,11 +242,19 @@ func (w *World) createSide(ctx context.Context, iso *Isolation, side int, name, 
 func (w *World) Recycle(ctx context.Context, iso *Isolation, keep bool) error {
 	pp := &w.pairs[iso.set]
 	if iso.own { // not the pool's: its stream goes, then the pair
-		err := error(nil)
-		if !keep {
-			err = iso.Env.Broker.Delete(context.WithoutCancel(ctx))
+		if keep {
+			return iso.release(true)
 		}
-		return errors.Join(err, iso.release(keep))
+		ctx = context.WithoutCancel(ctx)
+		err := iso.Env.Broker.Delete(ctx)
+		err = errors.Join(err, iso.close.run()) // the services stop, the pools close
+		// The reset (or drop) runs beside the next scenarios: a database
+		// goes back to the free list only once it is reset.
+		w.sysdb.resets.Go(func() {
+			w.giveBack(ctx, iso)
+			w.sysdb.failed(iso.drop.run())
+		})
+		return err
 	}
 	if keep {
 		pp.mu.Lock()

@@ -34,7 +34,7 @@ func (w *World) AcquireSystem(ctx context.Context, b string, sc *scenario.Scenar
 	base := fmt.Sprintf("%s_%s_%d", namePrefix, w.RunID, n)
 	iso := &Isolation{Producer: base + "_p", Consumer: base + "_c", own: true, set: w.setOf(sc)}
 	iso.StreamKey = fmt.Sprintf("%s:%s:%d", namePrefix, w.RunID, n)
-	for side, name := range []string{iso.Producer, iso.Consumer} {
+	for side, name := range []*string{&iso.Producer, &iso.Consumer} {
 		if err := w.ownDB(ctx, iso, side, name, schemaFiles(sys)[side], ck.ddl[side]); err != nil {
 			return nil, nil, errors.Join(err, iso.release(false))
 		}
@@ -72,20 +72,54 @@ func (w *World) AcquireSystem(ctx context.Context, b string, sc *scenario.Scenar
 
 // ownDB creates one side's database for a system scenario and applies the
 // team's DDL (of ddlFile, "" none) to it.
-func (w *World) ownDB(ctx context.Context, iso *Isolation, side int, name, ddlFile, ddl string) error {
-	if err := w.createDB(ctx, iso.srv(side), name, &iso.drop); err != nil {
+//
+// A database of the same DDL on the same server that an earlier scenario
+// gave back, reset, is taken instead when there is one (reuse.go): *name
+// is then its name.
+func (w *World) ownDB(ctx context.Context, iso *Isolation, side int, name *string, ddlFile, ddl string) error {
+	var drop cleanups // run unless the database is given back for reuse
+	iso.drop.add(func(context.Context) error {
+		if iso.given[side] {
+			return nil
+		}
+		return drop.run()
+	})
+	key := reuseKey(iso.srv(side), ddl)
+	reused := w.sysdb.take(key)
+	if reused != "" {
+		*name = reused
+		if !w.managed {
+			srv, db := iso.srv(side), reused
+			drop.add(func(ctx context.Context) error { return w.dropDB(ctx, srv, db) })
+		}
+	} else if err := w.createDB(ctx, iso.srv(side), *name, &drop); err != nil {
 		return err
 	}
-	pool, err := w.pool(ctx, iso.srv(side), name)
+	pool, err := w.pool(ctx, iso.srv(side), *name)
 	if err != nil {
 		return err
 	}
 	iso.pools[side] = pool
 	iso.close.add(func(context.Context) error { pool.Close(); return nil })
+	if reused != "" {
+		iso.reuse[side] = key
+		return nil // its DDL ran when it was made
+	}
 	if ddl != "" {
 		if _, err := pool.Exec(ctx, ddl); err != nil {
-			return fmt.Errorf("schema %s on %s: %w", ddlFile, name, err)
+			return fmt.Errorf("schema %s on %s: %w", ddlFile, *name, err)
 		}
+	}
+	sh := w.sysdb.shape(key)
+	if sh == nil { // the first of its key: what a new one looks like
+		var err error
+		if sh, err = inspect(ctx, pool); err != nil {
+			return fmt.Errorf("read the schema %s made on %s: %w", ddlFile, *name, err)
+		}
+		w.sysdb.setShape(key, sh)
+	}
+	if sh.reusable {
+		iso.reuse[side] = key
 	}
 	return nil
 }

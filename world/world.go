@@ -154,6 +154,8 @@ type World struct {
 	// (systemKey): their catalogs and schema files.
 	systems map[string]*checkedSystem
 	sysMu   sync.Mutex
+	// sysdb are the system scenarios' databases kept for reuse (reuse.go).
+	sysdb sysDBs
 
 	// walLevel is each set's producer server's wal_level, read when the
 	// world opens: whether a scenario's CDC relay can have its slot there
@@ -342,6 +344,7 @@ func (w *World) open(ctx context.Context, p *Config, sh Shape) (err error) {
 		w.pairs[i].init(p.Parallel, &w.seq)
 		w.undo.add(w.pairs[i].shutdown)
 	}
+	w.undo.add(w.dropFreeSystemDBs)
 	return nil
 }
 

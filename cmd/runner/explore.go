@@ -127,7 +127,7 @@ func defineExploreFlags(fs *flag.FlagSet) *exploreFlags {
 	fs.Float64Var(&f.rnd.Faults, "faults", 0.1, "with --random, the probability of a fault before each event, at a crossing drawn at random (`RATE`, 0..1)")
 	check(fs, "faults", "a number from 0 to 1 such as 0.1", func() bool { return f.rnd.Faults >= 0 && f.rnd.Faults <= 1 })
 	countFlag(fs, &f.rnd.Events, "events", 100, 1, "with --random, drive `N` events")
-	countFlag(fs, &p.Runner.Parallel, "parallel", runtime.NumCPU(), 1, "run `N` points at once")
+	countFlag(fs, &p.Runner.Parallel, "parallel", 0, 1, fmt.Sprintf("run `N` points at once (default: adaptive, from the CPUs up to %d as the running points' CPU use and the memory left allow)", adaptiveCeiling()))
 	fs.StringVar(&f.broker, "broker", broker.Default(), "the `broker` the services talk to (its proxy maps the broker boundaries: Redis commands; publish, deliver, ack on NATS, RabbitMQ, Kafka)")
 	fs.BoolVar(&p.Verbose, "v", false, "print every point's verdict, held ones too")
 	f.servers = exploreServerFlags(fs, &p.Runner)
@@ -138,6 +138,12 @@ func defineExploreFlags(fs *flag.FlagSet) *exploreFlags {
 	fs.StringVar(&f.htmlDir, "html-dir", "", "write the coverage as a picture to `DIR` (index.html: the service × boundary × action grid, coloured; a violation's cell links to its minimal scenario and to finding-N.html, the HTML report of one more run of it, with its timeline)")
 	return f
 }
+
+// adaptiveCeiling is the most points explore's adaptive parallelism runs
+// at once: four per CPU (a point mostly waits), 4 to 16. Past it the
+// team's services, which share the PostgreSQL connections left over by the
+// runner's own pools (8 a point), would run short of them.
+func adaptiveCeiling() int { return min(16, max(4, 4*runtime.NumCPU())) }
 
 // exploreServerFlags are the servers' and the run's flags, as run's; it
 // returns the server flags, whose URLs exploreInput checks and puts in
@@ -168,6 +174,9 @@ func exploreInput(ctx context.Context, fs *flag.FlagSet, f *exploreFlags, paths 
 		return usage("give --system FILE (the built-in workload drills it) or a workload file")
 	case f.p.Depth > 2:
 		return usage("--depth %d: 1 or 2", f.p.Depth)
+	}
+	if f.p.Runner.Parallel == 0 { // not given: chosen as the points run
+		f.p.Runner.Parallel, f.p.Runner.Adaptive = adaptiveCeiling(), true
 	}
 	if !f.random {
 		var set []string

@@ -114,7 +114,7 @@ func main() {
 // help is what each command's usage says: its arguments and one line on
 // what it does. Kept apart from commands, whose functions print it.
 var help = map[string]struct{ args, summary string }{
-	"bench":     {"[flags] [files or dirs...]", "measure start, isolation, library wall time, growth and soak throughput; print a table"},
+	"bench":     {"[flags] [files or dirs...]", "measure start, isolation, library wall time, growth, soak throughput, the proxies beside a bare forwarder and explore's points/s; print a table"},
 	"clean":     {runner.ServerArgs(), "remove what earlier runs left: databases, streams, queues and exchanges (--keep, killed runs; never a live run's), killed runs' server dirs and service processes"},
 	"docs":      {"", "print the scenario-language reference (Markdown)"},
 	"explore":   {"[--system FILE] [WORKLOAD.yaml] --out DIR [flags]", "find a team's fault windows: observe the boundaries its services cross, try a fault at each, write each violation as a minimal scenario (explore merge: put --shard K/N's outputs together)"},
@@ -1162,6 +1162,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "runner: bench: scenario paths are for the library section only; --only %s measures none\n", strings.Join(p.Only, ","))
 		return exitInvalid
 	}
+	p.Explore = benchExplorer(p.PGURL, p.Redis)
 	if err := bench.Run(ctx, p, stdout); err != nil {
 		var internal *runner.InternalError
 		if errors.As(err, &internal) {

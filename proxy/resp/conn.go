@@ -56,6 +56,7 @@ type call struct {
 	copy     bool   // the second send of a duplicated publish: its reply is the proxy's, never the client's
 	answered chan struct{}
 	tab      *listen.Tab // what the command holds of the account, until its reply
+	sent     time.Time   // when it went on to Redis
 }
 
 // replied gives back what a call's command held once its reply reached
@@ -190,7 +191,7 @@ func (c *conn) relay(cmd []string, raw []byte, tab *listen.Tab) bool {
 		}
 		a = nil // a delay has passed: the command goes on
 	}
-	k := &call{cmd: cmd, answered: make(chan struct{}), tab: tab}
+	k := &call{cmd: cmd, answered: make(chan struct{}), tab: tab, sent: time.Now()}
 	if a != nil {
 		k.strike = a
 	}
@@ -359,6 +360,7 @@ func (c *conn) pubsubReply(v Value) bool {
 // answer passes one reply to the client, or holds it for the call's fault.
 func (c *conn) answer(k *call, v Value, raw []byte, more bool) bool {
 	ev := Event{Conn: c.id, Command: k.cmd, Reply: v}
+	c.p.noteIdle(k, v)
 	defer close(k.answered)
 	defer c.replied(k)
 	if k.strike == nil {

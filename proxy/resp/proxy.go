@@ -20,6 +20,7 @@ package resp
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -75,6 +76,7 @@ type Proxy struct {
 	upstream string
 	ln       *listen.Listener
 	others   atomic.Int64 // events of commands the history does not read
+	idle     atomic.Int64 // IdlePoll, unix nanoseconds
 	lim      Limits
 	acct     *listen.Account // what all its clients make it hold
 
@@ -174,6 +176,41 @@ func (p *Proxy) failOn(cmd []string, err error) {
 			a.Fail(err)
 		}
 	}
+}
+
+// noteIdle notes an idle poll: an XREADGROUP of new entries only (every
+// id ">") whose reply handed out nothing. IdlePoll says when the latest
+// one was sent.
+func (p *Proxy) noteIdle(k *call, v Value) {
+	if len(k.cmd) == 0 || !strings.EqualFold(k.cmd[0], "XREADGROUP") || v.Err() || v.Type == 0 || !v.Null && len(v.Elems) > 0 {
+		return
+	}
+	i := slices.IndexFunc(k.cmd, func(w string) bool { return strings.EqualFold(w, "STREAMS") })
+	if i < 0 || (len(k.cmd)-i-1)%2 != 0 {
+		return
+	}
+	for _, id := range k.cmd[i+1+(len(k.cmd)-i-1)/2:] {
+		if id != ">" {
+			return // a read of its own pending entries
+		}
+	}
+	for at := k.sent.UnixNano(); ; {
+		old := p.idle.Load()
+		if old >= at || p.idle.CompareAndSwap(old, at) {
+			return
+		}
+	}
+}
+
+// IdlePoll is when the latest idle poll was sent (zero: none yet): an
+// XREADGROUP of new entries, sent then, that handed out nothing. A client
+// that sent one after the state last changed had finished with what it
+// held before it, and found nothing new (settling's evidence of idle).
+func (p *Proxy) IdlePoll() time.Time {
+	if n := p.idle.Load(); n > 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // MaxOtherEvents bounds the events the proxy keeps of the commands the

@@ -143,6 +143,10 @@ func (x *proxy) passes() map[time.Time]int {
 
 func (x *proxy) Connections() int { return x.p.Connections() }
 
+// IdlePoll is when the service last sent an XREADGROUP of new entries
+// that handed out nothing (broker.Idler).
+func (x *proxy) IdlePoll() time.Time { return x.p.IdlePoll() }
+
 // Events are the commands the proxy relayed, each with its reply, in the
 // order it recorded them.
 func (x *proxy) Events() []resp.Event { return x.p.Events() }

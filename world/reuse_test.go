@@ -1,0 +1,114 @@
+package world
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxdrill/runner/internal/testservers"
+)
+
+// scratchDB creates a database with ddl on the test server and returns a
+// connection to it; both go when the test ends.
+func scratchDB(t *testing.T, ddl string) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	url := testservers.PG(t)
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("outboxdrill_reuse_test_%d", time.Now().UnixNano())
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name+" TEMPLATE template0"); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := pgx.ParseConfig(url)
+	cfg.Database = name
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close(ctx)
+		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		admin.Close(ctx)
+	})
+	if _, err := c.Exec(ctx, ddl); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+const reuseDDL = `CREATE TABLE outbox (id bigserial PRIMARY KEY, event_id text UNIQUE, published bool NOT NULL DEFAULT false);
+CREATE TABLE marks (outbox_id bigint REFERENCES outbox(id));
+CREATE SEQUENCE tickets;
+CREATE FUNCTION touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+CREATE TRIGGER touched BEFORE INSERT ON outbox FOR EACH ROW EXECUTE FUNCTION touch();`
+
+// A reset database is what a new one would be: no rows, every sequence
+// (owned or free-standing) at its start.
+func TestResetIsANewDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := scratchDB(t, reuseDDL)
+	sh, err := inspect(ctx, c)
+	if err != nil || !sh.reusable {
+		t.Fatalf("inspect: %+v, %v; want reusable", sh, err)
+	}
+	if _, err := c.Exec(ctx, `INSERT INTO outbox (event_id) VALUES ('a'), ('b'); INSERT INTO marks SELECT id FROM outbox; SELECT nextval('tickets'), nextval('tickets')`); err != nil {
+		t.Fatal(err)
+	}
+	if why, err := reset(ctx, c, sh); err != nil || why != "" {
+		t.Fatalf("reset: %q, %v", why, err)
+	}
+	var rows, marks, id, ticket int64
+	err = c.QueryRow(ctx, `SELECT (SELECT count(*) FROM outbox), (SELECT count(*) FROM marks)`).Scan(&rows, &marks)
+	if err == nil {
+		err = c.QueryRow(ctx, `INSERT INTO outbox (event_id) VALUES ('a') RETURNING id`).Scan(&id)
+	}
+	if err == nil {
+		err = c.QueryRow(ctx, `SELECT nextval('tickets')`).Scan(&ticket)
+	}
+	if err != nil || rows != 0 || marks != 0 || id != 1 || ticket != 1 {
+		t.Fatalf("after the reset: %d outbox and %d marks rows, the next id %d and ticket %d (want 0, 0, 1, 1); %v", rows, marks, id, ticket, err)
+	}
+}
+
+// What a TRUNCATE cannot make new again is never reused: seed rows and a
+// materialized view from the DDL; a table, a function or a large object a
+// service made after it.
+func TestResetRefusesWhatItCannotRenew(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for ddl, want := range map[string]string{
+		reuseDDL + `INSERT INTO outbox (event_id) VALUES ('seed');`:       "leaves rows in public.outbox",
+		reuseDDL + `CREATE MATERIALIZED VIEW mv AS SELECT * FROM outbox;`: "public.mv (relkind m)",
+	} {
+		sh, err := inspect(ctx, scratchDB(t, ddl))
+		if err != nil || sh.reusable || !strings.Contains(sh.why, want) {
+			t.Errorf("inspect after %q: reusable %v, why %q, %v; want not reusable: %s", ddl[len(reuseDDL):], sh.reusable, sh.why, err, want)
+		}
+	}
+	for _, later := range []string{
+		`CREATE TABLE IF NOT EXISTS service_state (k text)`,
+		`CREATE INDEX ON outbox (published)`,
+		`CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1'`,
+		`SELECT lo_create(0)`,
+	} {
+		c := scratchDB(t, reuseDDL)
+		sh, err := inspect(ctx, c)
+		if err != nil || !sh.reusable {
+			t.Fatalf("inspect: %+v, %v", sh, err)
+		}
+		if _, err := c.Exec(ctx, later); err != nil {
+			t.Fatal(err)
+		}
+		if why, err := reset(ctx, c, sh); err != nil || why == "" {
+			t.Errorf("reset after %q: %q, %v; want refused", later, why, err)
+		}
+	}
+}
