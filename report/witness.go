@@ -2,6 +2,7 @@ package report
 
 import (
 	"strings"
+	"time"
 
 	"github.com/outboxdrill/runner/history"
 	"github.com/outboxdrill/runner/internal/safe"
@@ -73,32 +74,56 @@ func millis(seconds float64) *float64 {
 	return &ms
 }
 
-// wireOpOf is the first wire operation that carried op (a publish for a
-// publish; a delivery, or its ack when it was acked, for a delivery), of
-// the process whose service op names where one does, and that process.
+// wireOpOf is the wire operation that carried op (a publish for a
+// publish; a delivery, or its ack when it was acked, for a delivery) and
+// its process: of op's own process where op names one (its start number,
+// else its service), the one nearest op's time where op has one (a
+// redelivery to the same process carries the event again), else the first.
 func wireOpOf(w *Wire, op history.Op) (WireOp, Process, bool) {
 	if w == nil {
 		return WireOp{}, Process{}, false
 	}
-	var first *WireOp
+	var best, first *WireOp
 	for i := range w.Ops {
 		wo := &w.Ops[i]
 		if wo.Class == ClassAck || !witnessClass(op, wo.Class) || !carries(wo.Events, op) {
 			continue
 		}
-		p, _ := processOf(w, wo.Process)
-		if strings.Contains(op.Step, "(service "+p.Service+",") {
-			return *wo, p, true
-		}
 		if first == nil {
 			first = wo
 		}
+		if !ownProcess(w, wo, op) {
+			continue
+		}
+		if best == nil || !op.At.IsZero() && absDur(wo.At.Sub(op.At)) < absDur(best.At.Sub(op.At)) {
+			best = wo
+		}
 	}
-	if first == nil {
+	if best == nil {
+		best = first
+	}
+	if best == nil {
 		return WireOp{}, Process{}, false
 	}
-	p, ok := processOf(w, first.Process)
-	return *first, p, ok
+	p, ok := processOf(w, best.Process)
+	return *best, p, ok
+}
+
+// ownProcess reports whether wo crossed op's own process: its start
+// number where op has one, else the service op's step names.
+func ownProcess(w *Wire, wo *WireOp, op history.Op) bool {
+	if op.Proc.N != 0 {
+		return wo.Process == op.Proc.N
+	}
+	p, _ := processOf(w, wo.Process)
+	return strings.Contains(op.Step, "(service "+p.Service+",")
+}
+
+func absDur(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
 }
 
 func processOf(w *Wire, n int) (Process, bool) {
