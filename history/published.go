@@ -13,8 +13,8 @@ import (
 // retry the at-least-once contract allows only when something struck
 // between the two publishes that could have made the first relay's work
 // look unfinished — a fault on either publishing process, either of them
-// ending (killed, stopped, exited), a step that faulted a server while the
-// span lasted. A fault on another service (a consumer's) explains nothing
+// ending (killed, stopped, exited), an error its producer database
+// answered it with, a step that faulted a server while the span lasted. A fault on another service (a consumer's) explains nothing
 // a relay did. With nothing between, two relays raced for one outbox row.
 // A process that had been handed the event before it published it is a
 // consumer forwarding what it read, not a relay: not compared here.

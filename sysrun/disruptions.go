@@ -3,6 +3,7 @@ package sysrun
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/outboxdrill/runner/history"
 	"github.com/outboxdrill/runner/proxy/fault"
@@ -30,7 +31,35 @@ func (r *Run) Disruptions() []history.Disruption {
 		}
 		out = append(out, history.Disruption{At: at, What: fmt.Sprintf("%s (start %d) ended: %s", in.service, start, how), Of: start})
 	}
+	out = append(out, r.errorDisruptions()...)
 	slices.SortStableFunc(out, func(a, b history.Disruption) int { return a.At.Compare(b.At) })
+	return out
+}
+
+// errorDisruptions are the errors a service's producer database answered
+// it with, no fault injected (a serialization failure, a lock or
+// statement timeout): a relay whose mark failed so leaves its row for
+// another to publish again. Past the times the proxy keeps, the rest of
+// the run counts as disrupted.
+func (r *Run) errorDisruptions() []history.Disruption {
+	r.mu.Lock()
+	logs := slices.Clone(r.logs)
+	r.mu.Unlock()
+	var out []history.Disruption
+	for _, l := range logs {
+		p := l.svc.pg[0]
+		if p == nil {
+			continue
+		}
+		times, more := p.ErrorTimes()
+		for _, at := range times {
+			out = append(out, history.Disruption{At: at, Of: l.start, What: fmt.Sprintf("the producer database answered %s (start %d) with an error", l.service, l.start)})
+		}
+		if more && len(times) > 0 {
+			out = append(out, history.Disruption{At: times[len(times)-1], Until: time.Now(), Of: l.start,
+				What: fmt.Sprintf("the producer database answered %s (start %d) with more errors than their times kept", l.service, l.start)})
+		}
+	}
 	return out
 }
 

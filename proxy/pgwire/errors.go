@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 	"unicode/utf8"
 )
 
@@ -17,6 +18,10 @@ import (
 const (
 	maxErrorKinds   = 16
 	maxErrorMessage = 200
+	// maxErrorTimes bounds the times kept of when errors came (a relay's
+	// failed statement explains another relay publishing its row again);
+	// past it only that there were more is kept.
+	maxErrorTimes = 1024
 )
 
 type errorKey struct{ code, msg string }
@@ -27,6 +32,8 @@ type errorTally struct {
 	counts map[errorKey]int
 	order  []errorKey
 	other  int // errors of kinds past maxErrorKinds
+	times  []time.Time
+	more   bool // errors came past maxErrorTimes
 }
 
 func (t *errorTally) add(code, msg string) {
@@ -40,6 +47,11 @@ func (t *errorTally) add(code, msg string) {
 	k := errorKey{code, msg}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if len(t.times) < maxErrorTimes {
+		t.times = append(t.times, time.Now())
+	} else {
+		t.more = true
+	}
 	if t.counts == nil {
 		t.counts = map[errorKey]int{}
 	}
@@ -70,6 +82,16 @@ func (p *Proxy) Errors() []string {
 		out = append(out, fmt.Sprintf("%d more of other kinds", t.other))
 	}
 	return out
+}
+
+// ErrorTimes are when the server answered the proxy's clients with an
+// error, in order (the first maxErrorTimes); more reports errors past
+// them, whose times were not kept. Injected errors are not among them.
+func (p *Proxy) ErrorTimes() (times []time.Time, more bool) {
+	t := &p.errs
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]time.Time(nil), t.times...), t.more
 }
 
 // OpenConnections is how many of its clients' connections are open now.

@@ -34,3 +34,25 @@ func TestErrorTallyIsCountedAndBounded(t *testing.T) {
 		}
 	}
 }
+
+// When each error came is kept, in order, up to a bound past which only
+// that more came is: a relay's failed statement explains a re-publish
+// (sysrun's disruptions), and a client cannot make the proxy hold more.
+func TestErrorTimesAreKeptAndBounded(t *testing.T) {
+	p := &Proxy{}
+	if times, more := p.ErrorTimes(); len(times) != 0 || more {
+		t.Fatalf("no error yet: %v, %v", times, more)
+	}
+	p.errs.add("40001", "could not serialize access due to concurrent update")
+	p.errs.add("55P03", "lock not available")
+	times, more := p.ErrorTimes()
+	if len(times) != 2 || more || times[1].Before(times[0]) {
+		t.Errorf("two errors: times %v, more %v", times, more)
+	}
+	for range maxErrorTimes {
+		p.errs.add("40001", "could not serialize access due to concurrent update")
+	}
+	if times, more = p.ErrorTimes(); len(times) != maxErrorTimes || !more {
+		t.Errorf("past the bound: %d times kept, more %v; want %d and true", len(times), more, maxErrorTimes)
+	}
+}
