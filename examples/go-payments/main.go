@@ -6,7 +6,8 @@
 //	payments relay      publish payment_outbox rows to the stream, then mark them sent
 //	payments consumer   apply each payment to account_balances once, keyed in processed_messages
 //
-// Env: DATABASE_URL, REDIS_URL, STREAM, and GROUP for the consumer. BUG picks
+// Env: DATABASE_URL, REDIS_URL, STREAM, GROUP for the consumer, PUBLISH_PAUSE
+// for the relay (a pause after each publish, its rate limit). BUG picks
 // one known mistake (default: none, the correct service):
 //
 //	no-retry         consumer: a failed transaction is neither retried nor claimed; it reads on

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,6 +39,10 @@ func relay(ctx context.Context, bug string) error {
 	rdb := redis.NewClient(redisOptions())
 	defer rdb.Close()
 	stream := env("STREAM")
+	pause, err := publishPause()
+	if err != nil {
+		return err
+	}
 	log.SetFlags(0)
 	log.Printf("payments relay ready (stream %s)", stream)
 	for ctx.Err() == nil {
@@ -45,7 +50,7 @@ func relay(ctx context.Context, bug string) error {
 		if bug == "mark-first" {
 			relay = markFirstBatch
 		}
-		n, err := relay(ctx, pool, rdb, stream, bug == "double-publish")
+		n, err := relay(ctx, pool, rdb, stream, bug == "double-publish", pause)
 		if err != nil {
 			log.Printf("relay: %v; retrying", err)
 			sleep(ctx, 200*time.Millisecond)
@@ -64,7 +69,7 @@ type outboxRow struct {
 	body      string
 }
 
-func relayBatch(ctx context.Context, pool *pgxpool.Pool, rdb *redis.Client, stream string, twice bool) (int, error) {
+func relayBatch(ctx context.Context, pool *pgxpool.Pool, rdb *redis.Client, stream string, twice bool, pause time.Duration) (int, error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return 0, err
@@ -92,6 +97,7 @@ func relayBatch(ctx context.Context, pool *pgxpool.Pool, rdb *redis.Client, stre
 				return 0, fmt.Errorf("XADD %s: %w", o.messageID, err)
 			}
 			log.Printf("published %s as %s", o.messageID, entry)
+			sleep(ctx, pause)
 		}
 		if _, err := tx.Exec(ctx, "mark_payment_sent", o.id); err != nil {
 			return 0, err
@@ -102,7 +108,7 @@ func relayBatch(ctx context.Context, pool *pgxpool.Pool, rdb *redis.Client, stre
 
 // markFirstBatch is BUG=mark-first: the rows are marked sent and
 // committed before they are published, so a crash in between loses them.
-func markFirstBatch(ctx context.Context, pool *pgxpool.Pool, rdb *redis.Client, stream string, _ bool) (int, error) {
+func markFirstBatch(ctx context.Context, pool *pgxpool.Pool, rdb *redis.Client, stream string, _ bool, _ time.Duration) (int, error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return 0, err
@@ -134,6 +140,20 @@ func markFirstBatch(ctx context.Context, pool *pgxpool.Pool, rdb *redis.Client, 
 		log.Printf("published %s", o.messageID)
 	}
 	return len(batch), nil
+}
+
+// publishPause is PUBLISH_PAUSE, the relay's rate limit: a pause after
+// each publish (as a relay that spares its broker keeps), 0 when unset.
+func publishPause() (time.Duration, error) {
+	v := os.Getenv("PUBLISH_PAUSE")
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("PUBLISH_PAUSE=%q: want a duration such as 20ms", v)
+	}
+	return d, nil
 }
 
 // newPool connects a pgxpool whose connections prepare the given named
