@@ -152,8 +152,8 @@ func TestAppliedRowsInApplyOrder(t *testing.T) {
 }
 
 // OrderOf finds the aggregate and the version where the paths say, an
-// array index too; an event outside any aggregate, or a version that is
-// no whole number, has none.
+// array index too; an event outside any aggregate has none, and one whose
+// version is missing or no whole number gives its aggregate, not ok.
 func TestOrderOf(t *testing.T) {
 	ref := Reference
 	idx := Map{AggregatePath: []string{"keys", "0"}, VersionPath: []string{"seq"}}
@@ -167,7 +167,9 @@ func TestOrderOf(t *testing.T) {
 		{ref, `{"event_id":"bus-1","aggregate":"acct-1","version":2}`, "acct-1", 2, true},
 		{ref, `{"event_id":"bus-1","amount":100}`, "", 0, false},
 		{ref, `{"aggregate":"acct-1","version":"2"}`, "acct-1", 2, true},
-		{ref, `{"aggregate":"acct-1","version":2.5}`, "", 0, false},
+		{ref, `{"aggregate":"acct-1","version":2.5}`, "acct-1", 0, false},
+		{ref, `{"aggregate":"acct-1","version":"v2"}`, "acct-1", 0, false},
+		{ref, `{"aggregate":"acct-1"}`, "acct-1", 0, false},
 		{ref, `{"aggregate":"","version":1}`, "", 0, false},
 		{idx, `{"keys":["a7","x"],"seq":3}`, "a7", 3, true},
 		{Map{}, `{"aggregate":"acct-1","version":1}`, "", 0, false},
