@@ -206,6 +206,16 @@ func TestEventErrors(t *testing.T) {
 		{"bad path", "event: {amount: \"data['x']\"}\n", `f.yaml:6:17: event: amount: "data['x']" is not a dotted path`},
 		{"misspelt aggregate path", teamEvent + "  aggregate: data.acount\n",
 			`f.yaml:10:14: event: aggregate: event.payload has no field data.acount; its fields: type, id, data.amountMinor`},
+		{"aggregate without a version", "event: {aggregate: aggregate}\n",
+			`f.yaml:6:20: event: aggregate without event.version (the system file has no event.payload): per-aggregate order needs both, the aggregate and its version; add version: PATH`},
+		{"version without an aggregate", "event: {version: version}\n",
+			`f.yaml:6:18: event: version without event.aggregate (the system file has no event.payload)`},
+		{"version without a template aggregate", teamEvent + "  version: id\n",
+			`f.yaml:10:12: event: version without event.aggregate (event.payload has no field that is exactly "${aggregate}")`},
+		{"misspelt path in the runner's own payload", "event: {aggregate: agregate, version: version}\n",
+			`f.yaml:6:20: event: aggregate: the runner's own payload (the system file has no event.payload) has no field agregate (did you mean "aggregate"?); its fields: event_id, from, to, amount, currency, aggregate, version`},
+		{"nested path in the runner's own payload", "event: {aggregate: aggregate, version: data.version}\n",
+			`f.yaml:6:40: event: version: the runner's own payload (the system file has no event.payload) has no field data.version`},
 		{"unknown event key", "event: {amout: a}\n", `f.yaml:6:9: event: unknown key "amout" (did you mean "amount"?)`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
