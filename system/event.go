@@ -219,10 +219,25 @@ func (s *System) readPath(file, key string, n *yaml.Node, errs *diag.Errors) []s
 		// Without a template the payload is the runner's own, flat JSON:
 		// a path elsewhere would read nothing from any event, and the
 		// verdicts it feeds would have nothing to judge.
-		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "%s: the runner's own payload (the system file has no event.payload) has no field %s%s; its fields: %s", key, text, diag.Suggest(text, OwnPayloadFields), strings.Join(OwnPayloadFields, ", ")))
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "%s: the runner's own payload (the system file has no event.payload) has no field %s%s; its fields: %s", key, text, ownFieldHint(key, text), strings.Join(OwnPayloadFields, ", ")))
 		return nil
 	}
 	return path
+}
+
+// ownFieldHint is the did-you-mean of a path the runner's own payload
+// lacks, for the event key named in key ("event: aggregate"): never the
+// field of another of the four keys (acount is no misspelt amount where an
+// aggregate was meant), else that key's own field, where the runner's
+// payload carries it.
+func ownFieldHint(key, text string) string {
+	name := strings.TrimPrefix(key, "event: ")
+	mapped := []string{"amount", "currency", "aggregate", "version"}
+	candidates := slices.DeleteFunc(slices.Clone(OwnPayloadFields), func(f string) bool { return f != name && slices.Contains(mapped, f) })
+	if hint := diag.Suggest(text, candidates); hint != "" {
+		return hint
+	}
+	return fmt.Sprintf(" (did you mean %q?)", name)
 }
 
 // OwnPayloadFields are the fields of the runner's own payload, what
