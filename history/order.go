@@ -223,7 +223,7 @@ func inversions(applied []versioned) (inversions []string, tied string) {
 	var before versioned // the highest version of the lower ranks, once lower
 	lower := false
 	for i, j := 0, 0; i < len(applied); i = j {
-		for j = i; j < len(applied) && applied[j].rank == applied[i].rank; j++ {
+		for j = i; j < len(applied) && applied[j].rank == applied[i].rank; j++ { // j: past applied[i]'s rank
 		}
 		rank := applied[i:j]
 		if tied == "" && slices.ContainsFunc(rank, func(v versioned) bool { return v.version != rank[0].version }) {
