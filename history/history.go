@@ -124,6 +124,11 @@ type State struct {
 	// OrderOf reads an event's aggregate key and version from its
 	// committed payload; nil when they are not mapped.
 	OrderOf func(payload string) (aggregate string, version int64, ok bool)
+	// OrderPaths say where OrderOf reads the aggregate and the version,
+	// as the reasons order is not judged name them: "event.aggregate
+	// (data.account)"; "" on the reference pipeline (its payload's
+	// aggregate and version fields).
+	OrderPaths [2]string
 }
 
 // Books is what the producer's transaction writes besides the outbox row:

@@ -27,6 +27,9 @@ func (st *State) loadOrder(ctx context.Context, db state.DB, m state.Map) error 
 		return nil
 	}
 	st.OrderOf = m.OrderOf
+	if m.Team {
+		st.OrderPaths = [2]string{"event.aggregate (" + strings.Join(m.AggregatePath, ".") + ")", "event.version (" + strings.Join(m.VersionPath, ".") + ")"}
+	}
 	if m.AppliedOrder == "" {
 		st.Inapplicable[OutOfOrder] = "the system file maps no inbox.applied_order (a column of the inbox whose order is the consumer's apply order: a serial, bigserial or identity, or a clock_timestamp() default), so the order the consumer applied its events in cannot be read; the consumer database proxy sees which tables a commit wrote, not which inbox rows, so it cannot tell it either"
 		return nil
@@ -40,6 +43,14 @@ func (st *State) loadOrder(ctx context.Context, db state.DB, m state.Map) error 
 		st.Applied[r.Consumer] = append(st.Applied[r.Consumer], r)
 	}
 	return nil
+}
+
+// orderPath is OrderPaths[i], or the reference payload's field.
+func (st State) orderPath(i int) string {
+	if st.OrderPaths[i] == "" {
+		return [2]string{"the payload's aggregate field", "the payload's version field"}[i]
+	}
+	return st.OrderPaths[i]
 }
 
 // versioned is one applied event of an aggregate, as the witness names it.
@@ -67,28 +78,66 @@ type versionOf struct {
 }
 
 // outboxOrder reads the aggregate and the version of every committed event
-// that has them, once for all consumers.
+// that has them, once for all consumers. An aggregate one of whose events
+// carries no whole-number version cannot be ordered: it is left out, not
+// judged, with why; where no event is left, neither invariant is judged
+// (nil): a run that gave nothing to order never shows them as held.
 func outboxOrder(st State) map[string]versionOf {
 	if st.OrderOf == nil {
 		return nil
 	}
 	out := map[string]versionOf{}
+	unversioned := map[string][]string{} // aggregate → its events without a version
 	for ev, payload := range st.Outbox {
-		if agg, version, ok := st.OrderOf(payload); ok {
+		agg, version, ok := st.OrderOf(payload)
+		switch {
+		case ok:
 			out[ev] = versionOf{agg, version}
+		case agg != "":
+			unversioned[agg] = append(unversioned[agg], ev)
 		}
+	}
+	for ev, o := range out {
+		if unversioned[o.aggregate] != nil {
+			delete(out, ev)
+		}
+	}
+	for _, agg := range sortedKeys(unversioned) {
+		evs := unversioned[agg]
+		slices.Sort(evs)
+		why := fmt.Sprintf("event %s of aggregate %s carries no whole-number version at %s, so the versions of %s cannot be ordered", evs[0], agg, st.orderPath(1), agg)
+		if len(evs) > 1 {
+			why = fmt.Sprintf("%d events of aggregate %s (%s first) carry no whole-number version at %s, so the versions of %s cannot be ordered", len(evs), agg, evs[0], st.orderPath(1), agg)
+		}
+		st.NotJudged[fmt.Sprintf("%s (aggregate %s)", OutOfOrder, agg)], st.NotJudged[fmt.Sprintf("%s (aggregate %s)", Gap, agg)] = why, why
+	}
+	if len(out) == 0 {
+		why := fmt.Sprintf("no committed event of the run carries an aggregate at %s and a whole-number version at %s", st.orderPath(0), st.orderPath(1))
+		if st.OrderPaths[0] == "" { // the reference pipeline
+			why = "no committed event of the run belongs to an aggregate (produce: {aggregate: acct-1} gives its event the aggregate's next version)"
+		}
+		for _, inv := range []string{OutOfOrder, Gap} {
+			if _, never := st.Inapplicable[inv]; !never {
+				st.NotJudged[inv] = why
+			}
+		}
+		return nil
 	}
 	return out
 }
 
 // orderVerdicts judges out_of_order and gap for consumer c, once cs.Inbox
-// names the events c applied; ord is outboxOrder's.
+// names the events c applied; ord is outboxOrder's (nil: nothing to judge,
+// and outboxOrder said so).
 func orderVerdicts(c string, cs *Consumer, st State, ops []Op, ord map[string]versionOf) []Violation {
 	if st.OrderOf == nil {
 		if _, said := st.Inapplicable[Gap]; !said {
 			why := "the aggregate and the version of an event were not read"
 			st.Inapplicable[OutOfOrder], st.Inapplicable[Gap] = why, why
 		}
+		return nil
+	}
+	if ord == nil {
 		return nil
 	}
 	if purged := slices.ContainsFunc(ops, func(op Op) bool { return op.Kind == Purge && op.Consumer == c }); purged {
@@ -136,35 +185,24 @@ func eventOfRow(st State, row state.AppliedRow) string {
 	return st.Team.resolve(st, state.InboxRow{Consumer: row.Consumer, Key: row.Key, Payload: row.Payload}).event
 }
 
-// outOfOrder: per aggregate, a version applied after a later one (each
-// named against the highest version applied before it: one pass). Rows
-// whose apply order ties cannot be ordered: an aggregate with no
-// inversion but a tie is not judged.
+// outOfOrder: per aggregate, a version applied after a later one (see
+// inversions). Rows whose apply order ties cannot be ordered among
+// themselves: an aggregate with no inversion but such a tie is not judged.
 func outOfOrder(c string, st State, ops []Op, ord map[string]versionOf) []Violation {
 	by, aggs := appliedByAggregate(c, st, ord)
 	var vs []Violation
 	for _, agg := range aggs {
 		applied := by[agg]
-		var inversions []string
-		events := map[string]bool{}
-		tied, highest := "", applied[0]
-		for i, v := range applied {
-			events[v.event] = true
-			switch {
-			case i > 0 && applied[i-1].rank == v.rank:
-				tied = fmt.Sprintf("%s and %s hold the same inbox.applied_order value", applied[i-1], v)
-			case highest.version > v.version:
-				inversions = append(inversions, fmt.Sprintf("%s before %s", highest, v))
-			}
-			if v.version > highest.version {
-				highest = v
-			}
-		}
+		inversions, tied := inversions(applied)
 		if len(inversions) == 0 {
 			if tied != "" {
 				st.NotJudged[fmt.Sprintf("%s (aggregate %s of %s)", OutOfOrder, agg, c)] = tied + ": their apply order cannot be told (a serial column, or a clock_timestamp() default, tells it; now() is the transaction's start, the same for every row it writes)"
 			}
 			continue
+		}
+		events := map[string]bool{}
+		for _, v := range applied {
+			events[v.event] = true
 		}
 		shown := strings.Join(inversions[:min(len(inversions), 3)], "; ")
 		if len(inversions) > 3 {
@@ -174,6 +212,40 @@ func outOfOrder(c string, st State, ops []Op, ord map[string]versionOf) []Violat
 			agg, joinVersions(applied), shown), ofEvents(relevant(ops, c), events)})
 	}
 	return vs
+}
+
+// inversions names each row of applied (in apply order, ranks ascending)
+// against the highest version among the rows of a strictly lower rank,
+// where that is higher: one pass. Rows of one rank are in no known order
+// among themselves, so none is compared with another of its rank; tied
+// names the first such rank holding different versions ("" if none).
+func inversions(applied []versioned) (inversions []string, tied string) {
+	var before versioned // the highest version of the lower ranks, once lower
+	lower := false
+	for i, j := 0, 0; i < len(applied); i = j {
+		for j = i; j < len(applied) && applied[j].rank == applied[i].rank; j++ { // j: past applied[i]'s rank
+		}
+		rank := applied[i:j]
+		if tied == "" && slices.ContainsFunc(rank, func(v versioned) bool { return v.version != rank[0].version }) {
+			tied = joinAnd(rank) + " hold the same inbox.applied_order value"
+		}
+		for _, v := range rank {
+			if lower && before.version > v.version {
+				inversions = append(inversions, fmt.Sprintf("%s before %s", before, v))
+			}
+		}
+		for _, v := range rank {
+			if !lower || v.version > before.version {
+				before, lower = v, true
+			}
+		}
+	}
+	return inversions, tied
+}
+
+// joinAnd is "a and b", "a, b and c".
+func joinAnd(vs []versioned) string {
+	return joinVersions(vs[:len(vs)-1]) + " and " + vs[len(vs)-1].String()
 }
 
 // gaps: per aggregate, the versions c applied while an earlier version
@@ -215,7 +287,7 @@ func gaps(c string, cs *Consumer, st State, ops []Op, ord map[string]versionOf) 
 			events[v.event] = true
 		}
 		inApplyOrder(over, st, st.Applied[c])
-		vs = append(vs, Violation{Gap, c, over[0].event, fmt.Sprintf("aggregate %s: %s applied, but %s, committed before, never was",
+		vs = append(vs, Violation{Gap, c, over[0].event, fmt.Sprintf("aggregate %s: %s applied, but %s, an earlier version, never was",
 			agg, joinVersions(over), strings.Join(never, ", ")), ofEvents(relevant(ops, c), events)})
 	}
 	return vs

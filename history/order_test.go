@@ -75,12 +75,12 @@ func TestOrderViolations(t *testing.T) {
 		{"a later version applied before an earlier one", 3, []int{3, 2, 1}, nil,
 			[]string{"out_of_order: consumer c, event e1: aggregate acct-1: applied in the order version 3 (e3), version 2 (e2), version 1 (e1): version 3 (e3) before version 2 (e2); version 3 (e3) before version 1 (e1)"}},
 		{"a version applied while an earlier one never was", 3, []int{1, 3}, nil,
-			[]string{"gap: consumer c, event e3: aggregate acct-1: version 3 (e3) applied, but version 2 (e2), committed before, never was"}},
+			[]string{"gap: consumer c, event e3: aggregate acct-1: version 3 (e3) applied, but version 2 (e2), an earlier version, never was"}},
 		{"a dead-lettered version counts as never applied", 3, []int{1, 3}, func(st *State) { st.DeadLetters["e2"] = true },
-			[]string{"gap: consumer c, event e3: aggregate acct-1: version 3 (e3) applied, but version 2 (e2) (dead-lettered), committed before, never was"}},
+			[]string{"gap: consumer c, event e3: aggregate acct-1: version 3 (e3) applied, but version 2 (e2) (dead-lettered), an earlier version, never was"}},
 		{"both: version 3 first, version 1 never", 3, []int{3, 2}, nil,
 			[]string{"out_of_order: consumer c, event e2: aggregate acct-1: applied in the order version 3 (e3), version 2 (e2): version 3 (e3) before version 2 (e2)",
-				"gap: consumer c, event e3: aggregate acct-1: version 3 (e3), version 2 (e2) applied, but version 1 (e1), committed before, never was"}},
+				"gap: consumer c, event e3: aggregate acct-1: version 3 (e3), version 2 (e2) applied, but version 1 (e1), an earlier version, never was"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -101,18 +101,26 @@ func TestOrderViolations(t *testing.T) {
 	}
 }
 
-// A consumer that parks an early version (held back, not applied, not
-// acked) and applies it once its predecessors are in passes: the inbox is
-// in order. One that rejects it (dead-letters it) passes too: it never
-// applied anything over a missing version.
+// A consumer that parks an early version (delivered first, held back
+// unapplied, then applied once its predecessors are in) ends with its
+// inbox rows in apply order v1, v2, v3: it passes. Its twin, handed the
+// same deliveries, applies v3 before v2 once v1 is in: out_of_order, from
+// the rows alone. One that rejects v3 (dead-letters it) passes too: it
+// never applied anything over a missing version.
 func TestOrderParkedOrRejectedPasses(t *testing.T) {
-	ops, st := ordered(3, 1, 2, 3)
-	parked := Op{Step: "consume", StepN: 4, Kind: "deferred", EventID: "e3", EntryID: "3-0", Consumer: "c", Model: "c", Payload: versionPay(3)}
-	ops = slices.Insert(ops, 6, parked) // delivered first, before 1 and 2
-	if vs := orderViolations(ops, st); len(vs) != 0 {
-		t.Errorf("parked, then applied in order: %v", vs)
+	parked := func(applied ...int) ([]Op, State) {
+		ops, st := ordered(3, applied...)
+		held := Op{Step: "consume", StepN: 4, Kind: "deferred", EventID: "e3", EntryID: "3-0", Consumer: "c", Model: "c", Payload: versionPay(3)}
+		return slices.Insert(ops, 6, held), st // delivered first, before 1 and 2
 	}
-	ops, st = ordered(3, 1, 2)
+	if vs := orderViolations(parked(1, 2, 3)); len(vs) != 0 {
+		t.Errorf("v3 parked, then applied after v1 and v2: %v", vs)
+	}
+	want := "out_of_order: consumer c, event e2: aggregate acct-1: applied in the order version 1 (e1), version 3 (e3), version 2 (e2): version 3 (e3) before version 2 (e2)"
+	if vs := orderViolations(parked(1, 3, 2)); len(vs) != 1 || !strings.HasPrefix(vs[0], want) {
+		t.Errorf("v3 parked, then applied before v2: %q, want %q", vs, want)
+	}
+	ops, st := ordered(3, 1, 2)
 	st.DeadLetters["e3"] = true
 	if vs := orderViolations(ops, st); len(vs) != 0 {
 		t.Errorf("version 3 rejected to the dead letters, 1 and 2 applied: %v", vs)
@@ -135,6 +143,13 @@ func TestOrderNotJudged(t *testing.T) {
 	st.Applied["c"][1].Rank, st.Applied["c"][2].Rank = 1, 2
 	if vs := orderViolations(ops, st); len(vs) != 1 || !strings.Contains(vs[0], "version 3 (e3) before version 1 (e1)") || strings.Contains(vs[0], "before version 2") {
 		t.Errorf("3 and 2 tied, then 1: %q", vs)
+	}
+	// Nor does a tie after a row of a lower rank: v2 (rank 1) was applied
+	// strictly before v1 (rank 2), whatever the order of v3 and v1.
+	ops, st = ordered(3, 2, 3, 1)
+	st.Applied["c"][2].Rank = 2
+	if vs := orderViolations(ops, st); len(vs) != 1 || !strings.Contains(vs[0], ": version 2 (e2) before version 1 (e1)") || strings.Contains(vs[0], "version 3 (e3) before") {
+		t.Errorf("v2, then v3 and v1 tied: %q, not judged %v", vs, st.NotJudged)
 	}
 	ops, st = ordered(3, 1, 3)
 	ops = append(ops, Op{Step: "purge", Kind: Purge, Consumer: "c"})
@@ -169,5 +184,67 @@ func TestOrderInapplicableSaysWhatToMap(t *testing.T) {
 	got := orderViolations(ops, full)
 	if len(got) != 1 || !strings.HasPrefix(got[0], "gap: consumer c, event e3") {
 		t.Errorf("no applied_order: want only the gap judged, got %q", got)
+	}
+}
+
+// A run that gave nothing to order never shows out_of_order or gap as
+// held: where no committed event carries both an aggregate and a
+// whole-number version (no produce named an aggregate, or the paths lead
+// nowhere), neither is judged, naming where they were looked for, even
+// over an inbox that would otherwise fail.
+func TestOrderNothingToJudge(t *testing.T) {
+	ops, st := ordered(3, 1, 3)
+	for ev := range st.Outbox {
+		st.Outbox[ev] = fmt.Sprintf(`{"event_id":%q,"amount":10,"currency":"USD"}`, ev)
+	}
+	if vs := orderViolations(ops, st); len(vs) != 0 {
+		t.Errorf("no aggregate: %q", vs)
+	}
+	for _, inv := range []string{OutOfOrder, Gap} {
+		if why := st.NotJudged[inv]; !strings.Contains(why, "no committed event of the run belongs to an aggregate") {
+			t.Errorf("no aggregate: %s not judged %q", inv, why)
+		}
+	}
+	// A team's mapping that names a field the payload lacks (acount).
+	ops, st = ordered(3, 1, 3)
+	m := state.Map{Team: true, AggregatePath: []string{"acount"}, VersionPath: []string{"version"}}
+	st.OrderOf, st.OrderPaths = m.OrderOf, [2]string{"event.aggregate (acount)", "event.version (version)"}
+	if vs := orderViolations(ops, st); len(vs) != 0 {
+		t.Errorf("aggregate path acount: %q", vs)
+	}
+	want := "no committed event of the run carries an aggregate at event.aggregate (acount) and a whole-number version at event.version (version)"
+	if st.NotJudged[Gap] != want || st.NotJudged[OutOfOrder] != want {
+		t.Errorf("aggregate path acount: not judged %v, want %q", st.NotJudged, want)
+	}
+	// The invariant that cannot be judged on this kind of run stays so.
+	_, st = ordered(1)
+	st.Outbox["e1"] = `{"event_id":"e1"}`
+	st.Inapplicable[OutOfOrder] = "no applied_order"
+	outboxOrder(st)
+	if _, said := st.NotJudged[OutOfOrder]; said || st.NotJudged[Gap] == "" {
+		t.Errorf("no applied_order, nothing to order: not judged %v", st.NotJudged)
+	}
+}
+
+// An aggregate one of whose committed events carries no whole-number
+// version is not judged, naming the event; the other aggregates are.
+func TestOrderUnversionedAggregateNotJudged(t *testing.T) {
+	ops, st := ordered(3, 1, 3)
+	st.Outbox["e9"] = `{"event_id":"e9","aggregate":"acct-2","version":1}`
+	if vs := orderViolations(ops, st); len(vs) != 1 || !strings.HasPrefix(vs[0], "gap: consumer c, event e3: aggregate acct-1") {
+		t.Fatalf("all versioned: want the gap of acct-1, got %q", vs)
+	}
+	ops, st = ordered(3, 1, 3)
+	st.Outbox["e9"] = `{"event_id":"e9","aggregate":"acct-2","version":1}`
+	st.Outbox["e2"] = `{"event_id":"e2","aggregate":"acct-1","version":"two"}`
+	if vs := orderViolations(ops, st); len(vs) != 0 {
+		t.Errorf("e2's version not a number: %q", vs)
+	}
+	want := "event e2 of aggregate acct-1 carries no whole-number version at the payload's version field, so the versions of acct-1 cannot be ordered"
+	if st.NotJudged["gap (aggregate acct-1)"] != want || st.NotJudged["out_of_order (aggregate acct-1)"] != want {
+		t.Errorf("e2's version not a number: not judged %v, want %q", st.NotJudged, want)
+	}
+	if _, whole := st.NotJudged[Gap]; whole {
+		t.Errorf("acct-2 is ordered: gap not judged as a whole: %v", st.NotJudged)
 	}
 }

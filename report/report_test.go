@@ -23,7 +23,7 @@ import (
 // every shape the diagrams draw, including text Mermaid would choke on.
 func reportRun(t *testing.T) *report.Report {
 	t.Helper()
-	pass := scenariotest.ParseOne(t, "name: passes\ntags: [a]\nsteps:\n  - produce\n  - relay\n  - consume\n  - expect: {inbox.rows: 1}\n")
+	pass := scenariotest.ParseOne(t, "name: passes\ntags: [a]\nsteps:\n  - produce: {aggregate: acct-1}\n  - relay\n  - consume\n  - expect: {inbox.rows: 1}\n")
 	fail := scenariotest.ParseOne(t, `name: fails | with a pipe
 steps:
   - produce(event="x#1;<b>", amount=5)

@@ -6,6 +6,10 @@ CREATE TABLE inbox (
     event_id    text        NOT NULL, -- business event id, never a broker entry id
     payload     jsonb       NOT NULL, -- the original payload: a later delivery is compared to it
     received_at timestamptz NOT NULL DEFAULT now(),
+    -- the consumer's apply order (what out_of_order reads): numbered as each
+    -- row is inserted, where received_at (now(): the transaction's start) ties
+    -- rows of one transaction and orders overlapping ones by their start
+    applied_seq bigserial   NOT NULL,
     PRIMARY KEY (consumer_id, event_id)
 );
 

@@ -102,8 +102,11 @@ func (m Map) EventIDOf(payload string) (string, bool) {
 
 // OrderOf reads the aggregate key and the version out of an event's JSON
 // payload where AggregatePath and VersionPath say; ok is false when either
-// is not mapped or the payload carries none (an event outside any
-// aggregate), or the version is no whole number.
+// is not mapped or the payload carries no aggregate (an event outside any
+// aggregate), or no whole-number version. An event that carries an
+// aggregate but no such version gives its aggregate with ok false: its
+// aggregate cannot be ordered, which the verdicts must say rather than
+// drop the event.
 func (m Map) OrderOf(payload string) (aggregate string, version int64, ok bool) {
 	if len(m.AggregatePath) == 0 || len(m.VersionPath) == 0 || !mayHave(payload, m.AggregatePath) {
 		return "", 0, false
@@ -115,13 +118,13 @@ func (m Map) OrderOf(payload string) (aggregate string, version int64, ok bool) 
 		return "", 0, false
 	}
 	a, aok := scalarAt(doc, m.AggregatePath)
-	v, vok := scalarAt(doc, m.VersionPath)
-	if !aok || !vok || a == "" {
+	if !aok || a == "" {
 		return "", 0, false
 	}
+	v, vok := scalarAt(doc, m.VersionPath)
 	version, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return "", 0, false
+	if !vok || err != nil {
+		return a, 0, false
 	}
 	return a, version, true
 }
@@ -173,10 +176,11 @@ var Reference = Map{
 	OutboxTable: "outbox", OutboxEventID: "event_id", OutboxPayload: "payload", Unpublished: "NOT published",
 	InboxTable: "inbox", InboxConsumer: "consumer_id", InboxEventID: "event_id", InboxPayload: "payload",
 	Projection: "SELECT consumer_id, currency, amount, events FROM projection",
-	// The reference consumer inserts each inbox row in a transaction of
-	// its own, one after the other: received_at (now(), the transaction's
-	// start) orders them as they were applied.
-	AggregatePath: []string{"aggregate"}, VersionPath: []string{"version"}, AppliedOrder: "received_at",
+	// applied_seq, a bigserial, numbers the inbox rows as they are
+	// inserted: received_at (now(), the transaction's start) would tie the
+	// rows of one transaction and order overlapping transactions by when
+	// they began, not by when each row was applied.
+	AggregatePath: []string{"aggregate"}, VersionPath: []string{"version"}, AppliedOrder: "applied_seq",
 }
 
 func ident(s string) string { return pgx.Identifier(splitDot(s)).Sanitize() }

@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxdrill/runner/internal/testservers"
+	schema "github.com/outboxdrill/runner/sql"
 )
 
 func TestMain(m *testing.M) { testservers.Main(m) }
@@ -152,8 +154,8 @@ func TestAppliedRowsInApplyOrder(t *testing.T) {
 }
 
 // OrderOf finds the aggregate and the version where the paths say, an
-// array index too; an event outside any aggregate, or a version that is
-// no whole number, has none.
+// array index too; an event outside any aggregate has none, and one whose
+// version is missing or no whole number gives its aggregate, not ok.
 func TestOrderOf(t *testing.T) {
 	ref := Reference
 	idx := Map{AggregatePath: []string{"keys", "0"}, VersionPath: []string{"seq"}}
@@ -167,7 +169,9 @@ func TestOrderOf(t *testing.T) {
 		{ref, `{"event_id":"bus-1","aggregate":"acct-1","version":2}`, "acct-1", 2, true},
 		{ref, `{"event_id":"bus-1","amount":100}`, "", 0, false},
 		{ref, `{"aggregate":"acct-1","version":"2"}`, "acct-1", 2, true},
-		{ref, `{"aggregate":"acct-1","version":2.5}`, "", 0, false},
+		{ref, `{"aggregate":"acct-1","version":2.5}`, "acct-1", 0, false},
+		{ref, `{"aggregate":"acct-1","version":"v2"}`, "acct-1", 0, false},
+		{ref, `{"aggregate":"acct-1"}`, "acct-1", 0, false},
 		{ref, `{"aggregate":"","version":1}`, "", 0, false},
 		{idx, `{"keys":["a7","x"],"seq":3}`, "a7", 3, true},
 		{Map{}, `{"aggregate":"acct-1","version":1}`, "", 0, false},
@@ -176,5 +180,71 @@ func TestOrderOf(t *testing.T) {
 		if agg != c.agg || v != c.version || ok != c.ok {
 			t.Errorf("%v %v on %s: (%q, %d, %t), want (%q, %d, %t)", c.m.AggregatePath, c.m.VersionPath, c.payload, agg, v, ok, c.agg, c.version, c.ok)
 		}
+	}
+}
+
+// The reference inbox's apply order is the order rows were inserted, on
+// the reference schema itself: of two overlapping consumer transactions,
+// the one that began first (A) inserts version 1 after the other (B)
+// inserted version 2 and committed. received_at, now() of each
+// transaction, would order A's row first and pass a consumer that applied
+// version 2 first.
+func TestReferenceApplyOrderIsInsertOrder(t *testing.T) {
+	ctx := context.Background()
+	ns := pgx.Identifier{"orderfix_" + strings.ToLower(rand.Text()[:8])}.Sanitize()
+	conns := make([]*pgx.Conn, 2)
+	for i := range conns {
+		c, err := pgx.Connect(ctx, testservers.PG(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		conns[i] = c
+	}
+	if _, err := conns[0].Exec(ctx, "CREATE SCHEMA "+ns); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = conns[0].Exec(ctx, "DROP SCHEMA "+ns+" CASCADE") }()
+	for i, c := range conns {
+		if _, err := c.Exec(ctx, "SET search_path TO "+ns); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if _, err := c.Exec(ctx, schema.Consumer); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	insert := func(tx pgx.Tx, v int) {
+		p := fmt.Sprintf(`{"event_id":"e%d","aggregate":"a1","version":%d}`, v, v)
+		if _, err := tx.Exec(ctx, `INSERT INTO inbox (consumer_id, event_id, payload) VALUES ('c', $1, $2)`, fmt.Sprintf("e%d", v), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := conns[0].Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Exec(ctx, "SELECT now()"); err != nil { // A's now() is taken here
+		t.Fatal(err)
+	}
+	b, err := conns[1].Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert(b, 2)
+	if err := b.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	insert(a, 1)
+	if err := a.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := AppliedRowsOf(ctx, conns[0], Reference)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].Key != "e2" || rows[1].Key != "e1" || rows[0].Rank == rows[1].Rank {
+		t.Errorf("apply order by %s: %+v, want e2 then e1, ranked apart", Reference.AppliedOrder, rows)
 	}
 }

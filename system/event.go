@@ -172,6 +172,24 @@ func readEvent(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 			*p.dst = findText(s.Event.template, "${"+p.key+"}", nil)
 		}
 	}
+	halfOrder(s, file, f, errs)
+}
+
+// halfOrder refuses an aggregate mapped without a version, or the
+// reverse, where the template supplies no field for the other: order
+// would silently not be judged. The error is at the key that is written.
+func halfOrder(s *System, file string, f map[string]*yaml.Node, errs *diag.Errors) {
+	for _, p := range [][2]string{{"aggregate", "version"}, {"version", "aggregate"}} {
+		have, lack := p[0], p[1]
+		paths := map[string][]string{"aggregate": s.Event.AggregatePath, "version": s.Event.VersionPath}
+		if f[have] != nil && paths[have] != nil && f[lack] == nil && paths[lack] == nil { // a written key that failed said so already
+			where := "the system file has no event.payload"
+			if s.Event.template != nil {
+				where = fmt.Sprintf("event.payload has no field that is exactly \"${%s}\"", lack)
+			}
+			*errs = append(*errs, diag.Errorf(diag.NodePos(file, f[have]), "event: %s without event.%s (%s): per-aggregate order needs both, the aggregate and its version; add %s: PATH", have, lack, where, lack))
+		}
+	}
 }
 
 // pathElem is one element of a dotted path: a JSON key or an array index.
@@ -197,8 +215,35 @@ func (s *System) readPath(file, key string, n *yaml.Node, errs *diag.Errors) []s
 		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "%s: event.payload has no field %s%s; its fields: %s", key, text, diag.Suggest(text, leaves), strings.Join(leaves, ", ")))
 		return nil
 	}
+	if s.Event.template == nil && !slices.Contains(OwnPayloadFields, text) {
+		// Without a template the payload is the runner's own, flat JSON:
+		// a path elsewhere would read nothing from any event, and the
+		// verdicts it feeds would have nothing to judge.
+		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "%s: the runner's own payload (the system file has no event.payload) has no field %s%s; its fields: %s", key, text, ownFieldHint(key, text), strings.Join(OwnPayloadFields, ", ")))
+		return nil
+	}
 	return path
 }
+
+// ownFieldHint is the did-you-mean of a path the runner's own payload
+// lacks, for the event key named in key ("event: aggregate"): never the
+// field of another of the four keys (acount is no misspelt amount where an
+// aggregate was meant), else that key's own field, where the runner's
+// payload carries it.
+func ownFieldHint(key, text string) string {
+	name := strings.TrimPrefix(key, "event: ")
+	mapped := []string{"amount", "currency", "aggregate", "version"}
+	candidates := slices.DeleteFunc(slices.Clone(OwnPayloadFields), func(f string) bool { return f != name && slices.Contains(mapped, f) })
+	if hint := diag.Suggest(text, candidates); hint != "" {
+		return hint
+	}
+	return fmt.Sprintf(" (did you mean %q?)", name)
+}
+
+// OwnPayloadFields are the fields of the runner's own payload, what
+// ${payload} is without event.payload (pipeline.Transfer's JSON; a test
+// there keeps the two the same).
+var OwnPayloadFields = []string{"event_id", "from", "to", "amount", "currency", "aggregate", "version"}
 
 // readTemplate reads a YAML value as a JSON template.
 func readTemplate(file string, n *yaml.Node, errs *diag.Errors) tmpl {

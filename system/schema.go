@@ -41,8 +41,8 @@ func JSONSchema() []byte {
 		"payload":   map[string]any{"type": "object", "description": "the event's JSON; a string that is exactly ${amount} or ${version} is a number, other ${" + strings.Join(PayloadVars, "}, ${") + "} are text"},
 		"amount":    withDescription(path, "dotted path to the amount in the payload (default: where the payload has ${amount}, else amount)"),
 		"currency":  withDescription(path, "dotted path to the currency in the payload (default: where the payload has ${currency}, else currency)"),
-		"aggregate": withDescription(path, "dotted path to the aggregate key in the payload (default: where the payload has ${aggregate}); with version, per-aggregate order is judged (out_of_order, gap)"),
-		"version":   withDescription(path, "dotted path to the event's version within its aggregate (default: where the payload has ${version})"),
+		"aggregate": withDescription(path, "dotted path to the aggregate key in the payload (default: where the payload has ${aggregate}; without payload, a field of the runner's own: aggregate); with version, which it needs, per-aggregate order is judged (out_of_order, gap)"),
+		"version":   withDescription(path, "dotted path to the event's whole-number version within its aggregate (default: where the payload has ${version}; without payload, a field of the runner's own: version); needs aggregate"),
 	})
 	doc := obj(map[string]any{
 		"services": map[string]any{"type": "object", "minProperties": 1, "additionalProperties": service,

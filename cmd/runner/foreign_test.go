@@ -157,7 +157,7 @@ func TestForeignServicesVerdicts(t *testing.T) {
 			// their events, in the consumer's apply order.
 			for inv, w := range map[string]string{
 				"out_of_order": "aggregate acct-1: applied in the order version 3 (bus-3), version 2 (bus-2), version 1 (bus-1)",
-				"gap":          "aggregate acct-1: version 3 (bus-3) applied, but version 2 (bus-2), committed before, never was",
+				"gap":          "aggregate acct-1: version 3 (bus-3) applied, but version 2 (bus-2), an earlier version, never was",
 			} {
 				if slices.Contains(r.want, inv) && !strings.Contains(out, w) {
 					t.Errorf("BUG=%s: the %s verdict lacks %q\n%s", r.bug, inv, w, out)

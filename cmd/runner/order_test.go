@@ -43,6 +43,15 @@ func TestReferenceOrderJudged(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "gap, lost, out_of_order,") {
 		t.Errorf("strict ordering: exit %d, want 0 with gap and out_of_order judged\n%s\n%s", code, out, errOut)
 	}
+	// No event of an aggregate: nothing to order, so neither is shown held.
+	plain := scenarioFile(t, "plain.yaml", "name: no aggregate\nsteps:\n  - produce\n  - relay\n  - consume\n")
+	code, out, errOut = cli(t, "run", "--broker", "redis", plain)
+	if want := "history: not judged: gap, out_of_order: no committed event of the run belongs to an aggregate"; code != exitOK || !strings.Contains(out, want) {
+		t.Errorf("no aggregate: exit %d, want 0 with %q\n%s\n%s", code, want, out, errOut)
+	}
+	if code, out, _ = cli(t, "run", "-v", "--broker", "redis", plain); strings.Contains(out, "gap, lost") || strings.Contains(out, "out_of_order, phantom") {
+		t.Errorf("no aggregate: gap or out_of_order shown judged:\n%s", out)
+	}
 }
 
 // On a team's system produce gives each event of an aggregate the next
@@ -67,6 +76,12 @@ steps:
 	if code != exitOK || !strings.Contains(out, "never judged on this kind of run: out_of_order: the system file maps no inbox.applied_order") ||
 		strings.Contains(out, "never judged on this kind of run: gap") {
 		t.Errorf("aggregate and version mapped, no applied_order: exit %d, want 0, out_of_order never judged, gap judged\n%s\n%s", code, out, errOut)
+	}
+	// Mapped, but no produce names an aggregate: gap is not judged, naming
+	// where the aggregate and the version were looked for.
+	code, out, errOut = cli(t, "run", "--system", ordered, scenarioFile(t, "noagg.yaml", "name: no aggregate\nsteps:\n  - produce\n"))
+	if want := "history: not judged: gap: no committed event of the run carries an aggregate at event.aggregate (acct) and a whole-number version at event.version (v)"; code != exitOK || !strings.Contains(out, want) {
+		t.Errorf("mapped, no aggregate produced: exit %d, want 0 with %q\n%s\n%s", code, want, out, errOut)
 	}
 	code, out, errOut = cli(t, "run", "-v", "--system", teamSystem(t), scenarioFile(t, "plain.yaml", "name: plain\nsteps:\n  - produce: {aggregate: a1}\n"))
 	if code != exitOK || !strings.Contains(out, "never judged on this kind of run: gap: the system file maps no event.aggregate and event.version") {
