@@ -182,3 +182,42 @@ func TestAHalfClosedClientGetsItsReplies(t *testing.T) {
 		t.Errorf("got %q, want connection.start", got[:min(len(got), 16)])
 	}
 }
+
+// A small body costs about its size: its only frame is kept as it came
+// (no chunk), and a body in frames of a byte takes a few chunks growing
+// to fit it, not a 64 KB chunk per message.
+func TestSmallBodiesCostTheirSize(t *testing.T) {
+	p, err := Listen("127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	client, other := net.Pipe()
+	defer other.Close()
+	c := newConn(p, 1, client)
+	for _, size := range []int{1, 1000} {
+		u := &unit{frames: [][]byte{{}, {}}, hdr: &contentHeader{bodySize: uint64(size)}}
+		body := bytes.Repeat([]byte("e"), size)
+		for i := range body {
+			raw := encodeFrame(frameBody, 1, body[i:i+1])
+			f := frame{typ: frameBody, channel: 1, raw: raw, payload: raw[7:8], cost: int64(len(raw))}
+			u.got++
+			if err := c.keep(u, f, fromServer, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		kept := 0
+		var got []byte
+		for _, b := range u.frames[2:] {
+			kept += cap(b)
+			got = appendPayloads(got, b)
+		}
+		if !bytes.Equal(got, body) {
+			t.Errorf("%d bytes in frames of one: kept %q", size, got)
+		}
+		// 9 wire bytes a byte, in chunks at most doubling: under 2×.
+		if kept > 2*9*size+16 || len(u.frames)-2 > 5 {
+			t.Errorf("a body of %d bytes in frames of one kept %d bytes in %d slices, want under %d in at most 5", size, kept, len(u.frames)-2, 2*9*size+16)
+		}
+	}
+}

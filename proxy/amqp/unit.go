@@ -93,21 +93,26 @@ func (c *conn) headerFrame(f frame, ch *channel, u *unit, dir int) (*unit, error
 // keep adds a frame to its unit, with what it costs besides its bytes. A
 // small body frame is copied into a chunk of the unit's own (its wire
 // bytes as they came, frames back to back), so that a body in frames of
-// a byte costs 9 bytes a byte, not a slice and an allocation each.
+// a byte costs 9 bytes a byte, not a slice and an allocation each. A
+// body's only frame is kept as it is: a chunk for it would only copy it
+// (a 64 KB chunk per one-frame message was most of what an unarmed proxy
+// did per publish).
 func (c *conn) keep(u *unit, f frame, dir int, extra int64) error {
 	m := c.acctOf(dir)
-	if f.typ == frameBody && len(f.raw) < smallFrame {
-		if n := len(u.frames); u.chunked && cap(u.frames[n-1])-len(u.frames[n-1]) >= len(f.raw) {
+	n := len(u.frames)
+	if f.typ == frameBody && len(f.raw) < smallFrame && (n > 2 || u.got < u.hdr.bodySize) {
+		if u.chunked && cap(u.frames[n-1])-len(u.frames[n-1]) >= len(f.raw) {
 			u.frames[n-1] = append(u.frames[n-1], f.raw...)
 			m.Release(f.cost)
 			return nil
 		}
-		if err := m.Take(chunkSize + frameSlot - f.cost); err != nil {
+		size := chunkFor(u, f)
+		if err := m.Take(size + frameSlot - f.cost); err != nil {
 			m.Release(f.cost)
 			return tooMuch(fmt.Sprintf("a message on channel %d", f.channel), err)
 		}
-		u.frames = append(u.frames, append(make([]byte, 0, chunkSize), f.raw...))
-		u.cost += chunkSize + frameSlot
+		u.frames = append(u.frames, append(make([]byte, 0, size), f.raw...))
+		u.cost += size + frameSlot
 		u.chunked = true
 		return nil
 	}
@@ -125,6 +130,18 @@ const (
 	smallFrame = 4 << 10
 	chunkSize  = 64 << 10
 )
+
+// chunkFor is the size of a new chunk for small frame f: room for f and
+// the rest of the body in one more frame, or twice the last chunk when
+// frames come smaller than that, at most chunkSize; so a small body
+// costs about its size, and a body in frames of a byte a few chunks.
+func chunkFor(u *unit, f frame) int64 {
+	size := int64(len(f.raw)) + int64(u.hdr.bodySize-u.got) + 8
+	if last := u.frames[len(u.frames)-1]; u.chunked {
+		size = max(size, 2*int64(cap(last)))
+	}
+	return min(size, chunkSize)
+}
 
 // whole returns the unit once its body is all there, its frames' bodies
 // copied into one (taken from the account too); nil before.

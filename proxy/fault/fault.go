@@ -258,10 +258,15 @@ func (a *Armed) Hold(closed <-chan struct{}, closeConn func(), pass func() bool)
 type Registry[A interface {
 	comparable
 	Waiting() bool
-}, E any] struct {
-	mu     sync.Mutex
-	armed  []A
-	events []E
+}, E Sized] struct {
+	mu    sync.Mutex
+	armed []A
+	// events are kept in chunks of eventChunk: an append never copies the
+	// events before it (one slice doubling copied the whole record, a
+	// large part of what an unarmed proxy did per message), and the
+	// collector never meets a large slice of pointers being moved.
+	events [][]E
+	n      int // the events kept
 	// bytes is what the kept events hold (Sized); dropped counts those
 	// left out once the bound (0: MaxRecordBytes) was reached.
 	bytes, dropped, bound int64
@@ -326,11 +331,8 @@ func (r *Registry[A, E]) Waiting() []A {
 
 // Record appends an event, unless the record is full (Bound).
 func (r *Registry[A, E]) Record(e E) {
-	n, keep := int64(eventOverhead), false
-	if s, ok := any(e).(Sized); ok {
-		b, k := s.RecordSize()
-		n, keep = n+int64(b), k
-	}
+	b, keep := e.RecordSize() // E is Sized: no interface, no copy of e on the heap
+	n := int64(eventOverhead) + int64(b)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	limit := r.bound
@@ -342,8 +344,16 @@ func (r *Registry[A, E]) Record(e E) {
 		return
 	}
 	r.bytes += n
-	r.events = append(r.events, e)
+	if r.n%eventChunk == 0 {
+		r.events = append(r.events, make([]E, 0, eventChunk))
+	}
+	last := len(r.events) - 1
+	r.events[last] = append(r.events[last], e)
+	r.n++
 }
+
+// eventChunk is how many events one chunk of the record holds.
+const eventChunk = 512
 
 // Dropped is how many events the record left out, full.
 func (r *Registry[A, E]) Dropped() int64 {
@@ -356,5 +366,9 @@ func (r *Registry[A, E]) Dropped() int64 {
 func (r *Registry[A, E]) Events() []E {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]E(nil), r.events...)
+	out := make([]E, 0, r.n)
+	for _, c := range r.events {
+		out = append(out, c...)
+	}
+	return out
 }

@@ -137,3 +137,22 @@ func TestRecordIsBounded(t *testing.T) {
 		t.Error("a strike past the bound was left out")
 	}
 }
+
+// TestRecordKeepsOrderAcrossChunks: the record's chunks read back as one
+// list, in the order recorded.
+func TestRecordKeepsOrderAcrossChunks(t *testing.T) {
+	var r Registry[*noTrigger, sizedEvent]
+	const n = 3*eventChunk + 7
+	for i := range n {
+		r.Record(sizedEvent{n: i})
+	}
+	es := r.Events()
+	if len(es) != n {
+		t.Fatalf("%d events back of %d recorded", len(es), n)
+	}
+	for i, e := range es {
+		if e.n != i {
+			t.Fatalf("event %d is the %dth recorded", i, e.n)
+		}
+	}
+}

@@ -85,7 +85,8 @@ var (
 type reader struct {
 	r      *bufio.Reader
 	raw    []byte
-	server bool // reads what the server sends (MSG, INFO, …), else a client
+	args   []string // the last control line's words (msg.args)
+	server bool     // reads what the server sends (MSG, INFO, …), else a client
 
 	maxPayload, maxLine int // the limits: tests lower them
 	// serverMax is the max_payload the server's INFO announced (0: none
@@ -137,7 +138,10 @@ func (r *reader) next() (msg, error) {
 	case "-ERR":
 		m.args = []string{strings.TrimSpace(rest)}
 	default:
-		m.args = strings.Fields(rest)
+		// Into the reader's own slice: args are read once, here, and a
+		// fresh slice per operation was a good part of its cost.
+		r.args = appendFields(r.args[:0], rest)
+		m.args = r.args
 	}
 	limit := r.maxPayload
 	if r.serverMax != nil {
@@ -202,6 +206,22 @@ func (m *msg) parseArgs(maxPayload int) error {
 		return errUnknownOp
 	}
 	return err
+}
+
+// appendFields appends the words of s, as strings.Fields splits them
+// (the protocol's separators are spaces and tabs).
+func appendFields(a []string, s string) []string {
+	for {
+		s = strings.TrimLeft(s, " \t\r\n\v\f")
+		if s == "" {
+			return a
+		}
+		i := strings.IndexAny(s, " \t\r\n\v\f")
+		if i < 0 {
+			return append(a, s)
+		}
+		a, s = append(a, s[:i]), s[i:]
+	}
 }
 
 // pick is a[i] when the line has n words, else "".
@@ -330,6 +350,9 @@ func (h Header) Get(name string) string {
 // is as good as none.
 func parseHeader(b []byte) Header {
 	var h Header
+	if len(b) == 0 { // a PUB or MSG: no block to split
+		return h
+	}
 	lines := strings.Split(string(b), "\r\n")
 	if len(lines) == 0 || !strings.HasPrefix(lines[0], "NATS/1.0") {
 		return h

@@ -191,25 +191,37 @@ const MaxOtherEvents = 1 << 16
 // kept). The message's bytes are copied: they are the reader's buffer.
 func (p *Proxy) record(e Event, m *msg) int64 {
 	e.At = time.Now()
-	if m != nil {
-		e.Op = m.op
-		// Clones: the event must not keep a long control line alive.
-		e.Subject, e.Reply, e.SID = strings.Clone(m.subject), strings.Clone(m.reply), strings.Clone(m.sid)
+	if e.Kind == KindOther && p.others.Add(1) > p.lim.MaxOtherEvents && e.Fault == "" {
+		return 0
 	}
-	if e.Kind == KindOther {
-		if p.others.Add(1) > p.lim.MaxOtherEvents && e.Fault == "" {
-			return 0
-		}
-		// Cut, then cloned again: a slice of the clone would keep
-		// all of a long subject alive while its event counts 256 bytes.
-		e.Subject = strings.Clone(e.Subject[:min(len(e.Subject), 256)])
-	} else if m != nil {
+	switch {
+	case m == nil:
+	case e.Kind == KindOther:
+		// Clones: the event must not keep a long control line alive;
+		// of its subject it keeps 256 bytes.
+		e.Op, e.Reply, e.SID = m.op, strings.Clone(m.reply), strings.Clone(m.sid)
+		e.Subject = strings.Clone(m.subject[:min(len(m.subject), 256)])
+	default:
+		e.Op = m.op
+		e.Subject, e.Reply, e.SID = clone3(m.subject, m.reply, m.sid)
 		e.Header = parseHeader(m.header())
 		e.Data = append([]byte(nil), m.data()...)
 	}
 	e.Seq = p.seq.Add(1)
 	p.Record(e)
 	return e.Seq
+}
+
+// clone3 copies three strings in one allocation (the copies of an
+// event's subject, reply and sid live and die together).
+func clone3(a, b, c string) (string, string, string) {
+	var sb strings.Builder
+	sb.Grow(len(a) + len(b) + len(c))
+	sb.WriteString(a)
+	sb.WriteString(b)
+	sb.WriteString(c)
+	all := sb.String()
+	return all[:len(a)], all[len(a) : len(a)+len(b)], all[len(a)+len(b):]
 }
 
 // systemPrefixes begin the subjects of the server's own APIs and of
