@@ -148,8 +148,8 @@ func summary(s string) string {
 	return line
 }
 
-// status is passed, failed or skipped.
-func status(r *Result) string {
+// Status is the result in one word: passed, failed or skipped.
+func (r *Result) Status() string {
 	switch {
 	case !r.Passed():
 		return "failed"
@@ -337,7 +337,7 @@ func WriteJSON(w io.Writer, rep *Report) error {
 	}
 	for _, r := range rep.Results {
 		js := JSONScenario{Name: safe.Cut(r.Scenario.Name), Broker: r.Broker, Server: r.Label, File: safe.Cut(r.Scenario.File), Line: r.Scenario.Pos.Line, Variant: safe.Cut(r.Scenario.Variant), Run: r.Run, Runs: r.Runs,
-			Tags: cutAll(r.Scenario.Tags), Passed: r.Passed() && r.Skipped == "", Status: status(r), Skipped: safe.CutLines(r.Skipped), DurationMS: r.Duration.Milliseconds(),
+			Tags: cutAll(r.Scenario.Tags), Passed: r.Passed() && r.Skipped == "", Status: r.Status(), Skipped: safe.CutLines(r.Skipped), DurationMS: r.Duration.Milliseconds(),
 			SetupMS: r.Setup.Milliseconds(), Databases: [2]string{r.Where[0], r.Where[1]}, Stream: r.Where[2],
 			Failures: jsonFailures(r.Failures), Alerts: cutAll(r.Alerts), Violations: []JSONViolation{}, NA: []JSONNA{},
 			Judged: r.Judged(), NotJudged: r.NotJudged, JudgedInPart: nilIfEmpty(r.JudgedInPart()), Inapplicable: r.Inapplicable, Settled: safe.CutLines(r.Settled)}

@@ -124,17 +124,6 @@ func (r *Result) Name() string {
 	return name
 }
 
-// verdict is the result's in one word: passed, failed or skipped.
-func (r *Result) verdict() string {
-	switch {
-	case !r.Passed():
-		return "failed"
-	case r.Skipped != "":
-		return "skipped"
-	}
-	return "passed"
-}
-
 // Repeated is the runs of one scenario on one broker under run --repeat:
 // how many ended each way.
 type Repeated struct {
@@ -194,7 +183,7 @@ func (r *Report) Repeats() []Repeated {
 		}
 		f := &out[i]
 		f.Runs++
-		switch res.verdict() {
+		switch res.Status() {
 		case "failed":
 			f.Failed++
 			f.FirstFailed = cmp.Or(f.FirstFailed, res.Run)

@@ -137,7 +137,7 @@ func build(rep *report.Report, opt Options) view {
 
 func resultOf(c cleaner, r *report.Result, id string, replay []string) resultView {
 	rv := resultView{ID: id, Name: c.name(r.Name()), File: c.name(r.Scenario.File), Broker: c.name(cmp.Or(r.Label, r.Broker)),
-		Status: status(r), Duration: r.Duration.Round(time.Millisecond).String(), Skipped: c.line(r.Skipped), Settled: c.line(r.Settled)}
+		Status: r.Status(), Duration: r.Duration.Round(time.Millisecond).String(), Skipped: c.line(r.Skipped), Settled: c.line(r.Settled)}
 	rv.Class = rv.Status
 	if rv.Status == "passed" && len(r.NotJudged) > 0 {
 		rv.Class = "notjudged"
@@ -170,17 +170,6 @@ func resultOf(c cleaner, r *report.Result, id string, replay []string) resultVie
 		rv.Violations = violations(c, r, t, id)
 	}
 	return rv
-}
-
-// status is passed, failed or skipped.
-func status(r *report.Result) string {
-	switch {
-	case !r.Passed():
-		return "failed"
-	case r.Skipped != "":
-		return "skipped"
-	}
-	return "passed"
 }
 
 func violations(c cleaner, r *report.Result, t *report.Timeline, id string) []violationView {
