@@ -13,6 +13,7 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/history"
+	"github.com/outboxdrill/runner/internal/ddmin"
 	"github.com/outboxdrill/runner/internal/outfile"
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/runner"
@@ -255,7 +256,7 @@ func (e *explorer) shrink(ctx context.Context, w *Workload, v Variant, broken []
 		// A round of a slow service runs for minutes: say what it is at.
 		events, faults := countElements(c, keep, w)
 		e.logf("shrinking %s: %d events, %d faults, round %d", label, events, faults, round)
-		cands := candidates(c, n)
+		cands := ddmin.Candidates(c, n)
 		vs := make([]Variant, len(cands))
 		for i, cand := range cands {
 			vs[i] = variantOf(w, cand, keep)
@@ -269,14 +270,8 @@ func (e *explorer) shrink(ctx context.Context, w *Workload, v Variant, broken []
 		if i >= 0 {
 			stale = staleChecks(outs[i].Broken, broken)
 		}
-		switch {
-		case i >= 0 && i < n: // a chunk alone breaks it
-			c, n = cands[i], 2
-		case i >= n: // a complement does
-			c, n = cands[i], max(n-1, 2)
-		case n < len(c):
-			n = min(2*n, len(c))
-		default:
+		var done bool
+		if c, n, done = ddmin.Next(c, cands, n, i); done {
 			return shrunk(c), runs, nil
 		}
 	}
@@ -314,20 +309,6 @@ func staleChecks(got, finding []string) []string {
 		}
 	}
 	return out
-}
-
-// candidates are ddmin's n chunks of c, then (for n > 2) their
-// complements.
-func candidates(c []element, n int) [][]element {
-	var chunks, comps [][]element
-	for i := range n {
-		lo, hi := i*len(c)/n, (i+1)*len(c)/n
-		chunks = append(chunks, slices.Clone(c[lo:hi]))
-		if n > 2 {
-			comps = append(comps, append(slices.Clone(c[:lo]), c[hi:]...))
-		}
-	}
-	return append(chunks, comps...)
 }
 
 // variantOf keeps the elements of c: the other events are dropped, or,

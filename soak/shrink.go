@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/ddmin"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -70,38 +71,19 @@ func (r *Report) findings(ctx context.Context, sess *runner.Session, scheds []sc
 func (f *Finding) shrink(ctx context.Context, sess *runner.Session, s schedule, deadline time.Time) ([]step, error) {
 	c := s.steps
 	for n := 2; len(c) >= 2 && time.Now().Before(deadline); {
-		cands := chunks(c, n)
+		cands := ddmin.Candidates(c, n)
 		i, err := f.firstHolding(ctx, sess, s, cands, deadline)
 		if err != nil {
 			return c, err
 		}
-		switch {
-		case i >= 0 && i < n: // a chunk alone breaks it
-			c, n = cands[i], 2
-		case i >= n: // a complement does
-			c, n = cands[i], max(n-1, 2)
-		case n < len(c):
-			n = min(2*n, len(c))
-		default:
+		var done bool
+		if c, n, done = ddmin.Next(c, cands, n, i); done {
 			f.Kept = len(c)
 			return c, nil
 		}
 	}
 	f.Kept, f.Stopped = len(c), time.Now().After(deadline)
 	return c, nil
-}
-
-// chunks are ddmin's n chunks of c, then (for n > 2) their complements.
-func chunks(c []step, n int) [][]step {
-	var parts, comps [][]step
-	for i := range n {
-		lo, hi := i*len(c)/n, (i+1)*len(c)/n
-		parts = append(parts, slices.Clone(c[lo:hi]))
-		if n > 2 {
-			comps = append(comps, append(slices.Clone(c[:lo]), c[hi:]...))
-		}
-	}
-	return append(parts, comps...)
 }
 
 // firstHolding runs cands in batches and returns the index of the first
