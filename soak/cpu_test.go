@@ -2,12 +2,10 @@ package soak
 
 import (
 	"os"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/pace"
 	"github.com/outboxdrill/runner/world"
 )
 
@@ -27,19 +25,19 @@ func BenchmarkSoakAgainstRaw(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		c0 := treeCPU()
+		c0 := treeCPU(b)
 		raw, err := rawBaseline(b.Context(), w, events, 2, 100)
-		c1 := treeCPU()
+		c1 := treeCPU(b)
 		w.Close()
 		if err != nil {
 			b.Fatal(err)
 		}
-		c2 := treeCPU()
+		c2 := treeCPU(b)
 		rep, err := Soak(b.Context(), Params{Events: events, Faults: 0.1, Seed: 1, Workers: 2, PGURL: tp.PGURL, Redis: tp.URLs[broker.Redis]})
 		if err != nil || len(rep.Violations) > 0 {
 			b.Fatal(err, rep.Violations)
 		}
-		c3 := treeCPU()
+		c3 := treeCPU(b)
 		rawCPU, soakCPU = rawCPU+c1-c0, soakCPU+c3-c2
 		rawRate, soakRate = rawRate+raw, soakRate+rep.EventsPerSec()
 	}
@@ -51,46 +49,12 @@ func BenchmarkSoakAgainstRaw(b *testing.B) {
 	b.ReportMetric(100*rawCPU/soakCPU, "raw/soak-cpu-%")
 }
 
-// treeCPU is the CPU seconds this process and its live descendants have
-// used, each with the children it reaped (a backend that ended counts for
-// its postmaster).
-func treeCPU() float64 {
-	type proc struct {
-		ppid int
-		cpu  float64
+// treeCPU is the CPU seconds this test binary and its descendants (its
+// servers, their reaped backends) used so far: pace's reading of /proc.
+func treeCPU(b *testing.B) float64 {
+	s, err := pace.ReadProc(os.Getpid())
+	if err != nil {
+		b.Fatal(err)
 	}
-	procs := map[int]proc{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndex(s, ")")+2:])
-		var ticks float64
-		for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
-			v, _ := strconv.ParseFloat(f[i], 64)
-			ticks += v
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		procs[pid] = proc{ppid: ppid, cpu: ticks / 100} // USER_HZ
-	}
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	total := float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
-	self := os.Getpid()
-	for pid, p := range procs {
-		for a := p.ppid; pid != self && a > 1; a = procs[a].ppid {
-			if a == self {
-				total += p.cpu
-				break
-			}
-		}
-	}
-	return total
+	return s.CPU.Seconds()
 }
