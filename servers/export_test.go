@@ -7,5 +7,4 @@ var (
 	PostgresCredential = postgresCredential
 	RemoveSysvShm      = removeSysvShm
 	Alive              = alive
-	TestCtx            = testCtx
 )

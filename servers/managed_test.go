@@ -125,7 +125,7 @@ func TestDiscardKillsAndRemoves(t *testing.T) {
 // BenchmarkManaged starts PostgreSQL (warm cache) and Redis concurrently
 // and discards them, as the runner does around a run on managed servers.
 func BenchmarkManaged(b *testing.B) {
-	ctx := servers.TestCtx(b)
+	ctx := testutil.ServerCtx(b)
 	testutil.BenchStartDiscard(b, func() (testutil.Discarder, error) {
 		var pg *servers.Postgres
 		var pgErr error

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,34 +27,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// assertGone checks that the server process is reaped and its dir removed.
-func assertGone(t *testing.T, pid int, dir string) {
-	t.Helper()
-	if err := syscall.Kill(pid, 0); err == nil {
-		t.Errorf("process %d still exists after Stop", pid)
-	}
-	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("dir %s still exists after Stop (stat: %v)", dir, err)
-	}
-}
-
-// assertOwnGroup checks the child leads its own process group, so a terminal
-// Ctrl-C does not reach it.
-func assertOwnGroup(t *testing.T, pid int) {
-	t.Helper()
-	if pgid, err := syscall.Getpgid(pid); err != nil || pgid != pid {
-		t.Errorf("pgid of %d = %d, %v; want its own group", pid, pgid, err)
-	}
-}
-
 func TestPostgres(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testutil.ServerCtx(t)
 	start := time.Now()
 	pg, err := StartPostgres(ctx, PostgresOptions{})
 	if err != nil {
@@ -64,7 +37,7 @@ func TestPostgres(t *testing.T) {
 	t.Logf("started in %v at %s (pid %d, dir %s)", time.Since(start), pg.URL, pg.PID(), pg.Dir)
 	pid, dir := pg.PID(), pg.Dir
 	t.Cleanup(func() { pg.Stop(context.Background()) })
-	assertOwnGroup(t, pid)
+	testutil.AssertOwnGroup(t, pid)
 	if os.Geteuid() == 0 {
 		if fi, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err != nil || fi.Sys().(*syscall.Stat_t).Uid == 0 {
 			t.Errorf("postmaster runs as root (stat: %v)", err)
@@ -106,14 +79,14 @@ func TestPostgres(t *testing.T) {
 	if err := pg.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	assertGone(t, pid, dir)
+	testutil.AssertGone(t, pid, dir)
 	if err := pg.Stop(ctx); err != nil {
 		t.Errorf("second Stop: %v", err)
 	}
 }
 
 func TestPostgresStopWithOpenConnection(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testutil.ServerCtx(t)
 	pg, err := StartPostgres(ctx, PostgresOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -134,11 +107,11 @@ func TestPostgresStopWithOpenConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("stopped in %v", time.Since(start))
-	assertGone(t, pid, dir)
+	testutil.AssertGone(t, pid, dir)
 }
 
 func TestMissingBinary(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testutil.ServerCtx(t)
 	cases := []struct {
 		name    string
 		start   func() error
@@ -223,7 +196,7 @@ func TestPostgresStartFailureQuotesLogAndCleansUp(t *testing.T) {
 		"postgres": "exit 0\n",
 	})
 	tmp := privateTmp(t)
-	_, err := StartPostgres(testCtx(t), PostgresOptions{BinDir: bin})
+	_, err := StartPostgres(testutil.ServerCtx(t), PostgresOptions{BinDir: bin})
 	if err == nil {
 		t.Fatal("start succeeded with a failing initdb")
 	}
@@ -244,7 +217,7 @@ exit 1
 `,
 	})
 	tmp := privateTmp(t)
-	_, err := StartPostgres(testCtx(t), PostgresOptions{BinDir: bin})
+	_, err := StartPostgres(testutil.ServerCtx(t), PostgresOptions{BinDir: bin})
 	if err == nil || !strings.Contains(err.Error(), "Address already in use") {
 		t.Fatalf("got %v, want a bind failure", err)
 	}
@@ -264,7 +237,7 @@ func TestCompareVersions(t *testing.T) {
 // BenchmarkStartPostgres measures a start from the cached initdb output
 // (warm-cache) and with initdb (no-cache), and the Discard after it.
 func BenchmarkStartPostgres(b *testing.B) {
-	ctx := testCtx(b)
+	ctx := testutil.ServerCtx(b)
 	if pg, err := StartPostgres(ctx, PostgresOptions{}); err == nil { // fills the cache
 		pg.Discard(ctx)
 	}
@@ -275,23 +248,11 @@ func BenchmarkStartPostgres(b *testing.B) {
 	}
 }
 
-// occupy holds a loopback port, standing in for a process that wins the race
-// for the port picked for a server.
-func occupy(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestLostPortRaceDetected checks the real server's bind failure is
 // recognised, so start retries it on a new port (the brokers' servers
 // check theirs beside them: broker/X/Xserver).
 func TestLostPortRaceDetected(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testutil.ServerCtx(t)
 	t.Run("postgres", func(t *testing.T) {
 		var echo testutil.SyncBuffer
 		pg, err := StartPostgres(ctx, PostgresOptions{Log: &echo})
@@ -304,7 +265,7 @@ func TestLostPortRaceDetected(t *testing.T) {
 		if err := pg.Halt(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := pg.launch(ctx, occupy(t)); !LostPortRace(err) {
+		if _, err := pg.launch(ctx, testutil.Occupy(t)); !LostPortRace(err) {
 			t.Fatalf("launch on a busy port: %v; want a lost port race", err)
 		}
 		if !strings.Contains(echo.String(), "Address already in use") {
@@ -366,24 +327,13 @@ func shmSegments(t *testing.T) []shmSegment {
 	return segs
 }
 
-// eventually polls cond for a few seconds: segments marked for removal
-// linger until the backends of a killed postmaster notice and exit.
-func eventually(cond func() bool) bool {
-	for deadline := time.Now().Add(3 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
-	return true
-}
-
 // assertNoOrphanedShm checks that no SysV segment is left, beyond those in
 // before, that nobody is attached to and whose creator is dead, i.e. that
 // nobody will ever remove.
 func assertNoOrphanedShm(t *testing.T, before []shmSegment) {
 	t.Helper()
 	var orphans []shmSegment
-	ok := eventually(func() bool {
+	ok := testutil.Eventually(func() bool {
 		orphans = orphans[:0]
 		for _, s := range shmSegments(t) {
 			if s.nattch == 0 && !alive(s.cpid) && !slices.Contains(before, s) {
@@ -400,7 +350,7 @@ func assertNoOrphanedShm(t *testing.T, before []shmSegment) {
 // TestKilledPostmasterLeavesNoSharedMemory kills the postmaster outright, as
 // Stop's fallback does, and checks its SysV segment does not outlive it.
 func TestKilledPostmasterLeavesNoSharedMemory(t *testing.T) {
-	pg, err := StartPostgres(testCtx(t), PostgresOptions{})
+	pg, err := StartPostgres(testutil.ServerCtx(t), PostgresOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,8 +358,8 @@ func TestKilledPostmasterLeavesNoSharedMemory(t *testing.T) {
 	if err := pg.Discard(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	assertGone(t, pid, dir)
-	ok := eventually(func() bool {
+	testutil.AssertGone(t, pid, dir)
+	ok := testutil.Eventually(func() bool {
 		return !slices.ContainsFunc(shmSegments(t), func(s shmSegment) bool { return s.cpid == pid })
 	})
 	if !ok {
@@ -446,7 +396,7 @@ func TestPostgresFromCachedDataDir(t *testing.T) {
 // open backend, and checks no process of it survives, its dynamic shared
 // memory lived in its data dir, and Start recovers the row.
 func TestPostgresKillKeepsCommits(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testutil.ServerCtx(t)
 	pg, err := StartPostgres(ctx, PostgresOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -534,7 +484,7 @@ func TestPidFileReady(t *testing.T) {
 // PostgreSQL asks whether the server ended while launchOn holds the
 // lifecycle's lock: it once took that lock again and hung for good.
 func TestAStopDuringARelaunchEndsIt(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testutil.ServerCtx(t)
 	pg, err := StartPostgres(ctx, PostgresOptions{})
 	if err != nil {
 		t.Fatal(err)
