@@ -103,12 +103,16 @@ func crossPublished(ops []Op, st State) []Violation {
 	}
 	byEvent := map[string][]Op{}
 	var order []string
-	handed := map[[2]string]bool{} // process start, event: a delivery of it
+	type procEvent struct {
+		proc  int
+		event string
+	}
+	handed := map[procEvent]bool{} // a delivery of the event to the process
 	for _, op := range ops {
 		if op.Kind == Delivered && op.Proc.N != 0 {
-			handed[[2]string{fmt.Sprint(op.Proc.N), op.EventID}] = true
+			handed[procEvent{op.Proc.N, op.EventID}] = true
 		}
-		if op.Kind != Publish || op.Republish || op.Proc.N == 0 || handed[[2]string{fmt.Sprint(op.Proc.N), op.EventID}] {
+		if op.Kind != Publish || op.Republish || op.Proc.N == 0 || handed[procEvent{op.Proc.N, op.EventID}] {
 			continue
 		}
 		if _, committed := st.Outbox[op.EventID]; !committed {
