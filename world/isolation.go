@@ -41,6 +41,9 @@ type Isolation struct {
 	// that it was given back (its drop is then not run).
 	reuse [2]string
 	given [2]bool
+	// lent are the pools Recycle lends giveBack, to go back with their
+	// databases: the close chain leaves them open.
+	lent [2]*pgxpool.Pool
 }
 
 // OpenSlot creates the scenario's logical replication slot on its
@@ -247,7 +250,12 @@ func (w *World) Recycle(ctx context.Context, iso *Isolation, keep bool) error {
 		}
 		ctx = context.WithoutCancel(ctx)
 		err := iso.Env.Broker.Delete(ctx)
-		err = errors.Join(err, iso.close.run()) // the services stop, the pools close
+		for side, key := range iso.reuse {
+			if key != "" {
+				iso.lent[side] = iso.pools[side]
+			}
+		}
+		err = errors.Join(err, iso.close.run()) // the services stop, the pools not lent close
 		// The reset (or drop) runs beside the next scenarios: a database
 		// goes back to the free list only once it is reset.
 		w.sysdb.resets.Go(func() {

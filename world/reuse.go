@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // A system scenario's databases are made by CREATE DATABASE and the team's
@@ -30,6 +31,19 @@ import (
 //   - the reset's TRUNCATE got its locks within resetLockTimeout.
 // Anything else is dropped (on a server the user gave; on the runner's own
 // it goes with the server) and the next scenario gets a new database.
+//
+// The runner's own pool of a database goes back with it, its connections
+// open: a PostgreSQL backend costs a fork and its caches at every start
+// (on a paravirtualized machine measured here, starting and ending
+// backends was a third of an exploration's CPU), and a scenario's own pool
+// and its reset's connection were two of the seven backends a reference
+// point started. What a connection's session holds is the runner's own
+// (its prepared statements, which name no table of the scenario's rows);
+// what a scenario's SQL could have left in it — a setting, an advisory
+// lock, a temporary table, a cursor, a LISTEN — goes at the reset
+// (sessionReset). A pool whose server was restarted since is not reused
+// (its connections are to the dead process), nor one with a connection
+// still in use.
 
 // dbShape is what a side's database looks like right after its DDL.
 type dbShape struct {
@@ -44,11 +58,20 @@ type dbShape struct {
 // server, the same DDL.
 func reuseKey(srv int, ddl string) string { return fmt.Sprintf("%d\x00%s", srv, ddl) }
 
+// freeDB is a database reset and free, with the runner's pool of it
+// (nil: none kept) and the server generation its connections are of
+// (World.pgGen).
+type freeDB struct {
+	name string
+	pool *pgxpool.Pool
+	gen  int64
+}
+
 // sysDBs are the system databases reset and free, by reuseKey, and the
 // shape of a new one of each key.
 type sysDBs struct {
 	mu     sync.Mutex
-	free   map[string][]string
+	free   map[string][]freeDB
 	shapes map[string]*dbShape
 	// resets are the resets and drops under way (World.Recycle); errs
 	// what their drops met, said when the world closes.
@@ -64,25 +87,25 @@ func (s *sysDBs) failed(err error) {
 	}
 }
 
-// take is a free database of key ("" none).
-func (s *sysDBs) take(key string) string {
+// take is a free database of key (its name "" for none).
+func (s *sysDBs) take(key string) freeDB {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.free[key]
 	if len(l) == 0 {
-		return ""
+		return freeDB{}
 	}
 	s.free[key] = l[:len(l)-1]
 	return l[len(l)-1]
 }
 
-func (s *sysDBs) give(key, name string) {
+func (s *sysDBs) give(key string, db freeDB) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.free == nil {
-		s.free = map[string][]string{}
+		s.free = map[string][]freeDB{}
 	}
-	s.free[key] = append(s.free[key], name)
+	s.free[key] = append(s.free[key], db)
 }
 
 func (s *sysDBs) shape(key string) *dbShape {
@@ -102,13 +125,22 @@ func (s *sysDBs) setShape(key string, sh *dbShape) {
 	}
 }
 
-// drain waits for the resets under way and empties the free lists: what
-// close drops, with what the resets' drops met.
+// drain waits for the resets under way and empties the free lists, their
+// pools closed: what close drops, with what the resets' drops met.
 func (s *sysDBs) drain() (map[string][]string, error) {
 	s.resets.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out, err := s.free, errors.Join(s.errs...)
+	out := map[string][]string{}
+	for key, dbs := range s.free {
+		for _, db := range dbs {
+			if db.pool != nil {
+				db.pool.Close()
+			}
+			out[key] = append(out[key], db.name)
+		}
+	}
+	err := errors.Join(s.errs...)
 	s.free, s.errs = nil, nil
 	return out, err
 }
@@ -217,14 +249,34 @@ func reset(ctx context.Context, c querier, sh *dbShape) (why string, err error) 
 }
 
 // giveBack resets each side of a system scenario's pair that may stand
-// for a new one, its services stopped and its pools closed, and gives it
-// back for the next scenario of its key; a side that cannot be reset is
-// not given back (its drop runs).
+// for a new one, its services stopped, and gives it back for the next
+// scenario of its key with the scenario's own pool (lent to it by
+// Recycle), or a new one's connections when that pool cannot go along;
+// a side that cannot be reset is not given back (its drop runs).
 func (w *World) giveBack(ctx context.Context, iso *Isolation) {
 	for side, db := range []string{iso.Producer, iso.Consumer} {
 		key := iso.reuse[side]
+		lent := iso.lent[side]
 		if key == "" {
+			if lent != nil {
+				lent.Close()
+			}
 			continue
+		}
+		gen := w.pgGen[iso.set].Load()
+		if lent != nil && iso.pgGen == gen {
+			why, err := resetPool(ctx, lent, w.sysdb.shape(key))
+			if err == nil && why == "" {
+				iso.given[side] = true
+				w.sysdb.give(key, freeDB{name: db, pool: lent, gen: gen})
+				continue
+			}
+			lent.Close()
+			if err == nil && why != errBusyPool {
+				continue // not reusable: dropped
+			}
+		} else if lent != nil {
+			lent.Close()
 		}
 		pool, err := w.pool(ctx, iso.srv(side), db)
 		if err != nil {
@@ -234,9 +286,46 @@ func (w *World) giveBack(ctx context.Context, iso *Isolation) {
 		pool.Close()
 		if err == nil && why == "" {
 			iso.given[side] = true
-			w.sysdb.give(key, db)
+			w.sysdb.give(key, freeDB{name: db})
 		}
 	}
+}
+
+// errBusyPool is resetPool's why for a pool with a connection still in
+// use: the database may still be reset through a new one.
+const errBusyPool = "a connection of its pool is still in use"
+
+// sessionReset clears what a scenario's SQL could have left in one of the
+// runner's sessions (DISCARD ALL but for the prepared statements, which
+// are the runner's own, and without DISCARD ALL's ban on a transaction
+// block, so that it is one round trip).
+const sessionReset = "RESET ALL; SET SESSION AUTHORIZATION DEFAULT; CLOSE ALL; UNLISTEN *; " +
+	"SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES"
+
+// resetPool resets a database through the scenario's own pool, every one
+// of whose connections must be idle, and clears each connection's session.
+func resetPool(ctx context.Context, pool *pgxpool.Pool, sh *dbShape) (why string, err error) {
+	conns := pool.AcquireAllIdle(ctx)
+	defer func() {
+		for _, c := range conns {
+			if err != nil {
+				c.Conn().Close(ctx) // in an unknown state: not kept
+			}
+			c.Release()
+		}
+	}()
+	if len(conns) == 0 || int32(len(conns)) != pool.Stat().TotalConns() {
+		return errBusyPool, nil
+	}
+	if why, err = reset(ctx, conns[0], sh); err != nil || why != "" {
+		return why, err
+	}
+	for _, c := range conns {
+		if _, err = c.Exec(ctx, sessionReset); err != nil {
+			return "", err
+		}
+	}
+	return "", nil
 }
 
 // dropFreeSystemDBs drops the databases kept for reuse when the world

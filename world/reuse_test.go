@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxdrill/runner/internal/testservers"
 )
@@ -110,5 +111,61 @@ func TestResetRefusesWhatItCannotRenew(t *testing.T) {
 		if why, err := reset(ctx, c, sh); err != nil || why == "" {
 			t.Errorf("reset after %q: %q, %v; want refused", later, why, err)
 		}
+	}
+}
+
+// A pool that goes back with its database keeps its connections (the
+// same backends: no new fork for the next scenario), and what a scenario's
+// SQL left in a session is gone: a setting, an advisory lock, a temporary
+// table. A pool with a connection in use is not reset through.
+func TestResetPoolKeepsItsBackendsAndClearsTheirSessions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := scratchDB(t, reuseDDL)
+	sh, err := inspect(ctx, c)
+	if err != nil || !sh.reusable {
+		t.Fatalf("inspect: %+v, %v", sh, err)
+	}
+	cfg, err := pgxpool.ParseConfig(c.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Database = c.Config().Database
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var before int
+	err = pool.QueryRow(ctx, `SELECT pg_backend_pid() FROM (SELECT set_config('application_name', 'left-behind', false), pg_advisory_lock(42)) s`).Scan(&before)
+	if err == nil {
+		_, err = pool.Exec(ctx, `CREATE TEMP TABLE scratch (x int); INSERT INTO outbox (event_id) VALUES ('a')`)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why, err := resetPool(ctx, pool, sh); err != nil || why != errBusyPool {
+		t.Errorf("reset with a connection in use: %q, %v; want %q", why, err, errBusyPool)
+	}
+	held.Release()
+	if why, err := resetPool(ctx, pool, sh); err != nil || why != "" {
+		t.Fatalf("reset: %q, %v", why, err)
+	}
+	var after int
+	var app string
+	var locks, temps, rows int64
+	err = pool.QueryRow(ctx, `SELECT pg_backend_pid(), current_setting('application_name'),
+		(SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()),
+		(SELECT count(*) FROM pg_class WHERE relname = 'scratch' AND relpersistence = 't'),
+		(SELECT count(*) FROM outbox)`).Scan(&after, &app, &locks, &temps, &rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before || app == "left-behind" || locks != 0 || temps != 0 || rows != 0 {
+		t.Errorf("after the reset: backend %d (was %d), application_name %q, %d advisory lock(s), %d temporary table(s), %d outbox row(s); want the same backend and a clean session", after, before, app, locks, temps, rows)
 	}
 }

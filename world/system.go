@@ -86,22 +86,35 @@ func (w *World) ownDB(ctx context.Context, iso *Isolation, side int, name *strin
 	})
 	key := reuseKey(iso.srv(side), ddl)
 	reused := w.sysdb.take(key)
-	if reused != "" {
-		*name = reused
+	iso.pgGen = w.pgGen[iso.set].Load()
+	pool := reused.pool
+	if pool != nil && reused.gen != iso.pgGen { // its server was restarted since
+		pool.Close()
+		pool = nil
+	}
+	if reused.name != "" {
+		*name = reused.name
 		if !w.managed {
-			srv, db := iso.srv(side), reused
+			srv, db := iso.srv(side), reused.name
 			drop.add(func(ctx context.Context) error { return w.dropDB(ctx, srv, db) })
 		}
 	} else if err := w.createDB(ctx, iso.srv(side), *name, &drop); err != nil {
 		return err
 	}
-	pool, err := w.pool(ctx, iso.srv(side), *name)
-	if err != nil {
-		return err
+	if pool == nil {
+		var err error
+		if pool, err = w.pool(ctx, iso.srv(side), *name); err != nil {
+			return err
+		}
 	}
 	iso.pools[side] = pool
-	iso.close.add(func(context.Context) error { pool.Close(); return nil })
-	if reused != "" {
+	iso.close.add(func(context.Context) error {
+		if iso.lent[side] != pool { // a lent pool goes back with its database (giveBack)
+			pool.Close()
+		}
+		return nil
+	})
+	if reused.name != "" {
 		iso.reuse[side] = key
 		return nil // its DDL ran when it was made
 	}
