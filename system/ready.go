@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -90,13 +91,37 @@ func (s *System) checkReady(errs *diag.Errors) {
 			}
 			continue
 		}
-		for _, b := range s.Brokers {
-			on := svc.On(b)
-			if why := ReadySkip(on, b); why != "" {
-				*errs = append(*errs, diag.Errorf(on.ReadyOnPos, "services: %s: ready: on: %s (the file lists %s among its brokers: give the service a variant for it with a ready of its own)", name, why, b))
+		*errs = append(*errs, s.readyNowhere(name, svc)...)
+	}
+}
+
+// readyNowhere are the problems of svc's broker ready: {on: …} on the
+// file's brokers: one of no broker (a typo) said once, with each broker's
+// reason; one of another broker said on each listed broker that cannot
+// count it, with the way out.
+func (s *System) readyNowhere(name string, svc *Service) diag.Errors {
+	var errs diag.Errors
+	typos := map[*fault.Fault][]string{}
+	var at []*Service // the service (or variant) each typo is written in
+	for _, b := range s.Brokers {
+		on := svc.On(b)
+		why := ReadySkip(on, b)
+		switch {
+		case why == "":
+		case on.ReadyOn.Unsuited() != nil:
+			if typos[on.ReadyOn] == nil {
+				at = append(at, on)
 			}
+			c, _ := on.ReadyOn.For(b)
+			typos[on.ReadyOn] = append(typos[on.ReadyOn], fmt.Sprintf("%s: %v", b, c.Skip))
+		default:
+			errs = append(errs, diag.Errorf(on.ReadyOnPos, "services: %s: ready: on: %s (the file lists %s among its brokers: give the service a variant for it with a ready of its own)", name, why, b))
 		}
 	}
+	for _, on := range at {
+		errs = append(errs, diag.Errorf(on.ReadyOnPos, "services: %s: ready: on: %s is an operation of none of the file's brokers: %s", name, on.ReadyOn.On(), strings.Join(typos[on.ReadyOn], "; ")))
+	}
+	return errs
 }
 
 // ReadySkip is why svc's ready: {on: …} cannot be awaited on broker b, ""

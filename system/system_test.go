@@ -63,7 +63,7 @@ func TestLoadErrors(t *testing.T) {
 		{"ready on unknown boundary", strings.Replace(ok, "run: [x]", "run: [x], ready: {on: broker.requst(XREADGROUP)}", 1), `f.yaml:1:42: ready: on: broker has no boundary "requst" (did you mean "request"?); it has: reply, request`},
 		{"ready on unknown link", strings.Replace(ok, "run: [x]", "run: [x], ready: {on: consumer_bd.commit()}", 1), `f.yaml:1:42: ready: on: unknown link "consumer_bd" (did you mean "consumer_db"?)`},
 		{"ready on bad filter", strings.Replace(ok, "run: [x]", "run: [x], ready: {on: consumer_db.commit(tabel=inbox)}", 1), `f.yaml:1:42: ready: on: consumer_db.commit takes (table=NAME) or (); got (tabel=inbox) (did you mean "table"?)`},
-		{"ready on misspelt command", strings.Replace(ok, "run: [x]", "run: [x], ready: {on: broker.request(XREADGRUP)}", 1) + "brokers: [redis]\n", `f.yaml:1:42: services: relay: ready: on: broker.request(XREADGRUP) does not apply on redis: `},
+		{"ready on misspelt command", strings.Replace(ok, "run: [x]", "run: [x], ready: {on: broker.request(XREADGRUP)}", 1) + "brokers: [redis]\n", `f.yaml:1:42: services: relay: ready: on: broker.request(XREADGRUP) is an operation of none of the file's brokers: redis: no Redis command XREADGRUP (did you mean "XREADGROUP"?)`},
 		{"ready on a command of another broker", strings.Replace(ok, "run: [x]", "run: [x], ready: {on: broker.request(XREADGROUP)}", 1) + "brokers: [redis, kafka]\n", `f.yaml:1:42: services: relay: ready: on: broker.request(XREADGROUP) does not apply on kafka: unknown operation "XREADGROUP"`},
 		{"ready on a command of no broker", strings.Replace(ok, "run: [x]", "run: [x], ready: {on: broker.request(XREADGRUP)}", 1), `f.yaml:1:42: services: relay: ready: on: broker.request(XREADGRUP): no Redis command XREADGRUP (did you mean "XREADGROUP"?)`},
 		{"ready on not text", strings.Replace(ok, "run: [x]", "run: [x], ready: {on: [a]}", 1), `f.yaml:1:42: ready: on: want a non-empty string`},
@@ -354,6 +354,12 @@ brokers: [redis, kafka]
 	if want := `f.yaml:4:17: services: consumer: ready: on: broker.request(XREADGROUP) does not apply on kafka: unknown operation "XREADGROUP"`; !strings.Contains(errs.Error(), want) ||
 		!strings.Contains(errs.Error(), "give the service a variant for it with a ready of its own") {
 		t.Errorf("errors:\n%v\nwant one containing %q", errs, want)
+	}
+	// A typo is said in the listed brokers' words, without a variant's hint.
+	typo := strings.Replace(bare, "xreadgroup", "xreadgrup", 1)
+	_, errs = Parse("f.yaml", []byte(typo+rest), testKinds)
+	if want := `f.yaml:4:17: services: consumer: ready: on: broker.request(xreadgrup) is an operation of none of the file's brokers: redis: no Redis command XREADGRUP (did you mean "XREADGROUP"?); kafka: unknown operation "xreadgrup"`; len(errs) != 1 || !strings.Contains(errs.Error(), want) {
+		t.Errorf("errors:\n%v\nwant one line %q", errs, want)
 	}
 	// The catalog judges its table as a fault's, at on:.
 	cat := &Catalog{}
