@@ -31,11 +31,11 @@ func TestReadyOnTheFirstCrossing(t *testing.T) {
 		t.Errorf("list --system: exit %d:\n%s", code, out)
 	}
 
-	never := onReferenceSchemas(t, t.TempDir(), services("{on: broker.request(XACK), timeout: 1s}"))
+	never := onReferenceSchemas(t, t.TempDir(), services("{on: broker.request(XACK), timeout: 3s}"))
 	sc = scenarioFile(t, "never.yaml", "name: no XACK comes\nsystem: "+never+"\nsteps:\n  - start: consumer\n")
 	code, out, _ = cli(t, "run", sc)
 	if want := "service consumer: no crossing of broker.request(XACK) (its proxies saw "; code != exitFailed || !strings.Contains(out, want) ||
-		!strings.Contains(out, "broker.XREADGROUP→empty ×") || !strings.Contains(out, ") within 1s; its output:") {
+		!strings.Contains(out, "broker.XREADGROUP→empty ×") || !strings.Contains(out, ") within 3s; its output:") {
 		t.Errorf("exit %d, want 1 with %q and the XREADGROUPs seen:\n%s", code, want, out)
 	}
 
