@@ -56,6 +56,10 @@ type Strike interface {
 	Holding() bool
 	Err() error
 	StruckAt() time.Time
+	// Counted is closed at the first crossing the trigger counted;
+	// Retire gives up one that has not struck (fault.Armed's).
+	Counted() <-chan struct{}
+	Retire()
 }
 
 // WireMap is the system file's stream: mapping: the field (Redis), header

@@ -7,6 +7,7 @@ import (
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/steps"
+	"github.com/outboxdrill/runner/system"
 )
 
 // gate is the skip reason of a job that must not start on its broker, or
@@ -23,6 +24,8 @@ import (
 //   - a step whose process fault hits a server that is not the runner's
 //     own, or whose broker fault the broker's proxy does not take (or it
 //     has none);
+//   - a service a step starts whose ready: {on: …} names a broker
+//     boundary the broker's proxy does not take: it would never be ready;
 //   - every check n/a on the broker: nothing would be judged.
 //
 // What only running can tell skips later: a fault that met a crossing it
@@ -52,6 +55,9 @@ func (r *scenarioRun) gate() string {
 		return fmt.Sprintf("%s: %s", at, why)
 	}
 	if at, why := stepSkip(r.w.Control(b, sc), sc, b); why != "" {
+		return fmt.Sprintf("%s: %s", at, why)
+	}
+	if at, why := readySkip(sc, b); why != "" {
 		return fmt.Sprintf("%s: %s", at, why)
 	}
 	if r.na = steps.AllNA(sc.Steps, b, r.caps); len(r.na) > 0 {
@@ -117,4 +123,27 @@ func faultSkip(c *steps.Call, b string) string {
 		}
 	}
 	return ""
+}
+
+// readySkip is why a service a start step of sc starts could never be
+// known ready on broker b (its ready: {on: …}, its variant's for b if it
+// has one, names a boundary b's proxy does not take), at its ready's on:;
+// "" when each can.
+func readySkip(sc *scenario.Scenario, b string) (diag.Pos, string) {
+	if sc.System == nil {
+		return diag.Pos{}, ""
+	}
+	for _, c := range sc.Steps {
+		if _, ok := c.Params.(*steps.StartParams); !ok {
+			continue
+		}
+		n, _ := c.ParamValues()["service"].(string)
+		for _, name := range sc.System.Resolve(n) {
+			svc := sc.System.Services[name].On(b)
+			if why := system.ReadySkip(svc, b); why != "" {
+				return svc.ReadyOnPos, fmt.Sprintf("service %s's ready: %s", name, why)
+			}
+		}
+	}
+	return diag.Pos{}, ""
 }

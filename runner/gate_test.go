@@ -4,8 +4,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/internal/scenariotest"
+	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/scenario"
+	"github.com/outboxdrill/runner/system"
 )
 
 // A broker fault that names another broker's own operation (XADD on
@@ -27,5 +31,38 @@ steps:
 	}
 	if at, why := stepSkip(nil, scs[0], "redis"); why != "" {
 		t.Errorf("on redis: skip %q at %s", why, at)
+	}
+}
+
+// A service a step starts whose ready: {on: …} names a boundary the
+// broker's proxy does not count (XREADGROUP on NATS, the system file
+// listing no brokers) would never be ready there: the gate skips the
+// scenario, at the ready's on:, before anything starts.
+func TestReadyOnAnotherBrokersOperationSkips(t *testing.T) {
+	sys := system.System{File: "system.yaml", Services: map[string]*system.Service{
+		"consumer": {Name: "consumer", Run: []string{"x"}},
+		"relay":    {Name: "relay", Run: []string{"y"}},
+	}}
+	f, probs := fault.Watch("broker.request(XREADGROUP)", broker.Dialects(scenariotest.Kinds()))
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	sys.Services["consumer"].ReadyOn, sys.Services["consumer"].ReadyOnPos = f, diag.Pos{File: "system.yaml", Line: 3, Col: 9}
+	parse := func(start string) *scenario.Scenario {
+		scs, errs := scenario.Parse("gate.yaml", []byte("name: gate\nsteps:\n  - start: "+start+"\n"), scenariotest.Kinds())
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		scs[0].System = &sys
+		return scs[0]
+	}
+	at, why := readySkip(parse("consumer"), "nats")
+	if at.Line != 3 || !strings.Contains(why, `service consumer's ready: broker.request(XREADGROUP) does not apply on nats: unknown operation "XREADGROUP"`) {
+		t.Errorf("skip %q at %s, want the consumer's ready said at its on:", why, at)
+	}
+	for _, c := range []struct{ start, broker string }{{"consumer", "redis"}, {"relay", "nats"}} {
+		if at, why := readySkip(parse(c.start), c.broker); why != "" {
+			t.Errorf("start %s on %s: skip %q at %s", c.start, c.broker, why, at)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -21,7 +22,11 @@ type ServiceSpec struct {
 	Env  []string // KEY=value added to the runner's environment
 	// Ready is text that, on a line of stdout or stderr, means the service
 	// is ready; "" means ready once started.
-	Ready        string
+	Ready string
+	// ReadyOn, when set, is a further condition of readiness seen outside
+	// the service's output (sysrun's: a crossing its proxies counted);
+	// with Ready, both must have happened. ReadyTimeout bounds them both.
+	ReadyOn      Await
 	ReadyTimeout time.Duration // 0: 30 s
 	// Secrets are hidden from Output wherever they appear, in every
 	// encoding (the passwords and tokens of the URLs in Env, plain; see
@@ -124,16 +129,57 @@ func (s *Service) awaitReady(ctx context.Context) error {
 	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
-	select {
-	case <-s.out.readyCh:
-		return nil
-	case <-s.child.done:
-		return fmt.Errorf("service %s exited before it was ready (%v); its output:\n%s", s.spec.Name, s.child.err, s.Output())
-	case <-t.C:
-		return fmt.Errorf("service %s: no line containing %q on its output within %s; its output:\n%s", s.spec.Name, s.spec.Ready, timeout, s.Output())
-	case <-ctx.Done():
-		return context.Cause(ctx)
+	// Each is nil once it happened: a nil channel is never ready.
+	line, on := s.out.readyCh, (<-chan struct{})(nil)
+	if s.spec.ReadyOn != nil {
+		on = s.spec.ReadyOn.Met()
 	}
+	for line != nil || on != nil {
+		select {
+		case <-line:
+			line = nil
+		case <-on:
+			if err := s.spec.ReadyOn.Err(); err != nil {
+				return fmt.Errorf("service %s: ready: its %s can never be counted: %v; its output:\n%s", s.spec.Name, s.spec.ReadyOn.What(), err, s.Output())
+			}
+			on = nil
+		case <-s.child.done:
+			return fmt.Errorf("service %s exited before it was ready (%v); its output:\n%s", s.spec.Name, s.child.err, s.Output())
+		case <-t.C:
+			return s.notReady(timeout, line != nil, on != nil)
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	return nil
+}
+
+// notReady is the error of a service not ready within timeout: what did
+// not happen (the line, the crossing), each with what happened instead.
+func (s *Service) notReady(timeout time.Duration, line, on bool) error {
+	var missing []string
+	if line {
+		missing = append(missing, fmt.Sprintf("no line containing %q on its output", s.spec.Ready))
+	}
+	if on {
+		missing = append(missing, fmt.Sprintf("no %s (%s)", s.spec.ReadyOn.What(), s.spec.ReadyOn.Instead()))
+	}
+	return fmt.Errorf("service %s: %s within %s; its output:\n%s", s.spec.Name, strings.Join(missing, " and "), timeout, s.Output())
+}
+
+// Await is a condition of a service's readiness that the runner sees
+// outside its output.
+type Await interface {
+	// Met is closed once the condition holds, or once it never can (Err
+	// says why).
+	Met() <-chan struct{}
+	Err() error
+	// What is what is awaited, as the errors say it: "crossing of
+	// broker.request(XREADGROUP) through its proxies".
+	What() string
+	// Instead is what happened instead, for the timeout's error: "its
+	// proxies saw: broker.XADD→ok ×2".
+	Instead() string
 }
 
 // Name is the service's name in the system file.

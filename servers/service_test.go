@@ -205,3 +205,64 @@ echo ready`
 		})
 	}
 }
+
+// await is a ReadyOn the test meets by hand, or fails with err.
+type await struct {
+	met chan struct{}
+	err error
+}
+
+func (a *await) Met() <-chan struct{} { return a.met }
+func (a *await) Err() error           { return a.err }
+func (a *await) What() string         { return "crossing of X" }
+func (a *await) Instead() string      { return "its proxies saw Y ×2" }
+
+// With a log line and a further condition (sysrun's ready: {on: …}), a
+// start returns only once both happened, whichever came first; one that
+// never comes is said with what came instead, under the one timeout; one
+// that can never come ends the wait at once, saying why.
+func TestServiceReadyOnBoth(t *testing.T) {
+	t.Parallel() // waits out a ready timeout
+	start := func(ready string, a *await, timeout time.Duration, started func(*Service)) (*Service, error) {
+		return StartService(context.Background(), ServiceSpec{Name: "svc", Argv: []string{"sh", "-c", "echo up; sleep 30"}, Dir: t.TempDir(),
+			Ready: ready, ReadyOn: a, ReadyTimeout: timeout, Started: started})
+	}
+	// The line comes first; the condition is met only once the line is in
+	// the output: the start must return after that.
+	a := &await{met: make(chan struct{})}
+	var metAt time.Time
+	s, err := start("up", a, time.Minute, func(s *Service) {
+		go func() {
+			for !strings.Contains(s.Output(), "up") {
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(50 * time.Millisecond)
+			metAt = time.Now()
+			close(a.met)
+		}()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if returned := time.Now(); metAt.IsZero() || returned.Before(metAt) {
+		t.Errorf("returned at %s, before the condition was met (%s)", returned.Format(time.StampMicro), metAt.Format(time.StampMicro))
+	}
+	_ = s.Kill(context.Background())
+	// Neither, both said; the condition alone, said.
+	_, err = start("ready", &await{met: make(chan struct{})}, 200*time.Millisecond, nil)
+	if want := `service svc: no line containing "ready" on its output and no crossing of X (its proxies saw Y ×2) within 200ms; its output:` + "\nup\n"; err == nil || err.Error() != want {
+		t.Errorf("neither:\n%v\nwant\n%s", err, want)
+	}
+	_, err = start("up", &await{met: make(chan struct{})}, 200*time.Millisecond, nil)
+	if err == nil || !strings.HasPrefix(err.Error(), "service svc: no crossing of X (its proxies saw Y ×2) within 200ms; its output:") {
+		t.Errorf("the condition alone: %v", err)
+	}
+	// A condition that can never be met fails the start before the timeout.
+	never := &await{met: make(chan struct{}), err: fmt.Errorf("cannot classify")}
+	close(never.met)
+	t0 := time.Now()
+	_, err = start("", never, time.Minute, nil)
+	if err == nil || !strings.HasPrefix(err.Error(), "service svc: ready: its crossing of X can never be counted: cannot classify; its output:") || time.Since(t0) > 30*time.Second {
+		t.Errorf("never: %v after %s", err, time.Since(t0))
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/proxy/fault"
@@ -36,9 +35,6 @@ func (r *Run) Observe() {
 	r.observing = true
 }
 
-// never is a trigger's action that never runs: its nth is never reached.
-var never = fault.Action{Do: fault.Delay, Delay: time.Nanosecond}
-
 // watch keeps a started process's proxies for Crossings, arming the
 // observers when Observe was called.
 func (r *Run) watch(s *service, restart int) {
@@ -49,7 +45,7 @@ func (r *Run) watch(s *service, restart int) {
 		for i, p := range s.pg {
 			link := []fault.Link{fault.ProducerDB, fault.ConsumerDB}[i]
 			for _, b := range link.Boundaries() {
-				if a, err := p.Arm(fault.Trigger{Link: link, Boundary: b, Nth: math.MaxInt, Action: never}); err == nil {
+				if a, err := p.Arm(fault.Trigger{Link: link, Boundary: b, Nth: math.MaxInt, Action: fault.Never}); err == nil {
 					o.watchers = append(o.watchers, watcher{link, a})
 				}
 			}
@@ -66,22 +62,25 @@ func (r *Run) Crossings() []fault.Crossing {
 	r.mu.Unlock()
 	var out []fault.Crossing
 	for _, o := range obs {
-		who := func(c fault.Crossing) fault.Crossing {
+		for _, c := range o.svc.crossings() {
 			c.Service, c.Start, c.Process, c.Restart = o.svc.name, o.svc.inst.at, o.process, o.restart
-			return c
-		}
-		for i, link := range []fault.Link{fault.ProducerDB, fault.ConsumerDB} {
-			for _, c := range dbCrossings(link, o.svc.pg[i]) {
-				out = append(out, who(c))
-			}
-		}
-		if l, ok := o.svc.broker.(broker.CrossingLog); ok {
-			for _, c := range l.Crossings() {
-				out = append(out, who(c))
-			}
+			out = append(out, c)
 		}
 	}
 	slices.SortStableFunc(out, func(a, b fault.Crossing) int { return a.At.Compare(b.At) })
+	return out
+}
+
+// crossings are what the process's proxies saw so far, link by link, each
+// in its proxy's order.
+func (s *service) crossings() []fault.Crossing {
+	var out []fault.Crossing
+	for i, link := range []fault.Link{fault.ProducerDB, fault.ConsumerDB} {
+		out = append(out, dbCrossings(link, s.pg[i])...)
+	}
+	if l, ok := s.broker.(broker.CrossingLog); ok {
+		out = append(out, l.Crossings()...)
+	}
 	return out
 }
 

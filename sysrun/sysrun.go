@@ -176,6 +176,12 @@ func (r *Run) start(ctx context.Context, name string, env map[string]string, f *
 		s.close()
 		return "", err
 	}
+	ready, err := r.watchReady(s, spec)
+	if err != nil {
+		s.close()
+		return "", err
+	}
+	defer ready.retire() // ready or not, the wait is over
 	envList, err := r.environment(spec, env, vars)
 	if err != nil {
 		s.close()
@@ -189,7 +195,7 @@ func (r *Run) start(ctx context.Context, name string, env map[string]string, f *
 		}
 	}
 	s.given = told(s, append(slices.Clone(envList), argv...))
-	proc, err := servers.StartService(ctx, servers.ServiceSpec{Name: name, Argv: argv, Dir: r.cfg.System.Dir, Env: envList, Ready: spec.Ready, ReadyTimeout: spec.ReadyTimeout, Secrets: secrets,
+	proc, err := servers.StartService(ctx, servers.ServiceSpec{Name: name, Argv: argv, Dir: r.cfg.System.Dir, Env: envList, Ready: spec.Ready, ReadyOn: ready.await(), ReadyTimeout: spec.ReadyTimeout, Secrets: secrets,
 		Started: func(p *servers.Service) {
 			s.mu.Lock()
 			s.proc, s.since = p, time.Now()
@@ -211,6 +217,9 @@ func (r *Run) start(ctx context.Context, name string, env map[string]string, f *
 	delete(r.gaveUp, name) // started again: whatever gave up before runs now
 	r.mu.Unlock()
 	detail := fmt.Sprintf("started %s (pid %d); producer_db via %s, consumer_db via %s, broker via %s", name, proc.PID(), s.pg[0].Addr(), s.pg[1].Addr(), r.brokerVia(s))
+	if ready != nil {
+		detail += "; ready at its first " + ready.on.On()
+	}
 	for _, f := range append([]*fault.Fault{f}, more...) {
 		if f != nil {
 			detail += "; armed " + f.String()

@@ -67,6 +67,7 @@ func (s *System) Check(ctx context.Context, producer, consumer *pgx.Conn) (cat *
 	if s.Projection != "" {
 		problems = append(problems, k.projection(consumer)...)
 	}
+	problems = append(problems, k.readyTables()...)
 	if k.err != nil {
 		return nil, nil, fmt.Errorf("read the catalog: %w", k.err)
 	}

@@ -66,6 +66,7 @@ func Parse(file string, src []byte, kinds []*broker.Kind) (*System, diag.Errors)
 	}
 	s.checkStream(file, root, seen["stream"], &errs)
 	s.checkVariants(&errs)
+	s.checkReady(&errs)
 	s.checkPlaceholders(&errs)
 	if len(errs) > 0 {
 		return nil, errs
@@ -206,27 +207,27 @@ func readServices(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 			*errs = append(*errs, diag.Errorf(svc.KeyPos, "service name %q: want letters, digits, _ and -", svc.Key))
 			continue
 		}
-		s.Services[svc.Key] = readService(file, svc, s.kindNames(), errs)
+		s.Services[svc.Key] = readService(file, svc, s.Kinds, errs)
 	}
 	s.expandReplicas(errs)
 }
 
 var serviceName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,62}$`)
 
-func readService(file string, kv diag.Pair, brokers []string, errs *diag.Errors) *Service {
+func readService(file string, kv diag.Pair, kinds []*broker.Kind, errs *diag.Errors) *Service {
 	svc := &Service{Name: kv.Key, Pos: kv.KeyPos, Env: map[string]string{}, EnvPos: map[string]diag.Pos{}}
 	required := []string{"run"}
 	if hasKey(kv.Value, "variants") {
 		required = nil // checkVariants: a variant may give it
 	}
-	readServiceFields(file, kv, svc, required, brokers, errs)
+	readServiceFields(file, kv, svc, required, kinds, errs)
 	return svc
 }
 
 // readServiceFields reads run, env and ready into svc, and a service's
-// variants, one per broker of brokers (a variant has none: required is nil
+// variants, one per broker of kinds (a variant has none: required is nil
 // there).
-func readServiceFields(file string, kv diag.Pair, svc *Service, required, brokers []string, errs *diag.Errors) {
+func readServiceFields(file string, kv diag.Pair, svc *Service, required []string, kinds []*broker.Kind, errs *diag.Errors) {
 	known := []string{"run", "env", "ready", "variants", "replicas"}
 	variant := strings.Contains(kv.Key, ": variants: ")
 	if variant {
@@ -243,14 +244,10 @@ func readServiceFields(file string, kv diag.Pair, svc *Service, required, broker
 		svc.Env, svc.EnvPos = stringMap(file, "env", n, errs)
 	}
 	if n := f["ready"]; n != nil {
-		// log stays required: without a line to wait for, a service is
-		// ready once started, and a timeout would bound nothing.
-		r := fields(file, diag.Pair{Key: "ready", KeyPos: diag.NodePos(file, n), Value: n}, []string{"log", "timeout"}, []string{"log"}, errs)
-		svc.Ready = text(file, r["log"], errs)
-		svc.ReadyTimeout = duration(file, "ready: timeout", r["timeout"], errs)
+		readReady(file, n, svc, broker.Dialects(kinds), errs)
 	}
 	if n := f["variants"]; n != nil {
-		readVariants(file, n, svc, brokers, errs)
+		readVariants(file, n, svc, kinds, errs)
 	}
 	readReplicas(file, f["replicas"], svc, errs)
 }

@@ -22,10 +22,9 @@ func JSONSchema() []byte {
 	}
 	serviceProps := func() map[string]any {
 		return map[string]any{
-			"run": map[string]any{"type": "array", "minItems": 1, "items": str, "description": "argv, run in the system file's directory"},
-			"env": map[string]any{"type": "object", "propertyNames": map[string]any{"pattern": `^[A-Za-z_][A-Za-z0-9_]*$`}, "additionalProperties": map[string]any{"type": []string{"string", "number", "boolean"}}, "description": "added to the runner's environment; ${…} expanded"},
-			"ready": obj(map[string]any{"log": str,
-				"timeout": map[string]any{"type": "string", "pattern": `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`, "description": "how long to wait for the log line (default 30s)"}}, "log"),
+			"run":   map[string]any{"type": "array", "minItems": 1, "items": str, "description": "argv, run in the system file's directory"},
+			"env":   map[string]any{"type": "object", "propertyNames": map[string]any{"pattern": `^[A-Za-z_][A-Za-z0-9_]*$`}, "additionalProperties": map[string]any{"type": []string{"string", "number", "boolean"}}, "description": "added to the runner's environment; ${…} expanded"},
+			"ready": ready(str),
 		}
 	}
 	props := serviceProps()
@@ -73,6 +72,18 @@ func JSONSchema() []byte {
 	doc["title"] = "outbox drill runner: a team's system file"
 	b, _ := json.MarshalIndent(doc, "", "  ")
 	return append(b, '\n')
+}
+
+// ready is the schema of a service's ready: a log line, a crossing of its
+// proxies (a fault's on:), or both; timeout needs one of them.
+func ready(str map[string]any) map[string]any {
+	return map[string]any{"type": "object", "additionalProperties": false,
+		"properties": map[string]any{
+			"log": withDescription(str, "a line of the service's stdout or stderr containing this text means ready"),
+			"on": map[string]any{"type": "string", "pattern": `^[a-z_]+\.[a-z_]+\([^()]*\)$`,
+				"description": "a boundary as a fault's on: writes it, e.g. broker.request(XREADGROUP): ready once the service's proxies saw its first crossing; with log, once both happened"},
+			"timeout": map[string]any{"type": "string", "pattern": `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`, "description": "how long to wait for the log line and the crossing (default 30s)"}},
+		"anyOf": []any{map[string]any{"required": []string{"log"}}, map[string]any{"required": []string{"on"}}}}
 }
 
 // fielded is the schema of a broker whose entries carry fields (Redis):

@@ -21,6 +21,7 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/proxy/fault"
 )
 
 // System is one system file, loaded and checked.
@@ -91,8 +92,14 @@ type Service struct {
 	RunPos []diag.Pos
 	EnvPos map[string]diag.Pos
 	Ready  string // a line containing it on stdout or stderr means ready; "" = once started
-	// ReadyTimeout bounds the wait for Ready (ready: {timeout: 60s}); 0: the
-	// runner's default, 30 s.
+	// ReadyOn is ready: {on: …}, a boundary in a fault's grammar: the
+	// service is ready once its proxies counted the first crossing of it
+	// (with Ready, once both happened); nil: none is awaited. ReadyOnPos
+	// is where on: is written.
+	ReadyOn    *fault.Fault
+	ReadyOnPos diag.Pos
+	// ReadyTimeout bounds the wait for Ready and ReadyOn (ready: {timeout:
+	// 60s}); 0: the runner's default, 30 s.
 	ReadyTimeout time.Duration
 	// Variants are, per broker, what differs on it (variants:; see On).
 	Variants map[string]*Service

@@ -58,7 +58,15 @@ func TestLoadErrors(t *testing.T) {
 		{"missing mapping field", strings.Replace(ok, "stream: {event_id: e, payload: p}", "stream: {event_id: e}", 1), "f.yaml:4:9: stream: missing payload"},
 		{"missing schema file", ok + "schema: {producer: nope.sql}\n", "f.yaml:6:20: schema.producer: nope.sql: no such file or directory"},
 		{"ready timeout not a duration", strings.Replace(ok, "run: [x]", "run: [x], ready: {log: up, timeout: soon}", 1), `f.yaml:1:56: ready: timeout: want a positive duration such as 60s or 2m, got "soon"`},
-		{"ready timeout alone", strings.Replace(ok, "run: [x]", "run: [x], ready: {timeout: 10s}", 1), "f.yaml:1:37: ready: missing log"},
+		{"ready timeout alone", strings.Replace(ok, "run: [x]", "run: [x], ready: {timeout: 10s}", 1), "f.yaml:1:37: ready: want log: TEXT (a line of the service's output), on: BOUNDARY"},
+		{"ready key misspelt", strings.Replace(ok, "run: [x]", "run: [x], ready: {no: x}", 1), `f.yaml:1:38: ready: unknown key "no" (did you mean "on"?); known: log, on, timeout`},
+		{"ready on unknown boundary", strings.Replace(ok, "run: [x]", "run: [x], ready: {on: broker.requst(XREADGROUP)}", 1), `f.yaml:1:42: ready: on: broker has no boundary "requst" (did you mean "request"?); it has: reply, request`},
+		{"ready on unknown link", strings.Replace(ok, "run: [x]", "run: [x], ready: {on: consumer_bd.commit()}", 1), `f.yaml:1:42: ready: on: unknown link "consumer_bd" (did you mean "consumer_db"?)`},
+		{"ready on bad filter", strings.Replace(ok, "run: [x]", "run: [x], ready: {on: consumer_db.commit(tabel=inbox)}", 1), `f.yaml:1:42: ready: on: consumer_db.commit takes (table=NAME) or (); got (tabel=inbox) (did you mean "table"?)`},
+		{"ready on misspelt command", strings.Replace(ok, "run: [x]", "run: [x], ready: {on: broker.request(XREADGRUP)}", 1) + "brokers: [redis]\n", `f.yaml:1:42: services: relay: ready: on: broker.request(XREADGRUP) is an operation of none of the file's brokers: redis: no Redis command XREADGRUP (did you mean "XREADGROUP"?)`},
+		{"ready on a command of another broker", strings.Replace(ok, "run: [x]", "run: [x], ready: {on: broker.request(XREADGROUP)}", 1) + "brokers: [redis, kafka]\n", `f.yaml:1:42: services: relay: ready: on: broker.request(XREADGROUP) does not apply on kafka: unknown operation "XREADGROUP"`},
+		{"ready on a command of no broker", strings.Replace(ok, "run: [x]", "run: [x], ready: {on: broker.request(XREADGRUP)}", 1), `f.yaml:1:42: services: relay: ready: on: broker.request(XREADGRUP): no Redis command XREADGRUP (did you mean "XREADGROUP"?)`},
+		{"ready on not text", strings.Replace(ok, "run: [x]", "run: [x], ready: {on: [a]}", 1), `f.yaml:1:42: ready: on: want a non-empty string`},
 		{"unknown broker", ok + "brokers: [redis, nast]\n", `f.yaml:6:18: brokers: unknown broker "nast" (did you mean "nats"?); brokers: redis, nats, rabbitmq, kafka`},
 		{"broker twice", ok + "brokers: [redis, redis]\n", "f.yaml:6:18: brokers: redis given twice"},
 		{"brokers not a list", ok + "brokers: redis\n", "f.yaml:6:10: brokers: want a non-empty list"},
@@ -295,5 +303,73 @@ func TestVariants(t *testing.T) {
 		if !strings.Contains(errs.Error(), c.want) {
 			t.Errorf("want %q in:\n%v", c.want, errs)
 		}
+	}
+}
+
+// ready: {on: …} is a fault's boundary, read by its parser: alone, or with
+// log (both awaited), bounded by timeout; a variant's ready replaces the
+// service's whole (its on: too), and a broker boundary is judged on each
+// broker the file lists, its variant's there.
+func TestReadyOn(t *testing.T) {
+	const rest = "produce: \"SELECT ${event}\"\noutbox: {table: o, event_id: e, payload: p, unpublished: \"true\"}\nstream: {event_id: e, payload: p}\ninbox: {table: i, consumer: c, event_id: e, payload: p}\n"
+	src := `services:
+  consumer:
+    run: [./consumer]
+    ready: {on: broker.request(xreadgroup), timeout: 5s}
+    variants:
+      kafka: {ready: {log: joined, on: "consumer_db.commit(table=inbox)"}}
+  relay: {run: [./relay], ready: {log: up, on: broker.reply(publish)}}
+brokers: [redis, kafka]
+`
+	s, errs := Parse("f.yaml", []byte(src+rest), testKinds)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	c := s.Services["consumer"]
+	if c.ReadyOn == nil || c.ReadyOn.On() != "broker.request(XREADGROUP)" || c.Ready != "" || c.ReadyTimeout != 5*time.Second || c.ReadyOnPos.Line != 4 || c.ReadyOnPos.Col != 17 {
+		t.Errorf("consumer: ready on %v at %v, log %q, timeout %s", c.ReadyOn, c.ReadyOnPos, c.Ready, c.ReadyTimeout)
+	}
+	if k := c.On("kafka"); k.ReadyOn.On() != "consumer_db.commit(table=inbox)" || k.Ready != "joined" || k.ReadyTimeout != 0 || k.ReadyOnPos.Line != 6 {
+		t.Errorf("consumer on kafka: ready on %v at %v, log %q, timeout %s; want the variant's whole", k.ReadyOn, k.ReadyOnPos, k.Ready, k.ReadyTimeout)
+	}
+	if r := s.Services["relay"]; r.Ready != "up" || r.ReadyOn.On() != "broker.reply(publish)" {
+		t.Errorf("relay: log %q, on %v", r.Ready, r.ReadyOn)
+	}
+	for svc, want := range map[*Service]string{
+		c:                   "",
+		c.On("kafka"):       "",
+		s.Services["relay"]: "",
+	} {
+		if got := ReadySkip(svc, "redis"); got != want {
+			t.Errorf("%s on redis: %q", svc.Name, got)
+		}
+	}
+	if got := ReadySkip(c, "nats"); !strings.Contains(got, `broker.request(XREADGROUP) does not apply on nats: unknown operation "XREADGROUP"`) {
+		t.Errorf("the consumer's XREADGROUP on nats: %q", got)
+	}
+	// The Kafka variant without a ready of its own keeps the service's
+	// XREADGROUP, which no Kafka proxy counts.
+	bare := strings.Replace(src, "{ready: {log: joined, on: \"consumer_db.commit(table=inbox)\"}}", "{run: [./kafka-consumer]}", 1)
+	_, errs = Parse("f.yaml", []byte(bare+rest), testKinds)
+	if want := `f.yaml:4:17: services: consumer: ready: on: broker.request(XREADGROUP) does not apply on kafka: unknown operation "XREADGROUP"`; !strings.Contains(errs.Error(), want) ||
+		!strings.Contains(errs.Error(), "give the service a variant for it with a ready of its own") {
+		t.Errorf("errors:\n%v\nwant one containing %q", errs, want)
+	}
+	// A typo is said in the listed brokers' words, without a variant's hint.
+	typo := strings.Replace(bare, "xreadgroup", "xreadgrup", 1)
+	_, errs = Parse("f.yaml", []byte(typo+rest), testKinds)
+	if want := `f.yaml:4:17: services: consumer: ready: on: broker.request(xreadgrup) is an operation of none of the file's brokers: redis: no Redis command XREADGRUP (did you mean "XREADGROUP"?); kafka: unknown operation "xreadgrup"`; len(errs) != 1 || !strings.Contains(errs.Error(), want) {
+		t.Errorf("errors:\n%v\nwant one line %q", errs, want)
+	}
+	// The catalog judges its table as a fault's, at on:.
+	cat := &Catalog{}
+	cat.tables[ConsumerSide] = []table{{schema: "public", name: "inbox", visible: true}}
+	k := checker{s: s, c: cat}
+	if got := k.readyTables(); len(got) != 0 {
+		t.Errorf("ready tables: %v", got)
+	}
+	cat.tables[ConsumerSide][0].name = "inbox_v2"
+	if got := k.readyTables(); len(got) != 1 || !strings.Contains(got[0].Error(), `f.yaml:6:40: services: consumer: ready: on: consumer_db.commit(table=inbox): no table "inbox" in the consumer database after its schema (did you mean "inbox_v2"?)`) {
+		t.Errorf("ready tables: %v", got)
 	}
 }

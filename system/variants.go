@@ -7,6 +7,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 )
 
@@ -25,8 +26,9 @@ import (
 // its ready replaces the service's; elsewhere the service runs as written.
 
 // readVariants reads a service's variants: into svc, one per broker of
-// brokers.
-func readVariants(file string, n *yaml.Node, svc *Service, brokers []string, errs *diag.Errors) {
+// kinds.
+func readVariants(file string, n *yaml.Node, svc *Service, kinds []*broker.Kind, errs *diag.Errors) {
+	brokers := kindNames(kinds)
 	if n.Kind != yaml.MappingNode || len(n.Content) == 0 {
 		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "services: %s: variants: want a map broker → {run: [...], env: {...}, ready: {log: ...}}, e.g. {kafka: {run: [node, kafka-relay.js]}}, got %s", svc.Name, diag.Describe(n)))
 		return
@@ -38,7 +40,7 @@ func readVariants(file string, n *yaml.Node, svc *Service, brokers []string, err
 			continue
 		}
 		v := &Service{Name: svc.Name, Pos: kv.KeyPos, Env: map[string]string{}, EnvPos: map[string]diag.Pos{}}
-		readServiceFields(file, diag.Pair{Key: svc.Name + ": variants: " + kv.Key, KeyPos: kv.KeyPos, Value: kv.Value}, v, nil, brokers, errs)
+		readServiceFields(file, diag.Pair{Key: svc.Name + ": variants: " + kv.Key, KeyPos: kv.KeyPos, Value: kv.Value}, v, nil, kinds, errs)
 		svc.Variants[kv.Key] = v
 	}
 }
@@ -83,9 +85,11 @@ func (s *System) brokersOrAll() []string {
 }
 
 // kindNames are the names of the kinds the file was read against.
-func (s *System) kindNames() []string {
-	out := make([]string, len(s.Kinds))
-	for i, k := range s.Kinds {
+func (s *System) kindNames() []string { return kindNames(s.Kinds) }
+
+func kindNames(kinds []*broker.Kind) []string {
+	out := make([]string, len(kinds))
+	for i, k := range kinds {
 		out[i] = k.Name
 	}
 	return out
@@ -116,8 +120,8 @@ func (svc *Service) On(b string) *Service {
 	out.Env, out.EnvPos = maps.Clone(svc.Env), maps.Clone(svc.EnvPos)
 	maps.Copy(out.Env, v.Env)
 	maps.Copy(out.EnvPos, v.EnvPos)
-	if v.Ready != "" {
-		out.Ready, out.ReadyTimeout = v.Ready, v.ReadyTimeout
+	if v.hasReady() {
+		out.Ready, out.ReadyOn, out.ReadyOnPos, out.ReadyTimeout = v.Ready, v.ReadyOn, v.ReadyOnPos, v.ReadyTimeout
 	}
 	return &out
 }

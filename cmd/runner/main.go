@@ -1026,10 +1026,7 @@ func listServices(w io.Writer, sys *system.System) {
 	fmt.Fprintln(tw, "SERVICE\tRUN\tREADY\tVARIANTS")
 	for _, name := range sys.Names() {
 		s := sys.Services[name]
-		ready := "once started"
-		if s.Ready != "" {
-			ready = fmt.Sprintf("log %q", s.Ready)
-		}
+		ready := readyText(s)
 		variants := slices.Sorted(maps.Keys(s.Variants))
 		if len(variants) == 0 {
 			variants = []string{"-"}
@@ -1040,6 +1037,22 @@ func listServices(w io.Writer, sys *system.System) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", safe.Line(name), safe.Line(redact.NewSet().Text(strings.Join(s.Run, " "))), safe.Line(ready), strings.Join(variants, ","))
 	}
 	_ = tw.Flush()
+}
+
+// readyText is when a start of s goes on, as list --system shows it: `log
+// "ready"`, `on broker.request(XREADGROUP)`, both, or "once started".
+func readyText(s *system.Service) string {
+	var parts []string
+	if s.Ready != "" {
+		parts = append(parts, fmt.Sprintf("log %q", s.Ready))
+	}
+	if s.ReadyOn != nil {
+		parts = append(parts, "on "+s.ReadyOn.On())
+	}
+	if len(parts) == 0 {
+		return "once started"
+	}
+	return strings.Join(parts, " and ")
 }
 
 func cmdDocs(_ context.Context, args []string, stdout, stderr io.Writer) int {

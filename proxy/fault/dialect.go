@@ -160,6 +160,14 @@ func Load(s Spec, ds []Dialect) (*Fault, []Problem) {
 	return f, probs
 }
 
+// Watch loads on: alone, as a service's ready: {on: …} writes it: read
+// by Parse (Spec.Watch), every problem said as Load says a fault's,
+// compiled for each of ds as a trigger that counts its crossings and
+// never strikes.
+func Watch(on string, ds []Dialect) (*Fault, []Problem) {
+	return Load(Spec{On: on, Watch: true}, ds)
+}
+
 // New is a Trigger built in code (runner explore's, from what a proxy
 // saw) loaded as Load loads a parsed one: its parts checked as Parse
 // checks them, compiled for each of ds. The error is the first problem.

@@ -82,6 +82,11 @@ type Action struct {
 	Kill func() error
 }
 
+// Never is the action of a trigger that only counts (Spec.Watch, the
+// runner's observers): its nth is never reached, and were it reached, a
+// nanosecond's hold changes nothing the service could tell.
+var Never = Action{Do: Delay, Delay: time.Nanosecond}
+
 func (a Action) String() string {
 	if a.Do == Delay {
 		return "delay(" + a.Delay.String() + ")"
@@ -127,6 +132,10 @@ type Armed struct {
 	struck time.Time
 	err    error
 	done   chan struct{}
+	// counted is closed at the first crossing the trigger counts: a
+	// service's ready: {on: …} waits for it on a trigger that never
+	// strikes.
+	counted chan struct{}
 }
 
 // NewArmed arms an action for the Nth crossing.
@@ -134,8 +143,20 @@ func NewArmed(a Action, nth int) (*Armed, error) {
 	if err := a.Check(); err != nil {
 		return nil, err
 	}
-	return &Armed{Action: a, Nth: nth, done: make(chan struct{})}, nil
+	return &Armed{Action: a, Nth: nth, done: make(chan struct{}), counted: make(chan struct{})}, nil
 }
+
+// Counted is closed once the trigger counted its first crossing (before
+// it struck there, if it does).
+func (a *Armed) Counted() <-chan struct{} { return a.counted }
+
+// ErrRetired is the Err of a trigger given up by Retire.
+var ErrRetired = errors.New("retired: it counts no more crossings")
+
+// Retire gives up a trigger that has not struck: the proxy counts nothing
+// more for it (a waiting database trigger makes its proxy ask the server
+// what each transaction wrote; one whose wait is over should not).
+func (a *Armed) Retire() { a.Fail(ErrRetired) }
 
 // Done is closed once the trigger struck or could not be applied.
 func (a *Armed) Done() <-chan struct{} { return a.done }
@@ -184,6 +205,9 @@ func (a *Armed) Take() bool {
 		return false
 	}
 	a.seen++
+	if a.seen == 1 {
+		close(a.counted)
+	}
 	if a.seen < max(a.Nth, 1) {
 		return false
 	}

@@ -156,3 +156,29 @@ func TestRecordKeepsOrderAcrossChunks(t *testing.T) {
 		}
 	}
 }
+
+// Counted is closed at the first crossing a trigger counts, long before
+// its nth; a retired trigger counts nothing more and never strikes.
+func TestCountedAtTheFirstCrossing(t *testing.T) {
+	a, err := NewArmed(Never, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.Counted():
+		t.Fatal("counted before any crossing")
+	default:
+	}
+	if a.Take() {
+		t.Fatal("struck at the first of three")
+	}
+	select {
+	case <-a.Counted():
+	default:
+		t.Fatal("not counted after the first crossing")
+	}
+	a.Retire()
+	if a.Waiting() || a.Take() || a.Take() || a.Fired() || !errors.Is(a.Err(), ErrRetired) {
+		t.Errorf("retired: waiting %v fired %v err %v, want it given up", a.Waiting(), a.Fired(), a.Err())
+	}
+}

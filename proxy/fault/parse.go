@@ -2,6 +2,7 @@ package fault
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -43,6 +44,10 @@ type Spec struct {
 	Nth      int
 	Do       string
 	Optional bool
+	// Watch reads on: alone, as a service's ready: {on: …} writes it: the
+	// trigger counts its crossings and never strikes (Never, at an nth
+	// never reached); nth and do are not read.
+	Watch bool
 }
 
 // Problem is one thing wrong with a fault, about one of its keys (on, nth
@@ -91,6 +96,10 @@ func Parse(s Spec, ds []Dialect) (Trigger, []Problem) {
 		for _, err := range errs {
 			probs = append(probs, Problem{"on", err})
 		}
+	}
+	if s.Watch {
+		t.Nth, t.Action = math.MaxInt, Never
+		return t, probs
 	}
 	if s.Nth < 1 {
 		probs = append(probs, Problem{"nth", fmt.Errorf("must be at least 1, got %d", s.Nth)})

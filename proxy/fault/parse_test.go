@@ -166,3 +166,33 @@ func TestTriggerMeetsACrossingAsTheProxyCounts(t *testing.T) {
 		t.Error("TableIs: by name or schema.name, in any case")
 	}
 }
+
+// A service's ready: {on: …} is read by the fault's own parser, with its
+// problems: the place alone, its nth and do never read, a trigger that
+// only counts (fault.Never at an nth never reached), compiled for every
+// broker's proxy as a fault is.
+func TestWatchReadsThePlaceAlone(t *testing.T) {
+	f, probs := fault.Watch("broker.request(xreadgroup)", dialects())
+	if len(probs) != 0 {
+		t.Fatalf("problems %v", probs)
+	}
+	if f.On() != "broker.request(XREADGROUP)" || f.Action.Do != fault.Never.Do || f.Action.Delay != fault.Never.Delay || f.Nth < 1<<62 {
+		t.Errorf("watch %s nth=%d do=%v: want broker.request(XREADGROUP), never reached, never striking", f.On(), f.Nth, f.Action)
+	}
+	if c, ok := f.For("redis"); !ok || c.Skip != nil {
+		t.Errorf("for redis: %+v %v", c, ok)
+	}
+	if c, ok := f.For("kafka"); !ok || c.Skip == nil || !strings.Contains(c.Skip.Error(), `unknown operation "XREADGROUP"`) {
+		t.Errorf("for kafka: %+v %v, want its skip in Kafka's words", c, ok)
+	}
+	for on, want := range map[string]string{
+		"consumer_db.comit(table=inbox)": `consumer_db has no boundary "comit" (did you mean "commit"?)`,
+		"brokr.reply(publish)":           `unknown link "brokr" (did you mean "broker"?)`,
+		"consumer_db.commit":             `want <link>.<boundary>(<filter>)`,
+	} {
+		_, probs := fault.Watch(on, dialects())
+		if len(probs) != 1 || probs[0].Key != "on" || !strings.Contains(probs[0].Err.Error(), want) {
+			t.Errorf("%q: problems %v, want one at on: containing %q", on, probs, want)
+		}
+	}
+}
