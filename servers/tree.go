@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,52 +44,6 @@ import (
 // (it forks, setsid's, execs with an empty environment and its parent
 // exits, all between two scans): a cgroup would be the answer to that one.
 
-// procInfo is one process as /proc/PID/stat shows it.
-type procInfo struct {
-	pid, ppid, pgrp, session int
-	state, start, comm       string
-}
-
-func (p procInfo) alive() bool { return p.state != "Z" && p.state != "X" }
-
-// readProc reads /proc/PID/stat.
-func readProc(pid int) (procInfo, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procInfo{}, false
-	}
-	s := string(b)
-	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || end < open {
-		return procInfo{}, false
-	}
-	f := strings.Fields(s[end+1:])
-	if len(f) < 20 {
-		return procInfo{}, false
-	}
-	p := procInfo{pid: pid, comm: s[open+1 : end], state: f[0], start: f[19]}
-	p.ppid, _ = strconv.Atoi(f[1])
-	p.pgrp, _ = strconv.Atoi(f[2])
-	p.session, _ = strconv.Atoi(f[3])
-	return p, true
-}
-
-// snapshot reads every process in /proc.
-func snapshot() map[int]procInfo {
-	ents, _ := os.ReadDir("/proc")
-	out := make(map[int]procInfo, len(ents))
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if p, ok := readProc(pid); ok {
-			out[pid] = p
-		}
-	}
-	return out
-}
-
 // tree names the processes of one service: its leader (pid and start
 // time; 0 for none) and the token its processes carry (or, prefix, the
 // start of the tokens of a whole run).
@@ -105,11 +58,12 @@ type tree struct {
 	strict bool
 }
 
-func (t tree) owns(tokens []string) bool {
+// owns reports whether p carries the tree's token.
+func (t tree) owns(p procInfo) bool {
 	if t.token == "" {
 		return false
 	}
-	return slices.ContainsFunc(tokens, func(tok string) bool {
+	return slices.ContainsFunc(tokensOf(p), func(tok string) bool {
 		return tok == t.token || t.prefix && strings.HasPrefix(tok, t.token)
 	})
 }
@@ -119,22 +73,13 @@ func (t tree) owns(tokens []string) bool {
 func members(trees []tree, procs map[int]procInfo) map[int]procInfo {
 	self := os.Getpid()
 	skip := func(pid int) bool { return pid <= 1 || pid == self }
-	tokens := map[int][]string{}
-	tokensOf := func(pid int) []string {
-		tok, ok := tokens[pid]
-		if !ok {
-			tok = ownerTokens(pid)
-			tokens[pid] = tok
-		}
-		return tok
-	}
 	in := map[int]procInfo{}
 	for _, t := range trees {
 		leader, there := procs[t.leader]
 		leaderOurs := t.leader > 1 && there && t.start != "" && leader.start == t.start &&
-			(!t.strict || t.owns(tokensOf(t.leader)))
+			(!t.strict || t.owns(leader))
 		for pid, p := range procs {
-			if !skip(pid) && (leaderOurs && pid == t.leader || t.owns(tokensOf(pid))) {
+			if !skip(pid) && (leaderOurs && pid == t.leader || t.owns(p)) {
 				in[pid] = p
 			}
 		}
@@ -146,8 +91,8 @@ func members(trees []tree, procs map[int]procInfo) map[int]procInfo {
 		// own. But if it is gone they may have emptied and another process
 		// may have reused the number since: one carrying the token says not.
 		groupsOurs := leaderOurs
-		for pid, p := range procs {
-			if !groupsOurs && (p.pgrp == t.leader || p.session == t.leader) && t.owns(tokensOf(pid)) {
+		for _, p := range procs {
+			if !groupsOurs && (p.pgrp == t.leader || p.session == t.leader) && t.owns(p) {
 				groupsOurs = true
 			}
 		}

@@ -1,0 +1,175 @@
+package servers
+
+import (
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Reading /proc is most of what a kill costs: a scan reads the stat of
+// every process on the machine (hundreds, with the PostgreSQL backends of
+// parallel runs), and a /proc file costs several slow system calls. So a
+// file is read with one open, read and close into a reused buffer, not
+// os.ReadFile's six calls; and what a process's environment says is read
+// once per process image (tokenCache), not once per scan.
+
+// procInfo is one process as /proc/PID/stat shows it.
+type procInfo struct {
+	pid, ppid, pgrp, session int
+	state, start, comm       string
+	// env is where its environment lies in its memory (env_start and
+	// env_end): an exec moves it; zero where the environment cannot be
+	// read (a kernel thread, a zombie, another user's process) or the
+	// kernel does not say (before Linux 3.5: envKnown false).
+	env      [2]uint64
+	envKnown bool
+}
+
+func (p procInfo) alive() bool { return p.state != "Z" && p.state != "X" }
+
+// procBufs are the buffers /proc files are read into.
+var procBufs = sync.Pool{New: func() any { b := make([]byte, 4096); return &b }}
+
+// readProcFile calls use with the content of /proc/NAME (read whole, in
+// as many reads as it takes), or returns false if it cannot be read.
+func readProcFile(name string, use func([]byte)) bool {
+	fd, err := unix.Open("/proc/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	bp := procBufs.Get().(*[]byte)
+	defer procBufs.Put(bp)
+	b, n := *bp, 0
+	for {
+		if n == len(b) {
+			b = slices.Grow(b, len(b))[:2*len(b)]
+			*bp = b
+		}
+		m, err := unix.Read(fd, b[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return false
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	use(b[:n])
+	return true
+}
+
+// readProc reads /proc/PID/stat.
+func readProc(pid int) (p procInfo, ok bool) {
+	readProcFile(strconv.Itoa(pid)+"/stat", func(b []byte) { p, ok = parseStat(pid, string(b)) })
+	return p, ok
+}
+
+// parseStat parses a /proc/PID/stat: "pid (comm) state ppid pgrp session
+// ...", where comm may hold spaces and ')'.
+func parseStat(pid int, s string) (procInfo, bool) {
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return procInfo{}, false
+	}
+	f := strings.Fields(s[end+1:])
+	if len(f) < 20 {
+		return procInfo{}, false
+	}
+	p := procInfo{pid: pid, comm: s[open+1 : end], state: f[0], start: f[19]}
+	p.ppid, _ = strconv.Atoi(f[1])
+	p.pgrp, _ = strconv.Atoi(f[2])
+	p.session, _ = strconv.Atoi(f[3])
+	if len(f) > 48 { // fields 50 and 51 of the line
+		var err1, err2 error
+		p.env[0], err1 = strconv.ParseUint(f[47], 10, 64)
+		p.env[1], err2 = strconv.ParseUint(f[48], 10, 64)
+		p.envKnown = err1 == nil && err2 == nil
+	}
+	return p, true
+}
+
+// snapshot reads every process in /proc.
+func snapshot() map[int]procInfo {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return map[int]procInfo{}
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	out := make(map[int]procInfo, len(names))
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		if p, ok := readProc(pid); ok {
+			out[pid] = p
+		}
+	}
+	tokenCache.prune(out)
+	return out
+}
+
+// tokenCache holds the tokens in the environment of each process image
+// read: a process's /proc/PID/environ is the block its last exec laid out,
+// at the addresses its stat shows, so while the pid, start time and those
+// addresses stay, the tokens do. (A process may write over the block
+// itself, as PostgreSQL's setproctitle does: the tokens cached are then
+// those it was started with, the token it hides still its.) It holds only
+// processes the latest scan saw.
+var tokenCache = &envTokens{m: map[int]cachedTokens{}}
+
+type envTokens struct {
+	mu sync.Mutex
+	m  map[int]cachedTokens
+}
+
+type cachedTokens struct {
+	start  string
+	env    [2]uint64
+	tokens []string
+}
+
+// tokensOf are the tokens in p's environment.
+func tokensOf(p procInfo) []string {
+	if p.envKnown && p.env == [2]uint64{} {
+		return nil // no environment we may read
+	}
+	if !p.envKnown { // an older kernel: no telling an exec
+		tok, _ := ownerTokens(p.pid)
+		return tok
+	}
+	c := tokenCache
+	c.mu.Lock()
+	e, ok := c.m[p.pid]
+	c.mu.Unlock()
+	if ok && e.start == p.start && e.env == p.env {
+		return e.tokens
+	}
+	tok, ok := ownerTokens(p.pid)
+	if ok {
+		c.mu.Lock()
+		c.m[p.pid] = cachedTokens{start: p.start, env: p.env, tokens: tok}
+		c.mu.Unlock()
+	}
+	return tok
+}
+
+// prune drops the processes procs (a whole scan) does not hold.
+func (c *envTokens) prune(procs map[int]procInfo) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for pid := range c.m {
+		if _, ok := procs[pid]; !ok {
+			delete(c.m, pid)
+		}
+	}
+}
