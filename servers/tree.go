@@ -143,60 +143,150 @@ func liveMembers(trees []tree, seen map[int]procInfo) map[int]procInfo {
 // count as dead) or limit passes, reaps the zombies that re-parented to
 // this process, those of the processes in seen (members seen before, may
 // be nil) too, and returns the processes it killed.
+//
+// It scans, kills what the scan found alive, waits for those to die and
+// scans again, until a scan finds none alive: a member may have forked
+// between a scan and its SIGKILL. The wait is on pidfds, not a rescan each
+// millisecond; it is cut at rescanEvery so that a process slow to die (in
+// uninterruptible sleep) does not keep what another member forked waiting
+// for its kill.
 func killTrees(trees []tree, limit time.Duration, seen map[int]procInfo) []procInfo {
 	if seen == nil {
 		seen = map[int]procInfo{}
 	}
 	seen = maps.Clone(seen)
+	held := map[procInfo]int{} // the pidfd of each process signalled
+	defer func() {
+		for _, fd := range held {
+			unix.Close(fd)
+		}
+	}()
 	var killed []procInfo
-	for deadline := time.Now().Add(limit); ; time.Sleep(time.Millisecond) {
-		procs := snapshot()
-		ms := members(trees, procs)
-		// A member killed already may have lost what tied it to the tree
-		// (its parent died first): it is still one.
-		for pid, p := range seen {
-			if q, ok := procs[pid]; ok && q.start == p.start {
-				ms[pid] = q
+	for deadline := time.Now().Add(limit); ; {
+		var live []int
+		for pid, p := range liveTreeMembers(trees, seen) {
+			if !slices.ContainsFunc(killed, func(k procInfo) bool { return k.pid == pid }) {
+				killed = append(killed, p)
 			}
-		}
-		live := 0
-		for pid, p := range ms {
-			if _, ok := seen[pid]; !ok {
-				seen[pid] = p
-			}
-			if p.alive() {
-				if !slices.ContainsFunc(killed, func(k procInfo) bool { return k.pid == pid }) {
-					killed = append(killed, p)
+			key := procInfo{pid: p.pid, start: p.start}
+			fd, ok := held[key]
+			if !ok {
+				if fd = openChecked(p); fd >= 0 {
+					held[key] = fd
 				}
-				live++
-				sendSignal(p, syscall.SIGKILL)
 			}
+			signalHeld(p, fd, syscall.SIGKILL)
+			live = append(live, fd)
 		}
-		if live == 0 || time.Now().After(deadline) {
+		if len(live) == 0 || time.Now().After(deadline) {
 			break
 		}
+		awaitExit(live, min(time.Until(deadline), rescanEvery))
 	}
 	reapAdopted(seen)
 	slices.SortFunc(killed, func(a, b procInfo) int { return a.pid - b.pid })
 	return killed
 }
 
+// rescanEvery bounds killTrees's wait for the processes it killed.
+const rescanEvery = 20 * time.Millisecond
+
+// liveTreeMembers scans for the members of trees, adds them to seen, and
+// returns the live ones. A member killed already may have lost what tied
+// it to the tree (its parent died first): it is still one.
+func liveTreeMembers(trees []tree, seen map[int]procInfo) map[int]procInfo {
+	procs := snapshot()
+	ms := members(trees, procs)
+	for pid, p := range seen {
+		if q, ok := procs[pid]; ok && q.start == p.start {
+			ms[pid] = q
+		}
+	}
+	live := map[int]procInfo{}
+	for pid, p := range ms {
+		if _, ok := seen[pid]; !ok {
+			seen[pid] = p
+		}
+		if p.alive() {
+			live[pid] = p
+		}
+	}
+	return live
+}
+
 // sendSignal signals p if it is still the process it was (the pid with the
 // same start time): through a pidfd, so the pid cannot be reused between
 // the check and the signal.
 func sendSignal(p procInfo, sig syscall.Signal) {
-	fd, err := unix.PidfdOpen(p.pid, 0)
-	if err == nil {
+	fd := openChecked(p)
+	if fd >= 0 {
 		defer unix.Close(fd)
-		if q, ok := readProc(p.pid); ok && q.start == p.start {
-			_ = unix.PidfdSendSignal(fd, sig, nil, 0)
-		}
+	}
+	signalHeld(p, fd, sig)
+}
+
+// openChecked opens a pidfd of p if p is still the process it was: -1 if
+// it is not, or if the kernel has no pidfds (Linux before 5.3).
+func openChecked(p procInfo) int {
+	fd, err := unix.PidfdOpen(p.pid, 0)
+	if err != nil {
+		return -1
+	}
+	if q, ok := readProc(p.pid); !ok || q.start != p.start {
+		unix.Close(fd)
+		return -1
+	}
+	return fd
+}
+
+// signalHeld signals p through fd, its pidfd (openChecked), which names
+// that very process however long it is held; with none (-1), by pid if
+// the kernel has no pidfds and p is still the process it was.
+func signalHeld(p procInfo, fd int, sig syscall.Signal) {
+	if fd >= 0 {
+		_ = unix.PidfdSendSignal(fd, sig, nil, 0)
 		return
 	}
-	if errors.Is(err, unix.ENOSYS) { // Linux before 5.3
+	if noPidfds() {
 		if q, ok := readProc(p.pid); ok && q.start == p.start {
 			_ = syscall.Kill(p.pid, sig)
 		}
+	}
+}
+
+// noPidfds reports whether the kernel has no pidfds (before Linux 5.3).
+var noPidfds = sync.OnceValue(func() bool {
+	fd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return errors.Is(err, unix.ENOSYS)
+})
+
+// awaitExit waits up to d for the processes of the pidfds fds to exit
+// (zombies count), or a millisecond if one has no pidfd (-1).
+func awaitExit(fds []int, d time.Duration) {
+	pfds := make([]unix.PollFd, 0, len(fds))
+	for _, fd := range fds {
+		if fd < 0 {
+			time.Sleep(time.Millisecond)
+			return
+		}
+		pfds = append(pfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+	}
+	for deadline := time.Now().Add(d); len(pfds) > 0; {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		n, err := unix.Poll(pfds, int((left+time.Millisecond-1)/time.Millisecond))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			return
+		}
+		pfds = slices.DeleteFunc(pfds, func(p unix.PollFd) bool { return p.Revents != 0 })
 	}
 }
 
