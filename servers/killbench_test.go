@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/outboxdrill/runner/internal/testutil"
 )
 
 // bystanders starts n processes that are no service's (as the PostgreSQL
@@ -36,16 +38,18 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// benchDescendants is a service that leaves three descendants, each
-// printing its pid: a child, a setsid'd child and a double-forked
-// grandchild; on SIGTERM it exits, they do not.
+// benchDescendants is a service that leaves four descendants, each
+// printing its pid: two children, a setsid'd child and a double-forked
+// grandchild; on SIGTERM it exits at once (wait, not a foreground
+// command, lets the trap run; what it waits for runs before it is ready).
 const benchDescendants = `trap 'exit 0' TERM
 sleep 1000 & echo "pid $!"
 setsid sleep 1000 & echo "pid $!"
 ( sleep 1000 & echo "pid $!" )
-echo ready; while :; do sleep 1; done`
+sleep 1000 & last=$!; echo "pid $last"
+echo ready; wait $last`
 
-// BenchmarkServiceEnd starts a service with three descendants while 150
+// BenchmarkServiceEnd starts a service with four descendants while 150
 // unrelated processes run, and ends it (Kill, or Stop: SIGTERM, then the
 // kill of what it left): ns/op and kill-cpu-ns/op are the end's alone (this
 // process's CPU, /proc reads included), cpu-ns/op the whole iteration's
@@ -90,14 +94,16 @@ func startBench(b *testing.B) (*Service, []procInfo) {
 	var pids []procInfo
 	for _, f := range strings.Split(s.Output(), "\n") {
 		if n, err := strconv.Atoi(strings.TrimPrefix(f, "pid ")); err == nil {
-			p, ok := readProc(n)
-			if !ok {
-				b.Fatalf("descendant %d not running", n)
+			// Each runs sleep before the end starts: a SIGTERM that
+			// reaches sh between its fork and exec may be lost.
+			var p procInfo
+			if !testutil.Eventually(func() bool { p, _ = readProc(n); return p.comm == "sleep" }) {
+				b.Fatalf("descendant %d does not run sleep: %+v", n, p)
 			}
 			pids = append(pids, p)
 		}
 	}
-	if len(pids) != 3 {
+	if len(pids) != 4 {
 		b.Fatalf("%d descendants in %q", len(pids), s.Output())
 	}
 	return s, pids
