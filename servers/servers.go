@@ -280,6 +280,15 @@ func (c *Child) Kill() {
 	removeSysvShm(c.uid(), members)
 }
 
+// reapKilled ends a child that killTrees killed with its process group
+// and session: it waits for its reaping and removes the SysV shared memory
+// that the processes killed (pids) created.
+func (c *Child) reapKilled(pids map[int]bool) {
+	_ = c.cmd.Process.Kill()
+	<-c.done
+	removeSysvShm(c.uid(), pids)
+}
+
 // killGroup SIGKILLs process group pgid until no member is alive (zombies
 // count as dead), at most limit, and returns the members it saw. A child
 // forked while the first SIGKILL went out escapes it, and a server started

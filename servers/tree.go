@@ -202,6 +202,7 @@ func liveTreeMembers(trees []tree, seen map[int]procInfo) map[int]procInfo {
 			ms[pid] = q
 		}
 	}
+	maps.Copy(ms, orphansOf(trees, procs))
 	live := map[int]procInfo{}
 	for pid, p := range ms {
 		if _, ok := seen[pid]; !ok {
@@ -212,6 +213,26 @@ func liveTreeMembers(trees []tree, seen map[int]procInfo) map[int]procInfo {
 		}
 	}
 	return live
+}
+
+// orphansOf are the zombie children of this process (orphans that
+// re-parented here) in the process group or session a live service's
+// leader (trees not strict) led: also when the leader is gone and no
+// token says the group is still its, they are for reapAdopted to reap.
+func orphansOf(trees []tree, procs map[int]procInfo) map[int]procInfo {
+	self := os.Getpid()
+	out := map[int]procInfo{}
+	for _, t := range trees {
+		if t.leader <= 1 || t.strict {
+			continue
+		}
+		for pid, p := range procs {
+			if p.ppid == self && !p.alive() && (p.pgrp == t.leader || p.session == t.leader) {
+				out[pid] = p
+			}
+		}
+	}
+	return out
 }
 
 // sendSignal signals p if it is still the process it was (the pid with the
@@ -353,17 +374,6 @@ func reapAdopted(seen map[int]procInfo) {
 	}
 }
 
-// reapOrphansIn reaps the zombie children of this process (orphans that
-// re-parented here) in the process group or session that leader led.
-func reapOrphansIn(leader int) {
-	self := os.Getpid()
-	for _, p := range snapshot() {
-		if p.ppid == self && !p.alive() && (p.pgrp == leader || p.session == leader) {
-			reapZombie(p)
-		}
-	}
-}
-
 // orphanGrace is how long a zombie child this process did not start stays
 // before the subreaper reaps it: code that started a child itself (a
 // test's exec.Cmd) reaps it at once.
@@ -405,7 +415,7 @@ func reapOrphans() {
 		}
 		now := time.Now()
 		next := map[procInfo]time.Time{}
-		for _, p := range snapshot() {
+		for _, p := range zombieChildScan() {
 			if p.ppid != self || p.alive() || p.pgrp == pgrp && p.session == sid || isDirect(p.pid) {
 				continue
 			}
@@ -423,4 +433,17 @@ func reapOrphans() {
 			t.Reset(orphanGrace)
 		}
 	}
+}
+
+// zombieChildScan is a scan of every process if this process has a zombie
+// child, else none: most SIGCHLDs find theirs reaped already (exec.Cmd's
+// Wait, killTrees), and a child that dies later sends another.
+func zombieChildScan() map[int]procInfo {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT|unix.WALL, nil)
+	// With WNOHANG and no zombie, Linux leaves si_signo 0.
+	if errors.Is(err, unix.ECHILD) || err == nil && info.Signo == 0 {
+		return nil
+	}
+	return snapshot()
 }
