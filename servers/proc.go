@@ -123,8 +123,10 @@ func snapshot() map[int]procInfo {
 // at the addresses its stat shows, so while the pid, start time and those
 // addresses stay, the tokens do. (A process may write over the block
 // itself, as PostgreSQL's setproctitle does: the tokens cached are then
-// those it was started with, the token it hides still its.) It holds only
-// processes the latest scan saw.
+// those it was started with, the token it hides still its. Writing a token
+// in without an exec takes holding it already: a descendant of the
+// service, found by its parent, group or session while the runner
+// watches.) It holds only processes the latest scan saw.
 var tokenCache = &envTokens{m: map[int]cachedTokens{}}
 
 type envTokens struct {

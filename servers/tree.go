@@ -304,7 +304,11 @@ func awaitExit(fds []int, d time.Duration) {
 		if err == unix.EINTR {
 			continue
 		}
-		if err != nil || n == 0 {
+		if err != nil {
+			time.Sleep(time.Millisecond) // a rescan, but not at once
+			return
+		}
+		if n == 0 {
 			return
 		}
 		pfds = slices.DeleteFunc(pfds, func(p unix.PollFd) bool { return p.Revents != 0 })
@@ -396,41 +400,48 @@ func becomeSubreaper() bool {
 	return subreaper.on
 }
 
-// reapOrphans reaps, on every SIGCHLD and then every orphanGrace while any
-// is waiting, the zombie children that re-parented here: not started by
-// startChild, and in a process group or session not this process's (a
-// child a test started itself is in both; a service's descendant is in
-// neither).
+// reapOrphans reaps the zombie children that re-parented here: not
+// started by startChild, and in a process group or session not this
+// process's (a child a test started itself is in both; a service's
+// descendant is in neither). It reaps one only once it has been a zombie
+// for orphanGrace: it scans orphanGrace after a SIGCHLD, and then every
+// orphanGrace while one waits, and reaps those the scan before found
+// already. (It does not scan on every SIGCHLD: a kill's dozen SIGCHLDs
+// would be a dozen scans of every process, for zombies that killTrees or
+// exec.Cmd's Wait reap anyway.)
 func reapOrphans() {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGCHLD)
 	t := time.NewTimer(orphanGrace)
+	armed := true
 	self, pgrp := os.Getpid(), syscall.Getpgrp()
 	sid, _ := unix.Getsid(0)
-	first := map[procInfo]time.Time{}
+	before := map[procInfo]bool{} // the zombies the scan before found
 	for {
 		select {
 		case <-ch:
+			if !armed {
+				t.Reset(orphanGrace)
+				armed = true
+			}
+			continue
 		case <-t.C:
+			armed = false
 		}
-		now := time.Now()
-		next := map[procInfo]time.Time{}
+		next := map[procInfo]bool{}
 		for _, p := range zombieChildScan() {
 			if p.ppid != self || p.alive() || p.pgrp == pgrp && p.session == sid || isDirect(p.pid) {
 				continue
 			}
 			key := procInfo{pid: p.pid, start: p.start}
-			since, ok := first[key]
-			if !ok {
-				since = now
-			}
-			if now.Sub(since) < orphanGrace || !reapZombie(p) {
-				next[key] = since
+			if !before[key] || !reapZombie(p) {
+				next[key] = true
 			}
 		}
-		first = next
-		if len(first) > 0 {
+		before = next
+		if len(before) > 0 {
 			t.Reset(orphanGrace)
+			armed = true
 		}
 	}
 }
