@@ -4,8 +4,10 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outboxdrill/runner/internal/testutil"
 )
@@ -69,5 +71,33 @@ func TestOwnerTokensInALargeEnvironment(t *testing.T) {
 	}
 	if tok, ok := ownerTokens(p.pid); !ok || !slices.Equal(tok, []string{"tok-c"}) {
 		t.Errorf("tokens %q (read: %v), want tok-c", tok, ok)
+	}
+}
+
+// An orphan that re-parented here and died is reaped by the subreaper
+// once it has been a zombie for orphanGrace, with no kill to reap it.
+func TestSubreaperReapsOrphans(t *testing.T) {
+	if !becomeSubreaper() {
+		t.Skip("not a child subreaper")
+	}
+	// The grandchild prints its pid, outlives sh (re-parents here) and
+	// exits; Output returns once it has (its stdout closed).
+	out, err := exec.Command("sh", "-c", `setsid sh -c 'echo $$; exec sleep 0.2' &`).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("output %q", out)
+	}
+	if p, ok := readProc(pid); !ok || p.ppid != os.Getpid() || p.alive() {
+		t.Fatalf("pid %d is not a zombie child of this process: %+v (found: %v)", pid, p, ok)
+	}
+	deadline := time.Now().Add(5 * orphanGrace)
+	for _, there := readProc(pid); there && time.Now().Before(deadline); _, there = readProc(pid) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p, there := readProc(pid); there {
+		t.Errorf("zombie %+v not reaped within %s", p, 5*orphanGrace)
 	}
 }
