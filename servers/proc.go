@@ -143,7 +143,9 @@ type cachedTokens struct {
 // tokensOf are the tokens in p's environment.
 func tokensOf(p procInfo) []string {
 	if p.envKnown && p.env == [2]uint64{} {
-		return nil // no environment we may read
+		// No environment we may read, or none laid out yet (an exec
+		// under way): the next scan reads it.
+		return nil
 	}
 	if !p.envKnown { // an older kernel: no telling an exec
 		tok, _ := ownerTokens(p.pid)

@@ -28,7 +28,7 @@ func TestTokensOfFollowsExec(t *testing.T) {
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	pid := cmd.Process.Pid
 	var before procInfo
-	if !testutil.Eventually(func() bool { before, _ = readProc(pid); return before.comm == "sh" }) {
+	if !testutil.Eventually(func() bool { before, _ = readProc(pid); return before.comm == "sh" && before.env[1] != 0 }) {
 		t.Fatalf("no sh: %+v", before)
 	}
 	if tok := tokensOf(before); !slices.Equal(tok, []string{"tok-a"}) {
@@ -36,7 +36,7 @@ func TestTokensOfFollowsExec(t *testing.T) {
 	}
 	_, _ = in.Write([]byte("go\n"))
 	var after procInfo
-	if !testutil.Eventually(func() bool { after, _ = readProc(pid); return after.comm == "sleep" }) {
+	if !testutil.Eventually(func() bool { after, _ = readProc(pid); return after.comm == "sleep" && after.env[1] != 0 }) {
 		t.Fatalf("no exec: %+v", after)
 	}
 	if after.start != before.start || !after.envKnown || after.env == before.env {
@@ -66,7 +66,7 @@ func TestOwnerTokensInALargeEnvironment(t *testing.T) {
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	var p procInfo
-	if !testutil.Eventually(func() bool { p, _ = readProc(cmd.Process.Pid); return p.comm == "sleep" }) {
+	if !testutil.Eventually(func() bool { p, _ = readProc(cmd.Process.Pid); return p.comm == "sleep" && p.env[1] != 0 }) {
 		t.Fatalf("no sleep: %+v", p)
 	}
 	if tok, ok := ownerTokens(p.pid); !ok || !slices.Equal(tok, []string{"tok-c"}) {
@@ -81,7 +81,7 @@ func TestSubreaperReapsOrphans(t *testing.T) {
 		t.Skip("not a child subreaper")
 	}
 	// The grandchild prints its pid, outlives sh (re-parents here) and
-	// exits; Output returns once it has (its stdout closed).
+	// exits; Output returns once it closes its stdout, as it exits.
 	out, err := exec.Command("sh", "-c", `setsid sh -c 'echo $$; exec sleep 0.2' &`).Output()
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +90,7 @@ func TestSubreaperReapsOrphans(t *testing.T) {
 	if err != nil {
 		t.Fatalf("output %q", out)
 	}
+	testutil.Eventually(func() bool { p, ok := readProc(pid); return !ok || !p.alive() }) // closing its stdout, it exits
 	if p, ok := readProc(pid); !ok || p.ppid != os.Getpid() || p.alive() {
 		t.Fatalf("pid %d is not a zombie child of this process: %+v (found: %v)", pid, p, ok)
 	}
