@@ -14,8 +14,9 @@ import (
 // every process on the machine (hundreds, with the PostgreSQL backends of
 // parallel runs), and a /proc file costs several slow system calls. So a
 // file is read with one open, read and close into a reused buffer, not
-// os.ReadFile's six calls; and what a process's environment says is read
-// once per process image (tokenCache), not once per scan.
+// os.ReadFile's six calls; a scan keeps each stat open for the next
+// (statFDs); and what a process's environment says is read once per
+// process image (tokenCache), not once per scan.
 
 // procInfo is one process as /proc/PID/stat shows it.
 type procInfo struct {
@@ -105,17 +106,74 @@ func snapshot() map[int]procInfo {
 	names, _ := d.Readdirnames(-1)
 	d.Close()
 	out := make(map[int]procInfo, len(names))
+	statFDs.Lock()
+	defer statFDs.Unlock()
 	for _, name := range names {
-		pid, err := strconv.Atoi(name)
-		if err != nil {
-			continue
+		if pid, err := strconv.Atoi(name); err == nil {
+			if p, ok := statFDs.read(pid); ok {
+				out[pid] = p
+			}
 		}
-		if p, ok := readProc(pid); ok {
-			out[pid] = p
+	}
+	for pid, fd := range statFDs.fd {
+		if _, ok := out[pid]; !ok {
+			unix.Close(fd)
+			delete(statFDs.fd, pid)
 		}
 	}
 	tokenCache.prune(out)
 	return out
+}
+
+// statFDs holds /proc/PID/stat open for the processes of the latest scan
+// (at most maxStatFDs): the next scan reads each with one pread, not an
+// open, read and close, the open being most of the cost. An fd names the
+// process, not the pid: once the process is reaped its reads fail
+// (ESRCH), and a process that takes the pid later is opened anew. Scans
+// hold the lock throughout: an fd closed by one must not be read by
+// another (its number may be another file's by then).
+var statFDs = &heldStats{fd: map[int]int{}}
+
+const maxStatFDs = 4096
+
+type heldStats struct {
+	sync.Mutex
+	fd map[int]int
+}
+
+// read reads pid's stat through its held fd, else opens one (held if
+// there is room).
+func (h *heldStats) read(pid int) (procInfo, bool) {
+	if fd, ok := h.fd[pid]; ok {
+		if p, ok := preadStat(fd, pid); ok {
+			return p, true
+		}
+		unix.Close(fd)
+		delete(h.fd, pid)
+	}
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return procInfo{}, false
+	}
+	p, ok := preadStat(fd, pid)
+	if ok && len(h.fd) < maxStatFDs {
+		h.fd[pid] = fd
+	} else {
+		unix.Close(fd)
+	}
+	return p, ok
+}
+
+// preadStat reads a /proc/PID/stat from its start: the kernel writes it
+// anew for each read from offset 0.
+func preadStat(fd, pid int) (p procInfo, ok bool) {
+	bp := procBufs.Get().(*[]byte)
+	defer procBufs.Put(bp)
+	n, err := unix.Pread(fd, *bp, 0)
+	if err != nil || n == len(*bp) { // a stat line is far shorter
+		return procInfo{}, false
+	}
+	return parseStat(pid, string((*bp)[:n]))
 }
 
 // tokenCache holds the tokens in the environment of each process image
