@@ -126,7 +126,7 @@ func snapshot() map[int]procInfo {
 }
 
 // statFDs holds /proc/PID/stat open for the processes of the latest scan
-// (at most maxStatFDs): the next scan reads each with one pread, not an
+// (at most maxStatFDs()): the next scan reads each with one pread, not an
 // open, read and close, the open being most of the cost. An fd names the
 // process, not the pid: once the process is reaped its reads fail
 // (ESRCH), and a process that takes the pid later is opened anew. Scans
@@ -134,7 +134,15 @@ func snapshot() map[int]procInfo {
 // another (its number may be another file's by then).
 var statFDs = &heldStats{fd: map[int]int{}}
 
-const maxStatFDs = 4096
+// maxStatFDs is a quarter of this process's fd limit, at most 4096: the
+// rest is for its own files and sockets.
+var maxStatFDs = sync.OnceValue(func() int {
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) != nil {
+		return 0
+	}
+	return int(min(rl.Cur/4, 4096))
+})
 
 type heldStats struct {
 	sync.Mutex
@@ -156,7 +164,7 @@ func (h *heldStats) read(pid int) (procInfo, bool) {
 		return procInfo{}, false
 	}
 	p, ok := preadStat(fd, pid)
-	if ok && len(h.fd) < maxStatFDs {
+	if ok && len(h.fd) < maxStatFDs() {
 		h.fd[pid] = fd
 	} else {
 		unix.Close(fd)
