@@ -378,9 +378,9 @@ func reapAdopted(seen map[int]procInfo) {
 	}
 }
 
-// orphanGrace is how long a zombie child this process did not start stays
-// before the subreaper reaps it: code that started a child itself (a
-// test's exec.Cmd) reaps it at once.
+// orphanGrace is how long at least (twice at most) a zombie child this
+// process did not start stays before the subreaper reaps it: code that
+// started a child itself (a test's exec.Cmd) reaps it at once.
 const orphanGrace = time.Second
 
 var subreaper struct {
