@@ -138,7 +138,7 @@ func holdLease(root string) (*lease, error) {
 // newLease makes a lease file in root, locked before it has its name: a
 // clean never sees it unlocked while this process lives.
 func newLease(root string) (*lease, error) {
-	self, _ := readStat(strconv.Itoa(os.Getpid()))
+	self, _ := readProc(os.Getpid())
 	sid, _ := unix.Getsid(0)
 	exe, _ := os.Executable()
 	for range 10 {
@@ -316,19 +316,18 @@ func withOwner(env []string, token string) []string {
 	return append(out, OwnerEnv+"="+strings.TrimSpace(prev+" "+token))
 }
 
-// ownerTokens are the tokens in pid's environment (none for a zombie or a
-// process we may not read).
-func ownerTokens(pid int) []string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
-		return nil
-	}
-	for kv := range strings.SplitSeq(string(b), "\x00") {
-		if v, ok := strings.CutPrefix(kv, OwnerEnv+"="); ok {
-			return strings.Fields(v)
+// ownerTokens are the tokens in pid's environment (none for a zombie),
+// and whether it could be read.
+func ownerTokens(pid int) (tokens []string, ok bool) {
+	ok = readProcFile(strconv.Itoa(pid)+"/environ", func(b []byte) {
+		for kv := range strings.SplitSeq(string(b), "\x00") {
+			if v, found := strings.CutPrefix(kv, OwnerEnv+"="); found {
+				tokens = strings.Fields(v)
+				return
+			}
 		}
-	}
-	return nil
+	})
+	return tokens, ok
 }
 
 // TempRoots are the dirs managed servers may have made their dirs in: the

@@ -280,6 +280,15 @@ func (c *Child) Kill() {
 	removeSysvShm(c.uid(), members)
 }
 
+// reapKilled ends a child that killTrees killed with its process group
+// and session: it waits for its reaping and removes the SysV shared memory
+// that the processes killed (pids) created.
+func (c *Child) reapKilled(pids map[int]bool) {
+	_ = c.cmd.Process.Kill()
+	<-c.done
+	removeSysvShm(c.uid(), pids)
+}
+
 // killGroup SIGKILLs process group pgid until no member is alive (zombies
 // count as dead), at most limit, and returns the members it saw. A child
 // forked while the first SIGKILL went out escapes it, and a server started
@@ -305,11 +314,11 @@ func killGroup(pgid int, limit time.Duration) map[int]bool {
 // childrenOf lists the processes whose parent is pid.
 func childrenOf(pid int) []int {
 	var out []int
-	eachProcess(func(child int, st procStat) {
-		if st.ppid == strconv.Itoa(pid) {
+	for child, p := range snapshot() {
+		if p.ppid == pid {
 			out = append(out, child)
 		}
-	})
+	}
 	return out
 }
 
@@ -317,54 +326,14 @@ func childrenOf(pid int) []int {
 // process: a pid reused later has another), and whether it runs (exists
 // and is not a zombie); "" when there is no such process.
 func StartTime(pid int) (start string, alive bool) {
-	st, ok := readStat(strconv.Itoa(pid))
-	if !ok {
-		return "", false
-	}
-	return st.start, st.alive()
+	p, ok := readProc(pid)
+	return p.start, ok && p.alive()
 }
 
 // running reports whether pid runs (exists and is not a zombie).
 func running(pid int) bool {
-	st, ok := readStat(strconv.Itoa(pid))
-	return ok && st.alive()
-}
-
-// procStat is what /proc/PID/stat says of a process that we use.
-type procStat struct {
-	state, ppid, pgrp, session string
-	start                      string // start time: with the pid, names one process
-}
-
-// alive is neither gone nor a zombie.
-func (st procStat) alive() bool { return st.state != "Z" && st.state != "X" }
-
-// readStat parses /proc/PID/stat: "pid (comm) state ppid pgrp session ...
-// starttime ...", where comm may hold spaces and ')'.
-func readStat(pid string) (procStat, bool) {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return procStat{}, false
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 20 {
-		return procStat{}, false
-	}
-	return procStat{state: f[0], ppid: f[1], pgrp: f[2], session: f[3], start: f[19]}, true
-}
-
-// eachProcess calls fn for every process /proc lists.
-func eachProcess(fn func(pid int, st procStat)) {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, ok := readStat(e.Name()); ok {
-			fn(pid, st)
-		}
-	}
+	p, ok := readProc(pid)
+	return ok && p.alive()
 }
 
 // Exited reports whether the child has exited and been reaped.
@@ -388,11 +357,11 @@ func (c *Child) uid() int {
 // groupMembers lists the processes in process group pgid.
 func groupMembers(pgid int) map[int]bool {
 	members := map[int]bool{pgid: true}
-	eachProcess(func(pid int, st procStat) {
-		if st.pgrp == strconv.Itoa(pgid) {
+	for pid, p := range snapshot() {
+		if p.pgrp == pgid {
 			members[pid] = true
 		}
-	})
+	}
 	return members
 }
 

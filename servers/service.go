@@ -111,14 +111,20 @@ func StartService(ctx context.Context, spec ServiceSpec) (*Service, error) {
 func (s *Service) killAll() {
 	// All at once, the process too, while it still holds its group and
 	// session together.
+	// (killTrees also reaps its group's and session's orphans that died
+	// before: zombies now.)
 	s.seenMu.Lock()
-	killTrees([]tree{s.tree}, stopGrace, s.seen)
+	killed := killTrees([]tree{s.tree}, stopGrace, s.seen)
 	s.seenMu.Unlock()
-	if !s.child.Exited() {
-		s.child.Kill() // and reaped
+	if !s.child.Exited() && s.tree.start == "" {
+		s.child.Kill() // not known to killTrees: its group, and reaped
+	} else if !s.child.Exited() {
+		pids := map[int]bool{s.tree.leader: true}
+		for _, p := range killed {
+			pids[p.pid] = true
+		}
+		s.child.reapKilled(pids)
 	}
-	// Its group's and session's orphans that died before: zombies now.
-	reapOrphansIn(s.tree.leader)
 	s.endOnce.Do(s.lease.release)
 }
 

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,52 +44,6 @@ import (
 // (it forks, setsid's, execs with an empty environment and its parent
 // exits, all between two scans): a cgroup would be the answer to that one.
 
-// procInfo is one process as /proc/PID/stat shows it.
-type procInfo struct {
-	pid, ppid, pgrp, session int
-	state, start, comm       string
-}
-
-func (p procInfo) alive() bool { return p.state != "Z" && p.state != "X" }
-
-// readProc reads /proc/PID/stat.
-func readProc(pid int) (procInfo, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procInfo{}, false
-	}
-	s := string(b)
-	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || end < open {
-		return procInfo{}, false
-	}
-	f := strings.Fields(s[end+1:])
-	if len(f) < 20 {
-		return procInfo{}, false
-	}
-	p := procInfo{pid: pid, comm: s[open+1 : end], state: f[0], start: f[19]}
-	p.ppid, _ = strconv.Atoi(f[1])
-	p.pgrp, _ = strconv.Atoi(f[2])
-	p.session, _ = strconv.Atoi(f[3])
-	return p, true
-}
-
-// snapshot reads every process in /proc.
-func snapshot() map[int]procInfo {
-	ents, _ := os.ReadDir("/proc")
-	out := make(map[int]procInfo, len(ents))
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if p, ok := readProc(pid); ok {
-			out[pid] = p
-		}
-	}
-	return out
-}
-
 // tree names the processes of one service: its leader (pid and start
 // time; 0 for none) and the token its processes carry (or, prefix, the
 // start of the tokens of a whole run).
@@ -105,11 +58,12 @@ type tree struct {
 	strict bool
 }
 
-func (t tree) owns(tokens []string) bool {
+// owns reports whether p carries the tree's token.
+func (t tree) owns(p procInfo) bool {
 	if t.token == "" {
 		return false
 	}
-	return slices.ContainsFunc(tokens, func(tok string) bool {
+	return slices.ContainsFunc(tokensOf(p), func(tok string) bool {
 		return tok == t.token || t.prefix && strings.HasPrefix(tok, t.token)
 	})
 }
@@ -119,22 +73,13 @@ func (t tree) owns(tokens []string) bool {
 func members(trees []tree, procs map[int]procInfo) map[int]procInfo {
 	self := os.Getpid()
 	skip := func(pid int) bool { return pid <= 1 || pid == self }
-	tokens := map[int][]string{}
-	tokensOf := func(pid int) []string {
-		tok, ok := tokens[pid]
-		if !ok {
-			tok = ownerTokens(pid)
-			tokens[pid] = tok
-		}
-		return tok
-	}
 	in := map[int]procInfo{}
 	for _, t := range trees {
 		leader, there := procs[t.leader]
 		leaderOurs := t.leader > 1 && there && t.start != "" && leader.start == t.start &&
-			(!t.strict || t.owns(tokensOf(t.leader)))
+			(!t.strict || t.owns(leader))
 		for pid, p := range procs {
-			if !skip(pid) && (leaderOurs && pid == t.leader || t.owns(tokensOf(pid))) {
+			if !skip(pid) && (leaderOurs && pid == t.leader || t.owns(p)) {
 				in[pid] = p
 			}
 		}
@@ -146,8 +91,8 @@ func members(trees []tree, procs map[int]procInfo) map[int]procInfo {
 		// own. But if it is gone they may have emptied and another process
 		// may have reused the number since: one carrying the token says not.
 		groupsOurs := leaderOurs
-		for pid, p := range procs {
-			if !groupsOurs && (p.pgrp == t.leader || p.session == t.leader) && t.owns(tokensOf(pid)) {
+		for _, p := range procs {
+			if !groupsOurs && (p.pgrp == t.leader || p.session == t.leader) && t.owns(p) {
 				groupsOurs = true
 			}
 		}
@@ -198,60 +143,175 @@ func liveMembers(trees []tree, seen map[int]procInfo) map[int]procInfo {
 // count as dead) or limit passes, reaps the zombies that re-parented to
 // this process, those of the processes in seen (members seen before, may
 // be nil) too, and returns the processes it killed.
+//
+// It scans, kills what the scan found alive, waits for those to die and
+// scans again, until a scan finds none alive: a member may have forked
+// between a scan and its SIGKILL. The wait is on pidfds, not a rescan each
+// millisecond; it is cut at rescanEvery so that a process slow to die (in
+// uninterruptible sleep) does not keep what another member forked waiting
+// for its kill.
 func killTrees(trees []tree, limit time.Duration, seen map[int]procInfo) []procInfo {
 	if seen == nil {
 		seen = map[int]procInfo{}
 	}
 	seen = maps.Clone(seen)
+	held := map[procInfo]int{} // the pidfd of each process signalled
+	defer func() {
+		for _, fd := range held {
+			unix.Close(fd)
+		}
+	}()
 	var killed []procInfo
-	for deadline := time.Now().Add(limit); ; time.Sleep(time.Millisecond) {
-		procs := snapshot()
-		ms := members(trees, procs)
-		// A member killed already may have lost what tied it to the tree
-		// (its parent died first): it is still one.
-		for pid, p := range seen {
-			if q, ok := procs[pid]; ok && q.start == p.start {
-				ms[pid] = q
+	for deadline := time.Now().Add(limit); ; {
+		var live []int
+		for pid, p := range liveTreeMembers(trees, seen) {
+			if !slices.ContainsFunc(killed, func(k procInfo) bool { return k.pid == pid }) {
+				killed = append(killed, p)
 			}
-		}
-		live := 0
-		for pid, p := range ms {
-			if _, ok := seen[pid]; !ok {
-				seen[pid] = p
-			}
-			if p.alive() {
-				if !slices.ContainsFunc(killed, func(k procInfo) bool { return k.pid == pid }) {
-					killed = append(killed, p)
+			key := procInfo{pid: p.pid, start: p.start}
+			fd, ok := held[key]
+			if !ok {
+				if fd = openChecked(p); fd >= 0 {
+					held[key] = fd
 				}
-				live++
-				sendSignal(p, syscall.SIGKILL)
 			}
+			signalHeld(p, fd, syscall.SIGKILL)
+			live = append(live, fd)
 		}
-		if live == 0 || time.Now().After(deadline) {
+		if len(live) == 0 || time.Now().After(deadline) {
 			break
 		}
+		awaitExit(live, min(time.Until(deadline), rescanEvery))
 	}
 	reapAdopted(seen)
 	slices.SortFunc(killed, func(a, b procInfo) int { return a.pid - b.pid })
 	return killed
 }
 
+// rescanEvery bounds killTrees's wait for the processes it killed.
+const rescanEvery = 20 * time.Millisecond
+
+// liveTreeMembers scans for the members of trees, adds them to seen, and
+// returns the live ones. A member killed already may have lost what tied
+// it to the tree (its parent died first): it is still one.
+func liveTreeMembers(trees []tree, seen map[int]procInfo) map[int]procInfo {
+	procs := snapshot()
+	ms := members(trees, procs)
+	for pid, p := range seen {
+		if q, ok := procs[pid]; ok && q.start == p.start {
+			ms[pid] = q
+		}
+	}
+	maps.Copy(ms, orphansOf(trees, procs))
+	live := map[int]procInfo{}
+	for pid, p := range ms {
+		if _, ok := seen[pid]; !ok {
+			seen[pid] = p
+		}
+		if p.alive() {
+			live[pid] = p
+		}
+	}
+	return live
+}
+
+// orphansOf are the zombie children of this process (orphans that
+// re-parented here) in the process group or session a live service's
+// leader (trees not strict) led: also when the leader is gone and no
+// token says the group is still its, they are for reapAdopted to reap.
+func orphansOf(trees []tree, procs map[int]procInfo) map[int]procInfo {
+	self := os.Getpid()
+	out := map[int]procInfo{}
+	for _, t := range trees {
+		if t.leader <= 1 || t.strict {
+			continue
+		}
+		for pid, p := range procs {
+			if p.ppid == self && !p.alive() && (p.pgrp == t.leader || p.session == t.leader) {
+				out[pid] = p
+			}
+		}
+	}
+	return out
+}
+
 // sendSignal signals p if it is still the process it was (the pid with the
 // same start time): through a pidfd, so the pid cannot be reused between
 // the check and the signal.
 func sendSignal(p procInfo, sig syscall.Signal) {
-	fd, err := unix.PidfdOpen(p.pid, 0)
-	if err == nil {
+	fd := openChecked(p)
+	if fd >= 0 {
 		defer unix.Close(fd)
-		if q, ok := readProc(p.pid); ok && q.start == p.start {
-			_ = unix.PidfdSendSignal(fd, sig, nil, 0)
-		}
+	}
+	signalHeld(p, fd, sig)
+}
+
+// openChecked opens a pidfd of p if p is still the process it was: -1 if
+// it is not, or if the kernel has no pidfds (Linux before 5.3).
+func openChecked(p procInfo) int {
+	fd, err := unix.PidfdOpen(p.pid, 0)
+	if err != nil {
+		return -1
+	}
+	if q, ok := readProc(p.pid); !ok || q.start != p.start {
+		unix.Close(fd)
+		return -1
+	}
+	return fd
+}
+
+// signalHeld signals p through fd, its pidfd (openChecked), which names
+// that very process however long it is held; with none (-1), by pid if
+// the kernel has no pidfds and p is still the process it was.
+func signalHeld(p procInfo, fd int, sig syscall.Signal) {
+	if fd >= 0 {
+		_ = unix.PidfdSendSignal(fd, sig, nil, 0)
 		return
 	}
-	if errors.Is(err, unix.ENOSYS) { // Linux before 5.3
+	if noPidfds() {
 		if q, ok := readProc(p.pid); ok && q.start == p.start {
 			_ = syscall.Kill(p.pid, sig)
 		}
+	}
+}
+
+// noPidfds reports whether the kernel has no pidfds (before Linux 5.3).
+var noPidfds = sync.OnceValue(func() bool {
+	fd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return errors.Is(err, unix.ENOSYS)
+})
+
+// awaitExit waits up to d for the processes of the pidfds fds to exit
+// (zombies count), or a millisecond if one has no pidfd (-1).
+func awaitExit(fds []int, d time.Duration) {
+	pfds := make([]unix.PollFd, 0, len(fds))
+	for _, fd := range fds {
+		if fd < 0 {
+			time.Sleep(time.Millisecond)
+			return
+		}
+		pfds = append(pfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+	}
+	for deadline := time.Now().Add(d); len(pfds) > 0; {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		n, err := unix.Poll(pfds, int((left+time.Millisecond-1)/time.Millisecond))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			time.Sleep(time.Millisecond) // a rescan, but not at once
+			return
+		}
+		if n == 0 {
+			return
+		}
+		pfds = slices.DeleteFunc(pfds, func(p unix.PollFd) bool { return p.Revents != 0 })
 	}
 }
 
@@ -318,20 +378,9 @@ func reapAdopted(seen map[int]procInfo) {
 	}
 }
 
-// reapOrphansIn reaps the zombie children of this process (orphans that
-// re-parented here) in the process group or session that leader led.
-func reapOrphansIn(leader int) {
-	self := os.Getpid()
-	for _, p := range snapshot() {
-		if p.ppid == self && !p.alive() && (p.pgrp == leader || p.session == leader) {
-			reapZombie(p)
-		}
-	}
-}
-
-// orphanGrace is how long a zombie child this process did not start stays
-// before the subreaper reaps it: code that started a child itself (a
-// test's exec.Cmd) reaps it at once.
+// orphanGrace is how long at least (twice at most) a zombie child this
+// process did not start stays before the subreaper reaps it: code that
+// started a child itself (a test's exec.Cmd) reaps it at once.
 const orphanGrace = time.Second
 
 var subreaper struct {
@@ -351,41 +400,61 @@ func becomeSubreaper() bool {
 	return subreaper.on
 }
 
-// reapOrphans reaps, on every SIGCHLD and then every orphanGrace while any
-// is waiting, the zombie children that re-parented here: not started by
-// startChild, and in a process group or session not this process's (a
-// child a test started itself is in both; a service's descendant is in
-// neither).
+// reapOrphans reaps the zombie children that re-parented here: not
+// started by startChild, and in a process group or session not this
+// process's (a child a test started itself is in both; a service's
+// descendant is in neither). It reaps one only once it has been a zombie
+// for orphanGrace: it scans orphanGrace after a SIGCHLD, and then every
+// orphanGrace while one waits, and reaps those the scan before found
+// already. (It does not scan on every SIGCHLD: a kill's dozen SIGCHLDs
+// would be a dozen scans of every process, for zombies that killTrees or
+// exec.Cmd's Wait reap anyway.)
 func reapOrphans() {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGCHLD)
 	t := time.NewTimer(orphanGrace)
+	armed := true
 	self, pgrp := os.Getpid(), syscall.Getpgrp()
 	sid, _ := unix.Getsid(0)
-	first := map[procInfo]time.Time{}
+	before := map[procInfo]bool{} // the zombies the scan before found
 	for {
 		select {
 		case <-ch:
+			if !armed {
+				t.Reset(orphanGrace)
+				armed = true
+			}
+			continue
 		case <-t.C:
+			armed = false
 		}
-		now := time.Now()
-		next := map[procInfo]time.Time{}
-		for _, p := range snapshot() {
+		next := map[procInfo]bool{}
+		for _, p := range zombieChildScan() {
 			if p.ppid != self || p.alive() || p.pgrp == pgrp && p.session == sid || isDirect(p.pid) {
 				continue
 			}
 			key := procInfo{pid: p.pid, start: p.start}
-			since, ok := first[key]
-			if !ok {
-				since = now
-			}
-			if now.Sub(since) < orphanGrace || !reapZombie(p) {
-				next[key] = since
+			if !before[key] || !reapZombie(p) {
+				next[key] = true
 			}
 		}
-		first = next
-		if len(first) > 0 {
+		before = next
+		if len(before) > 0 {
 			t.Reset(orphanGrace)
+			armed = true
 		}
 	}
+}
+
+// zombieChildScan is a scan of every process if this process has a zombie
+// child, else none: most SIGCHLDs find theirs reaped already (exec.Cmd's
+// Wait, killTrees), and a child that dies later sends another.
+func zombieChildScan() map[int]procInfo {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT|unix.WALL, nil)
+	// With WNOHANG and no zombie, Linux leaves si_signo 0.
+	if errors.Is(err, unix.ECHILD) || err == nil && info.Signo == 0 {
+		return nil
+	}
+	return snapshot()
 }
