@@ -455,7 +455,8 @@ func (c *conn) message(m *msg, more bool) bool {
 	// Before the client can see it, and so answer it.
 	switch {
 	case x.kind == KindDelivery || k != nil && strings.HasPrefix(m.reply, "$JS.ACK."):
-		c.p.idle.delivered(m.reply, a == nil || a.Do != fault.Error && a.Do != fault.Drop)
+		// Error, drop, cut and kill keep it from the client.
+		c.p.idle.delivered(m.reply, a == nil || a.Do == fault.Delay || a.Do == fault.Duplicate)
 	case m.op == "HMSG" && k == nil:
 		c.p.idle.status(m.subject, m)
 	}

@@ -177,28 +177,34 @@ func TestIdlePollIsAPullThatGotNothingWithNothingHeld(t *testing.T) {
 	p.idle("+NXT: acked, and asked for the next one", true)
 }
 
-// A delivery a fault kept from the client takes the evidence back (the
-// pull was answered), and is not held: the client never saw it, so its
-// next pull with nothing held is an idle poll again.
+// A delivery a fault kept from the client (an error in its place, or its
+// connection cut) takes the evidence back (the pull was answered), and is
+// not held: the client never saw it, so a pull with nothing held after it
+// is an idle poll again.
 func TestIdlePollAfterADeliveryKeptFromTheClient(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.consumer("w", 200*time.Millisecond)
-	p := f.puller("w")
-	drop := f.arm(Trigger{Boundary: Reply, Op: OpDeliver, Action: fault.Action{Do: fault.Error}})
-	p.pull(`{"batch":1,"expires":5000000000}`)
-	p.idle("a pull with nothing held", true)
-	if _, err := f.publish(f.direct, "e1"); err != nil {
-		t.Fatal(err)
+	for _, do := range []fault.Do{fault.Error, fault.Cut} {
+		f := newFixture(t)
+		f.consumer("w", 200*time.Millisecond)
+		p := f.puller("w")
+		kept := f.arm(Trigger{Boundary: Reply, Op: OpDeliver, Action: fault.Action{Do: do}})
+		p.pull(`{"batch":1,"expires":5000000000}`)
+		p.idle(fmt.Sprintf("%s: a pull with nothing held", do), true)
+		if _, err := f.publish(f.direct, "e1"); err != nil {
+			t.Fatal(err)
+		}
+		<-kept.Done()
+		p.idle(fmt.Sprintf("%s: the pull answered with a delivery the drill kept from the client", do), false)
+		if do == fault.Cut {
+			p = f.puller("w") // connects again, as a client that reconnects
+		}
+		p.pull(`{"batch":1,"expires":5000000000}`)
+		p.idle(fmt.Sprintf("%s: a pull after it, nothing held", do), true)
+		m := p.receive("msg") // once AckWait ran out, again
+		p.idle(fmt.Sprintf("%s: the redelivery held", do), false)
+		p.ack(m, "+ACK")
+		p.idle(fmt.Sprintf("%s: acked, nothing asked since", do), false)
+		p.pull(`{"batch":1,"expires":5000000000}`)
+		p.idle(fmt.Sprintf("%s: then a pull with nothing held", do), true)
 	}
-	<-drop.Done()
-	p.idle("the pull answered with a delivery the drill dropped", false)
-	p.pull(`{"batch":1,"expires":5000000000}`)
-	p.idle("a pull after it, nothing held", true)
-	m := p.receive("msg") // once AckWait ran out, again
-	p.idle("the redelivery held", false)
-	p.ack(m, "+ACK")
-	p.idle("acked, nothing asked since", false)
-	p.pull(`{"batch":1,"expires":5000000000}`)
-	p.idle("then a pull with nothing held", true)
 }
