@@ -42,7 +42,8 @@ import (
 //   - Push consumers send no pulls: no evidence, the whole quiet window is
 //     waited. So for AckNone consumers (their deliveries are never
 //     settled on the wire), and for a client holding a delivery it never
-//     settles (one cut off before it reached the client stays held).
+//     settles (one lost with its connection after the proxy passed it on
+//     stays held; one a fault kept from the client is not held).
 //   - Client-side buffering is seen only as held deliveries: a client
 //     that prefetches gives evidence once it settled all it was handed and
 //     the server answered its open pull with a status.
