@@ -189,10 +189,12 @@ type CrossingLog interface {
 
 // Idler is a Proxy that tells when its client last asked the broker for
 // new work and got none (an idle poll; Redis: an XREADGROUP of ">" that
-// handed out nothing), by when the request was sent. A consumer that sent
-// one after the state last changed had finished with what it held before
-// and found nothing new: settling need not wait out its whole quiet
-// window for it (judge/settle.go). A proxy that cannot tell is not one.
+// handed out nothing, by when the request was sent; NATS: now, while a
+// pull sent with every delivery settled on the wire has had no delivery
+// since, proxy/nats idle.go). A consumer that sent one after the state
+// last changed had finished with what it held before and found nothing
+// new: settling need not wait out its whole quiet window for it
+// (judge/settle.go). A proxy that cannot tell is not one.
 type Idler interface {
 	IdlePoll() time.Time
 }

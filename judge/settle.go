@@ -191,7 +191,7 @@ func (s *settling) poll(ctx context.Context, polls int) (out Settled, done bool,
 // a reply, no service is being restarted or holds a transaction open, and
 // every live service but a producer-side one (whose work is what the
 // outbox still owes, judged apart) sent the broker a read of new work
-// after the change that handed out nothing (broker.Idler: Redis). A
+// after the change that handed out nothing (broker.Idler: Redis, NATS). A
 // consumer that polled idle had finished with what it held, and found
 // nothing more. Without that evidence from every one (a proxy that cannot
 // tell, a consumer that never polls), the whole window is waited.

@@ -76,8 +76,12 @@ async function main() {
   const c = await nc.jetstream().consumers.get(stream, durable);
   // One message at a time: a message's AckWait runs from its delivery, so
   // one that waited in a client-side buffer behind slow work would be
-  // redelivered while still unhandled.
-  const messages = await c.consume({ max_messages: 1 });
+  // redelivered while still unhandled. Pulls expire after 5 s (nats.js's
+  // default is 30 s): a delivery lost on its way (the server counts it
+  // handed out, so the pull is spent and sends no more heartbeats) is
+  // noticed by two missed idle heartbeats, half the expiry each, and
+  // pulled again; with 30 s the consumer would sit idle that long.
+  const messages = await c.consume({ max_messages: 1, expires: 5000 });
   console.log('consumer ready');
   for await (const m of messages) await handle(m);
 }

@@ -218,6 +218,13 @@ func (c *conn) publish(m *msg, more bool) bool {
 	}
 	seq := c.p.record(ev, m)
 	c.awaitConsumerReply(m)
+	// Before it is sent: the server's answer to it must find it noted.
+	switch x.kind {
+	case KindPull:
+		c.p.idle.pulled(m.reply)
+	case KindAck:
+		c.p.idle.acked(m.subject, x.ack)
+	}
 	k := c.expect(m, x, a, seq)
 	held := k != nil && k.strike != nil
 	if !c.send(m.raw, more && !held) {
@@ -444,6 +451,14 @@ func (c *conn) message(m *msg, more bool) bool {
 	ev.Kind = x.kind
 	if k == nil || k.strike == nil {
 		a = c.p.strikeOn(x)
+	}
+	// Before the client can see it, and so answer it.
+	switch {
+	case x.kind == KindDelivery || k != nil && strings.HasPrefix(m.reply, "$JS.ACK."):
+		// Error, drop, cut and kill keep it from the client.
+		c.p.idle.delivered(m.reply, a == nil || a.Do == fault.Delay || a.Do == fault.Duplicate)
+	case m.op == "HMSG" && k == nil:
+		c.p.idle.status(m.subject, m)
 	}
 	if a == nil {
 		c.p.record(ev, m)

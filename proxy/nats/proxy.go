@@ -95,6 +95,8 @@ type Proxy struct {
 	// consumers are the JetStream consumers' configurations the server
 	// stated in its replies (Consumers).
 	consumers consumers
+	// idle is what its clients hold and asked for (IdlePoll).
+	idle idleBook
 
 	fault.Registry[*Armed, Event]
 }

@@ -75,7 +75,10 @@ type proxy struct {
 	url string
 }
 
-var _ broker.Patient = (*proxy)(nil)
+var (
+	_ broker.Patient = (*proxy)(nil)
+	_ broker.Idler   = (*proxy)(nil)
+)
 
 func (x *proxy) URL() string     { return x.url }
 func (x *proxy) Address() string { return x.p.Addr() }
@@ -207,6 +210,13 @@ func payload(h nproxy.Header, name string, data []byte) string {
 	}
 	return string(data)
 }
+
+// IdlePoll is when the service was last known to have asked JetStream for
+// new work holding none, and got none (proxy/nats's rule: a pull sent, or
+// a pull's 404, 408 or idle heartbeat, with every delivery it was handed
+// acked, naked or termed, and no delivery since): now, while it still
+// waits so (broker.Idler).
+func (x *proxy) IdlePoll() time.Time { return x.p.IdlePoll() }
 
 // Dropped is how many events the proxy's record left out, full.
 func (x *proxy) Dropped() int64 { return x.p.Dropped() }
