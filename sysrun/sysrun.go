@@ -163,20 +163,7 @@ func (r *Run) start(ctx context.Context, name string, env map[string]string, f *
 	}
 	vars["replica"] = strconv.Itoa(max(1, spec.Replica))
 	r.watch(s, restartOf(ctx))
-	for _, f := range append([]*fault.Fault{f}, more...) {
-		if f == nil {
-			continue
-		}
-		if err := r.arm(name, s, f); err != nil {
-			s.close()
-			return "", err
-		}
-	}
-	if err := r.follow(name, s); err != nil {
-		s.close()
-		return "", err
-	}
-	ready, err := r.watchReady(s, spec)
+	ready, err := r.onProxies(name, s, spec, append([]*fault.Fault{f}, more...))
 	if err != nil {
 		s.close()
 		return "", err
@@ -226,6 +213,24 @@ func (r *Run) start(ctx context.Context, name string, env map[string]string, f *
 		}
 	}
 	return detail, nil
+}
+
+// onProxies sets up on s's proxies, before its process starts, what the
+// start asks of them: its faults (nil ones skipped) armed, the services'
+// own output followed, and its ready: {on: …} watched.
+func (r *Run) onProxies(name string, s *service, spec *system.Service, faults []*fault.Fault) (*readyWatch, error) {
+	for _, f := range faults {
+		if f == nil {
+			continue
+		}
+		if err := r.arm(name, s, f); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.follow(name, s); err != nil {
+		return nil, err
+	}
+	return r.watchReady(s, spec)
 }
 
 // gone makes sure no process of the service runs: one a fault killed (or
