@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/outboxdrill/runner/internal/lazy"
 )
 
 // optionalKindFields may be zero in a Kind: everything else is required,
@@ -28,8 +29,8 @@ var optionalKindFields = map[string]string{
 }
 
 var (
-	kindName = regexp.MustCompile(`^[a-z][a-z0-9]*$`)
-	envName  = regexp.MustCompile(`^RUNNER_[A-Z0-9_]+_URL$`)
+	kindName = lazy.Regexp(`^[a-z][a-z0-9]*$`)
+	envName  = lazy.Regexp(`^RUNNER_[A-Z0-9_]+_URL$`)
 )
 
 // Check says everything a Kind lacks: a required field left zero, a probe
@@ -54,10 +55,10 @@ func (k *Kind) Check() error {
 
 func (k *Kind) checkWords() []error {
 	var errs []error
-	if !kindName.MatchString(k.Name) || !kindName.MatchString(k.Flag) || !kindName.MatchString(k.Dir) {
+	if !kindName().MatchString(k.Name) || !kindName().MatchString(k.Flag) || !kindName().MatchString(k.Dir) {
 		errs = append(errs, fmt.Errorf("%s: name %q, flag %q and dir %q must be lower-case words", k.Name, k.Name, k.Flag, k.Dir))
 	}
-	if !envName.MatchString(k.Env) {
+	if !envName().MatchString(k.Env) {
 		errs = append(errs, fmt.Errorf("%s: env %q is not RUNNER_…_URL", k.Name, k.Env))
 	}
 	if strings.Count(k.FlagUsage, "`") != 2 {

@@ -11,11 +11,12 @@ package diag
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/outboxdrill/runner/internal/lazy"
 )
 
 // Problem is a located syntax error: 1-based line and column (in
@@ -26,7 +27,7 @@ type Problem struct {
 	found     int // the line where the scan noticed it (end of file for "never closed")
 }
 
-var yamlMsg = regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`)
+var yamlMsg = lazy.Regexp(`^yaml: (?:line (\d+): )?(.*)$`)
 
 // parserErrors are yaml.v3's parser errors: their line is the 0-based line
 // of the enclosing node, printed as if 1-based.
@@ -53,7 +54,7 @@ var readerErrors = []string{
 	"invalid Unicode character",
 }
 
-var unknownAnchor = regexp.MustCompile(`^unknown anchor '(.*)' referenced$`)
+var unknownAnchor = lazy.Regexp(`^unknown anchor '(.*)' referenced$`)
 
 // Locate says where in src the yaml.v3 error err is, and what is wrong. The
 // position is always within src: line 1..number of lines, column 1..length
@@ -61,7 +62,7 @@ var unknownAnchor = regexp.MustCompile(`^unknown anchor '(.*)' referenced$`)
 func Locate(src []byte, err error) Problem {
 	text := err.Error()
 	line, what := 0, strings.TrimPrefix(text, "yaml: ")
-	if m := yamlMsg.FindStringSubmatch(text); m != nil {
+	if m := yamlMsg().FindStringSubmatch(text); m != nil {
 		line, _ = strconv.Atoi(m[1])
 		what = m[2]
 		if parserErrors[what] && line > 0 {
@@ -79,7 +80,7 @@ func Locate(src []byte, err error) Problem {
 			return clamp(badByte(src))
 		}
 	}
-	if m := unknownAnchor.FindStringSubmatch(what); m != nil {
+	if m := unknownAnchor().FindStringSubmatch(what); m != nil {
 		return clamp(findAlias(lines, m[1]))
 	}
 	if strings.HasPrefix(what, "did not find expected ',' or ") {
@@ -103,14 +104,14 @@ func Locate(src []byte, err error) Problem {
 }
 
 // flowVar is a ${name} written bare as a value in a flow collection.
-var flowVar = regexp.MustCompile(`[:,\[{]\s*(\$\{[A-Za-z_][A-Za-z0-9_]*\})`)
+var flowVar = lazy.Regexp(`[:,\[{]\s*(\$\{[A-Za-z_][A-Za-z0-9_]*\})`)
 
 // unquotedVar finds, from the line before line on, a ${name} written bare
 // inside {…} or […]: YAML reads its "{" as a nested map, so the collection
 // never closes.
 func unquotedVar(lines []string, line int) (Problem, bool) {
 	for i := max(line-2, 0); i < min(line+1, len(lines)); i++ {
-		if m := flowVar.FindStringSubmatchIndex(lines[i]); m != nil && strings.ContainsAny(lines[i][:m[2]], "{[") {
+		if m := flowVar().FindStringSubmatchIndex(lines[i]); m != nil && strings.ContainsAny(lines[i][:m[2]], "{[") {
 			v := lines[i][m[2]:m[3]]
 			return Problem{Line: i + 1, Col: utf8.RuneCountInString(lines[i][:m[2]]) + 1,
 				Msg: fmt.Sprintf("invalid YAML: %s inside {…} or […] must be quoted: write \"%s\" (its { would open a map)", v, v)}, true
@@ -169,7 +170,7 @@ func printable(r rune) bool {
 func findAlias(lines []string, name string) Problem {
 	var anchors []string
 	for _, l := range lines {
-		for _, m := range anchorRe.FindAllStringSubmatch(l, -1) {
+		for _, m := range anchorRe().FindAllStringSubmatch(l, -1) {
 			anchors = append(anchors, m[1])
 		}
 	}
@@ -190,7 +191,7 @@ func findAlias(lines []string, name string) Problem {
 	return Problem{Line: 1, Col: 1, Msg: msg}
 }
 
-var anchorRe = regexp.MustCompile(`(?:^|[\s\[{,])&([^\s,\[\]{}:]+)`)
+var anchorRe = lazy.Regexp(`(?:^|[\s\[{,])&([^\s,\[\]{}:]+)`)
 
 // suggest is " (did you mean &x?)" for an anchor one or two edits away.
 func suggest(name string, anchors []string) string {

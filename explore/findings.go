@@ -6,7 +6,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/history"
 	"github.com/outboxdrill/runner/internal/ddmin"
+	"github.com/outboxdrill/runner/internal/lazy"
 	"github.com/outboxdrill/runner/internal/outfile"
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/runner"
@@ -358,7 +358,7 @@ func unpaired(fs []Fault) []Fault {
 	return out
 }
 
-var unsafeName = regexp.MustCompile(`[^a-z0-9]+`)
+var unsafeName = lazy.Regexp(`[^a-z0-9]+`)
 
 // write puts the finding's minimal scenario into the out directory.
 func (e *explorer) write(w *Workload, f *Finding) error {
@@ -367,7 +367,7 @@ func (e *explorer) write(w *Workload, f *Finding) error {
 		ft := f.Minimal.Faults[0]
 		name = fmt.Sprintf("%s %s %d %s", w.serviceOf(ft), ft.On.On(), ft.Nth, ft.Do)
 	}
-	name = strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(name+" "+strings.Join(f.Broken, " ")), "-"), "-")
+	name = strings.Trim(unsafeName().ReplaceAllString(strings.ToLower(name+" "+strings.Join(f.Broken, " ")), "-"), "-")
 	f.File = filepath.Join(e.p.Out, name+".yaml")
 	if e.wrote == nil {
 		e.wrote = map[string]*Finding{}

@@ -1,9 +1,10 @@
 package scaffold
 
 import (
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/outboxdrill/runner/internal/lazy"
 )
 
 // Words in column names that say what a column holds, as teams name them.
@@ -247,7 +248,7 @@ func (m *ReadModel) complete() int {
 	return n
 }
 
-var plainIdent = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+var plainIdent = lazy.Regexp(`^[a-z_][a-z0-9_]*$`)
 
 // reserved are the key words PostgreSQL reserves (as column names they
 // need quotes).
@@ -260,7 +261,7 @@ variadic when where window with`)
 
 // Ident is name as SQL writes it: bare when it can be, else quoted.
 func Ident(name string) string {
-	if plainIdent.MatchString(name) && !slices.Contains(reserved, name) {
+	if plainIdent().MatchString(name) && !slices.Contains(reserved, name) {
 		return name
 	}
 	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`

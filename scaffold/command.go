@@ -7,9 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/outboxdrill/runner/internal/lazy"
 )
 
 // Command is one service as --relay or --consumer gives it: a shell-like
@@ -26,7 +27,7 @@ type Command struct {
 	Comments []string
 }
 
-var envWord = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+var envWord = lazy.Regexp(`^[A-Za-z_][A-Za-z0-9_]*=`)
 
 // ParseCommand reads a command line: words split at blanks, 'single' and
 // "double" quotes and backslashes as sh takes them, no expansion (a ${…}
@@ -37,7 +38,7 @@ func ParseCommand(line string) (Command, error) {
 		return Command{}, err
 	}
 	c := Command{Env: map[string]string{}}
-	for len(words) > 0 && envWord.MatchString(words[0]) {
+	for len(words) > 0 && envWord().MatchString(words[0]) {
 		k, v, _ := strings.Cut(words[0], "=")
 		c.Env[k] = v
 		words = words[1:]

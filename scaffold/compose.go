@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/lazy"
 	"github.com/outboxdrill/runner/world"
 	"maps"
 	"net/url"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -149,7 +149,7 @@ var envNames = map[string][]string{
 	"BROKERS": {"broker.address"}, "BOOTSTRAP_SERVERS": {"broker.address"}, "KAFKA_BROKERS": {"broker.address"}, "KAFKA_BOOTSTRAP_SERVERS": {"broker.address"},
 }
 
-var hostPorts = regexp.MustCompile(`^[A-Za-z0-9._-]+:[0-9]+(,[A-Za-z0-9._-]+:[0-9]+)*$`)
+var hostPorts = lazy.Regexp(`^[A-Za-z0-9._-]+:[0-9]+(,[A-Za-z0-9._-]+:[0-9]+)*$`)
 
 // placeholderFor is value of env key as the runner's placeholder, with
 // why; value itself and "" where init knows none. A server's URL is told
@@ -165,7 +165,7 @@ func placeholderFor(key, value, role, brokerName string) (string, string) {
 	switch {
 	case err == nil && u.Host != "" && u.Scheme != "http" && u.Scheme != "https" && world.CheckURL(brokerName, value) == nil:
 		return "${broker.url}", "the broker, through its proxy"
-	case hostPorts.MatchString(value) && world.CheckURL(brokerName, value) == nil && !slices.Contains(envNames[strings.ToUpper(key)], "group"):
+	case hostPorts().MatchString(value) && world.CheckURL(brokerName, value) == nil && !slices.Contains(envNames[strings.ToUpper(key)], "group"):
 		return "${broker.address}", "the broker, through its proxy"
 	}
 	for _, name := range envNames[strings.ToUpper(key)] {

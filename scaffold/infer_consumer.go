@@ -2,9 +2,10 @@ package scaffold
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/outboxdrill/runner/internal/lazy"
 )
 
 // inboxRow finds the row the consumer wrote for the probe: a table that
@@ -139,7 +140,7 @@ func tableNames(cat *Catalog) []string {
 }
 
 // readyWord is what a service's ready line says.
-var readyWord = regexp.MustCompile(`(?i)\bready\b`)
+var readyWord = lazy.Regexp(`(?i)\bready\b`)
 
 // ready writes each service's ready: the word "ready" in a line of its
 // output, as the line has it.
@@ -150,7 +151,7 @@ func (x *inference) ready() {
 				continue
 			}
 			for _, line := range strings.Split(o.Output, "\n") {
-				if w := readyWord.FindString(line); w != "" {
+				if w := readyWord().FindString(line); w != "" {
 					s.Ready = w
 					s.Comments = append(s.Comments, fmt.Sprintf("seen: its output said %q (ready: a start waits for that line)", strings.TrimSpace(cut(line))))
 					break

@@ -2,11 +2,12 @@ package scaffold
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
+
+	"github.com/outboxdrill/runner/internal/lazy"
 )
 
-var placeholder = regexp.MustCompile(`\$\{([^}]*)\}`)
+var placeholder = lazy.Regexp(`\$\{([^}]*)\}`)
 
 // Produce is the producer transaction init writes: an INSERT into the
 // outbox of its NOT NULL columns without a default, the event id and the
@@ -88,7 +89,7 @@ func valueFor(c *Column) (string, bool) {
 // that order, as the runner binds a produce statement.
 func Bind(sql string) (string, []string) {
 	var names []string
-	out := placeholder.ReplaceAllStringFunc(sql, func(m string) string {
+	out := placeholder().ReplaceAllStringFunc(sql, func(m string) string {
 		name := m[2 : len(m)-1]
 		for i, n := range names {
 			if n == name {

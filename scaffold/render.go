@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/outboxdrill/runner/internal/lazy"
 )
 
 // Plan is the system file init writes: each key with its evidence.
@@ -133,7 +134,7 @@ func flow(kv ...string) string {
 	return "{" + strings.Join(parts, ", ") + "}"
 }
 
-var plainYAML = regexp.MustCompile(`^(-[A-Za-z]|[A-Za-z_./])[A-Za-z0-9_./-]*$`)
+var plainYAML = lazy.Regexp(`^(-[A-Za-z]|[A-Za-z_./])[A-Za-z0-9_./-]*$`)
 
 // yamlWords are plain scalars YAML reads as something other than a string.
 var yamlWords = []string{"true", "false", "yes", "no", "on", "off", "null", "y", "n"}
@@ -141,7 +142,7 @@ var yamlWords = []string{"true", "false", "yes", "no", "on", "off", "null", "y",
 // yq is s as a YAML scalar: plain when that reads back as the same
 // string, else double-quoted (JSON's quoting is YAML's).
 func yq(s string) string {
-	if plainYAML.MatchString(s) && !slices.Contains(yamlWords, strings.ToLower(s)) {
+	if plainYAML().MatchString(s) && !slices.Contains(yamlWords, strings.ToLower(s)) {
 		return s
 	}
 	var b bytes.Buffer

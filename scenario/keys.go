@@ -59,14 +59,14 @@ var topKeys = []*topKey{
 			h.vars = parseVars(file, kv.Value, h.varPos, errs)
 		},
 		schema: func() map[string]any {
-			return map[string]any{"type": "object", "additionalProperties": scalarSchema(), "propertyNames": map[string]any{"pattern": varName.String()}}
+			return map[string]any{"type": "object", "additionalProperties": scalarSchema(), "propertyNames": map[string]any{"pattern": varName().String()}}
 		}},
 	{Name: "matrix", Doc: "a map of name → list of values: one variant per combination, named `name [amount=5 currency=EUR]`",
 		parse: func(file string, kv steps.Arg, h *header, errs *diag.Errors) {
 			h.axes = parseMatrix(file, kv.Value, h.varPos, errs)
 		},
 		schema: func() map[string]any {
-			return map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "array", "minItems": 1, "items": scalarSchema()}, "propertyNames": map[string]any{"pattern": varName.String()}}
+			return map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "array", "minItems": 1, "items": scalarSchema()}, "propertyNames": map[string]any{"pattern": varName().String()}}
 		}},
 	brokerDLQKey(), brokerKey(), notJudgedKey(), systemKey(), settleKey(),
 	{Name: "steps", Required: true, Doc: "the list of steps, run in order; the first failing step ends the scenario",

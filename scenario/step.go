@@ -2,13 +2,13 @@ package scenario
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/lazy"
 	"github.com/outboxdrill/runner/steps"
 )
 
@@ -169,7 +169,7 @@ func primary(step string) string {
 // isShorthandCall reports whether key is a step's shorthand call with its
 // parentheses, relay(skip_mark): a step key that expect can stand beside.
 func isShorthandCall(key string) bool {
-	name := shorthandName.FindString(key)
+	name := shorthandName().FindString(key)
 	_, ok := steps.Lookup(name)
 	return ok && strings.HasPrefix(strings.TrimLeft(key[len(name):], " "), "(")
 }
@@ -254,7 +254,7 @@ func buildCall(file string, at diag.Pos, name string, args, expect []steps.Arg, 
 	return call, append(errs, eerrs...)
 }
 
-var shorthandName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*`)
+var shorthandName = lazy.Regexp(`^[A-Za-z_][A-Za-z0-9_.]*`)
 
 // parseShorthand reads `step`, `step(flag)` or `step(key=value, ...)`. Each
 // value becomes a scalar node whose column points into the string, so errors
@@ -268,7 +268,7 @@ func parseShorthand(file string, n *yaml.Node) (string, []steps.Arg, diag.Errors
 	lead := len(n.Value) - len(strings.TrimLeft(n.Value, " \t\r\n"))
 	s := strings.TrimSpace(n.Value)
 	at := func(off int) diag.Pos { return diag.Pos{File: file, Line: n.Line, Col: base + lead + off} }
-	name := shorthandName.FindString(s)
+	name := shorthandName().FindString(s)
 	if name == "" {
 		return "", nil, diag.Errors{diag.Errorf(at(0), "want a step such as relay or consume(fail=divzero), got %q", s)}
 	}

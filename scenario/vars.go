@@ -2,7 +2,6 @@ package scenario
 
 import (
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,14 +10,15 @@ import (
 
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/internal/guardfile"
+	"github.com/outboxdrill/runner/internal/lazy"
 	"github.com/outboxdrill/runner/steps"
 	"github.com/outboxdrill/runner/system"
 )
 
 // varRef matches ${name} in a scalar.
-var varRef = regexp.MustCompile(`\$\{([^}]*)\}`)
+var varRef = lazy.Regexp(`\$\{([^}]*)\}`)
 
-var varName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var varName = lazy.Regexp(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // axis is one matrix dimension: a variable and the values it takes.
 type axis struct {
@@ -83,7 +83,7 @@ func parseMatrix(file string, n *yaml.Node, pos map[string]diag.Pos, errs *diag.
 }
 
 func checkVarName(kv steps.Arg, errs *diag.Errors) bool {
-	if !varName.MatchString(kv.Key) {
+	if !varName().MatchString(kv.Key) {
 		*errs = append(*errs, diag.Errorf(kv.KeyPos, "variable name %q: use letters, digits and _", kv.Key))
 		return false
 	}
@@ -193,7 +193,7 @@ func (e *expansion) overflow(pos diag.Pos, what string, errs *diag.Errors) {
 func substitute(file string, n *yaml.Node, vars map[string]string, exp *expansion, errs *diag.Errors) *yaml.Node {
 	c := *n
 	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${") {
-		c.Value = varRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
+		c.Value = varRef().ReplaceAllStringFunc(n.Value, func(ref string) string {
 			name := ref[2 : len(ref)-1]
 			v, ok := vars[name]
 			if ok && !exp.take(len(v)) {
@@ -215,7 +215,7 @@ func substitute(file string, n *yaml.Node, vars map[string]string, exp *expansio
 		})
 		// A plain scalar, or one that is nothing but "${name}" (quoted only
 		// because YAML flow maps need it), takes the type of its value.
-		whole := varRef.FindString(n.Value) == n.Value
+		whole := varRef().FindString(n.Value) == n.Value
 		if n.Style == 0 || whole && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
 			c.Tag, c.Style = "", 0
 		}
@@ -231,7 +231,7 @@ func substitute(file string, n *yaml.Node, vars map[string]string, exp *expansio
 // an unknown one stays as written (the steps are where it would matter).
 // Past the expansion budget it stays as written too (substitute reports it).
 func substituteText(s string, vars map[string]string, exp *expansion) string {
-	return varRef.ReplaceAllStringFunc(s, func(ref string) string {
+	return varRef().ReplaceAllStringFunc(s, func(ref string) string {
 		if v, ok := vars[ref[2:len(ref)-1]]; ok && exp.take(len(v)) {
 			return v
 		}
@@ -261,7 +261,7 @@ func resolveVars(vars map[string]string, pos map[string]diag.Pos, exp *expansion
 		}
 		state[name], depth[name] = visiting, 1
 		over := false
-		v := varRef.ReplaceAllStringFunc(vars[name], func(ref string) string {
+		v := varRef().ReplaceAllStringFunc(vars[name], func(ref string) string {
 			used := ref[2 : len(ref)-1]
 			switch {
 			case over:

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/lazy"
 )
 
 // A run's lease. Whatever this process makes in a temp root (a managed
@@ -72,10 +72,10 @@ func DirKinds() []string {
 }
 
 var (
-	leaseFileName = regexp.MustCompile(`^drill-run-([0-9a-f]{8})\.lease$`)
+	leaseFileName = lazy.Regexp(`^drill-run-([0-9a-f]{8})\.lease$`)
 	// leasedDirName is a managed dir's name: its KIND (one of DirKinds for
 	// clean to look at it), its run's lease id and makeDir's random part.
-	leasedDirName = regexp.MustCompile(`^drill-([a-z][a-z0-9]*)-([0-9a-f]{8})-[0-9]+$`)
+	leasedDirName = lazy.Regexp(`^drill-([a-z][a-z0-9]*)-([0-9a-f]{8})-[0-9]+$`)
 )
 
 // lease is this process's lease in one temp root.
@@ -430,7 +430,7 @@ func reclaimLeases(ldir string, rc *Reclaimed) (map[string]string, error) {
 	var errs []error
 	files, _ := filepath.Glob(filepath.Join(ldir, "drill-run-*.lease"))
 	for _, p := range files {
-		m := leaseFileName.FindStringSubmatch(filepath.Base(p))
+		m := leaseFileName().FindStringSubmatch(filepath.Base(p))
 		if m == nil {
 			continue
 		}
@@ -452,11 +452,11 @@ func reclaimLeases(ldir string, rc *Reclaimed) (map[string]string, error) {
 // (its lease in dead, or gone) and this user's runner made it; a live
 // run's is listed, anything else left alone.
 func judgeDir(d, kind, root, ldir string, dead map[string]string, rc *Reclaimed) error {
-	m := leasedDirName.FindStringSubmatch(filepath.Base(d))
+	m := leasedDirName().FindStringSubmatch(filepath.Base(d))
 	if m == nil || m[1] != kind {
 		// Not a leased name: a runner's before leases only if of exactly
 		// that shape and made as it made them; anything else is not ours.
-		if l := legacyDirName.FindStringSubmatch(filepath.Base(d)); l != nil && l[1] == kind && madeDir(d, kind) == "" {
+		if l := legacyDirName().FindStringSubmatch(filepath.Base(d)); l != nil && l[1] == kind && madeDir(d, kind) == "" {
 			rc.Unleased = append(rc.Unleased, d)
 		}
 		return nil
@@ -538,7 +538,7 @@ func leaseTrees(f *os.File, id string) []tree {
 		if json.Unmarshal(sc.Bytes(), &rec) != nil {
 			continue // a line cut short by the SIGKILL
 		}
-		if rec.Lease == id && rec.Service == "" && secretForm.MatchString(rec.Secret) {
+		if rec.Lease == id && rec.Service == "" && secretForm().MatchString(rec.Secret) {
 			secret = rec.Secret
 		}
 		if secret != "" && rec.Service != "" && rec.PID > 1 && strings.HasPrefix(rec.Token, tokenPrefix(id, secret)) {
@@ -553,4 +553,4 @@ func leaseTrees(f *os.File, id string) []tree {
 }
 
 // secretForm is a lease's secret as newLease writes it: 16 random bytes.
-var secretForm = regexp.MustCompile(`^[0-9a-f]{32}$`)
+var secretForm = lazy.Regexp(`^[0-9a-f]{32}$`)

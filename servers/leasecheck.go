@@ -6,12 +6,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"syscall"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/lazy"
 )
 
 // What `clean` trusts. A temp root (/tmp, /dev/shm) is writable by every
@@ -131,7 +131,7 @@ func openLease(path string) (*os.File, error) {
 
 // legacyDirName is a managed dir's name from a runner before leases:
 // drill-KIND- and os.MkdirTemp's random digits, nothing else.
-var legacyDirName = regexp.MustCompile(`^drill-([a-z][a-z0-9]*)-[0-9]+$`)
+var legacyDirName = lazy.Regexp(`^drill-([a-z][a-z0-9]*)-[0-9]+$`)
 
 // madeDir is why the dir at path (of kind) is not one this user's runner
 // made, "" when it is: see the top of this file.

@@ -260,8 +260,12 @@ type Launch struct {
 	// polled every readyPeek until it passes; only then is Probe tried. A
 	// probe that fails is not free: a PostgreSQL still starting forks a
 	// backend to refuse it, competing with the startup it waits for.
-	Ready   func(c *Child) error
-	Timeout time.Duration // for the process to become ready; 0: ReadyTimeout
+	Ready func(c *Child) error
+	// ReadyDir, if set, holds what Ready reads: Ready is then checked on
+	// each change of its files (dirWatch), and only every readyFallback
+	// besides, not every readyPeek.
+	ReadyDir string
+	Timeout  time.Duration // for the process to become ready; 0: ReadyTimeout
 }
 
 // Run starts the process and waits until its probe succeeds. On failure it
@@ -272,6 +276,14 @@ func (s Launch) Run(ctx context.Context, kill func(*Child)) (*Child, error) {
 		return nil, fmt.Errorf("%s log: %w", s.Name, err)
 	}
 	offset := LogSize(s.LogPath)
+	w := readyWatch{peek: readyPeek}
+	if s.Ready != nil && s.ReadyDir != "" {
+		// Before the start: no change of the process's goes unseen.
+		if dw, err := watchDir(s.ReadyDir); err == nil {
+			defer dw.Close()
+			w = readyWatch{peek: readyFallback, changed: dw.C}
+		}
+	}
 	c, err := startChild(s.Name, s.Command(out), f)
 	if err != nil {
 		return nil, err
@@ -284,18 +296,26 @@ func (s Launch) Run(ctx context.Context, kill func(*Child)) (*Child, error) {
 	if s.Ready != nil {
 		ready = func() error { return s.Ready(c) }
 	}
-	if err := waitReady(ctx, c, s.LogPath, offset, cmp.Or(s.Timeout, ReadyTimeout), ready, probe); err != nil {
+	if err := waitReady(ctx, c, s.LogPath, offset, cmp.Or(s.Timeout, ReadyTimeout), ready, w, probe); err != nil {
 		kill(c)
 		return nil, err
 	}
 	return c, nil
 }
 
+// readyWatch is when waitReady checks ready again: every peek, and at
+// once on a value from changed (nil: never).
+type readyWatch struct {
+	peek    time.Duration
+	changed <-chan struct{}
+}
+
 // waitReady polls probe until it succeeds, the child exits, ctx is done or
-// timeout passes; if ready is set, probe is tried only while ready passes. A
-// probe in flight is cancelled when the child exits: a stranger that won the
-// port may accept connections and never answer.
-func waitReady(ctx context.Context, c *Child, logPath string, logOffset int64, timeout time.Duration, ready func() error, probe func(context.Context) error) error {
+// timeout passes; if ready is set, probe is tried only while ready passes
+// (checked as w says). A probe in flight is cancelled when the child
+// exits: a stranger that won the port may accept connections and never
+// answer.
+func waitReady(ctx context.Context, c *Child, logPath string, logOffset int64, timeout time.Duration, ready func() error, w readyWatch, probe func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	go func() {
@@ -308,13 +328,21 @@ func waitReady(ctx context.Context, c *Child, logPath string, logOffset int64, t
 	t := time.NewTimer(0)
 	defer t.Stop()
 	var last error
+	peeking := false // t times the next ready check (not a probe's)
 	for {
 		select {
 		case <-ctx.Done():
+		case <-w.changed:
+			if peeking {
+				t.Reset(0) // check now
+			}
+			continue
 		case <-t.C:
+			peeking = false
 			if ready != nil {
 				if last = ready(); last != nil {
-					t.Reset(readyPeek)
+					peeking = true
+					t.Reset(w.peek)
 					continue
 				}
 			}

@@ -47,7 +47,7 @@ func TestChildrenDieWithRunner(t *testing.T) {
 			pids = append(pids, pid)
 			t.Cleanup(func() { // a SIGKILLed runner cannot clean up
 				os.RemoveAll(dir)
-				if m := servers.LeasedDirName.FindStringSubmatch(filepath.Base(dir)); m != nil {
+				if m := servers.LeasedDirName().FindStringSubmatch(filepath.Base(dir)); m != nil {
 					os.Remove(filepath.Join(filepath.Dir(dir), "drill-run-"+m[2]+".lease"))
 					os.Remove(filepath.Join(filepath.Dir(dir), servers.LeaseDirName(), "drill-run-"+m[2]+".lease"))
 				}

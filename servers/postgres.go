@@ -222,7 +222,8 @@ func (p *Postgres) launch(ctx context.Context, port int) (*Child, error) {
 		// No probe: the pid file is the postmaster's own word, and a
 		// connection to check it would cost a backend start (16–35 ms
 		// here) the run's first connection pays anyway.
-		Ready: func(c *Child) error { return p.pidFileReady(c, port) },
+		Ready:    func(c *Child) error { return p.pidFileReady(c, port) },
+		ReadyDir: p.dataDir, // postmaster.pid's, read when it changes
 	}.Run(ctx, p.kill)
 }
 

@@ -42,6 +42,11 @@ const (
 	logTailBytes = 64 << 10              // how far back from the end the tail is looked for
 )
 
+// readyFallback is the pause between cheap readiness checks where a change
+// of Launch.ReadyDir wakes the check at once: only in case the kernel's
+// notice (inotify) is lost.
+const readyFallback = 20 * time.Millisecond
+
 // MissingBinaryError says which binary is missing and how to get it.
 type MissingBinaryError struct {
 	Binary   string   // the missing program(s), e.g. "redis-server"

@@ -227,7 +227,7 @@ func (p Params) command() string {
 
 // shellWord quotes w for a POSIX shell when it needs it.
 func shellWord(w string) string {
-	if plain.MatchString(w) {
+	if plain().MatchString(w) {
 		return w
 	}
 	return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"

@@ -4,8 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"regexp"
 	"strings"
+
+	"github.com/outboxdrill/runner/internal/lazy"
 )
 
 // step is one step of a generated schedule as the scenario language
@@ -211,12 +212,12 @@ func render(name, comment string, steps []step) []byte {
 	return []byte(b.String())
 }
 
-var plain = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+var plain = lazy.Regexp(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
 // scalar is v as a YAML flow scalar: plain when it reads back as itself,
 // else double-quoted (JSON's quoting is YAML's).
 func scalar(v string) string {
-	if plain.MatchString(v) {
+	if plain().MatchString(v) {
 		return v
 	}
 	q, _ := json.Marshal(v)

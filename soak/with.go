@@ -68,7 +68,7 @@ func withValue(n *yaml.Node) (string, error) {
 		return n.Value, nil
 	}
 	var back yaml.Node
-	if plain.MatchString(n.Value) && yaml.Unmarshal([]byte(n.Value), &back) == nil &&
+	if plain().MatchString(n.Value) && yaml.Unmarshal([]byte(n.Value), &back) == nil &&
 		len(back.Content) == 1 && back.Content[0].ShortTag() == "!!str" {
 		return n.Value, nil
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/lazy"
 	"github.com/outboxdrill/runner/state"
 )
 
@@ -75,29 +76,29 @@ func mapOf(values map[string]any) map[string]any {
 // ProjectionRow is one (consumer, currency) row of the projection.
 type ProjectionRow = state.Sum
 
-// checks holds the state checks by key: each file's list, a plain value,
-// named here.
-var checks = func() map[string]*Check {
+// checks holds the state checks by key: each file's list, named here;
+// built on first use, as registry is.
+var checks = lazy.Value("state checks", func() map[string]*Check {
 	m := map[string]*Check{}
 	for _, c := range slices.Concat(stateChecks(), metricChecks(), []*Check{sqlCheck}) {
 		m[c.Name] = c
 	}
 	return m
-}()
+})
 
 // Checks lists the state checks in key order.
 func Checks() []*Check {
 	var cs []*Check
 	for _, n := range CheckNames() {
-		cs = append(cs, checks[n])
+		cs = append(cs, checks()[n])
 	}
 	return cs
 }
 
 // CheckNames lists the state-check keys, sorted.
 func CheckNames() []string {
-	names := make([]string, 0, len(checks))
-	for n := range checks {
+	names := make([]string, 0, len(checks()))
+	for n := range checks() {
 		names = append(names, n)
 	}
 	sort.Strings(names)

@@ -146,11 +146,13 @@ func (h Handling) options(seen pipeline.SeenStore, worker string, count int) pip
 	}
 }
 
-var consumeDefs = []*Def{
-	Define("consume", "XREADGROUP new entries ('>') as worker of the consumer's group (created on first use from the stream's start), then per entry ONE consumer transaction: insert into the inbox; if new, update the projection; commit; then XACK.",
-		consumeOutcomes, runConsume),
-	Define("claim", "Take over pending entries idle at least `idle` (XPENDING + XCLAIM) and handle them exactly as consume does.",
-		consumeOutcomes, runClaim),
+func consumeDefs() []*Def {
+	return []*Def{
+		Define("consume", "XREADGROUP new entries ('>') as worker of the consumer's group (created on first use from the stream's start), then per entry ONE consumer transaction: insert into the inbox; if new, update the projection; commit; then XACK.",
+			consumeOutcomes, runConsume),
+		Define("claim", "Take over pending entries idle at least `idle` (XPENDING + XCLAIM) and handle them exactly as consume does.",
+			consumeOutcomes, runClaim),
+	}
 }
 
 func runConsume(ctx context.Context, env *Env, p *ConsumeParams) (Result, error) {

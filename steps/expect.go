@@ -135,7 +135,7 @@ func compileExpectKey(d *Def, file string, a Arg, broker string, brokers []strin
 		e.Outcomes = append(e.Outcomes, ow)
 		return errs
 	}
-	if c, ok := checks[a.Key]; ok {
+	if c, ok := checks()[a.Key]; ok {
 		want, perrs := c.parse(file, a.Value)
 		for _, pe := range perrs {
 			errs = append(errs, diag.Errorf(pe.Pos, "%s: %s", a.Key, pe.Msg))

@@ -40,7 +40,7 @@ func argsOf(t *testing.T, src string) []Arg {
 
 func compileWithin(t *testing.T, src string) Expect {
 	t.Helper()
-	e, errs := CompileExpect(registry[expectStep], "t.yaml", argsOf(t, src), testBrokers)
+	e, errs := CompileExpect(registry()[expectStep], "t.yaml", argsOf(t, src), testBrokers)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -119,7 +119,7 @@ func TestWithinErrors(t *testing.T) {
 		"{every: 5ms, stream.entries: 1}": "every: polls only together with within",
 		"{within: soon}":                  `within: want a duration such as 0, 250ms or 2s, got "soon"`,
 	} {
-		_, errs := CompileExpect(registry[expectStep], "t.yaml", argsOf(t, src), testBrokers)
+		_, errs := CompileExpect(registry()[expectStep], "t.yaml", argsOf(t, src), testBrokers)
 		if len(errs) == 0 || !strings.Contains(errs.Error(), want) {
 			t.Errorf("%s: got %v, want %q", src, errs, want)
 		}

@@ -11,9 +11,11 @@ const expectStep = "expect"
 // state checks.
 type ExpectParams struct{}
 
-var expectDefs = []*Def{
-	Define(expectStep, "Check the state of the databases and the stream. Its map holds state checks (see below).",
-		nil, func(context.Context, *Env, *ExpectParams) (Result, error) { return Result{}, nil }),
+func expectDefs() []*Def {
+	return []*Def{
+		Define(expectStep, "Check the state of the databases and the stream. Its map holds state checks (see below).",
+			nil, func(context.Context, *Env, *ExpectParams) (Result, error) { return Result{}, nil }),
+	}
 }
 
 // Draw notes the checks that held (a failed one is drawn by the runner).

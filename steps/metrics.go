@@ -3,7 +3,6 @@ package steps
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/cdc"
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/lazy"
 	"github.com/outboxdrill/runner/state"
 
 	"gopkg.in/yaml.v3"
@@ -51,7 +51,7 @@ func (c comparison) holds(got any) bool {
 	return a == b
 }
 
-var comparisonRe = regexp.MustCompile(`^\s*(<=|>=|==|!=|<|>)\s*(\S+)\s*$`)
+var comparisonRe = lazy.Regexp(`^\s*(<=|>=|==|!=|<|>)\s*(\S+)\s*$`)
 
 // parseMetric reads an exact value or a comparison; dur says whether the
 // metric is a duration.
@@ -60,7 +60,7 @@ func parseMetric(file string, n *yaml.Node, dur bool) (any, diag.Errors) {
 		return nil, diag.Errors{diag.Errorf(diag.NodePos(file, n), "want a value or a comparison such as \"< 5s\", got %s", diag.Describe(n))}
 	}
 	op, text := "==", strings.TrimSpace(n.Value)
-	if m := comparisonRe.FindStringSubmatch(n.Value); m != nil {
+	if m := comparisonRe().FindStringSubmatch(n.Value); m != nil {
 		op, text = m[1], m[2]
 	}
 	var v any

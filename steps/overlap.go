@@ -30,10 +30,12 @@ func (p *OverlapParams) Validate() error {
 	return nil
 }
 
-var overlapDefs = []*Def{
-	Define("produce_overlapping", "Commit two events from overlapping producer transactions in the reverse order of their ids, on two connections to the producer database: A inserts the first event (the lower id), B inserts the second, B commits, the second is published (up to hold), then A commits. A relay that reads WHERE id > the last id it published never publishes the first (watermill#311). Runs the system file's produce: statement.",
-		[]Key{{"committed", "events committed (2)"}, {"published_between", "1 if the second event was published while the first's transaction was still open"}},
-		runOverlap),
+func overlapDefs() []*Def {
+	return []*Def{
+		Define("produce_overlapping", "Commit two events from overlapping producer transactions in the reverse order of their ids, on two connections to the producer database: A inserts the first event (the lower id), B inserts the second, B commits, the second is published (up to hold), then A commits. A relay that reads WHERE id > the last id it published never publishes the first (watermill#311). Runs the system file's produce: statement.",
+			[]Key{{"committed", "events committed (2)"}, {"published_between", "1 if the second event was published while the first's transaction was still open"}},
+			runOverlap),
+	}
 }
 
 // overlapEvent is one of the two transfers, by its scenario name.

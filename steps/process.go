@@ -135,13 +135,15 @@ func (p *BrokerParams) Draw(d Diagram, r Result) {
 	}
 }
 
-var processDefs = []*Def{
-	Define("broker", "Act on the broker itself. trim: drop all but the newest N entries — published events the broker no longer holds.",
-		[]Key{{"trimmed", "entries dropped"}}, runBroker),
-	Define("producer_db", "Act on the producer's PostgreSQL server process (kill, stop, start, restart). After kill + start the server runs crash recovery: what was committed is there, what was not is gone. Skipped on a server given with --pg.",
-		nil, runPostgres[producerSide]),
-	Define("consumer_db", "Act on the consumer's PostgreSQL server process (kill, stop, start, restart), a server of its own: the producer's keeps running. Skipped on a server given with --pg.",
-		nil, runPostgres[consumerSide]),
+func processDefs() []*Def {
+	return []*Def{
+		Define("broker", "Act on the broker itself. trim: drop all but the newest N entries — published events the broker no longer holds.",
+			[]Key{{"trimmed", "entries dropped"}}, runBroker),
+		Define("producer_db", "Act on the producer's PostgreSQL server process (kill, stop, start, restart). After kill + start the server runs crash recovery: what was committed is there, what was not is gone. Skipped on a server given with --pg.",
+			nil, runPostgres[producerSide]),
+		Define("consumer_db", "Act on the consumer's PostgreSQL server process (kill, stop, start, restart), a server of its own: the producer's keeps running. Skipped on a server given with --pg.",
+			nil, runPostgres[consumerSide]),
+	}
 }
 
 // ProcessSkip is why step c's process action (kill, stop, start or

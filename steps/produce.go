@@ -25,10 +25,12 @@ func (p *ProduceParams) Validate() error {
 	return nil
 }
 
-var produceDefs = []*Def{
-	Define("produce", "Commit one transfer in ONE producer transaction: journal row, debit and credit ledger entries, balances and the outbox row.",
-		[]Key{{"committed", "1 if the transaction committed"}, {"failed", "1 if the injected fault rolled it back"}},
-		runProduce),
+func produceDefs() []*Def {
+	return []*Def{
+		Define("produce", "Commit one transfer in ONE producer transaction: journal row, debit and credit ledger entries, balances and the outbox row.",
+			[]Key{{"committed", "1 if the transaction committed"}, {"failed", "1 if the injected fault rolled it back"}},
+			runProduce),
+	}
 }
 
 func runProduce(ctx context.Context, env *Env, p *ProduceParams) (Result, error) {

@@ -17,10 +17,12 @@ type PublishParams struct {
 	To       *string `param:"to" doc:"default: as produced for this event, else bob"`
 }
 
-var publishDefs = []*Def{
-	Define("publish", "XADD a raw entry, bypassing the outbox: a replayed or forged delivery. The payload is built exactly as produce builds it, so the same values make a duplicate and another amount an identity conflict.",
-		[]Key{{"published", "entries XADDed (1)"}},
-		runPublish),
+func publishDefs() []*Def {
+	return []*Def{
+		Define("publish", "XADD a raw entry, bypassing the outbox: a replayed or forged delivery. The payload is built exactly as produce builds it, so the same values make a duplicate and another amount an identity conflict.",
+			[]Key{{"published", "entries XADDed (1)"}},
+			runPublish),
+	}
 }
 
 func runPublish(ctx context.Context, env *Env, p *PublishParams) (Result, error) {

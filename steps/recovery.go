@@ -21,13 +21,15 @@ type ReconcileParams struct {
 // ReplayDLQParams are the parameters of the replay_dlq step (none).
 type ReplayDLQParams struct{}
 
-var recoveryDefs = []*Def{
-	Define("replay_dlq", "Publish every dead-lettered entry again on the main stream with its SAME event id and payload, and empty the dead-letter stream: the inbox still dedupes.",
-		[]Key{{"replayed", "entries published again"}}, runReplayDLQ),
-	Define("inbox.purge", "Delete a consumer's inbox rows, as a clean-up job would. Before the broker's retention and replay windows have passed this is an anti-pattern: a replay is then applied again.",
-		[]Key{{"purged", "inbox rows deleted"}}, runPurge),
-	Define("reconcile", "Compare the outbox's published events with what the consumer has applied (its inbox) and republish the missing ones with their ORIGINAL event ids and payloads.",
-		[]Key{{"republished", "events published again"}}, runReconcile),
+func recoveryDefs() []*Def {
+	return []*Def{
+		Define("replay_dlq", "Publish every dead-lettered entry again on the main stream with its SAME event id and payload, and empty the dead-letter stream: the inbox still dedupes.",
+			[]Key{{"replayed", "entries published again"}}, runReplayDLQ),
+		Define("inbox.purge", "Delete a consumer's inbox rows, as a clean-up job would. Before the broker's retention and replay windows have passed this is an anti-pattern: a replay is then applied again.",
+			[]Key{{"purged", "inbox rows deleted"}}, runPurge),
+		Define("reconcile", "Compare the outbox's published events with what the consumer has applied (its inbox) and republish the missing ones with their ORIGINAL event ids and payloads.",
+			[]Key{{"republished", "events published again"}}, runReconcile),
+	}
 }
 
 func runReplayDLQ(ctx context.Context, env *Env, _ *ReplayDLQParams) (Result, error) {

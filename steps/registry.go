@@ -20,6 +20,7 @@ import (
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/cdc"
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/lazy"
 	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/internal/safe"
 	"github.com/outboxdrill/runner/pipeline"
@@ -181,11 +182,15 @@ func NewEnv(producer, consumer *pgxpool.Pool, b broker.Broker) *Env {
 	return &Env{Producer: producer, Consumer: consumer, Broker: b, used: map[string]bool{}, transfers: map[string]pipeline.Transfer{}, idNames: map[string]string{}}
 }
 
-// registry holds the steps by name: the package's own, each a plain value
-// in its file (a []*Def) listed here, and those of other packages that
-// Register added.
-var registry = byName(slices.Concat(consumeDefs, expectDefs, overlapDefs, processDefs, produceDefs, publishDefs,
-	recoveryDefs, relayDefs, serviceDefs, sleepDefs, slotDefs))
+// registry holds the steps by name: the package's own, each file's list
+// (a []*Def) named here, and those of other packages that Register added.
+// Built on first use: each Define reads its parameters' struct by
+// reflection, which a command that loads no scenario (version, reference)
+// need not pay for at start.
+var registry = lazy.Value("steps registry", func() map[string]*Def {
+	return byName(slices.Concat(consumeDefs(), expectDefs(), overlapDefs(), processDefs(), produceDefs(), publishDefs(),
+		recoveryDefs(), relayDefs(), serviceDefs(), sleepDefs(), slotDefs()))
+})
 
 func byName(defs []*Def) map[string]*Def {
 	m := make(map[string]*Def, len(defs))
@@ -232,7 +237,7 @@ func Define[P any](name, doc string, outcomes []Key, run func(context.Context, *
 // uses them, before it loads a scenario.
 func Register(defs ...*Def) {
 	for _, d := range defs {
-		registry[d.Name] = d
+		registry()[d.Name] = d
 	}
 }
 
@@ -241,14 +246,14 @@ func Lookup(name string) (*Def, bool) {
 	if c, ok := aliases[name]; ok {
 		name = c
 	}
-	d, ok := registry[name]
+	d, ok := registry()[name]
 	return d, ok
 }
 
 // Names lists the step names, sorted.
 func Names() []string {
-	names := make([]string, 0, len(registry))
-	for n := range registry {
+	names := make([]string, 0, len(registry()))
+	for n := range registry() {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -259,7 +264,7 @@ func Names() []string {
 func Defs() []*Def {
 	var ds []*Def
 	for _, n := range Names() {
-		ds = append(ds, registry[n])
+		ds = append(ds, registry()[n])
 	}
 	return ds
 }

@@ -51,11 +51,13 @@ func (p *RelayParams) Validate() error {
 	return nil
 }
 
-var relayDefs = []*Def{
-	Define("relay", "Publish unpublished outbox rows in order (one XADD each, fields event_id and payload), then mark them published. While the scenario has the broker stopped or killed (broker(stop|kill)), a relay whose publish fails (every worker's, with workers: N) ends with that as its outcome, not an error of the scenario: published: 0; publish_first and cdc mark nothing and the rows stay unpublished (fails cleanly); mark_first and cdc_confirm_first marked or confirmed first, and the trace says those rows are lost. expect: {error: ...} may still name the failure.",
-		[]Key{{"published", "entries XADDed (with workers: N, summed over the relays)"}, {"marked", "outbox rows marked published (with workers: N, summed over the relays; 0 with mode cdc, which marks nothing)"},
-			{"confirmed", "events whose commit LSN the cdc relay confirmed to the replication slot (0 for the polling relay)"}},
-		runRelay),
+func relayDefs() []*Def {
+	return []*Def{
+		Define("relay", "Publish unpublished outbox rows in order (one XADD each, fields event_id and payload), then mark them published. While the scenario has the broker stopped or killed (broker(stop|kill)), a relay whose publish fails (every worker's, with workers: N) ends with that as its outcome, not an error of the scenario: published: 0; publish_first and cdc mark nothing and the rows stay unpublished (fails cleanly); mark_first and cdc_confirm_first marked or confirmed first, and the trace says those rows are lost. expect: {error: ...} may still name the failure.",
+			[]Key{{"published", "entries XADDed (with workers: N, summed over the relays)"}, {"marked", "outbox rows marked published (with workers: N, summed over the relays; 0 with mode cdc, which marks nothing)"},
+				{"confirmed", "events whose commit LSN the cdc relay confirmed to the replication slot (0 for the polling relay)"}},
+			runRelay),
+	}
 }
 
 func runRelay(ctx context.Context, env *Env, p *RelayParams) (Result, error) {

@@ -107,28 +107,30 @@ type Armer interface {
 	Arm(ctx context.Context, name string, f *fault.Fault) (detail string, err error)
 }
 
-var serviceDefs = []*Def{
-	Define("start", "Start a service of the system file (its own process group, behind fault proxies of its own) and wait until it is ready; with fault, arm a fault on its connections. The fault must strike before the scenario ends.",
-		nil, runStart),
-	Define("fault", "Arm a fault on the running process of a service (a supervised one being restarted is waited for): its nth counts the crossings from this step on. It must strike before the scenario ends. runner explore's random schedules are made of these.",
-		nil, runFault),
-	Define("stop", "Stop a service: SIGTERM, then SIGKILL after a grace.", nil,
-		func(ctx context.Context, env *Env, p *ServiceParams) (Result, error) {
-			s, err := env.services()
-			if err != nil {
-				return Result{}, err
-			}
-			detail, err := s.Stop(ctx, p.Service)
-			return Result{Details: []string{detail}}, err
-		}),
-	Define("kill", "SIGKILL a service's process group: a crash at no particular boundary (use start's fault for an exact one).", nil,
-		func(ctx context.Context, env *Env, p *ServiceParams) (Result, error) {
-			s, err := env.services()
-			if err != nil {
-				return Result{}, err
-			}
-			return Result{Details: []string{"killed " + p.Service}}, s.Kill(ctx, p.Service)
-		}),
+func serviceDefs() []*Def {
+	return []*Def{
+		Define("start", "Start a service of the system file (its own process group, behind fault proxies of its own) and wait until it is ready; with fault, arm a fault on its connections. The fault must strike before the scenario ends.",
+			nil, runStart),
+		Define("fault", "Arm a fault on the running process of a service (a supervised one being restarted is waited for): its nth counts the crossings from this step on. It must strike before the scenario ends. runner explore's random schedules are made of these.",
+			nil, runFault),
+		Define("stop", "Stop a service: SIGTERM, then SIGKILL after a grace.", nil,
+			func(ctx context.Context, env *Env, p *ServiceParams) (Result, error) {
+				s, err := env.services()
+				if err != nil {
+					return Result{}, err
+				}
+				detail, err := s.Stop(ctx, p.Service)
+				return Result{Details: []string{detail}}, err
+			}),
+		Define("kill", "SIGKILL a service's process group: a crash at no particular boundary (use start's fault for an exact one).", nil,
+			func(ctx context.Context, env *Env, p *ServiceParams) (Result, error) {
+				s, err := env.services()
+				if err != nil {
+					return Result{}, err
+				}
+				return Result{Details: []string{"killed " + p.Service}}, s.Kill(ctx, p.Service)
+			}),
+	}
 }
 
 func runStart(ctx context.Context, env *Env, p *StartParams) (Result, error) {

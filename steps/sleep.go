@@ -19,9 +19,11 @@ func (p *SleepParams) Validate() error {
 	return nil
 }
 
-var sleepDefs = []*Def{
-	Define("sleep", "Let real time pass: pending entries grow idle, a worker that stopped looks dead. Cancelled by the scenario timeout.",
-		nil, runSleep),
+func sleepDefs() []*Def {
+	return []*Def{
+		Define("sleep", "Let real time pass: pending entries grow idle, a worker that stopped looks dead. Cancelled by the scenario timeout.",
+			nil, runSleep),
+	}
 }
 
 func runSleep(ctx context.Context, _ *Env, p *SleepParams) (Result, error) {

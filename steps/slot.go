@@ -10,9 +10,11 @@ type SlotParams struct {
 	Action string `param:"action" required:"yes" primary:"yes" enum:"drop|create" doc:"drop: pg_drop_replication_slot, what it had not confirmed goes with it; create: a new slot at the current WAL position, blind to everything committed before"`
 }
 
-var slotDefs = []*Def{
-	Define("slot", "Act on the CDC relay's logical replication slot on the producer database (a scenario with relay: {mode: cdc}). Dropping it and creating it again is how a connector is rebuilt: events committed in between are never decoded — lost to the relay, still in the outbox table for reconcile.",
-		nil, runSlot),
+func slotDefs() []*Def {
+	return []*Def{
+		Define("slot", "Act on the CDC relay's logical replication slot on the producer database (a scenario with relay: {mode: cdc}). Dropping it and creating it again is how a connector is rebuilt: events committed in between are never decoded — lost to the relay, still in the outbox table for reconcile.",
+			nil, runSlot),
+	}
 }
 
 // UsesCDC: the scenario needs its replication slot.

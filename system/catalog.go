@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/lazy"
 	"github.com/outboxdrill/runner/proxy/fault"
 )
 
@@ -243,8 +243,8 @@ func (k *checker) describe(conn *pgx.Conn, side int, key, sql string, simple boo
 }
 
 var (
-	undefinedColumn = regexp.MustCompile(`^column (?:"([^"]+)"|(?:\S+\.)?(\S+))(?: of relation "[^"]+")? does not exist`)
-	undefinedTable  = regexp.MustCompile(`^relation "([^"]+)" does not exist`)
+	undefinedColumn = lazy.Regexp(`^column (?:"([^"]+)"|(?:\S+\.)?(\S+))(?: of relation "[^"]+")? does not exist`)
+	undefinedTable  = lazy.Regexp(`^relation "([^"]+)" does not exist`)
 )
 
 // explain is PostgreSQL's error with the closest existing name to the
@@ -252,9 +252,9 @@ var (
 func (k *checker) explain(conn *pgx.Conn, side int, pg *pgconn.PgError) string {
 	msg := fmt.Sprintf("%s (SQLSTATE %s)", pg.Message, pg.Code)
 	suggestion := ""
-	if m := undefinedTable.FindStringSubmatch(pg.Message); m != nil {
+	if m := undefinedTable().FindStringSubmatch(pg.Message); m != nil {
 		suggestion = diag.Suggest(m[1], tableNames(k.c.tables[side]))
-	} else if m := undefinedColumn.FindStringSubmatch(pg.Message); m != nil {
+	} else if m := undefinedColumn().FindStringSubmatch(pg.Message); m != nil {
 		if cols, err := allColumns(k.ctx, conn); err == nil {
 			suggestion = diag.Suggest(m[1]+m[2], cols)
 		}

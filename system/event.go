@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/lazy"
 )
 
 // Event says how the team's events look (the event: key): the payload the
@@ -109,7 +109,7 @@ func (a tArray) render(b *bytes.Buffer, vars map[string]string) error {
 	return nil
 }
 
-var integer = regexp.MustCompile(`^-?[0-9]+$`)
+var integer = lazy.Regexp(`^-?[0-9]+$`)
 
 func (t tText) render(b *bytes.Buffer, vars map[string]string) error {
 	if name, ok := wholeNumberVar(string(t)); ok {
@@ -117,14 +117,14 @@ func (t tText) render(b *bytes.Buffer, vars map[string]string) error {
 		switch {
 		case v == "":
 			b.WriteString("null")
-		case integer.MatchString(v):
+		case integer().MatchString(v):
 			b.WriteString(v)
 		default:
 			return fmt.Errorf("${%s} is %q, not a whole number", name, v)
 		}
 		return nil
 	}
-	writeJSON(b, placeholder.ReplaceAllStringFunc(string(t), func(m string) string { return vars[m[2:len(m)-1]] }))
+	writeJSON(b, placeholder().ReplaceAllStringFunc(string(t), func(m string) string { return vars[m[2:len(m)-1]] }))
 	return nil
 }
 
@@ -135,7 +135,7 @@ func (l tLiteral) render(b *bytes.Buffer, _ map[string]string) error {
 
 // wholeNumberVar reports whether s is exactly "${amount}" or "${version}".
 func wholeNumberVar(s string) (string, bool) {
-	m := placeholder.FindStringSubmatch(s)
+	m := placeholder().FindStringSubmatch(s)
 	if m == nil || m[0] != s || !slices.Contains(numberVars, m[1]) {
 		return "", false
 	}
@@ -194,7 +194,7 @@ func halfOrder(s *System, file string, f map[string]*yaml.Node, errs *diag.Error
 
 // pathElem is one element of a dotted path: a JSON key or an array index.
 // The runner builds SQL paths from them, so nothing else may hide in one.
-var pathElem = regexp.MustCompile(`^[A-Za-z0-9_$-]+$`)
+var pathElem = lazy.Regexp(`^[A-Za-z0-9_$-]+$`)
 
 // readPath reads a dotted path (data.amountMinor) and, when the file has
 // a payload template, checks that the template has that field.
@@ -205,7 +205,7 @@ func (s *System) readPath(file, key string, n *yaml.Node, errs *diag.Errors) []s
 	}
 	path := strings.Split(text, ".")
 	for _, e := range path {
-		if !pathElem.MatchString(e) {
+		if !pathElem().MatchString(e) {
 			*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "%s: %q is not a dotted path such as data.amountMinor (keys of letters, digits, _, $ and -)", key, text))
 			return nil
 		}
@@ -286,7 +286,7 @@ func readScalar(file string, n *yaml.Node, errs *diag.Errors) tmpl {
 		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "event: payload: %s is no JSON value; quote it to make it a string", diag.Describe(n)))
 		return tLiteral("null")
 	}
-	for _, m := range placeholder.FindAllStringSubmatch(n.Value, -1) {
+	for _, m := range placeholder().FindAllStringSubmatch(n.Value, -1) {
 		if !slices.Contains(PayloadVars, m[1]) {
 			*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "event: payload: unknown ${%s}%s; a payload uses %s", m[1], diag.Suggest(m[1], PayloadVars), strings.Join(PayloadVars, ", ")))
 		}

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/outboxdrill/runner/internal/lazy"
 )
 
 // EventIDs turns a scenario's event names (produce(event=bus-1)) into the
@@ -133,10 +134,10 @@ func parseInt(s string, max int64) (int64, bool) {
 }
 
 // trailingDigits are the digits a name ends in: bus-7 → 7.
-var trailingDigits = regexp.MustCompile(`[0-9]+$`)
+var trailingDigits = lazy.Regexp(`[0-9]+$`)
 
 func intID(name string, max int64) int64 {
-	if d := trailingDigits.FindString(name); d != "" {
+	if d := trailingDigits().FindString(name); d != "" {
 		if n, err := strconv.ParseInt(d, 10, 64); err == nil && n >= 1 && n <= max {
 			return n
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/internal/guardfile"
+	"github.com/outboxdrill/runner/internal/lazy"
 )
 
 // Load reads and checks the system file at path, under ctx. A file that
@@ -149,7 +149,7 @@ var topKeys = map[string]func(s *System, file string, kv diag.Pair, errs *diag.E
 	"dead_letter": func(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 		s.Pos["dead_letter"] = diag.NodePos(file, kv.Value)
 		s.DeadLetter = strings.TrimSpace(scalar(file, kv.Key, kv.Value, errs))
-		for _, m := range placeholder.FindAllStringSubmatch(s.DeadLetter, -1) {
+		for _, m := range placeholder().FindAllStringSubmatch(s.DeadLetter, -1) {
 			if !IsPlaceholder(m[1]) {
 				*errs = append(*errs, diag.Errorf(s.Pos["dead_letter"], "dead_letter: unknown placeholder ${%s}%s", m[1], diag.Suggest(m[1], Placeholders)))
 			}
@@ -203,7 +203,7 @@ func readServices(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 		return
 	}
 	for _, svc := range diag.Pairs(file, kv.Value, errs) {
-		if !serviceName.MatchString(svc.Key) {
+		if !serviceName().MatchString(svc.Key) {
 			*errs = append(*errs, diag.Errorf(svc.KeyPos, "service name %q: want letters, digits, _ and -", svc.Key))
 			continue
 		}
@@ -212,7 +212,7 @@ func readServices(s *System, file string, kv diag.Pair, errs *diag.Errors) {
 	s.expandReplicas(errs)
 }
 
-var serviceName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,62}$`)
+var serviceName = lazy.Regexp(`^[A-Za-z][A-Za-z0-9_-]{0,62}$`)
 
 func readService(file string, kv diag.Pair, kinds []*broker.Kind, errs *diag.Errors) *Service {
 	svc := &Service{Name: kv.Key, Pos: kv.KeyPos, Env: map[string]string{}, EnvPos: map[string]diag.Pos{}}
@@ -307,11 +307,11 @@ func text(file string, n *yaml.Node, errs *diag.Errors) string {
 
 // sqlIdent is a table or column name, optionally schema-qualified: the
 // runner quotes it, so nothing else may hide in it.
-var sqlIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,62}(\.[A-Za-z_][A-Za-z0-9_$]{0,62})?$`)
+var sqlIdent = lazy.Regexp(`^[A-Za-z_][A-Za-z0-9_$]{0,62}(\.[A-Za-z_][A-Za-z0-9_$]{0,62})?$`)
 
 func ident(file string, n *yaml.Node, errs *diag.Errors) string {
 	s := text(file, n, errs)
-	if s != "" && !sqlIdent.MatchString(s) {
+	if s != "" && !sqlIdent().MatchString(s) {
 		*errs = append(*errs, diag.Errorf(diag.NodePos(file, n), "%q is not a table or column name (letters, digits, _ and $; schema.name allowed)", s))
 	}
 	return s
@@ -362,7 +362,7 @@ func stringList(file, key string, n *yaml.Node, errs *diag.Errors) []string {
 
 // stringMap reads a map NAME → scalar, and where each value is.
 // envName is a POSIX environment variable name.
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envName = lazy.Regexp(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 func stringMap(file, key string, n *yaml.Node, errs *diag.Errors) (map[string]string, map[string]diag.Pos) {
 	out, pos := map[string]string{}, map[string]diag.Pos{}
@@ -371,7 +371,7 @@ func stringMap(file, key string, n *yaml.Node, errs *diag.Errors) (map[string]st
 		return out, pos
 	}
 	for _, kv := range diag.Pairs(file, n, errs) {
-		if !envName.MatchString(kv.Key) {
+		if !envName().MatchString(kv.Key) {
 			// "A=B" would set A to "B=…" and "" nothing at all: execve
 			// splits each entry at its first "=", so a name is what POSIX
 			// allows and nothing else.

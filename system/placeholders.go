@@ -150,7 +150,7 @@ func (svc *Service) Refs() []Ref {
 		name = svc.Group // a replica's words are its service's, as the file writes them
 	}
 	add := func(where, value string, pos diag.Pos) {
-		for _, m := range placeholder.FindAllStringSubmatch(value, -1) {
+		for _, m := range placeholder().FindAllStringSubmatch(value, -1) {
 			out = append(out, Ref{Name: m[1], Service: name, Where: where, Pos: pos})
 		}
 	}

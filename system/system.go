@@ -13,7 +13,6 @@ package system
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/lazy"
 	"github.com/outboxdrill/runner/proxy/fault"
 )
 
@@ -151,13 +151,13 @@ func (s *System) Names() []string {
 // ProduceParams are the ${…} the produce statement may bind.
 var ProduceParams = []string{"aggregate", "amount", "currency", "event", "from", "payload", "to", "version"}
 
-var placeholder = regexp.MustCompile(`\$\{([^}]*)\}`)
+var placeholder = lazy.Regexp(`\$\{([^}]*)\}`)
 
 // Expand replaces every ${name} in s with vars[name]. A name vars lacks is
 // an error naming it, with the closest known name.
 func Expand(s string, vars map[string]string) (string, error) {
 	var missing []string
-	out := placeholder.ReplaceAllStringFunc(s, func(m string) string {
+	out := placeholder().ReplaceAllStringFunc(s, func(m string) string {
 		name := m[2 : len(m)-1]
 		v, ok := vars[name]
 		if !ok {
@@ -181,7 +181,7 @@ func Expand(s string, vars map[string]string) (string, error) {
 func bindParams(sql string) (string, []string, error) {
 	var names []string
 	var bad string
-	out := placeholder.ReplaceAllStringFunc(sql, func(m string) string {
+	out := placeholder().ReplaceAllStringFunc(sql, func(m string) string {
 		name := m[2 : len(m)-1]
 		if !slices.Contains(ProduceParams, name) {
 			if bad == "" {

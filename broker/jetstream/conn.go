@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/broker/jetstream/natsserver"
+	"github.com/outboxdrill/runner/internal/lazy"
 	"github.com/outboxdrill/runner/internal/redact"
 )
 
@@ -97,7 +97,7 @@ func (c conn) Hints(key string) []string {
 
 // leftoverStream is a scenario's stream or its dead letters: the runner's
 // key drill:ID:N sanitized (New), and nothing else.
-var leftoverStream = regexp.MustCompile(`^` + broker.NamePrefix + `_` + broker.RunIDForm + `_` + broker.CounterForm + `(_dlq|_adv)?$`)
+var leftoverStream = lazy.Regexp(`^` + broker.NamePrefix + `_` + broker.RunIDForm + `_` + broker.CounterForm + `(_dlq|_adv)?$`)
 
 // leaseTimeout bounds the answer of a live run's lease.
 const leaseTimeout = 2 * time.Second
@@ -133,7 +133,7 @@ func (c conn) Clean(ctx context.Context) (broker.Cleaned, error) {
 	var names []string
 	lister := c.js.StreamNames(ctx)
 	for n := range lister.Name() {
-		if leftoverStream.MatchString(n) {
+		if leftoverStream().MatchString(n) {
 			names = append(names, n)
 		}
 	}

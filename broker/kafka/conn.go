@@ -16,6 +16,7 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/broker/kafka/kafkaserver"
+	"github.com/outboxdrill/runner/internal/lazy"
 )
 
 // conn is a run's admin client, and its server when the runner's own.
@@ -116,8 +117,8 @@ func (c conn) Hints(key string) []string {
 // leftoverTopic and leftoverGroup are a scenario's topics and groups: the
 // runner's key drill:ID:N sanitized (Sanitize), and nothing else.
 var (
-	leftoverTopic = regexp.MustCompile(`^` + broker.NamePrefix + `_` + broker.RunIDForm + `_` + broker.CounterForm + `(\.dlq|\.out)?$`)
-	leftoverGroup = regexp.MustCompile(`^` + broker.NamePrefix + `_` + broker.RunIDForm + `_` + broker.CounterForm + `\..+$`)
+	leftoverTopic = lazy.Regexp(`^` + broker.NamePrefix + `_` + broker.RunIDForm + `_` + broker.CounterForm + `(\.dlq|\.out)?$`)
+	leftoverGroup = lazy.Regexp(`^` + broker.NamePrefix + `_` + broker.RunIDForm + `_` + broker.CounterForm + `\..+$`)
 )
 
 // Lease is a consumer group named drill.lease.ID with one member, this
@@ -171,7 +172,7 @@ func (c conn) Lease(ctx context.Context, runID string) (func(context.Context) er
 }
 
 // leaseGroup is a run's lease group (Lease).
-var leaseGroup = regexp.MustCompile(`^` + regexp.QuoteMeta(broker.LeaseName(".", "")) + `([0-9a-f]{8})$`)
+var leaseGroup = lazy.Regexp(`^` + regexp.QuoteMeta(broker.LeaseName(".", "")) + `([0-9a-f]{8})$`)
 
 // live reports whether run's lease group has a member (unknown: live).
 func (c conn) live(ctx context.Context, run string) bool {
@@ -201,14 +202,14 @@ func (c conn) Clean(ctx context.Context) (broker.Cleaned, error) {
 	live := broker.LiveRuns(func(run string) bool { return c.live(ctx, run) })
 	var dropTopics, dropGroups []string
 	for _, n := range names {
-		switch m := leaseGroup.FindStringSubmatch(n); {
+		switch m := leaseGroup().FindStringSubmatch(n); {
 		case m != nil && c.live(ctx, m[1]):
 			out.Live = append(out.Live, n)
 		case m != nil: // a dead run's lease group: empty, left when it was killed
 			dropGroups = append(dropGroups, n)
 		case live(n):
 			out.Live = append(out.Live, n)
-		case leftoverTopic.MatchString(n):
+		case leftoverTopic().MatchString(n):
 			dropTopics = append(dropTopics, n)
 		default:
 			dropGroups = append(dropGroups, n)
@@ -230,12 +231,12 @@ func (c conn) leftovers(ctx context.Context) ([]string, error) {
 	}
 	var names []string
 	for _, t := range topics.Names() {
-		if leftoverTopic.MatchString(t) {
+		if leftoverTopic().MatchString(t) {
 			names = append(names, t)
 		}
 	}
 	for _, g := range groups.Groups() {
-		if leftoverGroup.MatchString(g) || leaseGroup.MatchString(g) {
+		if leftoverGroup().MatchString(g) || leaseGroup().MatchString(g) {
 			names = append(names, g)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/lazy"
 )
 
 // AMQP 0-9-1 cannot list a server's queues and exchanges (only the
@@ -77,8 +77,8 @@ const rabbitNote = "RabbitMQ: AMQP cannot list queues, so clean removes what run
 // The runner's RabbitMQ names: the exchange drill:ID:N and its queues
 // drill:ID:N.<log, dlq or group>.
 var (
-	leftoverExchange = regexp.MustCompile(`^` + broker.NamePrefix + `:` + broker.RunIDForm + `:` + broker.CounterForm + `$`)
-	leftoverQueue    = regexp.MustCompile(`^` + broker.NamePrefix + `:` + broker.RunIDForm + `:` + broker.CounterForm + `\..+$`)
+	leftoverExchange = lazy.Regexp(`^` + broker.NamePrefix + `:` + broker.RunIDForm + `:` + broker.CounterForm + `$`)
+	leftoverQueue    = lazy.Regexp(`^` + broker.NamePrefix + `:` + broker.RunIDForm + `:` + broker.CounterForm + `\..+$`)
 )
 
 // registry publishes the run's records, each confirmed before the names it
@@ -215,8 +215,8 @@ func (c conn) forget(ctx context.Context, runID string) error {
 	for _, d := range held {
 		done := true
 		for _, name := range strings.Split(string(d.Body), "\n") {
-			exchange := leftoverExchange.MatchString(name)
-			if !exchange && !leftoverQueue.MatchString(name) || broker.RunOf(name) != runID {
+			exchange := leftoverExchange().MatchString(name)
+			if !exchange && !leftoverQueue().MatchString(name) || broker.RunOf(name) != runID {
 				done = false // not this run's record
 				break
 			}
@@ -262,8 +262,8 @@ func (c conn) Clean(ctx context.Context) (broker.Cleaned, error) {
 	for _, d := range held {
 		keep := false
 		for _, name := range strings.Split(string(d.Body), "\n") {
-			exchange := leftoverExchange.MatchString(name)
-			if !exchange && !leftoverQueue.MatchString(name) {
+			exchange := leftoverExchange().MatchString(name)
+			if !exchange && !leftoverQueue().MatchString(name) {
 				continue // not a name of the runner's: never deleted
 			}
 			run := broker.RunOf(name)

@@ -3,7 +3,6 @@ package redisstream
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/broker/redisstream/redisserver"
+	"github.com/outboxdrill/runner/internal/lazy"
 	"github.com/outboxdrill/runner/internal/redact"
 )
 
@@ -109,7 +109,7 @@ func (c conn) Lease(ctx context.Context, runID string) (func(context.Context) er
 
 // leftoverKey is a scenario's stream key or its dead letters and seen set:
 // drill:ID:N, and nothing else.
-var leftoverKey = regexp.MustCompile(`^` + broker.NamePrefix + `:` + broker.RunIDForm + `:` + broker.CounterForm + `(:dlq|:seen)?$`)
+var leftoverKey = lazy.Regexp(`^` + broker.NamePrefix + `:` + broker.RunIDForm + `:` + broker.CounterForm + `(:dlq|:seen)?$`)
 
 // leftoverType is the type the runner gives a key of leftoverKey's shape
 // (by its suffix): the stream and its dead letters are streams (XADD), the
@@ -137,7 +137,7 @@ func (c conn) Clean(ctx context.Context) (broker.Cleaned, error) {
 	iter := c.rdb.Scan(ctx, 0, broker.NamePrefix+":*", 1000).Iterator()
 	for iter.Next(ctx) {
 		key := iter.Val()
-		if !leftoverKey.MatchString(key) {
+		if !leftoverKey().MatchString(key) {
 			continue
 		}
 		run := broker.RunOf(key)

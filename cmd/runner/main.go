@@ -58,6 +58,7 @@ import (
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/broker/kinds"
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/lazy"
 	"github.com/outboxdrill/runner/internal/progress"
 	"github.com/outboxdrill/runner/internal/redact"
 	"github.com/outboxdrill/runner/internal/safe"
@@ -304,16 +305,16 @@ func parseArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (paths
 }
 
 var (
-	undefinedFlag = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`)
-	needsValue    = regexp.MustCompile(`^flag needs an argument: -+(.*)$`)
-	badFlagValue  = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-+([^:]*): `)
+	undefinedFlag = lazy.Regexp(`^flag provided but not defined: -+(.*)$`)
+	needsValue    = lazy.Regexp(`^flag needs an argument: -+(.*)$`)
+	badFlagValue  = lazy.Regexp(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-+([^:]*): `)
 )
 
 // flagError rewords the flag package's errors: a did-you-mean for an
 // unknown flag, what a bad value should look like.
 func flagError(fs *flag.FlagSet, err error) string {
 	msg := err.Error()
-	if m := undefinedFlag.FindStringSubmatch(msg); m != nil {
+	if m := undefinedFlag().FindStringSubmatch(msg); m != nil {
 		var names []string
 		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 		sug := diag.Suggest(m[1], names)
@@ -322,10 +323,10 @@ func flagError(fs *flag.FlagSet, err error) string {
 		}
 		return "unknown flag " + dashed(m[1]) + sug
 	}
-	if m := needsValue.FindStringSubmatch(msg); m != nil {
+	if m := needsValue().FindStringSubmatch(msg); m != nil {
 		return dashed(m[1]) + " needs a value"
 	}
-	m := badFlagValue.FindStringSubmatch(msg)
+	m := badFlagValue().FindStringSubmatch(msg)
 	if m == nil {
 		return msg
 	}
@@ -412,12 +413,12 @@ const errTooLong = "too long: at most "
 
 // durationSyntax is time.ParseDuration's grammar: a string of it that does
 // not parse overflows.
-var durationSyntax = regexp.MustCompile(`^\+?(([0-9]+(\.[0-9]*)?|\.[0-9]+)[a-zµμ]+)+$`)
+var durationSyntax = lazy.Regexp(`^\+?(([0-9]+(\.[0-9]*)?|\.[0-9]+)[a-zµμ]+)+$`)
 
 func (d *boundedDuration) Set(s string) error {
 	v, err := time.ParseDuration(s)
 	switch {
-	case err != nil && durationSyntax.MatchString(s) && strings.Contains(err.Error(), "invalid duration"):
+	case err != nil && durationSyntax().MatchString(s) && strings.Contains(err.Error(), "invalid duration"):
 		return errors.New(errTooLong + shortDuration(d.max))
 	case err != nil:
 		return err

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/outboxdrill/runner/internal/lazy"
 )
 
 // Set hides secrets in free text a program wrote (a team's service's
@@ -66,16 +68,16 @@ func (s *Set) Text(text string) string {
 	if s != nil && s.known != nil {
 		text = s.known.ReplaceAllLiteralString(text, Mask)
 	}
-	text = userInfo.ReplaceAllString(text, "${1}"+Mask+"@")
-	text = userToken.ReplaceAllStringFunc(text, func(m string) string {
-		sm := userToken.FindStringSubmatch(m)
+	text = userInfo().ReplaceAllString(text, "${1}"+Mask+"@")
+	text = userToken().ReplaceAllStringFunc(text, func(m string) string {
+		sm := userToken().FindStringSubmatch(m)
 		if !userIsToken(sm[1], sm[2]) {
 			return m // a user name alone: postgres://postgres@host
 		}
 		return sm[1] + "://" + Mask + "@"
 	})
-	text = passwordValue.ReplaceAllString(text, "${1}"+Mask)
-	return jsonPassword.ReplaceAllString(text, `${1}"`+Mask+`"`)
+	text = passwordValue().ReplaceAllString(text, "${1}"+Mask)
+	return jsonPassword().ReplaceAllString(text, `${1}"`+Mask+`"`)
 }
 
 var (
@@ -83,16 +85,16 @@ var (
 	// has it): the password up to the last '@' before the host. A password
 	// holding an unencoded '/', '?', '#' or '@' breaks the URL for every
 	// client too; a known secret is hidden anyway.
-	userInfo = regexp.MustCompile(`(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:'"<>]*:)[^\s/?#@'"<>]+@`)
+	userInfo = lazy.Regexp(`(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:'"<>]*:)[^\s/?#@'"<>]+@`)
 	// userToken is a URL's user info without a password (scheme, user):
 	// a secret where userIsToken says so, a NATS token above all.
-	userToken = regexp.MustCompile(`\b([A-Za-z][A-Za-z0-9+.-]*)://([^\s/?#@:'"<>]+)@`)
+	userToken = lazy.Regexp(`\b([A-Za-z][A-Za-z0-9+.-]*)://([^\s/?#@:'"<>]+)@`)
 	// passwordValue is key=value where the key names a password
 	// (password, sslpassword, DB_PASSWORD, passwd, pwd), the value bare up
 	// to a blank, & or ;, or quoted.
-	passwordValue = regexp.MustCompile(`(?i)(\b[A-Za-z0-9_.-]*(?:password|passwd|pwd)\s*=\s*)('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s&;'",]+)`)
+	passwordValue = lazy.Regexp(`(?i)(\b[A-Za-z0-9_.-]*(?:password|passwd|pwd)\s*=\s*)('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s&;'",]+)`)
 	// jsonPassword is "password": "value" in JSON.
-	jsonPassword = regexp.MustCompile(`(?i)("[A-Za-z0-9_.-]*(?:password|passwd|pwd)"\s*:\s*)"(?:[^"\\]|\\.)*"`)
+	jsonPassword = lazy.Regexp(`(?i)("[A-Za-z0-9_.-]*(?:password|passwd|pwd)"\s*:\s*)"(?:[^"\\]|\\.)*"`)
 )
 
 // encodings is a regular expression matching s in every encoding Set

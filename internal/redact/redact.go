@@ -8,10 +8,11 @@ package redact
 
 import (
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/outboxdrill/runner/internal/lazy"
 )
 
 // Mask stands for a hidden secret.
@@ -173,7 +174,7 @@ func urlSpans(s string, schemeEnd int) []span {
 // and a token of a known form is one whatever the scheme (a GitHub or
 // GitLab token in https://TOKEN@host, as git remotes carry them).
 func userIsToken(scheme, user string) bool {
-	return tokenSchemes[strings.ToLower(scheme)] || knownToken.MatchString(user)
+	return tokenSchemes[strings.ToLower(scheme)] || knownToken().MatchString(user)
 }
 
 // tokenSchemes are the URL schemes of NATS clients (nats, tls, ws, wss).
@@ -181,7 +182,7 @@ var tokenSchemes = map[string]bool{"nats": true, "tls": true, "ws": true, "wss":
 
 // knownToken is a user info that is a token by its form: GitHub's
 // (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_) and GitLab's (glpat-).
-var knownToken = regexp.MustCompile(`^(?:gh[pousr]_|github_pat_|glpat-)[A-Za-z0-9_-]{8,}$`)
+var knownToken = lazy.Regexp(`^(?:gh[pousr]_|github_pat_|glpat-)[A-Za-z0-9_-]{8,}$`)
 
 // hostSpans: a list of user:password@host:port without a scheme (a
 // --kafka value may carry user info it refuses): in each, the password

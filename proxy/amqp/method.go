@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+
+	"github.com/outboxdrill/runner/internal/lazy"
 )
 
 // methodID is a method's class and method numbers.
@@ -20,10 +22,9 @@ type methodInfo struct {
 
 // methods are AMQP 0-9-1's, with RabbitMQ's extensions (basic.nack,
 // confirm, connection.blocked, connection.update-secret); byName finds a
-// method by its name (class.method).
-var methods, byName = methodTable()
-
-func methodTable() (map[methodID]methodInfo, map[string]methodID) {
+// method by its name (class.method). Built on first use (a proxy, a
+// trigger's check), not at every start of the runner.
+var methodTables = lazy.Value("AMQP methods", func() methodTable {
 	methods, byName := map[methodID]methodInfo{}, map[string]methodID{}
 	type m = methodInfo
 	add := func(class, method uint16, info m, replies ...uint16) {
@@ -81,8 +82,17 @@ func methodTable() (map[methodID]methodInfo, map[string]methodID) {
 	add(60, 90, named(c, "basic.reject"))
 	add(60, 100, named(c, "basic.recover-async"))
 	add(60, 120, named(both, "basic.nack"))
-	return methods, byName
+	return methodTable{methods, byName}
+})
+
+type methodTable struct {
+	methods map[methodID]methodInfo
+	byName  map[string]methodID
 }
+
+// lookup is the method named name (class.method); the zero methodInfo
+// when there is none.
+func (t methodTable) lookup(name string) methodInfo { return t.methods[t.byName[name]] }
 
 // method is a decoded method frame: its id, and the arguments the proxy
 // reads (of the methods it classifies).
@@ -110,7 +120,7 @@ var errSyntax = errors.New("amqp: a method's arguments are malformed")
 func parseMethod(p []byte) (method, error) {
 	d := decoder{b: p}
 	m := method{id: methodID{d.u16(), d.u16()}}
-	info, ok := methods[m.id]
+	info, ok := methodTables().methods[m.id]
 	if d.bad || !ok {
 		return m, &connError{code: 540, text: "NOT_IMPLEMENTED - unknown method"}
 	}

@@ -70,7 +70,7 @@ func (t Trigger) String() string {
 // Operations are the operations a trigger may name: the neutral ones,
 // then every AMQP 0-9-1 method, sorted (for a parser's "did you mean").
 func Operations() []string {
-	return append([]string{OpPublish, OpDeliver, OpAck}, slices.Sorted(maps.Keys(byName))...)
+	return append([]string{OpPublish, OpDeliver, OpAck}, slices.Sorted(maps.Keys(methodTables().byName))...)
 }
 
 // UnknownOperation is the error of an operation the proxy does not know.
@@ -136,11 +136,11 @@ func (t Trigger) checkOp() error {
 	case "":
 		return fmt.Errorf("a trigger needs the operation it waits for")
 	}
-	id, ok := byName[t.Op]
+	id, ok := methodTables().byName[t.Op]
 	if !ok {
 		return UnknownOperation(t.Op)
 	}
-	info := methods[id]
+	info := methodTables().methods[id]
 	switch {
 	case t.Boundary == Request && !info.client:
 		return fmt.Errorf("%s is the server's: it has no request boundary (use reply)", t.Op)
@@ -165,7 +165,7 @@ func (t Trigger) atServer() bool {
 	case OpPublish, OpAck:
 		return false
 	}
-	return t.Boundary == Reply && !answered(methods[byName[t.Op]])
+	return t.Boundary == Reply && !answered(methodTables().lookup(t.Op))
 }
 
 // crossing is one method (with its content) as the triggers see it.

@@ -127,7 +127,8 @@ func regexps(f *ast.File) map[string]string {
 	return out
 }
 
-// compiled is the pattern of regexp.MustCompile("…") or regexp.Compile.
+// compiled is the pattern of regexp.MustCompile("…"), regexp.Compile, or
+// lazy.Regexp (compiled on first use).
 func compiled(e ast.Expr) (string, bool) {
 	call, ok := e.(*ast.CallExpr)
 	if !ok || len(call.Args) == 0 {
@@ -137,7 +138,13 @@ func compiled(e ast.Expr) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	if x, isIdent := sel.X.(*ast.Ident); !isIdent || x.Name != "regexp" || !strings.HasPrefix(sel.Sel.Name, "MustCompile") && !strings.HasPrefix(sel.Sel.Name, "Compile") {
+	x, isIdent := sel.X.(*ast.Ident)
+	switch {
+	case !isIdent:
+		return "", false
+	case x.Name == "regexp" && (strings.HasPrefix(sel.Sel.Name, "MustCompile") || strings.HasPrefix(sel.Sel.Name, "Compile")):
+	case x.Name == "lazy" && sel.Sel.Name == "Regexp":
+	default:
 		return "", false
 	}
 	lit, ok := call.Args[0].(*ast.BasicLit)

@@ -3,12 +3,12 @@ package fault
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/outboxdrill/runner/diag"
+	"github.com/outboxdrill/runner/internal/lazy"
 )
 
 // This file is the one reader of a fault's text: Parse turns a scenario's
@@ -31,11 +31,11 @@ func Actions() []string {
 
 var (
 	// triggerShape is a trigger's text: <link>.<boundary>(<filter>).
-	triggerShape = regexp.MustCompile(`^([a-z_]+)\.([a-z_]+)\(([^()]*)\)$`)
-	delayShape   = regexp.MustCompile(`^delay\(([^()]*)\)$`)
+	triggerShape = lazy.Regexp(`^([a-z_]+)\.([a-z_]+)\(([^()]*)\)$`)
+	delayShape   = lazy.Regexp(`^delay\(([^()]*)\)$`)
 	// sqlIdent is a table name, optionally schema-qualified (the system
 	// file's mapping names follow the same rule).
-	sqlIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,62}(\.[A-Za-z_][A-Za-z0-9_$]{0,62})?$`)
+	sqlIdent = lazy.Regexp(`^[A-Za-z_][A-Za-z0-9_$]{0,62}(\.[A-Za-z_][A-Za-z0-9_$]{0,62})?$`)
 )
 
 // Spec is a fault as a scenario writes it: fault: {on, nth, do, optional}.
@@ -88,7 +88,7 @@ func Parse(s Spec, ds []Dialect) (Trigger, []Problem) {
 	var probs []Problem
 	t := Trigger{Nth: s.Nth, Optional: s.Optional}
 	on := strings.TrimSpace(s.On)
-	if m := triggerShape.FindStringSubmatch(on); m == nil {
+	if m := triggerShape().FindStringSubmatch(on); m == nil {
 		probs = append(probs, Problem{"on", fmt.Errorf("want <link>.<boundary>(<filter>), e.g. consumer_db.commit(table=inbox) or broker.reply(XADD); got %q", s.On)})
 	} else {
 		var errs []error
@@ -190,7 +190,7 @@ func tableFilter(place, filter string) (string, []error) {
 
 // checkTable says whether table is a table name a filter may hold.
 func checkTable(place, table string) error {
-	if !sqlIdent.MatchString(strings.TrimSpace(table)) {
+	if !sqlIdent().MatchString(strings.TrimSpace(table)) {
 		return fmt.Errorf("%s takes (table=NAME) or (); got (table=%s)", place, table)
 	}
 	return nil
@@ -217,7 +217,7 @@ func ParseAction(do string) (Action, error) {
 			return Action{Do: n.do}, nil
 		}
 	}
-	if m := delayShape.FindStringSubmatch(do); m != nil {
+	if m := delayShape().FindStringSubmatch(do); m != nil {
 		d, err := time.ParseDuration(strings.TrimSpace(m[1]))
 		if err != nil || d <= 0 {
 			return Action{}, fmt.Errorf("delay wants a positive duration, e.g. delay(250ms); got %q", m[1])

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/outboxdrill/runner/internal/lazy"
 	"github.com/outboxdrill/runner/proxy/fault"
 )
 
@@ -72,7 +73,7 @@ func (t Trigger) String() string {
 }
 
 // keyByName is every API kmsg knows, by name.
-var keyByName = func() map[string]int16 {
+var keyByName = lazy.Value("Kafka API keys by name", func() map[string]int16 {
 	m := map[string]int16{}
 	for k := int16(0); k < 200; k++ {
 		if kmsg.RequestForKey(k) != nil {
@@ -80,7 +81,7 @@ var keyByName = func() map[string]int16 {
 		}
 	}
 	return m
-}()
+})
 
 // The APIs that name topics, groups, and those the proxy can answer with
 // an error.
@@ -104,7 +105,7 @@ func (t Trigger) keys() []int16 {
 	case OpAck:
 		return []int16{keyOffsetCommit, keyTxnOffsetCommit, keyShareAcknowledge, keyShareFetch}
 	}
-	if k, ok := keyByName[t.Op]; ok {
+	if k, ok := keyByName()[t.Op]; ok {
 		return []int16{k}
 	}
 	return nil
@@ -113,7 +114,7 @@ func (t Trigger) keys() []int16 {
 // Operations are the operations a trigger may name: the neutral ones,
 // then every Kafka API kmsg knows, sorted (for a parser's "did you mean").
 func Operations() []string {
-	return append([]string{OpPublish, OpDeliver, OpAck}, slices.Sorted(maps.Keys(keyByName))...)
+	return append([]string{OpPublish, OpDeliver, OpAck}, slices.Sorted(maps.Keys(keyByName()))...)
 }
 
 // UnknownOperation is the error of an operation the proxy does not know.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/outboxdrill/runner/internal/lazy"
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/proxy/listen"
 )
@@ -252,13 +253,13 @@ func parseHeader(msg []byte) (header, error) {
 // isFlexible reports whether an API's version uses flexible encoding, as
 // kmsg knows it (false for an API it does not know).
 func isFlexible(key, version int16) bool {
-	first, ok := flexibleFrom[key]
+	first, ok := flexibleFrom()[key]
 	return ok && version >= first
 }
 
 // flexibleFrom is each API's first flexible version, as kmsg knows it
 // (read once: asking kmsg allocates a request).
-var flexibleFrom = func() map[int16]int16 {
+var flexibleFrom = lazy.Value("Kafka first flexible versions", func() map[int16]int16 {
 	m := map[int16]int16{}
 	for k := int16(0); k < 200; k++ {
 		req := kmsg.RequestForKey(k)
@@ -273,7 +274,7 @@ var flexibleFrom = func() map[int16]int16 {
 		}
 	}
 	return m
-}()
+})
 
 // name is an API's name, as kmsg spells it (Produce, Fetch, …).
 func name(key int16) string {

@@ -6,6 +6,8 @@ import (
 	"html/template"
 	"strings"
 	"time"
+
+	"github.com/outboxdrill/runner/internal/lazy"
 )
 
 // Coverage is `runner explore`'s coverage as a picture: a row per
@@ -74,7 +76,7 @@ func RenderCoverage(c Coverage, opt Options) ([]byte, error) {
 			Shrunk: cl.line(f.Shrunk), Scenario: f.Scenario, Timeline: f.Timeline, File: cl.name(f.Scenario)})
 	}
 	var b bytes.Buffer
-	err := coveragePage.Execute(&b, v)
+	err := coveragePage().Execute(&b, v)
 	return b.Bytes(), err
 }
 
@@ -110,7 +112,8 @@ type findingView struct {
 	Scenario, Timeline                string
 }
 
-var coveragePage = template.Must(template.New("coverage").Parse(`<!DOCTYPE html>
+var coveragePage = lazy.Value("htmlreport coverage page", func() *template.Template {
+	return template.Must(template.New("coverage").Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -135,6 +138,7 @@ var coveragePage = template.Must(template.New("coverage").Parse(`<!DOCTYPE html>
 </body></html>
 {{define "row"}}<tr><td>{{.Service}}</td><td><code>{{.Boundary}}</code></td><td>{{.Nth}}</td>{{range .Cells}}<td class="cell {{.Class}}" title="{{.Title}}">{{if .Href}}<a href="{{.Href}}">{{.Text}}</a>{{else}}{{.Text}}{{end}}</td>{{end}}</tr>
 {{end}}`))
+})
 
 const coverageCSS = `
 .cell.violation{background:#f6b8b8;font-weight:700}.cell.held{background:#c8f0c8}.cell.notselected{background:#dde7f7;color:#456}

@@ -42,7 +42,7 @@ type Options struct {
 // Write writes rep as one HTML document.
 func Write(w io.Writer, rep *report.Report, opt Options) error {
 	var b bytes.Buffer
-	if err := page.Execute(&b, build(rep, opt)); err != nil {
+	if err := page().Execute(&b, build(rep, opt)); err != nil {
 		return err
 	}
 	_, err := w.Write(b.Bytes())

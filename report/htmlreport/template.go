@@ -1,15 +1,20 @@
 package htmlreport
 
-import "html/template"
+import (
+	"html/template"
+
+	"github.com/outboxdrill/runner/internal/lazy"
+)
 
 // page is the whole document. Nothing in it is fetched: the style and the
 // script are inline, and its Content-Security-Policy forbids the browser
 // to load anything else (an escaped payload that still looked like a
 // link could not call home).
-var page = template.Must(template.New("page").Funcs(template.FuncMap{
-	"add": func(a, b int) int { return a + b },
-	"sub": func(a, b int) int { return a - b },
-}).Parse(`<!DOCTYPE html>
+var page = lazy.Value("htmlreport page", func() *template.Template {
+	return template.Must(template.New("page").Funcs(template.FuncMap{
+		"add": func(a, b int) int { return a + b },
+		"sub": func(a, b int) int { return a - b },
+	}).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -66,6 +71,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 {{end}}</svg></div>
 {{if .Cut}}<p class="cut">{{.Cut}} more rows were not drawn.</p>{{end}}
 {{end}}`))
+})
 
 const css = `
 body{font:14px/1.4 system-ui,sans-serif;margin:1.2em 2em;color:#1b1b1b;background:#fff}

@@ -7,13 +7,13 @@ package respproxy
 import (
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/outboxdrill/runner/broker"
+	"github.com/outboxdrill/runner/internal/lazy"
 	"github.com/outboxdrill/runner/proxy/fault"
 	"github.com/outboxdrill/runner/proxy/resp"
 )
@@ -26,7 +26,7 @@ type Kind struct{}
 var neutral = map[string]string{"publish": "XADD", "deliver": "XREADGROUP", "ack": "XACK"}
 
 // command is what may name a Redis command, CMD or CMD.SUB, in any case.
-var command = regexp.MustCompile(`^[A-Za-z][A-Za-z_-]*(\.[A-Za-z][A-Za-z_-]*)?$`)
+var command = lazy.Regexp(`^[A-Za-z][A-Za-z_-]*(\.[A-Za-z][A-Za-z_-]*)?$`)
 
 // Operations are the neutral ones: Redis's commands are Operation's.
 func (Kind) Operations() []string { return []string{"publish", "deliver", "ack"} }
@@ -37,7 +37,7 @@ func (Kind) Operation(op string) (string, error) {
 	if _, ok := neutral[op]; ok {
 		return op, nil
 	}
-	if !command.MatchString(op) {
+	if !command().MatchString(op) {
 		return "", fmt.Errorf("no Redis command %s (want publish, deliver, ack or one such as XADD)", op)
 	}
 	cmd := strings.ToUpper(op)
