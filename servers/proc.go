@@ -1,6 +1,7 @@
 package servers
 
 import (
+	"errors"
 	"os"
 	"slices"
 	"strconv"
@@ -99,19 +100,32 @@ func parseStat(pid int, s string) (procInfo, bool) {
 
 // snapshot reads every process in /proc.
 func snapshot() map[int]procInfo {
+	out, _ := scan()
+	return out
+}
+
+// scan reads every process in /proc; complete false when it could not
+// read them all: /proc not listed, or a process's stat not opened for
+// another reason than its end (EMFILE, say). A kill must not take such a
+// scan's silence for the end of the tree.
+func scan() (out map[int]procInfo, complete bool) {
 	d, err := os.Open("/proc")
 	if err != nil {
-		return map[int]procInfo{}
+		return map[int]procInfo{}, false
 	}
-	names, _ := d.Readdirnames(-1)
+	names, err := d.Readdirnames(-1)
 	d.Close()
-	out := make(map[int]procInfo, len(names))
+	complete = err == nil
+	out = make(map[int]procInfo, len(names))
 	statFDs.Lock()
 	defer statFDs.Unlock()
 	for _, name := range names {
 		if pid, err := strconv.Atoi(name); err == nil {
-			if p, ok := statFDs.read(pid); ok {
+			p, ok, gone := statFDs.read(pid)
+			if ok {
 				out[pid] = p
+			} else if !gone {
+				complete = false
 			}
 		}
 	}
@@ -122,7 +136,7 @@ func snapshot() map[int]procInfo {
 		}
 	}
 	tokenCache.prune(out)
-	return out
+	return out, complete
 }
 
 // statFDs holds /proc/PID/stat open for the processes of the latest scan
@@ -151,25 +165,25 @@ type heldStats struct {
 
 // read reads pid's stat through its held fd, else opens one (held if
 // there is room).
-func (h *heldStats) read(pid int) (procInfo, bool) {
+func (h *heldStats) read(pid int) (p procInfo, ok, gone bool) {
 	if fd, ok := h.fd[pid]; ok {
 		if p, ok := preadStat(fd, pid); ok {
-			return p, true
+			return p, true, false
 		}
 		unix.Close(fd)
 		delete(h.fd, pid)
 	}
 	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return procInfo{}, false
+		return procInfo{}, false, errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH)
 	}
-	p, ok := preadStat(fd, pid)
+	p, ok = preadStat(fd, pid)
 	if ok && len(h.fd) < maxStatFDs() {
 		h.fd[pid] = fd
 	} else {
 		unix.Close(fd)
 	}
-	return p, ok
+	return p, ok, !ok // a stat opened but not read: the process ended between
 }
 
 // preadStat reads a /proc/PID/stat from its start: the kernel writes it

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -100,5 +101,36 @@ func TestSubreaperReapsOrphans(t *testing.T) {
 	}
 	if p, there := readProc(pid); there {
 		t.Errorf("zombie %+v not reaped within %s", p, 5*orphanGrace)
+	}
+}
+
+// Without a pidfd (a seccomp profile answering pidfd_open with EPERM, a
+// process at its fd limit), a signal still goes, by pid, to the process
+// that was scanned, and never to another that took its pid.
+func TestSignalWithoutAPidfd(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill() }()
+	p, ok := readProc(cmd.Process.Pid)
+	if !ok {
+		t.Fatal("no stat for the sleep")
+	}
+	other := p
+	other.start += "0" // as if the pid were another process's now
+	signalHeld(other, -1, syscall.SIGKILL)
+	select {
+	case err := <-done:
+		t.Fatalf("a process of another start time was signalled: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	signalHeld(p, -1, syscall.SIGKILL)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the scanned process was not signalled without a pidfd")
 	}
 }

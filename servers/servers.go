@@ -289,6 +289,11 @@ func (c *Child) Kill() {
 // and session: it waits for its reaping and removes the SysV shared memory
 // that the processes killed (pids) created.
 func (c *Child) reapKilled(pids map[int]bool) {
+	if !c.Exited() {
+		// Its group too, while the unreaped leader holds the group's id:
+		// a member a scan missed (a process that could not be read) goes.
+		_ = syscall.Kill(-c.PID(), syscall.SIGKILL)
+	}
 	_ = c.cmd.Process.Kill()
 	<-c.done
 	removeSysvShm(c.uid(), pids)

@@ -164,7 +164,8 @@ func killTrees(trees []tree, limit time.Duration, seen map[int]procInfo) []procI
 	var killed []procInfo
 	for deadline := time.Now().Add(limit); ; {
 		var live []int
-		for pid, p := range liveTreeMembers(trees, seen) {
+		ms, complete := liveTreeMembers(trees, seen)
+		for pid, p := range ms {
 			if !slices.ContainsFunc(killed, func(k procInfo) bool { return k.pid == pid }) {
 				killed = append(killed, p)
 			}
@@ -178,8 +179,11 @@ func killTrees(trees []tree, limit time.Duration, seen map[int]procInfo) []procI
 			signalHeld(p, fd, syscall.SIGKILL)
 			live = append(live, fd)
 		}
-		if len(live) == 0 || time.Now().After(deadline) {
+		if len(live) == 0 && complete || time.Now().After(deadline) {
 			break
+		}
+		if len(live) == 0 { // a scan that missed some: look again
+			live = []int{-1}
 		}
 		awaitExit(live, min(time.Until(deadline), rescanEvery))
 	}
@@ -194,8 +198,8 @@ const rescanEvery = 20 * time.Millisecond
 // liveTreeMembers scans for the members of trees, adds them to seen, and
 // returns the live ones. A member killed already may have lost what tied
 // it to the tree (its parent died first): it is still one.
-func liveTreeMembers(trees []tree, seen map[int]procInfo) map[int]procInfo {
-	procs := snapshot()
+func liveTreeMembers(trees []tree, seen map[int]procInfo) (map[int]procInfo, bool) {
+	procs, complete := scan()
 	ms := members(trees, procs)
 	for pid, p := range seen {
 		if q, ok := procs[pid]; ok && q.start == p.start {
@@ -212,7 +216,7 @@ func liveTreeMembers(trees []tree, seen map[int]procInfo) map[int]procInfo {
 			live[pid] = p
 		}
 	}
-	return live
+	return live, complete
 }
 
 // orphansOf are the zombie children of this process (orphans that
@@ -261,28 +265,20 @@ func openChecked(p procInfo) int {
 }
 
 // signalHeld signals p through fd, its pidfd (openChecked), which names
-// that very process however long it is held; with none (-1), by pid if
-// the kernel has no pidfds and p is still the process it was.
+// that very process however long it is held; with none (-1), by pid if p
+// is still the process it was. Not only a kernel without pidfds (Linux
+// before 5.3) gives none: a seccomp profile may answer pidfd_open with
+// EPERM (Docker before 20.10), a process at its fd limit gets EMFILE, and
+// a kill that sent nothing then would leave the whole tree running.
 func signalHeld(p procInfo, fd int, sig syscall.Signal) {
 	if fd >= 0 {
 		_ = unix.PidfdSendSignal(fd, sig, nil, 0)
 		return
 	}
-	if noPidfds() {
-		if q, ok := readProc(p.pid); ok && q.start == p.start {
-			_ = syscall.Kill(p.pid, sig)
-		}
+	if q, ok := readProc(p.pid); ok && q.start == p.start {
+		_ = syscall.Kill(p.pid, sig)
 	}
 }
-
-// noPidfds reports whether the kernel has no pidfds (before Linux 5.3).
-var noPidfds = sync.OnceValue(func() bool {
-	fd, err := unix.PidfdOpen(os.Getpid(), 0)
-	if err == nil {
-		unix.Close(fd)
-	}
-	return errors.Is(err, unix.ENOSYS)
-})
 
 // awaitExit waits up to d for the processes of the pidfds fds to exit
 // (zombies count), or a millisecond if one has no pidfd (-1).
