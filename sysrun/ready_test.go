@@ -160,3 +160,22 @@ redis-cli -u "$REDIS_URL" XGROUP CREATE "$STREAM" g 0 MKSTREAM; redis-cli -u "$R
 		}
 	}
 }
+
+// A start fault on the very crossing the service is ready at does not hide
+// it from the ready watch (a proxy stops at the first trigger that
+// strikes): the read a delay holds for 5 s is counted as it crosses, so
+// the start returns within its 3 s ready timeout.
+func TestReadyAtACrossingAFaultHolds(t *testing.T) {
+	t.Parallel()
+	r, gate := gated(t, readyOn(t, "broker.request(XREADGROUP)"), 3*time.Second)
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, probs := fault.Load(fault.Spec{On: "broker.request(XREADGROUP)", Nth: 1, Do: "delay(5s)"}, broker.Dialects(scenariotest.Kinds()))
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	if _, err := r.Start(context.Background(), "consumer", nil, f); err != nil {
+		t.Fatalf("start with a delay on the crossing it is ready at: %v", err)
+	}
+}

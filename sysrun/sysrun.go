@@ -218,19 +218,29 @@ func (r *Run) start(ctx context.Context, name string, env map[string]string, f *
 // onProxies sets up on s's proxies, before its process starts, what the
 // start asks of them: its faults (nil ones skipped) armed, the services'
 // own output followed, and its ready: {on: …} watched.
+//
+// The ready watch is armed first: a proxy stops at the first trigger that
+// strikes a crossing, and the watch never strikes, so a fault on the very
+// crossing the service is ready at still lets the watch count it.
 func (r *Run) onProxies(name string, s *service, spec *system.Service, faults []*fault.Fault) (*readyWatch, error) {
+	ready, err := r.watchReady(s, spec)
+	if err != nil {
+		return nil, err
+	}
 	for _, f := range faults {
 		if f == nil {
 			continue
 		}
 		if err := r.arm(name, s, f); err != nil {
+			ready.retire()
 			return nil, err
 		}
 	}
 	if err := r.follow(name, s); err != nil {
+		ready.retire()
 		return nil, err
 	}
-	return r.watchReady(s, spec)
+	return ready, nil
 }
 
 // gone makes sure no process of the service runs: one a fault killed (or
