@@ -99,6 +99,7 @@ func (w *World) fitBudget(ctx context.Context, p *Config) error {
 		}
 		w.svcSlots[i] = listen.NewSlots(budgets[i].free() + budgets[i].margin - budgets[i].need(capped))
 	}
+	w.sysdb.setKeepCap(capped)
 	return nil
 }
 

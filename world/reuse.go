@@ -67,12 +67,24 @@ type freeDB struct {
 	gen  int64
 }
 
+// A pool kept with a free database holds one connection, and each server
+// keeps at most one per parallel scenario (sysDBs.keepCap): a system
+// scenario's pool has systemPoolConns, one less than the pair pools'
+// pairPoolConns the connection budget counts per parallel scenario, so
+// what runs and what is kept stay within the budget (fitBudget) together,
+// however many free databases of however many schemas there are.
+const systemPoolConns = pairPoolConns - 1
+
 // sysDBs are the system databases reset and free, by reuseKey, and the
 // shape of a new one of each key.
 type sysDBs struct {
-	mu     sync.Mutex
-	free   map[string][]freeDB
-	shapes map[string]*dbShape
+	mu sync.Mutex
+	// keepCap is how many kept pools each server may hold (the run's
+	// parallel scenarios; 0 keeps none), kept how many it holds.
+	keepCap int
+	kept    map[int]int
+	free    map[string][]freeDB
+	shapes  map[string]*dbShape
 	// resets are the resets and drops under way (World.Recycle); errs
 	// what their drops met, said when the world closes.
 	resets sync.WaitGroup
@@ -87,8 +99,8 @@ func (s *sysDBs) failed(err error) {
 	}
 }
 
-// take is a free database of key (its name "" for none).
-func (s *sysDBs) take(key string) freeDB {
+// take is a free database of key on server srv (its name "" for none).
+func (s *sysDBs) take(key string, srv int) freeDB {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.free[key]
@@ -96,14 +108,27 @@ func (s *sysDBs) take(key string) freeDB {
 		return freeDB{}
 	}
 	s.free[key] = l[:len(l)-1]
-	return l[len(l)-1]
+	db := l[len(l)-1]
+	if db.pool != nil {
+		s.kept[srv]--
+	}
+	return db
 }
 
-func (s *sysDBs) give(key string, db freeDB) {
+// give frees db, of key on server srv, with its pool while the server
+// keeps fewer than keepCap (else the pool is closed).
+func (s *sysDBs) give(key string, srv int, db freeDB) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.free == nil {
-		s.free = map[string][]freeDB{}
+		s.free, s.kept = map[string][]freeDB{}, map[int]int{}
+	}
+	if db.pool != nil && s.kept[srv] >= s.keepCap {
+		db.pool.Close()
+		db.pool = nil
+	}
+	if db.pool != nil {
+		s.kept[srv]++
 	}
 	s.free[key] = append(s.free[key], db)
 }
@@ -141,7 +166,7 @@ func (s *sysDBs) drain() (map[string][]string, error) {
 		}
 	}
 	err := errors.Join(s.errs...)
-	s.free, s.errs = nil, nil
+	s.free, s.kept, s.errs = nil, nil, nil
 	return out, err
 }
 
@@ -268,7 +293,7 @@ func (w *World) giveBack(ctx context.Context, iso *Isolation) {
 			why, err := resetPool(ctx, lent, w.sysdb.shape(key))
 			if err == nil && why == "" {
 				iso.given[side] = true
-				w.sysdb.give(key, freeDB{name: db, pool: lent, gen: gen})
+				w.sysdb.give(key, iso.srv(side), freeDB{name: db, pool: lent, gen: gen})
 				continue
 			}
 			lent.Close()
@@ -286,7 +311,7 @@ func (w *World) giveBack(ctx context.Context, iso *Isolation) {
 		pool.Close()
 		if err == nil && why == "" {
 			iso.given[side] = true
-			w.sysdb.give(key, freeDB{name: db})
+			w.sysdb.give(key, iso.srv(side), freeDB{name: db})
 		}
 	}
 }
@@ -303,13 +328,15 @@ const sessionReset = "RESET ALL; SET SESSION AUTHORIZATION DEFAULT; CLOSE ALL; U
 	"SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES"
 
 // resetPool resets a database through the scenario's own pool, every one
-// of whose connections must be idle, and clears each connection's session.
+// of whose connections must be idle, clears the session of the one it
+// keeps and closes the others (a kept pool holds one: systemPoolConns).
 func resetPool(ctx context.Context, pool *pgxpool.Pool, sh *dbShape) (why string, err error) {
 	conns := pool.AcquireAllIdle(ctx)
 	defer func() {
-		for _, c := range conns {
-			if err != nil {
-				c.Conn().Close(ctx) // in an unknown state: not kept
+		for i, c := range conns {
+			if err != nil || i > 0 { // in an unknown state, or one more than kept
+				_ = c.Hijack().Close(ctx) // out of the pool at once
+				continue
 			}
 			c.Release()
 		}
@@ -320,12 +347,8 @@ func resetPool(ctx context.Context, pool *pgxpool.Pool, sh *dbShape) (why string
 	if why, err = reset(ctx, conns[0], sh); err != nil || why != "" {
 		return why, err
 	}
-	for _, c := range conns {
-		if _, err = c.Exec(ctx, sessionReset); err != nil {
-			return "", err
-		}
-	}
-	return "", nil
+	_, err = conns[0].Exec(ctx, sessionReset)
+	return "", err
 }
 
 // dropFreeSystemDBs drops the databases kept for reuse when the world
@@ -343,4 +366,11 @@ func (w *World) dropFreeSystemDBs(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// setKeepCap sets how many kept pools each server may hold.
+func (s *sysDBs) setKeepCap(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keepCap = n
 }

@@ -117,7 +117,8 @@ func TestResetRefusesWhatItCannotRenew(t *testing.T) {
 // A pool that goes back with its database keeps its connections (the
 // same backends: no new fork for the next scenario), and what a scenario's
 // SQL left in a session is gone: a setting, an advisory lock, a temporary
-// table. A pool with a connection in use is not reset through.
+// table. A pool with a connection in use is not reset through, and a kept
+// pool holds one connection.
 func TestResetPoolKeepsItsBackendsAndClearsTheirSessions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -148,12 +149,20 @@ func TestResetPoolKeepsItsBackendsAndClearsTheirSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	second, err := pool.Acquire(ctx) // a second connection, idle at the resets
+	if err != nil {
+		t.Fatal(err)
+	}
+	second.Release()
 	if why, err := resetPool(ctx, pool, sh); err != nil || why != errBusyPool {
 		t.Errorf("reset with a connection in use: %q, %v; want %q", why, err, errBusyPool)
 	}
 	held.Release()
 	if why, err := resetPool(ctx, pool, sh); err != nil || why != "" {
 		t.Fatalf("reset: %q, %v", why, err)
+	}
+	if n := pool.Stat().TotalConns(); n != 1 {
+		t.Errorf("the reset pool holds %d connections; want the one kept", n)
 	}
 	var after int
 	var app string
@@ -168,4 +177,44 @@ func TestResetPoolKeepsItsBackendsAndClearsTheirSessions(t *testing.T) {
 	if after != before || app == "left-behind" || locks != 0 || temps != 0 || rows != 0 {
 		t.Errorf("after the reset: backend %d (was %d), application_name %q, %d advisory lock(s), %d temporary table(s), %d outbox row(s); want the same backend and a clean session", after, before, app, locks, temps, rows)
 	}
+}
+
+// A server keeps at most keepCap pools with its free databases: one more
+// goes back without its pool (closed), and taking a kept one makes room.
+func TestFreeDatabasesKeepPoolsWithinTheCap(t *testing.T) {
+	ctx := context.Background()
+	newPool := func() *pgxpool.Pool {
+		p, err := pgxpool.New(ctx, "postgres://u@127.0.0.1:1/db") // never dialled: no connection until one is used
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	closed := func(p *pgxpool.Pool) bool {
+		_, err := p.Acquire(ctx)
+		return err != nil && strings.Contains(err.Error(), "closed pool")
+	}
+	var s sysDBs
+	s.setKeepCap(1)
+	a, b, c := newPool(), newPool(), newPool()
+	s.give("k0", 0, freeDB{name: "a", pool: a})
+	s.give("k0", 0, freeDB{name: "b", pool: b})
+	s.give("k1", 1, freeDB{name: "c", pool: c}) // another server: its own cap
+	if closed(a) || !closed(b) || closed(c) {
+		t.Errorf("closed: a %v, b %v, c %v; want only b, past server 0's cap", closed(a), closed(b), closed(c))
+	}
+	if db := s.take("k0", 0); db.name != "b" || db.pool != nil {
+		t.Fatalf("took %+v; want b, the last given, without its pool", db)
+	}
+	if db := s.take("k0", 0); db.name != "a" || db.pool != a {
+		t.Fatalf("took %+v; want a with its pool", db)
+	}
+	d := newPool()
+	s.give("k0", 0, freeDB{name: "d", pool: d})
+	if closed(d) {
+		t.Error("a pool given after the kept one was taken was closed; want kept")
+	}
+	a.Close()
+	c.Close()
+	d.Close()
 }

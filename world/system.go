@@ -85,7 +85,7 @@ func (w *World) ownDB(ctx context.Context, iso *Isolation, side int, name *strin
 		return drop.run()
 	})
 	key := reuseKey(iso.srv(side), ddl)
-	reused := w.sysdb.take(key)
+	reused := w.sysdb.take(key, iso.srv(side))
 	iso.pgGen = w.pgGen[iso.set].Load()
 	pool := reused.pool
 	if pool != nil && reused.gen != iso.pgGen { // its server was restarted since
@@ -103,7 +103,7 @@ func (w *World) ownDB(ctx context.Context, iso *Isolation, side int, name *strin
 	}
 	if pool == nil {
 		var err error
-		if pool, err = w.pool(ctx, iso.srv(side), *name); err != nil {
+		if pool, err = w.poolOf(ctx, iso.srv(side), *name, systemPoolConns); err != nil {
 			return err
 		}
 	}

@@ -621,12 +621,18 @@ func (w *World) dropDB(ctx context.Context, srv int, name string) error {
 }
 
 func (w *World) pool(ctx context.Context, srv int, db string) (*pgxpool.Pool, error) {
+	return w.poolOf(ctx, srv, db, pairPoolConns)
+}
+
+// poolOf is a pool of at most conns connections to database db on server
+// srv.
+func (w *World) poolOf(ctx context.Context, srv int, db string, conns int32) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(w.pgURLs[srv])
 	if err != nil {
 		return nil, redact.Err(w.pgURLs[srv], err)
 	}
 	cfg.ConnConfig.Database = db
-	cfg.MaxConns = pairPoolConns
+	cfg.MaxConns = conns
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
