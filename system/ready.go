@@ -75,14 +75,7 @@ func (svc *Service) withVariants() []*Service {
 // Without, on one of them at least; a run on a broker whose proxy does
 // not take it skips the scenario (runner's gate), as for a fault.
 func (s *System) checkReady(errs *diag.Errors) {
-	for _, name := range s.Names() {
-		svc := s.Services[name]
-		if svc.Group != "" {
-			if svc.Replica > 1 {
-				continue // its replicas are one service in the file: said once
-			}
-			name = svc.Group
-		}
+	for name, svc := range s.asWritten() {
 		if s.Brokers == nil {
 			for _, v := range svc.withVariants() {
 				if f := v.ReadyOn; f != nil && f.Unsuited() != nil {
@@ -147,14 +140,7 @@ func ReadySkip(svc *Service, b string) string {
 // so the service would never be ready.
 func (k *checker) readyTables() diag.Errors {
 	var errs diag.Errors
-	for _, name := range k.s.Names() {
-		svc := k.s.Services[name]
-		if svc.Replica > 1 {
-			continue // said once, for the first
-		}
-		if svc.Group != "" {
-			name = svc.Group
-		}
+	for name, svc := range k.s.asWritten() {
 		for _, v := range svc.withVariants() {
 			if v.ReadyOn == nil {
 				continue

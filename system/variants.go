@@ -1,6 +1,7 @@
 package system
 
 import (
+	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -45,18 +46,31 @@ func readVariants(file string, n *yaml.Node, svc *Service, kinds []*broker.Kind,
 	}
 }
 
+// asWritten yields each service as the file writes it: a replicated one
+// once, by the name the file gives it (its first replica standing for all),
+// so that what is wrong with it is said once.
+func (s *System) asWritten() iter.Seq2[string, *Service] {
+	return func(yield func(string, *Service) bool) {
+		for _, name := range s.Names() {
+			svc := s.Services[name]
+			if svc.Group != "" {
+				if svc.Replica > 1 {
+					continue
+				}
+				name = svc.Group
+			}
+			if !yield(name, svc) {
+				return
+			}
+		}
+	}
+}
+
 // checkVariants: a variant is for a broker the file's brokers: list
 // names, and a service without run of its own has a variant with run on
 // every broker it may run on.
 func (s *System) checkVariants(errs *diag.Errors) {
-	for _, name := range s.Names() {
-		svc := s.Services[name]
-		if svc.Group != "" {
-			if svc.Replica > 1 {
-				continue // its replicas are one service in the file: said once
-			}
-			name = svc.Group
-		}
+	for name, svc := range s.asWritten() {
 		for _, b := range slices.Sorted(maps.Keys(svc.Variants)) {
 			if s.Brokers != nil && !slices.Contains(s.Brokers, b) {
 				*errs = append(*errs, diag.Errorf(svc.Variants[b].Pos, "services: %s: variants: %s is not among the file's brokers (%s): add it there, or drop the variant", name, b, strings.Join(s.Brokers, ", ")))
