@@ -125,6 +125,7 @@ type settling struct {
 	last       fingerprint
 	lastChange time.Time
 	moved      []string // what changed last
+	cpu        cpuWaits
 }
 
 func newSettling(ctx context.Context, env *steps.Env, run *sysrun.Run, limit time.Duration, consumer string) *settling {
@@ -135,7 +136,8 @@ func newSettling(ctx context.Context, env *steps.Env, run *sysrun.Run, limit tim
 	}
 	ins, _ := env.Broker.(broker.Inspector)
 	return &settling{env: env, run: run, consumer: consumer, ins: ins, start: time.Now(), limit: limit, cap: cap,
-		w: &watch{first: map[string]int64{}, retaken: map[string]bool{}, inTx: map[string]int{}, owed: map[string]time.Time{}, limit: limit}}
+		w:   &watch{first: map[string]int64{}, retaken: map[string]bool{}, inTx: map[string]int{}, owed: map[string]time.Time{}, limit: limit},
+		cpu: newCPUWaits(run.CPUWaits, limit)}
 }
 
 // poll looks at the state once; done, with the outcome, when settling
@@ -241,6 +243,7 @@ func (s *settling) outcome(now time.Time, quiet bool, live []sysrun.Live, v view
 		// backoff) gets the whole limit too, as stuck claims of it.
 		end, raised = at, fmt.Sprintf("raised from %s to %s: an event first owed %s into settling gets the whole %s", limit, at.Sub(start).Round(time.Millisecond), s.w.lastOwed.Sub(start).Round(time.Millisecond), limit)
 	}
+	end, raised = s.cpu.raise(end, start.Add(s.cap), limit, start, raised)
 	out := Settled{Took: now.Sub(start), Untaken: v.untaken, Readers: readers(live), Live: live, Limit: end.Sub(start), Raised: raised}
 	switch {
 	case quiet && len(v.hard) == 0 && len(v.soft) == 0 && len(v.owed) == 0:
@@ -249,6 +252,8 @@ func (s *settling) outcome(now time.Time, quiet bool, live []sysrun.Live, v view
 		// consumer keeps taking it.
 		out.OK, out.Undecided = true, v.undecided
 		return out, true
+	case !now.Before(end) && end.Before(start.Add(s.cap)) && s.cpu.grew(live, start, now):
+		return out, false // the services waited for a CPU meanwhile: that time is theirs
 	case !now.Before(end) && quiet && len(v.hard) == 0:
 		// Nothing moves: what is still owed or pending stays; judge it.
 		// A delay fault still holding a reply is the drill's doing,

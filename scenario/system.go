@@ -59,7 +59,7 @@ func settleKey() *topKey {
 	return &topKey{Name: "settle",
 		Doc: "how long a team's system may take, after the last step, to settle before it is judged (a duration, default the run's `--settle`, 5s): " +
 			"every started service keeps running until the outbox is drained, every committed event is applied by each consumer id a running consumer reads as, and the inbox and read model stop moving; " +
-			"then the state is read in one snapshot per database. The limit is raised to outlast the timers the services announced to the broker (a Kafka group's session timeout, a JetStream consumer's AckWait). " +
+			"then the state is read in one snapshot per database. The limit is raised to outlast the timers the services announced to the broker (a Kafka group's session timeout, a JetStream consumer's AckWait), and by the time the services waited for a CPU on a machine busier than its cores. " +
 			"What a running system still owes at the limit is judged stuck; a system whose state still moves then fails, naming what moved, and is not judged",
 		parse: func(file string, kv steps.Arg, h *header, errs *diag.Errors) {
 			v := scalarString(file, kv, errs)

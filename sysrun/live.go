@@ -9,6 +9,7 @@ import (
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/internal/redact"
+	"github.com/outboxdrill/runner/servers"
 )
 
 // Live is a service process still running, with what it uses: whether it
@@ -214,4 +215,37 @@ func (h hider) lines(in []string) []string {
 		in[i] = h.Text(l)
 	}
 	return in
+}
+
+// CPUWait is how long one process of a service waited for a CPU since it
+// started (servers.CPUWait), and when it started.
+type CPUWait struct {
+	Since time.Time
+	For   time.Duration
+}
+
+// CPUWaits are the running services' CPU waits, by name; ok false where
+// the kernel keeps no such count (then none is given more time).
+func (r *Run) CPUWaits() (map[string]CPUWait, bool) {
+	r.mu.Lock()
+	var names []string
+	var procs []*servers.Service
+	var since []time.Time
+	for name, s := range r.svcs {
+		s.mu.Lock()
+		if s.proc != nil {
+			names, procs, since = append(names, name), append(procs, s.proc), append(since, s.since)
+		}
+		s.mu.Unlock()
+	}
+	r.mu.Unlock()
+	waits, ok := servers.CPUWait(procs...)
+	if !ok {
+		return nil, false
+	}
+	out := make(map[string]CPUWait, len(names))
+	for i, name := range names {
+		out[name] = CPUWait{Since: since[i], For: waits[i]}
+	}
+	return out, true
 }
