@@ -80,7 +80,9 @@ func openSession(ctx context.Context, p Params, sh world.Shape) (*Session, error
 // one to a few seconds, so a decision sees a few of them start and end.
 const paceEvery = time.Second
 
-// startPace starts Adaptive's controller: at the CPUs, up to Parallel.
+// startPace starts Adaptive's controller: at twice the CPUs (a point
+// mostly waits; the first decision, a second in, shrinks it at once if
+// not), up to Parallel.
 func (s *Session) startPace() {
 	root := os.Getpid()
 	read := func() (pace.Sample, error) { return pace.ReadProc(root) }
@@ -88,7 +90,7 @@ func (s *Session) startPace() {
 	if sm, err := read(); err == nil {
 		total = sm.Total
 	}
-	c := pace.New(pace.DefaultRule(runtime.NumCPU(), s.p.Parallel, total), runtime.NumCPU(), read, paceEvery)
+	c := pace.New(pace.DefaultRule(runtime.NumCPU(), s.p.Parallel, total), 2*runtime.NumCPU(), read, paceEvery)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); c.Run(ctx) }()

@@ -27,7 +27,8 @@ type Sample struct {
 type Rule struct {
 	Cores int // the machine's CPUs
 	// Target is the share of the cores the running points may keep busy
-	// (0.8: headroom for the bursts of a start or a judge).
+	// (0.9: headroom for the bursts of a start or a judge; a service
+	// that waited for a CPU anyway is given that time by settling).
 	Target float64
 	// Least and Most bound the limit: Most is the connection budget's
 	// ceiling (runner.Params.Parallel), Least never below 1.
@@ -83,10 +84,10 @@ func Decide(r Rule, w Window, limit int) (next int, why string) {
 	return clamp(r, n), bound
 }
 
-// DefaultRule is the rule explore runs by: 80 % of the cores, at most
+// DefaultRule is the rule explore runs by: 90 % of the cores, at most
 // ceiling points, a tenth of the memory (at least 512 MB) left alone.
 func DefaultRule(cores, ceiling int, total int64) Rule {
-	return Rule{Cores: cores, Target: 0.8, Least: 1, Most: ceiling, Reserve: max(total/10, 512<<20)}
+	return Rule{Cores: cores, Target: 0.9, Least: 1, Most: ceiling, Reserve: max(total/10, 512<<20)}
 }
 
 func clamp(r Rule, n int) int { return max(r.Least, 1, min(n, r.Most)) }
