@@ -228,17 +228,18 @@ type CPUWait struct {
 // the kernel keeps no such count (then none is given more time).
 func (r *Run) CPUWaits() (map[string]CPUWait, bool) {
 	r.mu.Lock()
+	svcs := maps.Clone(r.svcs)
+	r.mu.Unlock()
 	var names []string
 	var procs []*servers.Service
 	var since []time.Time
-	for name, s := range r.svcs {
+	for name, s := range svcs { // s.mu after r.mu, never inside it (as Live)
 		s.mu.Lock()
 		if s.proc != nil {
 			names, procs, since = append(names, name), append(procs, s.proc), append(since, s.since)
 		}
 		s.mu.Unlock()
 	}
-	r.mu.Unlock()
 	waits, ok := servers.CPUWait(procs...)
 	if !ok {
 		return nil, false
