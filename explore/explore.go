@@ -8,7 +8,6 @@ import (
 	"math"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -324,7 +323,7 @@ func (e *explorer) systematic(ctx context.Context, res *Result, xs []fault.Cross
 // parallelSays says how many points run at once.
 func (e *explorer) parallelSays(res *Result) string {
 	if e.session.Pace() != nil {
-		return fmt.Sprintf("parallel adaptive (from %d, up to %d)", min(runtime.NumCPU(), res.Parallel), res.Parallel)
+		return fmt.Sprintf("parallel adaptive (from %d, up to %d)", runner.AdaptiveStart(res.Parallel), res.Parallel)
 	}
 	return fmt.Sprintf("parallel %d", res.Parallel)
 }

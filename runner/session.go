@@ -80,9 +80,12 @@ func openSession(ctx context.Context, p Params, sh world.Shape) (*Session, error
 // one to a few seconds, so a decision sees a few of them start and end.
 const paceEvery = time.Second
 
-// startPace starts Adaptive's controller: at twice the CPUs (a point
-// mostly waits; the first decision, a second in, shrinks it at once if
-// not), up to Parallel.
+// AdaptiveStart is how many points the adaptive controller starts at,
+// under the ceiling: twice the CPUs (a point mostly waits; the first
+// decision, a second in, shrinks it at once if not).
+func AdaptiveStart(ceiling int) int { return max(1, min(2*runtime.NumCPU(), ceiling)) }
+
+// startPace starts Adaptive's controller at AdaptiveStart, up to Parallel.
 func (s *Session) startPace() {
 	root := os.Getpid()
 	read := func() (pace.Sample, error) { return pace.ReadProc(root) }
@@ -90,7 +93,7 @@ func (s *Session) startPace() {
 	if sm, err := read(); err == nil {
 		total = sm.Total
 	}
-	c := pace.New(pace.DefaultRule(runtime.NumCPU(), s.p.Parallel, total), 2*runtime.NumCPU(), read, paceEvery)
+	c := pace.New(pace.DefaultRule(runtime.NumCPU(), s.p.Parallel, total), AdaptiveStart(s.p.Parallel), read, paceEvery)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); c.Run(ctx) }()
