@@ -41,12 +41,17 @@ func newCPUWaits(read func() (map[string]sysrun.CPUWait, bool), limit time.Durat
 	return cpuWaits{read: read, base: base, ok: ok, most: limit}
 }
 
+// owing says which side's services a raise is for: the producer's while
+// the outbox holds unpublished events, the consumer's while anything
+// else is owed or soft; either while the state still moves.
+type owing struct{ producer, consumer bool }
+
 // grew reads the waits again at the limit (now) and reports whether a
-// live service that uses the databases or the broker waited cpuGrowth
-// more than the limit was raised for so far; raise then adds it. A
-// service's wait is the sum of its threads' (they may wait at once), at
-// most the time since settling began or its process started.
-func (c *cpuWaits) grew(live []sysrun.Live, start, now time.Time) bool {
+// live service on a side that owes work waited cpuGrowth more than the
+// limit was raised for so far; raise then adds it. A service's wait is
+// its threads' summed (they may wait at once: it may overstate, never
+// understate), at most the time since settling began.
+func (c *cpuWaits) grew(live []sysrun.Live, o owing, start, now time.Time) bool {
 	if !c.ok {
 		return false
 	}
@@ -58,14 +63,14 @@ func (c *cpuWaits) grew(live []sysrun.Live, start, now time.Time) bool {
 	most, who := time.Duration(0), ""
 	for _, l := range live {
 		w, ok := waits[l.Name]
-		if !ok || !l.Consumer && !l.Producer {
+		if !ok || !(l.Consumer && o.consumer || l.Producer && o.producer) {
 			continue
 		}
 		d := w.For
-		if b, ok := c.base[l.Name]; ok && b.Since.Equal(w.Since) {
+		if b, ok := c.base[l.Name]; ok && b.PID == w.PID {
 			d -= b.For // waited before settling began
 		}
-		d = min(d, now.Sub(later(start, w.Since)))
+		d = min(d, now.Sub(start))
 		if d > most {
 			most, who = d, l.Name
 		}
@@ -88,17 +93,10 @@ func (c *cpuWaits) raise(end, hard time.Time, limit time.Duration, start time.Ti
 	if end.After(hard) {
 		end = hard
 	}
-	why := fmt.Sprintf("service %s waited %s for a CPU (runnable, not running: the machine ran more than its cores could)", c.who, c.extra.Round(time.Millisecond))
+	why := fmt.Sprintf("service %s's threads waited %s in all for a CPU (runnable, not running: the machine ran more than its cores could)", c.who, c.extra.Round(time.Millisecond))
 	to := end.Sub(start).Round(time.Millisecond)
 	if _, rest, ok := strings.Cut(raised, ": "); ok {
 		return end, fmt.Sprintf("raised from %s to %s: %s; %s", limit, to, why, rest)
 	}
 	return end, fmt.Sprintf("raised from %s to %s: %s", limit, to, why)
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

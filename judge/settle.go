@@ -252,7 +252,7 @@ func (s *settling) outcome(now time.Time, quiet bool, live []sysrun.Live, v view
 		// consumer keeps taking it.
 		out.OK, out.Undecided = true, v.undecided
 		return out, true
-	case !now.Before(end) && end.Before(start.Add(s.cap)) && s.cpu.grew(live, start, now):
+	case !now.Before(end) && end.Before(start.Add(s.cap)) && s.cpu.grew(live, s.owing(quiet, v), start, now):
 		return out, false // the services waited for a CPU meanwhile: that time is theirs
 	case !now.Before(end) && quiet && len(v.hard) == 0:
 		// Nothing moves: what is still owed or pending stays; judge it.
@@ -272,6 +272,15 @@ func (s *settling) outcome(now time.Time, quiet bool, live []sysrun.Live, v view
 		return out, true
 	}
 	return out, false
+}
+
+// owing is which side still owes work at this look (cpuWaits).
+func (s *settling) owing(quiet bool, v view) owing {
+	outbox := 0
+	if v.outboxOwed {
+		outbox = 1
+	}
+	return owing{producer: outbox == 1 || !quiet, consumer: !quiet || len(v.owed) > outbox || len(v.soft) > 0 || len(v.hard) > 0}
 }
 
 // maxRaise bounds how far the timers the services announced may raise
@@ -460,9 +469,10 @@ type view struct {
 	hard, soft []string // what a live service will still do, or may
 	// owed is work a running service has not done yet: judged (stuck)
 	// when the limit strikes on a quiet state, not waited for past it.
-	owed      []string
-	untaken   map[string][]history.Pending
-	undecided map[string][]history.Pending
+	owed       []string
+	outboxOwed bool // owed[0] is the outbox's unpublished events
+	untaken    map[string][]history.Pending
+	undecided  map[string][]history.Pending
 	// retaken: an entry was taken again for the first time since settling
 	// began (a restarted consumer claimed what its predecessor left):
 	// the consumer works on it now, as after any change of the state.
@@ -508,6 +518,7 @@ func (w *watch) look(ctx context.Context, ins broker.Inspector, fp fingerprint, 
 	for _, l := range live {
 		if l.Producer && fp.unpublished > 0 {
 			v.owed = append(v.owed, fmt.Sprintf("the outbox holds %d unpublished event(s) and service %s, which uses the producer's database, runs", fp.unpublished, l.Name))
+			v.outboxOwed = true
 			break
 		}
 	}

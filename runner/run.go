@@ -69,7 +69,7 @@ type Params struct {
 	Parallel int
 	// Adaptive lets a controller (internal/pace) choose how many run at
 	// once, up to Parallel, from the CPU the running ones use and the
-	// memory left; it starts at the CPUs. Session.Pace says what it did.
+	// memory left; it starts at AdaptiveStart. Session.Pace says what it did.
 	Adaptive bool
 	// FailFast starts no new scenario after one failed.
 	FailFast bool

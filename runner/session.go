@@ -82,8 +82,9 @@ const paceEvery = time.Second
 
 // AdaptiveStart is how many points the adaptive controller starts at,
 // under the ceiling: twice the CPUs (a point mostly waits; the first
-// decision, a second in, shrinks it at once if not).
-func AdaptiveStart(ceiling int) int { return max(1, min(2*runtime.NumCPU(), ceiling)) }
+// decision, a second in, shrinks it at once if not), at most 8: the first
+// burst runs before any decision has weighed the memory a point takes.
+func AdaptiveStart(ceiling int) int { return max(1, min(2*runtime.NumCPU(), 8, ceiling)) }
 
 // startPace starts Adaptive's controller at AdaptiveStart, up to Parallel.
 func (s *Session) startPace() {

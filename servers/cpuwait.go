@@ -17,8 +17,10 @@ import (
 // count (schedstat needs CONFIG_SCHED_INFO; every distribution kernel has
 // it) or /proc cannot be read whole: then nobody is given more time.
 //
-// The delay of a thread or process that has ended is gone with it: what is
-// read is a lower bound, which only ever gives a service less time.
+// The delay of a thread or process that has ended is gone with it, and the
+// delays of threads that waited at the same time add up: a service's wait
+// may be less or more than the time it lost (callers cap it at the time
+// that passed).
 func CPUWait(svcs ...*Service) (waits []time.Duration, ok bool) {
 	if len(svcs) == 0 {
 		return nil, true

@@ -217,28 +217,36 @@ func (h hider) lines(in []string) []string {
 	return in
 }
 
-// CPUWait is how long one process of a service waited for a CPU since it
-// started (servers.CPUWait), and when it started.
+// CPUWait is how long one process of a service (PID) waited for a CPU
+// since it started (servers.CPUWait, its threads' waits summed).
 type CPUWait struct {
-	Since time.Time
-	For   time.Duration
+	PID int
+	For time.Duration
 }
 
-// CPUWaits are the running services' CPU waits, by name; ok false where
-// the kernel keeps no such count (then none is given more time).
+// CPUWaits are the services' CPU waits, by name: of each one's latest
+// process still running, also one its supervisor started that is not
+// ready yet (a restart under way when settling begins must be in its
+// baseline); ok false where the kernel keeps no such count (then none is
+// given more time).
 func (r *Run) CPUWaits() (map[string]CPUWait, bool) {
 	r.mu.Lock()
-	svcs := maps.Clone(r.svcs)
+	insts := slices.Clone(r.insts)
 	r.mu.Unlock()
-	var names []string
-	var procs []*servers.Service
-	var since []time.Time
-	for name, s := range svcs { // s.mu after r.mu, never inside it (as Live)
-		s.mu.Lock()
-		if s.proc != nil {
-			names, procs, since = append(names, name), append(procs, s.proc), append(since, s.since)
+	latest := map[string]*servers.Service{}
+	for _, in := range insts { // in start order: the latest wins
+		in.mu.Lock()
+		if in.proc != nil {
+			if exited, _ := in.proc.Exited(); !exited {
+				latest[in.service] = in.proc
+			}
 		}
-		s.mu.Unlock()
+		in.mu.Unlock()
+	}
+	names := slices.Sorted(maps.Keys(latest))
+	procs := make([]*servers.Service, len(names))
+	for i, name := range names {
+		procs[i] = latest[name]
 	}
 	waits, ok := servers.CPUWait(procs...)
 	if !ok {
@@ -246,7 +254,7 @@ func (r *Run) CPUWaits() (map[string]CPUWait, bool) {
 	}
 	out := make(map[string]CPUWait, len(names))
 	for i, name := range names {
-		out[name] = CPUWait{Since: since[i], For: waits[i]}
+		out[name] = CPUWait{PID: procs[i].PID(), For: waits[i]}
 	}
 	return out, true
 }

@@ -127,7 +127,7 @@ func defineExploreFlags(fs *flag.FlagSet) *exploreFlags {
 	fs.Float64Var(&f.rnd.Faults, "faults", 0.1, "with --random, the probability of a fault before each event, at a crossing drawn at random (`RATE`, 0..1)")
 	check(fs, "faults", "a number from 0 to 1 such as 0.1", func() bool { return f.rnd.Faults >= 0 && f.rnd.Faults <= 1 })
 	countFlag(fs, &f.rnd.Events, "events", 100, 1, "with --random, drive `N` events")
-	countFlag(fs, &p.Runner.Parallel, "parallel", 0, 1, fmt.Sprintf("run `N` points at once (default: adaptive, from the CPUs up to %d as the running points' CPU use and the memory left allow)", adaptiveCeiling()))
+	countFlag(fs, &p.Runner.Parallel, "parallel", 0, 1, fmt.Sprintf("run `N` points at once (default: adaptive, from twice the CPUs up to %d as the running points' CPU use and the memory left allow)", adaptiveCeiling()))
 	fs.StringVar(&f.broker, "broker", broker.Default(), "the `broker` the services talk to (its proxy maps the broker boundaries: Redis commands; publish, deliver, ack on NATS, RabbitMQ, Kafka)")
 	fs.BoolVar(&p.Verbose, "v", false, "print every point's verdict, held ones too")
 	f.servers = exploreServerFlags(fs, &p.Runner)
