@@ -4,6 +4,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/outboxdrill/runner/proxy/listen"
 )
 
 // The proxy's idle evidence (IdlePoll, broker.Idler): whether its clients
@@ -48,9 +50,14 @@ import (
 //     that prefetches gives evidence once it settled all it was handed and
 //     the server answered its open pull with a status.
 //
-// Past MaxHeld deliveries held at once the proxy stops keeping them and
-// gives no evidence again (the whole window is waited).
+// Past MaxHeld deliveries held at once, or past what the book's share of
+// the proxy's memory account allows (each entry costs its subject and
+// entryCost, as the connections' books do: the pulls' reply subjects come
+// from the clients), the proxy stops keeping them and gives no evidence
+// again (the whole window is waited); a pull it cannot note is only no
+// status evidence.
 type idleBook struct {
+	acct *listen.ConnAccount // its share of the proxy's account; nil: none kept
 	mu   sync.Mutex
 	held map[string]bool // $JS.ACK subjects handed to a client, not settled
 	// pulls are the reply subjects of the pulls forwarded, whose status
@@ -73,7 +80,7 @@ func (b *idleBook) pulled(reply string) {
 	if len(b.held) == 0 {
 		b.asked = true
 	}
-	if reply != "" && !b.pulls[reply] && len(b.pulls) < MaxConsumerAPIReplies {
+	if reply != "" && !b.pulls[reply] && len(b.pulls) < MaxConsumerAPIReplies && b.acct.Take(idleCost(reply)) == nil {
 		if b.pulls == nil {
 			b.pulls = map[string]bool{}
 		}
@@ -90,7 +97,10 @@ func (b *idleBook) acked(subject, kind string) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.held, subject)
+	if b.held[subject] {
+		delete(b.held, subject)
+		b.acct.Release(idleCost(subject))
+	}
 	if kind == OpAckNext && len(b.held) == 0 {
 		b.asked = true // +NXT asks for the next one
 	}
@@ -105,7 +115,10 @@ func (b *idleBook) delivered(ackSubject string, reaches bool) {
 	if !reaches || b.blind || b.held[ackSubject] {
 		return
 	}
-	if len(b.held) >= MaxHeld {
+	if len(b.held) >= MaxHeld || b.acct.Take(idleCost(ackSubject)) != nil {
+		for s := range b.held {
+			b.acct.Release(idleCost(s))
+		}
 		b.blind, b.held = true, nil
 		return
 	}
@@ -128,6 +141,7 @@ func (b *idleBook) status(subject string, m *msg) {
 	switch {
 	case h.Status == "404" || h.Status == "408":
 		delete(b.pulls, subject) // that pull is over; the next re-adds it
+		b.acct.Release(idleCost(subject))
 	case h.Status == "100" && strings.HasPrefix(h.Description, "Idle Heartbeat"):
 	default:
 		return
@@ -150,3 +164,6 @@ func (p *Proxy) IdlePoll() time.Time {
 	}
 	return time.Now()
 }
+
+// idleCost is what one entry of the idle book costs the account.
+func idleCost(subject string) int64 { return entryCost + int64(len(subject)) }

@@ -111,6 +111,7 @@ func ListenWith(upstream string, lim Limits) (*Proxy, error) {
 	listen.Default(&lim.ReplyWait, ReplyWait)
 	listen.Default(&lim.MaxOtherEvents, MaxOtherEvents)
 	p := &Proxy{upstream: upstream, lim: lim, acct: lim.Account()}
+	p.idle.acct = p.acct.Conn() // the idle book's share, as a connection's
 	p.Bound(lim.RecordBytes)
 	ln, err := listen.Serve(listen.Protocol{
 		Open:   func(id int, nc net.Conn) listen.Conn { return newConn(p, id, nc) },
