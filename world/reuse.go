@@ -297,9 +297,10 @@ func (w *World) giveBack(ctx context.Context, iso *Isolation) {
 				continue
 			}
 			lent.Close()
-			if err == nil && why != errBusyPool {
+			if err == nil {
 				continue // not reusable: dropped
 			}
+			// Busy, or the reset failed on the kept connection: a new one's may do.
 		} else if lent != nil {
 			lent.Close()
 		}
@@ -316,9 +317,9 @@ func (w *World) giveBack(ctx context.Context, iso *Isolation) {
 	}
 }
 
-// errBusyPool is resetPool's why for a pool with a connection still in
+// errBusyPool is resetPool's error for a pool with a connection still in
 // use: the database may still be reset through a new one.
-const errBusyPool = "a connection of its pool is still in use"
+var errBusyPool = errors.New("a connection of its pool is still in use")
 
 // sessionReset clears what a scenario's SQL could have left in one of the
 // runner's sessions (DISCARD ALL but for the prepared statements, which
@@ -342,7 +343,7 @@ func resetPool(ctx context.Context, pool *pgxpool.Pool, sh *dbShape) (why string
 		}
 	}()
 	if len(conns) == 0 || int32(len(conns)) != pool.Stat().TotalConns() {
-		return errBusyPool, nil
+		return "", errBusyPool
 	}
 	if why, err = reset(ctx, conns[0], sh); err != nil || why != "" {
 		return why, err
