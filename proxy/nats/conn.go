@@ -455,8 +455,16 @@ func (c *conn) message(m *msg, more bool) bool {
 	// Before the client can see it, and so answer it.
 	switch {
 	case x.kind == KindDelivery || k != nil && strings.HasPrefix(m.reply, "$JS.ACK."):
-		// Error, drop, cut and kill keep it from the client.
-		c.p.idle.delivered(m.reply, a == nil || a.Do == fault.Delay || a.Do == fault.Duplicate)
+		// Error, drop, cut and kill keep it from the client; duplicate
+		// hands it twice.
+		copies := 0
+		switch {
+		case a == nil || a.Do == fault.Delay:
+			copies = 1
+		case a.Do == fault.Duplicate:
+			copies = 2
+		}
+		c.p.idle.delivered(m.reply, copies)
 	case m.op == "HMSG" && k == nil:
 		c.p.idle.status(m.subject, m)
 	}

@@ -59,7 +59,10 @@ import (
 type idleBook struct {
 	acct *listen.ConnAccount // its share of the proxy's account; nil: none kept
 	mu   sync.Mutex
-	held map[string]bool // $JS.ACK subjects handed to a client, not settled
+	// held counts the deliveries of each $JS.ACK subject handed to a
+	// client and not settled: a duplicate fault hands one twice, and the
+	// client settles each copy.
+	held map[string]int
 	// pulls are the reply subjects of the pulls forwarded, whose status
 	// answer may tell "none" (at most MaxConsumerAPIReplies).
 	pulls map[string]bool
@@ -97,7 +100,10 @@ func (b *idleBook) acked(subject, kind string) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.held[subject] {
+	switch n := b.held[subject]; {
+	case n > 1:
+		b.held[subject] = n - 1
+	case n == 1:
 		delete(b.held, subject)
 		b.acct.Release(idleCost(subject))
 	}
@@ -106,13 +112,18 @@ func (b *idleBook) acked(subject, kind string) {
 	}
 }
 
-// delivered notes a delivery, reaches false when a fault kept it from
-// the client: either way the pull got work, and the evidence goes.
-func (b *idleBook) delivered(ackSubject string, reaches bool) {
+// delivered notes a delivery handed to the client copies times (0: a
+// fault kept it from the client, 2: the duplicate fault's): either way
+// the pull got work, and the evidence goes.
+func (b *idleBook) delivered(ackSubject string, copies int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.asked = false
-	if !reaches || b.blind || b.held[ackSubject] {
+	if copies == 0 || b.blind {
+		return
+	}
+	if n := b.held[ackSubject]; n > 0 {
+		b.held[ackSubject] = n + copies // handed again before it was settled
 		return
 	}
 	if len(b.held) >= MaxHeld || b.acct.Take(idleCost(ackSubject)) != nil {
@@ -123,9 +134,9 @@ func (b *idleBook) delivered(ackSubject string, reaches bool) {
 		return
 	}
 	if b.held == nil {
-		b.held = map[string]bool{}
+		b.held = map[string]int{}
 	}
-	b.held[strings.Clone(ackSubject)] = true
+	b.held[strings.Clone(ackSubject)] = copies
 }
 
 // status notes a status message the server sent on subject: on a pull's

@@ -15,8 +15,8 @@ func TestIdleBookIsBoundInBytes(t *testing.T) {
 	sub := func(i int) string { return fmt.Sprintf("$JS.ACK.S.C.1.%d.%d.1.0.0", i, i) }
 	acct := listen.NewAccount(3*idleCost(sub(1)), 1<<20)
 	b := &idleBook{acct: acct.Conn()}
-	b.delivered(sub(1), true)
-	b.delivered(sub(2), true)
+	b.delivered(sub(1), 1)
+	b.delivered(sub(2), 1)
 	if got := acct.Used(); got != 2*idleCost(sub(1)) {
 		t.Fatalf("two deliveries held: the account holds %d bytes, want %d", got, 2*idleCost(sub(1)))
 	}
@@ -26,8 +26,8 @@ func TestIdleBookIsBoundInBytes(t *testing.T) {
 		t.Fatalf("one settled: the account holds %d bytes, want %d", got, idleCost(sub(2)))
 	}
 	b.pulled("_INBOX.a") // noted: its reply subject is on the account too
-	b.delivered(sub(3), true)
-	b.delivered(sub(4), true)
+	b.delivered(sub(3), 1)
+	b.delivered(sub(4), 1)
 	if !b.blind || b.held != nil {
 		t.Fatalf("a delivery past the book's share: blind %v, %d held; want blind, none kept", b.blind, len(b.held))
 	}
@@ -38,5 +38,21 @@ func TestIdleBookIsBoundInBytes(t *testing.T) {
 	full.pulled("_INBOX.b")
 	if len(full.pulls) != 0 {
 		t.Fatal("a pull past the book's share was noted")
+	}
+}
+
+// A delivery handed twice (the duplicate fault) is held until both copies
+// are settled: the first ack does not make the client look idle.
+func TestIdleBookCountsCopies(t *testing.T) {
+	b := &idleBook{}
+	b.pulled("_INBOX.c")
+	b.delivered("$JS.ACK.S.C.1.1.1.1.0.0", 2)
+	b.acked("$JS.ACK.S.C.1.1.1.1.0.0", OpAckNext)
+	if len(b.held) != 1 || b.asked {
+		t.Fatalf("one copy of two settled: %d held, asked %v; want it still held, no ask", len(b.held), b.asked)
+	}
+	b.acked("$JS.ACK.S.C.1.1.1.1.0.0", OpAckNext)
+	if len(b.held) != 0 || !b.asked {
+		t.Fatalf("both copies settled with +NXT: %d held, asked %v; want none held, asked", len(b.held), b.asked)
 	}
 }

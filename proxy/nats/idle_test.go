@@ -208,3 +208,26 @@ func TestIdlePollAfterADeliveryKeptFromTheClient(t *testing.T) {
 		p.idle(fmt.Sprintf("%s: then a pull with nothing held", do), true)
 	}
 }
+
+// A delivery the duplicate fault hands the client twice is held until the
+// client settled both copies: a pull after the first ack alone is no idle
+// poll.
+func TestIdlePollAfterADuplicatedDelivery(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.consumer("w", 10*time.Second)
+	p := f.puller("w")
+	dup := f.arm(Trigger{Boundary: Reply, Op: OpDeliver, Action: fault.Action{Do: fault.Duplicate}})
+	p.pull(`{"batch":1,"expires":5000000000}`)
+	if _, err := f.publish(f.direct, "e1"); err != nil {
+		t.Fatal(err)
+	}
+	<-dup.Done()
+	first, second := p.receive("msg"), p.receive("msg")
+	p.ack(first, "+ACK")
+	p.pull(`{"batch":1,"expires":5000000000}`)
+	p.idle("one copy of two acked, then a pull", false)
+	p.ack(second, "+ACK")
+	p.pull(`{"batch":1,"expires":5000000000}`)
+	p.idle("both copies acked, then a pull", true)
+}
