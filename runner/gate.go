@@ -7,7 +7,6 @@ import (
 	"github.com/outboxdrill/runner/diag"
 	"github.com/outboxdrill/runner/scenario"
 	"github.com/outboxdrill/runner/steps"
-	"github.com/outboxdrill/runner/system"
 )
 
 // gate is the skip reason of a job that must not start on its broker, or
@@ -125,25 +124,6 @@ func faultSkip(c *steps.Call, b string) string {
 	return ""
 }
 
-// readySkip is why a service a start step of sc starts could never be
-// known ready on broker b (its ready: {on: …}, its variant's for b if it
-// has one, names a boundary b's proxy does not take), at its ready's on:;
-// "" when each can.
-func readySkip(sc *scenario.Scenario, b string) (diag.Pos, string) {
-	if sc.System == nil {
-		return diag.Pos{}, ""
-	}
-	for _, c := range sc.Steps {
-		if _, ok := c.Params.(*steps.StartParams); !ok {
-			continue
-		}
-		n, _ := c.ParamValues()["service"].(string)
-		for _, name := range sc.System.Resolve(n) {
-			svc := sc.System.Services[name].On(b)
-			if why := system.ReadySkip(svc, b); why != "" {
-				return svc.ReadyOnPos, fmt.Sprintf("service %s's ready: %s", name, why)
-			}
-		}
-	}
-	return diag.Pos{}, ""
-}
+// readySkip is sc.ReadySkip: why a service a start step of sc starts
+// could never be known ready on broker b.
+func readySkip(sc *scenario.Scenario, b string) (diag.Pos, string) { return sc.ReadySkip(b) }

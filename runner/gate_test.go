@@ -65,4 +65,13 @@ func TestReadyOnAnotherBrokersOperationSkips(t *testing.T) {
 			t.Errorf("start %s on %s: skip %q at %s", c.start, c.broker, why, at)
 		}
 	}
+	// validate --broker nats says it before any run: at the ready's on:.
+	errs := CheckTriggers([]*scenario.Scenario{parse("consumer")}, []string{"nats"}, true)
+	if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), `system.yaml:3:9: service consumer's ready: broker.request(XREADGROUP) does not apply on nats: unknown operation "XREADGROUP"`) ||
+		!strings.HasSuffix(errs[0].Error(), "XREADGROUP is an operation of redis (a run on nats skips the scenario)") {
+		t.Errorf("validate --broker nats: %v", errs)
+	}
+	if errs := CheckTriggers([]*scenario.Scenario{parse("consumer")}, []string{"redis"}, true); len(errs) > 0 {
+		t.Errorf("validate --broker redis: %v", errs)
+	}
 }

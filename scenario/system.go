@@ -156,7 +156,8 @@ func (sc *Scenario) brokerTriggers() []steps.StepTrigger {
 // CheckTriggersOn checks every broker fault of the scenario against
 // broker b, as a run on b would arm it: one b's proxy does not take is an
 // error naming b, where run would skip the scenario there (validate
-// --broker). A system file that does not support b skips it anyway, and
+// --broker); so is a ready: {on: …} of a service a start step starts
+// that b's proxy cannot count (ReadySkip). A system file that does not support b skips it anyway, and
 // a fault that applies nowhere is checkBrokerFaults' to say, once.
 func (sc *Scenario) CheckTriggersOn(b string) diag.Errors {
 	if (sc.System != nil && sc.System.Unsupported(b) != "") || sc.PinnedSkip(b) != "" {
@@ -171,7 +172,33 @@ func (sc *Scenario) CheckTriggersOn(b string) diag.Errors {
 			errs = append(errs, diag.Errorf(st.Pos, "%s does not apply on %s (a run there skips the scenario): %v", st.Trigger.On(), b, c.Skip))
 		}
 	}
+	if at, why := sc.ReadySkip(b); why != "" {
+		errs = append(errs, diag.Errorf(at, "%s (a run on %s skips the scenario)", why, b))
+	}
 	return errs
+}
+
+// ReadySkip is why a service a start step of sc starts could never be
+// known ready on broker b (its ready: {on: …}, its variant's for b if it
+// has one, names a boundary b's proxy does not take), at its ready's on:;
+// "" when each can.
+func (sc *Scenario) ReadySkip(b string) (diag.Pos, string) {
+	if sc.System == nil {
+		return diag.Pos{}, ""
+	}
+	for _, c := range sc.Steps {
+		if _, ok := c.Params.(*steps.StartParams); !ok {
+			continue
+		}
+		n, _ := c.ParamValues()["service"].(string)
+		for _, name := range sc.System.Resolve(n) {
+			svc := sc.System.Services[name].On(b)
+			if why := system.ReadySkip(svc, b); why != "" {
+				return svc.ReadyOnPos, fmt.Sprintf("service %s's ready: %s", name, why)
+			}
+		}
+	}
+	return diag.Pos{}, ""
 }
 
 // checkServices: a step that runs a service needs a system file naming it.
