@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/history"
@@ -70,7 +71,7 @@ func System(ctx context.Context, env *steps.Env, run *sysrun.Run, wire *sysrun.W
 	}
 	m := env.Mapping()
 	team := &history.Team{EntryEvents: entryEvents(hist), Readers: s.Readers, Amount: m.AmountOf, EventOf: m.EventIDOf,
-		Progress: progressOf(run, wire, s, consumerOf(res.Scenario)), Disruptions: disruptions(run, res.Steps)}
+		Progress: progressOf(ctx, [2]*pgxpool.Pool{env.Producer, env.Consumer}, run, wire, s, consumerOf(res.Scenario)), Disruptions: disruptions(run, res.Steps)}
 	return judgeWith(ctx, env, res, hist, consumers, models, func(st *history.State) {
 		st.Team = team
 		for g, ps := range s.Untaken {

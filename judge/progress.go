@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/outboxdrill/runner/history"
 	"github.com/outboxdrill/runner/state"
 	"github.com/outboxdrill/runner/steps"
@@ -168,9 +170,11 @@ func firstFew(ids []string) string {
 }
 
 // progressOf is what the checker needs to judge stuck: who ran at the
-// end, each described by its process and its last lines, and whether
+// end, each described by its process, what its database connections wait
+// on (read from the server at a full settle only: pools are the
+// producer's and the consumer's) and its last lines, and whether
 // settling gave them the whole limit.
-func progressOf(run *sysrun.Run, wire *sysrun.Wire, s *Settled, consumer string) *history.Progress {
+func progressOf(ctx context.Context, pools [2]*pgxpool.Pool, run *sysrun.Run, wire *sysrun.Wire, s *Settled, consumer string) *history.Progress {
 	p := &history.Progress{Consumers: map[string][]string{}, Full: s.Full, Limit: s.Limit.Round(time.Millisecond), Aside: map[string]string{}}
 	if !s.Full {
 		p.EarlyWhy = fmt.Sprintf("settling ended after %s, before its limit, because it found nothing owed: it counts an event applied by its id or by an inbox row carrying its payload, and the checker, tracing each inbox row to its event, does not agree for this one", s.Took.Round(time.Millisecond))
@@ -183,6 +187,10 @@ func progressOf(run *sysrun.Run, wire *sysrun.Wire, s *Settled, consumer string)
 	for _, l := range s.Live {
 		dbs[l.Name] = l.DB
 	}
+	var waits map[string][2]string
+	if s.Full {
+		waits = dbWaits(ctx, pools, s.Live)
+	}
 	gaveUp := map[string]int{}
 	for _, l := range s.Live {
 		gaveUp[l.Name] = l.GaveUp
@@ -194,7 +202,11 @@ func progressOf(run *sysrun.Run, wire *sysrun.Wire, s *Settled, consumer string)
 		}
 		for i, d := range dbs[name] {
 			if d.Used {
-				db = append(db, []string{"producer_db", "consumer_db"}[i]+": "+d.String())
+				say := []string{"producer_db", "consumer_db"}[i] + ": " + d.String()
+				if w := waits[name][i]; w != "" {
+					say += ": " + w
+				}
+				db = append(db, say)
 			}
 		}
 		o, ok := said[name]

@@ -136,7 +136,7 @@ func newSettling(ctx context.Context, env *steps.Env, run *sysrun.Run, limit tim
 	}
 	ins, _ := env.Broker.(broker.Inspector)
 	return &settling{env: env, run: run, consumer: consumer, ins: ins, start: time.Now(), limit: limit, cap: cap,
-		w:   &watch{first: map[string]int64{}, retaken: map[string]bool{}, inTx: map[string]int{}, owed: map[string]time.Time{}, limit: limit},
+		w:   &watch{first: map[string]int64{}, retaken: map[string]bool{}, inTx: map[string]int{}, busy: map[string]int{}, owed: map[string]time.Time{}, limit: limit},
 		cpu: newCPUWaits(run.CPUWaits, limit)}
 }
 
@@ -452,6 +452,7 @@ func lagging(lag map[string]int64, live []sysrun.Live) []string {
 type watch struct {
 	first map[string]int64 // group/entry → deliveries when first seen pending
 	inTx  map[string]int   // service → polls in a row it was inside a transaction
+	busy  map[string]int   // service → polls in a row in a transaction or awaiting the server
 	// owed: consumer/event → when settling first saw it owed; lastOwed the
 	// latest of those times among what is owed now.
 	owed     map[string]time.Time
@@ -514,6 +515,15 @@ func (w *watch) look(ctx context.Context, ins broker.Inspector, fp fingerprint, 
 			// transaction) is waited for up to the limit, then judged.
 			v.soft = append(v.soft, fmt.Sprintf("service %s holds a transaction open on %s", l.Name, strings.Join(l.InTx, " and ")))
 		}
+		w.busy[l.Name]++
+		if len(l.InTx) == 0 && len(l.Awaiting) == 0 {
+			w.busy[l.Name] = 0
+		}
+		if w.busy[l.Name] >= 2 && len(l.Awaiting) > 0 {
+			// Soft, as a transaction held open: a statement blocked for
+			// ever (on a lock) is waited for up to the limit, then judged.
+			v.soft = append(v.soft, fmt.Sprintf("service %s waits for the server's answer on %s", l.Name, strings.Join(l.Awaiting, " and ")))
+		}
 	}
 	for _, l := range live {
 		if l.Producer && fp.unpublished > 0 {
@@ -544,7 +554,7 @@ func (w *watch) look(ctx context.Context, ins broker.Inspector, fp fingerprint, 
 		}
 		if g.Pending > 0 {
 			claim, claims := sysrun.ClaimIdle(live, g.Name)
-			if err := w.pending(ctx, ins, g.Name, who, claim, claims, &v); err != nil {
+			if err := w.pending(ctx, ins, g.Name, who, claim, claims, w.working(live, names), &v); err != nil {
 				return v, err
 			}
 		}
@@ -560,7 +570,13 @@ func (w *watch) look(ctx context.Context, ins broker.Inspector, fp fingerprint, 
 // the entry it refused after the last step (its own start, say) was
 // delivered after settling began and could never be idle that long, so
 // the no-retry consumer was never judged (neverClaimWatch).
-func (w *watch) pending(ctx context.Context, ins broker.Inspector, group, who string, claim time.Duration, claims bool, v *view) error {
+//
+// While a reader of the group holds a transaction open on the consumer's
+// database (working), an entry is not taken for left alone: a consumer
+// blocked mid-transaction (on a lock another session holds) is at work on
+// what it was handed, and what it still owes at the limit is stuck, its
+// witness saying what its connection waits on.
+func (w *watch) pending(ctx context.Context, ins broker.Inspector, group, who string, claim time.Duration, claims bool, working string, v *view) error {
 	pend, err := ins.PendingEntries(ctx, group)
 	if err != nil {
 		return err
@@ -585,6 +601,11 @@ func (w *watch) pending(ctx context.Context, ins broker.Inspector, group, who st
 			continue
 		}
 		hp := history.Pending{EntryID: p.ID, EventID: p.EventID, Holder: p.Consumer, Idle: p.Idle, Deliveries: p.Deliveries}
+		if p.Idle >= threshold && working != "" {
+			hp.Why = fmt.Sprintf("still pending, idle %s when settling ended: service %s, which reads the group, holds a transaction open on the consumer's database or waits for its answer (at work on it, or blocked)", p.Idle.Round(time.Millisecond), working)
+			v.undecided[group] = append(v.undecided[group], hp)
+			continue
+		}
 		if p.Idle >= threshold {
 			hp.Why = fmt.Sprintf("%s reads the group and left it alone for %s (%s)", who, p.Idle.Round(time.Millisecond), how)
 			v.untaken[group] = append(v.untaken[group], hp)
@@ -597,6 +618,19 @@ func (w *watch) pending(ctx context.Context, ins broker.Inspector, group, who st
 		}
 	}
 	return nil
+}
+
+// working is the first of names (a group's live readers) that held a
+// transaction open on the consumer's database, or waited for its answer,
+// at two looks in a row; "" for none.
+func (w *watch) working(live []sysrun.Live, names []string) string {
+	for _, l := range live {
+		busy := slices.Contains(l.InTx, "consumer_db") || slices.Contains(l.Awaiting, "consumer_db")
+		if slices.Contains(names, l.Name) && busy && w.busy[l.Name] >= 2 {
+			return l.Name
+		}
+	}
+	return ""
 }
 
 // neverClaimWatch is how long an entry must have stayed idle, with a live

@@ -48,6 +48,9 @@ type Live struct {
 	// holds a transaction open now: it is mid-work, whatever the tables
 	// show yet.
 	InTx []string
+	// Awaiting names the databases on which one of its connections waits
+	// for the server's answer now (a statement in flight).
+	Awaiting []string
 	// IdlePoll is when it last sent the broker a read of new work that
 	// handed out nothing (broker.Idler); zero when none, or when its
 	// broker's proxy cannot tell.
@@ -63,6 +66,9 @@ type DBState struct {
 	Used   bool
 	Open   int
 	Errors []string // "23514 new row … ×6", the most frequent first
+	// Ports are the local ports of its connections to the server through
+	// the proxy: their backends' client_port in pg_stat_activity.
+	Ports []int
 }
 
 // String is "2 connection(s) open; the server answered: …".
@@ -127,8 +133,11 @@ func (r *Run) Live() []Live {
 			if p != nil && p.OpenTransactions() > 0 {
 				l.InTx = append(l.InTx, []string{"producer_db", "consumer_db"}[i])
 			}
+			if p != nil && p.Awaiting() > 0 {
+				l.Awaiting = append(l.Awaiting, []string{"producer_db", "consumer_db"}[i])
+			}
 			if p != nil && p.Connections() > 0 {
-				l.DB[i] = DBState{Used: true, Open: p.OpenConnections(), Errors: hide.lines(p.Errors())}
+				l.DB[i] = DBState{Used: true, Open: p.OpenConnections(), Errors: hide.lines(p.Errors()), Ports: p.ServerPorts()}
 			}
 		}
 		out = append(out, l)

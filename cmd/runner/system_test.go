@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -343,5 +344,54 @@ func TestStopKillsAfterTheGraceAndGoesOn(t *testing.T) {
 	code, out, _ := cli(t, "run", "-v", sc)
 	if code != exitOK || !strings.Contains(out, "relay did not exit within 5s of SIGTERM: SIGKILLed") || !strings.Contains(out, "ok outbox.rows: 1") {
 		t.Errorf("exit %d, want 0 with the SIGKILL said and the steps after it run:\n%s", code, out)
+	}
+}
+
+// A consumer blocked on a lock another service holds is stuck, and its
+// witness says on what, from the server: its INSERT waiting on the
+// relation's lock, and whose connection blocks it.
+func TestStuckWitnessNamesTheBlocker(t *testing.T) {
+	t.Parallel()
+	psql, err := exec.LookPath("psql")
+	if err != nil {
+		found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/psql")
+		if len(found) == 0 {
+			t.Skip("no psql to hold the lock")
+		}
+		psql = found[0]
+	}
+	setProcessEnv(t, "RUNNER_BIN", runnerBin(t))
+	ref, err := filepath.Abs("../../examples/reference")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := scenarioFile(t, "system.yaml", strings.NewReplacer("REF", ref, "PSQL", psql).Replace(`services:
+  relay:    {run: ["${runner}", reference, relay], env: {DATABASE_URL: "${producer_db.url}", REDIS_URL: "${broker.url}", STREAM: "${stream}"}, ready: {log: "ready"}}
+  consumer: {run: ["${runner}", reference, consumer], env: {DATABASE_URL: "${consumer_db.url}", REDIS_URL: "${broker.url}", STREAM: "${stream}", GROUP: "${consumer}"}, ready: {log: "ready"}}
+  locker:   {run: [PSQL, "${consumer_db.url}", -c, BEGIN, -c, LOCK TABLE inbox IN SHARE MODE, -c, '\! echo locked', -c, SELECT pg_sleep(600)], ready: {log: locked}}
+schema: {producer: REF/../../sql/producer.sql, consumer: REF/../../sql/consumer.sql}
+produce: "INSERT INTO outbox (event_id, payload) VALUES (${event}, ${payload}::jsonb)"
+outbox:     {table: outbox, event_id: event_id, payload: payload, unpublished: "NOT published"}
+stream:     {event_id: event_id, payload: payload}
+inbox:      {table: inbox, consumer: consumer_id, event_id: event_id, payload: payload}
+projection: "SELECT consumer_id, currency, amount, events FROM projection"
+brokers:    [redis]
+`))
+	sc := scenarioFile(t, "locked.yaml", `name: a consumer blocked on a lock another service holds
+system: `+sys+`
+settle: 2s
+steps:
+  - produce(event=ev-1)
+  - start: relay
+  - expect: {outbox.unpublished: 0, within: 10s}
+  - start: locker
+  - start: consumer
+`)
+	code, out, _ := cli(t, "run", "-v", sc)
+	for _, want := range []string{"stuck: consumer accounting, event ev-1", "consumer_db: 1 connection(s) open: one in ", ", waiting on Lock:relation, blocked by service locker's connection (active for "} {
+		if code != exitFailed || !strings.Contains(out, want) {
+			t.Errorf("exit %d, want 1 with %q in:\n%s", code, want, out)
+			break
+		}
 	}
 }

@@ -127,6 +127,14 @@ func (k *Clock) Owe() {
 	}
 }
 
+// Owed is how many answers the proxy owes the client now: a request the
+// server has not answered yet.
+func (k *Clock) Owed() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.owed
+}
+
 // Paid says an owed answer reached the client (or was given up): with
 // nothing more owed, the idle clock starts.
 func (k *Clock) Paid() {

@@ -2,6 +2,8 @@ package pgwire
 
 import (
 	"fmt"
+	"net"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -92,6 +94,26 @@ func (p *Proxy) ErrorTimes() (times []time.Time, more bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return append([]time.Time(nil), t.times...), t.more
+}
+
+// ServerPorts are the local ports of its open connections to the server:
+// the client_port pg_stat_activity shows for their backends (a stuck
+// verdict's witness says what each waits on).
+func (p *Proxy) ServerPorts() []int {
+	var out []int
+	p.live.Range(func(_, v any) bool {
+		c := v.(*conn)
+		c.serverMu.Lock()
+		if c.server != nil {
+			if a, ok := c.server.LocalAddr().(*net.TCPAddr); ok {
+				out = append(out, a.Port)
+			}
+		}
+		c.serverMu.Unlock()
+		return true
+	})
+	slices.Sort(out)
+	return out
 }
 
 // OpenConnections is how many of its clients' connections are open now.

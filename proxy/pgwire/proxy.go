@@ -141,6 +141,20 @@ func (p *Proxy) OpenTransactions() int {
 	return n
 }
 
+// Awaiting is how many of its clients' connections wait for the
+// server's answer now (a statement sent, its ReadyForQuery not back): a
+// client blocked on a lock waits here, inside a transaction or not.
+func (p *Proxy) Awaiting() int {
+	n := 0
+	p.live.Range(func(_, v any) bool {
+		if v.(*conn).clock.Owed() > 0 {
+			n++
+		}
+		return true
+	})
+	return n
+}
+
 // Addr is the proxy's "host:port".
 func (p *Proxy) Addr() string { return p.ln.Addr() }
 
