@@ -365,18 +365,14 @@ func TestStuckWitnessNamesTheBlocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys := scenarioFile(t, "system.yaml", strings.NewReplacer("REF", ref, "PSQL", psql).Replace(`services:
-  relay:    {run: ["${runner}", reference, relay], env: {DATABASE_URL: "${producer_db.url}", REDIS_URL: "${broker.url}", STREAM: "${stream}"}, ready: {log: "ready"}}
-  consumer: {run: ["${runner}", reference, consumer], env: {DATABASE_URL: "${consumer_db.url}", REDIS_URL: "${broker.url}", STREAM: "${stream}", GROUP: "${consumer}"}, ready: {log: "ready"}}
-  locker:   {run: [PSQL, "${consumer_db.url}", -c, BEGIN, -c, LOCK TABLE inbox IN SHARE MODE, -c, '\! echo locked', -c, SELECT pg_sleep(600)], ready: {log: locked}}
-schema: {producer: REF/../../sql/producer.sql, consumer: REF/../../sql/consumer.sql}
-produce: "INSERT INTO outbox (event_id, payload) VALUES (${event}, ${payload}::jsonb)"
-outbox:     {table: outbox, event_id: event_id, payload: payload, unpublished: "NOT published"}
-stream:     {event_id: event_id, payload: payload}
-inbox:      {table: inbox, consumer: consumer_id, event_id: event_id, payload: payload}
-projection: "SELECT consumer_id, currency, amount, events FROM projection"
-brokers:    [redis]
-`))
+	// The reference system, with a service that holds a SHARE lock on the
+	// inbox (psql in a transaction, asleep).
+	refSys := mustRead(t, filepath.Join(ref, "system.yaml"))
+	consumerLine := refSys[strings.Index(refSys, "  consumer:"):]
+	consumerLine = consumerLine[:strings.IndexByte(consumerLine, '\n')+1]
+	locker := strings.ReplaceAll(`  locker:   {run: [PSQL, "${consumer_db.url}", -c, BEGIN, -c, LOCK TABLE inbox IN SHARE MODE, -c, '\! echo locked', -c, SELECT pg_sleep(600)], ready: {log: locked}}
+`, "PSQL", psql)
+	sys := scenarioFile(t, "system.yaml", strings.NewReplacer(consumerLine, consumerLine+locker, "../../sql/", filepath.Join(ref, "../../sql")+"/").Replace(refSys))
 	sc := scenarioFile(t, "locked.yaml", `name: a consumer blocked on a lock another service holds
 system: `+sys+`
 settle: 2s
