@@ -20,7 +20,10 @@ import (
 // proxy's connections to the server (the backend's client_port). Of a
 // statement only its first word is said (never its text: it may carry a
 // payload or a secret). A role that may not see another's sessions
-// (pg_read_all_stats) sees no port for them: they are not described.
+// (pg_read_all_stats) sees no port, state or wait for them: they are not
+// described, and a blocker among them is said to be one it may not see.
+// Where the server sees another port than the proxy's (a NAT between, as
+// a container's port mapping), nothing matches and nothing is said.
 
 // backend is one client backend of a scenario's database.
 type backend struct {
@@ -36,10 +39,15 @@ type backend struct {
 const activityQuery = `SELECT pid, coalesce(client_port, 0), coalesce(state, ''),
 	coalesce(wait_event_type || ':' || wait_event, ''),
 	coalesce(extract(epoch FROM clock_timestamp() - state_change), 0)::float8,
-	coalesce(upper(substring(ltrim(query) FROM '^[A-Za-z]+')), ''), pg_blocking_pids(pid)
-	FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()`
+	coalesce(upper(substring(ltrim(query) FROM '^[A-Za-z]+')), ''),
+	CASE WHEN wait_event_type = 'Lock' THEN pg_blocking_pids(pid) ELSE '{}' END
+	FROM pg_stat_activity WHERE datname = current_database() AND coalesce(backend_type, 'client backend') = 'client backend' AND pid <> pg_backend_pid()`
 
+// readActivity reads the database's client backends, within a couple of
+// seconds (a witness's detail must not hold the verdict).
 func readActivity(ctx context.Context, pool *pgxpool.Pool) (map[int]backend, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
 	rows, err := pool.Query(ctx, activityQuery)
 	if err != nil {
 		return nil, err
@@ -136,11 +144,17 @@ func (b backend) waitSays(all map[int]backend, owner map[int]string) string {
 	var by []string
 	for _, pid := range b.blockers {
 		o, ok := all[pid]
-		who := fmt.Sprintf("backend %d, no service's", pid)
-		if name, mine := owner[o.port]; ok && mine && o.port != 0 {
+		name, mine := owner[o.port]
+		var who string
+		switch {
+		case ok && o.port == 0 && o.state == "":
+			who = fmt.Sprintf("backend %d, of a session the runner's role may not see (pg_read_all_stats)", pid)
+		case ok && mine && o.port != 0:
 			who = fmt.Sprintf("service %s's connection", name)
+		default:
+			who = fmt.Sprintf("backend %d, no service's", pid)
 		}
-		if ok {
+		if ok && o.state != "" {
 			who += fmt.Sprintf(" (%s for %s)", o.state, o.since.Round(100*time.Millisecond))
 		}
 		by = append(by, who)

@@ -136,7 +136,7 @@ func newSettling(ctx context.Context, env *steps.Env, run *sysrun.Run, limit tim
 	}
 	ins, _ := env.Broker.(broker.Inspector)
 	return &settling{env: env, run: run, consumer: consumer, ins: ins, start: time.Now(), limit: limit, cap: cap,
-		w:   &watch{first: map[string]int64{}, retaken: map[string]bool{}, inTx: map[string]int{}, busy: map[string]int{}, owed: map[string]time.Time{}, limit: limit},
+		w:   &watch{first: map[string]int64{}, retaken: map[string]bool{}, inTx: map[string]int{}, busySince: map[string]time.Time{}, owed: map[string]time.Time{}, limit: limit},
 		cpu: newCPUWaits(run.CPUWaits, limit)}
 }
 
@@ -452,7 +452,9 @@ func lagging(lag map[string]int64, live []sysrun.Live) []string {
 type watch struct {
 	first map[string]int64 // group/entry → deliveries when first seen pending
 	inTx  map[string]int   // service → polls in a row it was inside a transaction
-	busy  map[string]int   // service → polls in a row in a transaction or awaiting the server
+	// busySince: service → since when it has held a transaction open on
+	// the consumer's database, or waited for its answer, without a break.
+	busySince map[string]time.Time
 	// owed: consumer/event → when settling first saw it owed; lastOwed the
 	// latest of those times among what is owed now.
 	owed     map[string]time.Time
@@ -515,14 +517,13 @@ func (w *watch) look(ctx context.Context, ins broker.Inspector, fp fingerprint, 
 			// transaction) is waited for up to the limit, then judged.
 			v.soft = append(v.soft, fmt.Sprintf("service %s holds a transaction open on %s", l.Name, strings.Join(l.InTx, " and ")))
 		}
-		w.busy[l.Name]++
-		if len(l.InTx) == 0 && len(l.Awaiting) == 0 {
-			w.busy[l.Name] = 0
-		}
-		if w.busy[l.Name] >= 2 && len(l.Awaiting) > 0 {
-			// Soft, as a transaction held open: a statement blocked for
-			// ever (on a lock) is waited for up to the limit, then judged.
-			v.soft = append(v.soft, fmt.Sprintf("service %s waits for the server's answer on %s", l.Name, strings.Join(l.Awaiting, " and ")))
+		w.busyOn(l, time.Now())
+		for i, d := range l.Awaiting {
+			if d >= awaitSoft {
+				// Soft, as a transaction held open: a statement blocked for
+				// ever (on a lock) is waited for up to the limit, then judged.
+				v.soft = append(v.soft, fmt.Sprintf("service %s has waited %s for the server's answer on %s", l.Name, d.Round(time.Millisecond), []string{"producer_db", "consumer_db"}[i]))
+			}
 		}
 	}
 	for _, l := range live {
@@ -554,7 +555,7 @@ func (w *watch) look(ctx context.Context, ins broker.Inspector, fp fingerprint, 
 		}
 		if g.Pending > 0 {
 			claim, claims := sysrun.ClaimIdle(live, g.Name)
-			if err := w.pending(ctx, ins, g.Name, who, claim, claims, w.working(live, names), &v); err != nil {
+			if err := w.pending(ctx, ins, g.Name, who, claim, claims, w.working(names), &v); err != nil {
 				return v, err
 			}
 		}
@@ -576,7 +577,7 @@ func (w *watch) look(ctx context.Context, ins broker.Inspector, fp fingerprint, 
 // blocked mid-transaction (on a lock another session holds) is at work on
 // what it was handed, and what it still owes at the limit is stuck, its
 // witness saying what its connection waits on.
-func (w *watch) pending(ctx context.Context, ins broker.Inspector, group, who string, claim time.Duration, claims bool, working string, v *view) error {
+func (w *watch) pending(ctx context.Context, ins broker.Inspector, group, who string, claim time.Duration, claims bool, working func(idle time.Duration) string, v *view) error {
 	pend, err := ins.PendingEntries(ctx, group)
 	if err != nil {
 		return err
@@ -601,8 +602,8 @@ func (w *watch) pending(ctx context.Context, ins broker.Inspector, group, who st
 			continue
 		}
 		hp := history.Pending{EntryID: p.ID, EventID: p.EventID, Holder: p.Consumer, Idle: p.Idle, Deliveries: p.Deliveries}
-		if p.Idle >= threshold && working != "" {
-			hp.Why = fmt.Sprintf("still pending, idle %s when settling ended: service %s, which reads the group, holds a transaction open on the consumer's database or waits for its answer (at work on it, or blocked)", p.Idle.Round(time.Millisecond), working)
+		if who := working(p.Idle); p.Idle >= threshold && who != "" {
+			hp.Why = fmt.Sprintf("still pending, idle %s when settling ended: service %s, which reads the group, has held a transaction open on the consumer's database or waited for its answer ever since it was handed (at work on it, or blocked)", p.Idle.Round(time.Millisecond), who)
 			v.undecided[group] = append(v.undecided[group], hp)
 			continue
 		}
@@ -620,17 +621,43 @@ func (w *watch) pending(ctx context.Context, ins broker.Inspector, group, who st
 	return nil
 }
 
-// working is the first of names (a group's live readers) that held a
-// transaction open on the consumer's database, or waited for its answer,
-// at two looks in a row; "" for none.
-func (w *watch) working(live []sysrun.Live, names []string) string {
-	for _, l := range live {
-		busy := slices.Contains(l.InTx, "consumer_db") || slices.Contains(l.Awaiting, "consumer_db")
-		if slices.Contains(names, l.Name) && busy && w.busy[l.Name] >= 2 {
-			return l.Name
-		}
+// awaitSoft is how long a connection must have waited for the server's
+// answer to be soft: two looks, not a statement in passing.
+const awaitSoft = 2 * settlePoll
+
+// workSlack is how long after an entry was handed its reader may have
+// become busy on the consumer's database and still be at work on it (its
+// BEGIN and first statement).
+const workSlack = time.Second
+
+// busyOn notes, at now, whether l holds a transaction open on the
+// consumer's database or waits for its answer, and since when.
+func (w *watch) busyOn(l sysrun.Live, now time.Time) {
+	busy := slices.Contains(l.InTx, "consumer_db") || l.Awaiting[1] >= awaitSoft
+	if !busy {
+		delete(w.busySince, l.Name)
+		return
 	}
-	return ""
+	since, ok := w.busySince[l.Name]
+	if from := now.Add(-l.Awaiting[1]); !ok || l.Awaiting[1] > 0 && from.Before(since) {
+		since = from
+	}
+	w.busySince[l.Name] = since
+}
+
+// working is, for an entry idle this long, the first of names (a group's
+// live readers) busy on the consumer's database without a break since
+// about when the entry was handed: at work on it, or blocked on it; ""
+// for none. A reader busy only now (a routine short transaction) is not.
+func (w *watch) working(names []string) func(idle time.Duration) string {
+	return func(idle time.Duration) string {
+		for _, name := range names {
+			if since, ok := w.busySince[name]; ok && !since.After(time.Now().Add(-idle).Add(workSlack)) {
+				return name
+			}
+		}
+		return ""
+	}
 }
 
 // neverClaimWatch is how long an entry must have stayed idle, with a live

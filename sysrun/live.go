@@ -48,9 +48,11 @@ type Live struct {
 	// holds a transaction open now: it is mid-work, whatever the tables
 	// show yet.
 	InTx []string
-	// Awaiting names the databases on which one of its connections waits
-	// for the server's answer now (a statement in flight).
-	Awaiting []string
+	// Awaiting is, per database (producer_db, consumer_db), the longest
+	// one of its connections has waited for the server's answer without a
+	// break (a statement in flight; 0 for none; a replication stream is
+	// not counted).
+	Awaiting [2]time.Duration
 	// IdlePoll is when it last sent the broker a read of new work that
 	// handed out nothing (broker.Idler); zero when none, or when its
 	// broker's proxy cannot tell.
@@ -133,8 +135,8 @@ func (r *Run) Live() []Live {
 			if p != nil && p.OpenTransactions() > 0 {
 				l.InTx = append(l.InTx, []string{"producer_db", "consumer_db"}[i])
 			}
-			if p != nil && p.Awaiting() > 0 {
-				l.Awaiting = append(l.Awaiting, []string{"producer_db", "consumer_db"}[i])
+			if p != nil {
+				l.Awaiting[i] = p.Awaiting()
 			}
 			if p != nil && p.Connections() > 0 {
 				l.DB[i] = DBState{Used: true, Open: p.OpenConnections(), Errors: hide.lines(p.Errors()), Ports: p.ServerPorts()}

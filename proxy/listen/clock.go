@@ -30,6 +30,7 @@ type Clock struct {
 	shakeBy  time.Time // the handshake's end; zero once it ended (or none)
 	begun    time.Time // when the message being read began
 	owed     int       // answers the proxy owes the client
+	owedFrom time.Time // when owed last went from 0 to 1
 	awaiting bool      // the reader waits for the next message
 }
 
@@ -121,18 +122,24 @@ func (k *Clock) SetIdle(d time.Duration) {
 func (k *Clock) Owe() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.owed == 0 {
+		k.owedFrom = time.Now()
+	}
 	k.owed++
 	if k.awaiting {
 		k.set()
 	}
 }
 
-// Owed is how many answers the proxy owes the client now: a request the
-// server has not answered yet.
-func (k *Clock) Owed() int {
+// OwedFor is how long the proxy has owed the client an answer without a
+// break (a request the server has not answered yet), 0 when it owes none.
+func (k *Clock) OwedFor() time.Duration {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.owed
+	if k.owed == 0 {
+		return 0
+	}
+	return time.Since(k.owedFrom)
 }
 
 // Paid says an owed answer reached the client (or was given up): with

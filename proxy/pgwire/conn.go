@@ -33,7 +33,10 @@ type conn struct {
 	sendMu  sync.Mutex
 	pending chan *reply
 	status  atomic.Uint32 // the server's last ReadyForQuery status: 'I', 'T' or 'E'
-	major   int           // the server's major version, from its server_version
+	// streaming: the server answered CopyBothResponse (a replication
+	// stream), whose ReadyForQuery comes only once the stream ends.
+	streaming atomic.Bool
+	major     int // the server's major version, from its server_version
 
 	// c2s only: prepared statements and portals by name → their SQL, and
 	// the bytes they take; forgot: past Limits.MaxPrepared, they are no longer

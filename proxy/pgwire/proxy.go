@@ -141,18 +141,20 @@ func (p *Proxy) OpenTransactions() int {
 	return n
 }
 
-// Awaiting is how many of its clients' connections wait for the
-// server's answer now (a statement sent, its ReadyForQuery not back): a
-// client blocked on a lock waits here, inside a transaction or not.
-func (p *Proxy) Awaiting() int {
-	n := 0
+// Awaiting is the longest its clients' connections have waited for the
+// server's answer without a break (a statement sent, its ReadyForQuery
+// not back): a client blocked on a lock waits here, inside a transaction
+// or not. A replication stream (CopyBoth: START_REPLICATION) never gets
+// its ReadyForQuery while it streams, and is not counted.
+func (p *Proxy) Awaiting() time.Duration {
+	var most time.Duration
 	p.live.Range(func(_, v any) bool {
-		if v.(*conn).clock.Owed() > 0 {
-			n++
+		if c := v.(*conn); !c.streaming.Load() {
+			most = max(most, c.clock.OwedFor())
 		}
 		return true
 	})
-	return n
+	return most
 }
 
 // Addr is the proxy's "host:port".

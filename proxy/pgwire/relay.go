@@ -344,6 +344,8 @@ func (c *conn) fromServer() {
 			return
 		}
 		switch msg.(type) {
+		case *pgproto3.CopyBothResponse:
+			c.streaming.Store(true)
 		case *pgproto3.ParameterStatus, *pgproto3.NotificationResponse:
 			if !c.toClient(func() bool { c.be.Send(msg); return c.flushIfIdle() == nil }) {
 				return
