@@ -572,8 +572,9 @@ func (w *watch) look(ctx context.Context, ins broker.Inspector, fp fingerprint, 
 // delivered after settling began and could never be idle that long, so
 // the no-retry consumer was never judged (neverClaimWatch).
 //
-// While a reader of the group holds a transaction open on the consumer's
-// database (working), an entry is not taken for left alone: a consumer
+// While a reader of the group has held a transaction open on the
+// consumer's database, or waited for its answer, ever since about when an
+// entry was handed (working), the entry is not taken for left alone: a consumer
 // blocked mid-transaction (on a lock another session holds) is at work on
 // what it was handed, and what it still owes at the limit is stuck, its
 // witness saying what its connection waits on.
@@ -602,8 +603,8 @@ func (w *watch) pending(ctx context.Context, ins broker.Inspector, group, who st
 			continue
 		}
 		hp := history.Pending{EntryID: p.ID, EventID: p.EventID, Holder: p.Consumer, Idle: p.Idle, Deliveries: p.Deliveries}
-		if who := working(p.Idle); p.Idle >= threshold && who != "" {
-			hp.Why = fmt.Sprintf("still pending, idle %s when settling ended: service %s, which reads the group, has held a transaction open on the consumer's database or waited for its answer ever since it was handed (at work on it, or blocked)", p.Idle.Round(time.Millisecond), who)
+		if busy := working(p.Idle); p.Idle >= threshold && busy != "" {
+			hp.Why = fmt.Sprintf("still pending, idle %s when settling ended: service %s, which reads the group, has held a transaction open on the consumer's database or waited for its answer ever since it was handed (at work on it, or blocked)", p.Idle.Round(time.Millisecond), busy)
 			v.undecided[group] = append(v.undecided[group], hp)
 			continue
 		}
