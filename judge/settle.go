@@ -452,6 +452,8 @@ func lagging(lag map[string]int64, live []sysrun.Live) []string {
 type watch struct {
 	first map[string]int64 // group/entry → deliveries when first seen pending
 	inTx  map[string]int   // service → polls in a row it was inside a transaction
+	// owedNow: the consumer/event keys owed at the latest read of it.
+	owedNow map[string]bool
 	// busySince: service → since when it has held a transaction open on
 	// the consumer's database, or waited for its answer, without a break.
 	busySince map[string]time.Time
@@ -486,7 +488,9 @@ type view struct {
 // latest such time among those owed now.
 func (w *watch) owing(keys []string, now time.Time) {
 	w.lastOwed = time.Time{}
+	w.owedNow = map[string]bool{}
 	for _, k := range keys {
+		w.owedNow[k] = true
 		if _, ok := w.owed[k]; !ok {
 			w.owed[k] = now
 		}
@@ -574,10 +578,12 @@ func (w *watch) look(ctx context.Context, ins broker.Inspector, fp fingerprint, 
 //
 // While a reader of the group has held a transaction open on the
 // consumer's database, or waited for its answer, ever since about when an
-// entry was handed (working), the entry is not taken for left alone: a consumer
-// blocked mid-transaction (on a lock another session holds) is at work on
-// what it was handed, and what it still owes at the limit is stuck, its
-// witness saying what its connection waits on.
+// entry was handed (working), and the entry's event is not applied yet, the
+// entry is not taken for left alone: a consumer blocked mid-transaction (on
+// a lock another session holds) is at work on what it was handed, and what
+// it still owes at the limit is stuck, its witness saying what its
+// connection waits on. An applied event's entry left pending is stranded
+// as ever: nothing would judge it otherwise.
 func (w *watch) pending(ctx context.Context, ins broker.Inspector, group, who string, claim time.Duration, claims bool, working func(idle time.Duration) string, v *view) error {
 	pend, err := ins.PendingEntries(ctx, group)
 	if err != nil {
@@ -603,7 +609,7 @@ func (w *watch) pending(ctx context.Context, ins broker.Inspector, group, who st
 			continue
 		}
 		hp := history.Pending{EntryID: p.ID, EventID: p.EventID, Holder: p.Consumer, Idle: p.Idle, Deliveries: p.Deliveries}
-		if busy := working(p.Idle); p.Idle >= threshold && busy != "" {
+		if busy := working(p.Idle); p.Idle >= threshold && busy != "" && w.owedNow[group+"/"+p.EventID] {
 			hp.Why = fmt.Sprintf("still pending, idle %s when settling ended: service %s, which reads the group, has held a transaction open on the consumer's database or waited for its answer ever since it was handed (at work on it, or blocked)", p.Idle.Round(time.Millisecond), busy)
 			v.undecided[group] = append(v.undecided[group], hp)
 			continue
