@@ -31,8 +31,7 @@ import (
 func (t *Topic) shareOpts(m *member) []kgo.Opt {
 	return []kgo.Opt{
 		kgo.SeedBrokers(t.seeds...),
-		kgo.ShareGroup(t.groupID(m.key.group)),
-		kgo.ConsumeTopics(t.name),
+		kgo.ShareGroup(t.groupID(m.key.group)), // the topic is added paused (member)
 		kgo.FetchMaxWait(100 * time.Millisecond),
 		kgo.ShareAckCallback(m.noteAcks),
 		kgo.WithHooks(&strayHook{m: m}),

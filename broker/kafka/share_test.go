@@ -223,3 +223,18 @@ func TestShareGroupVerbs(t *testing.T) {
 		t.Errorf("classic group verbs %+v, want the kind's %+v", v, Kind.Verbs)
 	}
 }
+
+// A member's client fetches nothing before its first poll, however long
+// after NewClient its topic is paused: a fetch then would acquire records
+// no poll takes, released as strays with a delivery counted, and the
+// worker's first read would see its record on its second delivery.
+// (Not parallel: it sets clientBorn.)
+func TestShareGroupFirstReadIsTheFirstDelivery(t *testing.T) {
+	clientBorn = func() { time.Sleep(300 * time.Millisecond) }
+	t.Cleanup(func() { clientBorn = func() {} })
+	tp := newTopic(t, Options{Share: true})
+	brokertest.Publish(t, tp, "e1")
+	if d := readOne(t, tp, "w", "e1"); d.Deliveries != 1 {
+		t.Fatalf("first read of e1: delivery %d; want 1", d.Deliveries)
+	}
+}
