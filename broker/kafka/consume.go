@@ -50,7 +50,7 @@ type member struct {
 	polling atomic.Bool // a poll is under way: what the client buffers is the worker's (stray.go)
 	back    atomic.Bool // the server came back since the last poll (ServerBack): catch up first
 	strayMu sync.Mutex
-	strays  map[int32]map[int64]bool // released strays still in the client's buffer
+	strays  map[int32]map[int64]*stray // what the client buffered while no poll ran (stray.go)
 
 	mu        sync.Mutex
 	held      map[int32]map[int64]*kgo.Record
@@ -249,10 +249,14 @@ func (m *member) pollOnce(ctx context.Context, count int, wait time.Duration) ([
 }
 
 // pollRecords is one PollRecords within pctx, the topic resumed only
-// meanwhile; for a share member, again while all it brought were strays
-// (stray.go), and recs without them. Errs are the fetches' errors other
+// meanwhile; for a share member, once the group's other members gave back
+// their strays, and again while all it brought were strays it gave back
+// (stray.go), and recs without those. Errs are the fetches' errors other
 // than pctx's end.
 func (m *member) pollRecords(ctx, pctx context.Context, count int) (recs []*kgo.Record, errs []error, err error) {
+	if m.t.opt.Share {
+		m.releaseOthersStrays(ctx)
+	}
 	for {
 		m.polling.Store(true)
 		m.cl.ResumeFetchTopics(m.t.name)
@@ -287,9 +291,9 @@ func (m *member) pollRecords(ctx, pctx context.Context, count int) (recs []*kgo.
 		if !m.t.opt.Share {
 			return all, errs, nil
 		}
-		// Strays it found in the buffer were released: the broker hands
-		// them out again, maybe to this worker, on a later fetch.
-		if recs = m.dropStrays(all); len(recs) > 0 || len(all) == 0 || pctx.Err() != nil {
+		// Strays given back for another member are left out: the broker
+		// hands them out again, maybe to this worker, on a later fetch.
+		if recs = m.takeStrays(all); len(recs) > 0 || len(all) == 0 || pctx.Err() != nil {
 			return recs, errs, nil
 		}
 	}

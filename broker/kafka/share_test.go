@@ -238,3 +238,26 @@ func TestShareGroupFirstReadIsTheFirstDelivery(t *testing.T) {
 		t.Fatalf("first read of e1: delivery %d; want 1", d.Deliveries)
 	}
 }
+
+// A record a fetch brought after the worker's read ended empty (the
+// read's wait ran out during the fetch's long poll) is the worker's next
+// read, on its first delivery: the broker acquired it for this member and
+// nobody saw it. Given back at once, it came on its second delivery, and
+// max_deliveries set it aside one delivery early.
+func TestShareGroupAFetchAfterThePollEndedIsTheNextRead(t *testing.T) {
+	t.Parallel()
+	tp := newTopic(t, Options{Share: true})
+	brokertest.Publish(t, tp, "e0")
+	readOne(t, tp, "w", "e0") // joined and fetches
+	for i := 1; i <= 5; i++ {
+		if ds, err := tp.Read(testCtx(t), "g", "w", 1, 20*time.Millisecond); err != nil || len(ds) != 0 {
+			t.Fatalf("read %d with nothing new: %+v, %v", i, ds, err)
+		}
+		id := fmt.Sprintf("e%d", i)
+		brokertest.Publish(t, tp, id)
+		time.Sleep(150 * time.Millisecond) // the long poll answers with it
+		if d := readOne(t, tp, "w", id); d.Deliveries != 1 {
+			t.Fatalf("%s came on delivery %d; want 1", id, d.Deliveries)
+		}
+	}
+}

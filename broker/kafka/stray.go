@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -11,75 +10,111 @@ import (
 // is paused in between), but a fetch can still be on its way when a poll
 // ends: the poll's wait ran out during the fetch's long poll, or the poll
 // drained the client's buffer and the client fetched again before the
-// pause. The broker acquires what such a fetch brings for this member —
-// locked to it (record.lock.duration.ms, 30 s by default) though no
-// worker ever sees it — and another member polling meanwhile gets nothing
-// (seen ~1 in 25 matrix runs: a claim by worker-2 found bus-1 locked to
-// worker-1). So what the client buffers while no poll runs, a stray, is
-// released at once (the broker counts that delivery, as it counted the
-// acquisition) and left out of the member's next poll, which finds it
-// still in the client's buffer. A stray is what the client buffers after
-// the poll returned; a response buffered in the instant between the poll
-// taking the buffer and returning (a round trip shorter than a few
-// instructions) would count as the poll's and stay with the worker. What
-// a poll of count records leaves in the buffer stays too, as a prefetch
-// does with any share consumer: it is the worker's next read.
+// pause. The broker acquires what such a fetch brings for this member and
+// counts the delivery; no worker has seen it yet. Such a record, a stray,
+// stays in the client's buffer, and the member's next poll hands it out
+// as its first delivery — as a real consumer processes what its fetch
+// brought, however late. (Released at once, as before, a record published
+// just after an empty read came to its worker on its second delivery, and
+// max_deliveries set it aside one delivery early.)
+//
+// But a stray is locked to its member (record.lock.duration.ms, 30 s by
+// default), and another member of the group polling meanwhile would get
+// nothing (seen ~1 in 25 matrix runs: a claim by worker-2 found bus-1
+// locked to worker-1). So before a member polls, the strays the other
+// members of its group keep are released (the broker keeps the delivery
+// counted, as it counted the acquisition), and their members' next polls
+// leave them out, though their clients' buffers still hold them. A stray
+// whose lock runs out before its member polls again is the broker's to
+// hand out anew, as with any consumer's prefetch: the member's worker may
+// then still get the copy its client buffered, and its ack is refused
+// (NotAcked).
 
-// strayHook sees what the member's client buffers. It holds the client
-// from NewClient on (OnNewClient runs before any client goroutine starts),
-// as member.cl is set only after NewClient returns.
-type strayHook struct {
-	m  *member
-	cl atomic.Pointer[kgo.Client]
+// stray is a record the member's client buffered while no poll ran.
+type stray struct {
+	r        *kgo.Record
+	released bool // given back for another member: its member's next poll leaves it out
 }
 
-var (
-	_ kgo.HookNewClient           = (*strayHook)(nil)
-	_ kgo.HookFetchRecordBuffered = (*strayHook)(nil)
-)
+// strayHook sees what the member's client buffers.
+type strayHook struct{ m *member }
 
-func (h *strayHook) OnNewClient(cl *kgo.Client) { h.cl.Store(cl) }
+var _ kgo.HookFetchRecordBuffered = (*strayHook)(nil)
 
 // OnFetchRecordBuffered runs before a fetch's records become takeable by
 // a poll: a poll under way (polling) takes them; none under way, they are
-// strays. The release is marked here, at once (MarkAcks takes only the
-// record's own lock): a poll that takes the stray before the release is
-// flushed would otherwise accept it as handed out. The flush waits on
-// this very fetch goroutine, so it runs apart.
+// strays.
 func (h *strayHook) OnFetchRecordBuffered(r *kgo.Record) {
 	m := h.m
 	if m.polling.Load() || r.Topic != m.t.name {
 		return
 	}
 	m.strayMu.Lock()
+	defer m.strayMu.Unlock()
 	if m.strays == nil {
-		m.strays = map[int32]map[int64]bool{}
+		m.strays = map[int32]map[int64]*stray{}
 	}
 	if m.strays[r.Partition] == nil {
-		m.strays[r.Partition] = map[int64]bool{}
+		m.strays[r.Partition] = map[int64]*stray{}
 	}
-	m.strays[r.Partition][r.Offset] = true
-	m.strayMu.Unlock()
-	cl := h.cl.Load()
-	cl.MarkAcks(kgo.AckRelease, r)
-	go m.flushStrays(cl)
+	m.strays[r.Partition][r.Offset] = &stray{r: r}
 }
 
-// flushStrays sends the strays' releases. What the broker says of them
-// is discarded: a release refused (the record's lock ran out meanwhile)
-// leaves it with the broker as much as one accepted.
-func (m *member) flushStrays(cl *kgo.Client) {
-	ctx, cancel := context.WithTimeout(context.Background(), settle)
+// releaseOthersStrays gives back, before m polls, the strays the other
+// members of its group keep: the broker locked them to members that are
+// not polling.
+func (m *member) releaseOthersStrays(ctx context.Context) {
+	t := m.t
+	var others []*member
+	t.mu.Lock()
+	for k, o := range t.members {
+		if k.group == m.key.group && o != m {
+			others = append(others, o)
+		}
+	}
+	t.mu.Unlock()
+	for _, o := range others {
+		o.releaseStrays(ctx)
+	}
+}
+
+// releaseStrays releases the member's kept strays and waits until the
+// broker has the releases. The release is marked while strayMu is held
+// (MarkAcks takes only the record's own lock), so a poll of the member
+// under way either took the stray first, and it is its worker's, or
+// finds it released and leaves it out. What the broker says of the
+// releases is discarded: one refused (the lock ran out meanwhile) leaves
+// the record with the broker as much as one accepted.
+func (m *member) releaseStrays(ctx context.Context) {
+	var recs []*kgo.Record
+	m.strayMu.Lock()
+	for _, ps := range m.strays {
+		for _, s := range ps {
+			if !s.released {
+				s.released = true
+				recs = append(recs, s.r)
+			}
+		}
+	}
+	if len(recs) > 0 {
+		m.cl.MarkAcks(kgo.AckRelease, recs...)
+	}
+	m.strayMu.Unlock()
+	if len(recs) == 0 {
+		return
+	}
+	fctx, cancel := context.WithTimeout(ctx, settle)
 	defer cancel()
 	m.ackSeq.Lock()
 	defer m.ackSeq.Unlock()
-	_ = cl.FlushAcks(ctx) // a client closed meanwhile released them anyway
+	_ = m.cl.FlushAcks(fctx) // a client closed meanwhile released them anyway
 	m.takeRefused()
 }
 
-// dropStrays removes from recs the strays it holds (each is dropped once:
+// takeStrays removes from recs the strays released for another member,
+// and forgets the ones it keeps, now handed out (each is handed out once:
 // the client hands a buffered record out once).
-func (m *member) dropStrays(recs []*kgo.Record) []*kgo.Record {
+func (m *member) takeStrays(recs []*kgo.Record) []*kgo.Record {
 	m.strayMu.Lock()
 	defer m.strayMu.Unlock()
 	if len(m.strays) == 0 {
@@ -87,11 +122,11 @@ func (m *member) dropStrays(recs []*kgo.Record) []*kgo.Record {
 	}
 	kept := recs[:0:0]
 	for _, r := range recs {
-		if m.strays[r.Partition][r.Offset] {
-			delete(m.strays[r.Partition], r.Offset)
-			continue
+		s := m.strays[r.Partition][r.Offset]
+		delete(m.strays[r.Partition], r.Offset)
+		if s == nil || !s.released {
+			kept = append(kept, r)
 		}
-		kept = append(kept, r)
 	}
 	return kept
 }
