@@ -145,11 +145,21 @@ func (s *Service) awaitReady(ctx context.Context) error {
 		case <-line:
 			line = nil
 		case <-on:
-			if err := s.spec.ReadyOn.Err(); err != nil {
-				return fmt.Errorf("service %s: ready: its %s can never be counted: %v; its output:\n%s", s.spec.Name, s.spec.ReadyOn.What(), err, s.Output())
+			if err := s.readyOnErr(); err != nil {
+				return err
 			}
 			on = nil
 		case <-s.child.done:
+			// What made it ready may have come before the exit, and
+			// select picks among the cases ready at random: a service
+			// with no ready condition that exits at once (a wrapper that
+			// leaves a daemon) was now ready, now not.
+			if closed(line) && closed(on) {
+				if on != nil {
+					return s.readyOnErr()
+				}
+				return nil
+			}
 			return fmt.Errorf("service %s exited before it was ready (%v); its output:\n%s", s.spec.Name, s.child.err, s.Output())
 		case <-t.C:
 			return s.notReady(timeout, line != nil, on != nil)
@@ -158,6 +168,24 @@ func (s *Service) awaitReady(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// readyOnErr is the error of a ready crossing that can never be counted.
+func (s *Service) readyOnErr() error {
+	if err := s.spec.ReadyOn.Err(); err != nil {
+		return fmt.Errorf("service %s: ready: its %s can never be counted: %v; its output:\n%s", s.spec.Name, s.spec.ReadyOn.What(), err, s.Output())
+	}
+	return nil
+}
+
+// closed reports whether ch is nil or closed (without waiting).
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return ch == nil
+	}
 }
 
 // notReady is the error of a service not ready within timeout: what did

@@ -85,6 +85,26 @@ func TestServiceNotReady(t *testing.T) {
 	}
 }
 
+// A service that was ready as it exited is ready, whatever the order in
+// which the runner hears the two: with no ready text it is ready at once,
+// and a ready line it printed before exiting counts. (Before, select chose
+// the exit about half the time.)
+func TestServiceReadyAsItExited(t *testing.T) {
+	t.Parallel()
+	for i := range 20 {
+		for _, c := range []struct{ script, ready string }{{`exit 0`, ""}, {`echo ready; exit 0`, "ready"}} {
+			// Started runs before the wait for readiness: the exit is
+			// there to hear when the wait begins.
+			s, err := StartService(context.Background(), ServiceSpec{Name: "svc", Argv: []string{"sh", "-c", c.script}, Dir: t.TempDir(),
+				Ready: c.ready, ReadyTimeout: 3 * time.Second, Started: func(s *Service) { <-s.child.done }})
+			if err != nil {
+				t.Fatalf("run %d of %q: %v", i, c.script, err)
+			}
+			_ = s.Kill(context.Background())
+		}
+	}
+}
+
 // Kill takes the whole process group: what the service forked dies too.
 func TestServiceKillTakesItsGroup(t *testing.T) {
 	s, err := startSh(t, `sleep 30 & echo "child $!"; echo ready; wait`, "ready")
