@@ -50,7 +50,7 @@ type member struct {
 	polling atomic.Bool // a poll is under way: what the client buffers is the worker's (stray.go)
 	back    atomic.Bool // the server came back since the last poll (ServerBack): catch up first
 	strayMu sync.Mutex
-	strays  map[int32]map[int64]*stray // what the client buffered while no poll ran (stray.go)
+	strays  map[*kgo.Record]bool // what the client buffered while no poll ran, true once released (stray.go)
 
 	mu        sync.Mutex
 	held      map[int32]map[int64]*kgo.Record
@@ -196,7 +196,11 @@ func (m *member) own(ps []int32) {
 // their way); with count <= 0 it polls on until it has caught up with the
 // end of its partitions.
 func (m *member) poll(ctx context.Context, count int, wait time.Duration) ([]broker.Delivery, error) {
-	if m.expect.Swap(false) {
+	// Strays other members of a share group gave back are on their way
+	// to a member, maybe this one: wait for them as for a redelivery.
+	// Given back before the wait starts, they have all of it.
+	released := m.t.opt.Share && m.releaseOthersStrays(ctx)
+	if m.expect.Swap(false) || released {
 		wait = max(wait, settle)
 	}
 	out, err := m.pollOnce(ctx, count, wait)
@@ -249,14 +253,10 @@ func (m *member) pollOnce(ctx context.Context, count int, wait time.Duration) ([
 }
 
 // pollRecords is one PollRecords within pctx, the topic resumed only
-// meanwhile; for a share member, once the group's other members gave back
-// their strays, and again while all it brought were strays it gave back
-// (stray.go), and recs without those. Errs are the fetches' errors other
+// meanwhile; for a share member, again while all it brought were strays
+// it gave back (stray.go), and recs without those. Errs are the fetches' errors other
 // than pctx's end.
 func (m *member) pollRecords(ctx, pctx context.Context, count int) (recs []*kgo.Record, errs []error, err error) {
-	if m.t.opt.Share {
-		m.releaseOthersStrays(ctx)
-	}
 	for {
 		m.polling.Store(true)
 		m.cl.ResumeFetchTopics(m.t.name)
@@ -266,7 +266,7 @@ func (m *member) pollRecords(ctx, pctx context.Context, count int) (recs []*kgo.
 		if err := m.flushShareAcks(ctx); err != nil {
 			// The client took these as handed out: given back, or its
 			// next poll would accept them unseen.
-			m.cl.MarkAcks(kgo.AckRelease, fs.Records()...)
+			m.cl.MarkAcks(kgo.AckRelease, m.takeStrays(fs.Records())...)
 			return nil, nil, err
 		}
 		var rejoin bool

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxdrill/runner/broker"
 	"github.com/outboxdrill/runner/broker/brokertest"
@@ -224,11 +225,10 @@ func TestShareGroupVerbs(t *testing.T) {
 	}
 }
 
-// A member's client fetches nothing before its first poll, however long
-// after NewClient its topic is paused: a fetch then would acquire records
-// no poll takes, released as strays with a delivery counted, and the
-// worker's first read would see its record on its second delivery.
-// (Not parallel: it sets clientBorn.)
+// A worker's first read is its record's first delivery, however long
+// after NewClient the member's topic is paused. (Its client fetches
+// nothing before the pause; and a fetch before its first poll would bring
+// a stray, which is that poll's.) Not parallel: it sets clientBorn.
 func TestShareGroupFirstReadIsTheFirstDelivery(t *testing.T) {
 	clientBorn = func() { time.Sleep(300 * time.Millisecond) }
 	t.Cleanup(func() { clientBorn = func() {} })
@@ -259,5 +259,23 @@ func TestShareGroupAFetchAfterThePollEndedIsTheNextRead(t *testing.T) {
 		if d := readOne(t, tp, "w", id); d.Deliveries != 1 {
 			t.Fatalf("%s came on delivery %d; want 1", id, d.Deliveries)
 		}
+	}
+}
+
+// A stray is its record, not its offset: a later delivery of the same
+// offset to the member (a new copy, after the stray was given back) is the
+// worker's, and the released copy is left out.
+func TestAStrayIsItsRecordNotItsOffset(t *testing.T) {
+	released := &kgo.Record{Topic: "t", Partition: 0, Offset: 7}
+	again := &kgo.Record{Topic: "t", Partition: 0, Offset: 7}
+	m := &member{strays: map[*kgo.Record]bool{released: true}}
+	if got := m.takeStrays([]*kgo.Record{again}); len(got) != 1 || got[0] != again {
+		t.Fatalf("the later delivery of offset 7: kept %v; want it", got)
+	}
+	if got := m.takeStrays([]*kgo.Record{released}); len(got) != 0 {
+		t.Fatalf("the released copy: kept %v; want it left out", got)
+	}
+	if len(m.strays) != 0 {
+		t.Fatalf("strays left after both were handed out: %v", m.strays)
 	}
 }

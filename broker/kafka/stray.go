@@ -27,14 +27,10 @@ import (
 // leave them out, though their clients' buffers still hold them. A stray
 // whose lock runs out before its member polls again is the broker's to
 // hand out anew, as with any consumer's prefetch: the member's worker may
-// then still get the copy its client buffered, and its ack is refused
-// (NotAcked).
-
-// stray is a record the member's client buffered while no poll ran.
-type stray struct {
-	r        *kgo.Record
-	released bool // given back for another member: its member's next poll leaves it out
-}
+// then still get the copy its client buffered, on its old count, and its
+// ack is refused (NotAcked) — or, if the broker meanwhile handed the
+// record to this very member again, taken, and that later copy comes to
+// the worker too (the broker checks the member, not the delivery).
 
 // strayHook sees what the member's client buffers.
 type strayHook struct{ m *member }
@@ -43,7 +39,9 @@ var _ kgo.HookFetchRecordBuffered = (*strayHook)(nil)
 
 // OnFetchRecordBuffered runs before a fetch's records become takeable by
 // a poll: a poll under way (polling) takes them; none under way, they are
-// strays.
+// strays. A stray is known by its record, not its offset: the broker may
+// hand the same offset to the member again (a later delivery), and that
+// copy is not the stray.
 func (h *strayHook) OnFetchRecordBuffered(r *kgo.Record) {
 	m := h.m
 	if m.polling.Load() || r.Topic != m.t.name {
@@ -52,18 +50,16 @@ func (h *strayHook) OnFetchRecordBuffered(r *kgo.Record) {
 	m.strayMu.Lock()
 	defer m.strayMu.Unlock()
 	if m.strays == nil {
-		m.strays = map[int32]map[int64]*stray{}
+		m.strays = map[*kgo.Record]bool{}
 	}
-	if m.strays[r.Partition] == nil {
-		m.strays[r.Partition] = map[int64]*stray{}
-	}
-	m.strays[r.Partition][r.Offset] = &stray{r: r}
+	m.strays[r] = false
 }
 
 // releaseOthersStrays gives back, before m polls, the strays the other
 // members of its group keep: the broker locked them to members that are
-// not polling.
-func (m *member) releaseOthersStrays(ctx context.Context) {
+// not polling. It reports whether it gave any back: they are on their way
+// to a member of the group, maybe m.
+func (m *member) releaseOthersStrays(ctx context.Context) bool {
 	t := m.t
 	var others []*member
 	t.mu.Lock()
@@ -73,9 +69,11 @@ func (m *member) releaseOthersStrays(ctx context.Context) {
 		}
 	}
 	t.mu.Unlock()
+	released := false
 	for _, o := range others {
-		o.releaseStrays(ctx)
+		released = o.releaseStrays(ctx) || released
 	}
+	return released
 }
 
 // releaseStrays releases the member's kept strays and waits until the
@@ -85,15 +83,13 @@ func (m *member) releaseOthersStrays(ctx context.Context) {
 // finds it released and leaves it out. What the broker says of the
 // releases is discarded: one refused (the lock ran out meanwhile) leaves
 // the record with the broker as much as one accepted.
-func (m *member) releaseStrays(ctx context.Context) {
+func (m *member) releaseStrays(ctx context.Context) bool {
 	var recs []*kgo.Record
 	m.strayMu.Lock()
-	for _, ps := range m.strays {
-		for _, s := range ps {
-			if !s.released {
-				s.released = true
-				recs = append(recs, s.r)
-			}
+	for r, released := range m.strays {
+		if !released {
+			m.strays[r] = true
+			recs = append(recs, r)
 		}
 	}
 	if len(recs) > 0 {
@@ -101,7 +97,7 @@ func (m *member) releaseStrays(ctx context.Context) {
 	}
 	m.strayMu.Unlock()
 	if len(recs) == 0 {
-		return
+		return false
 	}
 	fctx, cancel := context.WithTimeout(ctx, settle)
 	defer cancel()
@@ -109,11 +105,12 @@ func (m *member) releaseStrays(ctx context.Context) {
 	defer m.ackSeq.Unlock()
 	_ = m.cl.FlushAcks(fctx) // a client closed meanwhile released them anyway
 	m.takeRefused()
+	return true
 }
 
 // takeStrays removes from recs the strays released for another member,
-// and forgets the ones it keeps, now handed out (each is handed out once:
-// the client hands a buffered record out once).
+// and forgets every stray of recs: the client hands a buffered record out
+// once, and those it kept are now handed out.
 func (m *member) takeStrays(recs []*kgo.Record) []*kgo.Record {
 	m.strayMu.Lock()
 	defer m.strayMu.Unlock()
@@ -122,9 +119,9 @@ func (m *member) takeStrays(recs []*kgo.Record) []*kgo.Record {
 	}
 	kept := recs[:0:0]
 	for _, r := range recs {
-		s := m.strays[r.Partition][r.Offset]
-		delete(m.strays[r.Partition], r.Offset)
-		if s == nil || !s.released {
+		released, stray := m.strays[r]
+		delete(m.strays, r)
+		if !stray || !released {
 			kept = append(kept, r)
 		}
 	}
