@@ -450,9 +450,13 @@ func (b *Broker) publisher() (*channel, error) {
 }
 
 // awaitConfirms waits for the confirms in publish order and returns how
-// many were acked before the first nack, error or timeout. The client nacks
-// every pending confirm when the channel closes, so a nack on a closed
-// channel reports why it closed.
+// many were acked before the first nack, error or timeout. After a nack it
+// still waits for the broker's answer to the rest (within the same
+// timeout): they were sent, and what the broker then holds is settled
+// when the publish returns (a read right after it counted the log short
+// of a message the broker took just after). The client nacks every
+// pending confirm when the channel closes, so a nack on a closed channel
+// reports why it closed.
 func awaitConfirms(ctx context.Context, pub *channel, dcs []*amqp.DeferredConfirmation, events []string, target string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, confirmWait)
 	defer cancel()
@@ -465,6 +469,11 @@ func awaitConfirms(ctx context.Context, pub *channel, dcs []*amqp.DeferredConfir
 			}
 		}
 		if err != nil {
+			for _, rest := range dcs[i+1:] {
+				if _, werr := rest.WaitContext(ctx); werr != nil {
+					break // the timeout, or the caller's end: no answer to wait for
+				}
+			}
 			return i, fmt.Errorf("confirm of event %s on %s: %w", events[i], target, err)
 		}
 	}
