@@ -146,23 +146,17 @@ func TestShareGroupAckTheBrokerRefusedIsReported(t *testing.T) {
 
 // A fetch still on its way when a worker's poll ended (its wait ran out
 // during the fetch's long poll) brings a record published meanwhile: the
-// broker acquires it for that worker, which never sees it. The adapter
-// gives it back at once, so another worker's claim gets it (not after the
-// 30 s acquisition lock), and the first worker's next poll does not hand
-// out the copy still in its client's buffer.
+// broker acquires it for that worker, which has not seen it. The adapter
+// gives it back when another worker polls, so that worker's claim gets it
+// (not after the 30 s acquisition lock), and the first worker's next poll
+// does not hand out the copy still in its client's buffer.
 func TestShareGroupAFetchAfterThePollEndedIsGivenBack(t *testing.T) {
 	t.Parallel()
 	tp := newTopic(t, Options{Share: true})
 	brokertest.Publish(t, tp, "e0")
 	readOne(t, tp, "w1", "e0") // w1 joined and fetches
 	for i := 1; i <= 5; i++ {
-		// Nothing new: the poll's 20 ms run out during the fetch's 100 ms long poll.
-		if ds, err := tp.Read(testCtx(t), "g", "w1", 1, 20*time.Millisecond); err != nil || len(ds) != 0 {
-			t.Fatalf("read %d with nothing new: %+v, %v", i, ds, err)
-		}
-		id := fmt.Sprintf("e%d", i)
-		brokertest.Publish(t, tp, id)
-		time.Sleep(150 * time.Millisecond) // the long poll answers with it
+		id := strayAfterAnEmptyRead(t, tp, "w1", i)
 		ds, err := tp.Claim(testCtx(t), "g", "w2", 0, 1)
 		if err != nil || len(ds) != 1 || ds[0].EventID != id {
 			t.Fatalf("claim %d by w2: %+v, %v; want %s", i, ds, err, id)
@@ -174,6 +168,20 @@ func TestShareGroupAFetchAfterThePollEndedIsGivenBack(t *testing.T) {
 			t.Fatalf("w1's read after w2 took %s: %+v, %v; want nothing", id, ds, err)
 		}
 	}
+}
+
+// strayAfterAnEmptyRead has worker read with nothing new, its poll's 20 ms
+// running out during the fetch's 100 ms long poll, then publishes e<i>,
+// which that fetch brings after the poll ended. It returns the event id.
+func strayAfterAnEmptyRead(t *testing.T, tp *Topic, worker string, i int) string {
+	t.Helper()
+	if ds, err := tp.Read(testCtx(t), "g", worker, 1, 20*time.Millisecond); err != nil || len(ds) != 0 {
+		t.Fatalf("read %d with nothing new: %+v, %v", i, ds, err)
+	}
+	id := fmt.Sprintf("e%d", i)
+	brokertest.Publish(t, tp, id)
+	time.Sleep(150 * time.Millisecond) // the long poll answers with it
+	return id
 }
 
 // shortLockTopic is a share-group topic on a kfake of its own whose
@@ -250,12 +258,7 @@ func TestShareGroupAFetchAfterThePollEndedIsTheNextRead(t *testing.T) {
 	brokertest.Publish(t, tp, "e0")
 	readOne(t, tp, "w", "e0") // joined and fetches
 	for i := 1; i <= 5; i++ {
-		if ds, err := tp.Read(testCtx(t), "g", "w", 1, 20*time.Millisecond); err != nil || len(ds) != 0 {
-			t.Fatalf("read %d with nothing new: %+v, %v", i, ds, err)
-		}
-		id := fmt.Sprintf("e%d", i)
-		brokertest.Publish(t, tp, id)
-		time.Sleep(150 * time.Millisecond) // the long poll answers with it
+		id := strayAfterAnEmptyRead(t, tp, "w", i)
 		if d := readOne(t, tp, "w", id); d.Deliveries != 1 {
 			t.Fatalf("%s came on delivery %d; want 1", id, d.Deliveries)
 		}
