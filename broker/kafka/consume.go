@@ -100,10 +100,11 @@ func (t *Topic) member(ctx context.Context, group, worker string) (*member, erro
 		}
 		// Fetch only while polling (pollOnce), from the start: the topic
 		// is added once paused. A client given it at NewClient may fetch
-		// before a pause after NewClient returns, and in a share group
-		// what that fetch acquires is a stray (stray.go), released with a
-		// delivery counted: a worker's first read then saw its record on
-		// its second delivery (once in CI, under load).
+		// before a pause after NewClient returns; in a share group the
+		// broker then acquires records for a worker that is not reading
+		// (a stray, stray.go). When strays were released at once, a
+		// worker's first read saw its record on its second delivery (in
+		// CI, under load).
 		clientBorn()
 		cl.PauseFetchTopics(t.name)
 		cl.AddConsumeTopics(t.name)
@@ -254,8 +255,8 @@ func (m *member) pollOnce(ctx context.Context, count int, wait time.Duration) ([
 
 // pollRecords is one PollRecords within pctx, the topic resumed only
 // meanwhile; for a share member, again while all it brought were strays
-// it gave back (stray.go), and recs without those. Errs are the fetches' errors other
-// than pctx's end.
+// given back for another member (stray.go), and recs without those. Errs
+// are the fetches' errors other than pctx's end.
 func (m *member) pollRecords(ctx, pctx context.Context, count int) (recs []*kgo.Record, errs []error, err error) {
 	for {
 		m.polling.Store(true)
