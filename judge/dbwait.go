@@ -89,13 +89,13 @@ func dbWaits(ctx context.Context, pools [2]*pgxpool.Pool, live []sysrun.Live) ma
 				owner[p] = l.Name
 			}
 		}
-		byPort := map[string][]backend{}
+		byService := map[string][]backend{}
 		for _, b := range bs {
 			if name, ok := owner[b.port]; ok && b.port != 0 {
-				byPort[name] = append(byPort[name], b)
+				byService[name] = append(byService[name], b)
 			}
 		}
-		for name, mine := range byPort {
+		for name, mine := range byService {
 			if s := describeWaits(mine, bs, owner); s != "" {
 				w := out[name]
 				w[side] = s

@@ -276,11 +276,11 @@ func (s *settling) outcome(now time.Time, quiet bool, live []sysrun.Live, v view
 
 // owing is which side still owes work at this look (cpuWaits).
 func (s *settling) owing(quiet bool, v view) owing {
-	outbox := 0
+	others := len(v.owed) // what is owed beside the outbox's events
 	if v.outboxOwed {
-		outbox = 1
+		others--
 	}
-	return owing{producer: outbox == 1 || !quiet, consumer: !quiet || len(v.owed) > outbox || len(v.soft) > 0 || len(v.hard) > 0}
+	return owing{producer: v.outboxOwed || !quiet, consumer: !quiet || others > 0 || len(v.soft) > 0 || len(v.hard) > 0}
 }
 
 // maxRaise bounds how far the timers the services announced may raise
